@@ -1,0 +1,410 @@
+//! The database: routes each key to its partition by a stable hash, runs the background
+//! workers and the log syncer, and merges partitions for scans.
+
+use std::ops::{Bound, RangeBounds};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use bytes::Bytes;
+use crossbeam_channel::{Receiver, Sender};
+use parking_lot::Mutex;
+
+use crate::batch::{Kind, WriteBatch};
+use crate::cache::BlockCache;
+use crate::error::{Error, Result};
+use crate::iter::{EntryIter, MergeIter};
+use crate::lsm::fsutil;
+use crate::lsm::memtable::Slot;
+use crate::lsm::tree::Tree;
+pub use crate::lsm::tree::Update;
+use crate::meta;
+use crate::options::{Options, SyncMode};
+use crate::stats::Stats;
+
+/// Largest write batch accepted, in bytes of keys and values.
+pub const BATCH_BYTES_MAX: usize = 1 << 30;
+
+/// An open database. `Send + Sync`: share it between threads with an `Arc`.
+/// Dropping it closes it (see [`Db::close`] to see errors).
+pub struct Db {
+    inner: Arc<Inner>,
+    workers: Mutex<Vec<JoinHandle<()>>>,
+    stop_tx: Sender<()>,
+    closed: AtomicBool,
+}
+
+struct Inner {
+    dir: PathBuf,
+    opts: Arc<Options>,
+    trees: Vec<Arc<Tree>>,
+}
+
+impl Db {
+    /// Opens the database in `path`, creating it if `options.create_if_missing`. Replays the
+    /// write-ahead logs; a torn final log record is truncated (and logged), any other damage is
+    /// an error naming the file and offset.
+    pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
+        options.validate()?;
+        let dir = path.as_ref().to_path_buf();
+        if !dir.exists() && !options.create_if_missing {
+            return Err(Error::InvalidArgument(format!(
+                "no database in {} and create_if_missing is false",
+                dir.display()
+            )));
+        }
+        fsutil::create_dir_durably(&dir)?;
+        let partitions = meta::open_or_create(&dir, options.partitions, options.create_if_missing)?;
+        let opts = Arc::new(options);
+        let cache = Arc::new(BlockCache::new(opts.block_cache_bytes));
+        let (work_tx, work_rx) = crossbeam_channel::unbounded::<usize>();
+        let mut trees = Vec::with_capacity(partitions);
+        for id in 0..partitions {
+            let tree = Tree::open(
+                id,
+                dir.join(format!("p{id:04}")),
+                opts.clone(),
+                cache.clone(),
+                work_tx.clone(),
+            )?;
+            trees.push(Arc::new(tree));
+        }
+        let inner = Arc::new(Inner { dir, opts, trees });
+        let (stop_tx, stop_rx) = crossbeam_channel::unbounded::<()>();
+        let mut workers = Vec::new();
+        for n in 0..inner.opts.background_threads {
+            let (inner, work_rx, stop_rx) = (inner.clone(), work_rx.clone(), stop_rx.clone());
+            workers.push(spawn(&format!("strata-bg-{n}"), move || {
+                background_worker(&inner, &work_rx, &stop_rx)
+            })?);
+        }
+        if inner.opts.sync != SyncMode::Always {
+            let (inner, stop_rx) = (inner.clone(), stop_rx.clone());
+            workers.push(spawn("strata-sync", move || log_syncer(&inner, &stop_rx))?);
+        }
+        // Memtables recovered from logs wait for flush; the workers pick them up now.
+        for t in &inner.trees {
+            t.request_work();
+        }
+        Ok(Db {
+            inner,
+            workers: Mutex::new(workers),
+            stop_tx,
+            closed: AtomicBool::new(false),
+        })
+    }
+
+    /// Reads the partition count of the database in `path`, if one exists there.
+    pub fn existing_partitions(path: impl AsRef<Path>) -> Result<Option<usize>> {
+        meta::read_partitions(path.as_ref())
+    }
+
+    fn check(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        Ok(())
+    }
+
+    fn check_sizes(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        let o = &self.inner.opts;
+        if key.len() > o.key_bytes_max {
+            return Err(Error::LimitExceeded {
+                what: "key",
+                actual: key.len(),
+                max: o.key_bytes_max,
+            });
+        }
+        if value.len() > o.value_bytes_max {
+            return Err(Error::LimitExceeded {
+                what: "value",
+                actual: value.len(),
+                max: o.value_bytes_max,
+            });
+        }
+        Ok(())
+    }
+
+    fn tree(&self, key: &[u8]) -> &Tree {
+        &self.inner.trees[meta::partition_of(key, self.inner.trees.len())]
+    }
+
+    /// The partition `key` is routed to.
+    pub fn partition_of(&self, key: &[u8]) -> usize {
+        meta::partition_of(key, self.inner.trees.len())
+    }
+
+    /// Stores `value` under `key`.
+    pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.check()?;
+        self.check_sizes(key, value)?;
+        self.tree(key).write(&[(Kind::Put, key, value)])
+    }
+
+    /// The value of `key`, or `None`.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
+        self.check()?;
+        self.tree(key).get(key)
+    }
+
+    /// Deletes `key` (a tombstone; deleting an absent key is not an error).
+    pub fn delete(&self, key: &[u8]) -> Result<()> {
+        self.check()?;
+        self.check_sizes(key, &[])?;
+        self.tree(key).write(&[(Kind::Delete, key, &[])])
+    }
+
+    /// Applies a batch: atomically per partition (see [`WriteBatch`]).
+    pub fn write(&self, batch: WriteBatch) -> Result<()> {
+        self.check()?;
+        let mut total = 0usize;
+        for (_, k, v) in &batch.ops {
+            self.check_sizes(k, v)?;
+            total += k.len() + v.len();
+        }
+        if total > BATCH_BYTES_MAX {
+            return Err(Error::LimitExceeded {
+                what: "write batch",
+                actual: total,
+                max: BATCH_BYTES_MAX,
+            });
+        }
+        let n = self.inner.trees.len();
+        let mut by_part: Vec<Vec<(Kind, &[u8], &[u8])>> = vec![Vec::new(); n];
+        for (kind, k, v) in &batch.ops {
+            by_part[meta::partition_of(k, n)].push((*kind, k, v));
+        }
+        for (i, entries) in by_part.iter().enumerate() {
+            if !entries.is_empty() {
+                self.inner.trees[i].write(entries)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Atomic read-modify-write of one key: `f` sees the current value and decides, while the
+    /// key's partition admits no other write. Whatever `f` returns besides the decision is
+    /// handed back. Used for counters (`INCR`) and document field updates.
+    pub fn update<T>(
+        &self,
+        key: &[u8],
+        f: impl FnOnce(Option<&[u8]>) -> Result<(Update, T)>,
+    ) -> Result<T> {
+        self.check()?;
+        self.check_sizes(key, &[])?;
+        self.tree(key)
+            .update(key, f, |k, v| self.check_sizes(k, v))
+    }
+
+    /// Keys and values in `range`, in key order across all partitions.
+    pub fn scan<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Scan {
+        let conv = |b: Bound<&K>| match b {
+            Bound::Included(k) => Bound::Included(Bytes::copy_from_slice(k.as_ref())),
+            Bound::Excluded(k) => Bound::Excluded(Bytes::copy_from_slice(k.as_ref())),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        self.scan_bounds(conv(range.start_bound()), conv(range.end_bound()))
+    }
+
+    /// Keys starting with `prefix`, in key order.
+    pub fn scan_prefix(&self, prefix: &[u8]) -> Scan {
+        let upper = prefix_successor(prefix).map_or(Bound::Unbounded, Bound::Excluded);
+        self.scan_bounds(Bound::Included(Bytes::copy_from_slice(prefix)), upper)
+    }
+
+    fn scan_bounds(&self, lower: Bound<Bytes>, upper: Bound<Bytes>) -> Scan {
+        if let Err(e) = self.check() {
+            return Scan {
+                inner: MergeIter::new(Vec::new()),
+                error: Some(e),
+            };
+        }
+        let sources: Vec<EntryIter> = self
+            .inner
+            .trees
+            .iter()
+            .map(|t| Box::new(t.iter(lower.clone(), upper.clone())) as EntryIter)
+            .collect();
+        Scan {
+            inner: MergeIter::new(sources),
+            error: None,
+        }
+    }
+
+    /// Writes every memtable to table files and waits for that to finish.
+    pub fn flush(&self) -> Result<()> {
+        self.check()?;
+        for t in &self.inner.trees {
+            t.flush_all()?;
+        }
+        Ok(())
+    }
+
+    /// Forces every write-ahead log to disk now, whatever the sync mode.
+    pub fn sync(&self) -> Result<()> {
+        self.check()?;
+        for t in &self.inner.trees {
+            t.sync_now(true)?;
+        }
+        Ok(())
+    }
+
+    /// Flushes, then merges every partition into one sorted level, dropping deleted data.
+    pub fn compact(&self) -> Result<()> {
+        self.flush()?;
+        for t in &self.inner.trees {
+            t.compact_once(true)?;
+        }
+        Ok(())
+    }
+
+    /// A snapshot of sizes and counters.
+    pub fn stats(&self) -> Stats {
+        Stats {
+            partitions: self.inner.trees.iter().map(|t| t.stats()).collect(),
+        }
+    }
+
+    /// The directory of the database.
+    pub fn path(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// The number of partitions.
+    pub fn partitions(&self) -> usize {
+        self.inner.trees.len()
+    }
+
+    /// Stops background work, writes and fsyncs every log, and closes the database.
+    pub fn close(self) -> Result<()> {
+        self.shutdown()
+    }
+
+    fn shutdown(&self) -> Result<()> {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        for _ in 0..self.workers.lock().len() {
+            let _ = self.stop_tx.send(());
+        }
+        for h in self.workers.lock().drain(..) {
+            let _ = h.join();
+        }
+        let mut first_err = None;
+        for t in &self.inner.trees {
+            if let Err(e) = t.sync_now(true) {
+                first_err.get_or_insert(e);
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        if let Err(e) = self.shutdown() {
+            tracing::error!(error = %e, "closing the database failed");
+        }
+    }
+}
+
+fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name(name.to_string())
+        .spawn(f)
+        .map_err(|e| Error::io(name, e))
+}
+
+fn background_worker(inner: &Inner, work: &Receiver<usize>, stop: &Receiver<()>) {
+    loop {
+        crossbeam_channel::select! {
+            recv(stop) -> _ => return,
+            recv(work) -> msg => {
+                let Ok(id) = msg else { return };
+                let tree = &inner.trees[id];
+                tree.work_pending.store(false, Ordering::Release);
+                loop {
+                    if !stop.is_empty() {
+                        return;
+                    }
+                    match tree.background_step() {
+                        Ok(true) => continue,
+                        Ok(false) => break,
+                        Err(e) => {
+                            tracing::error!(partition = id, dir = %tree.dir().display(), error = %e, "background flush/compaction failed; retrying");
+                            std::thread::sleep(Duration::from_millis(200));
+                            tree.request_work();
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Periodically hands buffered log records to the OS and, for `EveryMs`, fsyncs them.
+fn log_syncer(inner: &Inner, stop: &Receiver<()>) {
+    let (period, fsync) = match inner.opts.sync {
+        SyncMode::EveryMs(ms) => (Duration::from_millis(ms), true),
+        _ => (Duration::from_millis(100), false),
+    };
+    while let Err(crossbeam_channel::RecvTimeoutError::Timeout) = stop.recv_timeout(period) {
+        for t in &inner.trees {
+            if let Err(e) = t.sync_now(fsync) {
+                tracing::error!(partition = t.id, error = %e, "syncing the write-ahead log failed");
+            }
+        }
+    }
+}
+
+/// The smallest key greater than every key starting with `prefix`, if any.
+fn prefix_successor(prefix: &[u8]) -> Option<Bytes> {
+    let mut p = prefix.to_vec();
+    while let Some(last) = p.pop() {
+        if last < 0xff {
+            p.push(last + 1);
+            return Some(Bytes::from(p));
+        }
+    }
+    None
+}
+
+/// Iterator over a key range of the database, in key order. Yields `Err` once and stops if a
+/// table turns out to be damaged.
+pub struct Scan {
+    inner: MergeIter,
+    error: Option<Error>,
+}
+
+impl Iterator for Scan {
+    type Item = Result<(Bytes, Bytes)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if let Some(e) = self.error.take() {
+            return Some(Err(e));
+        }
+        loop {
+            match self.inner.next()? {
+                Ok((k, Slot::Put(v))) => return Some(Ok((k, v))),
+                Ok((_, Slot::Delete)) => continue,
+                Err(e) => return Some(Err(e)),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_successor_handles_ff() {
+        assert_eq!(prefix_successor(b"ab"), Some(Bytes::from_static(b"ac")));
+        assert_eq!(prefix_successor(b"a\xff"), Some(Bytes::from_static(b"b")));
+        assert_eq!(prefix_successor(b"\xff\xff"), None);
+        assert_eq!(prefix_successor(b""), None);
+    }
+}

@@ -1,0 +1,59 @@
+//! # Strata
+//!
+//! An embeddable, durable, hash-partitioned LSM-tree key/value engine.
+//!
+//! Keys are routed by a stable hash (xxh3-64, seed 0, modulo the partition count) to one of
+//! `Options::partitions` independent LSM trees. Each tree has its own write-ahead log, memtables,
+//! table files and manifest; a shared pool of background threads flushes and compacts them.
+//! Range and prefix scans merge all partitions in key order.
+//!
+//! ```
+//! use strata::{Db, Options, WriteBatch};
+//! # fn main() -> strata::Result<()> {
+//! let dir = tempfile::tempdir().map_err(|e| strata::Error::io("tempdir", e))?;
+//! let db = Db::open(dir.path(), Options::default())?;
+//! db.put(b"apple", b"red")?;
+//! let mut batch = WriteBatch::new();
+//! batch.put(b"banana", b"yellow");
+//! batch.delete(b"apple");
+//! db.write(batch)?;
+//! assert_eq!(db.get(b"banana")?.as_deref(), Some(&b"yellow"[..]));
+//! assert_eq!(db.get(b"apple")?, None);
+//! let keys: Vec<_> = db.scan_prefix(b"b").map(|kv| kv.map(|(k, _)| k)).collect::<Result<_, _>>()?;
+//! assert_eq!(keys, vec![bytes::Bytes::from_static(b"banana")]);
+//! db.close()?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Module map (data flows top to bottom): [`db`] routes to a partition's `lsm::tree`, which
+//! appends to `lsm::wal`, inserts into `lsm::memtable`, and in the background flushes to
+//! `lsm::sstable` files tracked by `lsm::version` and merged by `lsm::compaction`.
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+mod batch;
+mod cache;
+mod coding;
+pub mod db;
+mod error;
+mod iter;
+mod lsm;
+mod meta;
+mod options;
+mod stats;
+
+pub use batch::WriteBatch;
+pub use bytes::Bytes;
+pub use db::{Db, Scan, Update};
+pub use error::{Error, Result};
+pub use options::{Compression, Options, SyncMode};
+pub use stats::{LevelStats, PartitionStats, Stats};
+
+/// Format details shared with tests and tools that decode files independently.
+pub mod format {
+    pub use crate::lsm::sstable::{TABLE_FORMAT_VERSION, TABLE_MAGIC};
+    pub use crate::lsm::version::MANIFEST_FORMAT_VERSION;
+    pub use crate::lsm::wal::WAL_FORMAT_VERSION;
+    pub use crate::meta::{partition_of, META_FORMAT_VERSION};
+}

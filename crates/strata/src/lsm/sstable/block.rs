@@ -1,0 +1,112 @@
+//! Data blocks: sorted entries with the key prefix shared with the previous entry elided.
+//!
+//! Entry: `kind u8 | shared varint | unshared varint | value_len varint (puts only) |
+//! key suffix | value`. The first entry of a block has `shared = 0`. A block is decoded
+//! front to back; the sparse index points at blocks, so a lookup reads one block.
+
+use bytes::Bytes;
+
+use crate::batch::Kind;
+use crate::coding::{put_varint, Reader};
+use crate::lsm::memtable::Slot;
+
+/// Accumulates entries of one block.
+#[derive(Default)]
+pub(crate) struct BlockBuilder {
+    pub(crate) buf: Vec<u8>,
+    pub(crate) last_key: Vec<u8>,
+    pub(crate) entries: usize,
+}
+
+impl BlockBuilder {
+    pub(crate) fn add(&mut self, key: &[u8], slot: &Slot) {
+        let shared = if self.entries == 0 {
+            0
+        } else {
+            key.iter()
+                .zip(&self.last_key)
+                .take_while(|(a, b)| a == b)
+                .count()
+        };
+        self.buf.push(slot.kind() as u8);
+        put_varint(&mut self.buf, shared as u64);
+        put_varint(&mut self.buf, (key.len() - shared) as u64);
+        if let Slot::Put(v) = slot {
+            put_varint(&mut self.buf, v.len() as u64);
+        }
+        self.buf.extend_from_slice(&key[shared..]);
+        if let Slot::Put(v) = slot {
+            self.buf.extend_from_slice(v);
+        }
+        self.last_key.clear();
+        self.last_key.extend_from_slice(key);
+        self.entries += 1;
+    }
+
+    pub(crate) fn reset(&mut self) {
+        self.buf.clear();
+        self.last_key.clear();
+        self.entries = 0;
+    }
+}
+
+/// Walks the entries of a decoded block. `next` returns `None` at the end and `Some(Err)` on
+/// malformed bytes (the caller names the file).
+pub(crate) struct BlockIter {
+    block: Bytes,
+    pos: usize,
+    key: Vec<u8>,
+}
+
+impl BlockIter {
+    pub(crate) fn new(block: Bytes) -> Self {
+        BlockIter {
+            block,
+            pos: 0,
+            key: Vec::new(),
+        }
+    }
+
+    /// Advances to the next entry; the current key is then in [`BlockIter::key`].
+    pub(crate) fn advance(&mut self) -> Option<Result<Slot, &'static str>> {
+        if self.pos >= self.block.len() {
+            return None;
+        }
+        let mut r = Reader::new(&self.block[self.pos..]);
+        let res = (|| {
+            let kind = Kind::from_u8(r.u8()?)?;
+            let shared = usize::try_from(r.varint()?).ok()?;
+            let unshared = usize::try_from(r.varint()?).ok()?;
+            let vlen = match kind {
+                Kind::Put => usize::try_from(r.varint()?).ok()?,
+                Kind::Delete => 0,
+            };
+            if shared > self.key.len() {
+                return None;
+            }
+            let suffix = r.bytes(unshared)?;
+            self.key.truncate(shared);
+            self.key.extend_from_slice(suffix);
+            let vstart = self.pos + r.position();
+            r.bytes(vlen)?;
+            Some(match kind {
+                Kind::Put => Slot::Put(self.block.slice(vstart..vstart + vlen)),
+                Kind::Delete => Slot::Delete,
+            })
+        })();
+        match res {
+            Some(slot) => {
+                self.pos += r.position();
+                Some(Ok(slot))
+            }
+            None => {
+                self.pos = self.block.len();
+                Some(Err("malformed block entry"))
+            }
+        }
+    }
+
+    pub(crate) fn key(&self) -> &[u8] {
+        &self.key
+    }
+}

@@ -1,0 +1,488 @@
+//! Sorted table files (`sst/NNNNNN.sst`): immutable, written once by a flush or a compaction.
+//!
+//! Layout: data blocks, a filter block, an index block, then a 40-byte footer. Every block is
+//! followed by a 5-byte trailer `compression u8 (0 none, 1 LZ4) | crc32c(block bytes ++
+//! compression byte) u32`. The index block is the seed's sparse index: one entry (the block's last
+//! key, offset, size) per data block, and a block holds at most `index_every_entries` entries.
+//! Footer: `filter_offset u64 | filter_size u32 | index_offset u64 | index_size u32 |
+//! format_version u32 | crc32c(previous 28 bytes) u32 | magic u64`.
+//! `docs/format.md` describes the same bytes; a test decodes real files against it.
+//!
+//! Reads use positioned reads (`pread`) on one shared file handle per table and go through the
+//! shared block cache.
+
+mod block;
+pub(crate) mod bloom;
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::ops::Bound;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::cache::BlockCache;
+use crate::coding::{put_len_prefixed, put_varint, Reader};
+use crate::error::{Error, IoContext, Result};
+use crate::lsm::memtable::Slot;
+use crate::options::{Compression, Options};
+use block::{BlockBuilder, BlockIter};
+
+/// Version of the table file format.
+pub const TABLE_FORMAT_VERSION: u32 = 1;
+/// Last 8 bytes of every table file.
+pub const TABLE_MAGIC: u64 = u64::from_le_bytes(*b"STRATSST");
+const FOOTER_BYTES: u64 = 40;
+const TRAILER_BYTES: usize = 5;
+pub(crate) const TABLE_SUFFIX: &str = ".sst";
+
+pub(crate) fn table_path(dir: &Path, id: u64) -> PathBuf {
+    dir.join(format!("{id:06}{TABLE_SUFFIX}"))
+}
+
+/// What a finished table holds, as recorded in the manifest.
+#[derive(Debug, Clone)]
+pub(crate) struct TableMeta {
+    pub(crate) id: u64,
+    pub(crate) size: u64,
+    pub(crate) entries: u64,
+    pub(crate) min_key: Bytes,
+    pub(crate) max_key: Bytes,
+}
+
+/// Writes one table file: `<id>.sst.tmp`, renamed into place by [`TableBuilder::finish`].
+pub(crate) struct TableBuilder {
+    id: u64,
+    tmp_path: PathBuf,
+    path: PathBuf,
+    file: BufWriter<File>,
+    block: BlockBuilder,
+    index: Vec<u8>,
+    blocks: u64,
+    hashes: Vec<u64>,
+    offset: u64,
+    entries: u64,
+    first_key: Option<Bytes>,
+    last_key: Vec<u8>,
+    block_bytes: usize,
+    index_every_entries: usize,
+    compression: Compression,
+    bloom_bits_per_key: u32,
+    scratch: Vec<u8>,
+}
+
+impl TableBuilder {
+    pub(crate) fn create(dir: &Path, id: u64, opts: &Options) -> Result<Self> {
+        let path = table_path(dir, id);
+        let tmp_path = path.with_extension("sst.tmp");
+        let file = File::create(&tmp_path).at(&tmp_path)?;
+        Ok(TableBuilder {
+            id,
+            tmp_path,
+            path,
+            file: BufWriter::with_capacity(256 << 10, file),
+            block: BlockBuilder::default(),
+            index: Vec::new(),
+            blocks: 0,
+            hashes: Vec::new(),
+            offset: 0,
+            entries: 0,
+            first_key: None,
+            last_key: Vec::new(),
+            block_bytes: opts.block_bytes,
+            index_every_entries: opts.index_every_entries,
+            compression: opts.compression,
+            bloom_bits_per_key: opts.bloom_bits_per_key,
+            scratch: Vec::new(),
+        })
+    }
+
+    /// Adds an entry; keys must arrive in strictly increasing order.
+    pub(crate) fn add(&mut self, key: &[u8], slot: &Slot) -> Result<()> {
+        debug_assert!(self.entries == 0 || key > &self.last_key[..]);
+        self.last_key.clear();
+        self.last_key.extend_from_slice(key);
+        if self.first_key.is_none() {
+            self.first_key = Some(Bytes::copy_from_slice(key));
+        }
+        if self.bloom_bits_per_key > 0 {
+            self.hashes.push(bloom::hash(key));
+        }
+        self.block.add(key, slot);
+        self.entries += 1;
+        if self.block.buf.len() >= self.block_bytes || self.block.entries >= self.index_every_entries
+        {
+            self.finish_block()?;
+        }
+        Ok(())
+    }
+
+    /// Bytes written so far (an estimate of the final size).
+    pub(crate) fn size_estimate(&self) -> u64 {
+        self.offset + self.block.buf.len() as u64
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.entries == 0
+    }
+
+    fn finish_block(&mut self) -> Result<()> {
+        if self.block.entries == 0 {
+            return Ok(());
+        }
+        let buf = std::mem::take(&mut self.block.buf);
+        let (offset, size) = self.write_block(&buf, true)?;
+        put_len_prefixed(&mut self.index, &self.block.last_key);
+        put_varint(&mut self.index, offset);
+        put_varint(&mut self.index, size);
+        self.blocks += 1;
+        self.block.buf = buf;
+        self.block.reset();
+        Ok(())
+    }
+
+    /// Writes a block and its trailer; returns (offset, size without trailer).
+    fn write_block(&mut self, raw: &[u8], compressible: bool) -> Result<(u64, u64)> {
+        let mut ctype = 0u8;
+        let mut body: &[u8] = raw;
+        if compressible && self.compression == Compression::Lz4 {
+            self.scratch = lz4_flex::compress_prepend_size(raw);
+            if self.scratch.len() < raw.len() {
+                ctype = 1;
+                body = &self.scratch;
+            }
+        }
+        let crc = crc32c::crc32c_append(crc32c::crc32c(body), &[ctype]);
+        let offset = self.offset;
+        self.file.write_all(body).at(&self.tmp_path)?;
+        self.file.write_all(&[ctype]).at(&self.tmp_path)?;
+        self.file
+            .write_all(&crc.to_le_bytes())
+            .at(&self.tmp_path)?;
+        self.offset += (body.len() + TRAILER_BYTES) as u64;
+        Ok((offset, body.len() as u64))
+    }
+
+    /// Writes filter, index and footer, fsyncs and renames the file into place. The caller
+    /// fsyncs the directory before recording the table in the manifest.
+    pub(crate) fn finish(mut self) -> Result<TableMeta> {
+        self.finish_block()?;
+        let filter = if self.bloom_bits_per_key > 0 {
+            bloom::build(&self.hashes, self.bloom_bits_per_key)
+        } else {
+            Vec::new()
+        };
+        let (filter_offset, filter_size) = self.write_block(&filter, false)?;
+        let mut index = Vec::with_capacity(self.index.len() + 32);
+        put_varint(&mut index, self.entries);
+        put_len_prefixed(&mut index, self.first_key.as_deref().unwrap_or(&[]));
+        put_varint(&mut index, self.blocks);
+        index.extend_from_slice(&self.index);
+        let (index_offset, index_size) = self.write_block(&index, false)?;
+        let mut footer = Vec::with_capacity(FOOTER_BYTES as usize);
+        footer.extend_from_slice(&filter_offset.to_le_bytes());
+        footer.extend_from_slice(&(filter_size as u32).to_le_bytes());
+        footer.extend_from_slice(&index_offset.to_le_bytes());
+        footer.extend_from_slice(&(index_size as u32).to_le_bytes());
+        footer.extend_from_slice(&TABLE_FORMAT_VERSION.to_le_bytes());
+        let crc = crc32c::crc32c(&footer);
+        footer.extend_from_slice(&crc.to_le_bytes());
+        footer.extend_from_slice(&TABLE_MAGIC.to_le_bytes());
+        self.file.write_all(&footer).at(&self.tmp_path)?;
+        self.offset += FOOTER_BYTES;
+        let file = self
+            .file
+            .into_inner()
+            .map_err(|e| Error::io(&self.tmp_path, e.into_error()))?;
+        file.sync_all().at(&self.tmp_path)?;
+        drop(file);
+        std::fs::rename(&self.tmp_path, &self.path).at(&self.path)?;
+        Ok(TableMeta {
+            id: self.id,
+            size: self.offset,
+            entries: self.entries,
+            min_key: self.first_key.unwrap_or_default(),
+            max_key: Bytes::from(self.last_key),
+        })
+    }
+
+    /// Removes the temporary file of a table that will not be finished.
+    pub(crate) fn abandon(self) {
+        let _ = std::fs::remove_file(&self.tmp_path);
+    }
+}
+
+struct IndexEntry {
+    last_key: Bytes,
+    offset: u64,
+    size: u32,
+}
+
+static NEXT_CACHE_ID: AtomicU64 = AtomicU64::new(1);
+
+/// An open table: index and filter in memory, data blocks read on demand.
+pub(crate) struct Table {
+    pub(crate) id: u64,
+    path: PathBuf,
+    file: File,
+    cache_id: u64,
+    pub(crate) size: u64,
+    pub(crate) entries: u64,
+    filter: Vec<u8>,
+    index: Vec<IndexEntry>,
+    pub(crate) min_key: Bytes,
+    pub(crate) max_key: Bytes,
+    cache: Arc<BlockCache>,
+    /// Set when a compaction replaced this table; the file is deleted when the last reader
+    /// (a version or an iterator) lets go of it.
+    pub(crate) obsolete: AtomicBool,
+}
+
+impl Drop for Table {
+    fn drop(&mut self) {
+        if self.obsolete.load(Ordering::Acquire) {
+            if let Err(e) = std::fs::remove_file(&self.path) {
+                tracing::warn!(path = %self.path.display(), error = %e, "could not delete obsolete table");
+            }
+        }
+    }
+}
+
+impl Table {
+    pub(crate) fn open(path: &Path, id: u64, cache: Arc<BlockCache>) -> Result<Table> {
+        let file = File::open(path).at(path)?;
+        let size = file.metadata().at(path)?.len();
+        let corrupt = |offset: u64, reason: &str| Error::corruption(path, offset, reason);
+        if size < FOOTER_BYTES {
+            return Err(corrupt(0, "file shorter than the table footer"));
+        }
+        let mut footer = [0u8; FOOTER_BYTES as usize];
+        file.read_exact_at(&mut footer, size - FOOTER_BYTES).at(path)?;
+        let foot_at = size - FOOTER_BYTES;
+        let mut r = Reader::new(&footer);
+        let (filter_offset, filter_size, index_offset, index_size, version, crc, magic) = (|| {
+            Some((r.u64()?, r.u32()?, r.u64()?, r.u32()?, r.u32()?, r.u32()?, r.u64()?))
+        })()
+        .ok_or_else(|| corrupt(foot_at, "short footer"))?;
+        if magic != TABLE_MAGIC {
+            return Err(corrupt(foot_at + 32, "bad table magic"));
+        }
+        if crc32c::crc32c(&footer[..28]) != crc {
+            return Err(corrupt(foot_at, "footer checksum mismatch"));
+        }
+        if version != TABLE_FORMAT_VERSION {
+            return Err(corrupt(
+                foot_at + 24,
+                &format!("unsupported table format version {version}"),
+            ));
+        }
+        let mut t = Table {
+            id,
+            path: path.to_path_buf(),
+            file,
+            cache_id: NEXT_CACHE_ID.fetch_add(1, Ordering::Relaxed),
+            size,
+            entries: 0,
+            filter: Vec::new(),
+            index: Vec::new(),
+            min_key: Bytes::new(),
+            max_key: Bytes::new(),
+            cache,
+            obsolete: AtomicBool::new(false),
+        };
+        let filter = t.read_raw(filter_offset, filter_size)?;
+        t.filter = filter.to_vec();
+        let index = t.read_raw(index_offset, index_size)?;
+        let mut r = Reader::new(&index);
+        let parsed = (|| {
+            let entries = r.varint()?;
+            let first = Bytes::copy_from_slice(r.len_prefixed()?);
+            let blocks = r.varint()?;
+            if blocks > index.len() as u64 {
+                return None;
+            }
+            let mut v = Vec::with_capacity(blocks as usize);
+            for _ in 0..blocks {
+                let last_key = Bytes::copy_from_slice(r.len_prefixed()?);
+                let offset = r.varint()?;
+                let size = u32::try_from(r.varint()?).ok()?;
+                if offset + size as u64 + TRAILER_BYTES as u64 > filter_offset {
+                    return None;
+                }
+                v.push(IndexEntry {
+                    last_key,
+                    offset,
+                    size,
+                });
+            }
+            r.is_empty().then_some((entries, first, v))
+        })();
+        let (entries, first, index) =
+            parsed.ok_or_else(|| corrupt(index_offset, "malformed index block"))?;
+        t.entries = entries;
+        t.min_key = first;
+        t.max_key = index.last().map(|e| e.last_key.clone()).unwrap_or_default();
+        t.index = index;
+        Ok(t)
+    }
+
+    /// Reads a block and verifies its trailer; returns the decompressed bytes.
+    fn read_raw(&self, offset: u64, size: u32) -> Result<Bytes> {
+        let mut buf = vec![0u8; size as usize + TRAILER_BYTES];
+        if offset + buf.len() as u64 > self.size {
+            return Err(Error::corruption(&self.path, offset, "block runs past end of file"));
+        }
+        self.file.read_exact_at(&mut buf, offset).at(&self.path)?;
+        let n = size as usize;
+        let ctype = buf[n];
+        let stored = u32::from_le_bytes([buf[n + 1], buf[n + 2], buf[n + 3], buf[n + 4]]);
+        if crc32c::crc32c(&buf[..n + 1]) != stored {
+            return Err(Error::corruption(&self.path, offset, "block checksum mismatch"));
+        }
+        buf.truncate(n);
+        match ctype {
+            0 => Ok(Bytes::from(buf)),
+            1 => lz4_flex::decompress_size_prepended(&buf)
+                .map(Bytes::from)
+                .map_err(|e| Error::corruption(&self.path, offset, format!("LZ4: {e}"))),
+            c => Err(Error::corruption(
+                &self.path,
+                offset,
+                format!("unknown compression type {c}"),
+            )),
+        }
+    }
+
+    fn block(&self, i: usize, fill_cache: bool) -> Result<Bytes> {
+        let e = &self.index[i];
+        if let Some(b) = self.cache.get(self.cache_id, e.offset) {
+            return Ok(b);
+        }
+        let b = self.read_raw(e.offset, e.size)?;
+        if fill_cache {
+            self.cache.insert(self.cache_id, e.offset, b.clone());
+        }
+        Ok(b)
+    }
+
+    /// Looks `key` up: filter, then index, then one block.
+    pub(crate) fn get(&self, key: &[u8], hash: u64) -> Result<Option<Slot>> {
+        if key < &self.min_key[..] || key > &self.max_key[..] || !bloom::may_contain(&self.filter, hash)
+        {
+            return Ok(None);
+        }
+        let i = self.index.partition_point(|e| &e.last_key[..] < key);
+        if i >= self.index.len() {
+            return Ok(None);
+        }
+        let mut it = BlockIter::new(self.block(i, true)?);
+        while let Some(entry) = it.advance() {
+            let slot = entry.map_err(|r| Error::corruption(&self.path, self.index[i].offset, r))?;
+            match it.key().cmp(key) {
+                std::cmp::Ordering::Less => continue,
+                std::cmp::Ordering::Equal => return Ok(Some(slot)),
+                std::cmp::Ordering::Greater => return Ok(None),
+            }
+        }
+        Ok(None)
+    }
+
+    /// Entries with keys in `(lower, upper)`, in order.
+    pub(crate) fn iter(
+        self: &Arc<Self>,
+        lower: Bound<Bytes>,
+        upper: Bound<Bytes>,
+        fill_cache: bool,
+    ) -> TableIter {
+        let block = match &lower {
+            Bound::Included(k) | Bound::Excluded(k) => {
+                self.index.partition_point(|e| e.last_key < *k)
+            }
+            Bound::Unbounded => 0,
+        };
+        TableIter {
+            table: self.clone(),
+            next_block: block,
+            cur: None,
+            lower,
+            upper,
+            fill_cache,
+            done: false,
+        }
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// Iterator over a key range of one table.
+pub(crate) struct TableIter {
+    table: Arc<Table>,
+    next_block: usize,
+    cur: Option<(BlockIter, u64)>,
+    lower: Bound<Bytes>,
+    upper: Bound<Bytes>,
+    fill_cache: bool,
+    done: bool,
+}
+
+impl Iterator for TableIter {
+    type Item = Result<(Bytes, Slot)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while !self.done {
+            let Some((it, offset)) = self.cur.as_mut() else {
+                if self.next_block >= self.table.index.len() {
+                    self.done = true;
+                    return None;
+                }
+                let i = self.next_block;
+                self.next_block += 1;
+                match self.table.block(i, self.fill_cache) {
+                    Ok(b) => self.cur = Some((BlockIter::new(b), self.table.index[i].offset)),
+                    Err(e) => {
+                        self.done = true;
+                        return Some(Err(e));
+                    }
+                }
+                continue;
+            };
+            match it.advance() {
+                None => self.cur = None,
+                Some(Err(r)) => {
+                    self.done = true;
+                    return Some(Err(Error::corruption(self.table.path(), *offset, r)));
+                }
+                Some(Ok(slot)) => {
+                    let key = it.key();
+                    let below = match &self.lower {
+                        Bound::Included(l) => key < &l[..],
+                        Bound::Excluded(l) => key <= &l[..],
+                        Bound::Unbounded => false,
+                    };
+                    if below {
+                        continue;
+                    }
+                    let above = match &self.upper {
+                        Bound::Included(u) => key > &u[..],
+                        Bound::Excluded(u) => key >= &u[..],
+                        Bound::Unbounded => false,
+                    };
+                    if above {
+                        self.done = true;
+                        return None;
+                    }
+                    return Some(Ok((Bytes::copy_from_slice(key), slot)));
+                }
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,741 @@
+//! One partition: an LSM tree with its own write-ahead log, memtables, tables and manifest.
+//!
+//! Locks, in the order they may be taken: `write` (WAL append + memtable insert; never held
+//! across fsync), `sync_lock` (one fsync at a time: group commit), `flush_lock` /
+//! `compaction_lock` (one job of each kind), `version_lock` (manifest writes), `view_lock`
+//! (publishing a new [`View`]; no I/O under it). Readers take no lock: they load the current
+//! `View` from an `ArcSwap` and keep it alive while they read.
+
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use bytes::Bytes;
+use parking_lot::{Condvar, Mutex};
+
+use crate::batch::{decode_entries, encode_entries, Kind};
+use crate::cache::BlockCache;
+use crate::error::{Error, IoContext, Result};
+use crate::iter::{EntryIter, MergeIter};
+use crate::lsm::compaction::{self, Job};
+use crate::lsm::memtable::{Memtable, MemtableIter, Slot};
+use crate::lsm::sstable::{bloom, table_path, Table, TableBuilder, TABLE_SUFFIX};
+use crate::lsm::version::{self, Version};
+use crate::lsm::wal::{self, WalWriter, WAL_SUFFIX};
+use crate::lsm::{fsutil, LEVELS};
+use crate::options::{Options, SyncMode};
+use crate::stats::{LevelStats, PartitionStats};
+
+/// What readers see: memtables newest first, then the tables of `version`.
+pub(crate) struct View {
+    pub(crate) active: Arc<Memtable>,
+    /// Full memtables waiting for flush, newest first.
+    pub(crate) immutables: Vec<Arc<Memtable>>,
+    pub(crate) version: Arc<Version>,
+}
+
+struct WriteState {
+    wal: WalWriter,
+    seq: u64,
+    scratch: Vec<u8>,
+    failed: Option<String>,
+}
+
+#[derive(Default)]
+struct Counters {
+    user_bytes: AtomicU64,
+    wal_bytes: AtomicU64,
+    flush_bytes: AtomicU64,
+    compaction_bytes: AtomicU64,
+    flushes: AtomicU64,
+    compactions: AtomicU64,
+    stalls: AtomicU64,
+}
+
+/// An atomic read-modify-write decision (see [`crate::Db::update`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Update {
+    /// Leave the key as it is.
+    Keep,
+    /// Store this value.
+    Put(Vec<u8>),
+    /// Delete the key.
+    Delete,
+}
+
+/// Hands a partition index to the background workers.
+pub(crate) type Scheduler = crossbeam_channel::Sender<usize>;
+
+pub(crate) struct Tree {
+    pub(crate) id: usize,
+    dir: PathBuf,
+    wal_dir: PathBuf,
+    sst_dir: PathBuf,
+    opts: Arc<Options>,
+    cache: Arc<BlockCache>,
+    write: Mutex<WriteState>,
+    view: ArcSwap<View>,
+    view_lock: Mutex<()>,
+    /// Guards manifest writes; holds the current log number.
+    version_lock: Mutex<u64>,
+    next_file: AtomicU64,
+    synced_seq: AtomicU64,
+    sync_lock: Mutex<()>,
+    flush_lock: Mutex<()>,
+    compaction_lock: Mutex<()>,
+    stall_lock: Mutex<()>,
+    stall_cv: Condvar,
+    /// Next key per level where round-robin compaction picks up.
+    cursors: Mutex<Vec<Bytes>>,
+    scheduler: Scheduler,
+    pub(crate) work_pending: AtomicBool,
+    background_error: Mutex<Option<String>>,
+    counters: Counters,
+}
+
+impl Tree {
+    /// Opens (or creates) the partition in `dir`, replaying its write-ahead logs.
+    pub(crate) fn open(
+        id: usize,
+        dir: PathBuf,
+        opts: Arc<Options>,
+        cache: Arc<BlockCache>,
+        scheduler: Scheduler,
+    ) -> Result<Tree> {
+        let wal_dir = dir.join("wal");
+        let sst_dir = dir.join("sst");
+        for d in [&dir, &wal_dir, &sst_dir] {
+            fsutil::create_dir_durably(d)?;
+        }
+        let mut cleaned = fsutil::remove_tmp_files(&dir)?;
+        cleaned += fsutil::remove_tmp_files(&sst_dir)?;
+        if cleaned > 0 {
+            tracing::info!(partition = id, files = cleaned, "removed leftover temporary files");
+        }
+        let manifest = version::read(&dir)?;
+        let (mut next_file, log_number, metas) = match manifest {
+            Some(m) => (m.next_file_number, m.log_number, m.levels),
+            None => (1, 0, vec![Vec::new(); LEVELS]),
+        };
+        let mut version = Version::empty();
+        let mut live = std::collections::HashSet::new();
+        for (level, tables) in metas.iter().enumerate() {
+            for meta in tables {
+                let path = table_path(&sst_dir, meta.id);
+                if !path.exists() {
+                    return Err(Error::corruption(
+                        &path,
+                        0,
+                        "table listed in the manifest is missing",
+                    ));
+                }
+                let table = Table::open(&path, meta.id, cache.clone())?;
+                if table.size != meta.size
+                    || table.entries != meta.entries
+                    || table.min_key != meta.min_key
+                    || table.max_key != meta.max_key
+                {
+                    return Err(Error::corruption(
+                        &path,
+                        0,
+                        "table does not match its manifest entry (size, entry count or key range)",
+                    ));
+                }
+                version.levels[level].push(Arc::new(table));
+                live.insert(meta.id);
+                next_file = next_file.max(meta.id + 1);
+            }
+        }
+        for (num, path) in fsutil::numbered_files(&sst_dir, TABLE_SUFFIX)? {
+            next_file = next_file.max(num + 1);
+            if !live.contains(&num) {
+                // Written by a flush or compaction that crashed before its manifest edit.
+                tracing::info!(path = %path.display(), "removing table not in the manifest");
+                std::fs::remove_file(&path).at(&path)?;
+            }
+        }
+        let mut immutables = Vec::new();
+        let mut seq = 0u64;
+        let mut replayed_bytes = 0u64;
+        for (num, path) in fsutil::numbered_files(&wal_dir, WAL_SUFFIX)? {
+            next_file = next_file.max(num + 1);
+            if num < log_number {
+                std::fs::remove_file(&path).at(&path)?;
+                continue;
+            }
+            let mem = Memtable::new(num);
+            let replay = wal::replay(&path, |payload, offset| {
+                let entries = decode_entries(payload).ok_or_else(|| {
+                    Error::corruption(&path, offset, "log record holds a malformed batch")
+                })?;
+                for (kind, key, value) in entries {
+                    let slot = match kind {
+                        Kind::Put => Slot::Put(Bytes::copy_from_slice(value)),
+                        Kind::Delete => Slot::Delete,
+                    };
+                    mem.insert(key, slot);
+                }
+                seq += 1;
+                Ok(())
+            })?;
+            replayed_bytes += replay.valid_bytes;
+            if let Some((offset, reason)) = replay.torn {
+                tracing::warn!(path = %path.display(), offset, reason, "truncating torn write-ahead log tail");
+                let f = std::fs::OpenOptions::new().write(true).open(&path).at(&path)?;
+                f.set_len(replay.valid_bytes).at(&path)?;
+                f.sync_all().at(&path)?;
+            }
+            immutables.insert(0, Arc::new(mem));
+        }
+        if replayed_bytes > 0 {
+            tracing::debug!(partition = id, logs = immutables.len(), bytes = replayed_bytes, "replayed write-ahead logs");
+        }
+        let wal_number = next_file;
+        next_file += 1;
+        let wal = WalWriter::create(&wal_dir, wal_number, seq)?;
+        let view = View {
+            active: Arc::new(Memtable::new(wal_number)),
+            immutables,
+            version: Arc::new(version),
+        };
+        let tree = Tree {
+            id,
+            dir,
+            wal_dir,
+            sst_dir,
+            opts,
+            cache,
+            write: Mutex::new(WriteState {
+                wal,
+                seq,
+                scratch: Vec::new(),
+                failed: None,
+            }),
+            view: ArcSwap::from_pointee(view),
+            view_lock: Mutex::new(()),
+            version_lock: Mutex::new(log_number),
+            next_file: AtomicU64::new(next_file),
+            synced_seq: AtomicU64::new(seq),
+            sync_lock: Mutex::new(()),
+            flush_lock: Mutex::new(()),
+            compaction_lock: Mutex::new(()),
+            stall_lock: Mutex::new(()),
+            stall_cv: Condvar::new(),
+            cursors: Mutex::new(vec![Bytes::new(); LEVELS]),
+            scheduler,
+            work_pending: AtomicBool::new(false),
+            background_error: Mutex::new(None),
+            counters: Counters::default(),
+        };
+        Ok(tree)
+    }
+
+    /// Asks the background workers to look at this partition (once until they do).
+    pub(crate) fn request_work(&self) {
+        if !self.work_pending.swap(true, Ordering::AcqRel) {
+            let _ = self.scheduler.send(self.id);
+        }
+    }
+
+    fn read_only_error(&self, reason: &str) -> Error {
+        Error::ReadOnly {
+            partition: self.id,
+            reason: reason.to_string(),
+        }
+    }
+
+    /// Slows writers down, then stops them, while flushes or level-0 compactions are behind,
+    /// so memory and read amplification stay bounded.
+    fn throttle(&self) -> Result<()> {
+        let mut waited_ms = 0u64;
+        loop {
+            let v = self.view.load();
+            let l0 = v.version.levels[0].len();
+            let stop = v.immutables.len() >= self.opts.max_immutable_memtables
+                || l0 >= self.opts.l0_stop_tables;
+            if !stop {
+                if l0 >= self.opts.l0_slowdown_tables {
+                    // Gradual: the further behind compaction is, the longer each write waits.
+                    let steps = (l0 - self.opts.l0_slowdown_tables + 1) as u64;
+                    self.counters.stalls.fetch_add(1, Ordering::Relaxed);
+                    std::thread::sleep(Duration::from_micros(100 * steps));
+                }
+                return Ok(());
+            }
+            drop(v);
+            if waited_ms == 0 {
+                self.counters.stalls.fetch_add(1, Ordering::Relaxed);
+            }
+            if let Some(e) = self.background_error.lock().clone() {
+                if waited_ms >= 1_000 {
+                    return Err(self.read_only_error(&format!(
+                        "background work is failing, writes cannot proceed: {e}"
+                    )));
+                }
+            }
+            self.request_work();
+            let mut g = self.stall_lock.lock();
+            self.stall_cv.wait_for(&mut g, Duration::from_millis(20));
+            waited_ms += 20;
+        }
+    }
+
+    fn wake_stalled(&self) {
+        let _g = self.stall_lock.lock();
+        self.stall_cv.notify_all();
+    }
+
+    /// Appends a batch to the log and the memtable. Caller holds the write lock.
+    fn apply_locked(&self, w: &mut WriteState, entries: &[(Kind, &[u8], &[u8])]) -> Result<u64> {
+        if let Some(reason) = &w.failed {
+            return Err(self.read_only_error(reason));
+        }
+        let mut payload = std::mem::take(&mut w.scratch);
+        payload.clear();
+        encode_entries(&mut payload, entries.iter().copied());
+        let seq = w.seq + 1;
+        let res = w.wal.append(&payload, seq);
+        w.scratch = payload;
+        match res {
+            Ok(n) => {
+                self.counters.wal_bytes.fetch_add(n, Ordering::Relaxed);
+            }
+            Err(e) => {
+                w.failed = Some(e.to_string());
+                return Err(e);
+            }
+        }
+        w.seq = seq;
+        let view = self.view.load();
+        let mut user_bytes = 0u64;
+        for &(kind, key, value) in entries {
+            user_bytes += (key.len() + value.len()) as u64;
+            let slot = match kind {
+                Kind::Put => Slot::Put(Bytes::copy_from_slice(value)),
+                Kind::Delete => Slot::Delete,
+            };
+            view.active.insert(key, slot);
+        }
+        self.counters
+            .user_bytes
+            .fetch_add(user_bytes, Ordering::Relaxed);
+        let full = view.active.bytes() >= self.opts.memtable_bytes_max
+            || self
+                .opts
+                .memtable_entries_max
+                .is_some_and(|n| view.active.entries() >= n);
+        drop(view);
+        if full {
+            if let Err(e) = self.rotate_locked(w) {
+                w.failed = Some(e.to_string());
+                return Err(e);
+            }
+        }
+        Ok(seq)
+    }
+
+    /// Switches to a new memtable and log; the old memtable waits for flush.
+    fn rotate_locked(&self, w: &mut WriteState) -> Result<()> {
+        w.wal.write_buffer()?;
+        // The old log is complete: make it durable now so a later fsync of the new log implies
+        // every earlier record is durable too (group commit relies on that order).
+        w.wal.file().sync_data().at(w.wal.path())?;
+        self.synced_seq.fetch_max(w.seq, Ordering::AcqRel);
+        let number = self.next_file.fetch_add(1, Ordering::AcqRel);
+        w.wal = WalWriter::create(&self.wal_dir, number, w.seq)?;
+        let mem = Arc::new(Memtable::new(number));
+        {
+            let _g = self.view_lock.lock();
+            let v = self.view.load();
+            let mut immutables = Vec::with_capacity(v.immutables.len() + 1);
+            immutables.push(v.active.clone());
+            immutables.extend(v.immutables.iter().cloned());
+            self.view.store(Arc::new(View {
+                active: mem,
+                immutables,
+                version: v.version.clone(),
+            }));
+        }
+        self.request_work();
+        Ok(())
+    }
+
+    fn finish_write(&self, seq: u64) -> Result<()> {
+        if self.opts.sync == SyncMode::Always {
+            self.sync_to(seq)?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn write(&self, entries: &[(Kind, &[u8], &[u8])]) -> Result<()> {
+        self.throttle()?;
+        let seq = {
+            let mut w = self.write.lock();
+            self.apply_locked(&mut w, entries)?
+        };
+        self.finish_write(seq)
+    }
+
+    /// Atomic read-modify-write of one key under the write lock.
+    pub(crate) fn update<T>(
+        &self,
+        key: &[u8],
+        f: impl FnOnce(Option<&[u8]>) -> Result<(Update, T)>,
+        check: impl Fn(&[u8], &[u8]) -> Result<()>,
+    ) -> Result<T> {
+        self.throttle()?;
+        let (seq, out) = {
+            let mut w = self.write.lock();
+            let old = self.get(key)?;
+            let (update, out) = f(old.as_deref())?;
+            let seq = match update {
+                Update::Keep => None,
+                Update::Put(v) => {
+                    check(key, &v)?;
+                    Some(self.apply_locked(&mut w, &[(Kind::Put, key, &v)])?)
+                }
+                Update::Delete => Some(self.apply_locked(&mut w, &[(Kind::Delete, key, &[])])?),
+            };
+            (seq, out)
+        };
+        if let Some(seq) = seq {
+            self.finish_write(seq)?;
+        }
+        Ok(out)
+    }
+
+    /// Group commit: makes every record up to `seq` durable. One caller fsyncs while the others
+    /// wait on `sync_lock`; when they get it, the fsync that just finished usually covered them.
+    pub(crate) fn sync_to(&self, seq: u64) -> Result<()> {
+        if self.synced_seq.load(Ordering::Acquire) >= seq {
+            return Ok(());
+        }
+        let _g = self.sync_lock.lock();
+        if self.synced_seq.load(Ordering::Acquire) >= seq {
+            return Ok(());
+        }
+        self.sync_now(true)
+    }
+
+    /// Hands buffered log records to the OS and, with `fsync`, forces them to disk.
+    pub(crate) fn sync_now(&self, fsync: bool) -> Result<()> {
+        let (file, path, upto) = {
+            let mut w = self.write.lock();
+            if let Some(reason) = &w.failed {
+                return Err(self.read_only_error(reason));
+            }
+            if let Err(e) = w.wal.write_buffer() {
+                w.failed = Some(e.to_string());
+                return Err(e);
+            }
+            (w.wal.file(), w.wal.path().to_path_buf(), w.wal.written_seq)
+        };
+        if fsync {
+            if let Err(e) = file.sync_data() {
+                // After a failed fsync the kernel may have dropped the dirty pages: nothing
+                // written since the last good fsync can be trusted, so stop accepting writes.
+                let e = Error::io(&path, e);
+                self.write.lock().failed = Some(e.to_string());
+                return Err(e);
+            }
+            self.synced_seq.fetch_max(upto, Ordering::AcqRel);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
+        let v = self.view.load();
+        let resolve = |s: Slot| match s {
+            Slot::Put(v) => Some(v),
+            Slot::Delete => None,
+        };
+        if let Some(s) = v.active.get(key) {
+            return Ok(resolve(s));
+        }
+        for m in &v.immutables {
+            if let Some(s) = m.get(key) {
+                return Ok(resolve(s));
+            }
+        }
+        let h = bloom::hash(key);
+        for t in &v.version.levels[0] {
+            if let Some(s) = t.get(key, h)? {
+                return Ok(resolve(s));
+            }
+        }
+        for level in 1..LEVELS {
+            if let Some(t) = v.version.find_in_level(level, key) {
+                if let Some(s) = t.get(key, h)? {
+                    return Ok(resolve(s));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Entries (tombstones included) in `(lower, upper)`, newest version of each key.
+    pub(crate) fn iter(&self, lower: Bound<Bytes>, upper: Bound<Bytes>) -> MergeIter {
+        let v = self.view.load_full();
+        let mut sources: Vec<EntryIter> = Vec::new();
+        for m in std::iter::once(&v.active).chain(v.immutables.iter()) {
+            let it = MemtableIter::new(m.clone(), lower.clone(), upper.clone());
+            sources.push(Box::new(it.map(Ok)));
+        }
+        for t in &v.version.levels[0] {
+            sources.push(Box::new(t.iter(lower.clone(), upper.clone(), true)));
+        }
+        for level in 1..LEVELS {
+            let tables: Vec<Arc<Table>> = v.version.levels[level]
+                .iter()
+                .filter(|t| in_range(t, &lower, &upper))
+                .cloned()
+                .collect();
+            if tables.is_empty() {
+                continue;
+            }
+            let (lo, hi) = (lower.clone(), upper.clone());
+            sources.push(Box::new(
+                tables
+                    .into_iter()
+                    .flat_map(move |t| t.iter(lo.clone(), hi.clone(), true)),
+            ));
+        }
+        MergeIter::new(sources)
+    }
+
+    /// Flushes the oldest immutable memtable. With `wait`, waits for a running flush instead of
+    /// returning. Returns whether a memtable was flushed.
+    pub(crate) fn flush_oldest(&self, wait: bool) -> Result<bool> {
+        let _g = if wait {
+            self.flush_lock.lock()
+        } else {
+            match self.flush_lock.try_lock() {
+                Some(g) => g,
+                None => return Ok(false),
+            }
+        };
+        let Some(mem) = self.view.load().immutables.last().cloned() else {
+            return Ok(false);
+        };
+        let table = if mem.is_empty() {
+            None
+        } else {
+            let id = self.next_file.fetch_add(1, Ordering::AcqRel);
+            let mut b = TableBuilder::create(&self.sst_dir, id, &self.opts)?;
+            for (k, s) in mem.iter_all() {
+                if let Err(e) = b.add(&k, &s) {
+                    b.abandon();
+                    return Err(e);
+                }
+            }
+            let meta = b.finish()?;
+            fsutil::sync_dir(&self.sst_dir)?;
+            self.counters
+                .flush_bytes
+                .fetch_add(meta.size, Ordering::Relaxed);
+            Some(Arc::new(Table::open(
+                &table_path(&self.sst_dir, id),
+                id,
+                self.cache.clone(),
+            )?))
+        };
+        {
+            let mut log_number = self.version_lock.lock();
+            let mut nv = (*self.view.load().version).clone();
+            if let Some(t) = table {
+                nv.levels[0].insert(0, t);
+            }
+            let new_log_number = mem.wal_number + 1;
+            version::write(
+                &self.dir,
+                &nv,
+                self.next_file.load(Ordering::Acquire),
+                new_log_number,
+            )?;
+            *log_number = new_log_number;
+            let _vg = self.view_lock.lock();
+            let v = self.view.load();
+            self.view.store(Arc::new(View {
+                active: v.active.clone(),
+                immutables: v
+                    .immutables
+                    .iter()
+                    .filter(|m| !Arc::ptr_eq(m, &mem))
+                    .cloned()
+                    .collect(),
+                version: Arc::new(nv),
+            }));
+        }
+        // The manifest edit is durable: the log of this memtable holds nothing that is not in a
+        // table any more.
+        let path = wal::wal_path(&self.wal_dir, mem.wal_number);
+        if let Err(e) = std::fs::remove_file(&path) {
+            tracing::warn!(path = %path.display(), error = %e, "could not delete flushed log");
+        }
+        self.counters.flushes.fetch_add(1, Ordering::Relaxed);
+        self.wake_stalled();
+        Ok(true)
+    }
+
+    /// Runs one compaction if one is due (or a full one with `full`). Returns whether it ran.
+    pub(crate) fn compact_once(&self, full: bool) -> Result<bool> {
+        let _g = if full {
+            self.compaction_lock.lock()
+        } else {
+            match self.compaction_lock.try_lock() {
+                Some(g) => g,
+                None => return Ok(false),
+            }
+        };
+        let version = self.view.load().version.clone();
+        let job = if full {
+            compaction::pick_full(&version)
+        } else {
+            compaction::pick(&version, &self.opts, &mut self.cursors.lock())
+        };
+        let Some(job) = job else { return Ok(false) };
+        self.run_compaction(job)?;
+        self.counters.compactions.fetch_add(1, Ordering::Relaxed);
+        self.wake_stalled();
+        Ok(true)
+    }
+
+    fn run_compaction(&self, job: Job) -> Result<()> {
+        let mut outputs: Vec<Arc<Table>> = Vec::new();
+        let result = compaction::merge(
+            &job,
+            &self.opts,
+            || {
+                let id = self.next_file.fetch_add(1, Ordering::AcqRel);
+                TableBuilder::create(&self.sst_dir, id, &self.opts)
+            },
+            |meta| {
+                self.counters
+                    .compaction_bytes
+                    .fetch_add(meta.size, Ordering::Relaxed);
+                let t = Table::open(&table_path(&self.sst_dir, meta.id), meta.id, self.cache.clone())?;
+                outputs.push(Arc::new(t));
+                Ok(())
+            },
+        )
+        .and_then(|()| fsutil::sync_dir(&self.sst_dir))
+        .and_then(|()| {
+            let _log = self.version_lock.lock();
+            let mut nv = (*self.view.load().version).clone();
+            let gone: std::collections::HashSet<u64> = job.inputs.iter().map(|t| t.id).collect();
+            for level in nv.levels.iter_mut() {
+                level.retain(|t| !gone.contains(&t.id));
+            }
+            let out = &mut nv.levels[job.output_level];
+            out.extend(outputs.iter().cloned());
+            out.sort_by(|a, b| a.min_key.cmp(&b.min_key));
+            version::write(
+                &self.dir,
+                &nv,
+                self.next_file.load(Ordering::Acquire),
+                *_log,
+            )?;
+            let _vg = self.view_lock.lock();
+            let v = self.view.load();
+            self.view.store(Arc::new(View {
+                active: v.active.clone(),
+                immutables: v.immutables.clone(),
+                version: Arc::new(nv),
+            }));
+            Ok(())
+        });
+        match result {
+            Ok(()) => {
+                for t in &job.inputs {
+                    t.obsolete.store(true, Ordering::Release);
+                }
+                Ok(())
+            }
+            Err(e) => {
+                for t in &outputs {
+                    t.obsolete.store(true, Ordering::Release);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// One unit of background work: a flush if one waits, else a compaction if one is due.
+    pub(crate) fn background_step(&self) -> Result<bool> {
+        let res = match self.flush_oldest(false) {
+            Ok(true) => Ok(true),
+            Ok(false) => self.compact_once(false),
+            Err(e) => Err(e),
+        };
+        match &res {
+            Ok(_) => *self.background_error.lock() = None,
+            Err(e) => *self.background_error.lock() = Some(e.to_string()),
+        }
+        res
+    }
+
+    /// Makes the active memtable immutable (if it holds anything) and flushes all memtables.
+    pub(crate) fn flush_all(&self) -> Result<()> {
+        {
+            let mut w = self.write.lock();
+            if let Some(reason) = &w.failed {
+                return Err(self.read_only_error(reason));
+            }
+            if !self.view.load().active.is_empty() {
+                self.rotate_locked(&mut w)?;
+            }
+        }
+        while self.flush_oldest(true)? {}
+        Ok(())
+    }
+
+    pub(crate) fn stats(&self) -> PartitionStats {
+        let v = self.view.load();
+        let wal_bytes = fsutil::numbered_files(&self.wal_dir, WAL_SUFFIX)
+            .map(|files| files.iter().map(|(_, p)| fsutil::file_len(p)).sum())
+            .unwrap_or(0);
+        let c = &self.counters;
+        PartitionStats {
+            memtable_bytes: v.active.bytes() as u64,
+            immutable_memtables: v.immutables.len(),
+            levels: v
+                .version
+                .levels
+                .iter()
+                .map(|l| LevelStats {
+                    tables: l.len(),
+                    bytes: l.iter().map(|t| t.size).sum(),
+                })
+                .collect(),
+            wal_bytes,
+            user_bytes_written: c.user_bytes.load(Ordering::Relaxed),
+            wal_bytes_written: c.wal_bytes.load(Ordering::Relaxed),
+            flush_bytes_written: c.flush_bytes.load(Ordering::Relaxed),
+            compaction_bytes_written: c.compaction_bytes.load(Ordering::Relaxed),
+            flushes: c.flushes.load(Ordering::Relaxed),
+            compactions: c.compactions.load(Ordering::Relaxed),
+            write_stalls: c.stalls.load(Ordering::Relaxed),
+        }
+    }
+
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+fn in_range(t: &Table, lower: &Bound<Bytes>, upper: &Bound<Bytes>) -> bool {
+    let above_lower = match lower {
+        Bound::Included(l) => t.max_key >= *l,
+        Bound::Excluded(l) => t.max_key > *l,
+        Bound::Unbounded => true,
+    };
+    let below_upper = match upper {
+        Bound::Included(u) => t.min_key <= *u,
+        Bound::Excluded(u) => t.min_key < *u,
+        Bound::Unbounded => true,
+    };
+    above_lower && below_upper
+}

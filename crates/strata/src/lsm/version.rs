@@ -1,0 +1,189 @@
+//! Versions and the manifest. A [`Version`] is the immutable set of live tables of one
+//! partition; readers hold an `Arc` of it, so flushes and compactions never block them. Every
+//! change writes a complete new `MANIFEST` (write temp, fsync, rename, fsync directory), so a
+//! crash at any point leaves the old set or the new set, never a mix.
+//!
+//! `MANIFEST` layout: magic `b"STRATMAN"` | format version u32 | payload_len u32 |
+//! crc32c(version ++ payload_len ++ payload) u32 | payload. Payload: `next_file_number varint |
+//! log_number varint | level_count varint`, then per level `table_count varint` and per table
+//! `id varint | size varint | entries varint | min_key (varint len + bytes) | max_key (same)`.
+//! Write-ahead logs numbered below `log_number` hold nothing that is not in a table.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::coding::{put_len_prefixed, put_varint, Reader};
+use crate::error::{Error, IoContext, Result};
+use crate::lsm::sstable::{Table, TableMeta};
+use crate::lsm::{fsutil, LEVELS};
+
+/// Version of the manifest format.
+pub const MANIFEST_FORMAT_VERSION: u32 = 1;
+const MANIFEST_MAGIC: &[u8; 8] = b"STRATMAN";
+pub(crate) const MANIFEST_FILE: &str = "MANIFEST";
+
+/// The live tables of a partition. Level 0 is ordered newest first (tables may overlap);
+/// deeper levels are sorted by key and do not overlap.
+#[derive(Clone, Default)]
+pub(crate) struct Version {
+    pub(crate) levels: Vec<Vec<Arc<Table>>>,
+}
+
+impl Version {
+    pub(crate) fn empty() -> Self {
+        Version {
+            levels: vec![Vec::new(); LEVELS],
+        }
+    }
+
+    pub(crate) fn level_bytes(&self, level: usize) -> u64 {
+        self.levels[level].iter().map(|t| t.size).sum()
+    }
+
+    /// Tables of a sorted level (>= 1) whose key range meets `[lo, hi]`.
+    pub(crate) fn overlapping(&self, level: usize, lo: &[u8], hi: &[u8]) -> Vec<Arc<Table>> {
+        self.levels[level]
+            .iter()
+            .filter(|t| &t.max_key[..] >= lo && &t.min_key[..] <= hi)
+            .cloned()
+            .collect()
+    }
+
+    /// The table of sorted level `level` that may hold `key`.
+    pub(crate) fn find_in_level(&self, level: usize, key: &[u8]) -> Option<&Arc<Table>> {
+        let tables = &self.levels[level];
+        let i = tables.partition_point(|t| &t.max_key[..] < key);
+        tables.get(i).filter(|t| &t.min_key[..] <= key)
+    }
+}
+
+/// The decoded manifest.
+pub(crate) struct Manifest {
+    pub(crate) next_file_number: u64,
+    pub(crate) log_number: u64,
+    pub(crate) levels: Vec<Vec<TableMeta>>,
+}
+
+pub(crate) fn encode(version: &Version, next_file_number: u64, log_number: u64) -> Vec<u8> {
+    let mut payload = Vec::new();
+    put_varint(&mut payload, next_file_number);
+    put_varint(&mut payload, log_number);
+    put_varint(&mut payload, version.levels.len() as u64);
+    for level in &version.levels {
+        put_varint(&mut payload, level.len() as u64);
+        for t in level {
+            put_varint(&mut payload, t.id);
+            put_varint(&mut payload, t.size);
+            put_varint(&mut payload, t.entries);
+            put_len_prefixed(&mut payload, &t.min_key);
+            put_len_prefixed(&mut payload, &t.max_key);
+        }
+    }
+    let mut out = Vec::with_capacity(payload.len() + 20);
+    out.extend_from_slice(MANIFEST_MAGIC);
+    out.extend_from_slice(&MANIFEST_FORMAT_VERSION.to_le_bytes());
+    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&out[8..16]), &payload);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out.extend_from_slice(&payload);
+    out
+}
+
+pub(crate) fn decode(path: &Path, bytes: &[u8]) -> Result<Manifest> {
+    let bad = |offset: u64, why: &str| Error::corruption(path, offset, why);
+    let mut r = Reader::new(bytes);
+    if r.bytes(8) != Some(&MANIFEST_MAGIC[..]) {
+        return Err(bad(0, "bad manifest magic"));
+    }
+    let version = r.u32().ok_or_else(|| bad(8, "short manifest header"))?;
+    let len = r.u32().ok_or_else(|| bad(12, "short manifest header"))? as usize;
+    let crc = r.u32().ok_or_else(|| bad(16, "short manifest header"))?;
+    let payload = r
+        .bytes(len)
+        .filter(|_| r.is_empty())
+        .ok_or_else(|| bad(20, "manifest length does not match the file"))?;
+    if crc32c::crc32c_append(crc32c::crc32c(&bytes[8..16]), payload) != crc {
+        return Err(bad(16, "manifest checksum mismatch"));
+    }
+    if version != MANIFEST_FORMAT_VERSION {
+        return Err(bad(8, &format!("unsupported manifest version {version}")));
+    }
+    let mut r = Reader::new(payload);
+    let parsed = (|| {
+        let next_file_number = r.varint()?;
+        let log_number = r.varint()?;
+        let level_count = r.varint()? as usize;
+        if level_count != LEVELS {
+            return None;
+        }
+        let mut levels = Vec::with_capacity(LEVELS);
+        for _ in 0..level_count {
+            let n = r.varint()?;
+            if n > payload.len() as u64 {
+                return None;
+            }
+            let mut tables = Vec::with_capacity(n as usize);
+            for _ in 0..n {
+                tables.push(TableMeta {
+                    id: r.varint()?,
+                    size: r.varint()?,
+                    entries: r.varint()?,
+                    min_key: Bytes::copy_from_slice(r.len_prefixed()?),
+                    max_key: Bytes::copy_from_slice(r.len_prefixed()?),
+                });
+            }
+            levels.push(tables);
+        }
+        r.is_empty().then_some(Manifest {
+            next_file_number,
+            log_number,
+            levels,
+        })
+    })();
+    parsed.ok_or_else(|| bad(20, "malformed manifest payload"))
+}
+
+/// Reads the manifest of a partition, `None` if there is none yet.
+pub(crate) fn read(dir: &Path) -> Result<Option<Manifest>> {
+    let path = dir.join(MANIFEST_FILE);
+    match std::fs::read(&path) {
+        Ok(b) => decode(&path, &b).map(Some),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).at(&path),
+    }
+}
+
+/// Durably replaces the manifest.
+pub(crate) fn write(
+    dir: &Path,
+    version: &Version,
+    next_file_number: u64,
+    log_number: u64,
+) -> Result<()> {
+    fsutil::write_atomically(
+        dir,
+        MANIFEST_FILE,
+        &encode(version, next_file_number, log_number),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_flipped_byte_of_a_manifest_is_detected() {
+        let bytes = encode(&Version::empty(), 7, 3);
+        let m = decode(Path::new("MANIFEST"), &bytes).unwrap();
+        assert_eq!((m.next_file_number, m.log_number), (7, 3));
+        for i in 0..bytes.len() {
+            let mut b = bytes.clone();
+            b[i] ^= 0x01;
+            let err = decode(Path::new("MANIFEST"), &b).err().unwrap();
+            assert!(err.is_corruption(), "flip at {i}: {err}");
+            assert!(err.to_string().contains("MANIFEST"));
+        }
+    }
+}

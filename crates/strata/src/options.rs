@@ -1,0 +1,148 @@
+//! Options of a database. Every limit is explicit and carries its unit in its name.
+
+/// When the write-ahead log is forced to stable storage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncMode {
+    /// fsync before the write call returns. Concurrent writers share one fsync (group commit).
+    Always,
+    /// A background thread writes and fsyncs the log every `n` milliseconds (the seed's 100 ms / 1 s).
+    /// A crash of the machine loses at most the last `n` ms of acknowledged writes; a crash of the
+    /// process alone loses the same window, because records wait in a user-space buffer.
+    EveryMs(u64),
+    /// Never fsync. Records reach the operating system every 100 ms, when the log buffer fills, at
+    /// memtable switch and at close.
+    Never,
+}
+
+/// Block compression for table files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    /// Blocks are stored as written.
+    None,
+    /// Blocks are compressed with LZ4 when that makes them smaller.
+    Lz4,
+}
+
+/// Options for [`crate::Db::open`].
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Number of independent LSM trees keys are hash-partitioned into (fixed at creation).
+    pub partitions: usize,
+    /// When writes are fsynced.
+    pub sync: SyncMode,
+    /// Create the database if the directory holds none.
+    pub create_if_missing: bool,
+    /// A memtable is switched for a new one when it holds this many bytes of keys and values.
+    pub memtable_bytes_max: usize,
+    /// Optional bound on entries per memtable (the seed's `pendingWritesDeltaThreshold`).
+    pub memtable_entries_max: Option<usize>,
+    /// Full memtables waiting for flush; at this count writers stall (the seed's `maxInFlightWriteJobs`).
+    pub max_immutable_memtables: usize,
+    /// Target uncompressed size of a data block.
+    pub block_bytes: usize,
+    /// At most this many entries per data block: the sparse index holds one key per block, so this
+    /// is the seed's `indexRate` (one index entry every N keys at most).
+    pub index_every_entries: usize,
+    /// Bloom filter bits per key (0 disables filters).
+    pub bloom_bits_per_key: u32,
+    /// Block compression.
+    pub compression: Compression,
+    /// Byte budget of the shared block cache.
+    pub block_cache_bytes: usize,
+    /// Compaction output tables are cut at about this size.
+    pub table_bytes_target: usize,
+    /// Level-0 table count that triggers a level-0 compaction.
+    pub l0_compaction_trigger: usize,
+    /// Level-0 table count from which each write is delayed a little.
+    pub l0_slowdown_tables: usize,
+    /// Level-0 table count at which writes wait for compaction.
+    pub l0_stop_tables: usize,
+    /// Target size of level 1; each deeper level is `level_size_ratio` times larger.
+    pub level1_bytes_target: u64,
+    /// Size ratio between adjacent levels.
+    pub level_size_ratio: u64,
+    /// Threads running flushes and compactions for all partitions.
+    pub background_threads: usize,
+    /// Largest key accepted.
+    pub key_bytes_max: usize,
+    /// Largest value accepted.
+    pub value_bytes_max: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            partitions: 4,
+            sync: SyncMode::EveryMs(100),
+            create_if_missing: true,
+            memtable_bytes_max: 32 << 20,
+            memtable_entries_max: None,
+            max_immutable_memtables: 2,
+            block_bytes: 4096,
+            index_every_entries: 128,
+            bloom_bits_per_key: 10,
+            compression: Compression::None,
+            block_cache_bytes: 64 << 20,
+            table_bytes_target: 32 << 20,
+            l0_compaction_trigger: 4,
+            l0_slowdown_tables: 12,
+            l0_stop_tables: 20,
+            level1_bytes_target: 256 << 20,
+            level_size_ratio: 10,
+            background_threads: 2,
+            key_bytes_max: 64 << 10,
+            value_bytes_max: 64 << 20,
+        }
+    }
+}
+
+impl Options {
+    /// Options that make flushes and compactions happen very often: for tests.
+    pub fn tiny() -> Self {
+        Options {
+            memtable_bytes_max: 16 << 10,
+            block_bytes: 512,
+            index_every_entries: 16,
+            table_bytes_target: 32 << 10,
+            level1_bytes_target: 64 << 10,
+            level_size_ratio: 4,
+            block_cache_bytes: 256 << 10,
+            ..Options::default()
+        }
+    }
+
+    pub(crate) fn validate(&self) -> crate::Result<()> {
+        let bad = |m: &str| Err(crate::Error::InvalidArgument(m.to_string()));
+        if self.partitions == 0 || self.partitions > 4096 {
+            return bad("partitions must be between 1 and 4096");
+        }
+        if self.memtable_bytes_max < 1024 {
+            return bad("memtable_bytes_max must be at least 1024");
+        }
+        if self.max_immutable_memtables == 0 {
+            return bad("max_immutable_memtables must be at least 1");
+        }
+        if self.block_bytes < 64 || self.index_every_entries == 0 {
+            return bad("block_bytes must be at least 64 and index_every_entries at least 1");
+        }
+        if self.l0_compaction_trigger < 2
+            || self.l0_slowdown_tables < self.l0_compaction_trigger
+            || self.l0_stop_tables < self.l0_slowdown_tables
+        {
+            return bad("need 2 <= l0_compaction_trigger <= l0_slowdown_tables <= l0_stop_tables");
+        }
+        if self.level_size_ratio < 2 || self.background_threads == 0 {
+            return bad("level_size_ratio must be at least 2 and background_threads at least 1");
+        }
+        if let SyncMode::EveryMs(0) = self.sync {
+            return bad("SyncMode::EveryMs needs a period of at least 1 ms");
+        }
+        if self.key_bytes_max == 0 || self.key_bytes_max > u32::MAX as usize / 2 {
+            return bad("key_bytes_max out of range");
+        }
+        if self.value_bytes_max > u32::MAX as usize / 2 {
+            return bad("value_bytes_max must be below 2 GiB");
+        }
+        Ok(())
+    }
+}

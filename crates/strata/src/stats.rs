@@ -1,0 +1,130 @@
+//! Statistics snapshots reported by [`crate::Db::stats`].
+
+/// Size of one level of one partition.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LevelStats {
+    /// Number of table files.
+    pub tables: usize,
+    /// Bytes of those files.
+    pub bytes: u64,
+}
+
+/// State and counters of one partition.
+#[derive(Debug, Clone, Default)]
+pub struct PartitionStats {
+    /// Bytes of keys and values in the active memtable.
+    pub memtable_bytes: u64,
+    /// Full memtables waiting to be flushed.
+    pub immutable_memtables: usize,
+    /// Per level, from level 0 down.
+    pub levels: Vec<LevelStats>,
+    /// Bytes of write-ahead log files on disk.
+    pub wal_bytes: u64,
+    /// Bytes of keys and values the user asked to write.
+    pub user_bytes_written: u64,
+    /// Bytes written to the write-ahead log.
+    pub wal_bytes_written: u64,
+    /// Bytes of tables written by flushes.
+    pub flush_bytes_written: u64,
+    /// Bytes of tables written by compactions.
+    pub compaction_bytes_written: u64,
+    /// Number of flushes and compactions run so far.
+    pub flushes: u64,
+    /// Number of compactions run so far.
+    pub compactions: u64,
+    /// Writes that were delayed or stopped because background work was behind.
+    pub write_stalls: u64,
+}
+
+impl PartitionStats {
+    /// Bytes of table files on disk.
+    pub fn table_bytes(&self) -> u64 {
+        self.levels.iter().map(|l| l.bytes).sum()
+    }
+
+    /// Bytes written to disk (log + flush + compaction) per byte written by the user.
+    pub fn write_amplification(&self) -> f64 {
+        ratio(
+            self.wal_bytes_written + self.flush_bytes_written + self.compaction_bytes_written,
+            self.user_bytes_written,
+        )
+    }
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+/// A snapshot of the whole database.
+#[derive(Debug, Clone, Default)]
+pub struct Stats {
+    /// One entry per partition, in partition order.
+    pub partitions: Vec<PartitionStats>,
+}
+
+impl Stats {
+    /// Bytes of table and log files on disk.
+    pub fn disk_bytes(&self) -> u64 {
+        self.partitions
+            .iter()
+            .map(|p| p.table_bytes() + p.wal_bytes)
+            .sum()
+    }
+
+    /// Bytes written by users across all partitions.
+    pub fn user_bytes_written(&self) -> u64 {
+        self.partitions.iter().map(|p| p.user_bytes_written).sum()
+    }
+
+    /// Total write amplification (disk bytes written / user bytes written).
+    pub fn write_amplification(&self) -> f64 {
+        let disk: u64 = self
+            .partitions
+            .iter()
+            .map(|p| p.wal_bytes_written + p.flush_bytes_written + p.compaction_bytes_written)
+            .sum();
+        ratio(disk, self.user_bytes_written())
+    }
+
+    /// Flat `name: value` pairs, e.g. for the server's `INFO` reply or the CLI.
+    pub fn lines(&self) -> Vec<(String, String)> {
+        let mut out = vec![
+            ("partitions".to_string(), self.partitions.len().to_string()),
+            ("disk_bytes".to_string(), self.disk_bytes().to_string()),
+            (
+                "user_bytes_written".to_string(),
+                self.user_bytes_written().to_string(),
+            ),
+            (
+                "write_amplification".to_string(),
+                format!("{:.2}", self.write_amplification()),
+            ),
+        ];
+        for (i, p) in self.partitions.iter().enumerate() {
+            let levels: Vec<String> = p
+                .levels
+                .iter()
+                .map(|l| format!("{}:{}", l.tables, l.bytes))
+                .collect();
+            out.push((
+                format!("partition{i}"),
+                format!(
+                    "memtable_bytes={},immutable_memtables={},wal_bytes={},levels={},flushes={},compactions={},write_stalls={},write_amplification={:.2}",
+                    p.memtable_bytes,
+                    p.immutable_memtables,
+                    p.wal_bytes,
+                    levels.join("/"),
+                    p.flushes,
+                    p.compactions,
+                    p.write_stalls,
+                    p.write_amplification()
+                ),
+            ));
+        }
+        out
+    }
+}

@@ -1,0 +1,216 @@
+//! Model-based tests (the seed's `ReadWriteStorageTester`): random operations of every workload
+//! and known-key rate, checked one by one against a `BTreeMap`, with tiny memtables so that
+//! flushes and compactions run hundreds of times, scans checked against the model, and a close
+//! and reopen in the middle.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::ops::Bound;
+
+use common::{Model, Op, OpGen, Workload, ALL_WORKLOADS, KNOWN_KEY_RATES};
+use rand::Rng;
+use strata::{Db, Options};
+
+fn check_scan(db: &Db, model: &Model, lo: &[u8], hi: &[u8]) {
+    let got: Vec<(Vec<u8>, Vec<u8>)> = db
+        .scan(lo.to_vec()..hi.to_vec())
+        .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())))
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let want: Vec<(Vec<u8>, Vec<u8>)> = model
+        .range::<Vec<u8>, _>((Bound::Included(lo.to_vec()), Bound::Excluded(hi.to_vec())))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    assert_eq!(got.len(), want.len(), "scan {lo:?}..{hi:?} length");
+    assert!(got == want, "scan {lo:?}..{hi:?} differs from the model");
+}
+
+fn run(workload: Workload, known_rate: f64, seed: u64, ops: usize) -> (u64, u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        partitions: 3,
+        ..Options::tiny()
+    };
+    let mut db = Db::open(dir.path(), opts.clone()).unwrap();
+    let mut model = Model::new();
+    let mut gen = OpGen::new(seed, workload, known_rate, b"");
+    let mut flushes = 0;
+    for i in 0..ops {
+        if i == ops / 2 {
+            flushes += db.stats().partitions.iter().map(|p| p.flushes).sum::<u64>();
+            db.close().unwrap();
+            db = Db::open(dir.path(), opts.clone()).unwrap();
+        }
+        if i % (ops / 8) == 0 {
+            let a = format!("{:08}", gen.rng().gen_range(0..1_000_000));
+            let b = format!("{:08}", gen.rng().gen_range(0..1_000_000));
+            let (lo, hi) = if a < b { (a, b) } else { (b, a) };
+            check_scan(&db, &model, lo.as_bytes(), hi.as_bytes());
+        }
+        match gen.next_op() {
+            Op::Put(k, v) => {
+                db.put(&k, &v).unwrap();
+                model.insert(k, v);
+            }
+            Op::Delete(k) => {
+                db.delete(&k).unwrap();
+                model.remove(&k);
+            }
+            Op::Get(k) => {
+                let got = db.get(&k).unwrap();
+                assert_eq!(
+                    got.as_deref(),
+                    model.get(&k).map(|v| &v[..]),
+                    "op {i}: get {:?} ({workload:?}, rate {known_rate})",
+                    String::from_utf8_lossy(&k)
+                );
+            }
+        }
+    }
+    check_scan(&db, &model, b"", b"\xff");
+    // Every key reads back, also after a full compaction that drops tombstones.
+    db.compact().unwrap();
+    check_scan(&db, &model, b"", b"\xff");
+    for (k, v) in model.iter().take(500) {
+        assert_eq!(db.get(k).unwrap().as_deref(), Some(&v[..]));
+    }
+    let s = db.stats();
+    flushes += s.partitions.iter().map(|p| p.flushes).sum::<u64>();
+    let compactions = s.partitions.iter().map(|p| p.compactions).sum::<u64>();
+    db.close().unwrap();
+    (flushes, compactions)
+}
+
+#[test]
+fn every_workload_and_known_key_rate_matches_the_model() {
+    let mut seed = 1;
+    for workload in ALL_WORKLOADS {
+        for rate in KNOWN_KEY_RATES {
+            run(workload, rate, seed, 6_000);
+            seed += 1;
+        }
+    }
+}
+
+#[test]
+fn put_heavy_runs_hundreds_of_flushes_and_still_matches_the_model() {
+    let (flushes, compactions) = run(Workload::PutHeavy, 0.5, 99, 40_000);
+    assert!(flushes >= 200, "only {flushes} flushes");
+    // Counted after the reopen only: background compactions plus the final full one.
+    assert!(compactions >= 10, "only {compactions} compactions");
+}
+
+#[test]
+fn scan_prefix_merges_partitions_in_key_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(
+        dir.path(),
+        Options {
+            partitions: 8,
+            ..Options::tiny()
+        },
+    )
+    .unwrap();
+    let mut model = Model::new();
+    for i in 0..3000u32 {
+        let k = format!("{}/{:05}", ["a", "b", "c"][(i % 3) as usize], i * 7919 % 3000);
+        db.put(k.as_bytes(), &i.to_le_bytes()).unwrap();
+        model.insert(k.into_bytes(), i.to_le_bytes().to_vec());
+    }
+    let got: Vec<Vec<u8>> = db
+        .scan_prefix(b"b/")
+        .map(|r| r.unwrap().0.to_vec())
+        .collect();
+    let want: Vec<Vec<u8>> = model
+        .keys()
+        .filter(|k| k.starts_with(b"b/"))
+        .cloned()
+        .collect();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn a_value_equal_to_any_byte_pattern_is_not_a_tombstone() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::tiny()).unwrap();
+    for v in [&b""[..], b"\x00", b"\xff", b"TOMBSTONE", b"\x02"] {
+        db.put(b"k", v).unwrap();
+        assert_eq!(db.get(b"k").unwrap().as_deref(), Some(v));
+        db.flush().unwrap();
+        assert_eq!(db.get(b"k").unwrap().as_deref(), Some(v));
+    }
+}
+
+#[test]
+fn oversized_keys_and_values_are_refused_with_the_limit_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        key_bytes_max: 16,
+        value_bytes_max: 100,
+        ..Options::tiny()
+    };
+    let db = Db::open(dir.path(), opts).unwrap();
+    let e = db.put(&[1u8; 17], b"v").unwrap_err().to_string();
+    assert!(e.contains("key") && e.contains("17") && e.contains("16"), "{e}");
+    let e = db.put(b"k", &[0u8; 101]).unwrap_err().to_string();
+    assert!(e.contains("value") && e.contains("101"), "{e}");
+    db.put(&[1u8; 16], &[0u8; 100]).unwrap();
+}
+
+#[test]
+fn reopening_with_another_partition_count_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options { partitions: 4, ..Options::tiny() }).unwrap();
+    db.put(b"a", b"1").unwrap();
+    db.close().unwrap();
+    let err = Db::open(dir.path(), Options { partitions: 8, ..Options::tiny() })
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("4 partitions") && err.contains("8"), "{err}");
+    assert_eq!(Db::existing_partitions(dir.path()).unwrap(), Some(4));
+}
+
+#[test]
+fn write_batch_applies_puts_and_deletes_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::tiny()).unwrap();
+    db.put(b"x", b"old").unwrap();
+    let mut b = strata::WriteBatch::new();
+    b.put(b"a", b"1").delete(b"x").put(b"b", b"2").put(b"a", b"3");
+    db.write(b).unwrap();
+    assert_eq!(db.get(b"a").unwrap().as_deref(), Some(&b"3"[..]));
+    assert_eq!(db.get(b"b").unwrap().as_deref(), Some(&b"2"[..]));
+    assert_eq!(db.get(b"x").unwrap(), None);
+}
+
+#[test]
+fn update_is_atomic_under_concurrency() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = std::sync::Arc::new(Db::open(dir.path(), Options::tiny()).unwrap());
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                for i in 0..500 {
+                    let key = format!("counter{}", i % 4);
+                    db.update(key.as_bytes(), |old| {
+                        let n: u64 = old
+                            .map(|b| std::str::from_utf8(b).unwrap().parse().unwrap())
+                            .unwrap_or(0);
+                        Ok((strata::Update::Put((n + 1).to_string().into_bytes()), ()))
+                    })
+                    .unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    for c in 0..4 {
+        let v = db.get(format!("counter{c}").as_bytes()).unwrap().unwrap();
+        assert_eq!(&v[..], b"1000");
+    }
+}
