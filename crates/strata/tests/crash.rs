@@ -1,0 +1,189 @@
+//! Crash test: a child process writes with `SyncMode::Always` and prints each acknowledged
+//! operation; the parent SIGKILLs it at a random moment (flushes and compactions run all the
+//! time with tiny memtables), reopens the store and checks that every acknowledged write is there
+//! with its latest value. The child's operations are a deterministic function of (seed, index),
+//! so the parent knows the single operation that may have been in flight when it died.
+//!
+//! Rounds: `STRATA_CRASH_ROUNDS` (default 12); set it to hundreds for the long mode.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::Model;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use strata::{Db, Options, SyncMode};
+
+const KEYS: u64 = 3_000;
+const SEED: u64 = 0x5eed;
+
+/// Operation `n`: a put of a value that names `n`, or (every 7th) a delete. Writer thread
+/// `n % 2` owns the keys with that parity, so each key sees one writer's operations in order.
+fn op(n: u64) -> (Vec<u8>, Option<Vec<u8>>) {
+    let mut rng = SmallRng::seed_from_u64(SEED ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let key = format!("key{:05}", rng.gen_range(0..KEYS / 2) * 2 + n % 2).into_bytes();
+    if n % 7 == 3 {
+        (key, None)
+    } else {
+        let pad = rng.gen_range(0..400);
+        let mut v = format!("v{n}:").into_bytes();
+        v.resize(v.len() + pad, b'x');
+        (key, Some(v))
+    }
+}
+
+fn options() -> Options {
+    Options {
+        partitions: 4,
+        sync: SyncMode::Always,
+        memtable_bytes_max: 4 << 10,
+        ..Options::tiny()
+    }
+}
+
+/// The child: runs only when the parent sets STRATA_CRASH_DIR.
+#[test]
+fn crash_child_entry() {
+    let Ok(dir) = std::env::var("STRATA_CRASH_DIR") else {
+        return;
+    };
+    let start: u64 = std::env::var("STRATA_CRASH_START").unwrap().parse().unwrap();
+    let db = std::sync::Arc::new(Db::open(&dir, options()).unwrap());
+    // Two writer threads share the log (group commit); each prints its acknowledgement before
+    // it issues its next operation, so at most one operation per thread is in flight.
+    let threads: Vec<_> = (0..2u64)
+        .map(|t| {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                use std::io::Write;
+                let mut n = start + t;
+                loop {
+                    let (k, v) = op(n);
+                    match v {
+                        Some(v) => db.put(&k, &v).unwrap(),
+                        None => db.delete(&k).unwrap(),
+                    }
+                    let out = std::io::stdout();
+                    let mut o = out.lock();
+                    writeln!(o, "ACK {n}").unwrap();
+                    o.flush().unwrap();
+                    n += 2;
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+}
+
+#[test]
+fn every_acknowledged_write_survives_sigkill() {
+    let rounds: usize = std::env::var("STRATA_CRASH_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(12);
+    let dir = tempfile::tempdir().unwrap();
+    let exe = std::env::current_exe().unwrap();
+    let mut rng = SmallRng::seed_from_u64(7);
+    // What the store held when the round started (checked at the end of the previous round).
+    let mut before = Model::new();
+    let mut start = 0u64;
+    for round in 0..rounds {
+        let mut child = Command::new(&exe)
+            .args(["crash_child_entry", "--exact", "--nocapture", "--test-threads=1"])
+            .env("STRATA_CRASH_DIR", dir.path())
+            .env("STRATA_CRASH_START", start.to_string())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut acked = Vec::new();
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if let Some(n) = line.strip_prefix("ACK ") {
+                    acked.push(n.parse::<u64>().unwrap());
+                }
+            }
+            acked
+        });
+        std::thread::sleep(Duration::from_millis(rng.gen_range(150..900)));
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        let acked = reader.join().unwrap();
+        assert!(!acked.is_empty(), "round {round}: child acknowledged nothing");
+
+        // Writer t ran start+t, start+t+2, ... in order: everything up to its last
+        // acknowledgement is done, and its next operation may or may not have happened.
+        let mut last_acked = [None::<u64>; 2];
+        for &n in &acked {
+            let t = (n % 2) as usize;
+            last_acked[t] = Some(last_acked[t].map_or(n, |m| m.max(n)));
+        }
+        let mut must = before.clone();
+        let mut in_flight = Vec::new();
+        for t in 0..2u64 {
+            let first = start + t;
+            let next = match last_acked[t as usize] {
+                Some(last) => {
+                    let mut n = first;
+                    while n <= last {
+                        let (k, v) = op(n);
+                        match v {
+                            Some(v) => must.insert(k, v),
+                            None => must.remove(&k),
+                        };
+                        n += 2;
+                    }
+                    n
+                }
+                None => first,
+            };
+            in_flight.push(next);
+        }
+        let db = Db::open(dir.path(), options()).unwrap();
+        let mut after = Model::new();
+        for kv in db.scan::<&[u8], _>(..) {
+            let (k, v) = kv.unwrap();
+            after.insert(k.to_vec(), v.to_vec());
+        }
+        let keys: std::collections::BTreeSet<&Vec<u8>> = must.keys().chain(after.keys()).collect();
+        for key in keys {
+            let got = after.get(key);
+            let mut ok = got == must.get(key);
+            for &n in &in_flight {
+                let (k, v) = op(n);
+                if k == *key && got == v.as_ref() {
+                    ok = true;
+                }
+            }
+            assert!(
+                ok,
+                "round {round}: key {} holds {:?}, expected {:?}",
+                String::from_utf8_lossy(key),
+                got.map(|v| String::from_utf8_lossy(&v[..v.len().min(12)]).to_string()),
+                must.get(key).map(|v| String::from_utf8_lossy(&v[..v.len().min(12)]).to_string())
+            );
+            // Point reads agree with the scan.
+            assert_eq!(db.get(key).unwrap().as_deref(), got.map(|v| &v[..]));
+        }
+        let s = db.stats();
+        eprintln!(
+            "round {round}: {} acknowledged, {} keys, tables per level {:?}",
+            acked.len(),
+            before.len(),
+            s.partitions[0].levels.iter().map(|l| l.tables).collect::<Vec<_>>()
+        );
+        db.close().unwrap();
+        before = after;
+        // Start past every operation that was issued, on an even number (thread parity).
+        let issued_max = in_flight.iter().copied().max().unwrap_or(start);
+        start = (issued_max + 2) & !1;
+    }
+}
