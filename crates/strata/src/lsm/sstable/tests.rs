@@ -1,0 +1,91 @@
+//! Property tests of the table format: whatever is written reads back identically, point reads
+//! and range scans agree with a `BTreeMap` model, with and without compression.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use proptest::prelude::*;
+
+use super::*;
+
+fn build(
+    entries: &BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    compression: Compression,
+    block_bytes: usize,
+    index_every_entries: usize,
+) -> (tempfile::TempDir, Arc<Table>) {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        compression,
+        block_bytes,
+        index_every_entries,
+        ..Options::default()
+    };
+    let mut b = TableBuilder::create(dir.path(), 1, &opts).unwrap();
+    for (k, v) in entries {
+        let slot = v.as_ref().map_or(Slot::Delete, |v| Slot::Put(Bytes::from(v.clone())));
+        b.add(k, &slot).unwrap();
+    }
+    let meta = b.finish().unwrap();
+    assert_eq!(meta.entries, entries.len() as u64);
+    let t = Table::open(
+        &table_path(dir.path(), 1),
+        1,
+        Arc::new(BlockCache::new(1 << 20)),
+    )
+    .unwrap();
+    assert_eq!(t.size, meta.size);
+    (dir, Arc::new(t))
+}
+
+fn entries() -> impl Strategy<Value = BTreeMap<Vec<u8>, Option<Vec<u8>>>> {
+    proptest::collection::btree_map(
+        proptest::collection::vec(any::<u8>(), 0..24),
+        proptest::option::weighted(0.8, proptest::collection::vec(any::<u8>(), 0..200)),
+        1..300,
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn tables_read_back_what_was_written(
+        entries in entries(),
+        lz4 in any::<bool>(),
+        block_bytes in 64usize..2048,
+        index_every in 1usize..64,
+        probes in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..24), 0..50),
+        lo in proptest::collection::vec(any::<u8>(), 0..4),
+        hi in proptest::collection::vec(any::<u8>(), 0..4),
+    ) {
+        let compression = if lz4 { Compression::Lz4 } else { Compression::None };
+        let (_dir, t) = build(&entries, compression, block_bytes, index_every);
+        // Full iteration equals the input.
+        let all: Vec<(Vec<u8>, Option<Vec<u8>>)> = t
+            .iter(Bound::Unbounded, Bound::Unbounded, true)
+            .map(|r| {
+                let (k, s) = r.unwrap();
+                (k.to_vec(), match s { Slot::Put(v) => Some(v.to_vec()), Slot::Delete => None })
+            })
+            .collect();
+        let want: Vec<(Vec<u8>, Option<Vec<u8>>)> = entries.clone().into_iter().collect();
+        prop_assert_eq!(all, want);
+        // Point reads: present keys and random probes.
+        for k in entries.keys().chain(probes.iter()) {
+            let got = t.get(k, bloom::hash(k)).unwrap();
+            let want = entries.get(k).map(|v| v.as_ref().map_or(Slot::Delete, |v| Slot::Put(Bytes::from(v.clone()))));
+            prop_assert_eq!(got, want);
+        }
+        // Range scans equal the model's range.
+        let range = (Bound::Included(Bytes::from(lo.clone())), Bound::Excluded(Bytes::from(hi.clone())));
+        if lo <= hi {
+            let got: Vec<Vec<u8>> = t.iter(range.0, range.1, true).map(|r| r.unwrap().0.to_vec()).collect();
+            let want: Vec<Vec<u8>> = entries.range(lo..hi).map(|(k, _)| k.clone()).collect();
+            prop_assert_eq!(got, want);
+        }
+    }
+}
