@@ -9,7 +9,10 @@ use std::time::Duration;
 use strata_bench::{BenchStore, RunSpec, StrataStore, Workload};
 
 fn main() {
-    let args: Vec<u64> = std::env::args().skip(1).map(|a| a.parse().unwrap()).collect();
+    let args: Vec<u64> = std::env::args()
+        .skip(1)
+        .map(|a| a.parse().unwrap())
+        .collect();
     let seconds = args.first().copied().unwrap_or(60);
     let threads = args.get(1).copied().unwrap_or(2) as usize;
     let partitions = args.get(2).copied().unwrap_or(4) as usize;

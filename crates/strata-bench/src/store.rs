@@ -43,7 +43,10 @@ impl BenchStore for StrataStore {
         self.db.put(key, value).map_err(|e| e.to_string())
     }
     fn get(&self, key: &[u8]) -> Result<bool, String> {
-        self.db.get(key).map(|v| v.is_some()).map_err(|e| e.to_string())
+        self.db
+            .get(key)
+            .map(|v| v.is_some())
+            .map_err(|e| e.to_string())
     }
     fn delete(&self, key: &[u8]) -> Result<(), String> {
         self.db.delete(key).map_err(|e| e.to_string())

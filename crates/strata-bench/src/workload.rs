@@ -234,8 +234,12 @@ pub fn run(
             h.get.reset();
             h.delete.reset();
         }
-        for (name, h) in [("put", &merged.put), ("get", &merged.get), ("delete", &merged.delete)] {
-            if h.len() > 0 {
+        for (name, h) in [
+            ("put", &merged.put),
+            ("get", &merged.get),
+            ("delete", &merged.delete),
+        ] {
+            if !h.is_empty() {
                 line[format!("{name}P50us")] = h.value_at_quantile(0.5).into();
                 line[format!("{name}P99us")] = h.value_at_quantile(0.99).into();
                 line[format!("{name}P999us")] = h.value_at_quantile(0.999).into();
@@ -279,7 +283,8 @@ fn client(
     stop: &AtomicBool,
     hist: &Mutex<Hists>,
 ) -> Result<(), String> {
-    let mut rng = SmallRng::seed_from_u64(spec.seed ^ (thread as u64 + 1).wrapping_mul(0x9E37_79B9));
+    let mut rng =
+        SmallRng::seed_from_u64(spec.seed ^ (thread as u64 + 1).wrapping_mul(0x9E37_79B9));
     // Incompressible values; each put takes a different window of this buffer.
     let mut pool = vec![0u8; spec.value_bytes + 4096];
     rng.fill_bytes(&mut pool);

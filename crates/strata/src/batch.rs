@@ -59,11 +59,14 @@ impl WriteBatch {
     }
 }
 
+/// One entry of a batch, borrowed: kind, key, value (empty for deletes).
+pub(crate) type Entry<'a> = (Kind, &'a [u8], &'a [u8]);
+
 /// Encodes entries as a WAL record payload: `count: varint`, then per entry
 /// `kind: u8, key_len: varint, value_len: varint, key, value` (value absent for deletes).
 pub(crate) fn encode_entries<'a>(
     out: &mut Vec<u8>,
-    entries: impl ExactSizeIterator<Item = (Kind, &'a [u8], &'a [u8])>,
+    entries: impl ExactSizeIterator<Item = Entry<'a>>,
 ) {
     put_varint(out, entries.len() as u64);
     for (kind, key, value) in entries {
@@ -80,7 +83,7 @@ pub(crate) fn encode_entries<'a>(
 }
 
 /// Decodes a payload written by [`encode_entries`]; `None` if malformed.
-pub(crate) fn decode_entries(payload: &[u8]) -> Option<Vec<(Kind, &[u8], &[u8])>> {
+pub(crate) fn decode_entries(payload: &[u8]) -> Option<Vec<Entry<'_>>> {
     let mut r = Reader::new(payload);
     let count = r.varint()?;
     // Each entry takes at least 2 bytes, so a count beyond that is a lie: refuse before allocating.

@@ -12,7 +12,7 @@ use bytes::Bytes;
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Mutex;
 
-use crate::batch::{Kind, WriteBatch};
+use crate::batch::{Entry, Kind, WriteBatch};
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::iter::{EntryIter, MergeIter};
@@ -172,7 +172,7 @@ impl Db {
             });
         }
         let n = self.inner.trees.len();
-        let mut by_part: Vec<Vec<(Kind, &[u8], &[u8])>> = vec![Vec::new(); n];
+        let mut by_part: Vec<Vec<Entry<'_>>> = vec![Vec::new(); n];
         for (kind, k, v) in &batch.ops {
             by_part[meta::partition_of(k, n)].push((*kind, k, v));
         }
@@ -194,8 +194,7 @@ impl Db {
     ) -> Result<T> {
         self.check()?;
         self.check_sizes(key, &[])?;
-        self.tree(key)
-            .update(key, f, |k, v| self.check_sizes(k, v))
+        self.tree(key).update(key, f, |k, v| self.check_sizes(k, v))
     }
 
     /// Keys and values in `range`, in key order across all partitions.

@@ -63,11 +63,8 @@ impl MergeIter {
     fn pull(&mut self, rank: usize) {
         match self.sources[rank].next() {
             Some(Ok((key, slot))) => self.heap.push(Head { key, rank, slot }),
-            Some(Err(e)) => {
-                if self.error.is_none() {
-                    self.error = Some(e);
-                }
-            }
+            Some(Err(e)) if self.error.is_none() => self.error = Some(e),
+            Some(Err(_)) => {}
             None => {}
         }
     }
@@ -112,7 +109,9 @@ mod tests {
             .map(|(k, v)| {
                 Ok((
                     Bytes::from_static(k.as_bytes()),
-                    v.map_or(Slot::Delete, |v| Slot::Put(Bytes::from_static(v.as_bytes()))),
+                    v.map_or(Slot::Delete, |v| {
+                        Slot::Put(Bytes::from_static(v.as_bytes()))
+                    }),
                 ))
             })
             .collect();
@@ -122,7 +121,12 @@ mod tests {
     #[test]
     fn newest_source_wins_and_keys_come_once_in_order() {
         let newer = src(&[("b", Some("new")), ("d", None)]);
-        let older = src(&[("a", Some("1")), ("b", Some("old")), ("d", Some("4")), ("e", Some("5"))]);
+        let older = src(&[
+            ("a", Some("1")),
+            ("b", Some("old")),
+            ("d", Some("4")),
+            ("e", Some("5")),
+        ]);
         let got: Vec<_> = MergeIter::new(vec![newer, older])
             .map(|r| r.unwrap())
             .collect();

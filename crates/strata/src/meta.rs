@@ -28,8 +28,9 @@ pub(crate) fn open_or_create(dir: &Path, partitions: usize, create: bool) -> Res
     let path = dir.join(META_FILE);
     match fs::read(&path) {
         Ok(bytes) => {
-            let found = decode(&bytes)
-                .ok_or_else(|| Error::corruption(&path, 0, "bad STRATA metadata (checksum, magic or version)"))?;
+            let found = decode(&bytes).ok_or_else(|| {
+                Error::corruption(&path, 0, "bad STRATA metadata (checksum, magic or version)")
+            })?;
             if found != partitions {
                 return Err(Error::InvalidArgument(format!(
                     "{} was created with {found} partitions but opened with {partitions}; open it with partitions = {found}",

@@ -53,8 +53,11 @@ fn open_and_read_all(dir: &Path) -> Result<usize, Error> {
 fn write_keys(dir: &Path, n: u32, flush: bool) {
     let db = Db::open(dir, opts()).unwrap();
     for i in 0..n {
-        db.put(format!("key{i:05}").as_bytes(), format!("value{i}").repeat(3).as_bytes())
-            .unwrap();
+        db.put(
+            format!("key{i:05}").as_bytes(),
+            format!("value{i}").repeat(3).as_bytes(),
+        )
+        .unwrap();
     }
     if flush {
         db.flush().unwrap();
@@ -97,9 +100,15 @@ fn a_flipped_manifest_byte_is_detected() {
     for off in 0..len {
         let dir = tempfile::tempdir().unwrap();
         copy_dir(src.path(), dir.path());
-        flip(&dir.path().join(manifest.strip_prefix(src.path()).unwrap()), off);
+        flip(
+            &dir.path().join(manifest.strip_prefix(src.path()).unwrap()),
+            off,
+        );
         let e = open_and_read_all(dir.path()).unwrap_err();
-        assert!(e.is_corruption() && e.to_string().contains("MANIFEST"), "offset {off}: {e}");
+        assert!(
+            e.is_corruption() && e.to_string().contains("MANIFEST"),
+            "offset {off}: {e}"
+        );
     }
 }
 
@@ -116,7 +125,10 @@ fn a_flipped_byte_in_the_middle_of_a_log_names_file_and_offset() {
     let e = open_and_read_all(dir.path()).unwrap_err();
     let msg = e.to_string();
     assert!(e.is_corruption(), "{msg}");
-    assert!(msg.contains(&*log.file_name().unwrap().to_string_lossy()), "{msg}");
+    assert!(
+        msg.contains(&*log.file_name().unwrap().to_string_lossy()),
+        "{msg}"
+    );
     assert!(msg.contains("byte 16"), "{msg}");
 }
 
@@ -135,9 +147,15 @@ fn a_torn_log_tail_is_truncated_and_earlier_writes_recover() {
         drop(f);
         let db = Db::open(dir.path(), opts()).unwrap();
         for i in 0..19 {
-            assert!(db.get(format!("key{i:05}").as_bytes()).unwrap().is_some(), "cut {cut} key {i}");
+            assert!(
+                db.get(format!("key{i:05}").as_bytes()).unwrap().is_some(),
+                "cut {cut} key {i}"
+            );
         }
-        assert!(db.get(b"key00019").unwrap().is_none(), "cut {cut}: torn record was replayed");
+        assert!(
+            db.get(b"key00019").unwrap().is_none(),
+            "cut {cut}: torn record was replayed"
+        );
         // The store is writable again and the next reopen is clean.
         db.put(b"after", b"x").unwrap();
         db.close().unwrap();

@@ -51,7 +51,10 @@ fn crash_child_entry() {
     let Ok(dir) = std::env::var("STRATA_CRASH_DIR") else {
         return;
     };
-    let start: u64 = std::env::var("STRATA_CRASH_START").unwrap().parse().unwrap();
+    let start: u64 = std::env::var("STRATA_CRASH_START")
+        .unwrap()
+        .parse()
+        .unwrap();
     let db = std::sync::Arc::new(Db::open(&dir, options()).unwrap());
     // Two writer threads share the log (group commit); each prints its acknowledgement before
     // it issues its next operation, so at most one operation per thread is in flight.
@@ -95,7 +98,12 @@ fn every_acknowledged_write_survives_sigkill() {
     let mut start = 0u64;
     for round in 0..rounds {
         let mut child = Command::new(&exe)
-            .args(["crash_child_entry", "--exact", "--nocapture", "--test-threads=1"])
+            .args([
+                "crash_child_entry",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env("STRATA_CRASH_DIR", dir.path())
             .env("STRATA_CRASH_START", start.to_string())
             .stdout(Stdio::piped())
@@ -117,7 +125,10 @@ fn every_acknowledged_write_survives_sigkill() {
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
         let acked = reader.join().unwrap();
-        assert!(!acked.is_empty(), "round {round}: child acknowledged nothing");
+        assert!(
+            !acked.is_empty(),
+            "round {round}: child acknowledged nothing"
+        );
 
         // Writer t ran start+t, start+t+2, ... in order: everything up to its last
         // acknowledgement is done, and its next operation may or may not have happened.
@@ -168,7 +179,8 @@ fn every_acknowledged_write_survives_sigkill() {
                 "round {round}: key {} holds {:?}, expected {:?}",
                 String::from_utf8_lossy(key),
                 got.map(|v| String::from_utf8_lossy(&v[..v.len().min(12)]).to_string()),
-                must.get(key).map(|v| String::from_utf8_lossy(&v[..v.len().min(12)]).to_string())
+                must.get(key)
+                    .map(|v| String::from_utf8_lossy(&v[..v.len().min(12)]).to_string())
             );
             // Point reads agree with the scan.
             assert_eq!(db.get(key).unwrap().as_deref(), got.map(|v| &v[..]));
@@ -178,7 +190,11 @@ fn every_acknowledged_write_survives_sigkill() {
             "round {round}: {} acknowledged, {} keys, tables per level {:?}",
             acked.len(),
             before.len(),
-            s.partitions[0].levels.iter().map(|l| l.tables).collect::<Vec<_>>()
+            s.partitions[0]
+                .levels
+                .iter()
+                .map(|l| l.tables)
+                .collect::<Vec<_>>()
         );
         db.close().unwrap();
         before = after;

@@ -68,8 +68,15 @@ fn decode_table(path: &Path) -> BTreeMap<Vec<u8>, Option<Vec<u8>>> {
     let f = std::fs::read(path).unwrap();
     let foot = &f[f.len() - 40..];
     let mut r = R(foot, 0);
-    let (filter_off, filter_size, index_off, index_size, version, crc, magic) =
-        (r.u64(), r.u32(), r.u64(), r.u32(), r.u32(), r.u32(), r.take(8));
+    let (filter_off, filter_size, index_off, index_size, version, crc, magic) = (
+        r.u64(),
+        r.u32(),
+        r.u64(),
+        r.u32(),
+        r.u32(),
+        r.u32(),
+        r.take(8),
+    );
     assert_eq!(magic, b"STRATSST");
     assert_eq!(version, 1);
     assert_eq!(crc, crc32c::crc32c(&foot[..28]));
@@ -193,7 +200,9 @@ fn real_files_decode_as_docs_format_md_describes() {
                 db.delete(&k).unwrap();
                 model.remove(&k);
             } else {
-                let v = format!("value {i} ").repeat(1 + (i % 4) as usize).into_bytes();
+                let v = format!("value {i} ")
+                    .repeat(1 + (i % 4) as usize)
+                    .into_bytes();
                 db.put(&k, &v).unwrap();
                 model.insert(k, v);
             }
@@ -239,6 +248,9 @@ fn real_files_decode_as_docs_format_md_describes() {
             }
         }
         assert_eq!(late, 50);
-        assert!(decoded == model, "tables decoded from the documented format differ from what was written");
+        assert!(
+            decoded == model,
+            "tables decoded from the documented format differ from what was written"
+        );
     }
 }

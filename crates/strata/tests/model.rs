@@ -114,7 +114,11 @@ fn scan_prefix_merges_partitions_in_key_order() {
     .unwrap();
     let mut model = Model::new();
     for i in 0..3000u32 {
-        let k = format!("{}/{:05}", ["a", "b", "c"][(i % 3) as usize], i * 7919 % 3000);
+        let k = format!(
+            "{}/{:05}",
+            ["a", "b", "c"][(i % 3) as usize],
+            i * 7919 % 3000
+        );
         db.put(k.as_bytes(), &i.to_le_bytes()).unwrap();
         model.insert(k.into_bytes(), i.to_le_bytes().to_vec());
     }
@@ -152,7 +156,10 @@ fn oversized_keys_and_values_are_refused_with_the_limit_named() {
     };
     let db = Db::open(dir.path(), opts).unwrap();
     let e = db.put(&[1u8; 17], b"v").unwrap_err().to_string();
-    assert!(e.contains("key") && e.contains("17") && e.contains("16"), "{e}");
+    assert!(
+        e.contains("key") && e.contains("17") && e.contains("16"),
+        "{e}"
+    );
     let e = db.put(b"k", &[0u8; 101]).unwrap_err().to_string();
     assert!(e.contains("value") && e.contains("101"), "{e}");
     db.put(&[1u8; 16], &[0u8; 100]).unwrap();
@@ -161,13 +168,26 @@ fn oversized_keys_and_values_are_refused_with_the_limit_named() {
 #[test]
 fn reopening_with_another_partition_count_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), Options { partitions: 4, ..Options::tiny() }).unwrap();
+    let db = Db::open(
+        dir.path(),
+        Options {
+            partitions: 4,
+            ..Options::tiny()
+        },
+    )
+    .unwrap();
     db.put(b"a", b"1").unwrap();
     db.close().unwrap();
-    let err = Db::open(dir.path(), Options { partitions: 8, ..Options::tiny() })
-        .err()
-        .unwrap()
-        .to_string();
+    let err = Db::open(
+        dir.path(),
+        Options {
+            partitions: 8,
+            ..Options::tiny()
+        },
+    )
+    .err()
+    .unwrap()
+    .to_string();
     assert!(err.contains("4 partitions") && err.contains("8"), "{err}");
     assert_eq!(Db::existing_partitions(dir.path()).unwrap(), Some(4));
 }
@@ -178,7 +198,10 @@ fn write_batch_applies_puts_and_deletes_in_order() {
     let db = Db::open(dir.path(), Options::tiny()).unwrap();
     db.put(b"x", b"old").unwrap();
     let mut b = strata::WriteBatch::new();
-    b.put(b"a", b"1").delete(b"x").put(b"b", b"2").put(b"a", b"3");
+    b.put(b"a", b"1")
+        .delete(b"x")
+        .put(b"b", b"2")
+        .put(b"a", b"3");
     db.write(b).unwrap();
     assert_eq!(db.get(b"a").unwrap().as_deref(), Some(&b"3"[..]));
     assert_eq!(db.get(b"b").unwrap().as_deref(), Some(&b"2"[..]));

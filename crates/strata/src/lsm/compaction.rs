@@ -92,7 +92,10 @@ pub(crate) fn pick_full(v: &Version) -> Option<Job> {
     if inputs.is_empty() {
         return None;
     }
-    let deepest = (1..LEVELS).rev().find(|&l| !v.levels[l].is_empty()).unwrap_or(1);
+    let deepest = (1..LEVELS)
+        .rev()
+        .find(|&l| !v.levels[l].is_empty())
+        .unwrap_or(1);
     Some(Job {
         inputs,
         output_level: deepest,

@@ -49,7 +49,10 @@ pub(crate) fn numbered_files(dir: &Path, suffix: &str) -> Result<Vec<(u64, PathB
         let entry = entry.at(dir)?;
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
-        if let Some(num) = name.strip_suffix(suffix).and_then(|n| n.parse::<u64>().ok()) {
+        if let Some(num) = name
+            .strip_suffix(suffix)
+            .and_then(|n| n.parse::<u64>().ok())
+        {
             out.push((num, entry.path()));
         }
     }

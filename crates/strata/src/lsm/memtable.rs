@@ -80,7 +80,9 @@ impl Memtable {
 
     /// All entries in key order (used by flush; the memtable is immutable by then).
     pub(crate) fn iter_all(&self) -> impl Iterator<Item = (Bytes, Slot)> + '_ {
-        self.map.iter().map(|e| (e.key().clone(), e.value().clone()))
+        self.map
+            .iter()
+            .map(|e| (e.key().clone(), e.value().clone()))
     }
 }
 

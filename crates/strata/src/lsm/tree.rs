@@ -16,7 +16,7 @@ use arc_swap::ArcSwap;
 use bytes::Bytes;
 use parking_lot::{Condvar, Mutex};
 
-use crate::batch::{decode_entries, encode_entries, Kind};
+use crate::batch::{decode_entries, encode_entries, Entry, Kind};
 use crate::cache::BlockCache;
 use crate::error::{Error, IoContext, Result};
 use crate::iter::{EntryIter, MergeIter};
@@ -113,7 +113,11 @@ impl Tree {
         let mut cleaned = fsutil::remove_tmp_files(&dir)?;
         cleaned += fsutil::remove_tmp_files(&sst_dir)?;
         if cleaned > 0 {
-            tracing::info!(partition = id, files = cleaned, "removed leftover temporary files");
+            tracing::info!(
+                partition = id,
+                files = cleaned,
+                "removed leftover temporary files"
+            );
         }
         let manifest = version::read(&dir)?;
         let (mut next_file, log_number, metas) = match manifest {
@@ -184,14 +188,22 @@ impl Tree {
             replayed_bytes += replay.valid_bytes;
             if let Some((offset, reason)) = replay.torn {
                 tracing::warn!(path = %path.display(), offset, reason, "truncating torn write-ahead log tail");
-                let f = std::fs::OpenOptions::new().write(true).open(&path).at(&path)?;
+                let f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&path)
+                    .at(&path)?;
                 f.set_len(replay.valid_bytes).at(&path)?;
                 f.sync_all().at(&path)?;
             }
             immutables.insert(0, Arc::new(mem));
         }
         if replayed_bytes > 0 {
-            tracing::debug!(partition = id, logs = immutables.len(), bytes = replayed_bytes, "replayed write-ahead logs");
+            tracing::debug!(
+                partition = id,
+                logs = immutables.len(),
+                bytes = replayed_bytes,
+                "replayed write-ahead logs"
+            );
         }
         let wal_number = next_file;
         next_file += 1;
@@ -289,7 +301,7 @@ impl Tree {
     }
 
     /// Appends a batch to the log and the memtable. Caller holds the write lock.
-    fn apply_locked(&self, w: &mut WriteState, entries: &[(Kind, &[u8], &[u8])]) -> Result<u64> {
+    fn apply_locked(&self, w: &mut WriteState, entries: &[Entry<'_>]) -> Result<u64> {
         if let Some(reason) = &w.failed {
             return Err(self.read_only_error(reason));
         }
@@ -370,7 +382,7 @@ impl Tree {
         Ok(())
     }
 
-    pub(crate) fn write(&self, entries: &[(Kind, &[u8], &[u8])]) -> Result<()> {
+    pub(crate) fn write(&self, entries: &[Entry<'_>]) -> Result<()> {
         self.throttle()?;
         let seq = {
             let mut w = self.write.lock();
@@ -616,7 +628,11 @@ impl Tree {
                 self.counters
                     .compaction_bytes
                     .fetch_add(meta.size, Ordering::Relaxed);
-                let t = Table::open(&table_path(&self.sst_dir, meta.id), meta.id, self.cache.clone())?;
+                let t = Table::open(
+                    &table_path(&self.sst_dir, meta.id),
+                    meta.id,
+                    self.cache.clone(),
+                )?;
                 outputs.push(Arc::new(t));
                 Ok(())
             },

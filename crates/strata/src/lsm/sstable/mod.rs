@@ -113,7 +113,8 @@ impl TableBuilder {
         }
         self.block.add(key, slot);
         self.entries += 1;
-        if self.block.buf.len() >= self.block_bytes || self.block.entries >= self.index_every_entries
+        if self.block.buf.len() >= self.block_bytes
+            || self.block.entries >= self.index_every_entries
         {
             self.finish_block()?;
         }
@@ -159,9 +160,7 @@ impl TableBuilder {
         let offset = self.offset;
         self.file.write_all(body).at(&self.tmp_path)?;
         self.file.write_all(&[ctype]).at(&self.tmp_path)?;
-        self.file
-            .write_all(&crc.to_le_bytes())
-            .at(&self.tmp_path)?;
+        self.file.write_all(&crc.to_le_bytes()).at(&self.tmp_path)?;
         self.offset += (body.len() + TRAILER_BYTES) as u64;
         Ok((offset, body.len() as u64))
     }
@@ -260,12 +259,22 @@ impl Table {
             return Err(corrupt(0, "file shorter than the table footer"));
         }
         let mut footer = [0u8; FOOTER_BYTES as usize];
-        file.read_exact_at(&mut footer, size - FOOTER_BYTES).at(path)?;
+        file.read_exact_at(&mut footer, size - FOOTER_BYTES)
+            .at(path)?;
         let foot_at = size - FOOTER_BYTES;
         let mut r = Reader::new(&footer);
         let (filter_offset, filter_size, index_offset, index_size, version, crc, magic) = (|| {
-            Some((r.u64()?, r.u32()?, r.u64()?, r.u32()?, r.u32()?, r.u32()?, r.u64()?))
-        })()
+            Some((
+                r.u64()?,
+                r.u32()?,
+                r.u64()?,
+                r.u32()?,
+                r.u32()?,
+                r.u32()?,
+                r.u64()?,
+            ))
+        })(
+        )
         .ok_or_else(|| corrupt(foot_at, "short footer"))?;
         if magic != TABLE_MAGIC {
             return Err(corrupt(foot_at + 32, "bad table magic"));
@@ -333,14 +342,22 @@ impl Table {
     fn read_raw(&self, offset: u64, size: u32) -> Result<Bytes> {
         let mut buf = vec![0u8; size as usize + TRAILER_BYTES];
         if offset + buf.len() as u64 > self.size {
-            return Err(Error::corruption(&self.path, offset, "block runs past end of file"));
+            return Err(Error::corruption(
+                &self.path,
+                offset,
+                "block runs past end of file",
+            ));
         }
         self.file.read_exact_at(&mut buf, offset).at(&self.path)?;
         let n = size as usize;
         let ctype = buf[n];
         let stored = u32::from_le_bytes([buf[n + 1], buf[n + 2], buf[n + 3], buf[n + 4]]);
         if crc32c::crc32c(&buf[..n + 1]) != stored {
-            return Err(Error::corruption(&self.path, offset, "block checksum mismatch"));
+            return Err(Error::corruption(
+                &self.path,
+                offset,
+                "block checksum mismatch",
+            ));
         }
         buf.truncate(n);
         match ctype {
@@ -370,7 +387,9 @@ impl Table {
 
     /// Looks `key` up: filter, then index, then one block.
     pub(crate) fn get(&self, key: &[u8], hash: u64) -> Result<Option<Slot>> {
-        if key < &self.min_key[..] || key > &self.max_key[..] || !bloom::may_contain(&self.filter, hash)
+        if key < &self.min_key[..]
+            || key > &self.max_key[..]
+            || !bloom::may_contain(&self.filter, hash)
         {
             return Ok(None);
         }

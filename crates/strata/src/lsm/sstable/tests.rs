@@ -26,7 +26,9 @@ fn build(
     };
     let mut b = TableBuilder::create(dir.path(), 1, &opts).unwrap();
     for (k, v) in entries {
-        let slot = v.as_ref().map_or(Slot::Delete, |v| Slot::Put(Bytes::from(v.clone())));
+        let slot = v
+            .as_ref()
+            .map_or(Slot::Delete, |v| Slot::Put(Bytes::from(v.clone())));
         b.add(k, &slot).unwrap();
     }
     let meta = b.finish().unwrap();
