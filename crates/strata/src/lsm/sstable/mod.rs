@@ -58,7 +58,10 @@ pub(crate) struct TableBuilder {
     id: u64,
     tmp_path: PathBuf,
     path: PathBuf,
-    file: BufWriter<File>,
+    /// `None` once the file has been handed over by `finish`.
+    file: Option<BufWriter<File>>,
+    /// Set once the file was renamed into place; otherwise dropping the builder removes it.
+    renamed: bool,
     block: BlockBuilder,
     index: Vec<u8>,
     blocks: u64,
@@ -83,7 +86,8 @@ impl TableBuilder {
             id,
             tmp_path,
             path,
-            file: BufWriter::with_capacity(256 << 10, file),
+            file: Some(BufWriter::with_capacity(256 << 10, file)),
+            renamed: false,
             block: BlockBuilder::default(),
             index: Vec::new(),
             blocks: 0,
@@ -158,9 +162,14 @@ impl TableBuilder {
         }
         let crc = crc32c::crc32c_append(crc32c::crc32c(body), &[ctype]);
         let offset = self.offset;
-        self.file.write_all(body).at(&self.tmp_path)?;
-        self.file.write_all(&[ctype]).at(&self.tmp_path)?;
-        self.file.write_all(&crc.to_le_bytes()).at(&self.tmp_path)?;
+        let file = self
+            .file
+            .as_mut()
+            .ok_or_else(|| Error::InvalidArgument("table builder already finished".into()))?;
+        file.write_all(body)
+            .and_then(|()| file.write_all(&[ctype]))
+            .and_then(|()| file.write_all(&crc.to_le_bytes()))
+            .at(&self.tmp_path)?;
         self.offset += (body.len() + TRAILER_BYTES) as u64;
         Ok((offset, body.len() as u64))
     }
@@ -190,27 +199,44 @@ impl TableBuilder {
         let crc = crc32c::crc32c(&footer);
         footer.extend_from_slice(&crc.to_le_bytes());
         footer.extend_from_slice(&TABLE_MAGIC.to_le_bytes());
-        self.file.write_all(&footer).at(&self.tmp_path)?;
+        self.writer()?.write_all(&footer).at(&self.tmp_path)?;
         self.offset += FOOTER_BYTES;
         let file = self
             .file
+            .take()
+            .ok_or_else(|| Error::InvalidArgument("table builder already finished".into()))?
             .into_inner()
             .map_err(|e| Error::io(&self.tmp_path, e.into_error()))?;
         file.sync_all().at(&self.tmp_path)?;
         drop(file);
         std::fs::rename(&self.tmp_path, &self.path).at(&self.path)?;
+        self.renamed = true;
         Ok(TableMeta {
             id: self.id,
             size: self.offset,
             entries: self.entries,
-            min_key: self.first_key.unwrap_or_default(),
-            max_key: Bytes::from(self.last_key),
+            min_key: self.first_key.take().unwrap_or_default(),
+            max_key: Bytes::from(std::mem::take(&mut self.last_key)),
         })
     }
 
-    /// Removes the temporary file of a table that will not be finished.
-    pub(crate) fn abandon(self) {
-        let _ = std::fs::remove_file(&self.tmp_path);
+    fn writer(&mut self) -> Result<&mut BufWriter<File>> {
+        self.file
+            .as_mut()
+            .ok_or_else(|| Error::InvalidArgument("table builder already finished".into()))
+    }
+
+    /// Drops a table that will not be finished (its temporary file is removed).
+    pub(crate) fn abandon(self) {}
+}
+
+impl Drop for TableBuilder {
+    fn drop(&mut self) {
+        if !self.renamed {
+            // A failed or abandoned build: do not leave its bytes on a possibly full disk.
+            self.file = None;
+            let _ = std::fs::remove_file(&self.tmp_path);
+        }
     }
 }
 
