@@ -38,10 +38,12 @@ mod coding;
 pub mod db;
 mod error;
 mod iter;
+mod journal;
 mod lsm;
 mod meta;
 mod options;
 mod stats;
+mod wal;
 
 pub use batch::WriteBatch;
 pub use bytes::Bytes;
@@ -54,6 +56,6 @@ pub use stats::{LevelStats, PartitionStats, Stats};
 pub mod format {
     pub use crate::lsm::sstable::{TABLE_FORMAT_VERSION, TABLE_MAGIC};
     pub use crate::lsm::version::MANIFEST_FORMAT_VERSION;
-    pub use crate::lsm::wal::WAL_FORMAT_VERSION;
     pub use crate::meta::{partition_of, META_FORMAT_VERSION};
+    pub use crate::wal::WAL_FORMAT_VERSION;
 }

@@ -1,7 +1,7 @@
 //! One partition: an LSM tree with its own write-ahead log, memtables, tables and manifest.
 //!
-//! Locks, in the order they may be taken: `write` (WAL append + memtable insert; never held
-//! across fsync), `sync_lock` (one fsync at a time: group commit), `flush_lock` /
+//! Locks, in the order they may be taken: the journal's write lock (log append + memtable
+//! insert; never held across fsync; group commit lives in `journal`), `flush_lock` /
 //! `compaction_lock` (one job of each kind), `version_lock` (manifest writes), `view_lock`
 //! (publishing a new [`View`]; no I/O under it). Readers take no lock: they load the current
 //! `View` from an `ArcSwap` and keep it alive while they read.
@@ -16,18 +16,19 @@ use arc_swap::ArcSwap;
 use bytes::Bytes;
 use parking_lot::{Condvar, Mutex};
 
-use crate::batch::{decode_entries, encode_entries, Entry, Kind};
+use crate::batch::{decode_entries, Entry, Kind};
 use crate::cache::BlockCache;
 use crate::error::{Error, IoContext, Result};
 use crate::iter::{EntryIter, MergeIter};
+use crate::journal::{Journal, JournalState};
 use crate::lsm::compaction::{self, Job};
 use crate::lsm::memtable::{Memtable, MemtableIter, Slot};
 use crate::lsm::sstable::{bloom, table_path, Table, TableBuilder, TABLE_SUFFIX};
 use crate::lsm::version::{self, Version};
-use crate::lsm::wal::{self, WalWriter, WAL_SUFFIX};
 use crate::lsm::{fsutil, LEVELS};
-use crate::options::{Options, SyncMode};
+use crate::options::Options;
 use crate::stats::{LevelStats, PartitionStats};
+use crate::wal::{self, WalWriter, WAL_SUFFIX};
 
 /// What readers see: memtables newest first, then the tables of `version`.
 pub(crate) struct View {
@@ -37,17 +38,9 @@ pub(crate) struct View {
     pub(crate) version: Arc<Version>,
 }
 
-struct WriteState {
-    wal: WalWriter,
-    seq: u64,
-    scratch: Vec<u8>,
-    failed: Option<String>,
-}
-
 #[derive(Default)]
 struct Counters {
     user_bytes: AtomicU64,
-    wal_bytes: AtomicU64,
     flush_bytes: AtomicU64,
     compaction_bytes: AtomicU64,
     flushes: AtomicU64,
@@ -76,14 +69,12 @@ pub(crate) struct Tree {
     sst_dir: PathBuf,
     opts: Arc<Options>,
     cache: Arc<BlockCache>,
-    write: Mutex<WriteState>,
+    journal: Journal,
     view: ArcSwap<View>,
     view_lock: Mutex<()>,
     /// Guards manifest writes; holds the current log number.
     version_lock: Mutex<u64>,
     next_file: AtomicU64,
-    synced_seq: AtomicU64,
-    sync_lock: Mutex<()>,
     flush_lock: Mutex<()>,
     compaction_lock: Mutex<()>,
     stall_lock: Mutex<()>,
@@ -207,7 +198,8 @@ impl Tree {
         }
         let wal_number = next_file;
         next_file += 1;
-        let wal = WalWriter::create(&wal_dir, wal_number, seq)?;
+        let wal = WalWriter::create(wal::wal_path(&wal_dir, wal_number), seq)?;
+        let sync = opts.sync;
         let view = View {
             active: Arc::new(Memtable::new(wal_number)),
             immutables,
@@ -220,18 +212,11 @@ impl Tree {
             sst_dir,
             opts,
             cache,
-            write: Mutex::new(WriteState {
-                wal,
-                seq,
-                scratch: Vec::new(),
-                failed: None,
-            }),
+            journal: Journal::new(id, sync, wal, seq),
             view: ArcSwap::from_pointee(view),
             view_lock: Mutex::new(()),
             version_lock: Mutex::new(log_number),
             next_file: AtomicU64::new(next_file),
-            synced_seq: AtomicU64::new(seq),
-            sync_lock: Mutex::new(()),
             flush_lock: Mutex::new(()),
             compaction_lock: Mutex::new(()),
             stall_lock: Mutex::new(()),
@@ -300,27 +285,9 @@ impl Tree {
         self.stall_cv.notify_all();
     }
 
-    /// Appends a batch to the log and the memtable. Caller holds the write lock.
-    fn apply_locked(&self, w: &mut WriteState, entries: &[Entry<'_>]) -> Result<u64> {
-        if let Some(reason) = &w.failed {
-            return Err(self.read_only_error(reason));
-        }
-        let mut payload = std::mem::take(&mut w.scratch);
-        payload.clear();
-        encode_entries(&mut payload, entries.iter().copied());
-        let seq = w.seq + 1;
-        let res = w.wal.append(&payload, seq);
-        w.scratch = payload;
-        match res {
-            Ok(n) => {
-                self.counters.wal_bytes.fetch_add(n, Ordering::Relaxed);
-            }
-            Err(e) => {
-                w.failed = Some(e.to_string());
-                return Err(e);
-            }
-        }
-        w.seq = seq;
+    /// Appends a batch to the log and the memtable. Caller holds the journal lock.
+    fn apply_locked(&self, st: &mut JournalState, entries: &[Entry<'_>]) -> Result<u64> {
+        let appended = self.journal.append_locked(st, entries)?;
         let view = self.view.load();
         let mut user_bytes = 0u64;
         for &(kind, key, value) in entries {
@@ -341,23 +308,16 @@ impl Tree {
                 .is_some_and(|n| view.active.entries() >= n);
         drop(view);
         if full {
-            if let Err(e) = self.rotate_locked(w) {
-                w.failed = Some(e.to_string());
-                return Err(e);
-            }
+            self.rotate_locked(st)?;
         }
-        Ok(seq)
+        Ok(appended.seq)
     }
 
     /// Switches to a new memtable and log; the old memtable waits for flush.
-    fn rotate_locked(&self, w: &mut WriteState) -> Result<()> {
-        w.wal.write_buffer()?;
-        // The old log is complete: make it durable now so a later fsync of the new log implies
-        // every earlier record is durable too (group commit relies on that order).
-        w.wal.file().sync_data().at(w.wal.path())?;
-        self.synced_seq.fetch_max(w.seq, Ordering::AcqRel);
+    fn rotate_locked(&self, st: &mut JournalState) -> Result<()> {
         let number = self.next_file.fetch_add(1, Ordering::AcqRel);
-        w.wal = WalWriter::create(&self.wal_dir, number, w.seq)?;
+        self.journal
+            .rotate_locked(st, wal::wal_path(&self.wal_dir, number))?;
         let mem = Arc::new(Memtable::new(number));
         {
             let _g = self.view_lock.lock();
@@ -375,20 +335,13 @@ impl Tree {
         Ok(())
     }
 
-    fn finish_write(&self, seq: u64) -> Result<()> {
-        if self.opts.sync == SyncMode::Always {
-            self.sync_to(seq)?;
-        }
-        Ok(())
-    }
-
     pub(crate) fn write(&self, entries: &[Entry<'_>]) -> Result<()> {
         self.throttle()?;
         let seq = {
-            let mut w = self.write.lock();
-            self.apply_locked(&mut w, entries)?
+            let mut st = self.journal.lock();
+            self.apply_locked(&mut st, entries)?
         };
-        self.finish_write(seq)
+        self.journal.commit(seq)
     }
 
     /// Atomic read-modify-write of one key under the write lock.
@@ -400,62 +353,29 @@ impl Tree {
     ) -> Result<T> {
         self.throttle()?;
         let (seq, out) = {
-            let mut w = self.write.lock();
+            let mut st = self.journal.lock();
+            self.journal.check_writable(&st)?;
             let old = self.get(key)?;
             let (update, out) = f(old.as_deref())?;
             let seq = match update {
                 Update::Keep => None,
                 Update::Put(v) => {
                     check(key, &v)?;
-                    Some(self.apply_locked(&mut w, &[(Kind::Put, key, &v)])?)
+                    Some(self.apply_locked(&mut st, &[(Kind::Put, key, &v)])?)
                 }
-                Update::Delete => Some(self.apply_locked(&mut w, &[(Kind::Delete, key, &[])])?),
+                Update::Delete => Some(self.apply_locked(&mut st, &[(Kind::Delete, key, &[])])?),
             };
             (seq, out)
         };
         if let Some(seq) = seq {
-            self.finish_write(seq)?;
+            self.journal.commit(seq)?;
         }
         Ok(out)
     }
 
-    /// Group commit: makes every record up to `seq` durable. One caller fsyncs while the others
-    /// wait on `sync_lock`; when they get it, the fsync that just finished usually covered them.
-    pub(crate) fn sync_to(&self, seq: u64) -> Result<()> {
-        if self.synced_seq.load(Ordering::Acquire) >= seq {
-            return Ok(());
-        }
-        let _g = self.sync_lock.lock();
-        if self.synced_seq.load(Ordering::Acquire) >= seq {
-            return Ok(());
-        }
-        self.sync_now(true)
-    }
-
     /// Hands buffered log records to the OS and, with `fsync`, forces them to disk.
     pub(crate) fn sync_now(&self, fsync: bool) -> Result<()> {
-        let (file, path, upto) = {
-            let mut w = self.write.lock();
-            if let Some(reason) = &w.failed {
-                return Err(self.read_only_error(reason));
-            }
-            if let Err(e) = w.wal.write_buffer() {
-                w.failed = Some(e.to_string());
-                return Err(e);
-            }
-            (w.wal.file(), w.wal.path().to_path_buf(), w.wal.written_seq)
-        };
-        if fsync {
-            if let Err(e) = file.sync_data() {
-                // After a failed fsync the kernel may have dropped the dirty pages: nothing
-                // written since the last good fsync can be trusted, so stop accepting writes.
-                let e = Error::io(&path, e);
-                self.write.lock().failed = Some(e.to_string());
-                return Err(e);
-            }
-            self.synced_seq.fetch_max(upto, Ordering::AcqRel);
-        }
-        Ok(())
+        self.journal.sync_now(fsync)
     }
 
     pub(crate) fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
@@ -696,12 +616,10 @@ impl Tree {
     /// Makes the active memtable immutable (if it holds anything) and flushes all memtables.
     pub(crate) fn flush_all(&self) -> Result<()> {
         {
-            let mut w = self.write.lock();
-            if let Some(reason) = &w.failed {
-                return Err(self.read_only_error(reason));
-            }
+            let mut st = self.journal.lock();
+            self.journal.check_writable(&st)?;
             if !self.view.load().active.is_empty() {
-                self.rotate_locked(&mut w)?;
+                self.rotate_locked(&mut st)?;
             }
         }
         while self.flush_oldest(true)? {}
@@ -728,7 +646,7 @@ impl Tree {
                 .collect(),
             wal_bytes,
             user_bytes_written: c.user_bytes.load(Ordering::Relaxed),
-            wal_bytes_written: c.wal_bytes.load(Ordering::Relaxed),
+            wal_bytes_written: self.journal.bytes_written(),
             flush_bytes_written: c.flush_bytes.load(Ordering::Relaxed),
             compaction_bytes_written: c.compaction_bytes.load(Ordering::Relaxed),
             flushes: c.flushes.load(Ordering::Relaxed),

@@ -1,5 +1,6 @@
-//! The write-ahead log of one partition: every write is appended here before it touches the
-//! memtable, so a crash loses nothing that was acknowledged under the configured sync mode.
+//! The log file format shared by both engines: the LSM engine's write-ahead log and the log
+//! engine's segments. Every write is appended here before it touches memory, so a crash loses
+//! nothing that was acknowledged under the configured sync mode.
 //!
 //! File `wal/NNNNNN.log`: a 16-byte header (magic `b"STRATWAL"`, format version u32, CRC32C of
 //! those 12 bytes u32), then records `payload_len u32 | crc32c(payload_len bytes ++ payload) u32 |
@@ -53,9 +54,8 @@ pub(crate) struct WalWriter {
 }
 
 impl WalWriter {
-    /// Creates a new, empty log file and makes its directory entry durable.
-    pub(crate) fn create(dir: &Path, number: u64, seq: u64) -> Result<Self> {
-        let path = wal_path(dir, number);
+    /// Creates a new, empty log file at `path` and makes its directory entry durable.
+    pub(crate) fn create(path: PathBuf, seq: u64) -> Result<Self> {
         let mut file = OpenOptions::new()
             .create_new(true)
             .write(true)
@@ -63,7 +63,9 @@ impl WalWriter {
             .at(&path)?;
         file.write_all(&header()).at(&path)?;
         file.sync_all().at(&path)?;
-        super::fsutil::sync_dir(dir)?;
+        if let Some(dir) = path.parent() {
+            crate::lsm::fsutil::sync_dir(dir)?;
+        }
         Ok(WalWriter {
             path,
             file: Arc::new(file),
@@ -105,6 +107,17 @@ impl WalWriter {
         }
         self.written_seq = self.appended_seq;
         Ok(())
+    }
+
+    /// Bytes of a record that may still sit in the user-space buffer: `None` if the range is
+    /// already in the file (read it there).
+    pub(crate) fn read_buffered(&self, offset: u64, len: usize) -> Option<Vec<u8>> {
+        let buf_start = self.len_bytes - self.buf.len() as u64;
+        if offset < buf_start {
+            return None;
+        }
+        let at = (offset - buf_start) as usize;
+        self.buf.get(at..at + len).map(|b| b.to_vec())
     }
 
     /// The file handle, for fsync outside the write lock.

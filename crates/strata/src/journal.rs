@@ -1,0 +1,173 @@
+//! The journal of one partition: the single writer of its log files, with group commit.
+//!
+//! Writers append under `state` (the partition's write lock), which also orders the in-memory
+//! update that follows (memtable insert or index update), so memory and log agree. The lock is
+//! never held across fsync: `sync_to` lets one thread write the buffer and fsync while the
+//! others wait on `sync_lock`; when they get it, that fsync usually covered them (group commit).
+//! After a failed write or fsync the journal refuses further writes: the log may have a hole.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::{Mutex, MutexGuard};
+
+use crate::batch::{encode_entries, Entry};
+use crate::error::{Error, IoContext, Result};
+use crate::options::SyncMode;
+use crate::wal::WalWriter;
+
+/// Mutable state behind the write lock.
+pub(crate) struct JournalState {
+    pub(crate) wal: WalWriter,
+    seq: u64,
+    scratch: Vec<u8>,
+    failed: Option<String>,
+}
+
+/// Where an appended record landed.
+pub(crate) struct Appended {
+    pub(crate) seq: u64,
+    pub(crate) offset: u64,
+    pub(crate) len: u64,
+}
+
+pub(crate) struct Journal {
+    partition: usize,
+    sync: SyncMode,
+    state: Mutex<JournalState>,
+    synced_seq: AtomicU64,
+    sync_lock: Mutex<()>,
+    bytes_written: AtomicU64,
+}
+
+impl Journal {
+    pub(crate) fn new(partition: usize, sync: SyncMode, wal: WalWriter, seq: u64) -> Self {
+        Journal {
+            partition,
+            sync,
+            state: Mutex::new(JournalState {
+                wal,
+                seq,
+                scratch: Vec::new(),
+                failed: None,
+            }),
+            synced_seq: AtomicU64::new(seq),
+            sync_lock: Mutex::new(()),
+            bytes_written: AtomicU64::new(0),
+        }
+    }
+
+    /// Takes the write lock.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, JournalState> {
+        self.state.lock()
+    }
+
+    fn read_only(&self, reason: &str) -> Error {
+        Error::ReadOnly {
+            partition: self.partition,
+            reason: reason.to_string(),
+        }
+    }
+
+    /// Fails unless the journal accepts writes.
+    pub(crate) fn check_writable(&self, st: &JournalState) -> Result<()> {
+        match &st.failed {
+            Some(reason) => Err(self.read_only(reason)),
+            None => Ok(()),
+        }
+    }
+
+    /// Records `e` as the reason the journal refuses writes from now on, and returns it.
+    pub(crate) fn fail(&self, st: &mut JournalState, e: Error) -> Error {
+        st.failed.get_or_insert_with(|| e.to_string());
+        e
+    }
+
+    /// Appends one batch as one record. Caller holds the lock.
+    pub(crate) fn append_locked(
+        &self,
+        st: &mut JournalState,
+        entries: &[Entry<'_>],
+    ) -> Result<Appended> {
+        self.check_writable(st)?;
+        let mut payload = std::mem::take(&mut st.scratch);
+        payload.clear();
+        encode_entries(&mut payload, entries.iter().copied());
+        let seq = st.seq + 1;
+        let offset = st.wal.len_bytes;
+        let res = st.wal.append(&payload, seq);
+        st.scratch = payload;
+        let len = match res {
+            Ok(n) => n,
+            Err(e) => return Err(self.fail(st, e)),
+        };
+        st.seq = seq;
+        self.bytes_written.fetch_add(len, Ordering::Relaxed);
+        Ok(Appended { seq, offset, len })
+    }
+
+    /// Completes the current log file (written and fsynced) and continues in a new one.
+    pub(crate) fn rotate_locked(&self, st: &mut JournalState, path: PathBuf) -> Result<()> {
+        let res = (|| {
+            st.wal.write_buffer()?;
+            // Durable now, so a later fsync of the new file implies every earlier record is
+            // durable too: group commit relies on that order.
+            st.wal.file().sync_data().at(st.wal.path())?;
+            self.synced_seq.fetch_max(st.seq, Ordering::AcqRel);
+            st.wal = WalWriter::create(path, st.seq)?;
+            Ok(())
+        })();
+        res.map_err(|e| self.fail(st, e))
+    }
+
+    /// Makes the write with sequence number `seq` as durable as the sync mode promises.
+    pub(crate) fn commit(&self, seq: u64) -> Result<()> {
+        if self.sync == SyncMode::Always {
+            self.sync_to(seq)?;
+        }
+        Ok(())
+    }
+
+    /// Group commit: returns once every record up to `seq` is fsynced.
+    pub(crate) fn sync_to(&self, seq: u64) -> Result<()> {
+        if self.synced_seq.load(Ordering::Acquire) >= seq {
+            return Ok(());
+        }
+        let _g = self.sync_lock.lock();
+        if self.synced_seq.load(Ordering::Acquire) >= seq {
+            return Ok(());
+        }
+        self.sync_now(true)
+    }
+
+    /// Hands buffered records to the OS and, with `fsync`, forces them to disk.
+    pub(crate) fn sync_now(&self, fsync: bool) -> Result<()> {
+        let (file, path, upto) = {
+            let mut st = self.state.lock();
+            self.check_writable(&st)?;
+            if let Err(e) = st.wal.write_buffer() {
+                return Err(self.fail(&mut st, e));
+            }
+            (
+                st.wal.file(),
+                st.wal.path().to_path_buf(),
+                st.wal.written_seq,
+            )
+        };
+        if fsync {
+            if let Err(e) = file.sync_data() {
+                // After a failed fsync the kernel may have dropped the dirty pages: nothing
+                // written since the last good fsync can be trusted.
+                let e = Error::io(&path, e);
+                return Err(self.fail(&mut self.state.lock(), e));
+            }
+            self.synced_seq.fetch_max(upto, Ordering::AcqRel);
+        }
+        Ok(())
+    }
+
+    /// Bytes appended to log files since open.
+    pub(crate) fn bytes_written(&self) -> u64 {
+        self.bytes_written.load(Ordering::Relaxed)
+    }
+}
