@@ -16,12 +16,14 @@ use crate::batch::{Entry, Kind, WriteBatch};
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::iter::{EntryIter, MergeIter};
+use crate::log::LogStore;
 use crate::lsm::fsutil;
 use crate::lsm::memtable::Slot;
 use crate::lsm::tree::Tree;
 pub use crate::lsm::tree::Update;
 use crate::meta;
-use crate::options::{Options, SyncMode};
+use crate::options::{Engine, Options, SyncMode};
+use crate::partition::Partition;
 use crate::stats::Stats;
 
 /// Largest write batch accepted, in bytes of keys and values.
@@ -39,7 +41,7 @@ pub struct Db {
 struct Inner {
     dir: PathBuf,
     opts: Arc<Options>,
-    trees: Vec<Arc<Tree>>,
+    trees: Vec<Partition>,
 }
 
 impl Db {
@@ -56,20 +58,33 @@ impl Db {
             )));
         }
         fsutil::create_dir_durably(&dir)?;
-        let partitions = meta::open_or_create(&dir, options.partitions, options.create_if_missing)?;
+        let partitions = meta::open_or_create(
+            &dir,
+            options.partitions,
+            options.engine,
+            options.create_if_missing,
+        )?;
         let opts = Arc::new(options);
         let cache = Arc::new(BlockCache::new(opts.block_cache_bytes));
         let (work_tx, work_rx) = crossbeam_channel::unbounded::<usize>();
         let mut trees = Vec::with_capacity(partitions);
         for id in 0..partitions {
-            let tree = Tree::open(
-                id,
-                dir.join(format!("p{id:04}")),
-                opts.clone(),
-                cache.clone(),
-                work_tx.clone(),
-            )?;
-            trees.push(Arc::new(tree));
+            let pdir = dir.join(format!("p{id:04}"));
+            trees.push(match opts.engine {
+                Engine::Lsm => Partition::Lsm(Box::new(Tree::open(
+                    id,
+                    pdir,
+                    opts.clone(),
+                    cache.clone(),
+                    work_tx.clone(),
+                )?)),
+                Engine::Log => Partition::Log(Arc::new(LogStore::open(
+                    id,
+                    pdir,
+                    opts.clone(),
+                    work_tx.clone(),
+                )?)),
+            });
         }
         let inner = Arc::new(Inner { dir, opts, trees });
         let (stop_tx, stop_rx) = crossbeam_channel::unbounded::<()>();
@@ -127,7 +142,7 @@ impl Db {
         Ok(())
     }
 
-    fn tree(&self, key: &[u8]) -> &Tree {
+    fn tree(&self, key: &[u8]) -> &Partition {
         &self.inner.trees[meta::partition_of(key, self.inner.trees.len())]
     }
 
@@ -224,7 +239,7 @@ impl Db {
             .inner
             .trees
             .iter()
-            .map(|t| Box::new(t.iter(lower.clone(), upper.clone())) as EntryIter)
+            .map(|t| t.iter(lower.clone(), upper.clone()))
             .collect();
         Scan {
             inner: MergeIter::new(sources),
@@ -236,7 +251,7 @@ impl Db {
     pub fn flush(&self) -> Result<()> {
         self.check()?;
         for t in &self.inner.trees {
-            t.flush_all()?;
+            t.flush()?;
         }
         Ok(())
     }
@@ -254,7 +269,7 @@ impl Db {
     pub fn compact(&self) -> Result<()> {
         self.flush()?;
         for t in &self.inner.trees {
-            t.compact_once(true)?;
+            t.compact()?;
         }
         Ok(())
     }
@@ -323,7 +338,7 @@ fn background_worker(inner: &Inner, work: &Receiver<usize>, stop: &Receiver<()>)
             recv(work) -> msg => {
                 let Ok(id) = msg else { return };
                 let tree = &inner.trees[id];
-                tree.work_pending.store(false, Ordering::Release);
+                tree.work_pending().store(false, Ordering::Release);
                 loop {
                     if !stop.is_empty() {
                         return;
@@ -353,7 +368,7 @@ fn log_syncer(inner: &Inner, stop: &Receiver<()>) {
     while let Err(crossbeam_channel::RecvTimeoutError::Timeout) = stop.recv_timeout(period) {
         for t in &inner.trees {
             if let Err(e) = t.sync_now(fsync) {
-                tracing::error!(partition = t.id, error = %e, "syncing the write-ahead log failed");
+                tracing::error!(partition = t.id(), error = %e, "syncing the write-ahead log failed");
             }
         }
     }

@@ -39,9 +39,11 @@ pub mod db;
 mod error;
 mod iter;
 mod journal;
+mod log;
 mod lsm;
 mod meta;
 mod options;
+mod partition;
 mod stats;
 mod wal;
 
@@ -49,11 +51,12 @@ pub use batch::WriteBatch;
 pub use bytes::Bytes;
 pub use db::{Db, Scan, Update};
 pub use error::{Error, Result};
-pub use options::{Compression, Options, SyncMode};
+pub use options::{Compression, Engine, Options, SyncMode};
 pub use stats::{LevelStats, PartitionStats, Stats};
 
 /// Format details shared with tests and tools that decode files independently.
 pub mod format {
+    pub use crate::log::hint::HINT_FORMAT_VERSION;
     pub use crate::lsm::sstable::{TABLE_FORMAT_VERSION, TABLE_MAGIC};
     pub use crate::lsm::version::MANIFEST_FORMAT_VERSION;
     pub use crate::meta::{partition_of, META_FORMAT_VERSION};

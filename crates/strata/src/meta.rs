@@ -1,7 +1,7 @@
 //! The top-level `STRATA` file: what kind of database lives in a directory and how keys are routed.
 //!
 //! Layout (28 bytes, little-endian): magic `b"STRATADB"` (8), format version u32, partition
-//! count u32, hash id u32, reserved u32 (0), CRC32C of the preceding 24 bytes u32.
+//! count u32, hash id u32, engine id u32 (0 = LSM, 1 = log), CRC32C of the preceding 24 bytes u32.
 //! Hash id 1 means: partition = xxh3_64(key, seed 0) mod partitions.
 
 use std::fs;
@@ -10,6 +10,7 @@ use std::path::Path;
 use crate::coding::Reader;
 use crate::error::{Error, IoContext, Result};
 use crate::lsm::fsutil;
+use crate::options::Engine;
 
 /// Version of the `STRATA` metadata file.
 pub const META_FORMAT_VERSION: u32 = 1;
@@ -24,13 +25,24 @@ pub fn partition_of(key: &[u8], partitions: usize) -> usize {
 }
 
 /// Reads the metadata file, creating it when the directory is new. Returns the partition count.
-pub(crate) fn open_or_create(dir: &Path, partitions: usize, create: bool) -> Result<usize> {
+pub(crate) fn open_or_create(
+    dir: &Path,
+    partitions: usize,
+    engine: Engine,
+    create: bool,
+) -> Result<usize> {
     let path = dir.join(META_FILE);
     match fs::read(&path) {
         Ok(bytes) => {
-            let found = decode(&bytes).ok_or_else(|| {
+            let (found, found_engine) = decode(&bytes).ok_or_else(|| {
                 Error::corruption(&path, 0, "bad STRATA metadata (checksum, magic or version)")
             })?;
+            if found_engine != engine {
+                return Err(Error::InvalidArgument(format!(
+                    "{} holds a {found_engine:?} database but was opened with engine {engine:?}",
+                    dir.display()
+                )));
+            }
             if found != partitions {
                 return Err(Error::InvalidArgument(format!(
                     "{} was created with {found} partitions but opened with {partitions}; open it with partitions = {found}",
@@ -46,7 +58,7 @@ pub(crate) fn open_or_create(dir: &Path, partitions: usize, create: bool) -> Res
                     dir.display()
                 )));
             }
-            fsutil::write_atomically(dir, META_FILE, &encode(partitions))?;
+            fsutil::write_atomically(dir, META_FILE, &encode(partitions, engine))?;
             Ok(partitions)
         }
         Err(e) => Err(e).at(&path),
@@ -58,26 +70,33 @@ pub(crate) fn read_partitions(dir: &Path) -> Result<Option<usize>> {
     let path = dir.join(META_FILE);
     match fs::read(&path) {
         Ok(bytes) => decode(&bytes)
-            .map(Some)
+            .map(|(p, _)| Some(p))
             .ok_or_else(|| Error::corruption(&path, 0, "bad STRATA metadata")),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e).at(&path),
     }
 }
 
-fn encode(partitions: usize) -> Vec<u8> {
+fn engine_id(engine: Engine) -> u32 {
+    match engine {
+        Engine::Lsm => 0,
+        Engine::Log => 1,
+    }
+}
+
+fn encode(partitions: usize, engine: Engine) -> Vec<u8> {
     let mut b = Vec::with_capacity(28);
     b.extend_from_slice(META_MAGIC);
     b.extend_from_slice(&META_FORMAT_VERSION.to_le_bytes());
     b.extend_from_slice(&(partitions as u32).to_le_bytes());
     b.extend_from_slice(&HASH_XXH3_MOD.to_le_bytes());
-    b.extend_from_slice(&0u32.to_le_bytes());
+    b.extend_from_slice(&engine_id(engine).to_le_bytes());
     let crc = crc32c::crc32c(&b);
     b.extend_from_slice(&crc.to_le_bytes());
     b
 }
 
-fn decode(bytes: &[u8]) -> Option<usize> {
+fn decode(bytes: &[u8]) -> Option<(usize, Engine)> {
     if bytes.len() != 28 || crc32c::crc32c(&bytes[..24]).to_le_bytes() != bytes[24..28] {
         return None;
     }
@@ -89,7 +108,12 @@ fn decode(bytes: &[u8]) -> Option<usize> {
     if r.u32()? != HASH_XXH3_MOD || partitions == 0 {
         return None;
     }
-    Some(partitions)
+    let engine = match r.u32()? {
+        0 => Engine::Lsm,
+        1 => Engine::Log,
+        _ => return None,
+    };
+    Some((partitions, engine))
 }
 
 #[cfg(test)]
@@ -98,8 +122,8 @@ mod tests {
 
     #[test]
     fn every_flipped_byte_is_detected() {
-        let good = encode(8);
-        assert_eq!(decode(&good), Some(8));
+        let good = encode(8, Engine::Log);
+        assert_eq!(decode(&good), Some((8, Engine::Log)));
         for i in 0..good.len() {
             let mut b = good.clone();
             b[i] ^= 0x10;

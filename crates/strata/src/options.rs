@@ -23,9 +23,20 @@ pub enum Compression {
     Lz4,
 }
 
+/// The engine each partition runs (fixed at creation; recorded in the `STRATA` file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    /// LSM tree: ordered, scans in key order, bounded memory.
+    Lsm,
+    /// Log-structured hash store (seed 004): one read per GET, every key in memory, scans sort.
+    Log,
+}
+
 /// Options for [`crate::Db::open`].
 #[derive(Debug, Clone)]
 pub struct Options {
+    /// The engine of every partition.
+    pub engine: Engine,
     /// Number of independent LSM trees keys are hash-partitioned into (fixed at creation).
     pub partitions: usize,
     /// When writes are fsynced.
@@ -67,11 +78,19 @@ pub struct Options {
     pub key_bytes_max: usize,
     /// Largest value accepted.
     pub value_bytes_max: usize,
+    /// Log engine: a segment is sealed and a new one started at this size.
+    pub log_segment_bytes_max: u64,
+    /// Log engine: merge when dead bytes reach this share of the sealed segments.
+    pub log_merge_dead_ratio: f64,
+    /// Log engine: on a damaged record, keep the segment up to it and drop the rest (with a
+    /// warning) instead of refusing to open.
+    pub salvage: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
         Options {
+            engine: Engine::Lsm,
             partitions: 4,
             sync: SyncMode::EveryMs(100),
             create_if_missing: true,
@@ -92,6 +111,9 @@ impl Default for Options {
             background_threads: 2,
             key_bytes_max: 64 << 10,
             value_bytes_max: 64 << 20,
+            log_segment_bytes_max: 64 << 20,
+            log_merge_dead_ratio: 0.5,
+            salvage: false,
         }
     }
 }
@@ -107,6 +129,7 @@ impl Options {
             level1_bytes_target: 64 << 10,
             level_size_ratio: 4,
             block_cache_bytes: 256 << 10,
+            log_segment_bytes_max: 32 << 10,
             ..Options::default()
         }
     }
@@ -133,6 +156,10 @@ impl Options {
         }
         if self.level_size_ratio < 2 || self.background_threads == 0 {
             return bad("level_size_ratio must be at least 2 and background_threads at least 1");
+        }
+        if !(0.05..=0.95).contains(&self.log_merge_dead_ratio) || self.log_segment_bytes_max < 4096
+        {
+            return bad("log_merge_dead_ratio must be in 0.05..=0.95 and log_segment_bytes_max at least 4096");
         }
         if let SyncMode::EveryMs(0) = self.sync {
             return bad("SyncMode::EveryMs needs a period of at least 1 ms");

@@ -34,6 +34,10 @@ pub struct PartitionStats {
     pub compactions: u64,
     /// Writes that were delayed or stopped because background work was behind.
     pub write_stalls: u64,
+    /// Log engine: keys in the in-memory index.
+    pub index_keys: u64,
+    /// Log engine: estimated bytes of memory held by the index.
+    pub index_bytes: u64,
 }
 
 impl PartitionStats {
@@ -113,7 +117,7 @@ impl Stats {
             out.push((
                 format!("partition{i}"),
                 format!(
-                    "memtable_bytes={},immutable_memtables={},wal_bytes={},levels={},flushes={},compactions={},write_stalls={},write_amplification={:.2}",
+                    "memtable_bytes={},immutable_memtables={},wal_bytes={},levels={},flushes={},compactions={},write_stalls={},index_keys={},index_bytes={},write_amplification={:.2}",
                     p.memtable_bytes,
                     p.immutable_memtables,
                     p.wal_bytes,
@@ -121,6 +125,8 @@ impl Stats {
                     p.flushes,
                     p.compactions,
                     p.write_stalls,
+                    p.index_keys,
+                    p.index_bytes,
                     p.write_amplification()
                 ),
             ));

@@ -16,7 +16,7 @@ use std::time::Duration;
 use common::Model;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use strata::{Db, Options, SyncMode};
+use strata::{Db, Engine, Options, SyncMode};
 
 const KEYS: u64 = 3_000;
 const SEED: u64 = 0x5eed;
@@ -36,8 +36,9 @@ fn op(n: u64) -> (Vec<u8>, Option<Vec<u8>>) {
     }
 }
 
-fn options() -> Options {
+fn options(engine: Engine) -> Options {
     Options {
+        engine,
         partitions: 4,
         sync: SyncMode::Always,
         memtable_bytes_max: 4 << 10,
@@ -55,7 +56,11 @@ fn crash_child_entry() {
         .unwrap()
         .parse()
         .unwrap();
-    let db = std::sync::Arc::new(Db::open(&dir, options()).unwrap());
+    let engine = match std::env::var("STRATA_CRASH_ENGINE").as_deref() {
+        Ok("log") => Engine::Log,
+        _ => Engine::Lsm,
+    };
+    let db = std::sync::Arc::new(Db::open(&dir, options(engine)).unwrap());
     // Two writer threads share the log (group commit); each prints its acknowledgement before
     // it issues its next operation, so at most one operation per thread is in flight.
     let threads: Vec<_> = (0..2u64)
@@ -85,7 +90,16 @@ fn crash_child_entry() {
 }
 
 #[test]
-fn every_acknowledged_write_survives_sigkill() {
+fn every_acknowledged_write_survives_sigkill_lsm() {
+    crash_rounds(Engine::Lsm);
+}
+
+#[test]
+fn every_acknowledged_write_survives_sigkill_log() {
+    crash_rounds(Engine::Log);
+}
+
+fn crash_rounds(engine: Engine) {
     let rounds: usize = std::env::var("STRATA_CRASH_ROUNDS")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -106,6 +120,10 @@ fn every_acknowledged_write_survives_sigkill() {
             ])
             .env("STRATA_CRASH_DIR", dir.path())
             .env("STRATA_CRASH_START", start.to_string())
+            .env(
+                "STRATA_CRASH_ENGINE",
+                if engine == Engine::Log { "log" } else { "lsm" },
+            )
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -158,7 +176,7 @@ fn every_acknowledged_write_survives_sigkill() {
             };
             in_flight.push(next);
         }
-        let db = Db::open(dir.path(), options()).unwrap();
+        let db = Db::open(dir.path(), options(engine)).unwrap();
         let mut after = Model::new();
         for kv in db.scan::<&[u8], _>(..) {
             let (k, v) = kv.unwrap();
@@ -176,7 +194,7 @@ fn every_acknowledged_write_survives_sigkill() {
             }
             assert!(
                 ok,
-                "round {round}: key {} holds {:?}, expected {:?}",
+                "{engine:?} round {round}: key {} holds {:?}, expected {:?}",
                 String::from_utf8_lossy(key),
                 got.map(|v| String::from_utf8_lossy(&v[..v.len().min(12)]).to_string()),
                 must.get(key)
@@ -187,7 +205,7 @@ fn every_acknowledged_write_survives_sigkill() {
         }
         let s = db.stats();
         eprintln!(
-            "round {round}: {} acknowledged, {} keys, tables per level {:?}",
+            "{engine:?} round {round}: {} acknowledged, {} keys, tables per level {:?}",
             acked.len(),
             before.len(),
             s.partitions[0]

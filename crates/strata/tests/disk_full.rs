@@ -6,10 +6,11 @@
 
 use std::process::Command;
 
-use strata::{Db, Options, SyncMode};
+use strata::{Db, Engine, Options, SyncMode};
 
-fn options() -> Options {
+fn options(engine: Engine) -> Options {
     Options {
+        engine,
         partitions: 2,
         sync: SyncMode::Always,
         ..Options::tiny()
@@ -21,7 +22,11 @@ fn disk_full_child_entry() {
     let Ok(dir) = std::env::var("STRATA_DISK_FULL_DIR") else {
         return;
     };
-    let db = Db::open(&dir, options()).unwrap();
+    let engine = match std::env::var("STRATA_DISK_FULL_ENGINE").as_deref() {
+        Ok("log") => Engine::Log,
+        _ => Engine::Lsm,
+    };
+    let db = Db::open(&dir, options(engine)).unwrap();
     let value = vec![b'v'; 700];
     let mut errors = 0;
     for i in 0..100_000u32 {
@@ -42,7 +47,16 @@ fn disk_full_child_entry() {
 }
 
 #[test]
-fn full_disk_gives_an_error_and_loses_no_acknowledged_write() {
+fn full_disk_gives_an_error_and_loses_no_acknowledged_write_lsm() {
+    full_disk(Engine::Lsm);
+}
+
+#[test]
+fn full_disk_gives_an_error_and_loses_no_acknowledged_write_log() {
+    full_disk(Engine::Log);
+}
+
+fn full_disk(engine: Engine) {
     let dir = tempfile::tempdir().unwrap();
     let exe = std::env::current_exe().unwrap();
     let script = format!(
@@ -53,6 +67,10 @@ fn full_disk_gives_an_error_and_loses_no_acknowledged_write() {
         .arg("-c")
         .arg(script)
         .env("STRATA_DISK_FULL_DIR", dir.path())
+        .env(
+            "STRATA_DISK_FULL_ENGINE",
+            if engine == Engine::Log { "log" } else { "lsm" },
+        )
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -74,7 +92,10 @@ fn full_disk_gives_an_error_and_loses_no_acknowledged_write() {
         "unclear error: {first_err}"
     );
     assert!(
-        first_err.contains(".log") || first_err.contains(".sst") || first_err.contains("partition"),
+        first_err.contains(".log")
+            || first_err.contains(".seg")
+            || first_err.contains(".sst")
+            || first_err.contains("partition"),
         "error names no file: {first_err}"
     );
     assert!(!acked.is_empty());
@@ -94,7 +115,7 @@ fn full_disk_gives_an_error_and_loses_no_acknowledged_write() {
             }
         }
     }
-    let db = Db::open(dir.path(), options()).unwrap();
+    let db = Db::open(dir.path(), options(engine)).unwrap();
     for i in &acked {
         assert!(
             db.get(format!("key{i:06}").as_bytes()).unwrap().is_some(),

@@ -8,9 +8,9 @@ mod common;
 
 use std::ops::Bound;
 
-use common::{Model, Op, OpGen, Workload, ALL_WORKLOADS, KNOWN_KEY_RATES};
+use common::{tiny, Model, Op, OpGen, Workload, ALL_WORKLOADS, ENGINES, KNOWN_KEY_RATES};
 use rand::Rng;
-use strata::{Db, Options};
+use strata::{Db, Engine, Options};
 
 fn check_scan(db: &Db, model: &Model, lo: &[u8], hi: &[u8]) {
     let got: Vec<(Vec<u8>, Vec<u8>)> = db
@@ -26,11 +26,11 @@ fn check_scan(db: &Db, model: &Model, lo: &[u8], hi: &[u8]) {
     assert!(got == want, "scan {lo:?}..{hi:?} differs from the model");
 }
 
-fn run(workload: Workload, known_rate: f64, seed: u64, ops: usize) -> (u64, u64) {
+fn run(engine: Engine, workload: Workload, known_rate: f64, seed: u64, ops: usize) -> (u64, u64) {
     let dir = tempfile::tempdir().unwrap();
     let opts = Options {
         partitions: 3,
-        ..Options::tiny()
+        ..tiny(engine)
     };
     let mut db = Db::open(dir.path(), opts.clone()).unwrap();
     let mut model = Model::new();
@@ -62,7 +62,7 @@ fn run(workload: Workload, known_rate: f64, seed: u64, ops: usize) -> (u64, u64)
                 assert_eq!(
                     got.as_deref(),
                     model.get(&k).map(|v| &v[..]),
-                    "op {i}: get {:?} ({workload:?}, rate {known_rate})",
+                    "op {i}: get {:?} ({engine:?}, {workload:?}, rate {known_rate})",
                     String::from_utf8_lossy(&k)
                 );
             }
@@ -85,64 +85,123 @@ fn run(workload: Workload, known_rate: f64, seed: u64, ops: usize) -> (u64, u64)
 #[test]
 fn every_workload_and_known_key_rate_matches_the_model() {
     let mut seed = 1;
-    for workload in ALL_WORKLOADS {
-        for rate in KNOWN_KEY_RATES {
-            run(workload, rate, seed, 6_000);
-            seed += 1;
+    for engine in ENGINES {
+        for workload in ALL_WORKLOADS {
+            for rate in KNOWN_KEY_RATES {
+                run(engine, workload, rate, seed, 6_000);
+                seed += 1;
+            }
         }
     }
 }
 
 #[test]
 fn put_heavy_runs_hundreds_of_flushes_and_still_matches_the_model() {
-    let (flushes, compactions) = run(Workload::PutHeavy, 0.5, 99, 40_000);
+    let (flushes, compactions) = run(Engine::Lsm, Workload::PutHeavy, 0.5, 99, 40_000);
     assert!(flushes >= 200, "only {flushes} flushes");
     // Counted after the reopen only: background compactions plus the final full one.
     assert!(compactions >= 10, "only {compactions} compactions");
 }
 
 #[test]
-fn scan_prefix_merges_partitions_in_key_order() {
+fn log_engine_merges_segments_under_overwrites_and_still_matches_the_model() {
+    let (_, merges) = run(Engine::Log, Workload::DeleteHeavy, 0.9, 98, 40_000);
+    assert!(merges >= 5, "only {merges} merges");
+}
+
+#[test]
+fn log_engine_disk_use_stays_within_twice_the_live_data() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(
         dir.path(),
         Options {
-            partitions: 8,
-            ..Options::tiny()
+            partitions: 2,
+            ..tiny(Engine::Log)
         },
     )
     .unwrap();
-    let mut model = Model::new();
-    for i in 0..3000u32 {
-        let k = format!(
-            "{}/{:05}",
-            ["a", "b", "c"][(i % 3) as usize],
-            i * 7919 % 3000
-        );
-        db.put(k.as_bytes(), &i.to_le_bytes()).unwrap();
-        model.insert(k.into_bytes(), i.to_le_bytes().to_vec());
+    let value = [7u8; 200];
+    // 500 live keys overwritten 40 times each.
+    for round in 0..40 {
+        for k in 0..500u32 {
+            db.put(format!("k{k:04}").as_bytes(), &value).unwrap();
+        }
+        if round == 39 {
+            break;
+        }
     }
-    let got: Vec<Vec<u8>> = db
-        .scan_prefix(b"b/")
-        .map(|r| r.unwrap().0.to_vec())
-        .collect();
-    let want: Vec<Vec<u8>> = model
-        .keys()
-        .filter(|k| k.starts_with(b"b/"))
-        .cloned()
-        .collect();
-    assert_eq!(got, want);
+    // Merges run in the background; give them a moment to catch up, then measure.
+    for _ in 0..100 {
+        let s = db.stats();
+        let disk: u64 = s.partitions.iter().map(|p| p.table_bytes()).sum();
+        if disk < 2 * 500 * 230 + 2 * 32 * 1024 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let s = db.stats();
+    let disk: u64 = s.partitions.iter().map(|p| p.table_bytes()).sum();
+    let live = 500 * (5 + 200 + 12) as u64;
+    // Twice the live data, plus the active segment of each partition (not merged yet).
+    assert!(
+        disk <= 2 * live + 2 * 32 * 1024 + 4096,
+        "disk {disk} vs live {live}"
+    );
+    assert_eq!(s.partitions.iter().map(|p| p.index_keys).sum::<u64>(), 500);
+    assert!(
+        s.partitions.iter().map(|p| p.compactions).sum::<u64>() >= 4,
+        "no background merges ran"
+    );
+}
+
+#[test]
+fn scan_prefix_merges_partitions_in_key_order() {
+    let dir = tempfile::tempdir().unwrap();
+    for engine in ENGINES {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(
+            dir.path(),
+            Options {
+                partitions: 8,
+                ..tiny(engine)
+            },
+        )
+        .unwrap();
+        let mut model = Model::new();
+        for i in 0..3000u32 {
+            let k = format!(
+                "{}/{:05}",
+                ["a", "b", "c"][(i % 3) as usize],
+                i * 7919 % 3000
+            );
+            db.put(k.as_bytes(), &i.to_le_bytes()).unwrap();
+            model.insert(k.into_bytes(), i.to_le_bytes().to_vec());
+        }
+        let got: Vec<Vec<u8>> = db
+            .scan_prefix(b"b/")
+            .map(|r| r.unwrap().0.to_vec())
+            .collect();
+        let want: Vec<Vec<u8>> = model
+            .keys()
+            .filter(|k| k.starts_with(b"b/"))
+            .cloned()
+            .collect();
+        assert_eq!(got, want);
+    }
 }
 
 #[test]
 fn a_value_equal_to_any_byte_pattern_is_not_a_tombstone() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), Options::tiny()).unwrap();
-    for v in [&b""[..], b"\x00", b"\xff", b"TOMBSTONE", b"\x02"] {
-        db.put(b"k", v).unwrap();
-        assert_eq!(db.get(b"k").unwrap().as_deref(), Some(v));
-        db.flush().unwrap();
-        assert_eq!(db.get(b"k").unwrap().as_deref(), Some(v));
+    for engine in ENGINES {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), tiny(engine)).unwrap();
+        for v in [&b""[..], b"\x00", b"\xff", b"TOMBSTONE", b"\x02", b"\x01"] {
+            db.put(b"k", v).unwrap();
+            assert_eq!(db.get(b"k").unwrap().as_deref(), Some(v));
+            db.flush().unwrap();
+            db.compact().unwrap();
+            assert_eq!(db.get(b"k").unwrap().as_deref(), Some(v));
+        }
     }
 }
 
@@ -190,50 +249,65 @@ fn reopening_with_another_partition_count_is_a_clear_error() {
     .to_string();
     assert!(err.contains("4 partitions") && err.contains("8"), "{err}");
     assert_eq!(Db::existing_partitions(dir.path()).unwrap(), Some(4));
+    let err = Db::open(
+        dir.path(),
+        Options {
+            partitions: 4,
+            ..tiny(Engine::Log)
+        },
+    )
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(err.contains("Lsm") && err.contains("Log"), "{err}");
 }
 
 #[test]
 fn write_batch_applies_puts_and_deletes_in_order() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), Options::tiny()).unwrap();
-    db.put(b"x", b"old").unwrap();
-    let mut b = strata::WriteBatch::new();
-    b.put(b"a", b"1")
-        .delete(b"x")
-        .put(b"b", b"2")
-        .put(b"a", b"3");
-    db.write(b).unwrap();
-    assert_eq!(db.get(b"a").unwrap().as_deref(), Some(&b"3"[..]));
-    assert_eq!(db.get(b"b").unwrap().as_deref(), Some(&b"2"[..]));
-    assert_eq!(db.get(b"x").unwrap(), None);
+    for engine in ENGINES {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), tiny(engine)).unwrap();
+        db.put(b"x", b"old").unwrap();
+        let mut b = strata::WriteBatch::new();
+        b.put(b"a", b"1")
+            .delete(b"x")
+            .put(b"b", b"2")
+            .put(b"a", b"3");
+        db.write(b).unwrap();
+        assert_eq!(db.get(b"a").unwrap().as_deref(), Some(&b"3"[..]));
+        assert_eq!(db.get(b"b").unwrap().as_deref(), Some(&b"2"[..]));
+        assert_eq!(db.get(b"x").unwrap(), None);
+    }
 }
 
 #[test]
 fn update_is_atomic_under_concurrency() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = std::sync::Arc::new(Db::open(dir.path(), Options::tiny()).unwrap());
-    let threads: Vec<_> = (0..8)
-        .map(|_| {
-            let db = db.clone();
-            std::thread::spawn(move || {
-                for i in 0..500 {
-                    let key = format!("counter{}", i % 4);
-                    db.update(key.as_bytes(), |old| {
-                        let n: u64 = old
-                            .map(|b| std::str::from_utf8(b).unwrap().parse().unwrap())
-                            .unwrap_or(0);
-                        Ok((strata::Update::Put((n + 1).to_string().into_bytes()), ()))
-                    })
-                    .unwrap();
-                }
+    for engine in ENGINES {
+        let dir = tempfile::tempdir().unwrap();
+        let db = std::sync::Arc::new(Db::open(dir.path(), tiny(engine)).unwrap());
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let db = db.clone();
+                std::thread::spawn(move || {
+                    for i in 0..500 {
+                        let key = format!("counter{}", i % 4);
+                        db.update(key.as_bytes(), |old| {
+                            let n: u64 = old
+                                .map(|b| std::str::from_utf8(b).unwrap().parse().unwrap())
+                                .unwrap_or(0);
+                            Ok((strata::Update::Put((n + 1).to_string().into_bytes()), ()))
+                        })
+                        .unwrap();
+                    }
+                })
             })
-        })
-        .collect();
-    for t in threads {
-        t.join().unwrap();
-    }
-    for c in 0..4 {
-        let v = db.get(format!("counter{c}").as_bytes()).unwrap().unwrap();
-        assert_eq!(&v[..], b"1000");
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        for c in 0..4 {
+            let v = db.get(format!("counter{c}").as_bytes()).unwrap().unwrap();
+            assert_eq!(&v[..], b"1000");
+        }
     }
 }

@@ -652,6 +652,7 @@ impl Tree {
             flushes: c.flushes.load(Ordering::Relaxed),
             compactions: c.compactions.load(Ordering::Relaxed),
             write_stalls: c.stalls.load(Ordering::Relaxed),
+            ..PartitionStats::default()
         }
     }
 

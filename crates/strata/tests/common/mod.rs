@@ -115,3 +115,14 @@ impl OpGen {
 
 /// The model every store must agree with.
 pub type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// Both engines: every behavioural test runs against each.
+pub const ENGINES: [strata::Engine; 2] = [strata::Engine::Lsm, strata::Engine::Log];
+
+/// Options for tests of `engine`: tiny memtables / segments so background work runs constantly.
+pub fn tiny(engine: strata::Engine) -> strata::Options {
+    strata::Options {
+        engine,
+        ..strata::Options::tiny()
+    }
+}
