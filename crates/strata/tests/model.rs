@@ -156,7 +156,6 @@ fn log_engine_disk_use_stays_within_twice_the_live_data() {
 
 #[test]
 fn scan_prefix_merges_partitions_in_key_order() {
-    let dir = tempfile::tempdir().unwrap();
     for engine in ENGINES {
         let dir = tempfile::tempdir().unwrap();
         let db = Db::open(
