@@ -1,0 +1,594 @@
+//! The binary value codec (the seed's prefix-byte scheme): [`encode`], [`decode`], [`skip`],
+//! [`encoded_len`], and the versioned stored form ([`encode_stored`], [`decode_stored`]).
+//!
+//! Every value starts with one prefix byte: the low nibble is the type code, the high nibble an
+//! inline number 0-14, or 15 meaning "an unsigned LEB128 varint with the full number follows".
+//!
+//! | code | type    | the number is            | then                                   |
+//! |------|---------|--------------------------|----------------------------------------|
+//! | 1    | NULL    | 0                        | -                                      |
+//! | 2    | TRUE    | 0                        | -                                      |
+//! | 3    | FALSE   | 0                        | -                                      |
+//! | 4    | POS_INT | the value v >= 0         | -                                      |
+//! | 5    | NEG_INT | -1 - v for v < 0         | -   (so `i64::MIN` is 0x7fff_ffff_ffff_ffff) |
+//! | 6    | DECIMAL | byte length of the text  | the exact JSON number text (ASCII)     |
+//! | 7    | STRING  | byte length              | UTF-8 bytes                            |
+//! | 8    | ARRAY   | element count            | the elements                           |
+//! | 9    | MAP     | entry count              | key, value, key, value, ...            |
+//!
+//! Sizes: `null`, `true`, `0`, `3`, `""`, `[]`, `{}` take 1 byte; `"a"` and `[1]` 2; `{1:2}` 3.
+//!
+//! The encoding is canonical and the decoder accepts only canonical bytes (a number that fits the
+//! nibble must use it, varints are minimal, scalars have a zero nibble), so for every accepted
+//! input `encode(decode(b)) == b`. Decoding hostile bytes never panics: unknown codes, truncation,
+//! lengths past the end, integers past `i64`, invalid UTF-8 or decimal text, and nesting deeper than
+//! [`DEPTH_MAX`] are errors with the byte offset; a count is checked against the bytes left before
+//! anything is allocated, so allocation is bounded by the input size.
+//!
+//! Stored values (what `DocStore` writes to the engine) are one format-version byte
+//! ([`STORED_FORMAT_VERSION`]) followed by one encoded value.
+
+use crate::doc::{Doc, DocMap};
+use crate::error::{Error, Result};
+use crate::num::Decimal;
+
+/// Deepest nesting of arrays/maps that is encoded or decoded (`[]` has depth 1).
+pub const DEPTH_MAX: usize = 512;
+
+/// First byte of every stored document value.
+pub const STORED_FORMAT_VERSION: u8 = 1;
+
+/// Type codes (the low nibble of the prefix byte).
+pub mod type_code {
+    /// `null`.
+    pub const NULL: u8 = 1;
+    /// `true`.
+    pub const TRUE: u8 = 2;
+    /// `false`.
+    pub const FALSE: u8 = 3;
+    /// Integer >= 0; the number is the value.
+    pub const POS_INT: u8 = 4;
+    /// Integer < 0; the number is `-1 - value`.
+    pub const NEG_INT: u8 = 5;
+    /// Decimal; the number is the text length.
+    pub const DECIMAL: u8 = 6;
+    /// String; the number is the UTF-8 length.
+    pub const STRING: u8 = 7;
+    /// Array; the number is the element count.
+    pub const ARRAY: u8 = 8;
+    /// Map; the number is the entry count.
+    pub const MAP: u8 = 9;
+}
+use type_code as tc;
+
+/// Largest number stored in the nibble itself.
+const NIBBLE_INLINE_MAX: u64 = 14;
+/// Nibble value meaning "a varint follows".
+const NIBBLE_VARINT: u8 = 15;
+/// Longest LEB128 encoding of a u64.
+const VARINT_BYTES_MAX: usize = 10;
+
+fn varint_len(mut v: u64) -> usize {
+    let mut n = 1;
+    while v >= 0x80 {
+        v >>= 7;
+        n += 1;
+    }
+    n
+}
+
+fn header_len(n: u64) -> usize {
+    if n <= NIBBLE_INLINE_MAX {
+        1
+    } else {
+        1 + varint_len(n)
+    }
+}
+
+fn put_header(out: &mut Vec<u8>, code: u8, n: u64) {
+    if n <= NIBBLE_INLINE_MAX {
+        out.push(code | ((n as u8) << 4));
+    } else {
+        out.push(code | (NIBBLE_VARINT << 4));
+        let mut v = n;
+        while v >= 0x80 {
+            out.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        out.push(v as u8);
+    }
+}
+
+fn len_u64(n: usize) -> u64 {
+    u64::try_from(n).unwrap_or(u64::MAX)
+}
+
+/// Type code and number of an integer.
+fn int_header(v: i64) -> (u8, u64) {
+    if v >= 0 {
+        (tc::POS_INT, v.unsigned_abs())
+    } else {
+        // -1 - v is in 0..=i64::MAX for every negative v.
+        (tc::NEG_INT, (-1 - v).unsigned_abs())
+    }
+}
+
+/// Exact size in bytes of `encode(doc)` (for documents within [`DEPTH_MAX`]).
+pub fn encoded_len(doc: &Doc) -> usize {
+    match doc {
+        Doc::Null | Doc::Bool(_) => 1,
+        Doc::Int(v) => header_len(int_header(*v).1),
+        Doc::Decimal(d) => header_len(len_u64(d.as_str().len())) + d.as_str().len(),
+        Doc::String(s) => header_len(len_u64(s.len())) + s.len(),
+        Doc::Array(items) => {
+            header_len(len_u64(items.len())) + items.iter().map(encoded_len).sum::<usize>()
+        }
+        Doc::Map(m) => {
+            header_len(len_u64(m.len()))
+                + m.iter()
+                    .map(|(k, v)| encoded_len(k) + encoded_len(v))
+                    .sum::<usize>()
+        }
+    }
+}
+
+/// Encodes `doc`; fails only when it nests deeper than [`DEPTH_MAX`].
+pub fn encode(doc: &Doc) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(256);
+    encode_into(doc, &mut out)?;
+    Ok(out)
+}
+
+/// Appends the encoding of `doc` to `out`; fails only when it nests deeper than [`DEPTH_MAX`]
+/// (then `out` holds a partial encoding).
+pub fn encode_into(doc: &Doc, out: &mut Vec<u8>) -> Result<()> {
+    encode_depth(doc, out, 0)
+}
+
+fn encode_depth(doc: &Doc, out: &mut Vec<u8>, depth: usize) -> Result<()> {
+    match doc {
+        Doc::Null => out.push(tc::NULL),
+        Doc::Bool(true) => out.push(tc::TRUE),
+        Doc::Bool(false) => out.push(tc::FALSE),
+        Doc::Int(v) => {
+            let (code, n) = int_header(*v);
+            put_header(out, code, n);
+        }
+        Doc::Decimal(d) => {
+            put_header(out, tc::DECIMAL, len_u64(d.as_str().len()));
+            out.extend_from_slice(d.as_str().as_bytes());
+        }
+        Doc::String(s) => {
+            put_header(out, tc::STRING, len_u64(s.len()));
+            out.extend_from_slice(s.as_bytes());
+        }
+        Doc::Array(items) => {
+            if depth >= DEPTH_MAX {
+                return Err(Error::TooDeep {
+                    depth_max: DEPTH_MAX,
+                });
+            }
+            put_header(out, tc::ARRAY, len_u64(items.len()));
+            for item in items {
+                encode_depth(item, out, depth + 1)?;
+            }
+        }
+        Doc::Map(m) => {
+            if depth >= DEPTH_MAX {
+                return Err(Error::TooDeep {
+                    depth_max: DEPTH_MAX,
+                });
+            }
+            put_header(out, tc::MAP, len_u64(m.len()));
+            for (k, v) in m.iter() {
+                encode_depth(k, out, depth + 1)?;
+                encode_depth(v, out, depth + 1)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A cursor over encoded bytes; every read is bounds-checked.
+pub(crate) struct Reader<'a> {
+    bytes: &'a [u8],
+    pub(crate) pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    pub(crate) fn new(bytes: &'a [u8], pos: usize) -> Self {
+        Reader { bytes, pos }
+    }
+
+    pub(crate) fn err(&self, reason: &'static str) -> Error {
+        Error::Decode {
+            offset: self.pos,
+            reason,
+        }
+    }
+
+    fn remaining(&self) -> usize {
+        self.bytes.len().saturating_sub(self.pos)
+    }
+
+    fn byte(&mut self) -> Result<u8> {
+        let b = *self
+            .bytes
+            .get(self.pos)
+            .ok_or_else(|| self.err("unexpected end of input"))?;
+        self.pos += 1;
+        Ok(b)
+    }
+
+    /// Takes `n` bytes, failing when fewer are left.
+    pub(crate) fn take(&mut self, n: u64) -> Result<&'a [u8]> {
+        let n = usize::try_from(n)
+            .ok()
+            .filter(|&n| n <= self.remaining())
+            .ok_or_else(|| self.err("length runs past the end of input"))?;
+        let s = &self.bytes[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(s)
+    }
+
+    fn varint(&mut self) -> Result<u64> {
+        let start = self.pos;
+        let mut v: u64 = 0;
+        for i in 0..VARINT_BYTES_MAX {
+            let b = self.byte()?;
+            let bits = u64::from(b & 0x7f);
+            if i == VARINT_BYTES_MAX - 1 && b > 1 {
+                self.pos = start;
+                return Err(self.err("varint overflows u64"));
+            }
+            v |= bits << (7 * i);
+            if b & 0x80 == 0 {
+                if b == 0 && i > 0 {
+                    self.pos = start;
+                    return Err(self.err("non-minimal varint"));
+                }
+                return Ok(v);
+            }
+        }
+        self.pos = start;
+        Err(self.err("varint longer than 10 bytes"))
+    }
+
+    /// Reads a prefix byte and its number: `(type code, number)`.
+    pub(crate) fn header(&mut self) -> Result<(u8, u64)> {
+        let start = self.pos;
+        let b = self.byte()?;
+        let code = b & 0x0f;
+        let nibble = b >> 4;
+        if !(tc::NULL..=tc::MAP).contains(&code) {
+            self.pos = start;
+            return Err(self.err("unknown type code"));
+        }
+        if matches!(code, tc::NULL | tc::TRUE | tc::FALSE) && nibble != 0 {
+            self.pos = start;
+            return Err(self.err("null/true/false with a non-zero nibble"));
+        }
+        if nibble != NIBBLE_VARINT {
+            return Ok((code, u64::from(nibble)));
+        }
+        let n = self.varint()?;
+        if n <= NIBBLE_INLINE_MAX {
+            self.pos = start;
+            return Err(self.err("number that fits the nibble written as a varint"));
+        }
+        Ok((code, n))
+    }
+
+    /// Checks that a container of `items` elements can fit in the bytes left (each takes >= 1).
+    fn check_count(&self, items: u64) -> Result<usize> {
+        usize::try_from(items)
+            .ok()
+            .filter(|&n| n <= self.remaining())
+            .ok_or_else(|| self.err("element count exceeds the bytes left"))
+    }
+
+    fn value(&mut self, depth: usize) -> Result<Doc> {
+        let start = self.pos;
+        let (code, n) = self.header()?;
+        Ok(match code {
+            tc::NULL => Doc::Null,
+            tc::TRUE => Doc::Bool(true),
+            tc::FALSE => Doc::Bool(false),
+            tc::POS_INT | tc::NEG_INT => {
+                let v = i64::try_from(n).map_err(|_| Error::Decode {
+                    offset: start,
+                    reason: "integer beyond i64",
+                })?;
+                Doc::Int(if code == tc::POS_INT { v } else { -1 - v })
+            }
+            tc::DECIMAL => {
+                let text = self.take(n)?;
+                let text = std::str::from_utf8(text)
+                    .ok()
+                    .and_then(|t| Decimal::parse(t).ok())
+                    .ok_or(Error::Decode {
+                        offset: start,
+                        reason: "invalid decimal text",
+                    })?;
+                Doc::Decimal(text)
+            }
+            tc::STRING => {
+                let bytes = self.take(n)?;
+                let s = std::str::from_utf8(bytes).map_err(|_| Error::Decode {
+                    offset: start,
+                    reason: "string is not UTF-8",
+                })?;
+                Doc::String(s.to_string())
+            }
+            tc::ARRAY => {
+                let count = self.check_count(n)?;
+                self.check_depth(depth, start)?;
+                let mut items = Vec::with_capacity(count);
+                for _ in 0..count {
+                    items.push(self.value(depth + 1)?);
+                }
+                Doc::Array(items)
+            }
+            _ => {
+                // tc::MAP (header() admits only codes 1..=9).
+                let count = self.check_count(n.saturating_mul(2))? / 2;
+                self.check_depth(depth, start)?;
+                let mut entries = Vec::with_capacity(count);
+                for _ in 0..count {
+                    let k = self.value(depth + 1)?;
+                    let v = self.value(depth + 1)?;
+                    entries.push((k, v));
+                }
+                Doc::Map(DocMap::from_entries_unchecked(entries))
+            }
+        })
+    }
+
+    fn check_depth(&self, depth: usize, start: usize) -> Result<()> {
+        if depth >= DEPTH_MAX {
+            return Err(Error::Decode {
+                offset: start,
+                reason: "nesting deeper than DEPTH_MAX",
+            });
+        }
+        Ok(())
+    }
+
+    /// Moves past one value (and everything inside it) without allocating or recursing. Checks
+    /// structure and bounds, not UTF-8, decimal text or integer range.
+    pub(crate) fn skip_value(&mut self) -> Result<()> {
+        let mut pending: u64 = 1;
+        while pending > 0 {
+            pending -= 1;
+            let (code, n) = self.header()?;
+            match code {
+                tc::DECIMAL | tc::STRING => {
+                    self.take(n)?;
+                }
+                tc::ARRAY => {
+                    let count = self.check_count(n)?;
+                    pending = pending.saturating_add(len_u64(count));
+                }
+                tc::MAP => {
+                    let count = self.check_count(n.saturating_mul(2))?;
+                    pending = pending.saturating_add(len_u64(count));
+                }
+                _ => {}
+            }
+            // Each pending value needs at least one byte.
+            if pending > len_u64(self.remaining()) {
+                return Err(self.err("element count exceeds the bytes left"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Decodes exactly one value spanning all of `bytes`.
+pub fn decode(bytes: &[u8]) -> Result<Doc> {
+    decode_at(bytes, 0)
+}
+
+fn decode_at(bytes: &[u8], start: usize) -> Result<Doc> {
+    let mut r = Reader::new(bytes, start);
+    let doc = r.value(0)?;
+    if r.pos != bytes.len() {
+        return Err(r.err("trailing bytes after the value"));
+    }
+    Ok(doc)
+}
+
+/// Decodes the value at the start of `bytes`; returns it and the number of bytes it took.
+pub fn decode_prefix(bytes: &[u8]) -> Result<(Doc, usize)> {
+    let mut r = Reader::new(bytes, 0);
+    let doc = r.value(0)?;
+    Ok((doc, r.pos))
+}
+
+/// Length in bytes of the value at the start of `bytes`, found without allocating.
+pub fn skip(bytes: &[u8]) -> Result<usize> {
+    let mut r = Reader::new(bytes, 0);
+    r.skip_value()?;
+    Ok(r.pos)
+}
+
+/// The stored form: [`STORED_FORMAT_VERSION`] then the encoded value.
+pub fn encode_stored(doc: &Doc) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(256);
+    out.push(STORED_FORMAT_VERSION);
+    encode_into(doc, &mut out)?;
+    Ok(out)
+}
+
+/// Checks the version byte of a stored value and returns the encoded value after it.
+pub fn stored_body(bytes: &[u8]) -> Result<&[u8]> {
+    match bytes.split_first() {
+        Some((&STORED_FORMAT_VERSION, body)) => Ok(body),
+        Some((&version, _)) => Err(Error::UnsupportedFormatVersion {
+            version,
+            supported: STORED_FORMAT_VERSION,
+        }),
+        None => Err(Error::Decode {
+            offset: 0,
+            reason: "empty stored value",
+        }),
+    }
+}
+
+/// Decodes a stored value (version byte, then one value). Offsets in errors count the version byte.
+pub fn decode_stored(bytes: &[u8]) -> Result<Doc> {
+    stored_body(bytes)?;
+    decode_at(bytes, 1)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn round_trip(doc: Doc, expected_bytes: Option<&[u8]>) {
+        let bytes = encode(&doc).unwrap();
+        if let Some(expected) = expected_bytes {
+            assert_eq!(bytes, expected, "{doc}");
+        }
+        assert_eq!(bytes.len(), encoded_len(&doc), "{doc}");
+        assert_eq!(decode(&bytes).unwrap(), doc);
+        assert_eq!(skip(&bytes).unwrap(), bytes.len());
+    }
+
+    fn map(entries: Vec<(Doc, Doc)>) -> Doc {
+        Doc::Map(entries.into_iter().collect())
+    }
+
+    #[test]
+    fn seed_test_vectors() {
+        // The seed's DElementSerializationTest sizes, plus the exact bytes.
+        round_trip(Doc::Null, Some(&[0x01]));
+        round_trip(Doc::Bool(true), Some(&[0x02]));
+        round_trip(Doc::Bool(false), Some(&[0x03]));
+        round_trip(Doc::Int(0), Some(&[0x04]));
+        round_trip(Doc::Int(3), Some(&[0x34]));
+        round_trip(Doc::Int(547), Some(&[0xf4, 0xa3, 0x04]));
+        round_trip(Doc::Int(35_695_382_269_897), None);
+        round_trip(Doc::from(""), Some(&[0x07]));
+        round_trip(Doc::from("a"), Some(&[0x17, b'a']));
+        round_trip(Doc::from("hI5liFv5Nh2HvPJH"), None);
+        round_trip(Doc::decimal("0").unwrap(), Some(&[0x16, b'0']));
+        round_trip(Doc::decimal("99.34901097702962").unwrap(), None);
+        round_trip(Doc::Array(vec![]), Some(&[0x08]));
+        round_trip(Doc::Array(vec![Doc::Int(1)]), Some(&[0x18, 0x14]));
+        round_trip(map(vec![]), Some(&[0x09]));
+        round_trip(
+            map(vec![(Doc::Int(1), Doc::Int(2))]),
+            Some(&[0x19, 0x14, 0x24]),
+        );
+    }
+
+    #[test]
+    fn integer_edges() {
+        round_trip(Doc::Int(-1), Some(&[0x05]));
+        round_trip(Doc::Int(-15), Some(&[0xe5]));
+        round_trip(Doc::Int(14), Some(&[0xe4]));
+        round_trip(Doc::Int(15), Some(&[0xf4, 0x0f]));
+        round_trip(Doc::Int(-16), Some(&[0xf5, 0x0f]));
+        round_trip(Doc::Int(i64::MAX), None);
+        round_trip(Doc::Int(i64::MIN), None);
+        let min = encode(&Doc::Int(i64::MIN)).unwrap();
+        assert_eq!(min.len(), 1 + 9);
+        assert_eq!(min[0], 0xf5);
+    }
+
+    #[test]
+    fn decimal_keeps_its_text() {
+        let d = Doc::decimal("99.34901097702962").unwrap();
+        let bytes = encode(&d).unwrap();
+        assert_eq!(bytes[0], 0xf6);
+        assert_eq!(bytes[1], 17);
+        assert_eq!(&bytes[2..], b"99.34901097702962");
+        match decode(&bytes).unwrap() {
+            Doc::Decimal(x) => assert_eq!(x.as_str(), "99.34901097702962"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn hostile_bytes_are_errors() {
+        let cases: &[(&[u8], &str)] = &[
+            (&[], "unexpected end"),
+            (&[0x00], "unknown type code"),
+            (&[0x0a], "unknown type code"),
+            (&[0x11], "non-zero nibble"),
+            (&[0x27], "past the end"),
+            (&[0xf7], "unexpected end"),
+            (&[0xf7, 0x80], "unexpected end"),
+            (&[0xf7, 0x05], "fits the nibble"),
+            (&[0xf7, 0x8f, 0x00], "non-minimal varint"),
+            (
+                &[
+                    0xf7, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f,
+                ],
+                "overflows",
+            ),
+            (
+                &[
+                    0xf4, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01,
+                ],
+                "beyond i64",
+            ),
+            (&[0x17, 0xff], "not UTF-8"),
+            (&[0x26, b'1', b'.'], "invalid decimal"),
+            (&[0x28, 0x01], "exceeds the bytes left"),
+            (
+                &[0xf8, 0xff, 0xff, 0xff, 0xff, 0x0f, 0x01],
+                "exceeds the bytes left",
+            ),
+            (&[0x19, 0x01], "exceeds the bytes left"),
+            (&[0x01, 0x01], "trailing bytes"),
+        ];
+        for (bytes, want) in cases {
+            let err = decode(bytes).unwrap_err().to_string();
+            assert!(err.contains(want), "{bytes:02x?}: {err}");
+        }
+    }
+
+    #[test]
+    fn nesting_10000_deep_is_an_error_not_a_crash() {
+        let mut bytes = vec![0x18u8; 10_000];
+        bytes.push(0x01);
+        let err = decode(&bytes).unwrap_err().to_string();
+        assert!(err.contains("DEPTH_MAX"), "{err}");
+        // Skip does not recurse, so it walks the whole thing.
+        assert_eq!(skip(&bytes).unwrap(), bytes.len());
+        // Exactly DEPTH_MAX levels decode.
+        let mut ok = vec![0x18u8; DEPTH_MAX - 1];
+        ok.push(0x08);
+        assert!(decode(&ok).is_ok());
+        let mut too_deep = vec![0x18u8; DEPTH_MAX];
+        too_deep.push(0x08);
+        assert!(decode(&too_deep).is_err());
+    }
+
+    #[test]
+    fn encode_refuses_documents_deeper_than_depth_max() {
+        let mut doc = Doc::Array(vec![]);
+        for _ in 1..DEPTH_MAX {
+            doc = Doc::Array(vec![doc]);
+        }
+        assert!(encode(&doc).is_ok());
+        let deeper = Doc::Array(vec![doc]);
+        assert!(matches!(encode(&deeper), Err(Error::TooDeep { .. })));
+    }
+
+    #[test]
+    fn stored_form_has_a_version_byte() {
+        let doc = Doc::from("x");
+        let stored = encode_stored(&doc).unwrap();
+        assert_eq!(stored, [STORED_FORMAT_VERSION, 0x17, b'x']);
+        assert_eq!(decode_stored(&stored).unwrap(), doc);
+        assert!(matches!(
+            decode_stored(&[9, 0x01]),
+            Err(Error::UnsupportedFormatVersion { version: 9, .. })
+        ));
+        assert!(decode_stored(&[]).is_err());
+    }
+}

@@ -1,0 +1,52 @@
+//! # strata-doc
+//!
+//! Documents on top of the `strata` key/value engine: a JSON-like value model with a total order
+//! ([`Doc`]), exact decimals ([`Decimal`]), JSON conversion ([`from_json_str`],
+//! [`to_json_string`]), the seed's compact prefix-byte value codec ([`encode`], [`decode`],
+//! [`skip`]), an order-preserving key codec ([`encode_key`]), paths that walk encoded bytes
+//! ([`Path`], [`get_path_bytes`]), the document store ([`DocStore`]), a synthetic Reddit-comment
+//! generator ([`gen::write_comments`]) and a parallel JSON-lines loader ([`load::load`]).
+//!
+//! ```
+//! use strata_doc::{decode, encode, Doc, Path};
+//! # fn main() -> strata_doc::Result<()> {
+//! let doc = Doc::from_json(r#"{"id":"evn2i5p","score":109,"ratio":99.34901097702962}"#)?;
+//! let bytes = encode(&doc)?;
+//! assert_eq!(decode(&bytes)?, doc);
+//! let score = strata_doc::get_path_encoded(&bytes, &Path::parse("$.score")?)?;
+//! assert_eq!(score, Some(Doc::Int(109)));
+//! assert_eq!(doc.to_json()?, r#"{"id":"evn2i5p","score":109,"ratio":99.34901097702962}"#);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Module map: `num` (exact numbers) <- `doc` (model, order, paths on the model) <- `json`,
+//! `codec` (values), `key` (keys), `path` (path syntax, walking encoded values) <- `store`
+//! (DocStore over `strata::Db`) <- `load` (JSON lines into a store); `gen` stands alone.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod codec;
+mod doc;
+mod error;
+pub mod gen;
+mod json;
+mod key;
+pub mod load;
+mod num;
+mod path;
+mod store;
+
+pub use codec::{
+    decode, decode_prefix, decode_stored, encode, encode_into, encode_stored, encoded_len, skip,
+    stored_body, type_code, DEPTH_MAX, STORED_FORMAT_VERSION,
+};
+pub use doc::{Doc, DocMap};
+pub use error::{Error, Result};
+pub use json::{
+    from_json_slice, from_json_str, from_json_value, to_json_pretty, to_json_string, to_json_value,
+};
+pub use key::{decode_key, encode_key, encode_key_into};
+pub use num::{Decimal, DECIMAL_POINT_ABS_MAX};
+pub use path::{get_path_bytes, get_path_encoded, Path, PathStep};
+pub use store::{DocScan, DocStore, DocUpdate, DOC_KEY_PREFIX};
