@@ -310,3 +310,76 @@ fn update_is_atomic_under_concurrency() {
         }
     }
 }
+
+#[test]
+fn ingest_of_sorted_entries_matches_the_model_and_shadows_older_data() {
+    for engine in ENGINES {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = Options {
+            partitions: 3,
+            ..tiny(engine)
+        };
+        let db = Db::open(dir.path(), opts.clone()).unwrap();
+        let mut model = Model::new();
+        // Older data written normally, partly overlapping the ingested range.
+        for i in (0..3000u32).step_by(3) {
+            let k = format!("k{i:06}").into_bytes();
+            db.put(&k, b"old").unwrap();
+            model.insert(k, b"old".to_vec());
+        }
+        db.delete(b"k000003").unwrap();
+        model.remove(&b"k000003".to_vec());
+        let ingested: Vec<(Vec<u8>, Vec<u8>)> = (1000..5000u32)
+            .map(|i| {
+                (
+                    format!("k{i:06}").into_bytes(),
+                    format!("new{i}").into_bytes(),
+                )
+            })
+            .collect();
+        assert_eq!(db.ingest(ingested.iter().cloned()).unwrap(), 4000);
+        for (k, v) in ingested {
+            model.insert(k, v);
+        }
+        check_scan(&db, &model, b"", b"\xff");
+        // Writes after the ingest are newer than it.
+        db.put(b"k001500", b"newest").unwrap();
+        model.insert(b"k001500".to_vec(), b"newest".to_vec());
+        db.close().unwrap();
+        let db = Db::open(dir.path(), opts).unwrap();
+        check_scan(&db, &model, b"", b"\xff");
+        for (k, v) in model.iter().step_by(7) {
+            assert_eq!(db.get(k).unwrap().as_deref(), Some(&v[..]), "{engine:?}");
+        }
+        // Unsorted input is refused with a clear error.
+        let e = db
+            .ingest([
+                (b"b".to_vec(), b"1".to_vec()),
+                (b"a".to_vec(), b"2".to_vec()),
+            ])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("strictly increasing"), "{e}");
+    }
+}
+
+#[test]
+fn ingest_into_an_empty_store_lands_in_the_bottom_level() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(
+        dir.path(),
+        Options {
+            partitions: 2,
+            ..Options::tiny()
+        },
+    )
+    .unwrap();
+    db.ingest((0..2000u32).map(|i| (format!("{i:08}"), vec![1u8; 100])))
+        .unwrap();
+    let s = db.stats();
+    for p in &s.partitions {
+        assert_eq!(p.levels[0].tables, 0);
+        assert!(p.levels[6].tables > 0, "{:?}", p.levels);
+    }
+    assert_eq!(db.scan::<&[u8], _>(..).count(), 2000);
+}

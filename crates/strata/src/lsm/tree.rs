@@ -23,7 +23,7 @@ use crate::iter::{EntryIter, MergeIter};
 use crate::journal::{Journal, JournalState};
 use crate::lsm::compaction::{self, Job};
 use crate::lsm::memtable::{Memtable, MemtableIter, Slot};
-use crate::lsm::sstable::{bloom, table_path, Table, TableBuilder, TABLE_SUFFIX};
+use crate::lsm::sstable::{bloom, table_path, Table, TableBuilder, TableMeta, TABLE_SUFFIX};
 use crate::lsm::version::{self, Version};
 use crate::lsm::{fsutil, LEVELS};
 use crate::options::Options;
@@ -510,6 +510,82 @@ impl Tree {
         self.counters.flushes.fetch_add(1, Ordering::Relaxed);
         self.wake_stalled();
         Ok(true)
+    }
+
+    /// A builder for a table of this partition (bulk ingest writes tables directly).
+    pub(crate) fn new_table(&self) -> Result<TableBuilder> {
+        let id = self.next_file.fetch_add(1, Ordering::AcqRel);
+        TableBuilder::create(&self.sst_dir, id, &self.opts)
+    }
+
+    /// Installs tables written by bulk ingest. Their data counts as newer than everything in
+    /// the tree (the caller flushed memtables first), so they go to the deepest level where no
+    /// table of that level or above overlaps them; with level-0 overlap, to level 0.
+    pub(crate) fn install_ingested(&self, metas: Vec<TableMeta>) -> Result<usize> {
+        if metas.is_empty() {
+            return Ok(0);
+        }
+        fsutil::sync_dir(&self.sst_dir)?;
+        let mut tables = Vec::with_capacity(metas.len());
+        for m in &metas {
+            self.counters
+                .flush_bytes
+                .fetch_add(m.size, Ordering::Relaxed);
+            tables.push(Arc::new(Table::open(
+                &table_path(&self.sst_dir, m.id),
+                m.id,
+                self.cache.clone(),
+            )?));
+        }
+        let lo = tables
+            .iter()
+            .map(|t| t.min_key.clone())
+            .min()
+            .unwrap_or_default();
+        let hi = tables
+            .iter()
+            .map(|t| t.max_key.clone())
+            .max()
+            .unwrap_or_default();
+        // No compaction may move tables while we pick the level.
+        let _c = self.compaction_lock.lock();
+        let log_number = self.version_lock.lock();
+        let mut nv = (*self.view.load().version).clone();
+        let l0_overlaps = nv.levels[0]
+            .iter()
+            .any(|t| t.max_key >= lo && t.min_key <= hi);
+        let mut level = 0;
+        if !l0_overlaps {
+            for l in 1..LEVELS {
+                if !nv.overlapping(l, &lo, &hi).is_empty() {
+                    break;
+                }
+                level = l;
+            }
+        }
+        let target = &mut nv.levels[level];
+        if level == 0 {
+            for t in tables {
+                target.insert(0, t);
+            }
+        } else {
+            target.extend(tables);
+            target.sort_by(|a, b| a.min_key.cmp(&b.min_key));
+        }
+        version::write(
+            &self.dir,
+            &nv,
+            self.next_file.load(Ordering::Acquire),
+            *log_number,
+        )?;
+        let _vg = self.view_lock.lock();
+        let v = self.view.load();
+        self.view.store(Arc::new(View {
+            active: v.active.clone(),
+            immutables: v.immutables.clone(),
+            version: Arc::new(nv),
+        }));
+        Ok(level)
     }
 
     /// Runs one compaction if one is due (or a full one with `full`). Returns whether it ran.
