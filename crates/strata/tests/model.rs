@@ -328,7 +328,7 @@ fn ingest_of_sorted_entries_matches_the_model_and_shadows_older_data() {
             model.insert(k, b"old".to_vec());
         }
         db.delete(b"k000003").unwrap();
-        model.remove(&b"k000003".to_vec());
+        model.remove(b"k000003".as_slice());
         let ingested: Vec<(Vec<u8>, Vec<u8>)> = (1000..5000u32)
             .map(|i| {
                 (
