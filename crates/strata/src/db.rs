@@ -117,6 +117,11 @@ impl Db {
         meta::read_partitions(path.as_ref())
     }
 
+    /// Reads the engine of an existing database in `path`, if one exists there.
+    pub fn existing_engine(path: impl AsRef<Path>) -> Result<Option<Engine>> {
+        meta::read_engine(path.as_ref())
+    }
+
     fn check(&self) -> Result<()> {
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::Closed);

@@ -37,6 +37,7 @@ mod cache;
 mod coding;
 pub mod db;
 mod error;
+pub mod extsort;
 mod iter;
 mod journal;
 mod log;

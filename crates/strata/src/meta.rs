@@ -77,6 +77,18 @@ pub(crate) fn read_partitions(dir: &Path) -> Result<Option<usize>> {
     }
 }
 
+/// Reads the engine of an existing database, if there is one.
+pub(crate) fn read_engine(dir: &Path) -> Result<Option<Engine>> {
+    let path = dir.join(META_FILE);
+    match fs::read(&path) {
+        Ok(bytes) => decode(&bytes)
+            .map(|(_, e)| Some(e))
+            .ok_or_else(|| Error::corruption(&path, 0, "bad STRATA metadata")),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).at(&path),
+    }
+}
+
 fn engine_id(engine: Engine) -> u32 {
     match engine {
         Engine::Lsm => 0,

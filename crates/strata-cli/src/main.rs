@@ -1,0 +1,266 @@
+//! `strata`: the command-line face of the engine. Every subcommand opens the database in `--dir`
+//! (default `./data`), does one job and closes it cleanly.
+
+mod bench_cmd;
+mod doc_cmd;
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "strata",
+    version,
+    about = "Strata: a durable, hash-partitioned LSM key/value and document store"
+)]
+struct Cli {
+    /// Data directory.
+    #[arg(long, global = true, default_value = "./data")]
+    dir: PathBuf,
+    /// Partitions for a new database (an existing one keeps its own count).
+    #[arg(long, global = true)]
+    partitions: Option<usize>,
+    /// Engine for a new database: lsm (ordered, bounded memory) or log (hash index in memory).
+    #[arg(long, global = true, value_parser = ["lsm", "log"])]
+    engine: Option<String>,
+    /// Log engine: open a store with a damaged segment by dropping what follows the damage.
+    #[arg(long, global = true)]
+    salvage: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the Redis protocol (RESP2/RESP3) over TCP.
+    Serve(strata_server::ServeArgs),
+    /// Store a value.
+    Put { key: String, value: String },
+    /// Print a value.
+    Get { key: String },
+    /// Delete a key.
+    Del { key: String },
+    /// Print keys and values in key order.
+    Scan {
+        /// Only keys starting with this prefix.
+        #[arg(long)]
+        prefix: Option<String>,
+        /// First key (inclusive).
+        #[arg(long)]
+        start: Option<String>,
+        /// Last key (exclusive).
+        #[arg(long)]
+        end: Option<String>,
+        /// At most this many entries.
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+    },
+    /// Print per-partition statistics.
+    Stats,
+    /// Bulk-load `key<TAB>value` lines in any order: external merge sort, then table files
+    /// written directly (no log, no memtable).
+    Ingest {
+        /// Input file (`-` for standard input).
+        file: PathBuf,
+        /// Memory for each sorted run, in MiB.
+        #[arg(long, default_value_t = 256)]
+        run_mib: usize,
+    },
+    /// Flush memtables and compact every partition fully.
+    Compact,
+    /// Generate synthetic documents as JSON lines.
+    Gen(doc_cmd::GenArgs),
+    /// Load JSON-lines documents into the document store.
+    Load(doc_cmd::LoadArgs),
+    /// Run the seeds' benchmark workloads (fresh data directory per run).
+    Bench(bench_cmd::BenchArgs),
+    /// Document store commands.
+    Doc {
+        #[command(subcommand)]
+        command: doc_cmd::DocCommand,
+    },
+}
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    if let Err(e) = run(Cli::parse()) {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+/// Options for the database in `--dir`: an existing database keeps its partition count and
+/// engine unless the flags say otherwise (a mismatch is then reported by `Db::open`).
+fn options(cli: &Cli) -> strata::Options {
+    let mut o = strata::Options::default();
+    if let Ok(Some(p)) = strata::Db::existing_partitions(&cli.dir) {
+        o.partitions = p;
+    }
+    if let Ok(Some(e)) = strata::Db::existing_engine(&cli.dir) {
+        o.engine = e;
+    }
+    if let Some(p) = cli.partitions {
+        o.partitions = p;
+    }
+    match cli.engine.as_deref() {
+        Some("log") => o.engine = strata::Engine::Log,
+        Some("lsm") => o.engine = strata::Engine::Lsm,
+        _ => {}
+    }
+    o.salvage = cli.salvage;
+    o
+}
+
+fn open(cli: &Cli) -> anyhow::Result<strata::Db> {
+    strata::Db::open(&cli.dir, options(cli))
+        .with_context(|| format!("opening database in {}", cli.dir.display()))
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    match &cli.command {
+        Command::Serve(args) => {
+            strata_server::serve_blocking(args.clone(), options(&cli), &cli.dir)
+        }
+        Command::Put { key, value } => {
+            let db = open(&cli)?;
+            db.put(key.as_bytes(), value.as_bytes())?;
+            db.close()?;
+            Ok(())
+        }
+        Command::Get { key } => {
+            let db = open(&cli)?;
+            match db.get(key.as_bytes())? {
+                Some(v) => println!("{}", String::from_utf8_lossy(&v)),
+                None => {
+                    db.close()?;
+                    anyhow::bail!("key not found: {key}")
+                }
+            }
+            db.close()?;
+            Ok(())
+        }
+        Command::Del { key } => {
+            let db = open(&cli)?;
+            db.delete(key.as_bytes())?;
+            db.close()?;
+            Ok(())
+        }
+        Command::Scan {
+            prefix,
+            start,
+            end,
+            limit,
+        } => {
+            let db = open(&cli)?;
+            let iter = match prefix {
+                Some(p) => db.scan_prefix(p.as_bytes()),
+                None => {
+                    use std::ops::Bound;
+                    let lo = start
+                        .as_ref()
+                        .map_or(Bound::Unbounded, |s| Bound::Included(s.as_bytes().to_vec()));
+                    let hi = end
+                        .as_ref()
+                        .map_or(Bound::Unbounded, |s| Bound::Excluded(s.as_bytes().to_vec()));
+                    db.scan((lo, hi))
+                }
+            };
+            for kv in iter.take(*limit) {
+                let (k, v) = kv?;
+                println!(
+                    "{}\t{}",
+                    String::from_utf8_lossy(&k),
+                    String::from_utf8_lossy(&v)
+                );
+            }
+            db.close()?;
+            Ok(())
+        }
+        Command::Stats => {
+            let db = open(&cli)?;
+            for (k, v) in db.stats().lines() {
+                println!("{k}: {v}");
+            }
+            db.close()?;
+            Ok(())
+        }
+        Command::Ingest { file, run_mib } => ingest(&cli, file, *run_mib),
+        Command::Compact => {
+            let db = open(&cli)?;
+            db.compact()?;
+            let s = db.stats();
+            println!(
+                "compacted: {} bytes on disk, write amplification so far {:.2}",
+                s.disk_bytes(),
+                s.write_amplification()
+            );
+            db.close()?;
+            Ok(())
+        }
+        Command::Bench(args) => bench_cmd::run(args),
+        Command::Gen(args) => doc_cmd::gen(args),
+        Command::Load(args) => doc_cmd::load(&cli.dir, options(&cli), args),
+        Command::Doc { command } => doc_cmd::doc(&cli.dir, options(&cli), command),
+    }
+}
+
+fn ingest(cli: &Cli, file: &std::path::Path, run_mib: usize) -> anyhow::Result<()> {
+    use std::io::BufRead;
+    let input: Box<dyn BufRead> = if file.as_os_str() == "-" {
+        Box::new(std::io::BufReader::new(std::io::stdin()))
+    } else {
+        let f = std::fs::File::open(file).with_context(|| format!("opening {}", file.display()))?;
+        Box::new(std::io::BufReader::with_capacity(1 << 20, f))
+    };
+    let db = open(cli)?;
+    let sort_dir = cli.dir.join("ingest-sort.tmp");
+    let mut sorter = strata::extsort::ExternalSorter::new(&sort_dir, run_mib << 20)?;
+    let bar = indicatif::ProgressBar::new_spinner();
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} {msg} [{elapsed_precise}] {per_sec}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+    );
+    bar.set_message("sorting");
+    let mut n = 0u64;
+    for (i, line) in input.split(b'\n').enumerate() {
+        let line = line.with_context(|| format!("reading line {}", i + 1))?;
+        let line = line.strip_suffix(b"\r").unwrap_or(&line);
+        if line.is_empty() {
+            continue;
+        }
+        let Some(tab) = line.iter().position(|&b| b == b'\t') else {
+            anyhow::bail!("line {}: expected key<TAB>value", i + 1);
+        };
+        sorter.add(&line[..tab], &line[tab + 1..])?;
+        n += 1;
+        if n % 100_000 == 0 {
+            bar.set_position(n);
+        }
+    }
+    bar.set_message(format!("merging {} sorted runs", sorter.runs().max(1)));
+    let sorted = sorter.finish()?;
+    let mut err = None;
+    let loaded = db.ingest(sorted.map_while(|r| match r {
+        Ok(kv) => Some(kv),
+        Err(e) => {
+            err = Some(e);
+            None
+        }
+    }))?;
+    bar.finish_and_clear();
+    let _ = std::fs::remove_dir_all(&sort_dir);
+    if let Some(e) = err {
+        return Err(e.into());
+    }
+    println!("ingested {loaded} entries ({n} lines)");
+    db.close()?;
+    Ok(())
+}
