@@ -160,10 +160,13 @@ impl Source {
     }
 }
 
+/// Key, source (higher = newer, so reversed), value.
+type HeapEntry = (Vec<u8>, Reverse<usize>, Vec<u8>);
+
 /// The merged, ascending stream of an [`ExternalSorter`]; yields `Err` once on an I/O error.
 pub struct Sorted {
     sources: Vec<Source>,
-    heap: BinaryHeap<Reverse<(Vec<u8>, Reverse<usize>, Vec<u8>)>>,
+    heap: BinaryHeap<Reverse<HeapEntry>>,
     runs: Vec<PathBuf>,
     last: Option<Vec<u8>>,
 }
