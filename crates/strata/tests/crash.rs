@@ -129,17 +129,24 @@ fn crash_rounds(engine: Engine) {
             .spawn()
             .unwrap();
         let stdout = child.stdout.take().unwrap();
+        let (first_tx, first_rx) = std::sync::mpsc::channel::<()>();
         let reader = std::thread::spawn(move || {
             let mut acked = Vec::new();
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
                 if let Some(n) = line.strip_prefix("ACK ") {
                     acked.push(n.parse::<u64>().unwrap());
+                    if acked.len() == 1 {
+                        let _ = first_tx.send(());
+                    }
                 }
             }
             acked
         });
-        std::thread::sleep(Duration::from_millis(rng.gen_range(150..900)));
+        // Kill at a random moment once the child is writing (opening may take a while on a
+        // loaded machine: it replays logs).
+        let _ = first_rx.recv_timeout(Duration::from_secs(60));
+        std::thread::sleep(Duration::from_millis(rng.gen_range(0..700)));
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
         let acked = reader.join().unwrap();

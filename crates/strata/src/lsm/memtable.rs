@@ -1,13 +1,18 @@
-//! The memtable (the seed's "pending writes"): a sorted, concurrent skip list of the newest
-//! writes of one partition. Writers insert under the partition's write lock; readers never lock.
+//! The memtable (the seed's "pending writes"): the newest writes of one partition, sorted.
+//! A B-tree (order: flush and scans) plus a hash map over the same entries (point lookups: one
+//! hash and one key comparison instead of ~20), behind one reader-writer lock. Writers are
+//! serialized by the journal lock anyway. Measured with `examples/point_ops.rs` on 2 cores:
+//! GETs 3-4x faster than with the lock-free skip list this replaced (BENCHMARKS.md).
 //! A memtable is bound to the write-ahead log file that holds the same writes (`wal_number`).
 
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use crossbeam_skiplist::SkipMap;
+use parking_lot::RwLock;
+use xxhash_rust::xxh3::Xxh3Builder;
 
 use crate::batch::Kind;
 
@@ -29,10 +34,16 @@ impl Slot {
 
 /// Bookkeeping bytes charged per entry on top of key and value, so that many tiny entries
 /// still count against `memtable_bytes_max`.
-const ENTRY_OVERHEAD_BYTES: usize = 48;
+const ENTRY_OVERHEAD_BYTES: usize = 128;
+
+#[derive(Default)]
+struct Maps {
+    sorted: BTreeMap<Bytes, Slot>,
+    hashed: HashMap<Bytes, Slot, Xxh3Builder>,
+}
 
 pub(crate) struct Memtable {
-    map: SkipMap<Bytes, Slot>,
+    map: RwLock<Maps>,
     bytes: AtomicUsize,
     entries: AtomicUsize,
     /// Number of the write-ahead log file holding these writes.
@@ -42,7 +53,7 @@ pub(crate) struct Memtable {
 impl Memtable {
     pub(crate) fn new(wal_number: u64) -> Self {
         Memtable {
-            map: SkipMap::new(),
+            map: RwLock::new(Maps::default()),
             bytes: AtomicUsize::new(0),
             entries: AtomicUsize::new(0),
             wal_number,
@@ -57,13 +68,16 @@ impl Memtable {
                 Slot::Delete => 0,
             }
             + ENTRY_OVERHEAD_BYTES;
-        self.map.insert(Bytes::copy_from_slice(key), slot);
+        let key = Bytes::copy_from_slice(key);
+        let mut m = self.map.write();
+        m.hashed.insert(key.clone(), slot.clone());
+        m.sorted.insert(key, slot);
         self.bytes.fetch_add(charge, Ordering::Relaxed);
         self.entries.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn get(&self, key: &[u8]) -> Option<Slot> {
-        self.map.get(key).map(|e| e.value().clone())
+        self.map.read().hashed.get(key).cloned()
     }
 
     pub(crate) fn bytes(&self) -> usize {
@@ -75,14 +89,19 @@ impl Memtable {
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.map.read().sorted.is_empty()
     }
 
-    /// All entries in key order (used by flush; the memtable is immutable by then).
-    pub(crate) fn iter_all(&self) -> impl Iterator<Item = (Bytes, Slot)> + '_ {
-        self.map
-            .iter()
-            .map(|e| (e.key().clone(), e.value().clone()))
+    /// Calls `f` on every entry in key order (flush: the memtable is immutable by then, so the
+    /// read lock held meanwhile blocks nobody).
+    pub(crate) fn for_each(
+        &self,
+        mut f: impl FnMut(&Bytes, &Slot) -> crate::Result<()>,
+    ) -> crate::Result<()> {
+        for (k, v) in self.map.read().sorted.iter() {
+            f(k, v)?;
+        }
+        Ok(())
     }
 }
 
@@ -116,9 +135,11 @@ impl MemtableIter {
         let chunk: Vec<(Bytes, Slot)> = self
             .mem
             .map
+            .read()
+            .sorted
             .range::<[u8], _>((lo, hi))
             .take(SCAN_CHUNK_ENTRIES)
-            .map(|e| (e.key().clone(), e.value().clone()))
+            .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         if chunk.len() < SCAN_CHUNK_ENTRIES {
             self.done = true;

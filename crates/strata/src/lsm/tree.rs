@@ -457,12 +457,7 @@ impl Tree {
         } else {
             let id = self.next_file.fetch_add(1, Ordering::AcqRel);
             let mut b = TableBuilder::create(&self.sst_dir, id, &self.opts)?;
-            for (k, s) in mem.iter_all() {
-                if let Err(e) = b.add(&k, &s) {
-                    b.abandon();
-                    return Err(e);
-                }
-            }
+            mem.for_each(|k, s| b.add(k, s))?;
             let meta = b.finish()?;
             fsutil::sync_dir(&self.sst_dir)?;
             self.counters
