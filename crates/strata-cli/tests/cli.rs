@@ -1,0 +1,113 @@
+//! The `strata` binary end to end: key/value commands, stats, ingest, and documents, each run
+//! as a separate process on the same data directory (so every command also reopens the store).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+fn strata(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_strata"))
+        .arg("--dir")
+        .arg(dir)
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap()
+}
+
+fn ok(dir: &Path, args: &[&str]) -> String {
+    let out = strata(dir, args);
+    assert!(
+        out.status.success(),
+        "strata {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn put_get_del_scan_stats_compact_across_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    ok(d, &["put", "user:1", "alice"]);
+    ok(d, &["put", "user:2", "bob"]);
+    ok(d, &["put", "item:1", "pen"]);
+    assert_eq!(ok(d, &["get", "user:1"]), "alice\n");
+    assert_eq!(ok(d, &["scan", "--prefix", "user:"]), "user:1\talice\nuser:2\tbob\n");
+    assert_eq!(ok(d, &["scan", "--limit", "1"]), "item:1\tpen\n");
+    assert_eq!(
+        ok(d, &["scan", "--start", "item:2", "--end", "user:2"]),
+        "user:1\talice\n"
+    );
+    ok(d, &["del", "user:1"]);
+    let missing = strata(d, &["get", "user:1"]);
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("not found"));
+    let stats = ok(d, &["stats"]);
+    assert!(stats.contains("partitions: 4"), "{stats}");
+    assert!(stats.contains("partition3:"), "{stats}");
+    let compacted = ok(d, &["compact"]);
+    assert!(compacted.contains("compacted"), "{compacted}");
+    assert_eq!(ok(d, &["get", "user:2"]), "bob\n");
+    // Another partition count on an existing store is a clear error.
+    let e = strata(d, &["--partitions", "8", "get", "user:2"]);
+    assert!(!e.status.success());
+    assert!(String::from_utf8_lossy(&e.stderr).contains("4 partitions"));
+}
+
+#[test]
+fn ingest_sorts_unsorted_input_and_the_last_duplicate_wins() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.tsv");
+    let mut text = String::new();
+    for i in (0..5000u32).rev() {
+        text.push_str(&format!("k{:05}\tv{i}\n", i * 7 % 5000));
+    }
+    text.push_str("k00007\tlast\n");
+    std::fs::write(&input, text).unwrap();
+    let db = dir.path().join("db");
+    let out = ok(&db, &["ingest", input.to_str().unwrap()]);
+    assert!(out.contains("ingested 5000 entries (5001 lines)"), "{out}");
+    assert_eq!(ok(&db, &["get", "k00007"]), "last\n");
+    let all = ok(&db, &["scan", "--limit", "100000"]);
+    assert_eq!(all.lines().count(), 5000);
+    let keys: Vec<&str> = all.lines().map(|l| l.split('\t').next().unwrap()).collect();
+    let mut sorted = keys.clone();
+    sorted.sort();
+    assert_eq!(keys, sorted);
+}
+
+#[test]
+fn log_engine_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    ok(d, &["--engine", "log", "put", "a", "1"]);
+    // The engine is recorded: later commands need no flag.
+    assert_eq!(ok(d, &["get", "a"]), "1\n");
+    let e = strata(d, &["--engine", "lsm", "get", "a"]);
+    assert!(String::from_utf8_lossy(&e.stderr).contains("Log"));
+    let stats = ok(d, &["stats"]);
+    assert!(stats.contains("index_keys=1") || stats.contains("index_keys=0"), "{stats}");
+}
+
+#[test]
+fn generated_comments_load_and_read_back_as_documents() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("c.jsonl");
+    let gen = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["gen", "comments", "300", "--seed", "7"])
+        .stdout(Stdio::piped())
+        .output()
+        .unwrap();
+    assert!(gen.status.success());
+    std::fs::write(&file, &gen.stdout).unwrap();
+    let first: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&gen.stdout).lines().next().unwrap()).unwrap();
+    let id = first["id"].as_str().unwrap().to_string();
+    let db = dir.path().join("db");
+    ok(&db, &["load", file.to_str().unwrap(), "--id-field", "id"]);
+    let doc: serde_json::Value = serde_json::from_str(&ok(&db, &["doc", "get", &id])).unwrap();
+    assert_eq!(doc, first);
+    let score = ok(&db, &["doc", "get", &id, "$.score"]);
+    assert_eq!(score.trim(), first["score"].to_string());
+}
