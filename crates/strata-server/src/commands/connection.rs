@@ -1,0 +1,353 @@
+//! Connection commands: PING, ECHO, QUIT, HELLO, AUTH, SELECT, CLIENT. They touch only the
+//! session and the client registry, never the storage.
+
+use std::borrow::Cow;
+
+use bytes::Bytes;
+
+use super::{int_arg, is, text, Ctx, Spec, CONN};
+use crate::error::{Error, Result};
+use crate::resp::{Protocol, Reply};
+use crate::state::{lock, AfterReply, ClientEntry};
+
+/// The Redis version reported to clients. Client libraries and tools gate features on it, so it
+/// names the Redis release whose command semantics this server follows; INFO also reports
+/// `strata_version`.
+pub(crate) const REDIS_COMPAT_VERSION: &str = "7.2.0";
+
+#[rustfmt::skip]
+pub(crate) static SPECS: &[Spec] = &[
+    Spec { name: "ping", arity: -1, flags: CONN, keys: (0, 0, 0), group: "connection", summary: "Returns the server's liveliness response.", handler: ping },
+    Spec { name: "echo", arity: 2, flags: CONN, keys: (0, 0, 0), group: "connection", summary: "Returns the given string.", handler: echo },
+    Spec { name: "quit", arity: -1, flags: &["noscript", "loading", "stale", "fast", "no_auth"], keys: (0, 0, 0), group: "connection", summary: "Closes the connection.", handler: quit },
+    Spec { name: "hello", arity: -1, flags: &["noscript", "loading", "stale", "fast", "no_auth"], keys: (0, 0, 0), group: "connection", summary: "Handshakes with the server: protocol version, authentication, client name.", handler: hello },
+    Spec { name: "auth", arity: -2, flags: &["noscript", "loading", "stale", "fast", "no_auth"], keys: (0, 0, 0), group: "connection", summary: "Authenticates the connection.", handler: auth },
+    Spec { name: "select", arity: 2, flags: CONN, keys: (0, 0, 0), group: "connection", summary: "Changes the selected database (only database 0 exists).", handler: select },
+    Spec { name: "client", arity: -2, flags: CONN, keys: (0, 0, 0), group: "connection", summary: "CLIENT ID, GETNAME, SETNAME, SETINFO, INFO, LIST.", handler: client },
+];
+
+fn ping(_: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    match args {
+        [_] => Ok(Reply::simple("PONG")),
+        [_, msg] => Ok(Reply::Bulk(msg.clone())),
+        _ => Err(Error::WrongArity("ping".into())),
+    }
+}
+
+fn echo(_: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    Ok(Reply::Bulk(args[1].clone()))
+}
+
+fn quit(ctx: &mut Ctx<'_>, _: &[Bytes]) -> Result<Reply> {
+    ctx.session.after_reply = AfterReply::Close;
+    Ok(Reply::ok())
+}
+
+/// Compares secrets in time independent of where they differ.
+fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Checks a user/password pair against `requirepass`. Only the `default` user exists; without a
+/// password every pair is accepted (Redis's `nopass` default user).
+fn check_password(ctx: &mut Ctx<'_>, user: &[u8], pass: &[u8]) -> Result<()> {
+    let ok = match ctx.shared.config().requirepass {
+        None => user == b"default",
+        Some(required) => user == b"default" && same_secret(pass, required.as_bytes()),
+    };
+    if ok {
+        ctx.session.authenticated = true;
+        Ok(())
+    } else {
+        Err(Error::WrongPass)
+    }
+}
+
+fn auth(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    match args {
+        [_, pass] => {
+            if ctx.shared.config().requirepass.is_none() {
+                return Err(Error::command("AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"));
+            }
+            check_password(ctx, b"default", pass)?;
+        }
+        [_, user, pass] => check_password(ctx, user, pass)?,
+        _ => return Err(Error::Syntax),
+    }
+    Ok(Reply::ok())
+}
+
+fn select(_: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    match int_arg(&args[1])? {
+        0 => Ok(Reply::ok()),
+        _ => Err(Error::command("DB index is out of range")),
+    }
+}
+
+fn hello(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let mut protocol = ctx.session.protocol;
+    let mut credentials = None;
+    let mut name = None;
+    if let Some(version) = args.get(1) {
+        protocol = match crate::num::parse_i64(version) {
+            Some(2) => Protocol::Resp2,
+            Some(3) => Protocol::Resp3,
+            Some(_) => return Err(Error::NoProto),
+            None => {
+                return Err(Error::command(
+                    "Protocol version is not an integer or out of range",
+                ))
+            }
+        };
+        let mut i = 2;
+        while i < args.len() {
+            if is(&args[i], "AUTH") && i + 2 < args.len() {
+                credentials = Some((args[i + 1].clone(), args[i + 2].clone()));
+                i += 3;
+            } else if is(&args[i], "SETNAME") && i + 1 < args.len() {
+                name = Some(args[i + 1].clone());
+                i += 2;
+            } else {
+                return Err(Error::command(format!(
+                    "Syntax error in HELLO option '{}'",
+                    text(&args[i])
+                )));
+            }
+        }
+    }
+    if let Some((user, pass)) = credentials {
+        check_password(ctx, &user, &pass)?;
+    }
+    if !ctx.session.authenticated {
+        return Err(Error::Coded("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time".into()));
+    }
+    if let Some(name) = name {
+        validate_client_name(&name)?;
+        set_name(ctx, name);
+    }
+    ctx.session.protocol = protocol;
+    if let Some(entry) = lock(&ctx.shared.clients).get_mut(&ctx.session.id) {
+        entry.protocol = protocol;
+    }
+    let field = |k: &'static str| Reply::Simple(Cow::Borrowed(k));
+    Ok(Reply::Map(vec![
+        (field("server"), Reply::text("redis")),
+        (field("version"), Reply::text(REDIS_COMPAT_VERSION)),
+        (field("proto"), Reply::Int(protocol.version())),
+        (field("id"), Reply::Int(ctx.session.id as i64)),
+        (field("mode"), Reply::text("standalone")),
+        (field("role"), Reply::text("master")),
+        (field("modules"), Reply::Array(vec![])),
+    ]))
+}
+
+fn validate_client_name(name: &[u8]) -> Result<()> {
+    // Names are shown space-separated in CLIENT LIST, so Redis allows only printable non-space
+    // ASCII.
+    if name.iter().all(|&c| (b'!'..=b'~').contains(&c)) {
+        Ok(())
+    } else {
+        Err(Error::command(
+            "Client names cannot contain spaces, newlines or special characters.",
+        ))
+    }
+}
+
+fn set_name(ctx: &mut Ctx<'_>, name: Bytes) {
+    let name = (!name.is_empty()).then_some(name);
+    ctx.session.name = name.clone();
+    if let Some(entry) = lock(&ctx.shared.clients).get_mut(&ctx.session.id) {
+        entry.name = name;
+    }
+}
+
+fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
+    let arity = |n: usize| {
+        if args.len() == n {
+            Ok(())
+        } else {
+            Err(Error::WrongArity(format!("client|{sub}")))
+        }
+    };
+    match sub.as_str() {
+        "id" => {
+            arity(2)?;
+            Ok(Reply::Int(ctx.session.id as i64))
+        }
+        "getname" => {
+            arity(2)?;
+            Ok(Reply::bulk_or_nil(ctx.session.name.clone()))
+        }
+        "setname" => {
+            arity(3)?;
+            validate_client_name(&args[2])?;
+            set_name(ctx, args[2].clone());
+            Ok(Reply::ok())
+        }
+        // Client libraries announce themselves (redis-py, go-redis); accepted and not stored.
+        "setinfo" => {
+            arity(4)?;
+            if is(&args[2], "LIB-NAME") || is(&args[2], "LIB-VER") {
+                Ok(Reply::ok())
+            } else {
+                Err(Error::command(format!(
+                    "Unrecognized option '{}'",
+                    text(&args[2])
+                )))
+            }
+        }
+        "info" => {
+            arity(2)?;
+            let clients = lock(&ctx.shared.clients);
+            let line = clients
+                .get(&ctx.session.id)
+                .map(|e| client_line(ctx.session.id, e))
+                .unwrap_or_default();
+            Ok(Reply::text(line))
+        }
+        "list" => {
+            let clients = lock(&ctx.shared.clients);
+            let mut out = String::new();
+            for (id, e) in clients.iter() {
+                out.push_str(&client_line(*id, e));
+            }
+            Ok(Reply::text(out))
+        }
+        "help" => Ok(Reply::Array(
+            [
+                "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "ID",
+                "    Return the ID of the current connection.",
+                "GETNAME",
+                "    Return the name of the current connection.",
+                "SETNAME <name>",
+                "    Assign the name <name> to the current connection.",
+                "SETINFO <LIB-NAME|LIB-VER> <value>",
+                "    Accepted for client libraries; not stored.",
+                "INFO",
+                "    Return information about the current connection.",
+                "LIST",
+                "    Return information about all connections.",
+            ]
+            .iter()
+            .map(|s| Reply::Simple(Cow::Borrowed(s)))
+            .collect(),
+        )),
+        _ => Err(Error::UnknownSubcommand {
+            container: "CLIENT",
+            sub: text(&args[1]),
+        }),
+    }
+}
+
+fn client_line(id: u64, e: &ClientEntry) -> String {
+    let name = e
+        .name
+        .as_ref()
+        .map(|n| String::from_utf8_lossy(n).into_owned())
+        .unwrap_or_default();
+    format!(
+        "id={id} addr={} laddr={} name={name} age={} db=0 resp={}\n",
+        e.peer,
+        e.local,
+        e.connected_at.elapsed().as_secs(),
+        e.protocol.version()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::*;
+    use crate::config::ServerConfig;
+    use crate::resp::{Protocol, Reply};
+
+    #[test]
+    fn ping_echo_select() {
+        let mut h = Harness::new();
+        assert_eq!(h.run(&["PING"]), Reply::simple("PONG"));
+        assert_eq!(h.run(&["ping", "hi"]), bulk("hi"));
+        assert_eq!(
+            h.run(&["ping", "a", "b"]),
+            err("ERR wrong number of arguments for 'ping' command")
+        );
+        assert_eq!(h.run(&["ECHO", "x"]), bulk("x"));
+        assert_eq!(h.run(&["SELECT", "0"]), Reply::ok());
+        assert_eq!(h.run(&["SELECT", "1"]), err("ERR DB index is out of range"));
+        assert_eq!(
+            h.run(&["SELECT", "x"]),
+            err("ERR value is not an integer or out of range")
+        );
+    }
+
+    #[test]
+    fn requirepass_gates_every_command_but_auth_hello_quit() {
+        let mut h = Harness::with_config(ServerConfig {
+            requirepass: Some("s3cret".into()),
+            ..ServerConfig::default()
+        });
+        assert_eq!(h.run(&["GET", "k"]), err("NOAUTH Authentication required."));
+        assert_eq!(h.run(&["PING"]), err("NOAUTH Authentication required."));
+        assert!(h.run(&["HELLO", "3"]).is_error());
+        assert_eq!(
+            h.run(&["AUTH", "nope"]),
+            err("WRONGPASS invalid username-password pair or user is disabled.")
+        );
+        assert_eq!(
+            h.run(&["AUTH", "root", "s3cret"]),
+            err("WRONGPASS invalid username-password pair or user is disabled.")
+        );
+        assert_eq!(h.run(&["AUTH", "s3cret"]), Reply::ok());
+        assert_eq!(h.run(&["PING"]), Reply::simple("PONG"));
+    }
+
+    #[test]
+    fn hello_switches_protocol_and_names_the_client() {
+        let mut h = Harness::new();
+        let Reply::Map(fields) = h.run(&["HELLO", "3", "SETNAME", "app"]) else {
+            panic!("HELLO must reply with a map");
+        };
+        assert!(fields.contains(&(Reply::simple("proto"), Reply::Int(3))));
+        assert_eq!(h.session.protocol, Protocol::Resp3);
+        assert_eq!(h.run(&["CLIENT", "GETNAME"]), bulk("app"));
+        assert_eq!(
+            h.run(&["HELLO", "4"]),
+            err("NOPROTO unsupported protocol version")
+        );
+        assert_eq!(
+            h.run(&["HELLO", "x"]),
+            err("ERR Protocol version is not an integer or out of range")
+        );
+        assert_eq!(
+            h.run(&["HELLO", "2", "FOO"]),
+            err("ERR Syntax error in HELLO option 'FOO'")
+        );
+        assert!(h.run(&["AUTH", "x"]).is_error());
+        assert_eq!(h.run(&["AUTH", "default", "anything"]), Reply::ok());
+    }
+
+    #[test]
+    fn client_subcommands() {
+        let mut h = Harness::new();
+        assert_eq!(h.run(&["CLIENT", "GETNAME"]), Reply::Nil);
+        assert_eq!(
+            h.run(&["CLIENT", "SETNAME", "a b"]),
+            err("ERR Client names cannot contain spaces, newlines or special characters.")
+        );
+        assert_eq!(h.run(&["CLIENT", "SETNAME", "worker-1"]), Reply::ok());
+        assert_eq!(h.run(&["CLIENT", "GETNAME"]), bulk("worker-1"));
+        assert_eq!(h.run(&["CLIENT", "ID"]), Reply::Int(h.session.id as i64));
+        assert_eq!(
+            h.run(&["CLIENT", "SETNAME"]),
+            err("ERR wrong number of arguments for 'client|setname' command")
+        );
+        assert_eq!(
+            h.run(&["CLIENT", "BOGUS"]),
+            err("ERR unknown subcommand 'BOGUS'. Try CLIENT HELP.")
+        );
+        assert_eq!(
+            h.run(&["CLIENT", "SETINFO", "LIB-NAME", "redis-rs"]),
+            Reply::ok()
+        );
+    }
+}

@@ -1,0 +1,551 @@
+//! Server commands: INFO, CONFIG GET/SET/RESETSTAT, COMMAND (COUNT/INFO/DOCS/LIST), SAVE,
+//! BGSAVE, LASTSAVE, SHUTDOWN, TIME. COMMAND answers from the same table the dispatcher uses.
+
+use std::borrow::Cow;
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+
+use super::connection::REDIS_COMPAT_VERSION;
+use super::{is, table, text, Ctx, Spec, ADMIN};
+use crate::config::ServerConfig;
+use crate::error::{Error, Result};
+use crate::glob;
+use crate::keyspace;
+use crate::resp::Reply;
+use crate::state::{unix_secs, AfterReply};
+
+#[rustfmt::skip]
+pub(crate) static SPECS: &[Spec] = &[
+    Spec { name: "info", arity: -1, flags: &["loading", "stale"], keys: (0, 0, 0), group: "server", summary: "Returns information and statistics about the server and the engine.", handler: info },
+    Spec { name: "config", arity: -2, flags: ADMIN, keys: (0, 0, 0), group: "server", summary: "CONFIG GET, SET, RESETSTAT.", handler: config },
+    Spec { name: "command", arity: -1, flags: &["loading", "stale"], keys: (0, 0, 0), group: "server", summary: "Returns details about commands (COUNT, INFO, DOCS, LIST).", handler: command },
+    Spec { name: "save", arity: 1, flags: ADMIN, keys: (0, 0, 0), group: "server", summary: "Flushes memtables to table files and waits.", handler: save },
+    Spec { name: "bgsave", arity: -1, flags: ADMIN, keys: (0, 0, 0), group: "server", summary: "Flushes memtables to table files in the background.", handler: bgsave },
+    Spec { name: "lastsave", arity: 1, flags: &["loading", "stale", "fast"], keys: (0, 0, 0), group: "server", summary: "Returns the Unix time of the last successful save.", handler: lastsave },
+    Spec { name: "shutdown", arity: -1, flags: ADMIN, keys: (0, 0, 0), group: "server", summary: "Stops the server after flushing the write-ahead logs.", handler: shutdown },
+    Spec { name: "time", arity: 1, flags: &["loading", "stale", "fast"], keys: (0, 0, 0), group: "server", summary: "Returns the server time.", handler: time },
+];
+
+/// INFO sections in output order; `default` and `all` print all of them.
+const SECTIONS: &[&str] = &[
+    "server",
+    "clients",
+    "memory",
+    "persistence",
+    "stats",
+    "keyspace",
+    "engine",
+];
+
+fn info(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let asked: Vec<String> = args[1..]
+        .iter()
+        .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase())
+        .collect();
+    let everything = asked.is_empty()
+        || asked
+            .iter()
+            .any(|a| matches!(a.as_str(), "all" | "default" | "everything"));
+    let mut out = String::new();
+    for section in SECTIONS {
+        if !everything && !asked.iter().any(|a| a == section) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str("\r\n");
+        }
+        let mut title = section.to_string();
+        if let Some(first) = title.get_mut(0..1) {
+            first.make_ascii_uppercase();
+        }
+        let _ = write!(out, "# {title}\r\n");
+        for (k, v) in info_section(ctx, section)? {
+            let _ = write!(out, "{k}:{v}\r\n");
+        }
+    }
+    Ok(Reply::text(out))
+}
+
+fn info_section(ctx: &Ctx<'_>, section: &str) -> Result<Vec<(String, String)>> {
+    let s = ctx.shared;
+    let c = &s.counters;
+    let config = s.config();
+    let kv = |k: &str, v: String| (k.to_string(), v);
+    Ok(match section {
+        "server" => {
+            let uptime = s.started.elapsed().as_secs();
+            vec![
+                kv("redis_version", REDIS_COMPAT_VERSION.into()),
+                kv("strata_version", env!("CARGO_PKG_VERSION").into()),
+                kv("redis_mode", "standalone".into()),
+                kv(
+                    "os",
+                    format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
+                ),
+                kv("arch_bits", (usize::BITS).to_string()),
+                kv("process_id", std::process::id().to_string()),
+                kv("tcp_port", config.port.to_string()),
+                kv("uptime_in_seconds", uptime.to_string()),
+                kv("uptime_in_days", (uptime / 86_400).to_string()),
+            ]
+        }
+        "clients" => vec![
+            kv(
+                "connected_clients",
+                c.connected_clients.load(Ordering::Relaxed).to_string(),
+            ),
+            kv("maxclients", config.maxclients.to_string()),
+        ],
+        "memory" => {
+            let rss = resident_bytes().unwrap_or(0);
+            vec![
+                kv("used_memory", rss.to_string()),
+                kv("used_memory_human", human_bytes(rss)),
+                kv("used_memory_rss", rss.to_string()),
+            ]
+        }
+        "persistence" => vec![
+            kv("loading", "0".into()),
+            kv(
+                "rdb_changes_since_last_save",
+                s.dirty.load(Ordering::Relaxed).to_string(),
+            ),
+            kv(
+                "rdb_bgsave_in_progress",
+                i32::from(s.bgsave_running.load(Ordering::Relaxed)).to_string(),
+            ),
+            kv(
+                "rdb_last_save_time",
+                s.last_save_unix_secs.load(Ordering::Relaxed).to_string(),
+            ),
+            kv("aof_enabled", "1".into()),
+            kv("appendfsync", config.appendfsync.name().into()),
+        ],
+        "stats" => vec![
+            kv(
+                "total_connections_received",
+                c.total_connections.load(Ordering::Relaxed).to_string(),
+            ),
+            kv(
+                "total_commands_processed",
+                c.total_commands.load(Ordering::Relaxed).to_string(),
+            ),
+            kv(
+                "rejected_connections",
+                c.rejected_connections.load(Ordering::Relaxed).to_string(),
+            ),
+            kv(
+                "total_net_input_bytes",
+                c.net_input_bytes.load(Ordering::Relaxed).to_string(),
+            ),
+            kv(
+                "total_net_output_bytes",
+                c.net_output_bytes.load(Ordering::Relaxed).to_string(),
+            ),
+            kv(
+                "total_error_replies_protocol",
+                c.protocol_errors.load(Ordering::Relaxed).to_string(),
+            ),
+        ],
+        "keyspace" => {
+            // Counting walks every key (the engine keeps no key count); INFO keyspace is O(keys).
+            let keys = keyspace::count(ctx.db())?;
+            if keys == 0 {
+                vec![]
+            } else {
+                vec![kv("db0", format!("keys={keys},expires=0,avg_ttl=0"))]
+            }
+        }
+        "engine" => {
+            let mut lines = vec![kv(
+                "dir",
+                config
+                    .dir
+                    .as_ref()
+                    .map(|d| d.display().to_string())
+                    .unwrap_or_default(),
+            )];
+            lines.extend(ctx.db().stats_lines());
+            lines
+        }
+        _ => vec![],
+    })
+}
+
+/// Resident set size of this process (Linux `/proc/self/statm`), if it can be read.
+fn resident_bytes() -> Option<u64> {
+    // statm reports pages; 4 KiB pages are what Linux uses on the machines we target.
+    const PAGE_BYTES: u64 = 4096;
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * PAGE_BYTES)
+}
+
+fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "K", "M", "G", "T"];
+    let mut v = n as f64;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    format!("{v:.2}{}", UNITS[unit])
+}
+
+/// Settings CONFIG GET shows: name and current value.
+fn config_values(c: &ServerConfig) -> Vec<(&'static str, String)> {
+    vec![
+        ("bind", c.bind.clone()),
+        ("port", c.port.to_string()),
+        ("requirepass", c.requirepass.clone().unwrap_or_default()),
+        ("maxclients", c.maxclients.to_string()),
+        ("proto-max-bulk-len", c.proto_max_bulk_len_bytes.to_string()),
+        ("timeout", c.timeout_secs.to_string()),
+        ("appendfsync", c.appendfsync.name().into()),
+        ("appendonly", "yes".into()),
+        // No RDB snapshots: the write-ahead log is the persistence.
+        ("save", String::new()),
+        ("databases", "1".into()),
+        (
+            "dir",
+            c.dir
+                .as_ref()
+                .map(|d| d.display().to_string())
+                .unwrap_or_default(),
+        ),
+    ]
+}
+
+/// Settings CONFIG SET may change while running; the rest are fixed when the server and the
+/// engine start (the engine's durability mode is an open-time option).
+const MUTABLE: &[&str] = &["requirepass", "maxclients", "proto-max-bulk-len", "timeout"];
+
+fn config(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
+    match sub.as_str() {
+        "get" => {
+            if args.len() < 3 {
+                return Err(Error::WrongArity("config|get".into()));
+            }
+            let values = config_values(&ctx.shared.config());
+            let mut pairs = Vec::new();
+            for (name, value) in values {
+                if args[2..]
+                    .iter()
+                    .any(|p| glob::matches(p, name.as_bytes(), true))
+                {
+                    pairs.push((Reply::text(name), Reply::text(value)));
+                }
+            }
+            Ok(Reply::Map(pairs))
+        }
+        "set" => {
+            if args.len() < 4 || args.len() % 2 != 0 {
+                return Err(Error::WrongArity("config|set".into()));
+            }
+            // Validate everything on a copy, then apply at once: all or nothing, as in Redis.
+            let mut next = ctx.shared.config();
+            for pair in args[2..].chunks(2) {
+                let name = String::from_utf8_lossy(&pair[0]).to_ascii_lowercase();
+                let value = text(&pair[1]);
+                if !config_values(&next).iter().any(|(n, _)| *n == name) {
+                    return Err(Error::command(format!(
+                        "Unknown option or number of arguments for CONFIG SET - '{name}'"
+                    )));
+                }
+                if !MUTABLE.contains(&name.as_str()) {
+                    return Err(Error::command(format!(
+                        "CONFIG SET failed (possibly related to argument '{name}') - can't set immutable config"
+                    )));
+                }
+                next.set(&name, &value).map_err(|reason| {
+                    Error::command(format!(
+                        "CONFIG SET failed (possibly related to argument '{name}') - {reason}"
+                    ))
+                })?;
+            }
+            ctx.shared.update_config(|c| *c = next);
+            Ok(Reply::ok())
+        }
+        "resetstat" => {
+            ctx.shared.counters.reset();
+            Ok(Reply::ok())
+        }
+        "help" => Ok(Reply::Array(
+            [
+                "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "GET <pattern>",
+                "    Return parameters matching the glob-like <pattern> and their values.",
+                "SET <directive> <value>",
+                "    Set the configuration <directive> to <value>.",
+                "RESETSTAT",
+                "    Reset statistics reported by the INFO command.",
+            ]
+            .iter()
+            .map(|s| Reply::Simple(Cow::Borrowed(s)))
+            .collect(),
+        )),
+        _ => Err(Error::UnknownSubcommand {
+            container: "CONFIG",
+            sub: text(&args[1]),
+        }),
+    }
+}
+
+fn status_set(items: &[&'static str]) -> Reply {
+    Reply::Set(
+        items
+            .iter()
+            .map(|s| Reply::Simple(Cow::Borrowed(s)))
+            .collect(),
+    )
+}
+
+/// One COMMAND INFO entry, in Redis 7's ten-field layout.
+fn command_info(spec: &Spec) -> Reply {
+    let category = match spec.group {
+        "string" => "@string",
+        "generic" => "@keyspace",
+        "connection" => "@connection",
+        "json" => "@json",
+        _ => "@admin",
+    };
+    Reply::Array(vec![
+        Reply::text(spec.name),
+        Reply::Int(i64::from(spec.arity)),
+        status_set(spec.flags),
+        Reply::Int(i64::from(spec.keys.0)),
+        Reply::Int(i64::from(spec.keys.1)),
+        Reply::Int(i64::from(spec.keys.2)),
+        status_set(&[category]),
+        Reply::Array(vec![]),
+        Reply::Array(vec![]),
+        Reply::Array(vec![]),
+    ])
+}
+
+fn command_docs(spec: &Spec) -> Reply {
+    Reply::Map(vec![
+        (Reply::text("summary"), Reply::text(spec.summary)),
+        (Reply::text("since"), Reply::text("1.0.0")),
+        (Reply::text("group"), Reply::text(spec.group)),
+    ])
+}
+
+fn command(_: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let Some(sub) = args.get(1) else {
+        return Ok(Reply::Array(table().map(command_info).collect()));
+    };
+    let sub = String::from_utf8_lossy(sub).to_ascii_lowercase();
+    let named = || args[2..].iter().map(|n| (n, super::lookup(n)));
+    match sub.as_str() {
+        "count" => Ok(Reply::Int(table().count() as i64)),
+        "list" => Ok(Reply::Array(table().map(|s| Reply::text(s.name)).collect())),
+        "info" if args.len() == 2 => Ok(Reply::Array(table().map(command_info).collect())),
+        "info" => Ok(Reply::Array(
+            named()
+                .map(|(_, s)| s.map_or(Reply::NilArray, command_info))
+                .collect(),
+        )),
+        "docs" if args.len() == 2 => Ok(Reply::Map(
+            table()
+                .map(|s| (Reply::text(s.name), command_docs(s)))
+                .collect(),
+        )),
+        "docs" => Ok(Reply::Map(
+            named()
+                .filter_map(|(n, s)| s.map(|s| (Reply::Bulk(n.clone()), command_docs(s))))
+                .collect(),
+        )),
+        _ => Err(Error::UnknownSubcommand {
+            container: "COMMAND",
+            sub: text(&args[1]),
+        }),
+    }
+}
+
+fn save(ctx: &mut Ctx<'_>, _: &[Bytes]) -> Result<Reply> {
+    ctx.db().flush()?;
+    ctx.shared
+        .last_save_unix_secs
+        .store(unix_secs(), Ordering::Relaxed);
+    ctx.shared.dirty.store(0, Ordering::Relaxed);
+    Ok(Reply::ok())
+}
+
+fn bgsave(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    match args.get(1) {
+        None => {}
+        Some(a) if is(a, "SCHEDULE") && args.len() == 2 => {}
+        Some(_) => return Err(Error::Syntax),
+    }
+    if ctx.shared.bgsave_running.swap(true, Ordering::AcqRel) {
+        return Err(Error::command("Background save already in progress"));
+    }
+    let backend = ctx.shared.backend.clone();
+    let running = ctx.shared.bgsave_running.clone();
+    // The engine's flush blocks until table files are written; a plain thread keeps it off the
+    // async runtime without tying up one of its blocking-pool threads for long.
+    let spawned = std::thread::Builder::new()
+        .name("strata-bgsave".into())
+        .spawn(move || {
+            let result = backend.flush();
+            // Release the engine before saying we are done: shutdown waits on the flag and
+            // then expects to be the engine's only owner.
+            drop(backend);
+            match result {
+                Ok(()) => tracing::info!("background save done"),
+                Err(e) => tracing::error!("background save failed: {e}"),
+            }
+            running.store(false, Ordering::Release);
+        });
+    if let Err(e) = spawned {
+        ctx.shared.bgsave_running.store(false, Ordering::Release);
+        return Err(Error::command(format!("cannot start background save: {e}")));
+    }
+    ctx.shared
+        .last_save_unix_secs
+        .store(unix_secs(), Ordering::Relaxed);
+    ctx.shared.dirty.store(0, Ordering::Relaxed);
+    Ok(Reply::simple("Background saving started"))
+}
+
+fn lastsave(ctx: &mut Ctx<'_>, _: &[Bytes]) -> Result<Reply> {
+    Ok(Reply::Int(
+        ctx.shared.last_save_unix_secs.load(Ordering::Relaxed) as i64,
+    ))
+}
+
+fn shutdown(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    for a in &args[1..] {
+        if is(a, "ABORT") {
+            return Err(Error::command("No shutdown in progress."));
+        }
+        if !["NOSAVE", "SAVE", "NOW", "FORCE"].iter().any(|w| is(a, w)) {
+            return Err(Error::Syntax);
+        }
+    }
+    // NOSAVE is accepted but the write-ahead logs are still synced: acknowledged writes must
+    // survive. Like Redis, a successful SHUTDOWN sends no reply; the connection just closes.
+    tracing::info!(client = ctx.session.id, "SHUTDOWN requested by a client");
+    ctx.shared.request_shutdown();
+    ctx.session.after_reply = AfterReply::CloseSilently;
+    Ok(Reply::ok())
+}
+
+fn time(_: &mut Ctx<'_>, _: &[Bytes]) -> Result<Reply> {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    Ok(Reply::Array(vec![
+        Reply::text(now.as_secs().to_string()),
+        Reply::text(now.subsec_micros().to_string()),
+    ]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::*;
+    use crate::resp::Reply;
+
+    fn text_of(r: Reply) -> String {
+        match r {
+            Reply::Bulk(b) => String::from_utf8(b.to_vec()).unwrap_or_default(),
+            other => panic!("expected a bulk reply, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn info_has_the_sections_clients_read() {
+        let mut h = Harness::new();
+        h.run(&["SET", "a", "1"]);
+        let all = text_of(h.run(&["INFO"]));
+        for needle in [
+            "# Server\r\n",
+            "redis_version:",
+            "# Clients\r\n",
+            "# Memory\r\nused_memory:",
+            "# Persistence\r\n",
+            "aof_enabled:1",
+            "# Keyspace\r\ndb0:keys=1,expires=0,avg_ttl=0\r\n",
+            "# Engine\r\n",
+            "backend:memory",
+        ] {
+            assert!(all.contains(needle), "INFO lacks {needle:?}:\n{all}");
+        }
+        let one = text_of(h.run(&["INFO", "clients"]));
+        assert!(
+            one.starts_with("# Clients\r\n") && !one.contains("# Server"),
+            "{one}"
+        );
+    }
+
+    #[test]
+    fn config_get_set() {
+        let mut h = Harness::new();
+        assert_eq!(
+            h.run(&["CONFIG", "GET", "maxclients"]),
+            Reply::Map(vec![(bulk("maxclients"), bulk("10000"))])
+        );
+        assert_eq!(
+            h.run(&["CONFIG", "SET", "maxclients", "5", "timeout", "9"]),
+            Reply::ok()
+        );
+        assert_eq!(h.shared.config().maxclients, 5);
+        assert_eq!(h.shared.config().timeout_secs, 9);
+        assert_eq!(
+            h.run(&["CONFIG", "SET", "port", "1"]),
+            err("ERR CONFIG SET failed (possibly related to argument 'port') - can't set immutable config")
+        );
+        assert_eq!(
+            h.run(&["CONFIG", "SET", "nope", "1"]),
+            err("ERR Unknown option or number of arguments for CONFIG SET - 'nope'")
+        );
+        assert!(h.run(&["CONFIG", "SET", "timeout", "x"]).is_error());
+        assert_eq!(h.shared.config().timeout_secs, 9);
+        let Reply::Map(all) = h.run(&["CONFIG", "GET", "*"]) else {
+            panic!()
+        };
+        assert!(all.len() >= 10);
+    }
+
+    #[test]
+    fn command_introspection() {
+        let mut h = Harness::new();
+        let Reply::Int(n) = h.run(&["COMMAND", "COUNT"]) else {
+            panic!()
+        };
+        assert!(n > 50);
+        let Reply::Array(infos) = h.run(&["COMMAND", "INFO", "get", "nosuch"]) else {
+            panic!()
+        };
+        assert_eq!(infos[1], Reply::NilArray);
+        let Reply::Array(get) = &infos[0] else {
+            panic!()
+        };
+        assert_eq!(get[0], bulk("get"));
+        assert_eq!(get[1], Reply::Int(2));
+        let Reply::Map(docs) = h.run(&["COMMAND", "DOCS", "set"]) else {
+            panic!()
+        };
+        assert_eq!(docs.len(), 1);
+    }
+
+    #[test]
+    fn shutdown_requests_stop_without_a_reply() {
+        let mut h = Harness::new();
+        assert_eq!(
+            h.run(&["SHUTDOWN", "ABORT"]),
+            err("ERR No shutdown in progress.")
+        );
+        h.run(&["SHUTDOWN", "NOSAVE"]);
+        assert!(h.shared.shutting_down());
+        assert_eq!(
+            h.session.after_reply,
+            crate::state::AfterReply::CloseSilently
+        );
+    }
+}

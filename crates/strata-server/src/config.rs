@@ -1,0 +1,298 @@
+//! Server settings: the `serve` command-line flags ([`ServeArgs`]), the optional `strata.toml`
+//! file, and the resolved [`ServerConfig`] the server runs with. Precedence: flag, then file, then
+//! the built-in default, so a flag always wins and the help text shows Redis's defaults.
+//!
+//! The file is flat TOML (or the same keys under a `[server]` table; other tables belong to other
+//! components and are ignored): `bind`, `port`, `appendfsync`, `requirepass`, `maxclients`,
+//! `proto-max-bulk-len` (bytes, or a string such as `"512mb"`), `timeout` (idle seconds).
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::resp::parse::BULK_BYTES_MAX_DEFAULT;
+
+/// When the engine forces its write-ahead log to disk (Redis's `appendfsync`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum AppendFsync {
+    /// fsync before every write is acknowledged (group commit shares one fsync among writers).
+    Always,
+    /// fsync once a second: a machine crash loses at most about a second of writes.
+    #[default]
+    Everysec,
+    /// Never fsync; the operating system writes the log when it likes.
+    No,
+}
+
+impl AppendFsync {
+    /// The engine's durability mode for this setting.
+    pub fn sync_mode(self) -> strata::SyncMode {
+        match self {
+            AppendFsync::Always => strata::SyncMode::Always,
+            AppendFsync::Everysec => strata::SyncMode::EveryMs(1000),
+            AppendFsync::No => strata::SyncMode::Never,
+        }
+    }
+
+    /// The name Redis uses (`CONFIG GET appendfsync`).
+    pub fn name(self) -> &'static str {
+        match self {
+            AppendFsync::Always => "always",
+            AppendFsync::Everysec => "everysec",
+            AppendFsync::No => "no",
+        }
+    }
+
+    fn parse(s: &str) -> Option<AppendFsync> {
+        match s.to_ascii_lowercase().as_str() {
+            "always" => Some(AppendFsync::Always),
+            "everysec" => Some(AppendFsync::Everysec),
+            "no" => Some(AppendFsync::No),
+            _ => None,
+        }
+    }
+}
+
+/// Flags of `strata serve`. Unset flags fall back to the config file, then to the default shown.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ServeArgs {
+    /// Address to listen on [default: 127.0.0.1]. Anything else exposes the server beyond this
+    /// machine: set --requirepass too.
+    #[arg(long, value_name = "ADDR")]
+    pub bind: Option<String>,
+    /// TCP port (0 picks a free one) [default: 6379].
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// Settings file (TOML; flags override it), e.g. strata.toml.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// When the write-ahead log is fsynced [default: everysec].
+    #[arg(long, value_enum)]
+    pub appendfsync: Option<AppendFsync>,
+    /// Password clients must send with AUTH (or HELLO AUTH) before any other command.
+    #[arg(long, value_name = "PASSWORD")]
+    pub requirepass: Option<String>,
+    /// Most simultaneous client connections [default: 10000].
+    #[arg(long, value_name = "N")]
+    pub maxclients: Option<usize>,
+    /// Largest bulk argument a client may send, e.g. 512mb [default: 512mb].
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes_arg)]
+    pub proto_max_bulk_len: Option<usize>,
+    /// Close client connections idle for this many seconds (0 = never) [default: 0].
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout: Option<u64>,
+}
+
+/// The settings a server runs with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerConfig {
+    /// Address to listen on.
+    pub bind: String,
+    /// TCP port (0 = any free port).
+    pub port: u16,
+    /// WAL durability (applied to the engine's options when the server opens it).
+    pub appendfsync: AppendFsync,
+    /// Password required before commands, if any.
+    pub requirepass: Option<String>,
+    /// Most simultaneous clients.
+    pub maxclients: usize,
+    /// Largest bulk argument.
+    pub proto_max_bulk_len_bytes: usize,
+    /// Idle seconds before a client is disconnected (0 = never).
+    pub timeout_secs: u64,
+    /// Where the data lives (reported by INFO and CONFIG GET dir).
+    pub dir: Option<PathBuf>,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            bind: "127.0.0.1".into(),
+            port: 6379,
+            appendfsync: AppendFsync::Everysec,
+            requirepass: None,
+            maxclients: 10_000,
+            proto_max_bulk_len_bytes: BULK_BYTES_MAX_DEFAULT,
+            timeout_secs: 0,
+            dir: None,
+        }
+    }
+}
+
+impl ServerConfig {
+    /// Resolves flags over the config file (if `args.config` names one) over the defaults.
+    pub fn from_args(args: &ServeArgs) -> Result<ServerConfig> {
+        let mut config = ServerConfig::default();
+        if let Some(file) = &args.config {
+            config.apply_file(file)?;
+        }
+        if let Some(v) = &args.bind {
+            config.bind = v.clone();
+        }
+        if let Some(v) = args.port {
+            config.port = v;
+        }
+        if let Some(v) = args.appendfsync {
+            config.appendfsync = v;
+        }
+        if let Some(v) = &args.requirepass {
+            config.requirepass = (!v.is_empty()).then(|| v.clone());
+        }
+        if let Some(v) = args.maxclients {
+            config.maxclients = v;
+        }
+        if let Some(v) = args.proto_max_bulk_len {
+            config.proto_max_bulk_len_bytes = v;
+        }
+        if let Some(v) = args.timeout {
+            config.timeout_secs = v;
+        }
+        config
+            .validate()
+            .map_err(|reason| Error::Config { file: None, reason })?;
+        Ok(config)
+    }
+
+    /// Checks values that parse but make no sense.
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        if self.maxclients == 0 {
+            return Err("maxclients must be at least 1".into());
+        }
+        if self.proto_max_bulk_len_bytes < 1024 {
+            return Err("proto-max-bulk-len must be at least 1024 bytes".into());
+        }
+        Ok(())
+    }
+
+    fn apply_file(&mut self, file: &Path) -> Result<()> {
+        let bad = |reason: String| Error::Config {
+            file: Some(file.to_path_buf()),
+            reason,
+        };
+        let text = std::fs::read_to_string(file)
+            .map_err(|e| Error::io(format!("reading {}", file.display()), e))?;
+        let table: toml::Table = text.parse().map_err(|e| bad(format!("{e}")))?;
+        let mut settings: Vec<(&String, &toml::Value)> = table.iter().collect();
+        if let Some(toml::Value::Table(server)) = table.get("server") {
+            settings.extend(server.iter());
+        }
+        for (key, value) in settings {
+            if value.is_table() {
+                continue;
+            }
+            self.set_from_toml(key, value).map_err(bad)?;
+        }
+        Ok(())
+    }
+
+    fn set_from_toml(&mut self, key: &str, value: &toml::Value) -> std::result::Result<(), String> {
+        let text = || match value {
+            toml::Value::String(s) => Ok(s.clone()),
+            toml::Value::Integer(i) => Ok(i.to_string()),
+            toml::Value::Boolean(b) => Ok(b.to_string()),
+            other => Err(format!("{key}: unsupported value {other}")),
+        };
+        self.set(key, &text()?)
+    }
+
+    /// Sets one setting from its Redis-style text form (config file and CONFIG SET share this).
+    pub fn set(&mut self, key: &str, value: &str) -> std::result::Result<(), String> {
+        let number = |v: &str| {
+            v.parse::<u64>()
+                .map_err(|_| format!("{key}: '{v}' is not a non-negative integer"))
+        };
+        match key.to_ascii_lowercase().as_str() {
+            "bind" => self.bind = value.to_string(),
+            "port" => {
+                self.port = u16::try_from(number(value)?)
+                    .map_err(|_| format!("port: {value} is out of range"))?
+            }
+            "appendfsync" => {
+                self.appendfsync = AppendFsync::parse(value).ok_or_else(|| {
+                    format!("appendfsync: '{value}' is not always, everysec or no")
+                })?
+            }
+            "requirepass" => self.requirepass = (!value.is_empty()).then(|| value.to_string()),
+            "maxclients" => {
+                self.maxclients = usize::try_from(number(value)?)
+                    .map_err(|_| format!("maxclients: {value} is out of range"))?
+            }
+            "proto-max-bulk-len" => {
+                self.proto_max_bulk_len_bytes = parse_bytes(value)
+                    .ok_or_else(|| format!("proto-max-bulk-len: '{value}' is not a size"))?
+            }
+            "timeout" => self.timeout_secs = number(value)?,
+            other => return Err(format!("unknown setting '{other}'")),
+        }
+        self.validate()
+    }
+}
+
+/// Parses a size the way Redis's `memtoll` does: `100`, `1k` (1000), `1kb` (1024), `512mb`,
+/// `1gb`.
+pub fn parse_bytes(s: &str) -> Option<usize> {
+    let lower = s.trim().to_ascii_lowercase();
+    let digits_end = lower
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(lower.len());
+    let (digits, unit) = lower.split_at(digits_end);
+    let n: u64 = digits.parse().ok()?;
+    let multiplier: u64 = match unit {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" => 1 << 10,
+        "m" => 1000 * 1000,
+        "mb" => 1 << 20,
+        "g" => 1000 * 1000 * 1000,
+        "gb" => 1 << 30,
+        _ => return None,
+    };
+    usize::try_from(n.checked_mul(multiplier)?).ok()
+}
+
+fn parse_bytes_arg(s: &str) -> std::result::Result<usize, String> {
+    parse_bytes(s).ok_or_else(|| format!("'{s}' is not a size (e.g. 1048576, 64kb, 512mb)"))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn sizes_parse_like_redis() {
+        assert_eq!(parse_bytes("512mb"), Some(512 << 20));
+        assert_eq!(parse_bytes("1k"), Some(1000));
+        assert_eq!(parse_bytes("1KB"), Some(1024));
+        assert_eq!(parse_bytes("77"), Some(77));
+        assert_eq!(parse_bytes("mb"), None);
+        assert_eq!(parse_bytes("1xb"), None);
+    }
+
+    #[test]
+    fn flags_override_the_file_which_overrides_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("strata.toml");
+        std::fs::write(
+            &file,
+            "port = 7000\ntimeout = 5\nproto-max-bulk-len = \"1mb\"\n[server]\nappendfsync = \"always\"\n[engine]\npartitions = 8\n",
+        )
+        .unwrap();
+        let args = ServeArgs {
+            config: Some(file.clone()),
+            port: Some(7001),
+            ..ServeArgs::default()
+        };
+        let c = ServerConfig::from_args(&args).unwrap();
+        assert_eq!(c.port, 7001);
+        assert_eq!(c.timeout_secs, 5);
+        assert_eq!(c.proto_max_bulk_len_bytes, 1 << 20);
+        assert_eq!(c.appendfsync, AppendFsync::Always);
+        assert_eq!(c.bind, "127.0.0.1");
+        assert_eq!(c.maxclients, 10_000);
+
+        std::fs::write(&file, "prot = 1\n").unwrap();
+        let err = ServerConfig::from_args(&args).unwrap_err().to_string();
+        assert!(err.contains("unknown setting 'prot'"), "{err}");
+        assert!(err.contains("strata.toml"), "{err}");
+    }
+}

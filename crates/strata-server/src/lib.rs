@@ -1,0 +1,112 @@
+//! # strata-server
+//!
+//! A Redis-protocol server over the Strata engine: RESP2, RESP3 (after `HELLO 3`) and inline
+//! commands, so `redis-cli`, `redis-benchmark`, Redis client libraries and
+//! `printf 'SET hello world\r\n' | nc 127.0.0.1 6379` all work. Strings and RedisJSON-style
+//! documents share one keyspace.
+//!
+//! Data path: [`server`] accepts a socket -> `conn` reads bytes -> [`resp::parse`] cuts them into
+//! commands -> `commands` runs each against a [`backend::KvBackend`] (the engine, or memory in
+//! tests) under the key layout of [`keyspace`] -> [`resp::reply`] encodes the replies, written once
+//! per batch. `config` and `state` hold the settings and what connections share.
+//!
+//! Entry points: [`serve_blocking`] (the `strata serve` command: opens the engine, serves until
+//! SIGINT/SIGTERM/SHUTDOWN, syncs and closes), [`Server`] (async, embeddable) and
+//! [`ServerThread`] (a server on its own thread, for synchronous callers and tests).
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod backend;
+mod commands;
+pub mod config;
+mod conn;
+pub mod error;
+pub mod glob;
+pub mod keyspace;
+pub mod num;
+pub mod resp;
+mod server;
+mod state;
+
+use std::path::Path;
+use std::sync::Arc;
+
+pub use backend::{KvBackend, MemoryBackend};
+pub use config::{AppendFsync, ServeArgs, ServerConfig};
+pub use error::{Error, Result};
+pub use server::{Server, ServerThread, ShutdownHandle};
+
+/// Runs `strata serve`: opens the engine in `dir` with `opts` (its durability mode replaced by
+/// `--appendfsync`), serves until SIGINT, SIGTERM or the SHUTDOWN command, then stops accepting,
+/// lets in-flight commands finish, syncs the write-ahead logs and closes the engine.
+pub fn serve_blocking(args: ServeArgs, opts: strata::Options, dir: &Path) -> anyhow::Result<()> {
+    let mut config = ServerConfig::from_args(&args)?;
+    config.dir = Some(dir.to_path_buf());
+    let mut opts = opts;
+    opts.sync = config.appendfsync.sync_mode();
+    tracing::info!(
+        dir = %dir.display(),
+        appendfsync = config.appendfsync.name(),
+        partitions = opts.partitions,
+        "opening the database"
+    );
+    let db = Arc::new(
+        strata::Db::open(dir, opts)
+            .map_err(|e| anyhow::anyhow!("opening the database in {}: {e}", dir.display()))?,
+    );
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get().max(2));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .thread_name("strata-server")
+        .enable_all()
+        .build()?;
+    let backend: Arc<dyn KvBackend> = db.clone();
+    let served = runtime.block_on(async {
+        let server = Server::bind(config, backend).await?;
+        tracing::info!(
+            "serving {} on {}; stop with Ctrl-C, SIGTERM or SHUTDOWN",
+            dir.display(),
+            server.local_addr()
+        );
+        tokio::select! {
+            _ = server.shutdown_requested() => {}
+            r = termination_signal() => match r {
+                Ok(name) => tracing::info!("{name} received, shutting down"),
+                Err(e) => tracing::warn!("cannot listen for signals ({e}); shutting down"),
+            },
+        }
+        server.shutdown().await
+    });
+    // Connection tasks that outlived the drain timeout still hold the engine; dropping the
+    // runtime cancels them (after any engine call they are in finishes) so the engine can be
+    // closed cleanly below.
+    drop(runtime);
+    served?;
+    match Arc::try_unwrap(db) {
+        Ok(db) => db.close()?,
+        Err(db) => {
+            // Someone still holds the engine (cannot happen once the runtime is gone, but the
+            // logs must be durable whatever happens).
+            db.sync()?;
+        }
+    }
+    tracing::info!(dir = %dir.display(), "database closed");
+    Ok(())
+}
+
+/// Waits for SIGINT or SIGTERM; returns its name.
+async fn termination_signal() -> std::io::Result<&'static str> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate())?;
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => r.map(|()| "SIGINT"),
+            _ = term.recv() => Ok("SIGTERM"),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        tokio::signal::ctrl_c().await.map(|()| "Ctrl-C")
+    }
+}

@@ -1,0 +1,108 @@
+//! Number parsing and formatting with Redis's exact rules, shared by the protocol parser (length
+//! prefixes) and the commands (INCR, INCRBYFLOAT, GETRANGE, ...). Redis is strict: no sign `+`,
+//! no leading zeros, no surrounding spaces; a value that Redis would reject must be rejected here
+//! too, or clients would see a different error than they expect.
+
+/// Parses a decimal i64 the way Redis's `string2ll` does: `0`, or an optional `-` followed by a
+/// non-zero digit and more digits, no overflow. Anything else is `None`.
+pub fn parse_i64(s: &[u8]) -> Option<i64> {
+    // 20 bytes hold "-9223372036854775808"; longer input cannot be a valid i64.
+    const DIGITS_MAX: usize = 20;
+    if s.is_empty() || s.len() > DIGITS_MAX {
+        return None;
+    }
+    if s == b"0" {
+        return Some(0);
+    }
+    let (negative, digits) = match s.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, s),
+    };
+    match digits.first() {
+        Some(b'1'..=b'9') => {}
+        _ => return None,
+    }
+    // Accumulate as a negative number so that i64::MIN parses without overflow.
+    let mut acc: i64 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        acc = acc.checked_mul(10)?.checked_sub(i64::from(d - b'0'))?;
+    }
+    if negative {
+        Some(acc)
+    } else {
+        acc.checked_neg()
+    }
+}
+
+/// Parses a float the way Redis's `string2ld` does for INCRBYFLOAT: no surrounding spaces, no
+/// NaN. Infinity parses (Redis then refuses to store a non-finite result).
+pub fn parse_f64(s: &[u8]) -> Option<f64> {
+    let text = std::str::from_utf8(s).ok()?;
+    if text.is_empty() || text.trim() != text {
+        return None;
+    }
+    let v: f64 = text.parse().ok()?;
+    if v.is_nan() {
+        None
+    } else {
+        Some(v)
+    }
+}
+
+/// Formats a finite float the way INCRBYFLOAT stores it: plain decimal (never exponent
+/// notation), shortest digits that read back to the same value, no trailing `.0`.
+pub fn format_f64(v: f64) -> String {
+    // Rust's `Display` for f64 is the shortest round-trip form and never uses an exponent,
+    // matching Redis's "human friendly" long-double output without its binary-to-decimal noise.
+    let s = format!("{v}");
+    if s == "-0" {
+        "0".to_string()
+    } else {
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integers_follow_string2ll() {
+        assert_eq!(parse_i64(b"0"), Some(0));
+        assert_eq!(parse_i64(b"-1"), Some(-1));
+        assert_eq!(parse_i64(b"9223372036854775807"), Some(i64::MAX));
+        assert_eq!(parse_i64(b"-9223372036854775808"), Some(i64::MIN));
+        for bad in [
+            &b""[..],
+            b"-",
+            b"+1",
+            b"01",
+            b"-0",
+            b" 1",
+            b"1 ",
+            b"1a",
+            b"9223372036854775808",
+            b"-9223372036854775809",
+            b"123456789012345678901",
+        ] {
+            assert_eq!(parse_i64(bad), None, "{:?}", String::from_utf8_lossy(bad));
+        }
+    }
+
+    #[test]
+    fn floats_reject_nan_and_spaces() {
+        assert_eq!(parse_f64(b"1.5"), Some(1.5));
+        assert_eq!(parse_f64(b"5.0e3"), Some(5000.0));
+        assert_eq!(parse_f64(b"-inf"), Some(f64::NEG_INFINITY));
+        assert_eq!(parse_f64(b"nan"), None);
+        assert_eq!(parse_f64(b" 1"), None);
+        assert_eq!(parse_f64(b"abc"), None);
+        assert_eq!(format_f64(10.6), "10.6");
+        assert_eq!(format_f64(3.0), "3");
+        assert_eq!(format_f64(5000.0), "5000");
+        assert_eq!(format_f64(-0.0), "0");
+    }
+}

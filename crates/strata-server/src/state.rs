@@ -1,0 +1,295 @@
+//! What connections share ([`Shared`]: the backend, live settings, counters, SCAN cursors, the
+//! shutdown signal) and what each owns ([`Session`]: protocol version, auth, name). Commands get
+//! both through `commands::Ctx`. Locks here are held only for short, non-blocking sections and
+//! never across an engine call.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use tokio::sync::watch;
+
+use crate::backend::KvBackend;
+use crate::config::ServerConfig;
+use crate::resp::{Limits, Protocol};
+
+/// Locks a mutex, ignoring poisoning: every section guarded here leaves its data consistent at
+/// every step, so a panic elsewhere does not make it unusable.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Seconds since the Unix epoch.
+pub(crate) fn unix_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Server-wide counters reported by INFO.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub connected_clients: AtomicUsize,
+    pub total_connections: AtomicU64,
+    pub rejected_connections: AtomicU64,
+    pub total_commands: AtomicU64,
+    pub protocol_errors: AtomicU64,
+    pub net_input_bytes: AtomicU64,
+    pub net_output_bytes: AtomicU64,
+}
+
+impl Counters {
+    pub fn reset(&self) {
+        for c in [
+            &self.total_connections,
+            &self.rejected_connections,
+            &self.total_commands,
+            &self.protocol_errors,
+            &self.net_input_bytes,
+            &self.net_output_bytes,
+        ] {
+            c.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
+/// What CLIENT LIST shows about a connection; updated only on rare events (connect, SETNAME,
+/// HELLO), never per command, so it costs no contention on the hot path.
+#[derive(Debug, Clone)]
+pub(crate) struct ClientEntry {
+    pub peer: String,
+    pub local: String,
+    pub name: Option<Bytes>,
+    pub connected_at: Instant,
+    pub protocol: Protocol,
+}
+
+/// Where a SCAN stopped: the namespace index and the last user key examined in it (`None`: the
+/// namespace has not been started).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ScanPosition {
+    pub namespace: usize,
+    pub after_key: Option<Vec<u8>>,
+}
+
+impl ScanPosition {
+    fn key_bytes(&self) -> usize {
+        self.after_key.as_ref().map_or(0, Vec::len)
+    }
+}
+
+/// Open SCAN cursors. A Redis cursor is a 64-bit number clients echo back (client libraries parse
+/// it as u64), too small to hold a key, so the position lives here and the cursor names it.
+/// Bounded by count and key bytes; the oldest is forgotten first, and a forgotten cursor is
+/// reported as invalid rather than silently restarting.
+#[derive(Debug)]
+pub(crate) struct CursorTable {
+    next_id: u64,
+    positions: HashMap<u64, ScanPosition>,
+    order: VecDeque<u64>,
+    key_bytes: usize,
+}
+
+/// Most open cursors remembered.
+const CURSORS_MAX: usize = 100_000;
+/// Most key bytes held by open cursors.
+const CURSOR_KEY_BYTES_MAX: usize = 32 << 20;
+
+impl CursorTable {
+    fn new() -> Self {
+        // Start ids at a time-derived value so cursors from before a restart do not name new
+        // positions by accident.
+        let seed = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64);
+        CursorTable {
+            next_id: (seed % (1 << 40)).max(1),
+            positions: HashMap::new(),
+            order: VecDeque::new(),
+            key_bytes: 0,
+        }
+    }
+
+    /// Remembers `pos`; returns its cursor (never 0).
+    pub fn insert(&mut self, pos: ScanPosition) -> u64 {
+        while self.positions.len() >= CURSORS_MAX
+            || self.key_bytes + pos.key_bytes() > CURSOR_KEY_BYTES_MAX
+        {
+            let Some(old) = self.order.pop_front() else {
+                break;
+            };
+            if let Some(p) = self.positions.remove(&old) {
+                self.key_bytes -= p.key_bytes();
+            }
+        }
+        let id = self.next_id;
+        self.next_id = self.next_id.checked_add(1).unwrap_or(1);
+        self.key_bytes += pos.key_bytes();
+        self.positions.insert(id, pos);
+        self.order.push_back(id);
+        id
+    }
+
+    /// The position a cursor names (kept, so a client may retry the same call).
+    pub fn get(&self, id: u64) -> Option<ScanPosition> {
+        self.positions.get(&id).cloned()
+    }
+}
+
+/// State shared by all connections of one server.
+pub(crate) struct Shared {
+    pub backend: Arc<dyn KvBackend>,
+    config: RwLock<ServerConfig>,
+    pub counters: Counters,
+    pub cursors: Mutex<CursorTable>,
+    pub clients: Mutex<BTreeMap<u64, ClientEntry>>,
+    /// Serializes MSETNX calls so two of them cannot both see their keys absent.
+    pub msetnx_lock: Mutex<()>,
+    /// `true` once shutdown was requested (SHUTDOWN, a signal, or `Server::shutdown`).
+    pub shutdown: watch::Sender<bool>,
+    pub started: Instant,
+    next_client_id: AtomicU64,
+    pub last_save_unix_secs: AtomicU64,
+    /// Writes since the last SAVE (INFO's `rdb_changes_since_last_save`).
+    pub dirty: AtomicU64,
+    /// True while a BGSAVE thread runs; shutdown waits for it (it holds the engine).
+    pub bgsave_running: Arc<AtomicBool>,
+}
+
+impl Shared {
+    pub fn new(backend: Arc<dyn KvBackend>, config: ServerConfig) -> Self {
+        let (shutdown, _) = watch::channel(false);
+        Shared {
+            backend,
+            config: RwLock::new(config),
+            counters: Counters::default(),
+            cursors: Mutex::new(CursorTable::new()),
+            clients: Mutex::new(BTreeMap::new()),
+            msetnx_lock: Mutex::new(()),
+            shutdown,
+            started: Instant::now(),
+            next_client_id: AtomicU64::new(1),
+            last_save_unix_secs: AtomicU64::new(unix_secs()),
+            dirty: AtomicU64::new(0),
+            bgsave_running: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// A snapshot of the live settings.
+    pub fn config(&self) -> ServerConfig {
+        self.config
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Changes live settings atomically (all or nothing is the caller's job).
+    pub fn update_config(&self, f: impl FnOnce(&mut ServerConfig)) {
+        f(&mut self.config.write().unwrap_or_else(PoisonError::into_inner));
+    }
+
+    /// The parser limits from the live settings.
+    pub fn limits(&self) -> Limits {
+        Limits {
+            bulk_bytes_max: self
+                .config
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .proto_max_bulk_len_bytes,
+            ..Limits::default()
+        }
+    }
+
+    /// Idle seconds before a connection is closed (0 = never).
+    pub fn idle_timeout_secs(&self) -> u64 {
+        self.config
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .timeout_secs
+    }
+
+    /// Most simultaneous clients.
+    pub fn maxclients(&self) -> usize {
+        self.config
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .maxclients
+    }
+
+    pub fn next_client_id(&self) -> u64 {
+        self.next_client_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub fn request_shutdown(&self) {
+        self.shutdown.send_replace(true);
+    }
+
+    #[cfg(test)]
+    pub fn shutting_down(&self) -> bool {
+        *self.shutdown.borrow()
+    }
+
+    pub fn note_writes(&self, n: u64) {
+        self.dirty.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+/// What the connection must do after the current reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum AfterReply {
+    /// Keep serving.
+    #[default]
+    Continue,
+    /// Send the pending replies, then close (QUIT).
+    Close,
+    /// Close without sending this command's reply (SHUTDOWN, security probes).
+    CloseSilently,
+}
+
+/// Per-connection state.
+#[derive(Debug)]
+pub(crate) struct Session {
+    pub id: u64,
+    pub protocol: Protocol,
+    pub authenticated: bool,
+    pub name: Option<Bytes>,
+    pub after_reply: AfterReply,
+}
+
+impl Session {
+    pub fn new(id: u64, shared: &Shared) -> Self {
+        Session {
+            id,
+            protocol: Protocol::Resp2,
+            authenticated: shared.config().requirepass.is_none(),
+            name: None,
+            after_reply: AfterReply::Continue,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursor_table_forgets_oldest_first_and_never_issues_zero() {
+        let mut t = CursorTable::new();
+        let first = t.insert(ScanPosition {
+            namespace: 0,
+            after_key: Some(b"a".to_vec()),
+        });
+        assert_ne!(first, 0);
+        for i in 0..CURSORS_MAX {
+            let id = t.insert(ScanPosition {
+                namespace: 0,
+                after_key: Some(i.to_string().into_bytes()),
+            });
+            assert_ne!(id, 0);
+        }
+        assert_eq!(t.get(first), None);
+        assert_eq!(t.positions.len(), CURSORS_MAX);
+    }
+}

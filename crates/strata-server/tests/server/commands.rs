@@ -1,0 +1,274 @@
+//! Every command over a real socket, against the replies Redis gives.
+
+use redis::{Commands, Value};
+
+use super::{bulk, call, TestServer};
+
+fn ok() -> Result<Value, String> {
+    Ok(Value::Okay)
+}
+
+fn int(n: i64) -> Result<Value, String> {
+    Ok(Value::Int(n))
+}
+
+fn b(s: &str) -> Result<Value, String> {
+    Ok(bulk(s))
+}
+
+fn e(s: &str) -> Result<Value, String> {
+    Err(s.to_string())
+}
+
+#[test]
+fn string_commands_reply_like_redis() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    assert_eq!(call(&mut c, &["SET", "k", "v"]), ok());
+    assert_eq!(call(&mut c, &["GET", "k"]), b("v"));
+    assert_eq!(call(&mut c, &["GET", "missing"]), Ok(Value::Nil));
+    assert_eq!(call(&mut c, &["SET", "k", "x", "NX"]), Ok(Value::Nil));
+    assert_eq!(call(&mut c, &["SET", "k", "x", "XX", "GET"]), b("v"));
+    assert_eq!(
+        call(&mut c, &["SET", "k", "x", "NX", "XX"]),
+        e("ERR syntax error")
+    );
+    let expiry = call(&mut c, &["SET", "k", "x", "EX", "10"]).unwrap_err();
+    assert!(expiry.starts_with("ERR keys never expire"), "{expiry}");
+    assert_eq!(call(&mut c, &["SETNX", "k", "y"]), int(0));
+    assert_eq!(call(&mut c, &["SETNX", "k2", "y"]), int(1));
+    assert_eq!(call(&mut c, &["GETSET", "k2", "z"]), b("y"));
+    assert_eq!(call(&mut c, &["GETDEL", "k2"]), b("z"));
+    assert_eq!(call(&mut c, &["GETDEL", "k2"]), Ok(Value::Nil));
+    assert_eq!(call(&mut c, &["MSET", "a", "1", "b", "2"]), ok());
+    assert_eq!(
+        call(&mut c, &["MGET", "a", "b", "nope"]),
+        Ok(Value::Array(vec![bulk("1"), bulk("2"), Value::Nil]))
+    );
+    assert_eq!(call(&mut c, &["MSETNX", "a", "9", "c", "3"]), int(0));
+    assert_eq!(call(&mut c, &["MSETNX", "c", "3", "d", "4"]), int(1));
+    assert_eq!(
+        call(&mut c, &["MSET", "a"]),
+        e("ERR wrong number of arguments for 'mset' command")
+    );
+    assert_eq!(call(&mut c, &["INCR", "n"]), int(1));
+    assert_eq!(call(&mut c, &["INCRBY", "n", "10"]), int(11));
+    assert_eq!(call(&mut c, &["DECR", "n"]), int(10));
+    assert_eq!(call(&mut c, &["DECRBY", "n", "20"]), int(-10));
+    assert_eq!(
+        call(&mut c, &["INCR", "k"]),
+        e("ERR value is not an integer or out of range")
+    );
+    assert_eq!(
+        call(&mut c, &["INCRBY", "n", "1.5"]),
+        e("ERR value is not an integer or out of range")
+    );
+    assert_eq!(call(&mut c, &["INCRBYFLOAT", "f", "10.5"]), b("10.5"));
+    assert_eq!(call(&mut c, &["INCRBYFLOAT", "f", "0.1"]), b("10.6"));
+    assert_eq!(
+        call(&mut c, &["INCRBYFLOAT", "k", "1"]),
+        e("ERR value is not a valid float")
+    );
+    assert_eq!(call(&mut c, &["APPEND", "s", "Hello"]), int(5));
+    assert_eq!(call(&mut c, &["APPEND", "s", " World"]), int(11));
+    assert_eq!(call(&mut c, &["STRLEN", "s"]), int(11));
+    assert_eq!(call(&mut c, &["GETRANGE", "s", "-5", "-1"]), b("World"));
+    assert_eq!(call(&mut c, &["SETRANGE", "s", "6", "Redis"]), int(11));
+    assert_eq!(call(&mut c, &["GET", "s"]), b("Hello Redis"));
+    assert_eq!(
+        call(&mut c, &["GET"]),
+        e("ERR wrong number of arguments for 'get' command")
+    );
+    // Binary-safe values survive the round trip.
+    let binary: Vec<u8> = (0..=255u8).collect();
+    let _: () = c.set("bin", &binary).unwrap();
+    let back: Vec<u8> = c.get("bin").unwrap();
+    assert_eq!(back, binary);
+}
+
+#[test]
+fn keyspace_commands_cover_every_key() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    for i in 0..150 {
+        let _: () = c.set(format!("user:{i:03}"), i).unwrap();
+    }
+    let _: () = c.set("other", "x").unwrap();
+    assert_eq!(call(&mut c, &["DBSIZE"]), int(151));
+    assert_eq!(call(&mut c, &["EXISTS", "other", "other", "nope"]), int(2));
+    assert_eq!(
+        call(&mut c, &["TYPE", "other"]),
+        Ok(Value::SimpleString("string".into()))
+    );
+    assert_eq!(
+        call(&mut c, &["TYPE", "nope"]),
+        Ok(Value::SimpleString("none".into()))
+    );
+    assert_eq!(call(&mut c, &["TTL", "other"]), int(-1));
+    assert_eq!(call(&mut c, &["TTL", "nope"]), int(-2));
+    let mut keys: Vec<String> = c.keys("user:1*").unwrap();
+    keys.sort();
+    assert_eq!(keys.len(), 50);
+    assert_eq!(keys[0], "user:100");
+    // The client's SCAN iterator follows our cursors to the end and sees each key once.
+    let mut scanned: Vec<String> = c.scan_match("user:*").unwrap().collect();
+    scanned.sort();
+    scanned.dedup();
+    assert_eq!(scanned.len(), 150);
+    let all: Vec<String> = c.scan().unwrap().collect();
+    assert_eq!(all.len(), 151);
+    assert_eq!(
+        call(&mut c, &["SCAN", "notanumber"]),
+        e("ERR invalid cursor")
+    );
+    assert_eq!(call(&mut c, &["DEL", "other", "user:000", "nope"]), int(2));
+    assert_eq!(call(&mut c, &["UNLINK", "user:001"]), int(1));
+    assert_eq!(call(&mut c, &["DBSIZE"]), int(148));
+    assert_eq!(call(&mut c, &["FLUSHDB"]), ok());
+    assert_eq!(call(&mut c, &["DBSIZE"]), int(0));
+    let _: () = c.set("x", 1).unwrap();
+    assert_eq!(call(&mut c, &["FLUSHALL", "SYNC"]), ok());
+    assert_eq!(call(&mut c, &["KEYS", "*"]), Ok(Value::Array(vec![])));
+}
+
+#[test]
+fn connection_and_server_commands() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    assert_eq!(
+        call(&mut c, &["PING"]),
+        Ok(Value::SimpleString("PONG".into()))
+    );
+    assert_eq!(call(&mut c, &["PING", "hi"]), b("hi"));
+    assert_eq!(call(&mut c, &["ECHO", "hello"]), b("hello"));
+    assert_eq!(call(&mut c, &["SELECT", "0"]), ok());
+    assert_eq!(
+        call(&mut c, &["SELECT", "1"]),
+        e("ERR DB index is out of range")
+    );
+    assert_eq!(call(&mut c, &["CLIENT", "SETNAME", "tester"]), ok());
+    assert_eq!(call(&mut c, &["CLIENT", "GETNAME"]), b("tester"));
+    assert!(matches!(call(&mut c, &["CLIENT", "ID"]), Ok(Value::Int(n)) if n > 0));
+    let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut c).unwrap();
+    assert!(list.contains("name=tester"), "{list}");
+    assert_eq!(
+        call(&mut c, &["NOSUCH", "a"]),
+        e("ERR unknown command 'NOSUCH', with args beginning with: 'a' ")
+    );
+    let Ok(Value::Int(count)) = call(&mut c, &["COMMAND", "COUNT"]) else {
+        panic!("COMMAND COUNT")
+    };
+    assert!(count > 60, "{count}");
+    let Ok(Value::Array(all)) = call(&mut c, &["COMMAND"]) else {
+        panic!("COMMAND")
+    };
+    assert_eq!(all.len() as i64, count);
+    assert!(
+        matches!(call(&mut c, &["COMMAND", "DOCS", "get"]), Ok(Value::Array(a)) if a.len() == 2)
+    );
+    let info: String = redis::cmd("INFO").query(&mut c).unwrap();
+    for section in [
+        "# Server",
+        "# Clients",
+        "# Memory",
+        "# Persistence",
+        "# Stats",
+        "# Engine",
+    ] {
+        assert!(info.contains(section), "INFO lacks {section}:\n{info}");
+    }
+    assert!(
+        info.contains("partition0:"),
+        "INFO lacks engine partitions:\n{info}"
+    );
+    assert!(info.contains("connected_clients:1"), "{info}");
+    let _: () = c.set("k", "v").unwrap();
+    let keyspace: String = redis::cmd("INFO").arg("keyspace").query(&mut c).unwrap();
+    assert!(keyspace.contains("db0:keys=1,expires=0"), "{keyspace}");
+    let got: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("maxclients")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(got, vec!["maxclients".to_string(), "10000".to_string()]);
+    let got: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("appendfsync")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(got, vec!["appendfsync".to_string(), "everysec".to_string()]);
+    assert_eq!(call(&mut c, &["CONFIG", "SET", "timeout", "300"]), ok());
+    let got: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("timeout")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(got[1], "300");
+    assert!(call(&mut c, &["CONFIG", "SET", "appendfsync", "always"]).is_err());
+    assert_eq!(call(&mut c, &["SAVE"]), ok());
+    assert_eq!(
+        call(&mut c, &["BGSAVE"]),
+        Ok(Value::SimpleString("Background saving started".into()))
+    );
+    assert!(matches!(call(&mut c, &["LASTSAVE"]), Ok(Value::Int(t)) if t > 1_600_000_000));
+    assert!(matches!(call(&mut c, &["TIME"]), Ok(Value::Array(t)) if t.len() == 2));
+    assert_eq!(call(&mut c, &["QUIT"]), ok());
+}
+
+#[test]
+fn resp3_clients_get_resp3_types() {
+    let server = TestServer::start();
+    let mut c = redis::Client::open(format!("{}?protocol=resp3", server.url()))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    assert_eq!(call(&mut c, &["GET", "nope"]), Ok(Value::Nil));
+    let Ok(Value::Map(pairs)) = call(&mut c, &["CONFIG", "GET", "port"]) else {
+        panic!("CONFIG GET must be a map under RESP3")
+    };
+    assert_eq!(pairs.len(), 1);
+    let Ok(Value::Map(hello)) = call(&mut c, &["HELLO", "3"]) else {
+        panic!("HELLO 3 must be a map")
+    };
+    assert!(hello.contains(&(Value::SimpleString("proto".into()), Value::Int(3))));
+}
+
+#[test]
+fn requirepass_needs_auth_first() {
+    let server = TestServer::start_with(strata_server::ServerConfig {
+        requirepass: Some("hunter2".into()),
+        ..Default::default()
+    });
+    let mut anon = server.client();
+    assert_eq!(
+        call(&mut anon, &["GET", "k"]),
+        e("NOAUTH Authentication required.")
+    );
+    assert_eq!(
+        call(&mut anon, &["AUTH", "wrong"]),
+        e("WRONGPASS invalid username-password pair or user is disabled.")
+    );
+    assert_eq!(call(&mut anon, &["AUTH", "hunter2"]), ok());
+    assert_eq!(call(&mut anon, &["SET", "k", "v"]), ok());
+    // Credentials in the URL: the client sends AUTH on connect.
+    let mut authed = redis::Client::open(format!("redis://:hunter2@{}/", server.addr))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    assert_eq!(call(&mut authed, &["GET", "k"]), b("v"));
+    let bad = redis::Client::open(format!("redis://:nope@{}/", server.addr))
+        .unwrap()
+        .get_connection();
+    assert!(bad.is_err());
+    // HELLO with AUTH authenticates and switches protocol at once.
+    let mut raw = server.raw();
+    std::io::Write::write_all(&mut raw, b"HELLO 3 AUTH default hunter2\r\nGET k\r\n").unwrap();
+    let mut got = String::new();
+    while !got.ends_with("$1\r\nv\r\n") {
+        let mut buf = [0u8; 1024];
+        let n = std::io::Read::read(&mut raw, &mut buf).unwrap();
+        assert!(n > 0, "closed early: {got}");
+        got.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    assert!(got.starts_with("%7\r\n"), "{got}");
+}

@@ -1,0 +1,88 @@
+//! Many commands and many clients at once.
+
+use redis::Commands;
+
+use super::TestServer;
+
+#[test]
+fn a_pipeline_of_10000_commands_is_answered_in_order() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    let mut pipe = redis::pipe();
+    for i in 0..5_000 {
+        pipe.cmd("SET").arg(format!("key:{i}")).arg(i);
+        pipe.cmd("INCR").arg("counter");
+    }
+    let replies: Vec<redis::Value> = pipe.query(&mut c).unwrap();
+    assert_eq!(replies.len(), 10_000);
+    for (i, pair) in replies.chunks(2).enumerate() {
+        assert_eq!(pair[0], redis::Value::Okay);
+        assert_eq!(pair[1], redis::Value::Int(i as i64 + 1));
+    }
+    let mut pipe = redis::pipe();
+    for i in 0..10_000 {
+        pipe.cmd("GET").arg(format!("key:{}", i % 5_000));
+    }
+    let values: Vec<Option<i64>> = pipe.query(&mut c).unwrap();
+    for (i, v) in values.iter().enumerate() {
+        assert_eq!(*v, Some((i % 5_000) as i64));
+    }
+}
+
+#[test]
+fn two_hundred_clients_incrementing_lose_no_update() {
+    const CLIENTS: usize = 200;
+    const INCRS_PER_CLIENT: usize = 50;
+    let server = TestServer::start();
+    let url = server.url();
+    let workers: Vec<_> = (0..CLIENTS)
+        .map(|i| {
+            let url = url.clone();
+            std::thread::spawn(move || {
+                let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+                for _ in 0..INCRS_PER_CLIENT {
+                    let _: i64 = c.incr("shared", 1).unwrap();
+                    let _: i64 = c.incr(format!("own:{i}"), 2).unwrap();
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+    let mut c = server.client();
+    let total: i64 = c.get("shared").unwrap();
+    assert_eq!(total, (CLIENTS * INCRS_PER_CLIENT) as i64);
+    for i in 0..CLIENTS {
+        let own: i64 = c.get(format!("own:{i}")).unwrap();
+        assert_eq!(own, (2 * INCRS_PER_CLIENT) as i64);
+    }
+}
+
+#[test]
+fn pipelined_sets_merged_into_one_write_behave_like_single_sets() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    redis::cmd("JSON.SET")
+        .arg("doc:7")
+        .arg("$")
+        .arg("{}")
+        .query::<()>(&mut c)
+        .unwrap();
+    let mut pipe = redis::pipe();
+    for i in 0..2_000 {
+        // The same key twice in one run: the later value wins, as with separate SETs.
+        pipe.cmd("SET").arg(format!("doc:{}", i % 1_000)).arg(i);
+    }
+    let replies: Vec<redis::Value> = pipe.query(&mut c).unwrap();
+    assert!(replies.iter().all(|r| *r == redis::Value::Okay));
+    for i in [0, 7, 999] {
+        let v: i64 = c.get(format!("doc:{i}")).unwrap();
+        assert_eq!(v, 1_000 + i);
+    }
+    // The document under doc:7 was replaced by the string, as SET does.
+    let t: String = redis::cmd("TYPE").arg("doc:7").query(&mut c).unwrap();
+    assert_eq!(t, "string");
+    let n: i64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
+    assert_eq!(n, 1_000);
+}
