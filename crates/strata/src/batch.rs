@@ -68,6 +68,19 @@ pub(crate) fn encode_entries<'a>(
     out: &mut Vec<u8>,
     entries: impl ExactSizeIterator<Item = Entry<'a>>,
 ) {
+    encode_entries_at(out, entries, None);
+}
+
+/// [`encode_entries`], also recording where each entry's value starts in `out` (0 for deletes),
+/// so that a value can later be read straight from the log file (value log).
+pub(crate) fn encode_entries_at<'a>(
+    out: &mut Vec<u8>,
+    entries: impl ExactSizeIterator<Item = Entry<'a>>,
+    mut value_offsets: Option<&mut Vec<u32>>,
+) {
+    if let Some(v) = value_offsets.as_deref_mut() {
+        v.clear();
+    }
     put_varint(out, entries.len() as u64);
     for (kind, key, value) in entries {
         out.push(kind as u8);
@@ -76,6 +89,9 @@ pub(crate) fn encode_entries<'a>(
             put_varint(out, value.len() as u64);
         }
         out.extend_from_slice(key);
+        if let Some(v) = value_offsets.as_deref_mut() {
+            v.push(if kind == Kind::Put { out.len() as u32 } else { 0 });
+        }
         if kind == Kind::Put {
             out.extend_from_slice(value);
         }

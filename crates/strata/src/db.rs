@@ -494,6 +494,12 @@ impl Iterator for Scan {
             match self.inner.next()? {
                 Ok((k, Slot::Put(v))) => return Some(Ok((k, v))),
                 Ok((_, Slot::Delete)) => continue,
+                Ok((k, Slot::Pointer(_))) => {
+                    return Some(Err(Error::InvalidArgument(format!(
+                        "unresolved value pointer for key {:?}",
+                        String::from_utf8_lossy(&k)
+                    ))))
+                }
                 Err(e) => return Some(Err(e)),
             }
         }

@@ -47,6 +47,9 @@ pub(crate) struct MergeIter {
     heap: BinaryHeap<Head>,
     started: bool,
     error: Option<Error>,
+    /// Older entries shadowed by a newer one (compaction counts dead value-log bytes here).
+    shadowed: Vec<Slot>,
+    keep_shadowed: bool,
 }
 
 impl MergeIter {
@@ -57,7 +60,20 @@ impl MergeIter {
             sources,
             started: false,
             error: None,
+            shadowed: Vec::new(),
+            keep_shadowed: false,
         }
+    }
+
+    /// Keeps the pointers of shadowed entries for [`MergeIter::take_shadowed`].
+    pub(crate) fn keeping_shadowed(mut self) -> Self {
+        self.keep_shadowed = true;
+        self
+    }
+
+    /// Shadowed value pointers seen since the last call.
+    pub(crate) fn take_shadowed(&mut self) -> Vec<Slot> {
+        std::mem::take(&mut self.shadowed)
     }
 
     fn pull(&mut self, rank: usize) {
@@ -87,6 +103,9 @@ impl Iterator for MergeIter {
         let top = self.heap.pop()?;
         while self.heap.peek().is_some_and(|h| h.key == top.key) {
             if let Some(older) = self.heap.pop() {
+                if self.keep_shadowed && matches!(older.slot, Slot::Pointer(_)) {
+                    self.shadowed.push(older.slot);
+                }
                 self.pull(older.rank);
             }
         }

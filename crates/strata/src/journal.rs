@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::{Mutex, MutexGuard};
 
-use crate::batch::{encode_entries, Entry};
+use crate::batch::{encode_entries_at, Entry};
 use crate::error::{Error, IoContext, Result};
 use crate::options::SyncMode;
 use crate::wal::WalWriter;
@@ -27,6 +27,7 @@ pub(crate) struct JournalState {
 /// Where an appended record landed.
 pub(crate) struct Appended {
     pub(crate) seq: u64,
+    /// Offset of the record in its file; its payload starts `RECORD_HEADER_BYTES` later.
     pub(crate) offset: u64,
     pub(crate) len: u64,
 }
@@ -84,15 +85,17 @@ impl Journal {
     }
 
     /// Appends one batch as one record. Caller holds the lock.
+    /// `value_offsets`, if given, receives each value's offset within the record's payload.
     pub(crate) fn append_locked(
         &self,
         st: &mut JournalState,
         entries: &[Entry<'_>],
+        value_offsets: Option<&mut Vec<u32>>,
     ) -> Result<Appended> {
         self.check_writable(st)?;
         let mut payload = std::mem::take(&mut st.scratch);
         payload.clear();
-        encode_entries(&mut payload, entries.iter().copied());
+        encode_entries_at(&mut payload, entries.iter().copied(), value_offsets);
         let seq = st.seq + 1;
         let offset = st.wal.len_bytes;
         let res = st.wal.append(&payload, seq);

@@ -78,6 +78,13 @@ pub struct Options {
     pub key_bytes_max: usize,
     /// Largest value accepted.
     pub value_bytes_max: usize,
+    /// LSM: values of at least this many bytes stay in the write-ahead log (which becomes a
+    /// value log) and tables store a pointer to them: less rewriting by compaction.
+    /// `usize::MAX` turns separation off.
+    pub value_log_bytes_min: usize,
+    /// LSM: a value log whose live share falls below this is garbage-collected (its live values
+    /// are written again and the file deleted).
+    pub value_log_gc_live_ratio: f64,
     /// Log engine: a segment is sealed and a new one started at this size.
     pub log_segment_bytes_max: u64,
     /// Log engine: merge when dead bytes reach this share of the sealed segments.
@@ -111,6 +118,8 @@ impl Default for Options {
             background_threads: 2,
             key_bytes_max: 64 << 10,
             value_bytes_max: 64 << 20,
+            value_log_bytes_min: 512,
+            value_log_gc_live_ratio: 0.5,
             log_segment_bytes_max: 64 << 20,
             log_merge_dead_ratio: 0.5,
             salvage: false,
@@ -130,6 +139,7 @@ impl Options {
             level_size_ratio: 4,
             block_cache_bytes: 256 << 10,
             log_segment_bytes_max: 32 << 10,
+            value_log_bytes_min: 100,
             ..Options::default()
         }
     }
@@ -160,6 +170,9 @@ impl Options {
         if !(0.05..=0.95).contains(&self.log_merge_dead_ratio) || self.log_segment_bytes_max < 4096
         {
             return bad("log_merge_dead_ratio must be in 0.05..=0.95 and log_segment_bytes_max at least 4096");
+        }
+        if !(0.0..=0.95).contains(&self.value_log_gc_live_ratio) {
+            return bad("value_log_gc_live_ratio must be in 0.0..=0.95");
         }
         if let SyncMode::EveryMs(0) = self.sync {
             return bad("SyncMode::EveryMs needs a period of at least 1 ms");

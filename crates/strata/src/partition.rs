@@ -79,7 +79,7 @@ impl Partition {
     /// Entries in range, key order; the LSM's may include tombstones (the caller hides them).
     pub(crate) fn iter(&self, lower: Bound<Bytes>, upper: Bound<Bytes>) -> EntryIter {
         match self {
-            Partition::Lsm(t) => Box::new(t.iter(lower, upper)),
+            Partition::Lsm(t) => t.iter(lower, upper),
             Partition::Log(l) => l.iter(lower, upper),
         }
     }
@@ -102,7 +102,12 @@ impl Partition {
     /// LSM: merge everything into one level. Log: merge every segment.
     pub(crate) fn compact(&self) -> Result<()> {
         match self {
-            Partition::Lsm(t) => t.compact_once(true).map(|_| ()),
+            Partition::Lsm(t) => {
+                t.compact_once(true)?;
+                // Live counts are exact after a full merge: collect what is due.
+                while t.gc_value_log(false)? {}
+                Ok(())
+            }
             Partition::Log(l) => l.merge(true).map(|_| ()),
         }
     }

@@ -34,6 +34,16 @@ pub struct PartitionStats {
     pub compactions: u64,
     /// Writes that were delayed or stopped because background work was behind.
     pub write_stalls: u64,
+    /// LSM: value logs (flushed write-ahead logs that tables point into).
+    pub value_log_files: usize,
+    /// LSM: bytes of those value logs.
+    pub value_log_bytes: u64,
+    /// LSM: bytes of values in them still referenced (an upper bound).
+    pub value_log_live_bytes: u64,
+    /// LSM: bytes written again by value-log garbage collection.
+    pub value_log_gc_bytes_written: u64,
+    /// LSM: value logs garbage-collected so far.
+    pub value_log_gcs: u64,
     /// Log engine: keys in the in-memory index.
     pub index_keys: u64,
     /// Log engine: estimated bytes of memory held by the index.
@@ -49,7 +59,10 @@ impl PartitionStats {
     /// Bytes written to disk (log + flush + compaction) per byte written by the user.
     pub fn write_amplification(&self) -> f64 {
         ratio(
-            self.wal_bytes_written + self.flush_bytes_written + self.compaction_bytes_written,
+            self.wal_bytes_written
+                + self.flush_bytes_written
+                + self.compaction_bytes_written
+                + self.value_log_gc_bytes_written,
             self.user_bytes_written,
         )
     }
@@ -89,7 +102,12 @@ impl Stats {
         let disk: u64 = self
             .partitions
             .iter()
-            .map(|p| p.wal_bytes_written + p.flush_bytes_written + p.compaction_bytes_written)
+            .map(|p| {
+                p.wal_bytes_written
+                    + p.flush_bytes_written
+                    + p.compaction_bytes_written
+                    + p.value_log_gc_bytes_written
+            })
             .sum();
         ratio(disk, self.user_bytes_written())
     }
@@ -117,7 +135,7 @@ impl Stats {
             out.push((
                 format!("partition{i}"),
                 format!(
-                    "memtable_bytes={},immutable_memtables={},wal_bytes={},levels={},flushes={},compactions={},write_stalls={},index_keys={},index_bytes={},write_amplification={:.2}",
+                    "memtable_bytes={},immutable_memtables={},wal_bytes={},levels={},flushes={},compactions={},write_stalls={},value_logs={}:{}:{},value_log_gcs={},index_keys={},index_bytes={},write_amplification={:.2}",
                     p.memtable_bytes,
                     p.immutable_memtables,
                     p.wal_bytes,
@@ -125,6 +143,10 @@ impl Stats {
                     p.flushes,
                     p.compactions,
                     p.write_stalls,
+                    p.value_log_files,
+                    p.value_log_bytes,
+                    p.value_log_live_bytes,
+                    p.value_log_gcs,
                     p.index_keys,
                     p.index_bytes,
                     p.write_amplification()

@@ -22,7 +22,7 @@ use crate::error::{Error, IoContext, Result};
 pub const WAL_FORMAT_VERSION: u32 = 1;
 const WAL_MAGIC: &[u8; 8] = b"STRATWAL";
 pub(crate) const WAL_HEADER_BYTES: usize = 16;
-const RECORD_HEADER_BYTES: usize = 8;
+pub(crate) const RECORD_HEADER_BYTES: usize = 8;
 /// The user-space buffer is written to the OS when it reaches this size.
 const WAL_BUFFER_BYTES: usize = 256 << 10;
 pub(crate) const WAL_SUFFIX: &str = ".log";

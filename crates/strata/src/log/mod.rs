@@ -223,7 +223,7 @@ impl LogStore {
     }
 
     fn apply_locked(&self, st: &mut JournalState, entries: &[Entry<'_>]) -> Result<u64> {
-        let a = self.journal.append_locked(st, entries)?;
+        let a = self.journal.append_locked(st, entries, None)?;
         let seg = *self.active.lock();
         let loc = Loc {
             seg,

@@ -105,12 +105,21 @@ pub(crate) fn pick_full(v: &Version) -> Option<Job> {
 
 /// Runs the merge of `job`, cutting output tables at `table_bytes_target`. `new_table` creates
 /// a builder; `finished` receives each completed table.
+/// Value-log bytes, per log file, whose pointers a compaction dropped.
+pub(crate) type DeadValueBytes = std::collections::HashMap<u64, u64>;
+
 pub(crate) fn merge(
     job: &Job,
     opts: &Options,
     mut new_table: impl FnMut() -> Result<TableBuilder>,
     mut finished: impl FnMut(TableMeta) -> Result<()>,
-) -> Result<()> {
+) -> Result<DeadValueBytes> {
+    let mut dead = DeadValueBytes::new();
+    let mut count = |slot: &Slot| {
+        if let Slot::Pointer(p) = slot {
+            *dead.entry(p.file).or_default() += p.len as u64;
+        }
+    };
     let sources: Vec<EntryIter> = job
         .inputs
         .iter()
@@ -124,8 +133,12 @@ pub(crate) fn merge(
         .collect();
     let mut builder: Option<TableBuilder> = None;
     let res = (|| {
-        for item in MergeIter::new(sources) {
+        let mut merged = MergeIter::new(sources).keeping_shadowed();
+        while let Some(item) = merged.next() {
             let (key, slot) = item?;
+            for s in merged.take_shadowed() {
+                count(&s);
+            }
             if job.drop_tombstones && slot == Slot::Delete {
                 continue;
             }
@@ -154,5 +167,5 @@ pub(crate) fn merge(
             b.abandon();
         }
     }
-    res
+    res.map(|()| dead)
 }

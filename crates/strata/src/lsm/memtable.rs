@@ -15,19 +15,23 @@ use parking_lot::RwLock;
 use xxhash_rust::xxh3::Xxh3Builder;
 
 use crate::batch::Kind;
+use crate::lsm::vlog::ValuePtr;
 
-/// A value or a tombstone, as stored in memtables and tables.
+/// A value, a pointer to a value in a value log (tables only), or a tombstone.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Slot {
     Put(Bytes),
+    Pointer(ValuePtr),
     Delete,
 }
 
 impl Slot {
-    pub(crate) fn kind(&self) -> Kind {
+    /// The entry kind byte in a table block: 1 put, 2 delete, 3 value pointer.
+    pub(crate) fn kind_byte(&self) -> u8 {
         match self {
-            Slot::Put(_) => Kind::Put,
-            Slot::Delete => Kind::Delete,
+            Slot::Put(_) => Kind::Put as u8,
+            Slot::Delete => Kind::Delete as u8,
+            Slot::Pointer(_) => 3,
         }
     }
 }
@@ -36,9 +40,12 @@ impl Slot {
 /// still count against `memtable_bytes_max`.
 const ENTRY_OVERHEAD_BYTES: usize = 128;
 
+/// An entry and the offset of its value in the memtable's log file (0 for deletes).
+type Stored = (Slot, u64);
+
 #[derive(Default)]
 struct Maps {
-    sorted: BTreeMap<Bytes, Slot>,
+    sorted: BTreeMap<Bytes, Stored>,
     hashed: HashMap<Bytes, Slot, Xxh3Builder>,
 }
 
@@ -60,18 +67,19 @@ impl Memtable {
         }
     }
 
-    /// Inserts or replaces; callers hold the partition's write lock.
-    pub(crate) fn insert(&self, key: &[u8], slot: Slot) {
+    /// Inserts or replaces; callers hold the partition's write lock. `value_offset` is where
+    /// the value sits in this memtable's log file.
+    pub(crate) fn insert(&self, key: &[u8], slot: Slot, value_offset: u64) {
         let charge = key.len()
             + match &slot {
                 Slot::Put(v) => v.len(),
-                Slot::Delete => 0,
+                Slot::Pointer(_) | Slot::Delete => 0,
             }
             + ENTRY_OVERHEAD_BYTES;
         let key = Bytes::copy_from_slice(key);
         let mut m = self.map.write();
         m.hashed.insert(key.clone(), slot.clone());
-        m.sorted.insert(key, slot);
+        m.sorted.insert(key, (slot, value_offset));
         self.bytes.fetch_add(charge, Ordering::Relaxed);
         self.entries.fetch_add(1, Ordering::Relaxed);
     }
@@ -96,10 +104,10 @@ impl Memtable {
     /// read lock held meanwhile blocks nobody).
     pub(crate) fn for_each(
         &self,
-        mut f: impl FnMut(&Bytes, &Slot) -> crate::Result<()>,
+        mut f: impl FnMut(&Bytes, &Slot, u64) -> crate::Result<()>,
     ) -> crate::Result<()> {
-        for (k, v) in self.map.read().sorted.iter() {
-            f(k, v)?;
+        for (k, (v, offset)) in self.map.read().sorted.iter() {
+            f(k, v, *offset)?;
         }
         Ok(())
     }
@@ -139,7 +147,7 @@ impl MemtableIter {
             .sorted
             .range::<[u8], _>((lo, hi))
             .take(SCAN_CHUNK_ENTRIES)
-            .map(|(k, v)| (k.clone(), v.clone()))
+            .map(|(k, (v, _))| (k.clone(), v.clone()))
             .collect();
         if chunk.len() < SCAN_CHUNK_ENTRIES {
             self.done = true;

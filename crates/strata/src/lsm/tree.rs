@@ -25,6 +25,7 @@ use crate::lsm::compaction::{self, Job};
 use crate::lsm::memtable::{Memtable, MemtableIter, Slot};
 use crate::lsm::sstable::{bloom, table_path, Table, TableBuilder, TableMeta, TABLE_SUFFIX};
 use crate::lsm::version::{self, Version};
+use crate::lsm::vlog::{ValuePtr, VlogFile};
 use crate::lsm::{fsutil, LEVELS};
 use crate::options::Options;
 use crate::stats::{LevelStats, PartitionStats};
@@ -46,6 +47,8 @@ struct Counters {
     flushes: AtomicU64,
     compactions: AtomicU64,
     stalls: AtomicU64,
+    gc_bytes: AtomicU64,
+    gcs: AtomicU64,
 }
 
 /// An atomic read-modify-write decision (see [`crate::Db::update`]).
@@ -75,6 +78,9 @@ pub(crate) struct Tree {
     /// Guards manifest writes; holds the current log number.
     version_lock: Mutex<u64>,
     next_file: AtomicU64,
+    /// Scratch for the value offsets of a batch (used under the journal lock).
+    value_offsets: Mutex<Vec<u32>>,
+    gc_lock: Mutex<()>,
     flush_lock: Mutex<()>,
     compaction_lock: Mutex<()>,
     stall_lock: Mutex<()>,
@@ -111,9 +117,9 @@ impl Tree {
             );
         }
         let manifest = version::read(&dir)?;
-        let (mut next_file, log_number, metas) = match manifest {
-            Some(m) => (m.next_file_number, m.log_number, m.levels),
-            None => (1, 0, vec![Vec::new(); LEVELS]),
+        let (mut next_file, log_number, metas, vlog_metas) = match manifest {
+            Some(m) => (m.next_file_number, m.log_number, m.levels, m.vlogs),
+            None => (1, 0, vec![Vec::new(); LEVELS], Vec::new()),
         };
         let mut version = Version::empty();
         let mut live = std::collections::HashSet::new();
@@ -152,13 +158,28 @@ impl Tree {
                 std::fs::remove_file(&path).at(&path)?;
             }
         }
+        for &(num, _total, live) in &vlog_metas {
+            let path = wal::wal_path(&wal_dir, num);
+            if !path.exists() {
+                return Err(Error::corruption(
+                    &path,
+                    0,
+                    "value log listed in the manifest is missing",
+                ));
+            }
+            version
+                .vlogs
+                .insert(num, Arc::new(VlogFile::open(&path, num, live)?));
+        }
         let mut immutables = Vec::new();
         let mut seq = 0u64;
         let mut replayed_bytes = 0u64;
         for (num, path) in fsutil::numbered_files(&wal_dir, WAL_SUFFIX)? {
             next_file = next_file.max(num + 1);
             if num < log_number {
-                std::fs::remove_file(&path).at(&path)?;
+                if !version.vlogs.contains_key(&num) {
+                    std::fs::remove_file(&path).at(&path)?;
+                }
                 continue;
             }
             let mem = Memtable::new(num);
@@ -166,12 +187,16 @@ impl Tree {
                 let entries = decode_entries(payload).ok_or_else(|| {
                     Error::corruption(&path, offset, "log record holds a malformed batch")
                 })?;
+                // Where each value sits in the file: record offset, record header, then its
+                // position inside the payload.
+                let payload_at = offset + wal::RECORD_HEADER_BYTES as u64;
                 for (kind, key, value) in entries {
                     let slot = match kind {
                         Kind::Put => Slot::Put(Bytes::copy_from_slice(value)),
                         Kind::Delete => Slot::Delete,
                     };
-                    mem.insert(key, slot);
+                    let in_payload = value.as_ptr() as usize - payload.as_ptr() as usize;
+                    mem.insert(key, slot, payload_at + in_payload as u64);
                 }
                 seq += 1;
                 Ok(())
@@ -217,6 +242,8 @@ impl Tree {
             view_lock: Mutex::new(()),
             version_lock: Mutex::new(log_number),
             next_file: AtomicU64::new(next_file),
+            value_offsets: Mutex::new(Vec::new()),
+            gc_lock: Mutex::new(()),
             flush_lock: Mutex::new(()),
             compaction_lock: Mutex::new(()),
             stall_lock: Mutex::new(()),
@@ -287,20 +314,37 @@ impl Tree {
 
     /// Appends a batch to the log and the memtable. Caller holds the journal lock.
     fn apply_locked(&self, st: &mut JournalState, entries: &[Entry<'_>]) -> Result<u64> {
-        let appended = self.journal.append_locked(st, entries)?;
+        self.apply_locked_as(st, entries, true)
+    }
+
+    /// `user`: whether the bytes count as written by the user (not for garbage collection).
+    fn apply_locked_as(
+        &self,
+        st: &mut JournalState,
+        entries: &[Entry<'_>],
+        user: bool,
+    ) -> Result<u64> {
+        let mut offsets = std::mem::take(&mut *self.value_offsets.lock());
+        let appended = self
+            .journal
+            .append_locked(st, entries, Some(&mut offsets))?;
+        let payload_at = appended.offset + wal::RECORD_HEADER_BYTES as u64;
         let view = self.view.load();
         let mut user_bytes = 0u64;
-        for &(kind, key, value) in entries {
+        for (&(kind, key, value), &at) in entries.iter().zip(offsets.iter()) {
             user_bytes += (key.len() + value.len()) as u64;
             let slot = match kind {
                 Kind::Put => Slot::Put(Bytes::copy_from_slice(value)),
                 Kind::Delete => Slot::Delete,
             };
-            view.active.insert(key, slot);
+            view.active.insert(key, slot, payload_at + at as u64);
         }
-        self.counters
-            .user_bytes
-            .fetch_add(user_bytes, Ordering::Relaxed);
+        *self.value_offsets.lock() = offsets;
+        if user {
+            self.counters
+                .user_bytes
+                .fetch_add(user_bytes, Ordering::Relaxed);
+        }
         let full = view.active.bytes() >= self.opts.memtable_bytes_max
             || self
                 .opts
@@ -380,36 +424,15 @@ impl Tree {
 
     pub(crate) fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
         let v = self.view.load();
-        let resolve = |s: Slot| match s {
-            Slot::Put(v) => Some(v),
-            Slot::Delete => None,
-        };
-        if let Some(s) = v.active.get(key) {
-            return Ok(resolve(s));
+        match lookup(&v, key)? {
+            None | Some(Slot::Delete) => Ok(None),
+            Some(Slot::Put(b)) => Ok(Some(b)),
+            Some(Slot::Pointer(p)) => resolve_pointer(&v.version, &p).map(Some),
         }
-        for m in &v.immutables {
-            if let Some(s) = m.get(key) {
-                return Ok(resolve(s));
-            }
-        }
-        let h = bloom::hash(key);
-        for t in &v.version.levels[0] {
-            if let Some(s) = t.get(key, h)? {
-                return Ok(resolve(s));
-            }
-        }
-        for level in 1..LEVELS {
-            if let Some(t) = v.version.find_in_level(level, key) {
-                if let Some(s) = t.get(key, h)? {
-                    return Ok(resolve(s));
-                }
-            }
-        }
-        Ok(None)
     }
 
     /// Entries (tombstones included) in `(lower, upper)`, newest version of each key.
-    pub(crate) fn iter(&self, lower: Bound<Bytes>, upper: Bound<Bytes>) -> MergeIter {
+    pub(crate) fn iter(&self, lower: Bound<Bytes>, upper: Bound<Bytes>) -> EntryIter {
         let v = self.view.load_full();
         let mut sources: Vec<EntryIter> = Vec::new();
         for m in std::iter::once(&v.active).chain(v.immutables.iter()) {
@@ -435,7 +458,14 @@ impl Tree {
                     .flat_map(move |t| t.iter(lo.clone(), hi.clone(), true)),
             ));
         }
-        MergeIter::new(sources)
+        // Values behind pointers are read as the scan reaches them, from the value logs of the
+        // version the scan started on (which keeps them open).
+        Box::new(MergeIter::new(sources).map(move |r| match r {
+            Ok((k, Slot::Pointer(p))) => {
+                resolve_pointer(&v.version, &p).map(|b| (k, Slot::Put(b)))
+            }
+            other => other,
+        }))
     }
 
     /// Flushes the oldest immutable memtable. With `wait`, waits for a running flush instead of
@@ -452,12 +482,28 @@ impl Tree {
         let Some(mem) = self.view.load().immutables.last().cloned() else {
             return Ok(false);
         };
+        let mut separated = 0u64;
         let table = if mem.is_empty() {
             None
         } else {
             let id = self.next_file.fetch_add(1, Ordering::AcqRel);
             let mut b = TableBuilder::create(&self.sst_dir, id, &self.opts)?;
-            mem.for_each(|k, s| b.add(k, s))?;
+            let sep = self.opts.value_log_bytes_min;
+            mem.for_each(|k, s, value_offset| match s {
+                Slot::Put(v) if v.len() >= sep => {
+                    separated += v.len() as u64;
+                    b.add(
+                        k,
+                        &Slot::Pointer(ValuePtr {
+                            file: mem.wal_number,
+                            offset: value_offset,
+                            len: v.len() as u32,
+                            crc: crc32c::crc32c(v),
+                        }),
+                    )
+                }
+                _ => b.add(k, s),
+            })?;
             let meta = b.finish()?;
             fsutil::sync_dir(&self.sst_dir)?;
             self.counters
@@ -474,6 +520,14 @@ impl Tree {
             let mut nv = (*self.view.load().version).clone();
             if let Some(t) = table {
                 nv.levels[0].insert(0, t);
+            }
+            if separated > 0 {
+                // The log keeps living as a value log: the new table points into it.
+                let path = wal::wal_path(&self.wal_dir, mem.wal_number);
+                nv.vlogs.insert(
+                    mem.wal_number,
+                    Arc::new(VlogFile::open(&path, mem.wal_number, separated)?),
+                );
             }
             let new_log_number = mem.wal_number + 1;
             version::write(
@@ -496,11 +550,13 @@ impl Tree {
                 version: Arc::new(nv),
             }));
         }
-        // The manifest edit is durable: the log of this memtable holds nothing that is not in a
-        // table any more.
-        let path = wal::wal_path(&self.wal_dir, mem.wal_number);
-        if let Err(e) = std::fs::remove_file(&path) {
-            tracing::warn!(path = %path.display(), error = %e, "could not delete flushed log");
+        // The manifest edit is durable: unless it became a value log, the log of this memtable
+        // holds nothing that is not in a table any more.
+        if separated == 0 {
+            let path = wal::wal_path(&self.wal_dir, mem.wal_number);
+            if let Err(e) = std::fs::remove_file(&path) {
+                tracing::warn!(path = %path.display(), error = %e, "could not delete flushed log");
+            }
         }
         self.counters.flushes.fetch_add(1, Ordering::Relaxed);
         self.wake_stalled();
@@ -628,8 +684,8 @@ impl Tree {
                 Ok(())
             },
         )
-        .and_then(|()| fsutil::sync_dir(&self.sst_dir))
-        .and_then(|()| {
+        .and_then(|dead| fsutil::sync_dir(&self.sst_dir).map(|()| dead))
+        .and_then(|dead| {
             let _log = self.version_lock.lock();
             let mut nv = (*self.view.load().version).clone();
             let gone: std::collections::HashSet<u64> = job.inputs.iter().map(|t| t.id).collect();
@@ -639,12 +695,40 @@ impl Tree {
             let out = &mut nv.levels[job.output_level];
             out.extend(outputs.iter().cloned());
             out.sort_by(|a, b| a.min_key.cmp(&b.min_key));
-            version::write(
+            // Value logs lose the bytes whose pointers this merge dropped; one that no table
+            // points into any more leaves the version (and the disk, once unused).
+            let mut undo: Vec<(Arc<VlogFile>, u64)> = Vec::new();
+            for (file, bytes) in dead {
+                if let Some(vlog) = nv.vlogs.get(&file) {
+                    let old = vlog.live_bytes.load(Ordering::Acquire);
+                    vlog.live_bytes
+                        .store(old.saturating_sub(bytes), Ordering::Release);
+                    undo.push((vlog.clone(), old));
+                }
+            }
+            let emptied: Vec<Arc<VlogFile>> = nv
+                .vlogs
+                .values()
+                .filter(|v| v.live_bytes.load(Ordering::Acquire) == 0)
+                .cloned()
+                .collect();
+            for v in &emptied {
+                nv.vlogs.remove(&v.number);
+            }
+            if let Err(e) = version::write(
                 &self.dir,
                 &nv,
                 self.next_file.load(Ordering::Acquire),
                 *_log,
-            )?;
+            ) {
+                for (v, old) in undo {
+                    v.live_bytes.store(old, Ordering::Release);
+                }
+                return Err(e);
+            }
+            for v in &emptied {
+                v.obsolete.store(true, Ordering::Release);
+            }
             let _vg = self.view_lock.lock();
             let v = self.view.load();
             self.view.store(Arc::new(View {
@@ -670,11 +754,92 @@ impl Tree {
         }
     }
 
-    /// One unit of background work: a flush if one waits, else a compaction if one is due.
+    /// Garbage-collects the value log with the smallest live share, if it is below
+    /// `value_log_gc_live_ratio` (or the emptiest one with `force`): its values that are still
+    /// the newest version of their key are written again through the normal write path, the
+    /// log is fsynced, and the value log leaves the version. Returns whether one was collected.
+    pub(crate) fn gc_value_log(&self, force: bool) -> Result<bool> {
+        let Some(_g) = self.gc_lock.try_lock() else {
+            return Ok(false);
+        };
+        let version = self.view.load().version.clone();
+        let victim = version
+            .vlogs
+            .values()
+            .filter(|f| force || f.live_ratio() < self.opts.value_log_gc_live_ratio)
+            .min_by(|a, b| a.live_ratio().total_cmp(&b.live_ratio()))
+            .cloned();
+        drop(version);
+        let Some(victim) = victim else {
+            return Ok(false);
+        };
+        let path = victim.path().to_path_buf();
+        let mut rewritten = 0u64;
+        wal::replay(&path, |payload, offset| {
+            let entries = decode_entries(payload).ok_or_else(|| {
+                Error::corruption(&path, offset, "value log record holds a malformed batch")
+            })?;
+            let payload_at = offset + wal::RECORD_HEADER_BYTES as u64;
+            let mut st = self.journal.lock();
+            let view = self.view.load();
+            let mut live: Vec<Entry<'_>> = Vec::new();
+            for &(kind, key, value) in &entries {
+                if kind != Kind::Put {
+                    continue;
+                }
+                let at = payload_at + (value.as_ptr() as usize - payload.as_ptr() as usize) as u64;
+                // Live only if the newest version of the key still points here. Every put is
+                // checked, whatever its size: the separation threshold may have changed.
+                if let Some(Slot::Pointer(p)) = lookup(&view, key)? {
+                    if p.file == victim.number && p.offset == at {
+                        live.push((Kind::Put, key, value));
+                        rewritten += value.len() as u64;
+                    }
+                }
+            }
+            drop(view);
+            if !live.is_empty() {
+                self.apply_locked_as(&mut st, &live, false)?;
+            }
+            Ok(())
+        })?;
+        // The copies must be durable before the originals can go.
+        self.journal.sync_now(true)?;
+        {
+            let log_number = self.version_lock.lock();
+            let mut nv = (*self.view.load().version).clone();
+            nv.vlogs.remove(&victim.number);
+            version::write(
+                &self.dir,
+                &nv,
+                self.next_file.load(Ordering::Acquire),
+                *log_number,
+            )?;
+            let _vg = self.view_lock.lock();
+            let v = self.view.load();
+            self.view.store(Arc::new(View {
+                active: v.active.clone(),
+                immutables: v.immutables.clone(),
+                version: Arc::new(nv),
+            }));
+        }
+        // Deleted once no reader holds an older version that still lists it.
+        victim.obsolete.store(true, Ordering::Release);
+        self.counters.gc_bytes.fetch_add(rewritten, Ordering::Relaxed);
+        self.counters.gcs.fetch_add(1, Ordering::Relaxed);
+        Ok(true)
+    }
+
+    /// One unit of background work: a flush if one waits, else a compaction if one is due,
+    /// else a value-log garbage collection if one is due.
     pub(crate) fn background_step(&self) -> Result<bool> {
         let res = match self.flush_oldest(false) {
             Ok(true) => Ok(true),
-            Ok(false) => self.compact_once(false),
+            Ok(false) => match self.compact_once(false) {
+                Ok(true) => Ok(true),
+                Ok(false) => self.gc_value_log(false),
+                Err(e) => Err(e),
+            },
             Err(e) => Err(e),
         };
         match &res {
@@ -720,6 +885,16 @@ impl Tree {
             wal_bytes_written: self.journal.bytes_written(),
             flush_bytes_written: c.flush_bytes.load(Ordering::Relaxed),
             compaction_bytes_written: c.compaction_bytes.load(Ordering::Relaxed),
+            value_log_files: v.version.vlogs.len(),
+            value_log_bytes: v.version.vlogs.values().map(|f| f.total_bytes).sum(),
+            value_log_live_bytes: v
+                .version
+                .vlogs
+                .values()
+                .map(|f| f.live_bytes.load(Ordering::Relaxed))
+                .sum(),
+            value_log_gc_bytes_written: c.gc_bytes.load(Ordering::Relaxed),
+            value_log_gcs: c.gcs.load(Ordering::Relaxed),
             flushes: c.flushes.load(Ordering::Relaxed),
             compactions: c.compactions.load(Ordering::Relaxed),
             write_stalls: c.stalls.load(Ordering::Relaxed),
@@ -729,6 +904,44 @@ impl Tree {
 
     pub(crate) fn dir(&self) -> &Path {
         &self.dir
+    }
+}
+
+/// The newest entry for `key` in a view: memtables, then level 0 newest first, then one table
+/// per deeper level. Pointers are returned as they are.
+fn lookup(v: &View, key: &[u8]) -> Result<Option<Slot>> {
+    if let Some(s) = v.active.get(key) {
+        return Ok(Some(s));
+    }
+    for m in &v.immutables {
+        if let Some(s) = m.get(key) {
+            return Ok(Some(s));
+        }
+    }
+    let h = bloom::hash(key);
+    for t in &v.version.levels[0] {
+        if let Some(s) = t.get(key, h)? {
+            return Ok(Some(s));
+        }
+    }
+    for level in 1..LEVELS {
+        if let Some(t) = v.version.find_in_level(level, key) {
+            if let Some(s) = t.get(key, h)? {
+                return Ok(Some(s));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Reads a separated value from the value logs of `version`.
+fn resolve_pointer(version: &Version, p: &ValuePtr) -> Result<Bytes> {
+    match version.vlogs.get(&p.file) {
+        Some(f) => f.read(p),
+        None => Err(Error::InvalidArgument(format!(
+            "value log {} referenced by a table is not in the manifest",
+            p.file
+        ))),
     }
 }
 

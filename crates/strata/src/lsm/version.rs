@@ -6,8 +6,10 @@
 //! `MANIFEST` layout: magic `b"STRATMAN"` | format version u32 | payload_len u32 |
 //! crc32c(version ++ payload_len ++ payload) u32 | payload. Payload: `next_file_number varint |
 //! log_number varint | level_count varint`, then per level `table_count varint` and per table
-//! `id varint | size varint | entries varint | min_key (varint len + bytes) | max_key (same)`.
-//! Write-ahead logs numbered below `log_number` hold nothing that is not in a table.
+//! `id varint | size varint | entries varint | min_key (varint len + bytes) | max_key (same)`,
+//! then `vlog_count varint` and per value log `number varint | total_bytes varint |
+//! live_bytes varint`. Write-ahead logs numbered below `log_number` hold nothing that is not in
+//! a table, except the value logs listed, which tables point into.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -17,6 +19,8 @@ use bytes::Bytes;
 use crate::coding::{put_len_prefixed, put_varint, Reader};
 use crate::error::{Error, IoContext, Result};
 use crate::lsm::sstable::{Table, TableMeta};
+use crate::lsm::vlog::VlogFile;
+use std::collections::BTreeMap;
 use crate::lsm::{fsutil, LEVELS};
 
 /// Version of the manifest format.
@@ -29,12 +33,15 @@ pub(crate) const MANIFEST_FILE: &str = "MANIFEST";
 #[derive(Clone, Default)]
 pub(crate) struct Version {
     pub(crate) levels: Vec<Vec<Arc<Table>>>,
+    /// Value logs that tables point into, by file number.
+    pub(crate) vlogs: BTreeMap<u64, Arc<VlogFile>>,
 }
 
 impl Version {
     pub(crate) fn empty() -> Self {
         Version {
             levels: vec![Vec::new(); LEVELS],
+            vlogs: BTreeMap::new(),
         }
     }
 
@@ -64,6 +71,8 @@ pub(crate) struct Manifest {
     pub(crate) next_file_number: u64,
     pub(crate) log_number: u64,
     pub(crate) levels: Vec<Vec<TableMeta>>,
+    /// (number, total_bytes, live_bytes) of each value log.
+    pub(crate) vlogs: Vec<(u64, u64, u64)>,
 }
 
 pub(crate) fn encode(version: &Version, next_file_number: u64, log_number: u64) -> Vec<u8> {
@@ -80,6 +89,15 @@ pub(crate) fn encode(version: &Version, next_file_number: u64, log_number: u64) 
             put_len_prefixed(&mut payload, &t.min_key);
             put_len_prefixed(&mut payload, &t.max_key);
         }
+    }
+    put_varint(&mut payload, version.vlogs.len() as u64);
+    for v in version.vlogs.values() {
+        put_varint(&mut payload, v.number);
+        put_varint(&mut payload, v.total_bytes);
+        put_varint(
+            &mut payload,
+            v.live_bytes.load(std::sync::atomic::Ordering::Relaxed),
+        );
     }
     let mut out = Vec::with_capacity(payload.len() + 20);
     out.extend_from_slice(MANIFEST_MAGIC);
@@ -136,10 +154,19 @@ pub(crate) fn decode(path: &Path, bytes: &[u8]) -> Result<Manifest> {
             }
             levels.push(tables);
         }
+        let n = r.varint()?;
+        if n > payload.len() as u64 {
+            return None;
+        }
+        let mut vlogs = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            vlogs.push((r.varint()?, r.varint()?, r.varint()?));
+        }
         r.is_empty().then_some(Manifest {
             next_file_number,
             log_number,
             levels,
+            vlogs,
         })
     })();
     parsed.ok_or_else(|| bad(20, "malformed manifest payload"))

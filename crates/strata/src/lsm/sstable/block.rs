@@ -1,12 +1,13 @@
 //! Data blocks: sorted entries with the key prefix shared with the previous entry elided.
 //!
-//! Entry: `kind u8 | shared varint | unshared varint | value_len varint (puts only) |
-//! key suffix | value`. The first entry of a block has `shared = 0`. A block is decoded
+//! Entry: `kind u8 (1 put, 2 delete, 3 value pointer) | shared varint | unshared varint |
+//! value_len varint (not for deletes) | key suffix | value` (for kind 3 the value is an encoded
+//! `ValuePtr`). The first entry of a block has `shared = 0`. A block is decoded
 //! front to back; the sparse index points at blocks, so a lookup reads one block.
 
 use bytes::Bytes;
 
-use crate::batch::Kind;
+use crate::lsm::vlog::ValuePtr;
 use crate::coding::{put_varint, Reader};
 use crate::lsm::memtable::Slot;
 
@@ -28,15 +29,23 @@ impl BlockBuilder {
                 .take_while(|(a, b)| a == b)
                 .count()
         };
-        self.buf.push(slot.kind() as u8);
+        self.buf.push(slot.kind_byte());
         put_varint(&mut self.buf, shared as u64);
         put_varint(&mut self.buf, (key.len() - shared) as u64);
-        if let Slot::Put(v) = slot {
-            put_varint(&mut self.buf, v.len() as u64);
-        }
-        self.buf.extend_from_slice(&key[shared..]);
-        if let Slot::Put(v) = slot {
-            self.buf.extend_from_slice(v);
+        match slot {
+            Slot::Put(v) => {
+                put_varint(&mut self.buf, v.len() as u64);
+                self.buf.extend_from_slice(&key[shared..]);
+                self.buf.extend_from_slice(v);
+            }
+            Slot::Pointer(p) => {
+                let mut enc = Vec::with_capacity(24);
+                p.encode(&mut enc);
+                put_varint(&mut self.buf, enc.len() as u64);
+                self.buf.extend_from_slice(&key[shared..]);
+                self.buf.extend_from_slice(&enc);
+            }
+            Slot::Delete => self.buf.extend_from_slice(&key[shared..]),
         }
         self.last_key.clear();
         self.last_key.extend_from_slice(key);
@@ -74,12 +83,15 @@ impl BlockIter {
         }
         let mut r = Reader::new(&self.block[self.pos..]);
         let res = (|| {
-            let kind = Kind::from_u8(r.u8()?)?;
+            let kind = r.u8()?;
+            if !(1..=3).contains(&kind) {
+                return None;
+            }
             let shared = usize::try_from(r.varint()?).ok()?;
             let unshared = usize::try_from(r.varint()?).ok()?;
             let vlen = match kind {
-                Kind::Put => usize::try_from(r.varint()?).ok()?,
-                Kind::Delete => 0,
+                2 => 0,
+                _ => usize::try_from(r.varint()?).ok()?,
             };
             if shared > self.key.len() {
                 return None;
@@ -89,10 +101,11 @@ impl BlockIter {
             self.key.extend_from_slice(suffix);
             let vstart = self.pos + r.position();
             r.bytes(vlen)?;
-            Some(match kind {
-                Kind::Put => Slot::Put(self.block.slice(vstart..vstart + vlen)),
-                Kind::Delete => Slot::Delete,
-            })
+            match kind {
+                1 => Some(Slot::Put(self.block.slice(vstart..vstart + vlen))),
+                3 => ValuePtr::decode(&self.block[vstart..vstart + vlen]).map(Slot::Pointer),
+                _ => Some(Slot::Delete),
+            }
         })();
         match res {
             Some(slot) => {

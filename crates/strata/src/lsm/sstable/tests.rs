@@ -12,7 +12,7 @@ use proptest::prelude::*;
 use super::*;
 
 fn build(
-    entries: &BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    entries: &BTreeMap<Vec<u8>, Slot>,
     compression: Compression,
     block_bytes: usize,
     index_every_entries: usize,
@@ -25,11 +25,8 @@ fn build(
         ..Options::default()
     };
     let mut b = TableBuilder::create(dir.path(), 1, &opts).unwrap();
-    for (k, v) in entries {
-        let slot = v
-            .as_ref()
-            .map_or(Slot::Delete, |v| Slot::Put(Bytes::from(v.clone())));
-        b.add(k, &slot).unwrap();
+    for (k, slot) in entries {
+        b.add(k, slot).unwrap();
     }
     let meta = b.finish().unwrap();
     assert_eq!(meta.entries, entries.len() as u64);
@@ -43,12 +40,18 @@ fn build(
     (dir, Arc::new(t))
 }
 
-fn entries() -> impl Strategy<Value = BTreeMap<Vec<u8>, Option<Vec<u8>>>> {
-    proptest::collection::btree_map(
-        proptest::collection::vec(any::<u8>(), 0..24),
-        proptest::option::weighted(0.8, proptest::collection::vec(any::<u8>(), 0..200)),
-        1..300,
-    )
+fn slot() -> impl Strategy<Value = Slot> {
+    prop_oneof![
+        1 => Just(Slot::Delete),
+        6 => proptest::collection::vec(any::<u8>(), 0..200).prop_map(|v| Slot::Put(Bytes::from(v))),
+        2 => (any::<u64>(), any::<u64>(), any::<u32>(), any::<u32>()).prop_map(|(file, offset, len, crc)| {
+            Slot::Pointer(crate::lsm::vlog::ValuePtr { file, offset, len, crc })
+        }),
+    ]
+}
+
+fn entries() -> impl Strategy<Value = BTreeMap<Vec<u8>, Slot>> {
+    proptest::collection::btree_map(proptest::collection::vec(any::<u8>(), 0..24), slot(), 1..300)
 }
 
 proptest! {
@@ -67,19 +70,19 @@ proptest! {
         let compression = if lz4 { Compression::Lz4 } else { Compression::None };
         let (_dir, t) = build(&entries, compression, block_bytes, index_every);
         // Full iteration equals the input.
-        let all: Vec<(Vec<u8>, Option<Vec<u8>>)> = t
+        let all: Vec<(Vec<u8>, Slot)> = t
             .iter(Bound::Unbounded, Bound::Unbounded, true)
             .map(|r| {
                 let (k, s) = r.unwrap();
-                (k.to_vec(), match s { Slot::Put(v) => Some(v.to_vec()), Slot::Delete => None })
+                (k.to_vec(), s)
             })
             .collect();
-        let want: Vec<(Vec<u8>, Option<Vec<u8>>)> = entries.clone().into_iter().collect();
+        let want: Vec<(Vec<u8>, Slot)> = entries.clone().into_iter().collect();
         prop_assert_eq!(all, want);
         // Point reads: present keys and random probes.
         for k in entries.keys().chain(probes.iter()) {
             let got = t.get(k, bloom::hash(k)).unwrap();
-            let want = entries.get(k).map(|v| v.as_ref().map_or(Slot::Delete, |v| Slot::Put(Bytes::from(v.clone()))));
+            let want = entries.get(k).cloned();
             prop_assert_eq!(got, want);
         }
         // Range scans equal the model's range.
