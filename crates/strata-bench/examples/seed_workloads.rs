@@ -3,10 +3,10 @@
 //! (`strata bench` is the full-featured front end; this needs nothing but the library.)
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use strata_bench::{BenchStore, RunSpec, StrataStore, Workload};
+use strata_bench::runner::run_in_process;
+use strata_bench::{BenchSpec, Engine, EngineSpec, RunSpec, Workload};
 
 fn main() {
     let args: Vec<u64> = std::env::args()
@@ -18,32 +18,23 @@ fn main() {
     let partitions = args.get(2).copied().unwrap_or(4) as usize;
     let dir = std::path::PathBuf::from("./bench-data");
     for workload in Workload::ALL {
-        let _ = std::fs::remove_dir_all(&dir);
-        let opts = strata::Options {
-            partitions,
-            ..strata::Options::default()
+        let spec = BenchSpec {
+            engine: EngineSpec {
+                partitions,
+                ..EngineSpec::new(Engine::Strata)
+            },
+            run: RunSpec {
+                threads,
+                duration: Duration::from_secs(seconds),
+                interval: Duration::from_secs(10.min(seconds).max(1)),
+                ..RunSpec::seed_defaults(workload)
+            },
         };
-        let store: Arc<dyn BenchStore> = Arc::new(StrataStore::open(&dir, opts).unwrap());
-        let spec = RunSpec {
-            workload,
-            known_key_rate: 0.5,
-            key_space: 100_000_000,
-            value_bytes: 1024,
-            threads,
-            duration: Duration::from_secs(seconds),
-            interval: Duration::from_secs(10.min(seconds)),
-            seed: 42,
+        let mut sink = |l: &serde_json::Value| {
+            eprintln!("{l}");
+            Ok(())
         };
-        let s = strata_bench::run(store.clone(), &spec, &dir, |l| eprintln!("{l}")).unwrap();
-        println!(
-            "{:>12}: {:>9.0} ops/s  p99 {:>6} us  intervals {:.0}..{:.0} ops/s  write amp {:.2}",
-            workload.name(),
-            s.ops_per_sec,
-            s.p99_us,
-            s.interval_ops_per_sec_min,
-            s.interval_ops_per_sec_max,
-            store.write_amplification().unwrap_or(0.0)
-        );
+        let r = run_in_process(&spec, workload.name(), &dir, false, false, &mut sink).unwrap();
+        println!("{}", strata_bench::compare::one_line(&r));
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,13 +1,33 @@
-//! The benchmark harness: runs the seeds' workloads against any [`BenchStore`] from many
-//! threads and reports, every interval, one JSON line with the seed's fields
-//! (`nanoTime, put, delete, deleteFound, get, getFound, fileSize`, counts per interval) plus
-//! latency percentiles from HDR histograms.
+//! Strata's benchmark harness: the seeds' workloads and read-only benchmark, run against Strata
+//! and (feature `peers`) RocksDB, fjall and sled through one [`BenchStore`] trait, with results
+//! as JSON lines and plots.
 //!
-//! Known keys come from a bounded per-thread reservoir of keys that thread wrote (as the seed
-//! did), so memory stays flat however long the run.
+//! The data path of a benchmark: a [`spec`] says what to run; the [`runner`] opens the engine
+//! ([`store`], [`peers`]) on a fresh directory, in this process or a child of its own, and drives
+//! a [`workload`] (seed 000: mixed put/delete/get, one stats line per interval) or the
+//! [`readonly`] benchmark (seed 003); [`sys`] reads peak memory and bytes written from the
+//! kernel; [`record`] defines the JSON lines; [`compare`] and [`matrix`] sequence runs; [`report`]
+//! turns JSONL files into PNG plots and an index.html.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
+pub mod compare;
+pub mod error;
+pub mod matrix;
+#[cfg(feature = "peers")]
+pub mod peers;
+pub mod readonly;
+pub mod record;
+pub mod report;
+pub mod runner;
+pub mod spec;
 pub mod store;
+pub mod sys;
 pub mod workload;
 
-pub use store::{BenchStore, StrataStore};
+pub use error::{Error, Result};
+pub use record::{ReadonlyRecord, RunRecord};
+pub use runner::{Isolation, Runner};
+pub use spec::{BenchSpec, CompressionSpec, Engine, EngineSpec, ReadonlySpec, SyncSpec};
+pub use store::{open_store, BenchStore, StrataStore};
 pub use workload::{run, RunSpec, RunSummary, Workload};

@@ -1,23 +1,71 @@
-//! What the harness needs of an engine; implemented for Strata here and for peers behind the
-//! `peers` feature, so every engine runs the same generator in the same process.
+//! What the harness needs of an engine ([`BenchStore`]); implemented for Strata here and for the
+//! peers in [`crate::peers`] behind the `peers` feature, so every engine runs the same generator in
+//! the same harness. [`open_store`] is the one place that turns an [`EngineSpec`] into a store.
 
 use std::path::Path;
 
-/// An engine under test.
+use crate::error::{Error, Result};
+use crate::spec::{Engine, EngineSpec};
+
+/// An engine under test. All methods may be called from many threads at once.
 pub trait BenchStore: Send + Sync {
     /// Short name for reports.
     fn name(&self) -> &'static str;
     /// Stores a value.
-    fn put(&self, key: &[u8], value: &[u8]) -> Result<(), String>;
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()>;
     /// Returns whether the key was found.
-    fn get(&self, key: &[u8]) -> Result<bool, String>;
+    fn get(&self, key: &[u8]) -> Result<bool>;
     /// Deletes a key.
-    fn delete(&self, key: &[u8]) -> Result<(), String>;
+    fn delete(&self, key: &[u8]) -> Result<()>;
+    /// Writes memtables out and merges everything into as few files as the engine likes (used to
+    /// finish building the read-only data set). Engines without such a call do nothing.
+    fn compact(&self) -> Result<()> {
+        Ok(())
+    }
+    /// Loads entries given in strictly increasing key order, bypassing the write path where the
+    /// engine has a bulk load (Strata's `Db::ingest` writes table files directly). Returns the
+    /// number of entries loaded. The default puts them one by one.
+    fn bulk_load(&self, sorted: &mut dyn Iterator<Item = (Vec<u8>, &[u8])>) -> Result<u64> {
+        let mut n = 0;
+        for (k, v) in sorted {
+            self.put(&k, v)?;
+            n += 1;
+        }
+        Ok(n)
+    }
+    /// Whether [`BenchStore::bulk_load`] bypasses the write path.
+    fn has_bulk_load(&self) -> bool {
+        false
+    }
     /// Finishes background work and closes.
-    fn close(self: Box<Self>) -> Result<(), String>;
-    /// Write amplification so far, if the engine reports it.
+    fn close(self: Box<Self>) -> Result<()>;
+    /// Write amplification so far, as the engine itself counts it (bytes it wrote to its log and
+    /// table files per byte of keys and values written by the user), if it reports one.
     fn write_amplification(&self) -> Option<f64> {
         None
+    }
+    /// Engine counters worth keeping with the result (flushes, compactions, stalls), if any.
+    fn engine_stats(&self) -> Option<serde_json::Value> {
+        None
+    }
+}
+
+/// Opens the engine `spec` names in `dir` (which should be empty).
+pub fn open_store(spec: &EngineSpec, dir: &Path) -> Result<Box<dyn BenchStore>> {
+    match spec.engine {
+        Engine::Strata => Ok(Box::new(StrataStore::open(dir, spec.strata_options())?)),
+        #[cfg(feature = "peers")]
+        Engine::Rocksdb => Ok(Box::new(crate::peers::RocksStore::open(dir, spec)?)),
+        #[cfg(feature = "peers")]
+        Engine::Fjall => Ok(Box::new(crate::peers::FjallStore::open(dir, spec)?)),
+        #[cfg(feature = "peers")]
+        Engine::Sled => Ok(Box::new(crate::peers::SledStore::open(dir, spec)?)),
+        #[cfg(not(feature = "peers"))]
+        other => Err(Error::Invalid(format!(
+            "{other} is a peer engine: rebuild with the `peers` feature, e.g. \
+             `ROCKSDB_LIB_DIR=/usr/lib/x86_64-linux-gnu cargo build --release -p strata-cli \
+             --features strata-bench/peers` (see BENCHMARKS.md)"
+        ))),
     }
 }
 
@@ -26,11 +74,15 @@ pub struct StrataStore {
     db: strata::Db,
 }
 
+fn strata_err(op: &'static str) -> impl FnOnce(strata::Error) -> Error {
+    move |e| Error::engine("strata", op, e)
+}
+
 impl StrataStore {
     /// Opens Strata in `dir`.
-    pub fn open(dir: &Path, opts: strata::Options) -> Result<Self, String> {
+    pub fn open(dir: &Path, opts: strata::Options) -> Result<Self> {
         Ok(StrataStore {
-            db: strata::Db::open(dir, opts).map_err(|e| e.to_string())?,
+            db: strata::Db::open(dir, opts).map_err(strata_err("open"))?,
         })
     }
 }
@@ -39,22 +91,57 @@ impl BenchStore for StrataStore {
     fn name(&self) -> &'static str {
         "strata"
     }
-    fn put(&self, key: &[u8], value: &[u8]) -> Result<(), String> {
-        self.db.put(key, value).map_err(|e| e.to_string())
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.db.put(key, value).map_err(strata_err("put"))
     }
-    fn get(&self, key: &[u8]) -> Result<bool, String> {
+    fn get(&self, key: &[u8]) -> Result<bool> {
         self.db
             .get(key)
             .map(|v| v.is_some())
-            .map_err(|e| e.to_string())
+            .map_err(strata_err("get"))
     }
-    fn delete(&self, key: &[u8]) -> Result<(), String> {
-        self.db.delete(key).map_err(|e| e.to_string())
+    fn delete(&self, key: &[u8]) -> Result<()> {
+        self.db.delete(key).map_err(strata_err("delete"))
     }
-    fn close(self: Box<Self>) -> Result<(), String> {
-        self.db.close().map_err(|e| e.to_string())
+    fn compact(&self) -> Result<()> {
+        self.db.flush().map_err(strata_err("flush"))?;
+        self.db.compact().map_err(strata_err("compact"))
+    }
+    fn bulk_load(&self, sorted: &mut dyn Iterator<Item = (Vec<u8>, &[u8])>) -> Result<u64> {
+        self.db.ingest(sorted).map_err(strata_err("ingest"))
+    }
+    fn has_bulk_load(&self) -> bool {
+        true
+    }
+    fn close(self: Box<Self>) -> Result<()> {
+        self.db.close().map_err(strata_err("close"))
     }
     fn write_amplification(&self) -> Option<f64> {
         Some(self.db.stats().write_amplification())
+    }
+    fn engine_stats(&self) -> Option<serde_json::Value> {
+        let stats = self.db.stats();
+        let sum =
+            |f: fn(&strata::PartitionStats) -> u64| -> u64 { stats.partitions.iter().map(f).sum() };
+        let levels: Vec<String> = stats
+            .partitions
+            .iter()
+            .map(|p| {
+                p.levels
+                    .iter()
+                    .map(|l| l.tables.to_string())
+                    .collect::<Vec<_>>()
+                    .join("/")
+            })
+            .collect();
+        Some(serde_json::json!({
+            "flushes": sum(|p| p.flushes),
+            "compactions": sum(|p| p.compactions),
+            "writeStalls": sum(|p| p.write_stalls),
+            "walBytesWritten": sum(|p| p.wal_bytes_written),
+            "flushBytesWritten": sum(|p| p.flush_bytes_written),
+            "compactionBytesWritten": sum(|p| p.compaction_bytes_written),
+            "tablesPerLevelPerPartition": levels,
+        }))
     }
 }

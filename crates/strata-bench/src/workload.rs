@@ -1,19 +1,28 @@
-//! Workload runs: threads draw operations from the seed's mixes and count them per interval.
+//! Mixed-workload runs (seed 000): client threads draw operations from one of the seed's mixes,
+//! count them per interval and record latencies in HDR histograms; every interval one stats line
+//! with the seed's fields (`nanoTime, put, delete, deleteFound, get, getFound, fileSize`, counts
+//! per interval) plus latency percentiles is handed to the caller.
+//!
+//! Known keys come from a bounded per-thread [`Reservoir`] of keys that thread wrote (as the seed
+//! did), so memory stays flat however long the run. Values are windows of a per-thread random
+//! buffer: incompressible, and no allocation per operation.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use parking_lot::Mutex;
 use rand::rngs::SmallRng;
 use rand::{Rng, RngCore, SeedableRng};
+use serde::{Deserialize, Serialize};
 
+use crate::error::{Error, Result};
 use crate::store::BenchStore;
 
 /// The seed's workloads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Workload {
     /// 90 % put, 5 % delete, 5 % get.
     PutHeavy,
@@ -36,15 +45,31 @@ impl Workload {
         }
     }
 
-    /// Parses `put-heavy`, `get-heavy`, `delete-heavy`, `balanced`.
+    /// Parses `put-heavy`, `get-heavy`, `delete-heavy`, `balanced` (also with `_`, any case).
     pub fn parse(s: &str) -> Option<Workload> {
-        match s.to_ascii_lowercase().replace('_', "-").as_str() {
+        match s.trim().to_ascii_lowercase().replace('_', "-").as_str() {
             "put-heavy" => Some(Workload::PutHeavy),
             "get-heavy" => Some(Workload::GetHeavy),
             "delete-heavy" => Some(Workload::DeleteHeavy),
             "balanced" => Some(Workload::Balanced),
             _ => None,
         }
+    }
+
+    /// Parses a comma-separated list of workloads, or `all`.
+    pub fn parse_list(s: &str) -> Result<Vec<Workload>> {
+        if s.trim() == "all" {
+            return Ok(Workload::ALL.to_vec());
+        }
+        s.split(',')
+            .map(|w| {
+                Workload::parse(w).ok_or_else(|| {
+                    Error::Invalid(format!(
+                        "unknown workload {w:?} (put-heavy, get-heavy, delete-heavy, balanced, all)"
+                    ))
+                })
+            })
+            .collect()
     }
 
     /// The name `parse` accepts.
@@ -66,8 +91,9 @@ impl Workload {
     ];
 }
 
-/// One run's parameters.
-#[derive(Debug, Clone)]
+/// One run's workload parameters (the engine is chosen separately).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct RunSpec {
     /// Operation mix.
     pub workload: Workload,
@@ -80,15 +106,51 @@ pub struct RunSpec {
     /// Client threads.
     pub threads: usize,
     /// How long to run.
+    #[serde(rename = "durationMs", with = "crate::spec::millis")]
     pub duration: Duration,
-    /// How often to print a stats line.
+    /// How often to emit a stats line.
+    #[serde(rename = "intervalMs", with = "crate::spec::millis")]
     pub interval: Duration,
     /// Seed of the generators.
     pub seed: u64,
 }
 
+impl RunSpec {
+    /// The seed's parameters for `workload`: known-key rate 0.5, 100 M keys, 1 KiB values; 2
+    /// threads (this machine's cores), 60 s, stats every 10 s.
+    pub fn seed_defaults(workload: Workload) -> Self {
+        RunSpec {
+            workload,
+            known_key_rate: 0.5,
+            key_space: 100_000_000,
+            value_bytes: 1024,
+            threads: 2,
+            duration: Duration::from_secs(60),
+            interval: Duration::from_secs(10),
+            seed: 42,
+        }
+    }
+
+    /// Checks the settings.
+    pub fn validate(&self) -> Result<()> {
+        if self.threads == 0 || self.key_space == 0 {
+            return Err(Error::Invalid(
+                "threads and key space must be at least 1".into(),
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.known_key_rate) {
+            return Err(Error::Invalid("known-key rate must be within 0..=1".into()));
+        }
+        if self.interval.is_zero() {
+            return Err(Error::Invalid("the stats interval must be positive".into()));
+        }
+        Ok(())
+    }
+}
+
 /// Totals of a run.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct RunSummary {
     /// Operations of all kinds.
     pub ops: u64,
@@ -96,15 +158,120 @@ pub struct RunSummary {
     pub seconds: f64,
     /// Operations per second.
     pub ops_per_sec: f64,
+    /// Median latency of all operations, microseconds.
+    pub p50_us: u64,
     /// 99th percentile latency of all operations, microseconds.
     pub p99_us: u64,
-    /// Lowest and highest ops/s of any full interval.
+    /// 99.9th percentile latency of all operations, microseconds.
+    pub p999_us: u64,
+    /// Highest latency seen, microseconds.
+    pub max_us: u64,
+    /// Lowest ops/s of any interval.
     pub interval_ops_per_sec_min: f64,
-    /// See `interval_ops_per_sec_min`.
+    /// Highest ops/s of any interval.
     pub interval_ops_per_sec_max: f64,
+    /// Bytes of keys and values the clients asked to write (puts: key + value; deletes: key).
+    pub user_bytes_written: u64,
 }
 
-const RESERVOIR_KEYS_MAX: usize = 100_000;
+/// At most this many known keys per client thread.
+pub const RESERVOIR_KEYS_MAX: usize = 100_000;
+
+/// A uniform sample of at most `capacity` of the keys offered (Vitter's algorithm R).
+#[derive(Debug, Clone)]
+pub struct Reservoir {
+    keys: Vec<u64>,
+    seen: u64,
+    capacity: usize,
+}
+
+impl Reservoir {
+    /// An empty reservoir holding at most `capacity` keys.
+    pub fn new(capacity: usize) -> Self {
+        Reservoir {
+            keys: Vec::with_capacity(capacity.min(4096)),
+            seen: 0,
+            capacity,
+        }
+    }
+
+    /// Offers a written key.
+    pub fn offer(&mut self, key: u64, rng: &mut impl Rng) {
+        self.seen += 1;
+        if self.keys.len() < self.capacity {
+            self.keys.push(key);
+        } else if let Ok(j) = usize::try_from(rng.gen_range(0..self.seen)) {
+            if let Some(slot) = self.keys.get_mut(j) {
+                *slot = key;
+            }
+        }
+    }
+
+    /// A random key from the sample, if any.
+    pub fn pick(&self, rng: &mut impl Rng) -> Option<u64> {
+        if self.keys.is_empty() {
+            None
+        } else {
+            self.keys.get(rng.gen_range(0..self.keys.len())).copied()
+        }
+    }
+
+    /// Keys held.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Whether no key is held.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+}
+
+/// Operation counts of one interval, as in the seed's stats line.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IntervalCounts {
+    /// Puts.
+    pub put: u64,
+    /// Deletes.
+    pub delete: u64,
+    /// Deletes whose key existed.
+    pub delete_found: u64,
+    /// Gets.
+    pub get: u64,
+    /// Gets that found their key.
+    pub get_found: u64,
+}
+
+impl IntervalCounts {
+    /// All operations.
+    pub fn ops(&self) -> u64 {
+        self.put + self.delete + self.get
+    }
+}
+
+/// Builds one stats line: the seed's fields plus `{put,get,delete}{P50,P99,P999}us` for every kind
+/// of operation that ran in the interval.
+pub fn stats_line(
+    elapsed: Duration,
+    counts: IntervalCounts,
+    file_size_bytes: u64,
+    latencies: &[(&str, &Histogram<u64>)],
+) -> serde_json::Value {
+    let mut line = serde_json::json!({
+        "nanoTime": u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX),
+        "put": counts.put, "delete": counts.delete, "deleteFound": counts.delete_found,
+        "get": counts.get, "getFound": counts.get_found,
+        "fileSize": file_size_bytes,
+    });
+    for (name, h) in latencies {
+        if !h.is_empty() {
+            line[format!("{name}P50us")] = h.value_at_quantile(0.5).into();
+            line[format!("{name}P99us")] = h.value_at_quantile(0.99).into();
+            line[format!("{name}P999us")] = h.value_at_quantile(0.999).into();
+        }
+    }
+    line
+}
 
 #[derive(Default)]
 struct Counts {
@@ -113,35 +280,62 @@ struct Counts {
     delete_found: AtomicU64,
     get: AtomicU64,
     get_found: AtomicU64,
+    user_bytes: AtomicU64,
 }
 
 impl Counts {
-    fn take(&self) -> [u64; 5] {
-        [
-            self.put.swap(0, Ordering::Relaxed),
-            self.delete.swap(0, Ordering::Relaxed),
-            self.delete_found.swap(0, Ordering::Relaxed),
-            self.get.swap(0, Ordering::Relaxed),
-            self.get_found.swap(0, Ordering::Relaxed),
-        ]
+    fn take(&self) -> IntervalCounts {
+        IntervalCounts {
+            put: self.put.swap(0, Ordering::Relaxed),
+            delete: self.delete.swap(0, Ordering::Relaxed),
+            delete_found: self.delete_found.swap(0, Ordering::Relaxed),
+            get: self.get.swap(0, Ordering::Relaxed),
+            get_found: self.get_found.swap(0, Ordering::Relaxed),
+        }
     }
 }
 
-struct Hists {
-    put: Histogram<u64>,
-    get: Histogram<u64>,
-    delete: Histogram<u64>,
+/// Latency histograms (microseconds) of one thread or merged.
+pub(crate) struct Hists {
+    pub(crate) put: Histogram<u64>,
+    pub(crate) get: Histogram<u64>,
+    pub(crate) delete: Histogram<u64>,
+}
+
+/// A histogram of microseconds from 1 us to 10 minutes with 2 significant digits.
+pub(crate) fn latency_histogram() -> Result<Histogram<u64>> {
+    Histogram::<u64>::new_with_bounds(1, 600_000_000, 2)
+        .map_err(|e| Error::Invalid(format!("histogram: {e}")))
 }
 
 impl Hists {
-    fn new() -> Result<Self, String> {
-        let h = || Histogram::<u64>::new_with_bounds(1, 60_000_000, 2).map_err(|e| e.to_string());
+    fn new() -> Result<Self> {
         Ok(Hists {
-            put: h()?,
-            get: h()?,
-            delete: h()?,
+            put: latency_histogram()?,
+            get: latency_histogram()?,
+            delete: latency_histogram()?,
         })
     }
+
+    fn add(&mut self, other: &Hists) {
+        // Same bounds everywhere, so adding cannot fail.
+        let _ = self.put.add(&other.put);
+        let _ = self.get.add(&other.get);
+        let _ = self.delete.add(&other.delete);
+    }
+
+    fn reset(&mut self) {
+        self.put.reset();
+        self.get.reset();
+        self.delete.reset();
+    }
+}
+
+/// Microseconds since `t0`, at least 1 (histograms start at 1).
+pub(crate) fn micros_since(t0: Instant) -> u64 {
+    u64::try_from(t0.elapsed().as_micros())
+        .unwrap_or(u64::MAX)
+        .max(1)
 }
 
 /// Bytes of all files under `dir`.
@@ -163,116 +357,121 @@ pub fn dir_bytes(dir: &Path) -> u64 {
     total
 }
 
-fn key_of(n: u64) -> [u8; 16] {
-    let mut k = [0u8; 16];
-    let s = format!("{n:016}");
-    k.copy_from_slice(&s.as_bytes()[..16]);
+/// The 16-byte key of key number `n`: its decimal digits, zero-padded (sorts like `n`).
+pub fn key_of(n: u64) -> [u8; 16] {
+    let mut k = [b'0'; 16];
+    let mut v = n % 10_000_000_000_000_000;
+    for slot in k.iter_mut().rev() {
+        *slot = b'0' + (v % 10) as u8;
+        v /= 10;
+    }
     k
 }
 
-/// Runs `spec` against `store`, printing one JSON stats line per interval via `emit`.
+/// Runs `spec` against `store`, handing one stats line per interval to `emit`.
 pub fn run(
-    store: Arc<dyn BenchStore>,
+    store: &dyn BenchStore,
     spec: &RunSpec,
     data_dir: &Path,
     mut emit: impl FnMut(&serde_json::Value),
-) -> Result<RunSummary, String> {
-    let counts = Arc::new(Counts::default());
-    let stop = Arc::new(AtomicBool::new(false));
-    let hists: Vec<Arc<Mutex<Hists>>> = (0..spec.threads)
-        .map(|_| Hists::new().map(|h| Arc::new(Mutex::new(h))))
-        .collect::<Result<_, _>>()?;
-    let errors = Arc::new(Mutex::new(None::<String>));
+) -> Result<RunSummary> {
+    spec.validate()?;
+    let counts = Counts::default();
+    let stop = AtomicBool::new(false);
+    let hists: Vec<Mutex<Hists>> = (0..spec.threads)
+        .map(|_| Hists::new().map(Mutex::new))
+        .collect::<Result<_>>()?;
+    let first_error = Mutex::new(None::<Error>);
     let started = Instant::now();
-    let handles: Vec<_> = (0..spec.threads)
-        .map(|t| {
-            let (store, counts, stop, hist, errors) = (
-                store.clone(),
-                counts.clone(),
-                stop.clone(),
-                hists[t].clone(),
-                errors.clone(),
-            );
-            let spec = spec.clone();
-            std::thread::spawn(move || {
-                if let Err(e) = client(&*store, &spec, t, &counts, &stop, &hist) {
-                    *errors.lock() = Some(e);
+    let (mut total_ops, rates, mut all) = std::thread::scope(|scope| -> Result<_> {
+        for (t, hist) in hists.iter().enumerate() {
+            let (counts, stop, first_error) = (&counts, &stop, &first_error);
+            scope.spawn(move || {
+                if let Err(e) = client(store, spec, t, counts, stop, hist) {
+                    first_error.lock().get_or_insert(e);
                     stop.store(true, Ordering::Relaxed);
                 }
-            })
-        })
-        .collect();
+            });
+        }
+        let reported = report_intervals(spec, data_dir, started, &counts, &stop, &hists, &mut emit);
+        stop.store(true, Ordering::Relaxed);
+        reported
+    })?;
+    if let Some(e) = first_error.lock().take() {
+        return Err(e);
+    }
+    // Operations finished after the last stats line still count towards the totals.
+    total_ops += counts.take().ops();
+    for h in &hists {
+        all.add(&h.lock());
+    }
+    let mut lat = all.put;
+    let _ = lat.add(&all.get);
+    let _ = lat.add(&all.delete);
+    let seconds = started.elapsed().as_secs_f64();
+    Ok(RunSummary {
+        ops: total_ops,
+        seconds,
+        ops_per_sec: total_ops as f64 / seconds.max(1e-9),
+        p50_us: lat.value_at_quantile(0.5),
+        p99_us: lat.value_at_quantile(0.99),
+        p999_us: lat.value_at_quantile(0.999),
+        max_us: lat.max(),
+        interval_ops_per_sec_min: rates.iter().copied().reduce(f64::min).unwrap_or(0.0),
+        interval_ops_per_sec_max: rates.iter().copied().fold(0.0, f64::max),
+        user_bytes_written: counts.user_bytes.load(Ordering::Relaxed),
+    })
+}
+
+/// The reporting loop of [`run`]: every interval, takes the counts and latencies, emits a line.
+/// Returns the operations counted, the per-interval rates and the merged histograms.
+fn report_intervals(
+    spec: &RunSpec,
+    data_dir: &Path,
+    started: Instant,
+    counts: &Counts,
+    stop: &AtomicBool,
+    hists: &[Mutex<Hists>],
+    emit: &mut impl FnMut(&serde_json::Value),
+) -> Result<(u64, Vec<f64>, Hists)> {
     let mut total_ops = 0u64;
     let mut rates: Vec<f64> = Vec::new();
+    let mut all = Hists::new()?;
     let mut last = Instant::now();
     while started.elapsed() < spec.duration && !stop.load(Ordering::Relaxed) {
         let left = spec.duration.saturating_sub(started.elapsed());
-        std::thread::sleep(spec.interval.min(left).min(Duration::from_millis(100)));
-        let due = last.elapsed() >= spec.interval || started.elapsed() >= spec.duration;
-        if !due {
+        std::thread::sleep(spec.interval.min(left).min(Duration::from_millis(50)));
+        let done = started.elapsed() >= spec.duration || stop.load(Ordering::Relaxed);
+        if last.elapsed() < spec.interval && !done {
             continue;
         }
         let secs = last.elapsed().as_secs_f64();
         last = Instant::now();
-        let [put, delete, delete_found, get, get_found] = counts.take();
-        let ops = put + delete + get;
-        total_ops += ops;
-        rates.push(ops as f64 / secs);
-        let mut line = serde_json::json!({
-            "nanoTime": started.elapsed().as_nanos() as u64,
-            "put": put, "delete": delete, "deleteFound": delete_found,
-            "get": get, "getFound": get_found,
-            "fileSize": dir_bytes(data_dir),
-        });
+        let c = counts.take();
+        total_ops += c.ops();
+        if secs > 0.0 {
+            rates.push(c.ops() as f64 / secs);
+        }
         let mut merged = Hists::new()?;
-        for h in &hists {
+        for h in hists {
             let mut h = h.lock();
-            let _ = merged.put.add(&h.put);
-            let _ = merged.get.add(&h.get);
-            let _ = merged.delete.add(&h.delete);
-            h.put.reset();
-            h.get.reset();
-            h.delete.reset();
+            merged.add(&h);
+            h.reset();
         }
-        for (name, h) in [
-            ("put", &merged.put),
-            ("get", &merged.get),
-            ("delete", &merged.delete),
-        ] {
-            if !h.is_empty() {
-                line[format!("{name}P50us")] = h.value_at_quantile(0.5).into();
-                line[format!("{name}P99us")] = h.value_at_quantile(0.99).into();
-                line[format!("{name}P999us")] = h.value_at_quantile(0.999).into();
-            }
-        }
+        all.add(&merged);
+        let line = stats_line(
+            started.elapsed(),
+            c,
+            dir_bytes(data_dir),
+            &[
+                ("put", &merged.put),
+                ("get", &merged.get),
+                ("delete", &merged.delete),
+            ],
+        );
         emit(&line);
     }
-    stop.store(true, Ordering::Relaxed);
-    for h in handles {
-        let _ = h.join();
-    }
-    if let Some(e) = errors.lock().take() {
-        return Err(e);
-    }
-    let seconds = started.elapsed().as_secs_f64();
-    let p99 = {
-        let mut all = Hists::new()?;
-        for h in &hists {
-            let h = h.lock();
-            let _ = all.put.add(&h.put);
-            let _ = all.put.add(&h.get);
-            let _ = all.put.add(&h.delete);
-        }
-        all.put.value_at_quantile(0.99)
-    };
-    Ok(RunSummary {
-        ops: total_ops,
-        seconds,
-        ops_per_sec: total_ops as f64 / seconds,
-        p99_us: p99,
-        interval_ops_per_sec_min: rates.iter().copied().fold(f64::INFINITY, f64::min),
-        interval_ops_per_sec_max: rates.iter().copied().fold(0.0, f64::max),
-    })
+    Ok((total_ops, rates, all))
 }
 
 fn client(
@@ -282,58 +481,57 @@ fn client(
     counts: &Counts,
     stop: &AtomicBool,
     hist: &Mutex<Hists>,
-) -> Result<(), String> {
+) -> Result<()> {
     let mut rng =
         SmallRng::seed_from_u64(spec.seed ^ (thread as u64 + 1).wrapping_mul(0x9E37_79B9));
     // Incompressible values; each put takes a different window of this buffer.
-    let mut pool = vec![0u8; spec.value_bytes + 4096];
+    const WINDOWS: usize = 4096;
+    let mut pool = vec![0u8; spec.value_bytes + WINDOWS];
     rng.fill_bytes(&mut pool);
-    let mut reservoir: Vec<u64> = Vec::new();
-    let mut seen = 0u64;
+    let mut reservoir = Reservoir::new(RESERVOIR_KEYS_MAX);
     let (put_pct, delete_pct, _) = spec.workload.percents();
-    let pick = |rng: &mut SmallRng, reservoir: &Vec<u64>| -> u64 {
-        if !reservoir.is_empty() && rng.gen_bool(spec.known_key_rate) {
-            reservoir[rng.gen_range(0..reservoir.len())]
-        } else {
-            rng.gen_range(0..spec.key_space)
+    let pick = |rng: &mut SmallRng, reservoir: &Reservoir| -> u64 {
+        if rng.gen_bool(spec.known_key_rate) {
+            if let Some(k) = reservoir.pick(rng) {
+                return k;
+            }
         }
+        rng.gen_range(0..spec.key_space)
     };
     while !stop.load(Ordering::Relaxed) {
         let r = rng.gen_range(0..100);
-        let t0 = Instant::now();
         if r < put_pct {
             let k = rng.gen_range(0..spec.key_space);
-            let off = rng.gen_range(0..4096);
-            store.put(&key_of(k), &pool[off..off + spec.value_bytes])?;
-            let us = t0.elapsed().as_micros() as u64;
-            let _ = hist.lock().put.record(us.max(1));
+            let off = rng.gen_range(0..WINDOWS);
+            let key = key_of(k);
+            let value = &pool[off..off + spec.value_bytes];
+            let t0 = Instant::now();
+            store.put(&key, value)?;
+            hist.lock().put.saturating_record(micros_since(t0));
             counts.put.fetch_add(1, Ordering::Relaxed);
-            // Reservoir sampling keeps a uniform sample of written keys in bounded memory.
-            seen += 1;
-            if reservoir.len() < RESERVOIR_KEYS_MAX {
-                reservoir.push(k);
-            } else {
-                let j = rng.gen_range(0..seen);
-                if (j as usize) < RESERVOIR_KEYS_MAX {
-                    reservoir[j as usize] = k;
-                }
-            }
+            counts
+                .user_bytes
+                .fetch_add((key.len() + value.len()) as u64, Ordering::Relaxed);
+            reservoir.offer(k, &mut rng);
         } else if r < put_pct + delete_pct {
-            let k = key_of(pick(&mut rng, &reservoir));
+            let key = key_of(pick(&mut rng, &reservoir));
+            let t0 = Instant::now();
             // The seed counted deletes that found their key: look first, like it did.
-            let found = store.get(&k)?;
-            store.delete(&k)?;
-            let us = t0.elapsed().as_micros() as u64;
-            let _ = hist.lock().delete.record(us.max(1));
+            let found = store.get(&key)?;
+            store.delete(&key)?;
+            hist.lock().delete.saturating_record(micros_since(t0));
             counts.delete.fetch_add(1, Ordering::Relaxed);
+            counts
+                .user_bytes
+                .fetch_add(key.len() as u64, Ordering::Relaxed);
             if found {
                 counts.delete_found.fetch_add(1, Ordering::Relaxed);
             }
         } else {
-            let k = key_of(pick(&mut rng, &reservoir));
-            let found = store.get(&k)?;
-            let us = t0.elapsed().as_micros() as u64;
-            let _ = hist.lock().get.record(us.max(1));
+            let key = key_of(pick(&mut rng, &reservoir));
+            let t0 = Instant::now();
+            let found = store.get(&key)?;
+            hist.lock().get.saturating_record(micros_since(t0));
             counts.get.fetch_add(1, Ordering::Relaxed);
             if found {
                 counts.get_found.fetch_add(1, Ordering::Relaxed);
@@ -341,4 +539,79 @@ fn client(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reservoir_stays_bounded_and_uniform_enough() {
+        let mut rng = SmallRng::seed_from_u64(7);
+        let mut r = Reservoir::new(1000);
+        assert!(r.pick(&mut rng).is_none());
+        for k in 0..100_000u64 {
+            r.offer(k, &mut rng);
+            assert!(r.len() <= 1000);
+        }
+        assert_eq!(r.len(), 1000);
+        // A uniform sample of 0..100_000 has about half its keys in the upper half.
+        let upper = r.keys.iter().filter(|&&k| k >= 50_000).count();
+        assert!((350..=650).contains(&upper), "upper half held {upper}");
+    }
+
+    #[test]
+    fn stats_line_has_the_seed_fields_and_percentiles() {
+        let mut h = latency_histogram().unwrap();
+        for us in 1..=100 {
+            h.record(us).unwrap();
+        }
+        let empty = latency_histogram().unwrap();
+        let counts = IntervalCounts {
+            put: 5,
+            delete: 3,
+            delete_found: 1,
+            get: 7,
+            get_found: 2,
+        };
+        let line = stats_line(
+            Duration::from_secs(10),
+            counts,
+            4096,
+            &[("put", &h), ("get", &empty)],
+        );
+        for (field, want) in [
+            ("nanoTime", 10_000_000_000u64),
+            ("put", 5),
+            ("delete", 3),
+            ("deleteFound", 1),
+            ("get", 7),
+            ("getFound", 2),
+            ("fileSize", 4096),
+            ("putP50us", 50),
+            ("putP99us", 99),
+            ("putP999us", 100),
+        ] {
+            assert_eq!(line[field].as_u64(), Some(want), "{field} in {line}");
+        }
+        assert!(line.get("getP99us").is_none(), "no gets ran: {line}");
+    }
+
+    #[test]
+    fn keys_sort_like_their_numbers() {
+        assert_eq!(&key_of(42), b"0000000000000042");
+        assert!(key_of(9) < key_of(10));
+        assert_eq!(&key_of(99_999_999), b"0000000099999999");
+    }
+
+    #[test]
+    fn workloads_parse_in_both_spellings() {
+        assert_eq!(Workload::parse("PUT_HEAVY"), Some(Workload::PutHeavy));
+        assert_eq!(Workload::parse_list("all").unwrap().len(), 4);
+        assert_eq!(
+            Workload::parse_list("balanced,get-heavy").unwrap(),
+            vec![Workload::Balanced, Workload::GetHeavy]
+        );
+        assert!(Workload::parse_list("mostly-reads").is_err());
+    }
 }

@@ -33,7 +33,10 @@ fn put_get_del_scan_stats_compact_across_processes() {
     ok(d, &["put", "user:2", "bob"]);
     ok(d, &["put", "item:1", "pen"]);
     assert_eq!(ok(d, &["get", "user:1"]), "alice\n");
-    assert_eq!(ok(d, &["scan", "--prefix", "user:"]), "user:1\talice\nuser:2\tbob\n");
+    assert_eq!(
+        ok(d, &["scan", "--prefix", "user:"]),
+        "user:1\talice\nuser:2\tbob\n"
+    );
     assert_eq!(ok(d, &["scan", "--limit", "1"]), "item:1\tpen\n");
     assert_eq!(
         ok(d, &["scan", "--start", "item:2", "--end", "user:2"]),
@@ -87,7 +90,10 @@ fn log_engine_from_the_command_line() {
     let e = strata(d, &["--engine", "lsm", "get", "a"]);
     assert!(String::from_utf8_lossy(&e.stderr).contains("Log"));
     let stats = ok(d, &["stats"]);
-    assert!(stats.contains("index_keys=1") || stats.contains("index_keys=0"), "{stats}");
+    assert!(
+        stats.contains("index_keys=1") || stats.contains("index_keys=0"),
+        "{stats}"
+    );
 }
 
 #[test]

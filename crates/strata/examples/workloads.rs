@@ -15,13 +15,28 @@ fn key(n: u64) -> [u8; 16] {
 }
 
 fn main() {
-    let a: Vec<u64> = std::env::args().skip(1).map(|x| x.parse().unwrap()).collect();
-    let (secs, threads, partitions) = (a.first().copied().unwrap_or(20), a.get(1).copied().unwrap_or(2), a.get(2).copied().unwrap_or(4));
+    let a: Vec<u64> = std::env::args()
+        .skip(1)
+        .map(|x| x.parse().unwrap())
+        .collect();
+    let (secs, threads, partitions) = (
+        a.first().copied().unwrap_or(20),
+        a.get(1).copied().unwrap_or(2),
+        a.get(2).copied().unwrap_or(4),
+    );
     let sep = a.get(3).map(|&v| v as usize);
-    for (name, put, del) in [("put-heavy", 90, 5), ("get-heavy", 10, 5), ("delete-heavy", 45, 45), ("balanced", 33, 33)] {
+    for (name, put, del) in [
+        ("put-heavy", 90, 5),
+        ("get-heavy", 10, 5),
+        ("delete-heavy", 45, 45),
+        ("balanced", 33, 33),
+    ] {
         let dir = std::path::PathBuf::from(format!("./wl-data-{name}"));
         let _ = std::fs::remove_dir_all(&dir);
-        let mut opts = strata::Options { partitions: partitions as usize, ..strata::Options::default() };
+        let mut opts = strata::Options {
+            partitions: partitions as usize,
+            ..strata::Options::default()
+        };
         if let Some(s) = sep {
             opts.value_log_bytes_min = s;
         }
@@ -40,7 +55,9 @@ fn main() {
                         x ^= x << 17;
                         x
                     };
-                    let value: Vec<u8> = (0..1024 + 64).map(|i| (i * 31 + t as usize) as u8).collect();
+                    let value: Vec<u8> = (0..1024 + 64)
+                        .map(|i| (i * 31 + t as usize) as u8)
+                        .collect();
                     let mut known: Vec<u64> = Vec::new();
                     let mut n = 0u64;
                     while !stop.load(Ordering::Relaxed) {

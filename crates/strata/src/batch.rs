@@ -90,7 +90,11 @@ pub(crate) fn encode_entries_at<'a>(
         }
         out.extend_from_slice(key);
         if let Some(v) = value_offsets.as_deref_mut() {
-            v.push(if kind == Kind::Put { out.len() as u32 } else { 0 });
+            v.push(if kind == Kind::Put {
+                out.len() as u32
+            } else {
+                0
+            });
         }
         if kind == Kind::Put {
             out.extend_from_slice(value);

@@ -410,7 +410,10 @@ fn value_logs_are_collected_under_overwrites_and_lose_nothing() {
     eprintln!("gcs {gcs}, value log bytes {vlog_bytes}, live {live}");
     assert!(gcs > 0, "no value log was collected");
     // Garbage no longer piles up: value logs hold at most a few times the live data.
-    assert!(vlog_bytes <= 4 * live + 64 * 1024, "value logs {vlog_bytes} vs live {live}");
+    assert!(
+        vlog_bytes <= 4 * live + 64 * 1024,
+        "value logs {vlog_bytes} vs live {live}"
+    );
     check_scan(&db, &model, b"", b"\xff");
     db.close().unwrap();
     let db = Db::open(dir.path(), opts).unwrap();

@@ -461,9 +461,7 @@ impl Tree {
         // Values behind pointers are read as the scan reaches them, from the value logs of the
         // version the scan started on (which keeps them open).
         Box::new(MergeIter::new(sources).map(move |r| match r {
-            Ok((k, Slot::Pointer(p))) => {
-                resolve_pointer(&v.version, &p).map(|b| (k, Slot::Put(b)))
-            }
+            Ok((k, Slot::Pointer(p))) => resolve_pointer(&v.version, &p).map(|b| (k, Slot::Put(b))),
             other => other,
         }))
     }
@@ -825,7 +823,9 @@ impl Tree {
         }
         // Deleted once no reader holds an older version that still lists it.
         victim.obsolete.store(true, Ordering::Release);
-        self.counters.gc_bytes.fetch_add(rewritten, Ordering::Relaxed);
+        self.counters
+            .gc_bytes
+            .fetch_add(rewritten, Ordering::Relaxed);
         self.counters.gcs.fetch_add(1, Ordering::Relaxed);
         Ok(true)
     }

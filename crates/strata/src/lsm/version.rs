@@ -20,8 +20,8 @@ use crate::coding::{put_len_prefixed, put_varint, Reader};
 use crate::error::{Error, IoContext, Result};
 use crate::lsm::sstable::{Table, TableMeta};
 use crate::lsm::vlog::VlogFile;
-use std::collections::BTreeMap;
 use crate::lsm::{fsutil, LEVELS};
+use std::collections::BTreeMap;
 
 /// Version of the manifest format.
 pub const MANIFEST_FORMAT_VERSION: u32 = 1;

@@ -79,7 +79,9 @@ impl VlogFile {
     /// Reads and verifies a value.
     pub(crate) fn read(&self, ptr: &ValuePtr) -> Result<Bytes> {
         let mut buf = vec![0u8; ptr.len as usize];
-        self.file.read_exact_at(&mut buf, ptr.offset).at(&self.path)?;
+        self.file
+            .read_exact_at(&mut buf, ptr.offset)
+            .at(&self.path)?;
         if crc32c::crc32c(&buf) != ptr.crc {
             return Err(Error::corruption(
                 &self.path,

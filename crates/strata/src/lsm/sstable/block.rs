@@ -7,9 +7,9 @@
 
 use bytes::Bytes;
 
-use crate::lsm::vlog::ValuePtr;
 use crate::coding::{put_varint, Reader};
 use crate::lsm::memtable::Slot;
+use crate::lsm::vlog::ValuePtr;
 
 /// Accumulates entries of one block.
 #[derive(Default)]

@@ -51,7 +51,11 @@ fn slot() -> impl Strategy<Value = Slot> {
 }
 
 fn entries() -> impl Strategy<Value = BTreeMap<Vec<u8>, Slot>> {
-    proptest::collection::btree_map(proptest::collection::vec(any::<u8>(), 0..24), slot(), 1..300)
+    proptest::collection::btree_map(
+        proptest::collection::vec(any::<u8>(), 0..24),
+        slot(),
+        1..300,
+    )
 }
 
 proptest! {

@@ -1,0 +1,107 @@
+//! `matrix`: the seed's grid, partitions x threads per workload (by default partitions
+//! {1, 4, 8, 16} x threads {1, 4, 16, 32}), one fresh directory per run, every record appended
+//! to the sink with the run's full spec.
+
+use crate::error::Result;
+use crate::record::RunRecord;
+use crate::runner::{Runner, Sink};
+use crate::spec::{BenchSpec, Engine, EngineSpec};
+use crate::workload::{RunSpec, Workload};
+
+/// The seed's partition counts.
+pub const SEED_PARTITIONS: [usize; 4] = [1, 4, 8, 16];
+/// The seed's thread counts.
+pub const SEED_THREADS: [usize; 4] = [1, 4, 16, 32];
+
+/// The specs of the grid, workload-major, then partitions, then threads. Engines without
+/// partitions (the peers) get one row per thread count, not one per partition count.
+pub fn matrix_specs(
+    engine: &EngineSpec,
+    base: &RunSpec,
+    workloads: &[Workload],
+    partitions: &[usize],
+    threads: &[usize],
+) -> Vec<BenchSpec> {
+    let partitions: Vec<usize> = if engine.engine == Engine::Strata {
+        partitions.to_vec()
+    } else {
+        vec![engine.partitions]
+    };
+    let mut out = Vec::new();
+    for &workload in workloads {
+        for &p in &partitions {
+            for &t in threads {
+                out.push(BenchSpec {
+                    engine: EngineSpec {
+                        partitions: p,
+                        ..engine.clone()
+                    },
+                    run: RunSpec {
+                        workload,
+                        threads: t,
+                        ..base.clone()
+                    },
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Runs every spec of the grid in turn.
+pub fn matrix(runner: &Runner, specs: &[BenchSpec], sink: Sink<'_>) -> Result<Vec<RunRecord>> {
+    let mut out = Vec::with_capacity(specs.len());
+    for (i, spec) in specs.iter().enumerate() {
+        eprintln!(
+            "matrix run {}/{}: {} {} partitions {} threads {}",
+            i + 1,
+            specs.len(),
+            spec.engine.engine,
+            spec.run.workload.name(),
+            spec.engine.partitions,
+            spec.run.threads
+        );
+        let record = runner.run(spec, &mut *sink)?;
+        eprintln!("{}", crate::compare::one_line(&record));
+        out.push(record);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grid_covers_every_combination_once() {
+        let base = RunSpec::seed_defaults(Workload::Balanced);
+        let specs = matrix_specs(
+            &EngineSpec::new(Engine::Strata),
+            &base,
+            &Workload::ALL,
+            &SEED_PARTITIONS,
+            &SEED_THREADS,
+        );
+        assert_eq!(specs.len(), 4 * 4 * 4);
+        let mut seen: Vec<_> = specs
+            .iter()
+            .map(|s| (s.run.workload, s.engine.partitions, s.run.threads))
+            .collect();
+        seen.sort();
+        seen.dedup();
+        assert_eq!(seen.len(), 64);
+    }
+
+    #[test]
+    fn peers_get_no_partition_axis() {
+        let base = RunSpec::seed_defaults(Workload::Balanced);
+        let specs = matrix_specs(
+            &EngineSpec::new(Engine::Rocksdb),
+            &base,
+            &[Workload::Balanced],
+            &SEED_PARTITIONS,
+            &SEED_THREADS,
+        );
+        assert_eq!(specs.len(), 4);
+    }
+}

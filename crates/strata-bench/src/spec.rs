@@ -1,0 +1,374 @@
+//! What a benchmark run is: which engine with which settings ([`EngineSpec`]), which workload
+//! ([`crate::RunSpec`]), or which read-only experiment ([`ReadonlySpec`]). Specs are plain data,
+//! serialised into every result line so a JSONL file says exactly what produced it, and passed as
+//! JSON to child processes.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::workload::RunSpec;
+
+/// The engines the harness can drive. Peers exist only with the `peers` feature.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Engine {
+    /// Strata itself.
+    Strata,
+    /// RocksDB (system librocksdb through the `rocksdb` crate).
+    Rocksdb,
+    /// fjall, a Rust LSM engine.
+    Fjall,
+    /// sled, a Rust B-link-tree/log engine.
+    Sled,
+}
+
+impl Engine {
+    /// All engines, Strata first.
+    pub const ALL: [Engine; 4] = [Engine::Strata, Engine::Rocksdb, Engine::Fjall, Engine::Sled];
+
+    /// Lower-case name, as parsed.
+    pub fn name(self) -> &'static str {
+        match self {
+            Engine::Strata => "strata",
+            Engine::Rocksdb => "rocksdb",
+            Engine::Fjall => "fjall",
+            Engine::Sled => "sled",
+        }
+    }
+
+    /// Whether this build can open the engine (peers need the `peers` feature).
+    pub fn compiled_in(self) -> bool {
+        self == Engine::Strata || cfg!(feature = "peers")
+    }
+}
+
+impl fmt::Display for Engine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Engine {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Engine::ALL
+            .into_iter()
+            .find(|e| e.name() == s.trim().to_ascii_lowercase())
+            .ok_or_else(|| {
+                Error::Invalid(format!(
+                    "unknown engine {s:?} (strata, rocksdb, fjall, sled)"
+                ))
+            })
+    }
+}
+
+/// When the write-ahead log reaches stable storage, expressed once for all engines. Each adapter
+/// documents how it maps these (see BENCHMARKS.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum SyncSpec {
+    /// fsync before each write returns.
+    Always,
+    /// fsync the log every N milliseconds in the background.
+    EveryMs(u64),
+    /// Never fsync; the OS writes back when it likes.
+    Never,
+}
+
+impl fmt::Display for SyncSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SyncSpec::Always => f.write_str("always"),
+            SyncSpec::EveryMs(ms) => write!(f, "everyms:{ms}"),
+            SyncSpec::Never => f.write_str("never"),
+        }
+    }
+}
+
+impl FromStr for SyncSpec {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "always" => Ok(SyncSpec::Always),
+            "never" => Ok(SyncSpec::Never),
+            _ => match s.strip_prefix("everyms:").map(str::parse::<u64>) {
+                Some(Ok(ms)) if ms > 0 => Ok(SyncSpec::EveryMs(ms)),
+                _ => Err(Error::Invalid(format!(
+                    "sync must be never, always or everyms:N (N >= 1), not {s:?}"
+                ))),
+            },
+        }
+    }
+}
+
+impl TryFrom<String> for SyncSpec {
+    type Error = Error;
+    fn try_from(s: String) -> Result<Self> {
+        s.parse()
+    }
+}
+
+impl From<SyncSpec> for String {
+    fn from(s: SyncSpec) -> String {
+        s.to_string()
+    }
+}
+
+impl SyncSpec {
+    /// Strata's equivalent.
+    pub fn to_strata(self) -> strata::SyncMode {
+        match self {
+            SyncSpec::Always => strata::SyncMode::Always,
+            SyncSpec::EveryMs(ms) => strata::SyncMode::EveryMs(ms),
+            SyncSpec::Never => strata::SyncMode::Never,
+        }
+    }
+}
+
+/// Block compression, for engines that have it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CompressionSpec {
+    /// Store blocks as written.
+    None,
+    /// LZ4 (sled has no LZ4 and stays uncompressed).
+    Lz4,
+}
+
+impl FromStr for CompressionSpec {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "none" => Ok(CompressionSpec::None),
+            "lz4" => Ok(CompressionSpec::Lz4),
+            _ => Err(Error::Invalid(format!(
+                "compression must be none or lz4, not {s:?}"
+            ))),
+        }
+    }
+}
+
+/// An engine and the settings it is opened with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EngineSpec {
+    /// Which engine.
+    pub engine: Engine,
+    /// Strata's partition count (the peers have none and ignore it).
+    pub partitions: usize,
+    /// Log durability.
+    pub sync: SyncSpec,
+    /// Block compression.
+    pub compression: CompressionSpec,
+    /// Block cache budget, the same for every engine.
+    pub block_cache_bytes: u64,
+    /// Background flush/compaction threads (RocksDB `max_background_jobs`, fjall workers,
+    /// Strata `background_threads`).
+    pub background_threads: usize,
+    /// Strata's sparse index density (`index_every_entries`, the seed's `indexRate`); `None`
+    /// keeps Strata's default. Peers ignore it.
+    #[serde(default)]
+    pub index_every_entries: Option<usize>,
+}
+
+impl EngineSpec {
+    /// The settings: 4 partitions, WAL synced every 100 ms, no compression, 64 MiB cache,
+    /// one background thread per core.
+    pub fn new(engine: Engine) -> Self {
+        EngineSpec {
+            engine,
+            partitions: 4,
+            sync: SyncSpec::EveryMs(100),
+            compression: CompressionSpec::None,
+            block_cache_bytes: 64 << 20,
+            background_threads: cores(),
+            index_every_entries: None,
+        }
+    }
+
+    /// Strata options for this spec.
+    pub fn strata_options(&self) -> strata::Options {
+        let defaults = strata::Options::default();
+        strata::Options {
+            index_every_entries: self
+                .index_every_entries
+                .unwrap_or(defaults.index_every_entries),
+            partitions: self.partitions.max(1),
+            sync: self.sync.to_strata(),
+            compression: match self.compression {
+                CompressionSpec::None => strata::Compression::None,
+                CompressionSpec::Lz4 => strata::Compression::Lz4,
+            },
+            block_cache_bytes: usize::try_from(self.block_cache_bytes).unwrap_or(usize::MAX),
+            background_threads: self.background_threads.max(1),
+            ..defaults
+        }
+    }
+}
+
+/// One mixed-workload run: an engine and a workload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BenchSpec {
+    /// The engine and its settings.
+    pub engine: EngineSpec,
+    /// The workload.
+    pub run: RunSpec,
+}
+
+/// The read-only benchmark of seed 003: build a data set, then read random keys.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReadonlySpec {
+    /// The engine and its settings.
+    pub engine: EngineSpec,
+    /// Bytes of keys and values to load (the number of keys follows from it).
+    pub data_bytes: u64,
+    /// Bytes per key (the seed used 16, a UUID's size).
+    pub key_bytes: usize,
+    /// Bytes per value (the seed used 16, 256 and 4096).
+    pub value_bytes: usize,
+    /// Share of reads that ask for a key that exists.
+    pub known_key_rate: f64,
+    /// Reader threads.
+    pub threads: usize,
+    /// How long to read.
+    #[serde(rename = "durationMs", with = "millis")]
+    pub duration: Duration,
+    /// How many keys one in-memory sorted run holds while generating (external merge sort).
+    pub sort_run_keys: usize,
+    /// Load through the engine's bulk load (Strata: `Db::ingest`) where it has one, instead of
+    /// the write path plus compaction.
+    #[serde(default)]
+    pub bulk_load: bool,
+    /// Seed of the generators.
+    pub seed: u64,
+}
+
+impl ReadonlySpec {
+    /// Number of keys that make up `data_bytes`.
+    pub fn keys(&self) -> u64 {
+        let per_key = (self.key_bytes + self.value_bytes).max(1) as u64;
+        (self.data_bytes / per_key).max(1)
+    }
+
+    /// Checks the settings.
+    pub fn validate(&self) -> Result<()> {
+        if !(8..=1024).contains(&self.key_bytes) {
+            return Err(Error::Invalid(
+                "key bytes must be between 8 and 1024".into(),
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.known_key_rate) {
+            return Err(Error::Invalid("known-key rate must be within 0..=1".into()));
+        }
+        if self.threads == 0 || self.sort_run_keys == 0 {
+            return Err(Error::Invalid(
+                "threads and sort run keys must be at least 1".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Logical cores of this machine.
+pub fn cores() -> usize {
+    std::thread::available_parallelism()
+        .map(usize::from)
+        .unwrap_or(1)
+}
+
+/// Parses a byte count with an optional binary suffix: `4096`, `64KiB`, `256MiB`, `1GiB`, `2G`.
+pub fn parse_bytes(s: &str) -> Result<u64> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| Error::Invalid(format!("not a byte count: {s:?}")))?;
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        _ => return Err(Error::Invalid(format!("unknown byte unit in {s:?}"))),
+    };
+    n.checked_mul(1u64 << shift)
+        .ok_or_else(|| Error::Invalid(format!("byte count too large: {s:?}")))
+}
+
+/// Parses a comma-separated list, e.g. `1,4,8,16`.
+pub fn parse_list<T: FromStr>(s: &str) -> Result<Vec<T>> {
+    let items: Vec<T> = s
+        .split(',')
+        .filter(|p| !p.trim().is_empty())
+        .map(|p| {
+            p.trim()
+                .parse()
+                .map_err(|_| Error::Invalid(format!("bad list item {p:?} in {s:?}")))
+        })
+        .collect::<Result<_>>()?;
+    if items.is_empty() {
+        return Err(Error::Invalid(format!("empty list {s:?}")));
+    }
+    Ok(items)
+}
+
+/// (De)serialises a `Duration` as whole milliseconds.
+pub(crate) mod millis {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        u64::deserialize(d).map(Duration::from_millis)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sync_spec_round_trips_through_its_text() {
+        for s in [SyncSpec::Always, SyncSpec::Never, SyncSpec::EveryMs(100)] {
+            assert_eq!(s.to_string().parse::<SyncSpec>().unwrap(), s);
+        }
+        assert!("everyms:0".parse::<SyncSpec>().is_err());
+        assert!("sometimes".parse::<SyncSpec>().is_err());
+    }
+
+    #[test]
+    fn byte_counts_take_binary_suffixes() {
+        assert_eq!(parse_bytes("4096").unwrap(), 4096);
+        assert_eq!(parse_bytes("64KiB").unwrap(), 64 << 10);
+        assert_eq!(parse_bytes("1GiB").unwrap(), 1 << 30);
+        assert_eq!(parse_bytes("2g").unwrap(), 2 << 30);
+        assert!(parse_bytes("12 parsecs").is_err());
+        assert!(parse_bytes("").is_err());
+    }
+
+    #[test]
+    fn lists_parse_and_reject_garbage() {
+        assert_eq!(parse_list::<usize>("1,4, 8,16").unwrap(), vec![1, 4, 8, 16]);
+        assert!(parse_list::<usize>("1,x").is_err());
+        assert!(parse_list::<usize>("").is_err());
+    }
+
+    #[test]
+    fn engine_names_parse() {
+        for e in Engine::ALL {
+            assert_eq!(e.name().parse::<Engine>().unwrap(), e);
+        }
+        assert!("leveldb".parse::<Engine>().is_err());
+    }
+}

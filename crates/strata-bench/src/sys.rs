@@ -1,0 +1,91 @@
+//! What the operating system knows about this process: peak resident memory (`VmHWM` in
+//! `/proc/self/status`, which can be reset by writing `5` to `/proc/self/clear_refs`) and bytes
+//! sent to the storage layer (`write_bytes - cancelled_write_bytes` in `/proc/self/io`, counted
+//! when pages are dirtied, over all threads). Linux only; elsewhere every reading is `None`.
+//!
+//! These are process-wide, so a run measures only its own engine when it has the process to
+//! itself: `compare` and `matrix` start one child process per run for that reason.
+
+/// Peak resident set size of this process since start or the last [`reset_peak_rss`].
+pub fn peak_rss_bytes() -> Option<u64> {
+    status_kib("VmHWM:").map(|kib| kib * 1024)
+}
+
+/// Current resident set size.
+pub fn rss_bytes() -> Option<u64> {
+    status_kib("VmRSS:").map(|kib| kib * 1024)
+}
+
+/// Resets the peak RSS to the current RSS; returns whether the kernel allowed it.
+pub fn reset_peak_rss() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+/// Bytes this process caused to be written to storage, less those cancelled because the file was
+/// truncated or deleted before write-back.
+pub fn io_write_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/io").ok()?;
+    let field = |name: &str| -> Option<u64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    let written = field("write_bytes:")?;
+    let cancelled = field("cancelled_write_bytes:").unwrap_or(0);
+    Some(written.saturating_sub(cancelled))
+}
+
+fn status_kib(field: &str) -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/status").ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+/// The 1-minute load average (runnable threads, all processes): how busy the machine was.
+pub fn load_avg_1m() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// A one-line description of the machine: cores, memory, kernel.
+pub fn machine_summary() -> String {
+    let mem_kib = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .unwrap_or(0);
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into());
+    format!(
+        "{} cores, {:.1} GiB RAM, Linux {}",
+        crate::spec::cores(),
+        mem_kib as f64 / (1u64 << 20) as f64,
+        kernel
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readings_exist_on_linux() {
+        if !cfg!(target_os = "linux") {
+            return;
+        }
+        let rss = rss_bytes().unwrap();
+        assert!(rss > 0);
+        assert!(peak_rss_bytes().unwrap() >= rss / 2);
+        assert!(io_write_bytes().is_some());
+        assert!(load_avg_1m().is_some());
+    }
+}

@@ -1,0 +1,470 @@
+//! `strata bench`: the front end of the `strata-bench` harness.
+//!
+//! - `run` (also plain `strata bench ...`): the seeds' workloads on one engine, one JSON line per
+//!   interval and a summary line per run;
+//! - `compare`: the same workloads on Strata and each peer, each in a child process of its own,
+//!   then a table with ratios to Strata;
+//! - `matrix`: partitions x threads per workload;
+//! - `readonly`: seed 003's read-only benchmark;
+//! - `report`: PNG plots and an index.html from JSONL results;
+//! - `child` (hidden): runs one job for `compare`/`matrix`/`readonly` and writes its lines to stdout.
+//!
+//! Peers (RocksDB, fjall, sled) exist when the binary is built with
+//! `--features strata-bench/peers` (see BENCHMARKS.md).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use strata_bench::readonly::ReadPoint;
+use strata_bench::spec::{parse_bytes, parse_list};
+use strata_bench::{
+    compare, matrix, report, BenchSpec, CompressionSpec, Engine, EngineSpec, Isolation,
+    ReadonlySpec, RunSpec, Runner, SyncSpec, Workload,
+};
+
+/// `strata bench [run|compare|matrix|readonly|report] ...`
+#[derive(clap::Args, Clone)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct BenchArgs {
+    // Boxed: the options are many, and `BenchArgs` sits in the CLI's command enum.
+    #[command(subcommand)]
+    command: Option<Box<BenchCommand>>,
+    /// Without a subcommand: the same as `strata bench run`.
+    #[command(flatten)]
+    run: Box<RunArgs>,
+}
+
+#[derive(clap::Subcommand, Clone)]
+enum BenchCommand {
+    /// Run workloads on one engine, one after another (fresh data directory per run).
+    Run(RunArgs),
+    /// Run the same workloads on Strata and each peer in turn and print a comparison table.
+    Compare(CompareArgs),
+    /// Run a partitions x threads grid per workload.
+    Matrix(MatrixArgs),
+    /// Build a read-only data set and read random keys from it (seed 003).
+    Readonly(ReadonlyArgs),
+    /// Draw PNG plots and an index.html from JSONL result files.
+    Report(ReportArgs),
+    /// Run one job given as JSON and write its lines to stdout (started by the other modes).
+    #[command(hide = true)]
+    Child {
+        /// The job, as JSON.
+        job: String,
+    },
+}
+
+#[derive(clap::Args, Clone)]
+struct WorkloadArgs {
+    /// put-heavy, get-heavy, delete-heavy, balanced (comma-separated), or all.
+    #[arg(long, default_value = "all")]
+    workload: String,
+    /// Share of GET/DELETE keys drawn from keys written before.
+    #[arg(long, default_value_t = 0.5)]
+    known_key_rate: f64,
+    /// Keys are drawn from this many possible keys.
+    #[arg(long, default_value_t = 100_000_000)]
+    key_space: u64,
+    /// Bytes per value.
+    #[arg(long, default_value_t = 1024)]
+    value_size: usize,
+    /// Client threads.
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// Seconds per run.
+    #[arg(long, default_value_t = 60)]
+    duration: u64,
+    /// Seconds between stats lines.
+    #[arg(long, default_value_t = 10)]
+    interval: u64,
+    /// Seed of the key and value generators.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+}
+
+impl WorkloadArgs {
+    fn workloads(&self) -> anyhow::Result<Vec<Workload>> {
+        Ok(Workload::parse_list(&self.workload)?)
+    }
+
+    fn base(&self) -> RunSpec {
+        RunSpec {
+            workload: Workload::Balanced,
+            known_key_rate: self.known_key_rate,
+            key_space: self.key_space,
+            value_bytes: self.value_size,
+            threads: self.threads,
+            duration: Duration::from_secs(self.duration),
+            interval: Duration::from_secs(self.interval.max(1)),
+            seed: self.seed,
+        }
+    }
+}
+
+#[derive(clap::Args, Clone)]
+struct EngineArgs {
+    /// Strata's partition count (peers have none).
+    #[arg(long = "bench-partitions", default_value_t = 4)]
+    bench_partitions: usize,
+    /// never | everyms:N | always (how each engine maps it: BENCHMARKS.md).
+    #[arg(long, default_value = "everyms:100")]
+    sync: String,
+    /// none | lz4 (sled has no LZ4 and stays uncompressed).
+    #[arg(long, default_value = "none")]
+    compression: String,
+    /// Same as `--compression lz4` (kept for older scripts).
+    #[arg(long)]
+    lz4: bool,
+    /// Block cache budget of every engine, e.g. 64MiB.
+    #[arg(long, default_value = "64MiB")]
+    cache_size: String,
+    /// Background flush/compaction threads (default: one per core).
+    #[arg(long)]
+    background_threads: Option<usize>,
+    /// Strata only: at most this many entries per data block (the seed's index rate).
+    #[arg(long)]
+    index_every: Option<usize>,
+}
+
+impl EngineArgs {
+    fn spec(&self, engine: Engine) -> anyhow::Result<EngineSpec> {
+        let mut spec = EngineSpec::new(engine);
+        spec.partitions = self.bench_partitions;
+        spec.sync = self.sync.parse::<SyncSpec>()?;
+        spec.compression = if self.lz4 {
+            CompressionSpec::Lz4
+        } else {
+            self.compression.parse()?
+        };
+        spec.block_cache_bytes = parse_bytes(&self.cache_size)?;
+        if let Some(t) = self.background_threads {
+            spec.background_threads = t;
+        }
+        spec.index_every_entries = self.index_every;
+        Ok(spec)
+    }
+}
+
+#[derive(clap::Args, Clone)]
+struct OutputArgs {
+    /// Where runs keep their data (wiped before each run, removed after unless --keep-data).
+    #[arg(long, default_value = "./bench-data")]
+    bench_dir: PathBuf,
+    /// Leave the last run's data behind.
+    #[arg(long)]
+    keep_data: bool,
+    /// Run in this process instead of one child process per run (peak RSS then mixes runs).
+    #[arg(long)]
+    in_process: bool,
+    /// Do not print a progress line per interval to stderr.
+    #[arg(long)]
+    quiet: bool,
+}
+
+impl OutputArgs {
+    fn runner(&self, default_isolated: bool) -> anyhow::Result<Runner> {
+        let isolation = if default_isolated && !self.in_process {
+            Isolation::Child {
+                program: std::env::current_exe().context("finding the strata executable")?,
+                args: vec!["bench".into(), "child".into()],
+            }
+        } else {
+            Isolation::InProcess
+        };
+        Ok(Runner {
+            isolation,
+            dir: self.bench_dir.clone(),
+            keep_data: self.keep_data,
+            progress: !self.quiet,
+        })
+    }
+}
+
+#[derive(clap::Args, Clone)]
+struct RunArgs {
+    /// strata, rocksdb, fjall or sled.
+    #[arg(long, default_value = "strata")]
+    engine: String,
+    #[command(flatten)]
+    workload: WorkloadArgs,
+    #[command(flatten)]
+    engine_opts: EngineArgs,
+    #[command(flatten)]
+    output: OutputArgs,
+    /// Append JSON lines here instead of writing them to stdout.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+#[derive(clap::Args, Clone)]
+struct CompareArgs {
+    /// Engines to run, Strata first (ratios are to Strata).
+    #[arg(long, default_value = "strata,rocksdb,fjall,sled")]
+    engines: String,
+    #[command(flatten)]
+    workload: WorkloadArgs,
+    #[command(flatten)]
+    engine_opts: EngineArgs,
+    #[command(flatten)]
+    output: OutputArgs,
+    /// Append JSON lines here.
+    #[arg(long, default_value = "bench-compare.jsonl")]
+    out: PathBuf,
+    /// Also write the table (Markdown) here.
+    #[arg(long)]
+    table: Option<PathBuf>,
+}
+
+#[derive(clap::Args, Clone)]
+struct MatrixArgs {
+    /// Engine (peers have no partition axis).
+    #[arg(long, default_value = "strata")]
+    engine: String,
+    /// Partition counts.
+    #[arg(long, default_value = "1,4,8,16")]
+    partitions_list: String,
+    /// Client thread counts.
+    #[arg(long, default_value = "1,4,16,32")]
+    threads_list: String,
+    #[command(flatten)]
+    workload: WorkloadArgs,
+    #[command(flatten)]
+    engine_opts: EngineArgs,
+    #[command(flatten)]
+    output: OutputArgs,
+    /// Append JSON lines here.
+    #[arg(long, default_value = "bench-matrix.jsonl")]
+    out: PathBuf,
+}
+
+#[derive(clap::Args, Clone)]
+struct ReadonlyArgs {
+    /// strata, rocksdb, fjall or sled.
+    #[arg(long, default_value = "strata")]
+    engine: String,
+    /// Bytes of keys and values to load, e.g. 1GiB.
+    #[arg(long, default_value = "1GiB")]
+    data_size: String,
+    /// Bytes per key.
+    #[arg(long, default_value_t = 16)]
+    key_size: usize,
+    /// Bytes per value; a list builds one data set per size (the seed: 16,256,4096).
+    #[arg(long, default_value = "256")]
+    value_size: String,
+    /// Share of reads for keys that exist; a list reads once per rate (the seed: 0.1,0.5,0.9).
+    #[arg(long, default_value = "0.5")]
+    known_key_rate: String,
+    /// Reader threads; a list reads once per count.
+    #[arg(long, default_value = "2")]
+    threads: String,
+    /// Seconds per read phase.
+    #[arg(long, default_value_t = 10)]
+    duration: u64,
+    /// Keys per in-memory sorted run while generating (external merge sort beyond that).
+    #[arg(long, default_value_t = 8_000_000)]
+    sort_run_keys: usize,
+    /// How the data goes in: ingest (the engine's bulk load, Strata's `Db::ingest`; engines
+    /// without one use puts) or put (write path, then flush and full compaction).
+    #[arg(long, default_value = "ingest")]
+    load: String,
+    /// Seed of the generators.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    #[command(flatten)]
+    engine_opts: EngineArgs,
+    #[command(flatten)]
+    output: OutputArgs,
+    /// Append JSON lines here.
+    #[arg(long, default_value = "bench-readonly.jsonl")]
+    out: PathBuf,
+}
+
+#[derive(clap::Args, Clone)]
+struct ReportArgs {
+    /// JSONL result files.
+    #[arg(required = true)]
+    inputs: Vec<PathBuf>,
+    /// Directory for the PNGs and index.html.
+    #[arg(long, default_value = "bench-report")]
+    out: PathBuf,
+    /// Draw the timelines of at most this many runs (the latest).
+    #[arg(long, default_value_t = report::TIMELINES_MAX)]
+    timelines: usize,
+    /// Draw timelines only for runs whose id contains this, e.g. `put-heavy` or `strata-`.
+    #[arg(long)]
+    timelines_matching: Option<String>,
+}
+
+/// Runs `strata bench`.
+pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
+    match args.command.as_deref() {
+        None => run_mode(&args.run),
+        Some(BenchCommand::Run(a)) => run_mode(a),
+        Some(BenchCommand::Compare(a)) => compare_mode(a),
+        Some(BenchCommand::Matrix(a)) => matrix_mode(a),
+        Some(BenchCommand::Readonly(a)) => readonly_mode(a),
+        Some(BenchCommand::Report(a)) => report_mode(a),
+        Some(BenchCommand::Child { job }) => {
+            strata_bench::runner::child_main(std::slice::from_ref(job))?;
+            Ok(())
+        }
+    }
+}
+
+/// A sink that appends JSON lines to `path`, or writes them to stdout.
+fn jsonl_writer(
+    path: Option<&PathBuf>,
+) -> anyhow::Result<impl FnMut(&serde_json::Value) -> strata_bench::Result<()>> {
+    let (mut out, name): (Box<dyn Write>, PathBuf) = match path {
+        Some(p) => (
+            Box::new(std::io::BufWriter::new(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(p)
+                    .with_context(|| format!("opening {}", p.display()))?,
+            )),
+            p.clone(),
+        ),
+        None => (Box::new(std::io::stdout()), PathBuf::from("stdout")),
+    };
+    Ok(move |v: &serde_json::Value| {
+        writeln!(out, "{v}")
+            .and_then(|()| out.flush())
+            .map_err(|e| strata_bench::Error::io("writing results to", name.clone(), e))
+    })
+}
+
+fn run_mode(a: &RunArgs) -> anyhow::Result<()> {
+    let engine: Engine = a.engine.parse()?;
+    let engine = a.engine_opts.spec(engine)?;
+    let runner = a.output.runner(false)?;
+    let mut sink = jsonl_writer(a.out.as_ref())?;
+    for workload in a.workload.workloads()? {
+        let spec = BenchSpec {
+            engine: engine.clone(),
+            run: RunSpec {
+                workload,
+                ..a.workload.base()
+            },
+        };
+        let record = runner.run(&spec, &mut sink)?;
+        eprintln!("{}", compare::one_line(&record));
+    }
+    Ok(())
+}
+
+fn compare_mode(a: &CompareArgs) -> anyhow::Result<()> {
+    let engines: Vec<Engine> = parse_list(&a.engines)?;
+    if let Some(missing) = engines.iter().find(|e| !e.compiled_in()) {
+        anyhow::bail!(
+            "{missing} is not compiled into this binary: build with \
+             `ROCKSDB_LIB_DIR=/usr/lib/x86_64-linux-gnu cargo build --release -p strata-cli \
+             --features strata-bench/peers` (see BENCHMARKS.md), or pass --engines strata"
+        );
+    }
+    let specs: Vec<EngineSpec> = engines
+        .iter()
+        .map(|&e| a.engine_opts.spec(e))
+        .collect::<anyhow::Result<_>>()?;
+    let runner = a.output.runner(true)?;
+    let mut sink = jsonl_writer(Some(&a.out))?;
+    let records = compare::compare(
+        &runner,
+        &specs,
+        &a.workload.workloads()?,
+        &a.workload.base(),
+        &mut sink,
+    )?;
+    let table = compare::format_table(&records);
+    println!("{table}");
+    if let Some(p) = &a.table {
+        std::fs::write(p, &table).with_context(|| format!("writing {}", p.display()))?;
+    }
+    eprintln!("results appended to {}", a.out.display());
+    Ok(())
+}
+
+fn matrix_mode(a: &MatrixArgs) -> anyhow::Result<()> {
+    let engine = a.engine_opts.spec(a.engine.parse()?)?;
+    let specs = matrix::matrix_specs(
+        &engine,
+        &a.workload.base(),
+        &a.workload.workloads()?,
+        &parse_list(&a.partitions_list)?,
+        &parse_list(&a.threads_list)?,
+    );
+    let runner = a.output.runner(true)?;
+    let mut sink = jsonl_writer(Some(&a.out))?;
+    matrix::matrix(&runner, &specs, &mut sink)?;
+    eprintln!("{} runs appended to {}", specs.len(), a.out.display());
+    Ok(())
+}
+
+fn readonly_mode(a: &ReadonlyArgs) -> anyhow::Result<()> {
+    let engine = a.engine_opts.spec(a.engine.parse()?)?;
+    let rates: Vec<f64> = parse_list(&a.known_key_rate)?;
+    let threads: Vec<usize> = parse_list(&a.threads)?;
+    let reads: Vec<ReadPoint> = rates
+        .iter()
+        .flat_map(|&r| {
+            threads.iter().map(move |&t| ReadPoint {
+                known_key_rate: r,
+                threads: t,
+            })
+        })
+        .collect();
+    let runner = a.output.runner(true)?;
+    let mut sink = jsonl_writer(Some(&a.out))?;
+    for value_bytes in parse_list::<usize>(&a.value_size)? {
+        let spec = ReadonlySpec {
+            engine: engine.clone(),
+            data_bytes: parse_bytes(&a.data_size)?,
+            key_bytes: a.key_size,
+            value_bytes,
+            known_key_rate: rates[0],
+            threads: threads[0],
+            duration: Duration::from_secs(a.duration),
+            sort_run_keys: a.sort_run_keys,
+            bulk_load: match a.load.as_str() {
+                "ingest" => true,
+                "put" => false,
+                other => anyhow::bail!("--load must be ingest or put, not {other:?}"),
+            },
+            seed: a.seed,
+        };
+        for r in runner.readonly(&spec, &reads, &mut sink)? {
+            println!(
+                "{} value {} B, {} keys, known-key rate {:.2}, {} threads: {:.0} reads/s, p50 {} us, p99 {} us, found {:.1}%",
+                r.spec.engine.engine,
+                r.spec.value_bytes,
+                r.keys,
+                r.spec.known_key_rate,
+                r.spec.threads,
+                r.reads_per_sec,
+                r.p50_us,
+                r.p99_us,
+                if r.reads > 0 { r.found as f64 * 100.0 / r.reads as f64 } else { 0.0 }
+            );
+        }
+    }
+    eprintln!("results appended to {}", a.out.display());
+    Ok(())
+}
+
+fn report_mode(a: &ReportArgs) -> anyhow::Result<()> {
+    let written = report::write_report(
+        &a.inputs,
+        &a.out,
+        &report::TimelineSelection {
+            max: a.timelines,
+            matching: a.timelines_matching.clone(),
+        },
+    )?;
+    for p in &written {
+        println!("{}", p.display());
+    }
+    Ok(())
+}
