@@ -481,7 +481,7 @@ fn draw_grouped_bars(
             .iter()
             .flat_map(|g| series.iter().filter_map(move |s| value(g, s)))
             .fold(0.0, f64::max),
-        1.2 + 0.07 * series.len() as f64,
+        1.35 + 0.1 * series.len() as f64,
     );
     let n = groups.len().max(1) as f64;
     let mut chart = ChartBuilder::on(area)
@@ -592,11 +592,20 @@ pub fn draw_peers(peers: &BTreeMap<String, BTreeMap<String, PeerBar>>, path: &Pa
     draw_grouped_bars(
         &panels[2],
         path,
-        "MiB on disk at the end (lower is better)",
+        "MiB on disk at the end",
         "MiB",
         &groups,
         &engines,
         &|w, e| get(w, e).map(|b| b.disk_mib),
+    )?;
+    draw_grouped_bars(
+        &panels[3],
+        path,
+        "bytes on disk at the end / bytes written by the user (lower is better)",
+        "x",
+        &groups,
+        &engines,
+        &|w, e| get(w, e).and_then(|b| b.disk_per_user_byte),
     )?;
     root.present().map_err(&err)?;
     Ok(())
