@@ -561,6 +561,17 @@ impl Tree {
         Ok(true)
     }
 
+    /// Makes `nv` the version readers see (memtables unchanged). Caller holds `version_lock`.
+    fn publish_version(&self, nv: Version) {
+        let _vg = self.view_lock.lock();
+        let v = self.view.load();
+        self.view.store(Arc::new(View {
+            active: v.active.clone(),
+            immutables: v.immutables.clone(),
+            version: Arc::new(nv),
+        }));
+    }
+
     /// A builder for a table of this partition (bulk ingest writes tables directly).
     pub(crate) fn new_table(&self) -> Result<TableBuilder> {
         let id = self.next_file.fetch_add(1, Ordering::AcqRel);
@@ -627,13 +638,7 @@ impl Tree {
             self.next_file.load(Ordering::Acquire),
             *log_number,
         )?;
-        let _vg = self.view_lock.lock();
-        let v = self.view.load();
-        self.view.store(Arc::new(View {
-            active: v.active.clone(),
-            immutables: v.immutables.clone(),
-            version: Arc::new(nv),
-        }));
+        self.publish_version(nv);
         Ok(level)
     }
 
@@ -727,13 +732,7 @@ impl Tree {
             for v in &emptied {
                 v.obsolete.store(true, Ordering::Release);
             }
-            let _vg = self.view_lock.lock();
-            let v = self.view.load();
-            self.view.store(Arc::new(View {
-                active: v.active.clone(),
-                immutables: v.immutables.clone(),
-                version: Arc::new(nv),
-            }));
+            self.publish_version(nv);
             Ok(())
         });
         match result {
@@ -813,13 +812,7 @@ impl Tree {
                 self.next_file.load(Ordering::Acquire),
                 *log_number,
             )?;
-            let _vg = self.view_lock.lock();
-            let v = self.view.load();
-            self.view.store(Arc::new(View {
-                active: v.active.clone(),
-                immutables: v.immutables.clone(),
-                version: Arc::new(nv),
-            }));
+            self.publish_version(nv);
         }
         // Deleted once no reader holds an older version that still lists it.
         victim.obsolete.store(true, Ordering::Release);
