@@ -5,6 +5,11 @@
 //! never held across fsync: `sync_to` lets one thread write the buffer and fsync while the
 //! others wait on `sync_lock`; when they get it, that fsync usually covered them (group commit).
 //! After a failed write or fsync the journal refuses further writes: the log may have a hole.
+//!
+//! Whatever the sync mode, a write returns only after its record has been handed to the OS
+//! (`write_to`), so killing the process never loses an acknowledged write; the sync mode decides
+//! only when the OS is made to put it on the disk. Concurrent writers share that `write()` the way
+//! they share an fsync: whoever takes the lock first writes every record appended so far.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -37,6 +42,9 @@ pub(crate) struct Journal {
     sync: SyncMode,
     state: Mutex<JournalState>,
     synced_seq: AtomicU64,
+    /// Every record up to this sequence number has been handed to the OS (a lower bound: the
+    /// authority is `WalWriter::written_seq` under the lock; this only spares writers the lock).
+    written_seq: AtomicU64,
     sync_lock: Mutex<()>,
     bytes_written: AtomicU64,
 }
@@ -53,6 +61,7 @@ impl Journal {
                 failed: None,
             }),
             synced_seq: AtomicU64::new(seq),
+            written_seq: AtomicU64::new(seq),
             sync_lock: Mutex::new(()),
             bytes_written: AtomicU64::new(0),
         }
@@ -123,11 +132,32 @@ impl Journal {
         res.map_err(|e| self.fail(st, e))
     }
 
-    /// Makes the write with sequence number `seq` as durable as the sync mode promises.
+    /// Makes the write with sequence number `seq` as durable as the sync mode promises: fsynced
+    /// with `Always`, otherwise handed to the OS (safe from a crash of the process).
     pub(crate) fn commit(&self, seq: u64) -> Result<()> {
-        if self.sync == SyncMode::Always {
-            self.sync_to(seq)?;
+        match self.sync {
+            SyncMode::Always => self.sync_to(seq),
+            SyncMode::EveryMs(_) | SyncMode::Never => self.write_to(seq),
         }
+    }
+
+    /// Group write: returns once every record up to `seq` has been handed to the OS. One
+    /// `write()` covers every record appended by the time its writer takes the lock.
+    fn write_to(&self, seq: u64) -> Result<()> {
+        if self.written_seq.load(Ordering::Acquire) >= seq {
+            return Ok(());
+        }
+        let mut st = self.state.lock();
+        // A rotation since the append wrote the old file whole and starts the new writer at the
+        // last sequence number, so this comparison holds across files.
+        if st.wal.written_seq < seq {
+            self.check_writable(&st)?;
+            if let Err(e) = st.wal.write_buffer() {
+                return Err(self.fail(&mut st, e));
+            }
+        }
+        self.written_seq
+            .fetch_max(st.wal.written_seq, Ordering::AcqRel);
         Ok(())
     }
 
@@ -151,6 +181,8 @@ impl Journal {
             if let Err(e) = st.wal.write_buffer() {
                 return Err(self.fail(&mut st, e));
             }
+            self.written_seq
+                .fetch_max(st.wal.written_seq, Ordering::AcqRel);
             (
                 st.wal.file(),
                 st.wal.path().to_path_buf(),

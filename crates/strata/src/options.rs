@@ -5,12 +5,13 @@
 pub enum SyncMode {
     /// fsync before the write call returns. Concurrent writers share one fsync (group commit).
     Always,
-    /// A background thread writes and fsyncs the log every `n` milliseconds (the seed's 100 ms / 1 s).
-    /// A crash of the machine loses at most the last `n` ms of acknowledged writes; a crash of the
-    /// process alone loses the same window, because records wait in a user-space buffer.
+    /// Each write hands its log record to the OS before it returns, and a background thread
+    /// fsyncs the log every `n` milliseconds (the seed's 100 ms / 1 s). A crash of the process
+    /// loses no acknowledged write; a crash of the machine loses at most the last `n` ms.
     EveryMs(u64),
-    /// Never fsync. Records reach the operating system every 100 ms, when the log buffer fills, at
-    /// memtable switch and at close.
+    /// Each write hands its log record to the OS before it returns; nothing is fsynced until a
+    /// memtable switch or close. A crash of the process loses nothing acknowledged; a crash of
+    /// the machine may lose whatever the OS had not written back.
     Never,
 }
 

@@ -6,8 +6,9 @@
 //! those 12 bytes u32), then records `payload_len u32 | crc32c(payload_len bytes ++ payload) u32 |
 //! payload`. A payload is one write batch (see `batch::encode_entries`), so a batch is atomic.
 //!
-//! Records are collected in a user-space buffer and handed to the OS in large writes; the caller
-//! decides when to fsync (group commit lives in `tree`). Recovery accepts a torn final record —
+//! Records are collected in a user-space buffer and handed to the OS by the journal before the
+//! write that appended them returns (one `write()` for every record appended meanwhile); the
+//! journal also decides when to fsync (group commit). Recovery accepts a torn final record —
 //! one that runs past the end of the file, or a tail of zeros — truncates it and reports it; any
 //! other bad record is corruption, reported with the file and byte offset.
 

@@ -1,5 +1,7 @@
-//! Crash test: a child process writes with `SyncMode::Always` and prints each acknowledged
-//! operation; the parent SIGKILLs it at a random moment (flushes and compactions run all the
+//! Crash test: a child process writes with `SyncMode::Always` (and, in a second pair of tests,
+//! with `SyncMode::EveryMs` of a period longer than the test, so that nothing is fsynced while it
+//! runs: a crash of the process must still lose nothing acknowledged, because every write hands
+//! its record to the OS before it returns) and prints each acknowledged operation; the parent SIGKILLs it at a random moment (flushes and compactions run all the
 //! time with tiny memtables), reopens the store and checks that every acknowledged write is there
 //! with its latest value. The child's operations are a deterministic function of (seed, index),
 //! so the parent knows the single operation that may have been in flight when it died.
@@ -36,11 +38,11 @@ fn op(n: u64) -> (Vec<u8>, Option<Vec<u8>>) {
     }
 }
 
-fn options(engine: Engine) -> Options {
+fn options(engine: Engine, sync: SyncMode) -> Options {
     Options {
         engine,
         partitions: 4,
-        sync: SyncMode::Always,
+        sync,
         memtable_bytes_max: 4 << 10,
         ..Options::tiny()
     }
@@ -60,7 +62,8 @@ fn crash_child_entry() {
         Ok("log") => Engine::Log,
         _ => Engine::Lsm,
     };
-    let db = std::sync::Arc::new(Db::open(&dir, options(engine)).unwrap());
+    let sync = sync_mode(std::env::var("STRATA_CRASH_SYNC").as_deref().unwrap_or(""));
+    let db = std::sync::Arc::new(Db::open(&dir, options(engine, sync)).unwrap());
     // Two writer threads share the log (group commit); each prints its acknowledgement before
     // it issues its next operation, so at most one operation per thread is in flight.
     let threads: Vec<_> = (0..2u64)
@@ -89,17 +92,37 @@ fn crash_child_entry() {
     }
 }
 
+/// `always`, or `buffered`: fsync every 10 minutes, i.e. never while a round runs.
+fn sync_mode(name: &str) -> SyncMode {
+    match name {
+        "buffered" => SyncMode::EveryMs(600_000),
+        _ => SyncMode::Always,
+    }
+}
+
 #[test]
 fn every_acknowledged_write_survives_sigkill_lsm() {
-    crash_rounds(Engine::Lsm);
+    crash_rounds(Engine::Lsm, "always");
 }
 
 #[test]
 fn every_acknowledged_write_survives_sigkill_log() {
-    crash_rounds(Engine::Log);
+    crash_rounds(Engine::Log, "always");
 }
 
-fn crash_rounds(engine: Engine) {
+/// Without fsync a killed process still loses nothing: the records were in the OS.
+#[test]
+fn every_acknowledged_write_survives_sigkill_without_fsync_lsm() {
+    crash_rounds(Engine::Lsm, "buffered");
+}
+
+#[test]
+fn every_acknowledged_write_survives_sigkill_without_fsync_log() {
+    crash_rounds(Engine::Log, "buffered");
+}
+
+fn crash_rounds(engine: Engine, sync_name: &str) {
+    let sync = sync_mode(sync_name);
     let rounds: usize = std::env::var("STRATA_CRASH_ROUNDS")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -124,6 +147,7 @@ fn crash_rounds(engine: Engine) {
                 "STRATA_CRASH_ENGINE",
                 if engine == Engine::Log { "log" } else { "lsm" },
             )
+            .env("STRATA_CRASH_SYNC", sync_name)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -183,7 +207,7 @@ fn crash_rounds(engine: Engine) {
             };
             in_flight.push(next);
         }
-        let db = Db::open(dir.path(), options(engine)).unwrap();
+        let db = Db::open(dir.path(), options(engine, sync)).unwrap();
         let mut after = Model::new();
         for kv in db.scan::<&[u8], _>(..) {
             let (k, v) = kv.unwrap();
@@ -201,7 +225,7 @@ fn crash_rounds(engine: Engine) {
             }
             assert!(
                 ok,
-                "{engine:?} round {round}: key {} holds {:?}, expected {:?}",
+                "{engine:?} {sync_name} round {round}: key {} holds {:?}, expected {:?}",
                 String::from_utf8_lossy(key),
                 got.map(|v| String::from_utf8_lossy(&v[..v.len().min(12)]).to_string()),
                 must.get(key)
