@@ -5,7 +5,8 @@
 //! The data path of a benchmark: a [`spec`] says what to run; the [`runner`] opens the engine
 //! ([`store`], [`peers`]) on a fresh directory, in this process or a child of its own, and drives
 //! a [`workload`] (seed 000: mixed put/delete/get, one stats line per interval) or the
-//! [`readonly`] benchmark (seed 003); [`sys`] reads peak memory and bytes written from the
+//! [`readonly`] benchmark (seed 003), or the [`startup`] benchmark (open time and memory per
+//! key of Strata's engines); [`sys`] reads peak memory and bytes written from the
 //! kernel; [`record`] defines the JSON lines; [`compare`] and [`matrix`] sequence runs; [`report`]
 //! turns JSONL files into PNG plots and an index.html.
 #![forbid(unsafe_code)]
@@ -21,6 +22,7 @@ pub mod record;
 pub mod report;
 pub mod runner;
 pub mod spec;
+pub mod startup;
 pub mod store;
 pub mod sys;
 pub mod workload;

@@ -5,7 +5,7 @@
 use crate::error::Result;
 use crate::record::RunRecord;
 use crate::runner::{Runner, Sink};
-use crate::spec::{BenchSpec, Engine, EngineSpec};
+use crate::spec::{BenchSpec, EngineSpec};
 use crate::workload::{RunSpec, Workload};
 
 /// The seed's partition counts.
@@ -22,7 +22,7 @@ pub fn matrix_specs(
     partitions: &[usize],
     threads: &[usize],
 ) -> Vec<BenchSpec> {
-    let partitions: Vec<usize> = if engine.engine == Engine::Strata {
+    let partitions: Vec<usize> = if engine.engine.is_strata() {
         partitions.to_vec()
     } else {
         vec![engine.partitions]
@@ -71,6 +71,7 @@ pub fn matrix(runner: &Runner, specs: &[BenchSpec], sink: Sink<'_>) -> Result<Ve
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::spec::Engine;
 
     #[test]
     fn grid_covers_every_combination_once() {

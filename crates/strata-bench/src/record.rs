@@ -5,7 +5,8 @@
 //!   fileSize`, counts per interval, plus latency percentiles) tagged with `runId, engine,
 //!   workload, partitions, threads`;
 //! - `summary`: one mixed-workload run: its full [`BenchSpec`] and results ([`RunRecord`]);
-//! - `readonly`: one read-only run: its [`ReadonlySpec`] and results ([`ReadonlyRecord`]).
+//! - `readonly`: one read-only run: its [`ReadonlySpec`] and results ([`ReadonlyRecord`]);
+//! - `startup`: one step of the startup benchmark ([`crate::startup::StartupRecord`]).
 //!
 //! Lines are parsed through `serde_json::Value` first (internally tagged enums and `flatten` do
 //! not mix with the workspace's `arbitrary_precision` numbers).
@@ -25,6 +26,8 @@ pub const KIND_INTERVAL: &str = "interval";
 pub const KIND_SUMMARY: &str = "summary";
 /// `kind` of read-only results.
 pub const KIND_READONLY: &str = "readonly";
+/// `kind` of startup benchmark steps.
+pub const KIND_STARTUP: &str = "startup";
 
 /// The results of one mixed-workload run, with the spec that produced them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -141,6 +144,8 @@ pub enum Line {
     Summary(Box<RunRecord>),
     /// A read-only result.
     Readonly(Box<ReadonlyRecord>),
+    /// A step of the startup benchmark.
+    Startup(Box<crate::startup::StartupRecord>),
     /// A line of another kind (kept for forward compatibility, ignored by the report).
     Other,
 }
@@ -163,6 +168,7 @@ pub fn parse_line(text: &str) -> std::result::Result<Line, serde_json::Error> {
     Ok(match v.get("kind").and_then(|k| k.as_str()) {
         Some(KIND_SUMMARY) => Line::Summary(Box::new(serde_json::from_value(v)?)),
         Some(KIND_READONLY) => Line::Readonly(Box::new(serde_json::from_value(v)?)),
+        Some(KIND_STARTUP) => Line::Startup(Box::new(serde_json::from_value(v)?)),
         Some(KIND_INTERVAL) => {
             let u = |k: &str| v.get(k).and_then(|x| x.as_u64()).unwrap_or(0);
             let s = |k: &str| {

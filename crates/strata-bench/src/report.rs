@@ -95,7 +95,8 @@ impl ReportData {
                 Line::Interval(p) => by_run.entry(p.run_id.clone()).or_default().push(p),
                 Line::Summary(r) => data.summaries.push((**r).clone()),
                 Line::Readonly(r) => data.readonly.push((**r).clone()),
-                Line::Other => {}
+                // Startup results are tabulated in BENCHMARKS.md, not plotted.
+                Line::Startup(_) | Line::Other => {}
             }
         }
         for (run_id, points) in by_run {

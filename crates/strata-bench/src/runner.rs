@@ -22,6 +22,7 @@ use crate::record::{
     parse_line, run_id, tag_interval, unix_ms, Line, ReadonlyRecord, RunRecord, KIND_SUMMARY,
 };
 use crate::spec::{BenchSpec, ReadonlySpec};
+use crate::startup::{StartupRecord, StartupSpec, StartupStep};
 use crate::store::open_store;
 use crate::workload::dir_bytes;
 use crate::{readonly, sys, workload};
@@ -68,6 +69,17 @@ pub enum Job {
         dir: PathBuf,
         /// Leave the data behind.
         keep_data: bool,
+    },
+    /// One step of the startup benchmark (the directory is kept between steps).
+    Startup {
+        /// What is built and opened.
+        spec: StartupSpec,
+        /// Which step.
+        step: StartupStep,
+        /// Id for its line.
+        run_id: String,
+        /// Data directory.
+        dir: PathBuf,
     },
 }
 
@@ -163,6 +175,38 @@ impl Runner {
                     return Err(child_err(&id, "ended without a readonly line"));
                 }
                 Ok(records)
+            }
+        }
+    }
+}
+
+impl Runner {
+    /// Runs one step of the startup benchmark on `self.dir` (not wiped, except by `Build`).
+    pub fn startup_step(
+        &self,
+        spec: &StartupSpec,
+        step: &StartupStep,
+        run_id: &str,
+        sink: Sink<'_>,
+    ) -> Result<StartupRecord> {
+        match &self.isolation {
+            Isolation::InProcess => {
+                crate::startup::step_in_process(spec, step, run_id, &self.dir, false, sink)
+            }
+            Isolation::Child { program, args } => {
+                let job = Job::Startup {
+                    spec: spec.clone(),
+                    step: step.clone(),
+                    run_id: run_id.to_string(),
+                    dir: self.dir.clone(),
+                };
+                run_child(program, args, &job, run_id, sink)?
+                    .into_iter()
+                    .find_map(|l| match l {
+                        Line::Startup(r) => Some(*r),
+                        _ => None,
+                    })
+                    .ok_or_else(|| child_err(run_id, "ended without a startup line"))
             }
         }
     }
@@ -333,7 +377,7 @@ fn run_child(
                 })
             });
         match parsed {
-            Ok(l @ (Line::Summary(_) | Line::Readonly(_))) => records.push(l),
+            Ok(l @ (Line::Summary(_) | Line::Readonly(_) | Line::Startup(_))) => records.push(l),
             Ok(_) => {}
             Err(e) => {
                 failure = Some(e);
@@ -388,6 +432,13 @@ pub fn child_main(args: &[String]) -> Result<()> {
             dir,
             keep_data,
         } => readonly::run_in_process(&spec, &reads, &run_id, &dir, keep_data, true, &mut sink)
+            .map(|_| ()),
+        Job::Startup {
+            spec,
+            step,
+            run_id,
+            dir,
+        } => crate::startup::step_in_process(&spec, &step, &run_id, &dir, true, &mut sink)
             .map(|_| ()),
     }
 }

@@ -16,8 +16,11 @@ use crate::workload::RunSpec;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Engine {
-    /// Strata itself.
+    /// Strata itself (LSM engine, the default).
     Strata,
+    /// Strata with its second engine, the log-structured hash store (`strata::Engine::Log`).
+    #[serde(rename = "strata-log")]
+    StrataLog,
     /// RocksDB (system librocksdb through the `rocksdb` crate).
     Rocksdb,
     /// fjall, a Rust LSM engine.
@@ -28,12 +31,19 @@ pub enum Engine {
 
 impl Engine {
     /// All engines, Strata first.
-    pub const ALL: [Engine; 4] = [Engine::Strata, Engine::Rocksdb, Engine::Fjall, Engine::Sled];
+    pub const ALL: [Engine; 5] = [
+        Engine::Strata,
+        Engine::StrataLog,
+        Engine::Rocksdb,
+        Engine::Fjall,
+        Engine::Sled,
+    ];
 
     /// Lower-case name, as parsed.
     pub fn name(self) -> &'static str {
         match self {
             Engine::Strata => "strata",
+            Engine::StrataLog => "strata-log",
             Engine::Rocksdb => "rocksdb",
             Engine::Fjall => "fjall",
             Engine::Sled => "sled",
@@ -42,7 +52,12 @@ impl Engine {
 
     /// Whether this build can open the engine (peers need the `peers` feature).
     pub fn compiled_in(self) -> bool {
-        self == Engine::Strata || cfg!(feature = "peers")
+        self.is_strata() || cfg!(feature = "peers")
+    }
+
+    /// One of Strata's own engines (hash-partitioned; the peers have no partitions).
+    pub fn is_strata(self) -> bool {
+        matches!(self, Engine::Strata | Engine::StrataLog)
     }
 }
 
@@ -60,7 +75,7 @@ impl FromStr for Engine {
             .find(|e| e.name() == s.trim().to_ascii_lowercase())
             .ok_or_else(|| {
                 Error::Invalid(format!(
-                    "unknown engine {s:?} (strata, rocksdb, fjall, sled)"
+                    "unknown engine {s:?} (strata, strata-log, rocksdb, fjall, sled)"
                 ))
             })
     }
@@ -194,6 +209,10 @@ impl EngineSpec {
     pub fn strata_options(&self) -> strata::Options {
         let defaults = strata::Options::default();
         strata::Options {
+            engine: match self.engine {
+                Engine::StrataLog => strata::Engine::Log,
+                _ => strata::Engine::Lsm,
+            },
             index_every_entries: self
                 .index_every_entries
                 .unwrap_or(defaults.index_every_entries),

@@ -53,7 +53,9 @@ pub trait BenchStore: Send + Sync {
 /// Opens the engine `spec` names in `dir` (which should be empty).
 pub fn open_store(spec: &EngineSpec, dir: &Path) -> Result<Box<dyn BenchStore>> {
     match spec.engine {
-        Engine::Strata => Ok(Box::new(StrataStore::open(dir, spec.strata_options())?)),
+        Engine::Strata | Engine::StrataLog => {
+            Ok(Box::new(StrataStore::open(dir, spec.strata_options())?))
+        }
         #[cfg(feature = "peers")]
         Engine::Rocksdb => Ok(Box::new(crate::peers::RocksStore::open(dir, spec)?)),
         #[cfg(feature = "peers")]
@@ -69,9 +71,10 @@ pub fn open_store(spec: &EngineSpec, dir: &Path) -> Result<Box<dyn BenchStore>> 
     }
 }
 
-/// Strata under test.
+/// Strata under test, with either of its engines.
 pub struct StrataStore {
     db: strata::Db,
+    engine: strata::Engine,
 }
 
 fn strata_err(op: &'static str) -> impl FnOnce(strata::Error) -> Error {
@@ -82,14 +85,23 @@ impl StrataStore {
     /// Opens Strata in `dir`.
     pub fn open(dir: &Path, opts: strata::Options) -> Result<Self> {
         Ok(StrataStore {
+            engine: opts.engine,
             db: strata::Db::open(dir, opts).map_err(strata_err("open"))?,
         })
+    }
+
+    /// The database, for measurements beyond the trait.
+    pub fn db(&self) -> &strata::Db {
+        &self.db
     }
 }
 
 impl BenchStore for StrataStore {
     fn name(&self) -> &'static str {
-        "strata"
+        match self.engine {
+            strata::Engine::Lsm => "strata",
+            strata::Engine::Log => "strata-log",
+        }
     }
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         self.db.put(key, value).map_err(strata_err("put"))
@@ -111,7 +123,9 @@ impl BenchStore for StrataStore {
         self.db.ingest(sorted).map_err(strata_err("ingest"))
     }
     fn has_bulk_load(&self) -> bool {
-        true
+        // The log engine has no tables to write directly: its `Db::ingest` writes batches through
+        // the log, i.e. the write path.
+        self.engine == strata::Engine::Lsm
     }
     fn close(self: Box<Self>) -> Result<()> {
         self.db.close().map_err(strata_err("close"))
@@ -142,6 +156,8 @@ impl BenchStore for StrataStore {
             "flushBytesWritten": sum(|p| p.flush_bytes_written),
             "compactionBytesWritten": sum(|p| p.compaction_bytes_written),
             "tablesPerLevelPerPartition": levels,
+            "indexKeys": sum(|p| p.index_keys),
+            "indexBytes": sum(|p| p.index_bytes),
         }))
     }
 }

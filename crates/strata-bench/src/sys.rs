@@ -21,6 +21,16 @@ pub fn reset_peak_rss() -> bool {
     std::fs::write("/proc/self/clear_refs", "5").is_ok()
 }
 
+/// Writes dirty pages back and drops the kernel's page cache, so that the next reads come from
+/// the disk (needs root: `/proc/sys/vm/drop_caches`). Returns whether the cache was dropped.
+pub fn drop_page_cache() -> bool {
+    // Only clean pages can be dropped: write the dirty ones first.
+    let synced = std::process::Command::new("sync")
+        .status()
+        .is_ok_and(|s| s.success());
+    synced && std::fs::write("/proc/sys/vm/drop_caches", "3").is_ok()
+}
+
 /// Bytes this process caused to be written to storage, less those cancelled because the file was
 /// truncated or deleted before write-back.
 pub fn io_write_bytes() -> Option<u64> {

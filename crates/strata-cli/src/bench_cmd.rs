@@ -6,6 +6,8 @@
 //!   then a table with ratios to Strata;
 //! - `matrix`: partitions x threads per workload;
 //! - `readonly`: seed 003's read-only benchmark;
+//! - `startup`: open time and memory per key of Strata's engines (log engine with and without
+//!   hint files);
 //! - `report`: PNG plots and an index.html from JSONL results;
 //! - `child` (hidden): runs one job for `compare`/`matrix`/`readonly` and writes its lines to stdout.
 //!
@@ -19,6 +21,7 @@ use std::time::Duration;
 use anyhow::Context;
 use strata_bench::readonly::ReadPoint;
 use strata_bench::spec::{parse_bytes, parse_list};
+use strata_bench::startup::{self, StartupSpec};
 use strata_bench::{
     compare, matrix, report, BenchSpec, CompressionSpec, Engine, EngineSpec, Isolation,
     ReadonlySpec, RunSpec, Runner, SyncSpec, Workload,
@@ -46,6 +49,9 @@ enum BenchCommand {
     Matrix(MatrixArgs),
     /// Build a read-only data set and read random keys from it (seed 003).
     Readonly(ReadonlyArgs),
+    /// Load N keys, then time reopening (log engine: from segments, from hint files) and
+    /// measure resident memory per key.
+    Startup(StartupArgs),
     /// Draw PNG plots and an index.html from JSONL result files.
     Report(ReportArgs),
     /// Run one job given as JSON and write its lines to stdout (started by the other modes).
@@ -282,6 +288,42 @@ struct ReadonlyArgs {
 }
 
 #[derive(clap::Args, Clone)]
+struct StartupArgs {
+    /// Engines, one after another: strata (LSM) and/or strata-log.
+    #[arg(long, default_value = "strata-log,strata")]
+    engines: String,
+    /// Keys to load.
+    #[arg(long, default_value_t = 10_000_000)]
+    keys: u64,
+    /// Bytes per key.
+    #[arg(long, default_value_t = 16)]
+    key_size: usize,
+    /// Bytes per value.
+    #[arg(long, default_value_t = 100)]
+    value_size: usize,
+    /// Writer threads while loading (default: one per core).
+    #[arg(long)]
+    load_threads: Option<usize>,
+    /// Also open each state with a cold page cache (drops the whole machine's page cache; needs
+    /// root).
+    #[arg(long)]
+    drop_caches: bool,
+    /// Keys read back after each open (every one must be found).
+    #[arg(long, default_value_t = 10_000)]
+    sample_reads: u64,
+    /// Seed of the generators.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    #[command(flatten)]
+    engine_opts: EngineArgs,
+    #[command(flatten)]
+    output: OutputArgs,
+    /// Append JSON lines here.
+    #[arg(long, default_value = "bench-startup.jsonl")]
+    out: PathBuf,
+}
+
+#[derive(clap::Args, Clone)]
 struct ReportArgs {
     /// JSONL result files.
     #[arg(required = true)]
@@ -305,6 +347,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         Some(BenchCommand::Compare(a)) => compare_mode(a),
         Some(BenchCommand::Matrix(a)) => matrix_mode(a),
         Some(BenchCommand::Readonly(a)) => readonly_mode(a),
+        Some(BenchCommand::Startup(a)) => startup_mode(a),
         Some(BenchCommand::Report(a)) => report_mode(a),
         Some(BenchCommand::Child { job }) => {
             strata_bench::runner::child_main(std::slice::from_ref(job))?;
@@ -449,6 +492,27 @@ fn readonly_mode(a: &ReadonlyArgs) -> anyhow::Result<()> {
                 if r.reads > 0 { r.found as f64 * 100.0 / r.reads as f64 } else { 0.0 }
             );
         }
+    }
+    eprintln!("results appended to {}", a.out.display());
+    Ok(())
+}
+
+fn startup_mode(a: &StartupArgs) -> anyhow::Result<()> {
+    let runner = a.output.runner(true)?;
+    let mut sink = jsonl_writer(Some(&a.out))?;
+    for engine in parse_list::<Engine>(&a.engines)? {
+        let spec = StartupSpec {
+            engine: a.engine_opts.spec(engine)?,
+            keys: a.keys,
+            key_bytes: a.key_size,
+            value_bytes: a.value_size,
+            load_threads: a.load_threads.unwrap_or_else(strata_bench::spec::cores),
+            drop_caches: a.drop_caches,
+            sample_reads: a.sample_reads,
+            seed: a.seed,
+        };
+        // Each step prints its line to stderr as it finishes.
+        startup::startup(&runner, &spec, &mut sink)?;
     }
     eprintln!("results appended to {}", a.out.display());
     Ok(())
