@@ -3,7 +3,7 @@
 
 use std::ops::{Bound, RangeBounds};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -68,10 +68,11 @@ impl Db {
         let opts = Arc::new(options);
         let cache = Arc::new(BlockCache::new(opts.block_cache_bytes));
         let (work_tx, work_rx) = crossbeam_channel::unbounded::<usize>();
-        let mut trees = Vec::with_capacity(partitions);
-        for id in 0..partitions {
+        // Partitions are independent: open (replay logs, read hints, build indexes) in parallel,
+        // at most one thread per core. The log engine's open is CPU-bound (10 M keys: seconds).
+        let open_one = |id: usize| -> Result<Partition> {
             let pdir = dir.join(format!("p{id:04}"));
-            trees.push(match opts.engine {
+            Ok(match opts.engine {
                 Engine::Lsm => Partition::Lsm(Box::new(Tree::open(
                     id,
                     pdir,
@@ -85,8 +86,44 @@ impl Db {
                     opts.clone(),
                     work_tx.clone(),
                 )?)),
-            });
-        }
+            })
+        };
+        let threads = std::thread::available_parallelism()
+            .map_or(1, usize::from)
+            .min(partitions)
+            .max(1);
+        let next = AtomicUsize::new(0);
+        let mut opened: Vec<(usize, Result<Partition>)> = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..threads)
+                .map(|_| {
+                    scope.spawn(|| {
+                        let mut out = Vec::new();
+                        loop {
+                            let id = next.fetch_add(1, Ordering::Relaxed);
+                            if id >= partitions {
+                                return out;
+                            }
+                            out.push((id, open_one(id)));
+                        }
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .flat_map(|w| {
+                    w.join().unwrap_or_else(|_| {
+                        let panicked =
+                            std::io::Error::other("a thread opening partitions panicked");
+                        vec![(usize::MAX, Err(Error::io(&dir, panicked)))]
+                    })
+                })
+                .collect()
+        });
+        opened.sort_by_key(|(id, _)| *id);
+        let trees = opened
+            .into_iter()
+            .map(|(_, p)| p)
+            .collect::<Result<Vec<Partition>>>()?;
         let inner = Arc::new(Inner { dir, opts, trees });
         let (stop_tx, stop_rx) = crossbeam_channel::unbounded::<()>();
         let mut workers = Vec::new();

@@ -43,22 +43,37 @@ impl HintWriter {
     }
 }
 
-/// Reads a hint file; `None` if it is absent or fails any check.
-pub(crate) fn read(path: &Path) -> Option<Vec<(Vec<u8>, u64, u64)>> {
-    let bytes = std::fs::read(path).ok()?;
-    let body_len = bytes.len().checked_sub(4)?;
-    let (body, crc) = bytes.split_at(body_len);
-    if crc32c::crc32c(body).to_le_bytes() != crc {
-        return None;
+/// A hint file whose checksum, magic and version are verified.
+pub(crate) struct Hint {
+    bytes: Vec<u8>,
+}
+
+impl Hint {
+    /// Reads a hint file; `None` if it is absent or fails any check.
+    pub(crate) fn read(path: &Path) -> Option<Hint> {
+        let bytes = std::fs::read(path).ok()?;
+        let body_len = bytes.len().checked_sub(4)?;
+        let (body, crc) = bytes.split_at(body_len);
+        if crc32c::crc32c(body).to_le_bytes() != crc {
+            return None;
+        }
+        let mut r = Reader::new(body);
+        if r.bytes(8)? != HINT_MAGIC || r.u32()? != HINT_FORMAT_VERSION {
+            return None;
+        }
+        Some(Hint { bytes })
     }
-    let mut r = Reader::new(body);
-    if r.bytes(8)? != HINT_MAGIC || r.u32()? != HINT_FORMAT_VERSION {
-        return None;
+
+    /// Visits every `(key, offset, len)` in file order, without copying keys; `None` if an
+    /// entry is malformed (the entries before it have been visited).
+    pub(crate) fn for_each(&self, mut f: impl FnMut(&[u8], u64, u64)) -> Option<()> {
+        let body = &self.bytes[..self.bytes.len().checked_sub(4)?];
+        let mut r = Reader::new(body);
+        r.bytes(12)?;
+        while !r.is_empty() {
+            let key = r.len_prefixed()?;
+            f(key, r.varint()?, r.varint()?);
+        }
+        Some(())
     }
-    let mut out = Vec::new();
-    while !r.is_empty() {
-        let key = r.len_prefixed()?.to_vec();
-        out.push((key, r.varint()?, r.varint()?));
-    }
-    Some(out)
 }

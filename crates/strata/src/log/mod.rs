@@ -16,6 +16,7 @@
 //! sort the matching keys first: O(n log n) in the number of keys.
 
 pub(crate) mod hint;
+pub(crate) mod index;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
@@ -27,7 +28,6 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
-use xxhash_rust::xxh3::Xxh3Builder;
 
 use crate::batch::{decode_entries, Entry, Kind};
 use crate::error::{Error, IoContext, Result};
@@ -39,48 +39,41 @@ use crate::lsm::tree::{Scheduler, Update};
 use crate::options::Options;
 use crate::stats::{LevelStats, PartitionStats};
 use crate::wal::{self, WalWriter};
+use index::{IKey, Index, Loc, SegId};
 
 const SEGMENT_SUFFIX: &str = ".seg";
 const HINT_SUFFIX: &str = ".hint";
 const RECORD_HEADER_BYTES: u64 = 8;
 
-/// Segment order: `(number, sub)`. Merge outputs keep the number of the newest input and take
-/// higher subs, so they sort after their inputs and before the active segment.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-struct SegId {
-    number: u64,
-    sub: u32,
+/// File names of segments and hints: `NNNNNN-SSS` (number, merge output sub).
+fn seg_name(sid: SegId) -> String {
+    format!("{:06}-{:03}", sid.number(), sid.sub())
 }
 
-impl SegId {
-    fn name(self) -> String {
-        format!("{:06}-{:03}", self.number, self.sub)
-    }
-
-    fn parse(name: &str) -> Option<SegId> {
-        let stem = name.strip_suffix(SEGMENT_SUFFIX)?;
-        let (n, s) = stem.split_once('-')?;
-        Some(SegId {
-            number: n.parse().ok()?,
-            sub: s.parse().ok()?,
-        })
-    }
-}
-
-/// Where the newest record of a key is. 24 bytes; see `index_bytes` in stats.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Loc {
-    seg: SegId,
-    offset: u32,
-    len: u32,
+fn parse_seg_name(name: &str) -> Option<SegId> {
+    let stem = name.strip_suffix(SEGMENT_SUFFIX)?;
+    let (n, s) = stem.split_once('-')?;
+    SegId::new(n.parse().ok()?, s.parse().ok()?)
 }
 
 struct Segment {
     path: PathBuf,
     file: File,
+    /// Size once sealed (0 while it is the active segment): what `merge_due` weighs dead bytes
+    /// against, kept here so that deciding costs no `stat` per segment.
+    sealed_bytes: AtomicU64,
 }
 
-type Index = HashMap<Box<[u8]>, Loc, Xxh3Builder>;
+impl Segment {
+    fn open(path: PathBuf, sealed_bytes: u64) -> Result<Segment> {
+        let file = File::open(&path).at(&path)?;
+        Ok(Segment {
+            path,
+            file,
+            sealed_bytes: AtomicU64::new(sealed_bytes),
+        })
+    }
+}
 
 pub(crate) struct LogStore {
     pub(crate) id: usize,
@@ -102,6 +95,21 @@ pub(crate) struct LogStore {
     merges: AtomicU64,
 }
 
+/// A merge output segment being written, and the index moves it will publish.
+#[derive(Default)]
+struct MergeOutput {
+    writer: Option<(WalWriter, hint::HintWriter)>,
+    moves: Vec<(IKey, Loc, Loc)>,
+}
+
+fn segment_ids_exhausted(dir: &Path) -> Error {
+    Error::InvalidArgument(format!(
+        "segment numbers in {} are exhausted (more than {} merge outputs under one number)",
+        dir.display(),
+        index::SUB_MAX
+    ))
+}
+
 impl LogStore {
     pub(crate) fn open(
         id: usize,
@@ -116,32 +124,43 @@ impl LogStore {
         let mut ids: Vec<SegId> = Vec::new();
         for e in std::fs::read_dir(&seg_dir).at(&seg_dir)? {
             let e = e.at(&seg_dir)?;
-            if let Some(s) = e.file_name().to_str().and_then(SegId::parse) {
+            if let Some(s) = e.file_name().to_str().and_then(parse_seg_name) {
                 ids.push(s);
             }
         }
         ids.sort();
-        let mut index = Index::with_hasher(Xxh3Builder::new());
+        let mut index = Index::new();
         let mut dead: HashMap<SegId, u64> = HashMap::new();
         let mut segments = BTreeMap::new();
         let mut seq = 0u64;
         for &sid in &ids {
-            let path = seg_dir.join(format!("{}{SEGMENT_SUFFIX}", sid.name()));
-            let hint_path = seg_dir.join(format!("{}{HINT_SUFFIX}", sid.name()));
+            let path = seg_dir.join(format!("{}{SEGMENT_SUFFIX}", seg_name(sid)));
+            let hint_path = seg_dir.join(format!("{}{HINT_SUFFIX}", seg_name(sid)));
             let seg_len = fsutil::file_len(&path);
-            let hinted = hint::read(&hint_path)
-                .filter(|h| h.iter().all(|(_, off, len)| off + len <= seg_len));
-            if let Some(entries) = hinted {
-                for (key, offset, len) in entries {
+            // A hint is used only if every entry parses and lies inside the segment; it is
+            // checked whole before the index is touched, then applied without copying keys.
+            let hinted = hint::Hint::read(&hint_path).and_then(|h| {
+                let (mut entries, mut inside) = (0usize, true);
+                h.for_each(|_, off, len| {
+                    entries += 1;
+                    inside &= off.checked_add(len).is_some_and(|end| end <= seg_len)
+                        && u32::try_from(off).is_ok()
+                        && u32::try_from(len).is_ok();
+                })?;
+                inside.then_some((h, entries))
+            });
+            if let Some((h, entries)) = hinted {
+                index.reserve(entries);
+                h.for_each(|key, offset, len| {
                     let loc = Loc {
                         seg: sid,
                         offset: offset as u32,
                         len: len as u32,
                     };
-                    if let Some(old) = index.insert(key.into_boxed_slice(), loc) {
-                        *dead.entry(old.seg).or_default() += old.len as u64;
+                    if let Some(old) = index.insert(key, loc) {
+                        *dead.entry(old.seg).or_default() += u64::from(old.len);
                     }
-                }
+                });
             } else {
                 let replay = wal::replay(&path, |payload, offset| {
                     let entries = decode_entries(payload).ok_or_else(|| {
@@ -152,7 +171,7 @@ impl LogStore {
                         offset: offset as u32,
                         len: (RECORD_HEADER_BYTES + payload.len() as u64) as u32,
                     };
-                    apply_to_index(&mut index, &mut dead, &entries, loc);
+                    index.apply(&mut dead, &entries, loc);
                     seq += 1;
                     Ok(())
                 });
@@ -179,15 +198,14 @@ impl LogStore {
                     f.sync_all().at(&path)?;
                 }
             }
-            let file = File::open(&path).at(&path)?;
-            segments.insert(sid, Arc::new(Segment { path, file }));
+            let sealed_bytes = fsutil::file_len(&path);
+            segments.insert(sid, Arc::new(Segment::open(path, sealed_bytes)?));
         }
-        let number = ids.last().map_or(1, |s| s.number + 1);
-        let active = SegId { number, sub: 0 };
-        let path = seg_dir.join(format!("{}{SEGMENT_SUFFIX}", active.name()));
+        let number = ids.last().map_or(1, |s| s.number() + 1);
+        let active = SegId::new(number, 0).ok_or_else(|| segment_ids_exhausted(&seg_dir))?;
+        let path = seg_dir.join(format!("{}{SEGMENT_SUFFIX}", seg_name(active)));
         let wal = WalWriter::create(path.clone(), seq)?;
-        let file = File::open(&path).at(&path)?;
-        segments.insert(active, Arc::new(Segment { path, file }));
+        segments.insert(active, Arc::new(Segment::open(path, 0)?));
         let store = LogStore {
             id,
             journal: Journal::new(id, opts.sync, wal, seq),
@@ -233,7 +251,7 @@ impl LogStore {
         {
             let mut index = self.index.write();
             let mut dead = self.dead.lock();
-            apply_to_index(&mut index, &mut dead, entries, loc);
+            index.apply(&mut dead, entries, loc);
         }
         let user: usize = entries.iter().map(|(_, k, v)| k.len() + v.len()).sum();
         self.user_bytes.fetch_add(user as u64, Ordering::Relaxed);
@@ -245,18 +263,23 @@ impl LogStore {
 
     /// Seals the active segment and starts a new one.
     fn roll_locked(&self, st: &mut JournalState) -> Result<()> {
-        let sid = SegId {
-            number: self.next_number.fetch_add(1, Ordering::AcqRel),
-            sub: 0,
-        };
+        let sid = SegId::new(self.next_number.fetch_add(1, Ordering::AcqRel), 0)
+            .ok_or_else(|| segment_ids_exhausted(&self.seg_dir()))?;
+        let sealed_bytes = st.wal.len_bytes;
         let path = self
             .seg_dir()
-            .join(format!("{}{SEGMENT_SUFFIX}", sid.name()));
+            .join(format!("{}{SEGMENT_SUFFIX}", seg_name(sid)));
         self.journal.rotate_locked(st, path.clone())?;
-        let file = File::open(&path).at(&path)?;
-        self.segments
-            .write()
-            .insert(sid, Arc::new(Segment { path, file }));
+        let segment = Arc::new(Segment::open(path, 0)?);
+        let sealed = {
+            let mut segments = self.segments.write();
+            let sealed = segments.get(&*self.active.lock()).cloned();
+            segments.insert(sid, segment);
+            sealed
+        };
+        if let Some(s) = sealed {
+            s.sealed_bytes.store(sealed_bytes, Ordering::Release);
+        }
         *self.active.lock() = sid;
         if self.merge_due() {
             self.request_work();
@@ -309,7 +332,7 @@ impl LogStore {
         for _ in 0..4 {
             let (loc, seg) = {
                 let index = self.index.read();
-                let Some(&loc) = index.get(key) else {
+                let Some(loc) = index.get(key) else {
                     return Ok(None);
                 };
                 let seg = self.segments.read().get(&loc.seg).cloned();
@@ -360,7 +383,7 @@ impl LogStore {
             index
                 .keys()
                 .filter(|k| in_bounds(k, &lower, &upper))
-                .map(|k| Bytes::copy_from_slice(k))
+                .map(Bytes::copy_from_slice)
                 .collect()
         };
         keys.sort_unstable();
@@ -379,7 +402,7 @@ impl LogStore {
         let (mut sealed, mut dead_bytes) = (0u64, 0u64);
         for (sid, seg) in segments.iter() {
             if *sid < active {
-                sealed += fsutil::file_len(&seg.path);
+                sealed += seg.sealed_bytes.load(Ordering::Acquire);
                 dead_bytes += dead.get(sid).copied().unwrap_or(0);
             }
         }
@@ -418,22 +441,16 @@ impl LogStore {
             return Ok(false);
         };
         let seg_dir = self.seg_dir();
-        let mut out_sid = SegId {
-            number: last.number,
-            sub: last.sub + 1,
+        let next_sub = |sid: SegId| {
+            sid.sub()
+                .checked_add(1)
+                .and_then(|sub| SegId::new(sid.number(), sub))
+                .ok_or_else(|| segment_ids_exhausted(&seg_dir))
         };
-        let mut outputs: Vec<(SegId, PathBuf)> = Vec::new();
-        let mut moves: Vec<(Box<[u8]>, Loc, Loc)> = Vec::new();
-        let mut writer: Option<(WalWriter, hint::HintWriter)> = None;
+        let mut out_sid = next_sub(last)?;
+        let mut out = MergeOutput::default();
         let mut written = 0u64;
-        let finish = |w: Option<(WalWriter, hint::HintWriter)>, sid: SegId| -> Result<()> {
-            if let Some((mut w, h)) = w {
-                w.write_buffer()?;
-                w.file().sync_all().at(w.path())?;
-                h.finish(&seg_dir, &format!("{}{HINT_SUFFIX}", sid.name()))?;
-            }
-            Ok(())
-        };
+        let mut dead_out: HashMap<SegId, u64> = HashMap::new();
         for (sid, seg) in &inputs {
             wal::replay(&seg.path, |payload, offset| {
                 let entries = decode_entries(payload).ok_or_else(|| {
@@ -445,16 +462,18 @@ impl LogStore {
                     len: (RECORD_HEADER_BYTES + payload.len() as u64) as u32,
                 };
                 for (kind, key, value) in entries {
-                    if kind != Kind::Put || self.index.read().get(key) != Some(&old) {
+                    if kind != Kind::Put || self.index.read().get(key) != Some(old) {
                         continue;
                     }
-                    if writer.is_none() {
-                        let path = seg_dir.join(format!("{}{SEGMENT_SUFFIX}", out_sid.name()));
-                        outputs.push((out_sid, path.clone()));
-                        writer = Some((WalWriter::create(path, 0)?, hint::HintWriter::new()));
-                    }
-                    let Some((w, h)) = writer.as_mut() else {
-                        continue;
+                    let (w, h) = match &mut out.writer {
+                        Some((w, h)) => (w, h),
+                        None => {
+                            let path =
+                                seg_dir.join(format!("{}{SEGMENT_SUFFIX}", seg_name(out_sid)));
+                            let w = WalWriter::create(path, 0)?;
+                            let (w, h) = out.writer.insert((w, hint::HintWriter::new()));
+                            (w, h)
+                        }
                     };
                     let mut rec = Vec::with_capacity(key.len() + value.len() + 8);
                     crate::batch::encode_entries(
@@ -465,8 +484,8 @@ impl LogStore {
                     let n = w.append(&rec, 0)?;
                     written += n;
                     h.add(key, at, n);
-                    moves.push((
-                        key.into(),
+                    out.moves.push((
+                        IKey::new(key),
                         old,
                         Loc {
                             seg: out_sid,
@@ -475,40 +494,16 @@ impl LogStore {
                         },
                     ));
                     if w.len_bytes >= self.opts.log_segment_bytes_max {
-                        finish(writer.take(), out_sid)?;
-                        out_sid.sub += 1;
+                        self.publish_merge_output(&mut out, out_sid, &mut dead_out)?;
+                        out_sid = next_sub(out_sid)?;
                     }
                 }
                 Ok(())
             })?;
         }
-        finish(writer.take(), out_sid)?;
+        self.publish_merge_output(&mut out, out_sid, &mut dead_out)?;
+        // Every output's directory entry is durable before any input disappears.
         fsutil::sync_dir(&seg_dir)?;
-        // Open the outputs before switching the index, so readers always find the segment.
-        {
-            let mut segs = self.segments.write();
-            for (sid, path) in &outputs {
-                let file = File::open(path).at(path)?;
-                segs.insert(
-                    *sid,
-                    Arc::new(Segment {
-                        path: path.clone(),
-                        file,
-                    }),
-                );
-            }
-        }
-        let mut dead_out: HashMap<SegId, u64> = HashMap::new();
-        for chunk in moves.chunks(1024) {
-            let mut index = self.index.write();
-            for (key, old, new) in chunk {
-                match index.get_mut(key) {
-                    Some(loc) if loc == old => *loc = *new,
-                    // Overwritten or deleted while we copied: the copy is dead already.
-                    _ => *dead_out.entry(new.seg).or_default() += new.len as u64,
-                }
-            }
-        }
         {
             let mut segs = self.segments.write();
             let mut dead = self.dead.lock();
@@ -523,7 +518,7 @@ impl LogStore {
         for (sid, seg) in &inputs {
             // Readers holding the segment keep reading through their open handle.
             std::fs::remove_file(&seg.path).at(&seg.path)?;
-            let hint = seg_dir.join(format!("{}{HINT_SUFFIX}", sid.name()));
+            let hint = seg_dir.join(format!("{}{HINT_SUFFIX}", seg_name(*sid)));
             if hint.exists() {
                 std::fs::remove_file(&hint).at(&hint)?;
             }
@@ -534,19 +529,48 @@ impl LogStore {
         Ok(true)
     }
 
+    /// Completes the merge output being written (fsynced, with its hint file), makes it
+    /// readable, and points the index at the records it holds, one chunk of keys per index
+    /// lock, so that readers and writers never wait long. A key written or deleted while it was
+    /// being copied keeps its newer state; its copy counts as dead.
+    fn publish_merge_output(
+        &self,
+        out: &mut MergeOutput,
+        sid: SegId,
+        dead_out: &mut HashMap<SegId, u64>,
+    ) -> Result<()> {
+        let Some((mut w, h)) = out.writer.take() else {
+            return Ok(());
+        };
+        w.write_buffer()?;
+        w.file().sync_all().at(w.path())?;
+        let seg_dir = self.seg_dir();
+        h.finish(&seg_dir, &format!("{}{HINT_SUFFIX}", seg_name(sid)))?;
+        // Readable before the index points at it.
+        let segment = Segment::open(w.path().to_path_buf(), w.len_bytes)?;
+        self.segments.write().insert(sid, Arc::new(segment));
+        for chunk in out.moves.chunks(1024) {
+            let mut index = self.index.write();
+            for (key, old, new) in chunk {
+                match index.get_mut(key.as_slice()) {
+                    Some(loc) if loc == old => *loc = *new,
+                    _ => *dead_out.entry(new.seg).or_default() += u64::from(new.len),
+                }
+            }
+        }
+        out.moves.clear();
+        Ok(())
+    }
+
     pub(crate) fn sync_now(&self, fsync: bool) -> Result<()> {
         self.journal.sync_now(fsync)
     }
 
     pub(crate) fn stats(&self) -> PartitionStats {
-        let (keys, key_bytes) = {
+        let (keys, index_bytes) = {
             let index = self.index.read();
-            (index.len(), index.keys().map(|k| k.len()).sum::<usize>())
+            (index.len(), index.bytes())
         };
-        // Each slot holds a boxed key (16) and a Loc (24) plus one control byte, at the
-        // hash map's 7/8 load factor; the key bytes live in their own allocation.
-        let slot = std::mem::size_of::<(Box<[u8]>, Loc)>() + 1;
-        let index_bytes = (keys * slot * 8 / 7 + key_bytes) as u64;
         let segments = self.segments.read();
         let seg_bytes: u64 = segments.values().map(|s| fsutil::file_len(&s.path)).sum();
         PartitionStats {
@@ -577,27 +601,6 @@ fn in_bounds(key: &[u8], lower: &Bound<Bytes>, upper: &Bound<Bytes>) -> bool {
         Bound::Unbounded => true,
     };
     lo && hi
-}
-
-fn apply_to_index(
-    index: &mut Index,
-    dead: &mut HashMap<SegId, u64>,
-    entries: &[Entry<'_>],
-    loc: Loc,
-) {
-    for &(kind, key, _) in entries {
-        let old = match kind {
-            Kind::Put => index.insert(key.into(), loc),
-            Kind::Delete => {
-                // The tombstone record itself is garbage as soon as a merge can drop it.
-                *dead.entry(loc.seg).or_default() += loc.len as u64 / entries.len().max(1) as u64;
-                index.remove(key)
-            }
-        };
-        if let Some(old) = old {
-            *dead.entry(old.seg).or_default() += old.len as u64;
-        }
-    }
 }
 
 /// Verifies a record read from `path` and returns the newest value of `key` in it.
