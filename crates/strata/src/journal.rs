@@ -16,8 +16,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::{Mutex, MutexGuard};
 
-use crate::batch::{encode_entries_at, Entry};
+use bytes::Bytes;
+
+use crate::batch::{encode_entries_at, Entry, Kind};
 use crate::error::{Error, IoContext, Result};
+use crate::lsm::tree::Update;
 use crate::options::SyncMode;
 use crate::wal::WalWriter;
 
@@ -199,6 +202,39 @@ impl Journal {
             self.synced_seq.fetch_max(upto, Ordering::AcqRel);
         }
         Ok(())
+    }
+
+    /// Atomic read-modify-write of one key, the same for both engines: under the write lock,
+    /// `get` reads the current value, `decide` chooses an [`Update`], `check` vets a new value,
+    /// and `apply` appends and applies it (returning its sequence number); the commit (fsync or
+    /// hand-off to the OS) happens after the lock is released, as for plain writes.
+    pub(crate) fn read_modify_write<T>(
+        &self,
+        key: &[u8],
+        get: impl FnOnce(&JournalState) -> Result<Option<Bytes>>,
+        decide: impl FnOnce(Option<&[u8]>) -> Result<(Update, T)>,
+        check: impl Fn(&[u8], &[u8]) -> Result<()>,
+        apply: impl FnOnce(&mut JournalState, &[Entry<'_>]) -> Result<u64>,
+    ) -> Result<T> {
+        let (seq, out) = {
+            let mut st = self.lock();
+            self.check_writable(&st)?;
+            let old = get(&st)?;
+            let (update, out) = decide(old.as_deref())?;
+            let seq = match update {
+                Update::Keep => None,
+                Update::Put(v) => {
+                    check(key, &v)?;
+                    Some(apply(&mut st, &[(Kind::Put, key, &v)])?)
+                }
+                Update::Delete => Some(apply(&mut st, &[(Kind::Delete, key, &[])])?),
+            };
+            (seq, out)
+        };
+        if let Some(seq) = seq {
+            self.commit(seq)?;
+        }
+        Ok(out)
     }
 
     /// Bytes appended to log files since open.

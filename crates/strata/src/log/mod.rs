@@ -301,25 +301,13 @@ impl LogStore {
         f: impl FnOnce(Option<&[u8]>) -> Result<(Update, T)>,
         check: impl Fn(&[u8], &[u8]) -> Result<()>,
     ) -> Result<T> {
-        let (seq, out) = {
-            let mut st = self.journal.lock();
-            self.journal.check_writable(&st)?;
-            let old = self.get_with(key, Some(&st))?;
-            let (update, out) = f(old.as_deref())?;
-            let seq = match update {
-                Update::Keep => None,
-                Update::Put(v) => {
-                    check(key, &v)?;
-                    Some(self.apply_locked(&mut st, &[(Kind::Put, key, &v)])?)
-                }
-                Update::Delete => Some(self.apply_locked(&mut st, &[(Kind::Delete, key, &[])])?),
-            };
-            (seq, out)
-        };
-        if let Some(seq) = seq {
-            self.journal.commit(seq)?;
-        }
-        Ok(out)
+        self.journal.read_modify_write(
+            key,
+            |st| self.get_with(key, Some(st)),
+            f,
+            check,
+            |st, entries| self.apply_locked(st, entries),
+        )
     }
 
     pub(crate) fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {

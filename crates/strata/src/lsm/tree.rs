@@ -51,6 +51,11 @@ struct Counters {
     gcs: AtomicU64,
 }
 
+/// Live values that value-log garbage collection rewrites under one hold of the write lock.
+const GC_REWRITE_CHUNK_ENTRIES: usize = 64;
+/// ... or fewer, once they reach this many bytes.
+const GC_REWRITE_CHUNK_BYTES: usize = 256 << 10;
+
 /// An atomic read-modify-write decision (see [`crate::Db::update`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Update {
@@ -396,25 +401,13 @@ impl Tree {
         check: impl Fn(&[u8], &[u8]) -> Result<()>,
     ) -> Result<T> {
         self.throttle()?;
-        let (seq, out) = {
-            let mut st = self.journal.lock();
-            self.journal.check_writable(&st)?;
-            let old = self.get(key)?;
-            let (update, out) = f(old.as_deref())?;
-            let seq = match update {
-                Update::Keep => None,
-                Update::Put(v) => {
-                    check(key, &v)?;
-                    Some(self.apply_locked(&mut st, &[(Kind::Put, key, &v)])?)
-                }
-                Update::Delete => Some(self.apply_locked(&mut st, &[(Kind::Delete, key, &[])])?),
-            };
-            (seq, out)
-        };
-        if let Some(seq) = seq {
-            self.journal.commit(seq)?;
-        }
-        Ok(out)
+        self.journal.read_modify_write(
+            key,
+            |_| self.get(key),
+            f,
+            check,
+            |st, entries| self.apply_locked(st, entries),
+        )
     }
 
     /// Hands buffered log records to the OS and, with `fsync`, forces them to disk.
@@ -772,34 +765,64 @@ impl Tree {
         };
         let path = victim.path().to_path_buf();
         let mut rewritten = 0u64;
-        wal::replay(&path, |payload, offset| {
-            let entries = decode_entries(payload).ok_or_else(|| {
-                Error::corruption(&path, offset, "value log record holds a malformed batch")
-            })?;
-            let payload_at = offset + wal::RECORD_HEADER_BYTES as u64;
+        // A value is live only if the newest version of its key still points at it. Once dead it
+        // stays dead (nothing new ever points into an old log), so the first check runs without
+        // the write lock and filters out the dead majority; the live ones are checked again and
+        // rewritten under the lock, a chunk at a time, so writers wait only for short stretches.
+        let is_live = |view: &View, key: &[u8], at: u64| -> Result<bool> {
+            Ok(matches!(lookup(view, key)?,
+                Some(Slot::Pointer(p)) if p.file == victim.number && p.offset == at))
+        };
+        let mut pending: Vec<(Vec<u8>, Vec<u8>, u64)> = Vec::new();
+        let mut pending_bytes = 0usize;
+        let mut rewrite = |pending: &mut Vec<(Vec<u8>, Vec<u8>, u64)>| -> Result<()> {
+            if pending.is_empty() {
+                return Ok(());
+            }
             let mut st = self.journal.lock();
             let view = self.view.load();
-            let mut live: Vec<Entry<'_>> = Vec::new();
-            for &(kind, key, value) in &entries {
-                if kind != Kind::Put {
-                    continue;
-                }
-                let at = payload_at + (value.as_ptr() as usize - payload.as_ptr() as usize) as u64;
-                // Live only if the newest version of the key still points here. Every put is
-                // checked, whatever its size: the separation threshold may have changed.
-                if let Some(Slot::Pointer(p)) = lookup(&view, key)? {
-                    if p.file == victim.number && p.offset == at {
-                        live.push((Kind::Put, key, value));
-                        rewritten += value.len() as u64;
-                    }
+            let mut live: Vec<Entry<'_>> = Vec::with_capacity(pending.len());
+            for (key, value, at) in pending.iter() {
+                if is_live(&view, key, *at)? {
+                    live.push((Kind::Put, key, value));
+                    rewritten += value.len() as u64;
                 }
             }
             drop(view);
             if !live.is_empty() {
                 self.apply_locked_as(&mut st, &live, false)?;
             }
+            drop(st);
+            pending.clear();
+            Ok(())
+        };
+        wal::replay(&path, |payload, offset| {
+            let entries = decode_entries(payload).ok_or_else(|| {
+                Error::corruption(&path, offset, "value log record holds a malformed batch")
+            })?;
+            let payload_at = offset + wal::RECORD_HEADER_BYTES as u64;
+            let view = self.view.load();
+            for &(kind, key, value) in &entries {
+                if kind != Kind::Put {
+                    continue;
+                }
+                let at = payload_at + (value.as_ptr() as usize - payload.as_ptr() as usize) as u64;
+                // Every put is checked, whatever its size: the separation threshold may have
+                // changed since it was written.
+                if is_live(&view, key, at)? {
+                    pending_bytes += key.len() + value.len();
+                    pending.push((key.to_vec(), value.to_vec(), at));
+                }
+            }
+            drop(view);
+            if pending.len() >= GC_REWRITE_CHUNK_ENTRIES || pending_bytes >= GC_REWRITE_CHUNK_BYTES
+            {
+                rewrite(&mut pending)?;
+                pending_bytes = 0;
+            }
             Ok(())
         })?;
+        rewrite(&mut pending)?;
         // The copies must be durable before the originals can go.
         self.journal.sync_now(true)?;
         {
