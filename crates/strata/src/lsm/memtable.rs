@@ -10,8 +10,8 @@ use std::ops::Bound;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use bytes::Bytes;
-use parking_lot::RwLock;
+use bytes::{Bytes, BytesMut};
+use parking_lot::{Mutex, RwLock};
 use xxhash_rust::xxh3::Xxh3Builder;
 
 use crate::batch::Kind;
@@ -40,6 +40,12 @@ impl Slot {
 /// still count against `memtable_bytes_max`.
 const ENTRY_OVERHEAD_BYTES: usize = 128;
 
+/// Keys and values are copied into chunks of this size: one allocation per chunk instead of two
+/// per write (malloc and free were a fifth of a put's CPU), all freed together after flush.
+const ARENA_CHUNK_BYTES: usize = 1 << 20;
+/// Larger keys and values get an allocation of their own rather than a mostly empty chunk.
+const ARENA_ITEM_BYTES_MAX: usize = 64 << 10;
+
 /// An entry and the offset of its value in the memtable's log file (0 for deletes).
 type Stored = (Slot, u64);
 
@@ -51,6 +57,9 @@ struct Maps {
 
 pub(crate) struct Memtable {
     map: RwLock<Maps>,
+    /// The chunk keys and values are being copied into. Writers are serialized by the journal
+    /// lock, so this lock is never contended.
+    arena: Mutex<BytesMut>,
     bytes: AtomicUsize,
     entries: AtomicUsize,
     /// Number of the write-ahead log file holding these writes.
@@ -61,22 +70,35 @@ impl Memtable {
     pub(crate) fn new(wal_number: u64) -> Self {
         Memtable {
             map: RwLock::new(Maps::default()),
+            arena: Mutex::new(BytesMut::new()),
             bytes: AtomicUsize::new(0),
             entries: AtomicUsize::new(0),
             wal_number,
         }
     }
 
-    /// Inserts or replaces; callers hold the partition's write lock. `value_offset` is where
-    /// the value sits in this memtable's log file.
-    pub(crate) fn insert(&self, key: &[u8], slot: Slot, value_offset: u64) {
+    /// Inserts or replaces a put or a delete; callers hold the partition's write lock.
+    /// `value_offset` is where the value sits in this memtable's log file.
+    pub(crate) fn insert(&self, kind: Kind, key: &[u8], value: &[u8], value_offset: u64) {
+        let (key, slot) = {
+            let mut arena = self.arena.lock();
+            let key = copy_in(&mut arena, key);
+            let slot = match kind {
+                Kind::Put => Slot::Put(copy_in(&mut arena, value)),
+                Kind::Delete => Slot::Delete,
+            };
+            (key, slot)
+        };
+        self.insert_slot(key, slot, value_offset);
+    }
+
+    fn insert_slot(&self, key: Bytes, slot: Slot, value_offset: u64) {
         let charge = key.len()
             + match &slot {
                 Slot::Put(v) => v.len(),
                 Slot::Pointer(_) | Slot::Delete => 0,
             }
             + ENTRY_OVERHEAD_BYTES;
-        let key = Bytes::copy_from_slice(key);
         let mut m = self.map.write();
         m.hashed.insert(key.clone(), slot.clone());
         m.sorted.insert(key, (slot, value_offset));
@@ -111,6 +133,19 @@ impl Memtable {
         }
         Ok(())
     }
+}
+
+/// Copies `bytes` into the current arena chunk (starting a new chunk when it is full) and returns
+/// them as a slice of it: no allocation of its own.
+fn copy_in(arena: &mut BytesMut, bytes: &[u8]) -> Bytes {
+    if bytes.len() > ARENA_ITEM_BYTES_MAX {
+        return Bytes::copy_from_slice(bytes);
+    }
+    if arena.capacity() - arena.len() < bytes.len() {
+        *arena = BytesMut::with_capacity(ARENA_CHUNK_BYTES);
+    }
+    arena.extend_from_slice(bytes);
+    arena.split().freeze()
 }
 
 /// Chunk of entries copied per step by [`MemtableIter`].

@@ -196,12 +196,8 @@ impl Tree {
                 // position inside the payload.
                 let payload_at = offset + wal::RECORD_HEADER_BYTES as u64;
                 for (kind, key, value) in entries {
-                    let slot = match kind {
-                        Kind::Put => Slot::Put(Bytes::copy_from_slice(value)),
-                        Kind::Delete => Slot::Delete,
-                    };
                     let in_payload = value.as_ptr() as usize - payload.as_ptr() as usize;
-                    mem.insert(key, slot, payload_at + in_payload as u64);
+                    mem.insert(kind, key, value, payload_at + in_payload as u64);
                 }
                 seq += 1;
                 Ok(())
@@ -338,11 +334,7 @@ impl Tree {
         let mut user_bytes = 0u64;
         for (&(kind, key, value), &at) in entries.iter().zip(offsets.iter()) {
             user_bytes += (key.len() + value.len()) as u64;
-            let slot = match kind {
-                Kind::Put => Slot::Put(Bytes::copy_from_slice(value)),
-                Kind::Delete => Slot::Delete,
-            };
-            view.active.insert(key, slot, payload_at + at as u64);
+            view.active.insert(kind, key, value, payload_at + at as u64);
         }
         *self.value_offsets.lock() = offsets;
         if user {
