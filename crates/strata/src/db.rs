@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::iter::{EntryIter, MergeIter};
 use crate::log::LogStore;
 use crate::lsm::fsutil;
-use crate::lsm::memtable::Slot;
+use crate::lsm::memtable::{MemtableBudget, Slot};
 use crate::lsm::sstable::{TableBuilder, TableMeta};
 use crate::lsm::tree::Tree;
 pub use crate::lsm::tree::Update;
@@ -67,6 +67,7 @@ impl Db {
         )?;
         let opts = Arc::new(options);
         let cache = Arc::new(BlockCache::new(opts.block_cache_bytes));
+        let memtable_budget = Arc::new(MemtableBudget::new(opts.memtable_budget_bytes, partitions));
         let (work_tx, work_rx) = crossbeam_channel::unbounded::<usize>();
         // Partitions are independent: open (replay logs, read hints, build indexes) in parallel,
         // at most one thread per core. The log engine's open is CPU-bound (10 M keys: seconds).
@@ -78,6 +79,7 @@ impl Db {
                     pdir,
                     opts.clone(),
                     cache.clone(),
+                    memtable_budget.clone(),
                     work_tx.clone(),
                 )?)),
                 Engine::Log => Partition::Log(Arc::new(LogStore::open(

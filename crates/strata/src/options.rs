@@ -46,6 +46,11 @@ pub struct Options {
     pub create_if_missing: bool,
     /// A memtable is switched for a new one when it holds this many bytes of keys and values.
     pub memtable_bytes_max: usize,
+    /// LSM: all memtables of all partitions together (the active ones and those waiting for
+    /// flush). Over it, a partition switches to a new memtable once its active one holds at least
+    /// `memtable_budget_bytes / (2 x partitions)`, so memory stays about the same whatever the
+    /// partition count (RocksDB's write-buffer manager).
+    pub memtable_budget_bytes: usize,
     /// Optional bound on entries per memtable (the seed's `pendingWritesDeltaThreshold`).
     pub memtable_entries_max: Option<usize>,
     /// Full memtables waiting for flush; at this count writers stall (the seed's `maxInFlightWriteJobs`).
@@ -103,6 +108,7 @@ impl Default for Options {
             sync: SyncMode::EveryMs(100),
             create_if_missing: true,
             memtable_bytes_max: 32 << 20,
+            memtable_budget_bytes: 128 << 20,
             memtable_entries_max: None,
             max_immutable_memtables: 2,
             block_bytes: 4096,
@@ -152,6 +158,9 @@ impl Options {
         }
         if self.memtable_bytes_max < 1024 {
             return bad("memtable_bytes_max must be at least 1024");
+        }
+        if self.memtable_budget_bytes < self.memtable_bytes_max.min(1 << 20) {
+            return bad("memtable_budget_bytes must be at least 1 MiB or memtable_bytes_max");
         }
         if self.max_immutable_memtables == 0 {
             return bad("max_immutable_memtables must be at least 1");

@@ -427,3 +427,38 @@ fn value_logs_are_collected_under_overwrites_and_lose_nothing() {
         assert_eq!(db.get(k).unwrap().as_deref(), Some(&v[..]));
     }
 }
+
+/// The memtable budget is shared by all partitions: with memtables allowed 32 MiB each but a
+/// budget of 1 MiB for all of them, writing 4 MiB makes the partitions switch and flush early,
+/// and what the memtables hold afterwards stays near the budget. Nothing is lost on the way.
+#[test]
+fn memtables_of_all_partitions_share_one_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(
+        dir.path(),
+        Options {
+            partitions: 4,
+            memtable_bytes_max: 32 << 20,
+            memtable_budget_bytes: 1 << 20,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let mut model = Model::new();
+    for i in 0..4096u32 {
+        let key = format!("key{i:06}").into_bytes();
+        let value = vec![(i % 251) as u8; 1024];
+        db.put(&key, &value).unwrap();
+        model.insert(key, value);
+    }
+    db.sync().unwrap();
+    let s = db.stats();
+    let flushes: u64 = s.partitions.iter().map(|p| p.flushes).sum();
+    let memtables: u64 = s.partitions.iter().map(|p| p.memtable_bytes).sum();
+    assert!(flushes > 0, "no partition switched its memtable");
+    assert!(
+        memtables <= 2 << 20,
+        "active memtables hold {memtables} bytes with a 1 MiB budget"
+    );
+    check_scan(&db, &model, b"", b"\xff");
+}

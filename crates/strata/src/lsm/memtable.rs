@@ -55,8 +55,37 @@ struct Maps {
     hashed: HashMap<Bytes, Slot, Xxh3Builder>,
 }
 
+/// Memory of all memtables of a database together (active and waiting for flush), against one
+/// budget: RocksDB's write-buffer manager. Partitions share it, so a store of many partitions
+/// holds no more memtable memory than one of few.
+pub(crate) struct MemtableBudget {
+    used_bytes: AtomicUsize,
+    limit_bytes: usize,
+    /// Over budget, a partition switches memtables once its active one holds this much, so that
+    /// switches are not triggered by nearly empty memtables.
+    switch_bytes_min: usize,
+}
+
+impl MemtableBudget {
+    pub(crate) fn new(limit_bytes: usize, partitions: usize) -> MemtableBudget {
+        MemtableBudget {
+            used_bytes: AtomicUsize::new(0),
+            limit_bytes,
+            switch_bytes_min: limit_bytes / (2 * partitions.max(1)),
+        }
+    }
+
+    /// Whether an active memtable of `active_bytes` should be switched for a new one to keep the
+    /// budget.
+    pub(crate) fn wants_switch(&self, active_bytes: usize) -> bool {
+        active_bytes >= self.switch_bytes_min
+            && self.used_bytes.load(Ordering::Relaxed) > self.limit_bytes
+    }
+}
+
 pub(crate) struct Memtable {
     map: RwLock<Maps>,
+    budget: Arc<MemtableBudget>,
     /// The chunk keys and values are being copied into. Writers are serialized by the journal
     /// lock, so this lock is never contended.
     arena: Mutex<BytesMut>,
@@ -67,9 +96,10 @@ pub(crate) struct Memtable {
 }
 
 impl Memtable {
-    pub(crate) fn new(wal_number: u64) -> Self {
+    pub(crate) fn new(wal_number: u64, budget: Arc<MemtableBudget>) -> Self {
         Memtable {
             map: RwLock::new(Maps::default()),
+            budget,
             arena: Mutex::new(BytesMut::new()),
             bytes: AtomicUsize::new(0),
             entries: AtomicUsize::new(0),
@@ -103,6 +133,7 @@ impl Memtable {
         m.hashed.insert(key.clone(), slot.clone());
         m.sorted.insert(key, (slot, value_offset));
         self.bytes.fetch_add(charge, Ordering::Relaxed);
+        self.budget.used_bytes.fetch_add(charge, Ordering::Relaxed);
         self.entries.fetch_add(1, Ordering::Relaxed);
     }
 
@@ -132,6 +163,15 @@ impl Memtable {
             f(k, v, *offset)?;
         }
         Ok(())
+    }
+}
+
+impl Drop for Memtable {
+    fn drop(&mut self) {
+        // Flushed (or the database closed): its memory goes back to the budget.
+        self.budget
+            .used_bytes
+            .fetch_sub(self.bytes.load(Ordering::Relaxed), Ordering::Relaxed);
     }
 }
 

@@ -22,7 +22,7 @@ use crate::error::{Error, IoContext, Result};
 use crate::iter::{EntryIter, MergeIter};
 use crate::journal::{Journal, JournalState};
 use crate::lsm::compaction::{self, Job};
-use crate::lsm::memtable::{Memtable, MemtableIter, Slot};
+use crate::lsm::memtable::{Memtable, MemtableBudget, MemtableIter, Slot};
 use crate::lsm::sstable::{bloom, table_path, Table, TableBuilder, TableMeta, TABLE_SUFFIX};
 use crate::lsm::version::{self, Version};
 use crate::lsm::vlog::{ValuePtr, VlogFile};
@@ -77,6 +77,8 @@ pub(crate) struct Tree {
     sst_dir: PathBuf,
     opts: Arc<Options>,
     cache: Arc<BlockCache>,
+    /// Memtable memory of the whole database, shared with the other partitions.
+    memtable_budget: Arc<MemtableBudget>,
     journal: Journal,
     view: ArcSwap<View>,
     view_lock: Mutex<()>,
@@ -105,6 +107,7 @@ impl Tree {
         dir: PathBuf,
         opts: Arc<Options>,
         cache: Arc<BlockCache>,
+        memtable_budget: Arc<MemtableBudget>,
         scheduler: Scheduler,
     ) -> Result<Tree> {
         let wal_dir = dir.join("wal");
@@ -187,7 +190,7 @@ impl Tree {
                 }
                 continue;
             }
-            let mem = Memtable::new(num);
+            let mem = Memtable::new(num, memtable_budget.clone());
             let replay = wal::replay(&path, |payload, offset| {
                 let entries = decode_entries(payload).ok_or_else(|| {
                     Error::corruption(&path, offset, "log record holds a malformed batch")
@@ -227,7 +230,7 @@ impl Tree {
         let wal = WalWriter::create(wal::wal_path(&wal_dir, wal_number), seq)?;
         let sync = opts.sync;
         let view = View {
-            active: Arc::new(Memtable::new(wal_number)),
+            active: Arc::new(Memtable::new(wal_number, memtable_budget.clone())),
             immutables,
             version: Arc::new(version),
         };
@@ -238,6 +241,7 @@ impl Tree {
             sst_dir,
             opts,
             cache,
+            memtable_budget,
             journal: Journal::new(id, sync, wal, seq),
             view: ArcSwap::from_pointee(view),
             view_lock: Mutex::new(()),
@@ -343,6 +347,7 @@ impl Tree {
                 .fetch_add(user_bytes, Ordering::Relaxed);
         }
         let full = view.active.bytes() >= self.opts.memtable_bytes_max
+            || self.memtable_budget.wants_switch(view.active.bytes())
             || self
                 .opts
                 .memtable_entries_max
@@ -359,7 +364,7 @@ impl Tree {
         let number = self.next_file.fetch_add(1, Ordering::AcqRel);
         self.journal
             .rotate_locked(st, wal::wal_path(&self.wal_dir, number))?;
-        let mem = Arc::new(Memtable::new(number));
+        let mem = Arc::new(Memtable::new(number, self.memtable_budget.clone()));
         {
             let _g = self.view_lock.lock();
             let v = self.view.load();
