@@ -56,6 +56,9 @@ const GC_REWRITE_CHUNK_ENTRIES: usize = 64;
 /// ... or fewer, once they reach this many bytes.
 const GC_REWRITE_CHUNK_BYTES: usize = 256 << 10;
 
+/// Values checked when a value log is sampled for liveness.
+const VLOG_SAMPLE_VALUES: u64 = 256;
+
 /// An atomic read-modify-write decision (see [`crate::Db::update`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Update {
@@ -88,6 +91,8 @@ pub(crate) struct Tree {
     /// Scratch for the value offsets of a batch (used under the journal lock).
     value_offsets: Mutex<Vec<u32>>,
     gc_lock: Mutex<()>,
+    /// The flush count at the last value-log sample (one sample per flush at most).
+    sampled_at_flush: AtomicU64,
     flush_lock: Mutex<()>,
     compaction_lock: Mutex<()>,
     stall_lock: Mutex<()>,
@@ -177,7 +182,7 @@ impl Tree {
             }
             version
                 .vlogs
-                .insert(num, Arc::new(VlogFile::open(&path, num, live)?));
+                .insert(num, Arc::new(VlogFile::open(&path, num, live, 0)?));
         }
         let mut immutables = Vec::new();
         let mut seq = 0u64;
@@ -249,6 +254,7 @@ impl Tree {
             next_file: AtomicU64::new(next_file),
             value_offsets: Mutex::new(Vec::new()),
             gc_lock: Mutex::new(()),
+            sampled_at_flush: AtomicU64::new(0),
             flush_lock: Mutex::new(()),
             compaction_lock: Mutex::new(()),
             stall_lock: Mutex::new(()),
@@ -514,7 +520,12 @@ impl Tree {
                 let path = wal::wal_path(&self.wal_dir, mem.wal_number);
                 nv.vlogs.insert(
                     mem.wal_number,
-                    Arc::new(VlogFile::open(&path, mem.wal_number, separated)?),
+                    Arc::new(VlogFile::open(
+                        &path,
+                        mem.wal_number,
+                        separated,
+                        self.counters.flushes.load(Ordering::Relaxed),
+                    )?),
                 );
             }
             let new_log_number = mem.wal_number + 1;
@@ -766,10 +777,8 @@ impl Tree {
         // stays dead (nothing new ever points into an old log), so the first check runs without
         // the write lock and filters out the dead majority; the live ones are checked again and
         // rewritten under the lock, a chunk at a time, so writers wait only for short stretches.
-        let is_live = |view: &View, key: &[u8], at: u64| -> Result<bool> {
-            Ok(matches!(lookup(view, key)?,
-                Some(Slot::Pointer(p)) if p.file == victim.number && p.offset == at))
-        };
+        let is_live =
+            |view: &View, key: &[u8], at: u64| value_is_live(view, key, victim.number, at);
         let mut pending: Vec<(Vec<u8>, Vec<u8>, u64)> = Vec::new();
         let mut pending_bytes = 0usize;
         let mut rewrite = |pending: &mut Vec<(Vec<u8>, Vec<u8>, u64)>| -> Result<()> {
@@ -843,14 +852,69 @@ impl Tree {
         Ok(true)
     }
 
+    /// Estimates how much of the least recently sampled value log is live by looking up
+    /// `VLOG_SAMPLE_VALUES` of its values, spread evenly over the file, and lowers its live
+    /// bytes to the estimate. Runs at most once per flush. Returns whether it sampled.
+    pub(crate) fn sample_value_log(&self) -> Result<bool> {
+        let flushes = self.counters.flushes.load(Ordering::Relaxed);
+        if self.sampled_at_flush.swap(flushes, Ordering::AcqRel) == flushes {
+            return Ok(false);
+        }
+        let view = self.view.load_full();
+        let Some(log) = view
+            .version
+            .vlogs
+            .values()
+            .filter(|f| f.sampled_at_flush.load(Ordering::Relaxed) < flushes)
+            .min_by_key(|f| (f.sampled_at_flush.load(Ordering::Relaxed), f.number))
+            .cloned()
+        else {
+            return Ok(false);
+        };
+        log.sampled_at_flush.store(flushes, Ordering::Relaxed);
+        let stride_bytes = (log.total_bytes / VLOG_SAMPLE_VALUES).max(1);
+        let (mut next_mark, mut sampled, mut live) = (0u64, 0u64, 0u64);
+        let path = log.path().to_path_buf();
+        wal::replay(&path, |payload, offset| {
+            if offset < next_mark {
+                return Ok(());
+            }
+            next_mark = offset + stride_bytes;
+            let entries = decode_entries(payload).ok_or_else(|| {
+                Error::corruption(&path, offset, "value log record holds a malformed batch")
+            })?;
+            let payload_at = offset + wal::RECORD_HEADER_BYTES as u64;
+            for &(kind, key, value) in &entries {
+                if kind != Kind::Put {
+                    continue;
+                }
+                // Small values count too: a table holds them inline, so their copy here is dead.
+                let at = payload_at + (value.as_ptr() as usize - payload.as_ptr() as usize) as u64;
+                sampled += value.len() as u64;
+                if value_is_live(&view, key, log.number, at)? {
+                    live += value.len() as u64;
+                }
+            }
+            Ok(())
+        })?;
+        if sampled > 0 {
+            let estimate = (log.total_bytes as f64 * live as f64 / sampled as f64) as u64;
+            log.live_bytes.fetch_min(estimate, Ordering::AcqRel);
+        }
+        Ok(true)
+    }
+
     /// One unit of background work: a flush if one waits, else a compaction if one is due,
-    /// else a value-log garbage collection if one is due.
+    /// else a value-log garbage collection if one is due (after sampling one log's liveness
+    /// when a flush happened since the last sample).
     pub(crate) fn background_step(&self) -> Result<bool> {
         let res = match self.flush_oldest(false) {
             Ok(true) => Ok(true),
             Ok(false) => match self.compact_once(false) {
                 Ok(true) => Ok(true),
-                Ok(false) => self.gc_value_log(false),
+                Ok(false) => self
+                    .sample_value_log()
+                    .and_then(|_| self.gc_value_log(false)),
                 Err(e) => Err(e),
             },
             Err(e) => Err(e),
@@ -922,6 +986,13 @@ impl Tree {
 
 /// The newest entry for `key` in a view: memtables, then level 0 newest first, then one table
 /// per deeper level. Pointers are returned as they are.
+/// Whether the newest version of `key` is the value at `offset` of value log `file`. Once false,
+/// false for good: nothing new ever points into an old log.
+fn value_is_live(view: &View, key: &[u8], file: u64, offset: u64) -> Result<bool> {
+    Ok(matches!(lookup(view, key)?,
+        Some(Slot::Pointer(p)) if p.file == file && p.offset == offset))
+}
+
 fn lookup(v: &View, key: &[u8]) -> Result<Option<Slot>> {
     if let Some(s) = v.active.get(key) {
         return Ok(Some(s));

@@ -5,6 +5,12 @@
 //! RocksDB BlobDB). A value log is deleted when compactions have dropped every pointer to it,
 //! or earlier by garbage collection, which re-writes its still-live values through the normal
 //! write path once less than `value_log_gc_live_ratio` of it is live.
+//!
+//! How much of a log is live is tracked as an upper bound (a pointer's bytes are subtracted when
+//! a compaction drops it, which for keys in deep levels happens late), and corrected by sampling:
+//! after each flush one value log, the least recently sampled, has a few hundred of its values
+//! checked against the tree, and its live bytes are lowered to the estimate. Garbage then shows
+//! up within a pass over the logs instead of waiting for compactions.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -60,10 +66,18 @@ pub(crate) struct VlogFile {
     /// only subtracted when a compaction drops them).
     pub(crate) live_bytes: AtomicU64,
     pub(crate) obsolete: AtomicBool,
+    /// The partition's flush count when this log was last sampled (or created): logs are sampled
+    /// least recently first.
+    pub(crate) sampled_at_flush: AtomicU64,
 }
 
 impl VlogFile {
-    pub(crate) fn open(path: &Path, number: u64, live_bytes: u64) -> Result<VlogFile> {
+    pub(crate) fn open(
+        path: &Path,
+        number: u64,
+        live_bytes: u64,
+        sampled_at_flush: u64,
+    ) -> Result<VlogFile> {
         let file = File::open(path).at(path)?;
         let total_bytes = file.metadata().at(path)?.len();
         Ok(VlogFile {
@@ -73,6 +87,7 @@ impl VlogFile {
             total_bytes,
             live_bytes: AtomicU64::new(live_bytes),
             obsolete: AtomicBool::new(false),
+            sampled_at_flush: AtomicU64::new(sampled_at_flush),
         })
     }
 
