@@ -853,8 +853,8 @@ impl Tree {
     }
 
     /// Estimates how much of the least recently sampled value log is live by looking up
-    /// `VLOG_SAMPLE_VALUES` of its values, spread evenly over the file, and lowers its live
-    /// bytes to the estimate. Runs at most once per flush. Returns whether it sampled.
+    /// `VLOG_SAMPLE_VALUES` of its values, spread evenly over the file, and keeps the estimate
+    /// beside its tracked live bytes. Runs at most once per flush. Returns whether it sampled.
     pub(crate) fn sample_value_log(&self) -> Result<bool> {
         let flushes = self.counters.flushes.load(Ordering::Relaxed);
         if self.sampled_at_flush.swap(flushes, Ordering::AcqRel) == flushes {
@@ -899,7 +899,7 @@ impl Tree {
         })?;
         if sampled > 0 {
             let estimate = (log.total_bytes as f64 * live as f64 / sampled as f64) as u64;
-            log.live_bytes.fetch_min(estimate, Ordering::AcqRel);
+            log.sampled_live_bytes.store(estimate, Ordering::Release);
         }
         Ok(true)
     }

@@ -9,7 +9,7 @@
 //! How much of a log is live is tracked as an upper bound (a pointer's bytes are subtracted when
 //! a compaction drops it, which for keys in deep levels happens late), and corrected by sampling:
 //! after each flush one value log, the least recently sampled, has a few hundred of its values
-//! checked against the tree, and its live bytes are lowered to the estimate. Garbage then shows
+//! checked against the tree, and the estimate is kept beside the tracked bound. Garbage then shows
 //! up within a pass over the logs instead of waiting for compactions.
 
 use std::fs::File;
@@ -65,6 +65,10 @@ pub(crate) struct VlogFile {
     /// Bytes of values still referenced by some table (an upper bound: shadowed pointers are
     /// only subtracted when a compaction drops them).
     pub(crate) live_bytes: AtomicU64,
+    /// Live bytes as the last sample estimated them (`u64::MAX` until sampled). Only chooses
+    /// what to collect; the log is deleted without collection only when `live_bytes`, the
+    /// upper bound, reaches zero.
+    pub(crate) sampled_live_bytes: AtomicU64,
     pub(crate) obsolete: AtomicBool,
     /// The partition's flush count when this log was last sampled (or created): logs are sampled
     /// least recently first.
@@ -86,6 +90,7 @@ impl VlogFile {
             file,
             total_bytes,
             live_bytes: AtomicU64::new(live_bytes),
+            sampled_live_bytes: AtomicU64::new(u64::MAX),
             obsolete: AtomicBool::new(false),
             sampled_at_flush: AtomicU64::new(sampled_at_flush),
         })
@@ -111,11 +116,17 @@ impl VlogFile {
         &self.path
     }
 
+    /// The share of the log believed live: the tracked upper bound, or the sampled estimate
+    /// where that is lower. Chooses what garbage collection takes, which checks every value.
     pub(crate) fn live_ratio(&self) -> f64 {
         if self.total_bytes == 0 {
             return 0.0;
         }
-        self.live_bytes.load(Ordering::Relaxed) as f64 / self.total_bytes as f64
+        let live = self
+            .live_bytes
+            .load(Ordering::Relaxed)
+            .min(self.sampled_live_bytes.load(Ordering::Relaxed));
+        live as f64 / self.total_bytes as f64
     }
 }
 
