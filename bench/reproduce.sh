@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Reruns every measurement behind BENCHMARKS.md, in one go or step by step:
+#
+#   bench/reproduce.sh                 # everything (about 2 hours on 2 cores)
+#   bench/reproduce.sh compare startup # only these steps
+#
+# Steps: build, compare, sync-always, long, matrix, readonly, startup, report.
+# (Document benchmarks: bench/docs.md; Redis-protocol server vs redis-server: bench/redis-compare.sh.)
+#
+# Results are appended to bench/*.jsonl (raw lines) and tables written to bench/*.md; the data
+# of each run lives under $BENCH_DIR (default ./bench-data, wiped per run). Peers (RocksDB, fjall,
+# sled) need Debian's librocksdb-dev, libclang-dev and clang; the build step installs them when
+# run as root.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BENCH_DIR=${BENCH_DIR:-./bench-data}
+S=./target/release/strata
+export RUST_LOG=${RUST_LOG:-warn}
+steps=("$@")
+[ ${#steps[@]} -eq 0 ] && steps=(build compare sync-always long matrix readonly startup report)
+
+run_step() {
+  case "$1" in
+  build)
+    if [ "$(id -u)" = 0 ] && ! dpkg -s librocksdb-dev >/dev/null 2>&1; then
+      apt-get update && apt-get install -y librocksdb-dev libclang-dev clang fonts-dejavu-core
+    fi
+    ROCKSDB_LIB_DIR=/usr/lib/x86_64-linux-gnu \
+      cargo build --release -p strata-cli --features strata-bench/peers
+    ;;
+  compare)
+    # The seed's four workloads on both of Strata's engines and the three peers, 60 s each.
+    $S bench compare --workload all --engines strata,strata-log,rocksdb,fjall,sled \
+      --duration 60 --interval 10 --value-size 1024 --known-key-rate 0.5 --threads 2 \
+      --bench-partitions 4 --sync everyms:100 --bench-dir "$BENCH_DIR" \
+      --out bench/compare-60s.jsonl --table bench/compare-60s.md
+    ;;
+  sync-always)
+    # Every write fsynced before it returns (group commit where the engine has it).
+    $S bench compare --workload all --engines strata,strata-log,rocksdb,fjall \
+      --duration 30 --interval 10 --threads 2 --bench-partitions 4 --sync always \
+      --bench-dir "$BENCH_DIR" --out bench/compare-sync-always.jsonl \
+      --table bench/compare-sync-always.md
+    ;;
+  long)
+    # Ten minutes of PUT_HEAVY over 10 M possible keys (so overwrites dominate and garbage
+    # collection has to keep pace): does throughput hold, and does disk use stay bounded?
+    $S bench compare --workload put-heavy --engines strata,rocksdb --duration 600 \
+      --interval 10 --key-space 10000000 --threads 2 --bench-partitions 4 \
+      --bench-dir "$BENCH_DIR" --out bench/long-put-heavy-600s.jsonl \
+      --table bench/long-put-heavy-600s.md
+    ;;
+  matrix)
+    $S bench matrix --workload all --partitions-list 1,4,8,16 --threads-list 1,4,16,32 \
+      --duration 10 --interval 5 --bench-dir "$BENCH_DIR" --out bench/matrix-10s.jsonl --quiet
+    ;;
+  readonly)
+    $S bench readonly --data-size 2GiB --value-size 16,256,4096 --known-key-rate 0.5 \
+      --threads 1,4,16 --duration 10 --bench-dir "$BENCH_DIR" --out bench/readonly.jsonl
+    $S bench readonly --data-size 2GiB --value-size 256 --known-key-rate 0.1,0.9 \
+      --threads 4 --duration 10 --bench-dir "$BENCH_DIR" --out bench/readonly.jsonl
+    $S bench readonly --load put --data-size 2GiB --value-size 256 --known-key-rate 0.5 \
+      --threads 4 --duration 10 --bench-dir "$BENCH_DIR" --out bench/readonly.jsonl
+    ;;
+  startup)
+    # 10 M keys of 16 bytes with 100-byte values; --drop-caches needs root.
+    drop=()
+    [ "$(id -u)" = 0 ] && drop=(--drop-caches)
+    $S bench startup --engines strata-log,strata --keys 10000000 --value-size 100 "${drop[@]}" \
+      --bench-dir "$BENCH_DIR" --out bench/startup-10m.jsonl
+    ;;
+  report)
+    $S bench report bench/compare-60s.jsonl bench/matrix-10s.jsonl bench/readonly.jsonl \
+      bench/long-put-heavy-600s.jsonl --out bench/report --timelines-matching put-heavy --timelines 8
+    ;;
+  *)
+    echo "unknown step $1 (build compare sync-always long matrix readonly startup report)" >&2
+    exit 2
+    ;;
+  esac
+}
+
+for step in "${steps[@]}"; do
+  echo "== $step ($(date -u +%H:%M:%S), load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
+  run_step "$step"
+done
