@@ -328,7 +328,7 @@ impl LogStore {
             };
             let Some(seg) = seg else { continue };
             let record = self.read_record(&seg, loc, held)?;
-            return find_value(&seg.path, loc, &record, key);
+            return find_value(&seg.path, loc, record, key);
         }
         Err(Error::InvalidArgument(
             "key kept moving during reads (merge churn); retry".into(),
@@ -592,7 +592,7 @@ fn in_bounds(key: &[u8], lower: &Bound<Bytes>, upper: &Bound<Bytes>) -> bool {
 }
 
 /// Verifies a record read from `path` and returns the newest value of `key` in it.
-fn find_value(path: &Path, loc: Loc, record: &[u8], key: &[u8]) -> Result<Option<Bytes>> {
+fn find_value(path: &Path, loc: Loc, record: Vec<u8>, key: &[u8]) -> Result<Option<Bytes>> {
     let bad = |why: &str| Error::corruption(path, loc.offset as u64, why);
     if record.len() < RECORD_HEADER_BYTES as usize {
         return Err(bad("short record"));
@@ -605,9 +605,15 @@ fn find_value(path: &Path, loc: Loc, record: &[u8], key: &[u8]) -> Result<Option
     }
     let entries = decode_entries(payload).ok_or_else(|| bad("malformed batch in record"))?;
     let found = entries.iter().rev().find(|(_, k, _)| *k == key);
-    match found {
-        Some((Kind::Put, _, v)) => Ok(Some(Bytes::copy_from_slice(v))),
-        Some((Kind::Delete, _, _)) => Ok(None),
-        None => Err(bad("index points at a record without the key")),
-    }
+    // The value is returned as a slice of the record's buffer: no second copy.
+    let value_range = match found {
+        Some((Kind::Put, _, v)) => {
+            let start = v.as_ptr() as usize - record.as_ptr() as usize;
+            start..start + v.len()
+        }
+        Some((Kind::Delete, _, _)) => return Ok(None),
+        None => return Err(bad("index points at a record without the key")),
+    };
+    drop(entries);
+    Ok(Some(Bytes::from(record).slice(value_range)))
 }
