@@ -40,6 +40,7 @@ use crate::readonly::mix;
 use crate::record::{unix_ms, KIND_DOCS_LOAD, KIND_DOCS_OPS, KIND_DOCS_STATS};
 use crate::runner::{finish_dir, fresh_dir, to_value, Sink};
 use crate::spec::{CompressionSpec, EngineSpec};
+use crate::store::strata_engine_stats;
 use crate::sys;
 use crate::workload::{dir_bytes, latency_histogram, micros_since};
 
@@ -311,6 +312,8 @@ pub struct DocsLoadRecord {
     pub peak_rss_bytes: Option<u64>,
     /// The machine's 1-minute load average when the load finished.
     pub load_avg_1m: Option<f64>,
+    /// Strata's counters after the compaction (see `strata_engine_stats`).
+    pub engine_stats: serde_json::Value,
 }
 
 /// The results of one timed phase at one thread count: the `docsOps` line.
@@ -358,8 +361,12 @@ pub struct DocsOpsRecord {
     pub lost_updates: Option<u64>,
     /// Bytes on disk when the phase ended.
     pub disk_bytes: u64,
-    /// The machine's 1-minute load average when the phase ended.
+    /// The machine's 1-minute load average when the phase ended (this machine is shared: above
+    /// its core count, other processes competed for the CPU).
     pub load_avg_1m: Option<f64>,
+    /// Strata's counters when the phase ended, counted since the store was opened (write stalls
+    /// explain a high p99 of the write phases).
+    pub engine_stats: serde_json::Value,
 }
 
 /// Everything one run produced.
@@ -556,6 +563,7 @@ fn run_on_store(
         encoded_to_json_ratio: scan.encoded_bytes as f64 / json_bytes,
         peak_rss_bytes,
         load_avg_1m,
+        engine_stats: strata_engine_stats(db),
     };
     sink(&to_value(&load)?)?;
     if docs_in_store != docs_loaded {
@@ -615,6 +623,7 @@ fn run_on_store(
                 lost_updates,
                 disk_bytes: dir_bytes(ctx.dir()),
                 load_avg_1m: sys::load_avg_1m(),
+                engine_stats: strata_engine_stats(store.db()),
             };
             sink(&to_value(&record)?)?;
             if phase == DocsPhase::Increment && lost_updates != Some(0) {

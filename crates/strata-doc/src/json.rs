@@ -47,7 +47,7 @@ fn parse_whole<'de, R: serde_json::de::Read<'de>>(
 /// With `arbitrary_precision`, serde_json hands a number to a visitor as a one-entry map whose
 /// key is this marker and whose value is the number's text (`serde_json::Value` recognizes
 /// numbers the same way, so an object whose first key is this text reads as a number there too).
-const NUMBER_TOKEN: &str = "$serde_json::private::Number";
+pub(crate) const NUMBER_TOKEN: &str = "$serde_json::private::Number";
 
 /// Deserializes one JSON value into a [`Doc`].
 struct DocSeed;

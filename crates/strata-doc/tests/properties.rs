@@ -9,8 +9,9 @@ use std::hash::{Hash, Hasher};
 
 use proptest::prelude::*;
 use strata_doc::{
-    decode, decode_key, encode, encode_key, encoded_len, from_json_str, from_json_value,
-    get_path_encoded, skip, to_json_string, to_json_value, Doc, DocMap, Path, PathStep,
+    decode, decode_key, encode, encode_json_stored, encode_key, encode_stored, encoded_len,
+    from_json_str, from_json_value, get_path_encoded, skip, to_json_string, to_json_value, Doc,
+    DocMap, Path, PathStep, Streamed,
 };
 
 fn hash_of(d: &Doc) -> u64 {
@@ -198,10 +199,26 @@ proptest! {
     }
 
     #[test]
+    fn streaming_json_to_stored_bytes_agrees_with_the_document_path(a in json_doc(), text in json_text_with_duplicates()) {
+        // Text without repeated keys: always streamed, always the same bytes.
+        let plain = to_json_string(&a).unwrap();
+        let mut out = Vec::new();
+        prop_assert_eq!(encode_json_stored(plain.as_bytes(), &mut out).unwrap(), Streamed::Done);
+        prop_assert_eq!(&out, &encode_stored(&from_json_str(&plain).unwrap()).unwrap(), "{}", plain);
+        // Text that may repeat keys: when it says it is done, the bytes are the merged document's.
+        out.clear();
+        if encode_json_stored(text.as_bytes(), &mut out).unwrap() == Streamed::Done {
+            prop_assert_eq!(&out, &encode_stored(&from_json_str(&text).unwrap()).unwrap(), "{}", text);
+        }
+    }
+
+    #[test]
     fn invalid_json_fails_in_both_parsers(text in "[\\[\\]{}:,\"a1 .e-]{0,12}") {
         let direct = from_json_str(&text);
         let via_serde = serde_json::from_str::<serde_json::Value>(&text);
         prop_assert_eq!(direct.is_ok(), via_serde.is_ok(), "{}", text);
+        let streamed = encode_json_stored(text.as_bytes(), &mut Vec::new());
+        prop_assert_eq!(streamed.is_ok(), via_serde.is_ok(), "{}", text);
     }
 
     #[test]
