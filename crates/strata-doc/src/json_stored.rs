@@ -8,10 +8,10 @@
 //! written (and the bytes after it moved when it needs more than one byte) when the container
 //! closes.
 //!
-//! Two things the document model does are not done here: merging a repeated object key (first
-//! position, last value), for which [`Streamed::RepeatedKey`] tells the caller to take the
-//! document path instead, and nothing else: numbers follow `json::number_from_text`, strings are
-//! copied as serde_json unescapes them, and the nesting limit is serde_json's (128, below
+//! One thing the document model does is not done here: merging a repeated object key (first
+//! position, last value); [`Streamed::RepeatedKey`] tells the caller to take the document path
+//! instead. Everything else matches: numbers follow `json::number_from_text`, strings are copied
+//! as serde_json unescapes them, and the nesting limit is serde_json's (128, below
 //! [`DEPTH_MAX`]).
 
 use std::fmt;
