@@ -5,14 +5,16 @@
 //! The data path of a benchmark: a [`spec`] says what to run; the [`runner`] opens the engine
 //! ([`store`], [`peers`]) on a fresh directory, in this process or a child of its own, and drives
 //! a [`workload`] (seed 000: mixed put/delete/get, one stats line per interval) or the
-//! [`readonly`] benchmark (seed 003), or the [`startup`] benchmark (open time and memory per
-//! key of Strata's engines); [`sys`] reads peak memory and bytes written from the
+//! [`readonly`] benchmark (seed 003), the document benchmarks of seed 002 ([`docs`]: load,
+//! get, partial get, update, atomic increment), or the [`startup`] benchmark (open time and
+//! memory per key of Strata's engines); [`sys`] reads peak memory and bytes written from the
 //! kernel; [`record`] defines the JSON lines; [`compare`] and [`matrix`] sequence runs; [`report`]
 //! turns JSONL files into PNG plots and an index.html.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub mod compare;
+pub mod docs;
 pub mod error;
 pub mod matrix;
 #[cfg(feature = "peers")]
@@ -27,6 +29,7 @@ pub mod store;
 pub mod sys;
 pub mod workload;
 
+pub use docs::{DocsInput, DocsPhase, DocsSpec};
 pub use error::{Error, Result};
 pub use record::{ReadonlyRecord, RunRecord};
 pub use runner::{Isolation, Runner};

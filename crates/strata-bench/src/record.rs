@@ -6,7 +6,9 @@
 //!   workload, partitions, threads`;
 //! - `summary`: one mixed-workload run: its full [`BenchSpec`] and results ([`RunRecord`]);
 //! - `readonly`: one read-only run: its [`ReadonlySpec`] and results ([`ReadonlyRecord`]);
-//! - `startup`: one step of the startup benchmark ([`crate::startup::StartupRecord`]).
+//! - `startup`: one step of the startup benchmark ([`crate::startup::StartupRecord`]);
+//! - `docsStats`, `docsLoad`, `docsOps`: the document benchmarks (see [`crate::docs`]); the report
+//!   does not draw them and reads them as [`Line::Other`].
 //!
 //! Lines are parsed through `serde_json::Value` first (internally tagged enums and `flatten` do
 //! not mix with the workspace's `arbitrary_precision` numbers).
@@ -28,6 +30,12 @@ pub const KIND_SUMMARY: &str = "summary";
 pub const KIND_READONLY: &str = "readonly";
 /// `kind` of startup benchmark steps.
 pub const KIND_STARTUP: &str = "startup";
+/// `kind` of the document benchmarks' stats lines (one per interval of the load and each phase).
+pub const KIND_DOCS_STATS: &str = "docsStats";
+/// `kind` of a document load's results ([`crate::docs::DocsLoadRecord`]).
+pub const KIND_DOCS_LOAD: &str = "docsLoad";
+/// `kind` of one document phase's results ([`crate::docs::DocsOpsRecord`]).
+pub const KIND_DOCS_OPS: &str = "docsOps";
 
 /// The results of one mixed-workload run, with the spec that produced them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -188,6 +188,11 @@ pub struct EngineSpec {
     /// keeps Strata's default. Peers ignore it.
     #[serde(default)]
     pub index_every_entries: Option<usize>,
+    /// Strata's key-value separation threshold (`value_log_bytes_min`: values of at least this
+    /// many bytes stay in the value log, which is not compressed); `Some(usize::MAX)` turns
+    /// separation off, `None` keeps Strata's default. Peers ignore it.
+    #[serde(default)]
+    pub value_log_bytes_min: Option<usize>,
 }
 
 impl EngineSpec {
@@ -202,6 +207,7 @@ impl EngineSpec {
             block_cache_bytes: 64 << 20,
             background_threads: cores(),
             index_every_entries: None,
+            value_log_bytes_min: None,
         }
     }
 
@@ -224,6 +230,9 @@ impl EngineSpec {
             },
             block_cache_bytes: usize::try_from(self.block_cache_bytes).unwrap_or(usize::MAX),
             background_threads: self.background_threads.max(1),
+            value_log_bytes_min: self
+                .value_log_bytes_min
+                .unwrap_or(defaults.value_log_bytes_min),
             ..defaults
         }
     }

@@ -134,30 +134,40 @@ impl BenchStore for StrataStore {
         Some(self.db.stats().write_amplification())
     }
     fn engine_stats(&self) -> Option<serde_json::Value> {
-        let stats = self.db.stats();
-        let sum =
-            |f: fn(&strata::PartitionStats) -> u64| -> u64 { stats.partitions.iter().map(f).sum() };
-        let levels: Vec<String> = stats
-            .partitions
-            .iter()
-            .map(|p| {
-                p.levels
-                    .iter()
-                    .map(|l| l.tables.to_string())
-                    .collect::<Vec<_>>()
-                    .join("/")
-            })
-            .collect();
-        Some(serde_json::json!({
-            "flushes": sum(|p| p.flushes),
-            "compactions": sum(|p| p.compactions),
-            "writeStalls": sum(|p| p.write_stalls),
-            "walBytesWritten": sum(|p| p.wal_bytes_written),
-            "flushBytesWritten": sum(|p| p.flush_bytes_written),
-            "compactionBytesWritten": sum(|p| p.compaction_bytes_written),
-            "tablesPerLevelPerPartition": levels,
-            "indexKeys": sum(|p| p.index_keys),
-            "indexBytes": sum(|p| p.index_bytes),
-        }))
+        Some(strata_engine_stats(&self.db))
     }
+}
+
+/// Strata's own counters, summed over partitions (flushes, compactions, write stalls, bytes
+/// written by kind, value logs, tables per level per partition): what `engineStats` holds in
+/// result lines.
+pub fn strata_engine_stats(db: &strata::Db) -> serde_json::Value {
+    let stats = db.stats();
+    let sum =
+        |f: fn(&strata::PartitionStats) -> u64| -> u64 { stats.partitions.iter().map(f).sum() };
+    let levels: Vec<String> = stats
+        .partitions
+        .iter()
+        .map(|p| {
+            p.levels
+                .iter()
+                .map(|l| l.tables.to_string())
+                .collect::<Vec<_>>()
+                .join("/")
+        })
+        .collect();
+    serde_json::json!({
+        "flushes": sum(|p| p.flushes),
+        "compactions": sum(|p| p.compactions),
+        "writeStalls": sum(|p| p.write_stalls),
+        "walBytesWritten": sum(|p| p.wal_bytes_written),
+        "flushBytesWritten": sum(|p| p.flush_bytes_written),
+        "compactionBytesWritten": sum(|p| p.compaction_bytes_written),
+        "valueLogBytes": sum(|p| p.value_log_bytes),
+        "valueLogGcs": sum(|p| p.value_log_gcs),
+        "valueLogGcBytesWritten": sum(|p| p.value_log_gc_bytes_written),
+        "tablesPerLevelPerPartition": levels,
+        "indexKeys": sum(|p| p.index_keys),
+        "indexBytes": sum(|p| p.index_bytes),
+    })
 }

@@ -1,16 +1,19 @@
 //! Smoke runs of every harness mode on a temporary directory, a second or two each, with Strata
 //! only (no `peers` feature needed): run, compare (in this process and in child processes),
-//! matrix, read-only, and the report over the JSON lines they wrote.
+//! matrix, read-only, and the report over the JSON lines they wrote; and the document benchmarks
+//! (load, get, partial get, update, atomic increment), checked against the generated JSON.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use strata_bench::docs::{prepare_input, DocsOpsRecord};
 use strata_bench::record::{read_jsonl, Line};
 use strata_bench::{
-    compare, matrix, readonly, report, BenchSpec, Engine, EngineSpec, Isolation, ReadonlySpec,
-    RunSpec, Runner, Workload,
+    compare, matrix, readonly, report, BenchSpec, CompressionSpec, DocsInput, DocsPhase, DocsSpec,
+    Engine, EngineSpec, Isolation, ReadonlySpec, RunSpec, Runner, Workload,
 };
+use strata_doc::{Doc, DocStore};
 
 fn quick_run() -> RunSpec {
     RunSpec {
@@ -209,4 +212,193 @@ fn every_mode_runs_and_the_report_draws_its_output() {
         let bytes = std::fs::metadata(p).unwrap().len();
         assert!(bytes > 1000, "{} is only {bytes} bytes", p.display());
     }
+}
+
+/// (id, document) of every line of a JSON-lines file, parsed independently of the loader.
+fn json_docs(path: &Path) -> Vec<(String, serde_json::Value)> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            (v["id"].as_str().unwrap().to_string(), v)
+        })
+        .collect()
+}
+
+fn score_sum(docs: &[(String, serde_json::Value)]) -> i64 {
+    docs.iter().map(|(_, v)| v["score"].as_i64().unwrap()).sum()
+}
+
+#[test]
+fn docs_mode_loads_every_document_and_counts_every_increment() {
+    let tmp = tempfile::tempdir().unwrap();
+    let results = tmp.path().join("docs.jsonl");
+    let mut sink = jsonl_sink(&results);
+    let docs_n = 2000u64;
+    let input_spec = DocsInput::Generated {
+        docs: docs_n,
+        seed: 7,
+    };
+    let input = prepare_input(&input_spec, &tmp.path().join("data")).unwrap();
+    assert!(
+        !input.path.starts_with(tmp.path().join("data")),
+        "the input must survive the wipe of the data directory"
+    );
+    let json = json_docs(&input.path);
+    assert_eq!(json.len() as u64, docs_n);
+    assert_eq!(
+        input.json_bytes,
+        std::fs::metadata(&input.path).unwrap().len()
+    );
+    let json_score_sum = score_sum(&json);
+
+    let spec = DocsSpec {
+        engine: EngineSpec::new(Engine::Strata),
+        input: input_spec,
+        id_field: "id".into(),
+        readers: 2,
+        writers: 2,
+        phases: DocsPhase::ALL.to_vec(),
+        threads: vec![1, 2],
+        duration: Duration::from_millis(300),
+        interval: Duration::from_millis(100),
+        seed: 1,
+    };
+    let keep = Runner {
+        keep_data: true,
+        ..runner(tmp.path(), Isolation::InProcess)
+    };
+    let r = keep.docs(&spec, &input, &mut sink).unwrap();
+    assert_eq!(r.load.docs_loaded, docs_n);
+    assert_eq!(r.load.docs_in_store, docs_n);
+    assert_eq!(r.load.bad_lines, 0);
+    assert_eq!(r.load.json_bytes, input.json_bytes);
+    assert!(r.load.disk_bytes_compacted > 0);
+    // Everything was flushed out of the memtables before the size was measured.
+    assert!(r.load.engine_stats["flushes"].as_u64().unwrap() > 0);
+    // The binary codec drops JSON's quotes, colons, commas and number text.
+    assert!(
+        r.load.encoded_bytes < r.load.json_bytes,
+        "{} encoded bytes for {} JSON bytes",
+        r.load.encoded_bytes,
+        r.load.json_bytes
+    );
+
+    // Every phase ran at every thread count, in order.
+    let ran: Vec<(DocsPhase, usize)> = r.ops.iter().map(|o| (o.phase, o.threads)).collect();
+    let want: Vec<(DocsPhase, usize)> = DocsPhase::ALL
+        .iter()
+        .flat_map(|&p| [(p, 1), (p, 2)])
+        .collect();
+    assert_eq!(ran, want);
+    assert!(r.ops.iter().all(|o| o.ops > 0 && o.docs == docs_n));
+    let writes: Vec<&DocsOpsRecord> = r
+        .ops
+        .iter()
+        .filter(|o| matches!(o.phase, DocsPhase::Update | DocsPhase::Increment))
+        .collect();
+    // The first write phase starts from the scores of the JSON input...
+    assert_eq!(writes[0].score_sum_before, Some(json_score_sum));
+    // ...each starts where the previous one ended...
+    for pair in writes.windows(2) {
+        assert_eq!(pair[1].score_sum_before, pair[0].score_sum_after);
+    }
+    // ...the non-atomic updates lose at most what they counted, and no increment is lost.
+    for o in &writes {
+        let grown = (o.score_sum_after.unwrap() - o.score_sum_before.unwrap()) as u64;
+        assert_eq!(grown + o.lost_updates.unwrap(), o.ops, "{o:?}");
+        if o.phase == DocsPhase::Increment {
+            assert_eq!(o.lost_updates, Some(0), "{o:?}");
+        }
+    }
+    assert!(r
+        .ops
+        .iter()
+        .filter(|o| matches!(o.phase, DocsPhase::Get | DocsPhase::GetPath))
+        .all(|o| o.score_sum_before.is_none() && o.lost_updates.is_none()));
+
+    // The store left behind holds every document of the input, unchanged apart from its score,
+    // and the scores add up to what the last phase reported.
+    let store = DocStore::open(
+        tmp.path().join("data"),
+        EngineSpec::new(Engine::Strata).strata_options(),
+    )
+    .unwrap();
+    let mut stored_sum = 0i64;
+    for (i, (id, want)) in json.iter().enumerate() {
+        let got = store.get(&Doc::from(id.as_str())).unwrap().unwrap();
+        let mut got = strata_doc::to_json_value(&got).unwrap();
+        stored_sum += got["score"].as_i64().unwrap();
+        if i % 97 == 0 {
+            got["score"] = want["score"].clone();
+            assert_eq!(&got, want, "document {id}");
+        }
+    }
+    store.close().unwrap();
+    assert_eq!(Some(stored_sum), writes.last().unwrap().score_sum_after);
+
+    // The same with LZ4 in a child process, increments only.
+    let child = Isolation::Child {
+        program: PathBuf::from(env!("CARGO_BIN_EXE_strata-bench-child")),
+        args: Vec::new(),
+    };
+    let lz4 = DocsSpec {
+        engine: EngineSpec {
+            compression: CompressionSpec::Lz4,
+            ..EngineSpec::new(Engine::Strata)
+        },
+        phases: vec![DocsPhase::Increment],
+        threads: vec![2],
+        ..spec
+    };
+    let r = runner(tmp.path(), child)
+        .docs(&lz4, &input, &mut sink)
+        .unwrap();
+    assert!(r.load.isolated);
+    assert_eq!(r.load.docs_in_store, docs_n);
+    assert_eq!(r.ops.len(), 1);
+    assert_eq!(r.ops[0].score_sum_before, Some(json_score_sum));
+    assert_eq!(
+        r.ops[0].score_sum_after,
+        Some(json_score_sum + r.ops[0].ops as i64)
+    );
+    assert!(
+        !tmp.path().join("data").exists(),
+        "data is removed after the run"
+    );
+    let input_path = input.path.clone();
+    input.remove().unwrap();
+    assert!(!input_path.exists());
+
+    // Every line is JSON with a kind; the load's stats lines end at the document count.
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&results)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let kinds = |k: &str| lines.iter().filter(|l| l["kind"] == k).count();
+    assert_eq!(kinds("docsLoad"), 2);
+    assert_eq!(kinds("docsOps"), 8 + 1);
+    assert_eq!(
+        kinds("docsStats") + kinds("docsLoad") + kinds("docsOps"),
+        lines.len()
+    );
+    let last_load_line = lines
+        .iter()
+        .rev()
+        .find(|l| l["kind"] == "docsStats" && l["phase"] == "load")
+        .unwrap();
+    assert_eq!(last_load_line["writes"].as_u64(), Some(docs_n));
+    for field in ["time", "writes", "size"] {
+        assert!(
+            last_load_line[field].is_u64(),
+            "{field} in {last_load_line}"
+        );
+    }
+    // The report reads these files without tripping over the new kinds.
+    assert!(read_jsonl(&results)
+        .unwrap()
+        .iter()
+        .all(|l| matches!(l, Line::Other)));
 }

@@ -8,8 +8,11 @@
 //! - `readonly`: seed 003's read-only benchmark;
 //! - `startup`: open time and memory per key of Strata's engines (log engine with and without
 //!   hint files);
+//! - `docs`: seed 002's document benchmarks: load synthetic Reddit comments (once per compression
+//!   setting), then GET, partial GET, the seed's update and the atomic increment per thread count;
 //! - `report`: PNG plots and an index.html from JSONL results;
-//! - `child` (hidden): runs one job for `compare`/`matrix`/`readonly` and writes its lines to stdout.
+//! - `child` (hidden): runs one job for `compare`/`matrix`/`readonly`/`docs` and writes its lines
+//!   to stdout.
 //!
 //! Peers (RocksDB, fjall, sled) exist when the binary is built with
 //! `--features strata-bench/peers` (see BENCHMARKS.md).
@@ -19,12 +22,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
+use strata_bench::docs::{compression_name, prepare_input, DocsResult};
 use strata_bench::readonly::ReadPoint;
 use strata_bench::spec::{parse_bytes, parse_list};
 use strata_bench::startup::{self, StartupSpec};
 use strata_bench::{
-    compare, matrix, report, BenchSpec, CompressionSpec, Engine, EngineSpec, Isolation,
-    ReadonlySpec, RunSpec, Runner, SyncSpec, Workload,
+    compare, matrix, report, BenchSpec, CompressionSpec, DocsInput, DocsPhase, DocsSpec, Engine,
+    EngineSpec, Isolation, ReadonlySpec, RunSpec, Runner, SyncSpec, Workload,
 };
 
 /// `strata bench [run|compare|matrix|readonly|report] ...`
@@ -52,6 +56,8 @@ enum BenchCommand {
     /// Load N keys, then time reopening (log engine: from segments, from hint files) and
     /// measure resident memory per key.
     Startup(StartupArgs),
+    /// Load JSON documents, then GET, partial GET and update them by id (seed 002).
+    Docs(DocsArgs),
     /// Draw PNG plots and an index.html from JSONL result files.
     Report(ReportArgs),
     /// Run one job given as JSON and write its lines to stdout (started by the other modes).
@@ -117,9 +123,10 @@ struct EngineArgs {
     /// never | everyms:N | always (how each engine maps it: BENCHMARKS.md).
     #[arg(long, default_value = "everyms:100")]
     sync: String,
-    /// none | lz4 (sled has no LZ4 and stays uncompressed).
-    #[arg(long, default_value = "none")]
-    compression: String,
+    /// none | lz4 (sled has no LZ4 and stays uncompressed). Default none; `bench docs` takes a
+    /// list and defaults to none,lz4.
+    #[arg(long)]
+    compression: Option<String>,
     /// Same as `--compression lz4` (kept for older scripts).
     #[arg(long)]
     lz4: bool,
@@ -132,6 +139,10 @@ struct EngineArgs {
     /// Strata only: at most this many entries per data block (the seed's index rate).
     #[arg(long)]
     index_every: Option<usize>,
+    /// Strata only: values of at least this many bytes go to the (uncompressed) value log, e.g.
+    /// 512 or 4KiB; `off` keeps every value in the (compressible) table blocks. Default: Strata's.
+    #[arg(long)]
+    value_log_min: Option<String>,
 }
 
 impl EngineArgs {
@@ -142,13 +153,18 @@ impl EngineArgs {
         spec.compression = if self.lz4 {
             CompressionSpec::Lz4
         } else {
-            self.compression.parse()?
+            self.compression.as_deref().unwrap_or("none").parse()?
         };
         spec.block_cache_bytes = parse_bytes(&self.cache_size)?;
         if let Some(t) = self.background_threads {
             spec.background_threads = t;
         }
         spec.index_every_entries = self.index_every;
+        spec.value_log_bytes_min = match self.value_log_min.as_deref() {
+            None => None,
+            Some("off") => Some(usize::MAX),
+            Some(bytes) => Some(usize::try_from(parse_bytes(bytes)?).unwrap_or(usize::MAX)),
+        };
         Ok(spec)
     }
 }
@@ -288,6 +304,51 @@ struct ReadonlyArgs {
 }
 
 #[derive(clap::Args, Clone)]
+struct DocsArgs {
+    /// Generate this many synthetic Reddit comments (`strata gen comments N --seed S`) as input.
+    #[arg(long, default_value_t = 200_000, conflicts_with = "input")]
+    docs: u64,
+    /// Load this JSON-lines file (`.gz` allowed) instead of generated comments.
+    #[arg(long)]
+    input: Option<PathBuf>,
+    /// Top-level field holding each document's id.
+    #[arg(long, default_value = "id")]
+    id_field: String,
+    /// Loader reader threads (each reads one byte range of the file).
+    #[arg(long, default_value_t = 1)]
+    readers: usize,
+    /// Loader parser/writer threads.
+    #[arg(long, default_value_t = 2)]
+    writers: usize,
+    /// Timed phases after the load: get, get-path, update, increment (comma-separated), all, or
+    /// none (load only).
+    #[arg(long, default_value = "all")]
+    phases: String,
+    /// Client thread counts; every phase runs once per count.
+    #[arg(long, default_value = "1,2,4,8")]
+    threads: String,
+    /// Seconds per phase and thread count.
+    #[arg(long, default_value_t = 10)]
+    duration: u64,
+    /// Seconds between stats lines (the seed: 1).
+    #[arg(long, default_value_t = 1)]
+    interval: u64,
+    /// Seed of the comment generator and of the id pickers.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Keep the generated input file next to --bench-dir (it is removed at the end otherwise).
+    #[arg(long)]
+    keep_input: bool,
+    #[command(flatten)]
+    engine_opts: EngineArgs,
+    #[command(flatten)]
+    output: OutputArgs,
+    /// Append JSON lines here.
+    #[arg(long, default_value = "bench-docs.jsonl")]
+    out: PathBuf,
+}
+
+#[derive(clap::Args, Clone)]
 struct StartupArgs {
     /// Engines, one after another: strata (LSM) and/or strata-log.
     #[arg(long, default_value = "strata-log,strata")]
@@ -348,6 +409,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         Some(BenchCommand::Matrix(a)) => matrix_mode(a),
         Some(BenchCommand::Readonly(a)) => readonly_mode(a),
         Some(BenchCommand::Startup(a)) => startup_mode(a),
+        Some(BenchCommand::Docs(a)) => docs_mode(a),
         Some(BenchCommand::Report(a)) => report_mode(a),
         Some(BenchCommand::Child { job }) => {
             strata_bench::runner::child_main(std::slice::from_ref(job))?;
@@ -516,6 +578,109 @@ fn startup_mode(a: &StartupArgs) -> anyhow::Result<()> {
     }
     eprintln!("results appended to {}", a.out.display());
     Ok(())
+}
+
+fn docs_mode(a: &DocsArgs) -> anyhow::Result<()> {
+    let compressions: Vec<CompressionSpec> = if a.engine_opts.lz4 {
+        vec![CompressionSpec::Lz4]
+    } else {
+        parse_list(a.engine_opts.compression.as_deref().unwrap_or("none,lz4"))?
+    };
+    let input = match &a.input {
+        Some(path) => DocsInput::File { path: path.clone() },
+        None => DocsInput::Generated {
+            docs: a.docs,
+            seed: a.seed,
+        },
+    };
+    // `--compression` is a list here, one run per entry: the rest of the engine settings are shared.
+    let mut engine_opts = a.engine_opts.clone();
+    engine_opts.compression = None;
+    engine_opts.lz4 = false;
+    let base = DocsSpec {
+        engine: engine_opts.spec(Engine::Strata)?,
+        input: input.clone(),
+        id_field: a.id_field.clone(),
+        readers: a.readers,
+        writers: a.writers,
+        phases: DocsPhase::parse_list(&a.phases)?,
+        threads: parse_list(&a.threads)?,
+        duration: Duration::from_secs(a.duration),
+        interval: Duration::from_secs(a.interval.max(1)),
+        seed: a.seed,
+    };
+    base.validate()?;
+    let runner = a.output.runner(true)?;
+    if let DocsInput::Generated { docs, seed } = &input {
+        eprintln!("generating {docs} comments (seed {seed})");
+    }
+    let input_file = prepare_input(&input, &a.output.bench_dir)?;
+    let mut sink = jsonl_writer(Some(&a.out))?;
+    let mut outcome = Ok(());
+    for compression in compressions {
+        let spec = DocsSpec {
+            engine: EngineSpec {
+                compression,
+                ..base.engine.clone()
+            },
+            ..base.clone()
+        };
+        match runner.docs(&spec, &input_file, &mut sink) {
+            Ok(result) => print_docs(&result),
+            Err(e) => {
+                outcome = Err(e);
+                break;
+            }
+        }
+    }
+    if !a.keep_input {
+        input_file.remove()?;
+    }
+    outcome?;
+    eprintln!("results appended to {}", a.out.display());
+    Ok(())
+}
+
+fn print_docs(r: &DocsResult) {
+    let l = &r.load;
+    let compression = compression_name(l.spec.engine.compression);
+    let mb = |b: u64| b as f64 / 1e6;
+    println!(
+        "docs, compression {compression}: loaded {} docs in {:.1} s: {:.0} docs/s, {:.1} MB/s; \
+         JSON {:.1} MB, encoded {:.1} MB ({:.1} %), on disk {:.1} MB after flush ({:.1} %), \
+         {:.1} MB after compaction ({:.1} %)",
+        l.docs_loaded,
+        l.load_seconds,
+        l.docs_per_sec,
+        l.json_mb_per_sec,
+        mb(l.json_bytes),
+        mb(l.encoded_bytes),
+        l.encoded_to_json_ratio * 100.0,
+        mb(l.disk_bytes_flushed),
+        l.flushed_to_json_ratio * 100.0,
+        mb(l.disk_bytes_compacted),
+        l.stored_to_json_ratio * 100.0,
+    );
+    for o in &r.ops {
+        let check = match (o.phase, o.lost_updates) {
+            (DocsPhase::Increment, Some(0)) => format!(
+                ", check: {} increments = score sum {} -> {}: exact",
+                o.ops,
+                o.score_sum_before.unwrap_or_default(),
+                o.score_sum_after.unwrap_or_default()
+            ),
+            (_, Some(lost)) => format!(", {lost} of {} updates lost", o.ops),
+            _ => String::new(),
+        };
+        println!(
+            "  {:<9} {:>2} threads: {:>8.0} ops/s, p50 {} us, p99 {} us{check}",
+            o.phase.name(),
+            o.threads,
+            o.ops_per_sec,
+            o.p50_us,
+            o.p99_us
+        );
+    }
 }
 
 fn report_mode(a: &ReportArgs) -> anyhow::Result<()> {

@@ -117,3 +117,88 @@ fn generated_comments_load_and_read_back_as_documents() {
     let score = ok(&db, &["doc", "get", &id, "$.score"]);
     assert_eq!(score.trim(), first["score"].to_string());
 }
+
+#[test]
+fn bench_docs_runs_once_per_compression_and_cleans_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let bench_dir = dir.path().join("bd");
+    let out = dir.path().join("docs.jsonl");
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "bench",
+            "docs",
+            "--threads",
+            "2",
+            "--duration",
+            "1",
+            "--bench-dir",
+            bench_dir.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--quiet",
+        ];
+        args.extend_from_slice(extra);
+        ok(dir.path(), &args)
+    };
+    let printed = run(&["--docs", "500", "--phases", "increment"]);
+    assert!(printed.contains("compression none"), "{printed}");
+    assert!(printed.contains("compression lz4"), "{printed}");
+    assert_eq!(printed.matches(": exact").count(), 2, "{printed}");
+    // The generated input and the data directory are gone; only the results remain.
+    let left: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, vec!["docs.jsonl".to_string()]);
+
+    // A given file is loaded as it is and left in place.
+    let file = dir.path().join("mine.jsonl");
+    std::fs::write(
+        &file,
+        "{\"id\":\"a\",\"score\":1}\n{\"id\":\"b\",\"score\":2}\n",
+    )
+    .unwrap();
+    run(&[
+        "--input",
+        file.to_str().unwrap(),
+        "--phases",
+        "none",
+        "--compression",
+        "lz4",
+    ]);
+    assert!(file.exists());
+
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let loads: Vec<&serde_json::Value> = lines.iter().filter(|l| l["kind"] == "docsLoad").collect();
+    let shape: Vec<(u64, &str, bool)> = loads
+        .iter()
+        .map(|l| {
+            (
+                l["docsInStore"].as_u64().unwrap(),
+                l["spec"]["engine"]["compression"].as_str().unwrap(),
+                l["isolated"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        shape,
+        vec![(500, "none", true), (500, "lz4", true), (2, "lz4", true)]
+    );
+    assert_eq!(
+        loads[2]["jsonBytes"].as_u64(),
+        Some(std::fs::metadata(&file).unwrap().len())
+    );
+    let increments: Vec<&serde_json::Value> = lines
+        .iter()
+        .filter(|l| l["kind"] == "docsOps" && l["phase"] == "increment")
+        .collect();
+    assert_eq!(increments.len(), 2);
+    for l in increments {
+        assert_eq!(l["lostUpdates"].as_u64(), Some(0), "{l}");
+        assert!(l["ops"].as_u64().unwrap() > 0);
+    }
+}

@@ -77,7 +77,7 @@ fn varint_len(mut v: u64) -> usize {
     n
 }
 
-fn header_len(n: u64) -> usize {
+pub(crate) fn header_len(n: u64) -> usize {
     if n <= NIBBLE_INLINE_MAX {
         1
     } else {
@@ -85,7 +85,7 @@ fn header_len(n: u64) -> usize {
     }
 }
 
-fn put_header(out: &mut Vec<u8>, code: u8, n: u64) {
+pub(crate) fn put_header(out: &mut Vec<u8>, code: u8, n: u64) {
     if n <= NIBBLE_INLINE_MAX {
         out.push(code | ((n as u8) << 4));
     } else {
@@ -99,17 +99,31 @@ fn put_header(out: &mut Vec<u8>, code: u8, n: u64) {
     }
 }
 
-fn len_u64(n: usize) -> u64 {
+pub(crate) fn len_u64(n: usize) -> u64 {
     u64::try_from(n).unwrap_or(u64::MAX)
 }
 
 /// Type code and number of an integer.
-fn int_header(v: i64) -> (u8, u64) {
+pub(crate) fn int_header(v: i64) -> (u8, u64) {
     if v >= 0 {
         (tc::POS_INT, v.unsigned_abs())
     } else {
         // -1 - v is in 0..=i64::MAX for every negative v.
         (tc::NEG_INT, (-1 - v).unsigned_abs())
+    }
+}
+
+/// The name [`Doc::type_name`] gives a value whose prefix byte has type code `code`.
+pub(crate) fn type_name_of_code(code: u8) -> &'static str {
+    match code {
+        tc::NULL => "null",
+        tc::TRUE | tc::FALSE => "bool",
+        tc::POS_INT | tc::NEG_INT => "integer",
+        tc::DECIMAL => "decimal",
+        tc::STRING => "string",
+        tc::ARRAY => "array",
+        tc::MAP => "map",
+        _ => "unknown",
     }
 }
 

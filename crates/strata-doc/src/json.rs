@@ -7,9 +7,14 @@
 //! value; integer and fraction digits are never touched). Writing is done here
 //! (not by serde_json) so that decimals are emitted verbatim and no intermediate tree is built.
 //! A duplicate key in a JSON object keeps its first position and its last value (serde_json).
+//!
+//! Text is parsed straight into a [`Doc`] by a serde visitor ([`DocSeed`]): serde_json does the
+//! lexing, and no `serde_json::Value` tree (an insertion-ordered hash map per object, then a copy
+//! into the document) is built on the way. That tree was half the CPU of `strata load`.
 
-use std::fmt::Write as _;
+use std::fmt::{self, Write as _};
 
+use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
 use crate::doc::{Doc, DocMap};
@@ -18,14 +23,167 @@ use crate::num::Decimal;
 
 /// Parses JSON text into a document; errors carry line and column.
 pub fn from_json_str(text: &str) -> Result<Doc> {
-    let v: Value = serde_json::from_str(text).map_err(|e| Error::from_json(&e))?;
-    from_json_value(v)
+    let mut de = serde_json::Deserializer::from_str(text);
+    parse_whole(&mut de)
 }
 
 /// Parses JSON bytes (UTF-8) into a document; errors carry line and column.
 pub fn from_json_slice(bytes: &[u8]) -> Result<Doc> {
-    let v: Value = serde_json::from_slice(bytes).map_err(|e| Error::from_json(&e))?;
-    from_json_value(v)
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    parse_whole(&mut de)
+}
+
+/// One document, then nothing but whitespace (what `serde_json::from_slice` checks too).
+fn parse_whole<'de, R: serde_json::de::Read<'de>>(
+    de: &mut serde_json::Deserializer<R>,
+) -> Result<Doc> {
+    let doc = DocSeed
+        .deserialize(&mut *de)
+        .map_err(|e| Error::from_json(&e))?;
+    de.end().map_err(|e| Error::from_json(&e))?;
+    Ok(doc)
+}
+
+/// With `arbitrary_precision`, serde_json hands a number to a visitor as a one-entry map whose
+/// key is this marker and whose value is the number's text (`serde_json::Value` recognizes
+/// numbers the same way, so an object whose first key is this text reads as a number there too).
+pub(crate) const NUMBER_TOKEN: &str = "$serde_json::private::Number";
+
+/// Deserializes one JSON value into a [`Doc`].
+struct DocSeed;
+
+impl<'de> DeserializeSeed<'de> for DocSeed {
+    type Value = Doc;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> std::result::Result<Doc, D::Error> {
+        d.deserialize_any(DocVisitor)
+    }
+}
+
+struct DocVisitor;
+
+fn number<E: de::Error>(text: &str) -> std::result::Result<Doc, E> {
+    number_from_text(text).map_err(E::custom)
+}
+
+impl<'de> Visitor<'de> for DocVisitor {
+    type Value = Doc;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_unit<E: de::Error>(self) -> std::result::Result<Doc, E> {
+        Ok(Doc::Null)
+    }
+
+    fn visit_bool<E: de::Error>(self, v: bool) -> std::result::Result<Doc, E> {
+        Ok(Doc::Bool(v))
+    }
+
+    // Numbers arrive through `visit_map` with `arbitrary_precision`; these cover a build without.
+    fn visit_i64<E: de::Error>(self, v: i64) -> std::result::Result<Doc, E> {
+        Ok(Doc::Int(v))
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> std::result::Result<Doc, E> {
+        number(&v.to_string())
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> std::result::Result<Doc, E> {
+        number(&v.to_string())
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> std::result::Result<Doc, E> {
+        Ok(Doc::String(v.to_owned()))
+    }
+
+    fn visit_string<E: de::Error>(self, v: String) -> std::result::Result<Doc, E> {
+        Ok(Doc::String(v))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<Doc, A::Error> {
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
+        while let Some(item) = seq.next_element_seed(DocSeed)? {
+            items.push(item);
+        }
+        Ok(Doc::Array(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<Doc, A::Error> {
+        let first = match map.next_key_seed(KeySeed)? {
+            None => return Ok(Doc::Map(DocMap::new())),
+            Some(Key::Number) => {
+                let text: String = map.next_value()?;
+                return number(&text);
+            }
+            Some(Key::Text(k)) => k,
+        };
+        let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(16).min(4096));
+        entries.push((Doc::String(first), map.next_value_seed(DocSeed)?));
+        while let Some(k) = map.next_key::<String>()? {
+            entries.push((Doc::String(k), map.next_value_seed(DocSeed)?));
+        }
+        Ok(Doc::Map(map_from_json_entries(entries)))
+    }
+}
+
+/// An object key, or the marker of a number.
+enum Key {
+    Number,
+    Text(String),
+}
+
+struct KeySeed;
+
+impl<'de> DeserializeSeed<'de> for KeySeed {
+    type Value = Key;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> std::result::Result<Key, D::Error> {
+        d.deserialize_str(KeyVisitor)
+    }
+}
+
+struct KeyVisitor;
+
+impl Visitor<'_> for KeyVisitor {
+    type Value = Key;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object key")
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> std::result::Result<Key, E> {
+        Ok(if v == NUMBER_TOKEN {
+            Key::Number
+        } else {
+            Key::Text(v.to_owned())
+        })
+    }
+
+    fn visit_string<E: de::Error>(self, v: String) -> std::result::Result<Key, E> {
+        Ok(if v == NUMBER_TOKEN {
+            Key::Number
+        } else {
+            Key::Text(v)
+        })
+    }
+}
+
+/// The map of a JSON object's entries (all keys strings, in text order). A repeated key keeps the
+/// position of its first occurrence and the value of its last, as serde_json's ordered map does.
+fn map_from_json_entries(entries: Vec<(Doc, Doc)>) -> DocMap {
+    let mut keys: Vec<&str> = entries.iter().filter_map(|(k, _)| k.as_str()).collect();
+    keys.sort_unstable();
+    if keys.windows(2).all(|w| w[0] != w[1]) {
+        return DocMap::from_entries_unchecked(entries);
+    }
+    // Rare: merge through `insert`, which replaces in place.
+    let mut m = DocMap::with_capacity(entries.len());
+    for (k, v) in entries {
+        m.insert(k, v);
+    }
+    m
 }
 
 /// Converts a serde_json value (consumed, so strings move rather than copy).
@@ -223,6 +381,25 @@ mod tests {
             assert_eq!(to_json_string(&doc).unwrap(), back);
             assert_eq!(doc, Doc::decimal(text).unwrap());
         }
+    }
+
+    #[test]
+    fn duplicate_keys_keep_the_first_position_and_the_last_value() {
+        let doc = from_json_str(r#"{"a":1,"b":2,"a":3,"c":{"x":1,"x":[2]}}"#).unwrap();
+        assert_eq!(
+            to_json_string(&doc).unwrap(),
+            r#"{"a":3,"b":2,"c":{"x":[2]}}"#
+        );
+    }
+
+    #[test]
+    fn trailing_text_is_an_error() {
+        assert!(from_json_str("{} x").is_err());
+        assert!(from_json_slice(b"1 2").is_err());
+        assert_eq!(
+            from_json_str(" [1] \n").unwrap(),
+            Doc::Array(vec![Doc::Int(1)])
+        );
     }
 
     #[test]

@@ -22,7 +22,8 @@
 //!
 //! Module map: `num` (exact numbers) <- `doc` (model, order, paths on the model) <- `json`,
 //! `codec` (values), `key` (keys), `path` (path syntax, walking encoded values) <- `store`
-//! (DocStore over `strata::Db`) <- `load` (JSON lines into a store); `gen` stands alone.
+//! (DocStore over `strata::Db`) <- `load` (JSON lines into a store, through `json_stored`, which
+//! encodes JSON text without building a document); `gen` stands alone.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -31,6 +32,7 @@ mod doc;
 mod error;
 pub mod gen;
 mod json;
+mod json_stored;
 mod key;
 pub mod load;
 mod num;
@@ -46,6 +48,7 @@ pub use error::{Error, Result};
 pub use json::{
     from_json_slice, from_json_str, from_json_value, to_json_pretty, to_json_string, to_json_value,
 };
+pub use json_stored::{encode_json_stored, Streamed};
 pub use key::{decode_key, encode_key, encode_key_into};
 pub use num::{Decimal, DECIMAL_POINT_ABS_MAX};
 pub use path::{get_path_bytes, get_path_encoded, Path, PathStep};

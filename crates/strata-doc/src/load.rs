@@ -24,9 +24,12 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
 
+use crate::codec::{decode, encode_stored, type_name_of_code};
 use crate::doc::Doc;
 use crate::error::{Error, Result};
 use crate::json::from_json_slice;
+use crate::json_stored::{encode_json_stored, Streamed};
+use crate::path::{get_path_bytes, Path as DocPath};
 use crate::store::DocStore;
 
 /// How to load.
@@ -561,12 +564,14 @@ fn write_batches(
     rx: &Receiver<Batch>,
     events: &Sender<Event>,
 ) {
-    let mut docs: Vec<(Doc, Doc)> = Vec::with_capacity(options.batch_lines_max.min(4096));
+    let id_path = DocPath::root().key(options.id_field.as_str());
+    // One buffer for every line's stored bytes: the write batch takes a copy.
+    let mut stored = Vec::with_capacity(4096);
     while let Ok(batch) = rx.recv() {
         if shared.aborted() {
             continue;
         }
-        docs.clear();
+        let mut writes = strata::WriteBatch::new();
         for line in &batch.lines {
             let text = batch
                 .data
@@ -577,10 +582,13 @@ fn write_batches(
             } else if text.iter().all(u8::is_ascii_whitespace) {
                 continue;
             } else {
-                parse_line(text, &options.id_field)
+                stored.clear();
+                parse_line(text, &options.id_field, &id_path, &mut stored)
             };
             match parsed {
-                Ok(kv) => docs.push(kv),
+                Ok(key) => {
+                    writes.put(key, &stored);
+                }
                 Err(reason) => {
                     shared.bad_lines.fetch_add(1, Ordering::Relaxed);
                     let bad = RawBad {
@@ -597,36 +605,65 @@ fn write_batches(
                 }
             }
         }
-        if docs.is_empty() {
+        if writes.is_empty() {
             continue;
         }
-        match store.put_many(docs.iter().map(|(k, v)| (k, v))) {
+        let docs = writes.len() as u64;
+        match store.db().write(writes) {
             Ok(()) => {
-                shared
-                    .docs_written
-                    .fetch_add(docs.len() as u64, Ordering::Relaxed);
+                shared.docs_written.fetch_add(docs, Ordering::Relaxed);
             }
-            Err(e) => shared.fail(Fatal::Error(e)),
+            Err(e) => shared.fail(Fatal::Error(e.into())),
         }
     }
 }
 
-/// Parses one line into (key, document), or says why not.
-fn parse_line(text: &[u8], id_field: &str) -> std::result::Result<(Doc, Doc), String> {
-    let doc = from_json_slice(text).map_err(|e| match e {
+/// Parses one line: leaves its stored form (what `DocStore::put` writes) in `stored` and returns
+/// its engine key, or says why the line cannot be loaded. The text is encoded without building a
+/// document; a line that repeats an object key goes through the document model, which merges
+/// the repeats.
+fn parse_line(
+    text: &[u8],
+    id_field: &str,
+    id_path: &DocPath,
+    stored: &mut Vec<u8>,
+) -> std::result::Result<Vec<u8>, String> {
+    let explain = |e: Error| match e {
         Error::Json {
             column, message, ..
         } => format!("invalid JSON at column {column}: {message}"),
         other => other.to_string(),
-    })?;
-    let key = match &doc {
-        Doc::Map(m) => m
-            .get_str(id_field)
-            .cloned()
-            .ok_or_else(|| format!("no {id_field:?} field"))?,
-        other => return Err(format!("a {} line, not a JSON object", other.type_name())),
     };
-    Ok((key, doc))
+    let key = match encode_json_stored(text, stored).map_err(explain)? {
+        Streamed::Done => {
+            let body = stored.get(1..).unwrap_or(&[]);
+            let code = body.first().map_or(0, |b| b & 0x0f);
+            if code != crate::codec::type_code::MAP {
+                return Err(format!(
+                    "a {} line, not a JSON object",
+                    type_name_of_code(code)
+                ));
+            }
+            let id = get_path_bytes(body, id_path)
+                .map_err(explain)?
+                .ok_or_else(|| format!("no {id_field:?} field"))?;
+            decode(id).map_err(explain)?
+        }
+        Streamed::RepeatedKey => {
+            let doc = from_json_slice(text).map_err(explain)?;
+            let key = match &doc {
+                Doc::Map(m) => m
+                    .get_str(id_field)
+                    .cloned()
+                    .ok_or_else(|| format!("no {id_field:?} field"))?,
+                other => return Err(format!("a {} line, not a JSON object", other.type_name())),
+            };
+            stored.clear();
+            stored.extend_from_slice(&encode_stored(&doc).map_err(explain)?);
+            key
+        }
+    };
+    DocStore::engine_key(&key).map_err(explain)
 }
 
 /// Number of newlines before `offset` (the strict-mode fallback when earlier ranges were not
@@ -752,6 +789,38 @@ mod tests {
             bad5.reason
         );
         assert_eq!(bad5.byte_offset, content.find("{not").unwrap() as u64);
+    }
+
+    #[test]
+    fn a_line_that_repeats_a_key_loads_like_the_document_model_reads_it() {
+        let (dir, s) = store();
+        let input = write_file(
+            dir.path(),
+            "in.jsonl",
+            b"{\"id\":\"a\",\"v\":1,\"w\":[],\"v\":{\"x\":2}}\n{\"id\":\"b\",\"v\":3}\n",
+        );
+        let report = load(&s, &input, &LoadOptions::default(), |_| {}).unwrap();
+        assert_eq!(report.progress.docs_written, 2);
+        let a = s.get(&Doc::from("a")).unwrap().unwrap();
+        assert_eq!(a.to_json().unwrap(), r#"{"id":"a","v":{"x":2},"w":[]}"#);
+        let b = s.get(&Doc::from("b")).unwrap().unwrap();
+        assert_eq!(b.to_json().unwrap(), r#"{"id":"b","v":3}"#);
+    }
+
+    #[test]
+    fn numeric_ids_and_escaped_text_load_like_parsed_documents() {
+        let (dir, s) = store();
+        let lines = [
+            r#"{"id":42,"t":"caf\u00e9 \"q\"","n":-1.50}"#,
+            r#"{"n":[1,2,{"k":null}],"id":"x\ny"}"#,
+        ];
+        let input = write_file(dir.path(), "in.jsonl", lines.join("\n").as_bytes());
+        load(&s, &input, &LoadOptions::default(), |_| {}).unwrap();
+        for line in lines {
+            let doc = Doc::from_json(line).unwrap();
+            let id = doc.as_map().unwrap().get_str("id").unwrap().clone();
+            assert_eq!(s.get(&id).unwrap(), Some(doc), "{line}");
+        }
     }
 
     #[test]

@@ -9,8 +9,9 @@ use std::hash::{Hash, Hasher};
 
 use proptest::prelude::*;
 use strata_doc::{
-    decode, decode_key, encode, encode_key, encoded_len, from_json_str, get_path_encoded, skip,
-    to_json_string, to_json_value, Doc, DocMap, Path, PathStep,
+    decode, decode_key, encode, encode_json_stored, encode_key, encode_stored, encoded_len,
+    from_json_str, from_json_value, get_path_encoded, skip, to_json_string, to_json_value, Doc,
+    DocMap, Path, PathStep, Streamed,
 };
 
 fn hash_of(d: &Doc) -> u64 {
@@ -94,6 +95,25 @@ fn json_doc() -> impl Strategy<Value = Doc> {
     })
 }
 
+/// JSON text with repeated object keys (a small key alphabet) and whitespace between tokens,
+/// which `to_json_string` never writes.
+fn json_text_with_duplicates() -> impl Strategy<Value = String> {
+    let leaf = json_doc().prop_map(|d| to_json_string(&d).unwrap());
+    leaf.prop_recursive(3, 32, 5, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..5)
+                .prop_map(|items| format!("[ {} ]", items.join(" , "))),
+            prop::collection::vec(("[ab]{1}", inner), 0..6).prop_map(|entries| {
+                let body: Vec<String> = entries
+                    .into_iter()
+                    .map(|(k, v)| format!("\"{k}\" :\n{v}"))
+                    .collect();
+                format!("{{{}}}", body.join(","))
+            }),
+        ]
+    })
+}
+
 /// Exact order of m1*10^e1 vs m2*10^e2 in i128 (the independent model).
 fn model_cmp(m1: i64, e1: i32, m2: i64, e2: i32) -> Ordering {
     let e = e1.min(e2);
@@ -168,6 +188,37 @@ proptest! {
         prop_assert_eq!(encode(&back).unwrap(), encode(&a).unwrap(), "{}", text);
         let via_serde: serde_json::Value = serde_json::from_str(&text).unwrap();
         prop_assert_eq!(via_serde, to_json_value(&a).unwrap());
+    }
+
+    #[test]
+    fn direct_parsing_agrees_with_parsing_through_serde_json_values(text in json_text_with_duplicates()) {
+        let direct = from_json_str(&text).unwrap();
+        let via_value = from_json_value(serde_json::from_str(&text).unwrap()).unwrap();
+        // Byte identity: same map order (duplicates merged alike), same decimal text.
+        prop_assert_eq!(encode(&direct).unwrap(), encode(&via_value).unwrap(), "{}", text);
+    }
+
+    #[test]
+    fn streaming_json_to_stored_bytes_agrees_with_the_document_path(a in json_doc(), text in json_text_with_duplicates()) {
+        // Text without repeated keys: always streamed, always the same bytes.
+        let plain = to_json_string(&a).unwrap();
+        let mut out = Vec::new();
+        prop_assert_eq!(encode_json_stored(plain.as_bytes(), &mut out).unwrap(), Streamed::Done);
+        prop_assert_eq!(&out, &encode_stored(&from_json_str(&plain).unwrap()).unwrap(), "{}", plain);
+        // Text that may repeat keys: when it says it is done, the bytes are the merged document's.
+        out.clear();
+        if encode_json_stored(text.as_bytes(), &mut out).unwrap() == Streamed::Done {
+            prop_assert_eq!(&out, &encode_stored(&from_json_str(&text).unwrap()).unwrap(), "{}", text);
+        }
+    }
+
+    #[test]
+    fn invalid_json_fails_in_both_parsers(text in "[\\[\\]{}:,\"a1 .e-]{0,12}") {
+        let direct = from_json_str(&text);
+        let via_serde = serde_json::from_str::<serde_json::Value>(&text);
+        prop_assert_eq!(direct.is_ok(), via_serde.is_ok(), "{}", text);
+        let streamed = encode_json_stored(text.as_bytes(), &mut Vec::new());
+        prop_assert_eq!(streamed.is_ok(), via_serde.is_ok(), "{}", text);
     }
 
     #[test]
