@@ -230,9 +230,7 @@ impl EngineSpec {
             },
             block_cache_bytes: usize::try_from(self.block_cache_bytes).unwrap_or(usize::MAX),
             background_threads: self.background_threads.max(1),
-            value_log_bytes_min: self
-                .value_log_bytes_min
-                .unwrap_or(defaults.value_log_bytes_min),
+            value_log_bytes_min: self.value_log_bytes_min.or(defaults.value_log_bytes_min),
             ..defaults
         }
     }

@@ -25,6 +25,11 @@ struct Cli {
     /// Engine for a new database: lsm (ordered, bounded memory) or log (hash index in memory).
     #[arg(long, global = true, value_parser = ["lsm", "log"])]
     engine: Option<String>,
+    /// Compression of table blocks written from now on (each block records its own, so a
+    /// database may mix them). With lz4, values stay in the compressed tables instead of
+    /// value logs.
+    #[arg(long, global = true, value_parser = ["none", "lz4"])]
+    compression: Option<String>,
     /// Log engine: open a store with a damaged segment by dropping what follows the damage.
     #[arg(long, global = true)]
     salvage: bool,
@@ -114,6 +119,9 @@ fn options(cli: &Cli) -> strata::Options {
         Some("log") => o.engine = strata::Engine::Log,
         Some("lsm") => o.engine = strata::Engine::Lsm,
         _ => {}
+    }
+    if cli.compression.as_deref() == Some("lz4") {
+        o.compression = strata::Compression::Lz4;
     }
     o.salvage = cli.salvage;
     o

@@ -38,7 +38,7 @@ fn main() {
             ..strata::Options::default()
         };
         if let Some(s) = sep {
-            opts.value_log_bytes_min = s;
+            opts.value_log_bytes_min = Some(s);
         }
         let db = Arc::new(strata::Db::open(&dir, opts).unwrap());
         let stop = Arc::new(AtomicBool::new(false));

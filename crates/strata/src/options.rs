@@ -85,9 +85,12 @@ pub struct Options {
     /// Largest value accepted.
     pub value_bytes_max: usize,
     /// LSM: values of at least this many bytes stay in the write-ahead log (which becomes a
-    /// value log) and tables store a pointer to them: less rewriting by compaction.
-    /// `usize::MAX` turns separation off.
-    pub value_log_bytes_min: usize,
+    /// value log) and tables store a pointer to them: less rewriting by compaction. `None`
+    /// chooses by compression: 512 bytes without it, no separation with LZ4 (value logs are not
+    /// compressed, and compressible values take far less space in compressed table blocks:
+    /// 37 % of the JSON instead of 87 % for the document benchmark). `Some(usize::MAX)` turns
+    /// separation off.
+    pub value_log_bytes_min: Option<usize>,
     /// LSM: a value log whose live share falls below this is garbage-collected (its live values
     /// are written again and the file deleted).
     pub value_log_gc_live_ratio: f64,
@@ -125,7 +128,7 @@ impl Default for Options {
             background_threads: 2,
             key_bytes_max: 64 << 10,
             value_bytes_max: 64 << 20,
-            value_log_bytes_min: 512,
+            value_log_bytes_min: None,
             value_log_gc_live_ratio: 0.5,
             log_segment_bytes_max: 64 << 20,
             log_merge_dead_ratio: 0.5,
@@ -134,7 +137,19 @@ impl Default for Options {
     }
 }
 
+/// Values of at least this size are separated by default, without compression.
+const VALUE_LOG_BYTES_MIN_DEFAULT: usize = 512;
+
 impl Options {
+    /// The separation threshold in effect: [`Options::value_log_bytes_min`], or its default for
+    /// the compression chosen.
+    pub fn value_separation_bytes_min(&self) -> usize {
+        self.value_log_bytes_min.unwrap_or(match self.compression {
+            Compression::None => VALUE_LOG_BYTES_MIN_DEFAULT,
+            Compression::Lz4 => usize::MAX,
+        })
+    }
+
     /// Options that make flushes and compactions happen very often: for tests.
     pub fn tiny() -> Self {
         Options {
@@ -146,7 +161,7 @@ impl Options {
             level_size_ratio: 4,
             block_cache_bytes: 256 << 10,
             log_segment_bytes_max: 32 << 10,
-            value_log_bytes_min: 100,
+            value_log_bytes_min: Some(100),
             ..Options::default()
         }
     }

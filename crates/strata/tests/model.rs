@@ -10,7 +10,7 @@ use std::ops::Bound;
 
 use common::{tiny, Model, Op, OpGen, Workload, ALL_WORKLOADS, ENGINES, KNOWN_KEY_RATES};
 use rand::Rng;
-use strata::{Db, Engine, Options};
+use strata::{Compression, Db, Engine, Options};
 
 fn check_scan(db: &Db, model: &Model, lo: &[u8], hi: &[u8]) {
     let got: Vec<(Vec<u8>, Vec<u8>)> = db
@@ -516,4 +516,47 @@ fn value_log_sampling_finds_garbage_compaction_has_not_seen() {
             Some(&value(1, k)[..])
         );
     }
+}
+
+/// With LZ4 and no explicit separation threshold, values stay in the (compressed) table blocks:
+/// value logs are not compressed, so separating compressible values would store them at full
+/// size. Compressible 1 KiB values then take well under half their size on disk, and without
+/// compression the same values are separated into value logs.
+#[test]
+fn lz4_keeps_values_in_compressed_tables_by_default() {
+    let write = |compression: Compression| {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(
+            dir.path(),
+            Options {
+                partitions: 2,
+                compression,
+                ..Options::default()
+            },
+        )
+        .unwrap();
+        let mut model = Model::new();
+        for i in 0..4000u32 {
+            let key = format!("doc{i:06}").into_bytes();
+            let value = format!("{{\"id\":{i},\"body\":\"some words repeat\"}}")
+                .repeat(30)
+                .into_bytes();
+            db.put(&key, &value).unwrap();
+            model.insert(key, value);
+        }
+        db.compact().unwrap();
+        let s = db.stats();
+        check_scan(&db, &model, b"", b"\xff");
+        let user: u64 = model.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum();
+        let vlog_files: usize = s.partitions.iter().map(|p| p.value_log_files).sum();
+        (s.disk_bytes(), user, vlog_files)
+    };
+    let (lz4_disk, user, lz4_vlogs) = write(Compression::Lz4);
+    assert_eq!(lz4_vlogs, 0, "LZ4 separated values by default");
+    assert!(
+        lz4_disk * 2 < user,
+        "LZ4: {lz4_disk} bytes on disk for {user} bytes written"
+    );
+    let (_, _, plain_vlogs) = write(Compression::None);
+    assert!(plain_vlogs > 0, "no value log kept without compression");
 }
