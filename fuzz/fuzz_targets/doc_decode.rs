@@ -1,16 +1,20 @@
 //! Fuzz target for the document decoders: arbitrary bytes go through the value decoder, the
-//! stored-value decoder, `skip`, the encoded-path walk and the order-preserving key decoder. None
+//! stored-value decoder (with a table of key names, so name references are exercised), `skip`, the encoded-path walk and the order-preserving key decoder. None
 //! may panic; whatever decodes must re-encode to exactly the same bytes (both decoders accept only
 //! canonical encodings), and `skip` must agree with the decoder on where a value ends.
 //!
-//! Run: `cargo +nightly fuzz run doc_decode -- -max_total_time=60` from `/work/main/fuzz`'s parent.
+//! Run: `cargo +nightly fuzz run doc_decode -- -max_total_time=60` from the repository root.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use strata_doc::{
-    decode, decode_key, decode_prefix, decode_stored, encode, encode_key, get_path_bytes, skip,
-    Path,
+    decode, decode_key, decode_prefix, decode_stored, encode, encode_key, encode_stored,
+    get_path_bytes, get_path_stored, skip, KeyNames, NameTable, Path,
 };
+
+fn names() -> KeyNames {
+    KeyNames::with_table(NameTable::from_names(["a", "b", "id", ""]).expect("valid names"))
+}
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(doc) = decode(data) {
@@ -23,13 +27,20 @@ fuzz_target!(|data: &[u8]| {
         let again = encode(&doc).expect("a decoded document is within DEPTH_MAX");
         assert_eq!(&again[..], &data[..used]);
     }
-    let _ = decode_stored(data);
+    let names = names();
+    if let Ok(doc) = decode_stored(data, &names) {
+        // Re-encoding gives a document that decodes the same (bytes may differ: a key with an
+        // id may have been stored inline).
+        let again = encode_stored(&doc, &names).expect("a decoded document is within DEPTH_MAX");
+        assert_eq!(decode_stored(&again, &names).ok(), Some(doc));
+    }
     for path in ["$.a", "$[0]", "$[-1].b", "$.id"] {
         if let Ok(path) = Path::parse(path) {
             if let Ok(Some(sub)) = get_path_bytes(data, &path) {
                 // A found sub-value is exactly one encoded value.
                 assert_eq!(skip(sub).ok(), Some(sub.len()));
             }
+            let _ = get_path_stored(data, &path, &names);
         }
     }
     if let Ok(doc) = decode_key(data) {

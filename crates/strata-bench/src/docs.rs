@@ -703,9 +703,8 @@ fn scan_store(store: &DocStore, collect_keys: bool) -> Result<StoreScan> {
             out.keys
                 .push(DocStore::doc_key(&k).map_err(doc_err("scan"))?);
         }
-        let body = strata_doc::stored_body(&v).map_err(doc_err("scan"))?;
         if let Some(Doc::Int(s)) =
-            strata_doc::get_path_encoded(body, &score).map_err(doc_err("scan"))?
+            strata_doc::get_path_stored(&v, &score, store.names()).map_err(doc_err("scan"))?
         {
             out.score_sum += i128::from(s);
         }

@@ -26,17 +26,23 @@
 //! anything is allocated, so allocation is bounded by the input size.
 //!
 //! Stored values (what `DocStore` writes to the engine) are one format-version byte
-//! ([`STORED_FORMAT_VERSION`]) followed by one encoded value.
+//! ([`STORED_FORMAT_VERSION`]) followed by one encoded value. Version 2 adds one type code, used
+//! only there and only for a map key: 10, `NAME_REF`, whose number is the id of a key name in the
+//! store's name table (`names` module), so a field name the store has seen before takes one or
+//! two bytes. Version 1 (no name references) is still read.
 
 use crate::doc::{Doc, DocMap};
 use crate::error::{Error, Result};
+use crate::names::{KeyNames, NameTable, NAME_BYTES_MAX};
 use crate::num::Decimal;
 
 /// Deepest nesting of arrays/maps that is encoded or decoded (`[]` has depth 1).
 pub const DEPTH_MAX: usize = 512;
 
-/// First byte of every stored document value.
-pub const STORED_FORMAT_VERSION: u8 = 1;
+/// First byte of every stored document value written by this build.
+pub const STORED_FORMAT_VERSION: u8 = 2;
+/// The earlier stored form (no name references), still read.
+pub const STORED_FORMAT_VERSION_V1: u8 = 1;
 
 /// Type codes (the low nibble of the prefix byte).
 pub mod type_code {
@@ -58,6 +64,9 @@ pub mod type_code {
     pub const ARRAY: u8 = 8;
     /// Map; the number is the entry count.
     pub const MAP: u8 = 9;
+    /// Stored form version 2, map keys only: the key is the name with this id in the store's
+    /// name table.
+    pub const NAME_REF: u8 = 10;
 }
 use type_code as tc;
 
@@ -123,6 +132,7 @@ pub(crate) fn type_name_of_code(code: u8) -> &'static str {
         tc::STRING => "string",
         tc::ARRAY => "array",
         tc::MAP => "map",
+        tc::NAME_REF => "name reference",
         _ => "unknown",
     }
 }
@@ -156,62 +166,110 @@ pub fn encode(doc: &Doc) -> Result<Vec<u8>> {
 /// Appends the encoding of `doc` to `out`; fails only when it nests deeper than [`DEPTH_MAX`]
 /// (then `out` holds a partial encoding).
 pub fn encode_into(doc: &Doc, out: &mut Vec<u8>) -> Result<()> {
-    encode_depth(doc, out, 0)
-}
-
-fn encode_depth(doc: &Doc, out: &mut Vec<u8>, depth: usize) -> Result<()> {
-    match doc {
-        Doc::Null => out.push(tc::NULL),
-        Doc::Bool(true) => out.push(tc::TRUE),
-        Doc::Bool(false) => out.push(tc::FALSE),
-        Doc::Int(v) => {
-            let (code, n) = int_header(*v);
-            put_header(out, code, n);
-        }
-        Doc::Decimal(d) => {
-            put_header(out, tc::DECIMAL, len_u64(d.as_str().len()));
-            out.extend_from_slice(d.as_str().as_bytes());
-        }
-        Doc::String(s) => {
-            put_header(out, tc::STRING, len_u64(s.len()));
-            out.extend_from_slice(s.as_bytes());
-        }
-        Doc::Array(items) => {
-            if depth >= DEPTH_MAX {
-                return Err(Error::TooDeep {
-                    depth_max: DEPTH_MAX,
-                });
-            }
-            put_header(out, tc::ARRAY, len_u64(items.len()));
-            for item in items {
-                encode_depth(item, out, depth + 1)?;
-            }
-        }
-        Doc::Map(m) => {
-            if depth >= DEPTH_MAX {
-                return Err(Error::TooDeep {
-                    depth_max: DEPTH_MAX,
-                });
-            }
-            put_header(out, tc::MAP, len_u64(m.len()));
-            for (k, v) in m.iter() {
-                encode_depth(k, out, depth + 1)?;
-                encode_depth(v, out, depth + 1)?;
-            }
-        }
+    Encoder {
+        out,
+        names: None,
+        inline: None,
     }
-    Ok(())
+    .value(doc, 0)
 }
 
-/// A cursor over encoded bytes; every read is bounds-checked.
+/// Writes values; with a name table, string map keys that have an id become name references
+/// and the names written inline are collected.
+struct Encoder<'o, 'd> {
+    out: &'o mut Vec<u8>,
+    names: Option<&'o NameTable>,
+    inline: Option<&'o mut Vec<&'d str>>,
+}
+
+impl<'d> Encoder<'_, 'd> {
+    fn key(&mut self, key: &'d Doc, depth: usize) -> Result<()> {
+        if let (Doc::String(name), Some(names)) = (key, self.names) {
+            if let Some(id) = names.id(name) {
+                put_header(self.out, tc::NAME_REF, u64::from(id));
+                return Ok(());
+            }
+            if let Some(inline) = self.inline.as_deref_mut() {
+                if name.len() <= NAME_BYTES_MAX {
+                    inline.push(name);
+                }
+            }
+        }
+        self.value(key, depth)
+    }
+
+    fn value(&mut self, doc: &'d Doc, depth: usize) -> Result<()> {
+        let out = &mut *self.out;
+        match doc {
+            Doc::Null => out.push(tc::NULL),
+            Doc::Bool(true) => out.push(tc::TRUE),
+            Doc::Bool(false) => out.push(tc::FALSE),
+            Doc::Int(v) => {
+                let (code, n) = int_header(*v);
+                put_header(out, code, n);
+            }
+            Doc::Decimal(d) => {
+                put_header(out, tc::DECIMAL, len_u64(d.as_str().len()));
+                out.extend_from_slice(d.as_str().as_bytes());
+            }
+            Doc::String(s) => {
+                put_header(out, tc::STRING, len_u64(s.len()));
+                out.extend_from_slice(s.as_bytes());
+            }
+            Doc::Array(items) => {
+                if depth >= DEPTH_MAX {
+                    return Err(Error::TooDeep {
+                        depth_max: DEPTH_MAX,
+                    });
+                }
+                put_header(out, tc::ARRAY, len_u64(items.len()));
+                for item in items {
+                    self.value(item, depth + 1)?;
+                }
+            }
+            Doc::Map(m) => {
+                if depth >= DEPTH_MAX {
+                    return Err(Error::TooDeep {
+                        depth_max: DEPTH_MAX,
+                    });
+                }
+                put_header(out, tc::MAP, len_u64(m.len()));
+                for (k, v) in m.iter() {
+                    self.key(k, depth + 1)?;
+                    self.value(v, depth + 1)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A cursor over encoded bytes; every read is bounds-checked. With a name table (stored form
+/// version 2) it also accepts name references.
 pub(crate) struct Reader<'a> {
     bytes: &'a [u8],
     pub(crate) pos: usize,
+    names: Option<&'a NameTable>,
 }
 
 impl<'a> Reader<'a> {
     pub(crate) fn new(bytes: &'a [u8], pos: usize) -> Self {
-        Reader { bytes, pos }
+        Reader {
+            bytes,
+            pos,
+            names: None,
+        }
+    }
+
+    pub(crate) fn with_names(bytes: &'a [u8], pos: usize, names: Option<&'a NameTable>) -> Self {
+        Reader { bytes, pos, names }
+    }
+
+    /// The name of a name reference with id `id` found at `offset`.
+    pub(crate) fn name(&self, id: u64, offset: usize) -> Result<&'a str> {
+        self.names
+            .and_then(|n| n.name(id))
+            .ok_or(Error::UnknownName { id, offset })
     }
 
     pub(crate) fn err(&self, reason: &'static str) -> Error {
@@ -274,7 +332,12 @@ impl<'a> Reader<'a> {
         let b = self.byte()?;
         let code = b & 0x0f;
         let nibble = b >> 4;
-        if !(tc::NULL..=tc::MAP).contains(&code) {
+        let last = if self.names.is_some() {
+            tc::NAME_REF
+        } else {
+            tc::MAP
+        };
+        if !(tc::NULL..=last).contains(&code) {
             self.pos = start;
             return Err(self.err("unknown type code"));
         }
@@ -343,19 +406,35 @@ impl<'a> Reader<'a> {
                 }
                 Doc::Array(items)
             }
-            _ => {
-                // tc::MAP (header() admits only codes 1..=9).
+            tc::MAP => {
                 let count = self.check_count(n.saturating_mul(2))? / 2;
                 self.check_depth(depth, start)?;
                 let mut entries = Vec::with_capacity(count);
                 for _ in 0..count {
-                    let k = self.value(depth + 1)?;
+                    let k = self.map_key(depth + 1)?;
                     let v = self.value(depth + 1)?;
                     entries.push((k, v));
                 }
                 Doc::Map(DocMap::from_entries_unchecked(entries))
             }
+            _ => {
+                // tc::NAME_REF (header() admits it only with a name table).
+                return Err(Error::Decode {
+                    offset: start,
+                    reason: "name reference outside a map key",
+                });
+            }
         })
+    }
+
+    /// A map key: a value, or (stored form 2) a name reference.
+    fn map_key(&mut self, depth: usize) -> Result<Doc> {
+        let start = self.pos;
+        if self.names.is_some() && self.bytes.get(start).map(|b| b & 0x0f) == Some(tc::NAME_REF) {
+            let (_, id) = self.header()?;
+            return Ok(Doc::String(self.name(id, start)?.to_string()));
+        }
+        self.value(depth)
     }
 
     fn check_depth(&self, depth: usize, start: usize) -> Result<()> {
@@ -400,11 +479,17 @@ impl<'a> Reader<'a> {
 
 /// Decodes exactly one value spanning all of `bytes`.
 pub fn decode(bytes: &[u8]) -> Result<Doc> {
-    decode_at(bytes, 0)
+    decode_at(bytes, 0, None)
 }
 
-fn decode_at(bytes: &[u8], start: usize) -> Result<Doc> {
-    let mut r = Reader::new(bytes, start);
+/// Decodes exactly one value of a stored body (which may hold name references into `names`):
+/// for example a sub-value found by [`crate::get_path_bytes_in`].
+pub fn decode_in(bytes: &[u8], names: &NameTable) -> Result<Doc> {
+    decode_at(bytes, 0, Some(names))
+}
+
+fn decode_at(bytes: &[u8], start: usize, names: Option<&NameTable>) -> Result<Doc> {
+    let mut r = Reader::with_names(bytes, start, names);
     let doc = r.value(0)?;
     if r.pos != bytes.len() {
         return Err(r.err("trailing bytes after the value"));
@@ -426,19 +511,41 @@ pub fn skip(bytes: &[u8]) -> Result<usize> {
     Ok(r.pos)
 }
 
-/// The stored form: [`STORED_FORMAT_VERSION`] then the encoded value.
-pub fn encode_stored(doc: &Doc) -> Result<Vec<u8>> {
+/// The stored form: [`STORED_FORMAT_VERSION`] then the encoded value, string map keys that have
+/// an id in `names` written as name references. Names written inline are counted towards an id
+/// ([`KeyNames::note_inline`]); [`KeyNames::intern_pending`] gives them one later.
+pub fn encode_stored(doc: &Doc, names: &KeyNames) -> Result<Vec<u8>> {
     let mut out = Vec::with_capacity(256);
-    out.push(STORED_FORMAT_VERSION);
-    encode_into(doc, &mut out)?;
+    let table = names.table();
+    let mut inline = Vec::new();
+    encode_stored_in(doc, &table, &mut inline, &mut out)?;
+    names.note_inline(&inline);
     Ok(out)
+}
+
+/// Appends the stored form of `doc` with the ids of `names` to `out`, and the names it had to
+/// write inline to `inline`.
+pub fn encode_stored_in<'d>(
+    doc: &'d Doc,
+    names: &NameTable,
+    inline: &mut Vec<&'d str>,
+    out: &mut Vec<u8>,
+) -> Result<()> {
+    out.push(STORED_FORMAT_VERSION);
+    Encoder {
+        out,
+        names: Some(names),
+        inline: Some(inline),
+    }
+    .value(doc, 0)
 }
 
 /// Checks the version byte of a stored value and returns the encoded value after it.
 pub fn stored_body(bytes: &[u8]) -> Result<&[u8]> {
     match bytes.split_first() {
-        Some((&STORED_FORMAT_VERSION, body)) => Ok(body),
+        Some((&(STORED_FORMAT_VERSION | STORED_FORMAT_VERSION_V1), body)) => Ok(body),
         Some((&version, _)) => Err(Error::UnsupportedFormatVersion {
+            what: "stored document",
             version,
             supported: STORED_FORMAT_VERSION,
         }),
@@ -449,10 +556,18 @@ pub fn stored_body(bytes: &[u8]) -> Result<&[u8]> {
     }
 }
 
-/// Decodes a stored value (version byte, then one value). Offsets in errors count the version byte.
-pub fn decode_stored(bytes: &[u8]) -> Result<Doc> {
+/// Decodes a stored value (version byte, then one value), reading the store's names again if it
+/// refers to a name this handle has not seen yet. Offsets in errors count the version byte.
+pub fn decode_stored(bytes: &[u8], names: &KeyNames) -> Result<Doc> {
+    names.with_refresh(|table| decode_stored_in(bytes, table))
+}
+
+/// Decodes a stored value with the name table `names` (no refresh: for use where the store
+/// cannot be read, such as inside an engine read-modify-write).
+pub fn decode_stored_in(bytes: &[u8], names: &NameTable) -> Result<Doc> {
     stored_body(bytes)?;
-    decode_at(bytes, 1)
+    let refs = (bytes.first() == Some(&STORED_FORMAT_VERSION)).then_some(names);
+    decode_at(bytes, 1, refs)
 }
 
 #[cfg(test)]
@@ -595,14 +710,77 @@ mod tests {
 
     #[test]
     fn stored_form_has_a_version_byte() {
+        let names = KeyNames::detached();
         let doc = Doc::from("x");
-        let stored = encode_stored(&doc).unwrap();
+        let stored = encode_stored(&doc, &names).unwrap();
         assert_eq!(stored, [STORED_FORMAT_VERSION, 0x17, b'x']);
-        assert_eq!(decode_stored(&stored).unwrap(), doc);
+        assert_eq!(decode_stored(&stored, &names).unwrap(), doc);
+        // Version 1, written before name references, still reads.
+        assert_eq!(decode_stored(&[1, 0x17, b'x'], &names).unwrap(), doc);
         assert!(matches!(
-            decode_stored(&[9, 0x01]),
+            decode_stored(&[9, 0x01], &names),
             Err(Error::UnsupportedFormatVersion { version: 9, .. })
         ));
-        assert!(decode_stored(&[]).is_err());
+        assert!(decode_stored(&[], &names).is_err());
+    }
+
+    fn table(names: &[&str]) -> NameTable {
+        NameTable::from_names(names.iter().copied()).unwrap()
+    }
+
+    #[test]
+    fn map_keys_with_ids_are_name_references() {
+        let t = table(&["id", "score"]);
+        let names = KeyNames::with_table(t.clone());
+        let doc =
+            Doc::from_json(r#"{"id":"a","score":3,"other":{"score":1},"s":["score"]}"#).unwrap();
+        let stored = encode_stored(&doc, &names).unwrap();
+        #[rustfmt::skip]
+        let want = [
+            STORED_FORMAT_VERSION,
+            0x49,                         // map of 4
+            0x0a, 0x17, b'a',             // ref 0 ("id"): "a"
+            0x1a, 0x34,                   // ref 1 ("score"): 3
+            0x57, b'o', b't', b'h', b'e', b'r', 0x19, 0x1a, 0x14, // "other": {ref 1: 1}
+            0x17, b's', 0x18, 0x57, b's', b'c', b'o', b'r', b'e', // "s": ["score"] (a value, not a key)
+        ];
+        assert_eq!(stored, want);
+        assert_eq!(decode_stored(&stored, &names).unwrap(), doc);
+        // The example of docs/documents.md.
+        let small = Doc::from_json(r#"{"id":"a","score":3}"#).unwrap();
+        assert_eq!(
+            encode_stored(&small, &names).unwrap(),
+            [2, 0x29, 0x0a, 0x17, 0x61, 0x1a, 0x34]
+        );
+        assert_eq!(
+            encode_stored(&small, &KeyNames::detached()).unwrap(),
+            [2, 0x29, 0x27, 0x69, 0x64, 0x17, 0x61, 0x57, 0x73, 0x63, 0x6f, 0x72, 0x65, 0x34]
+        );
+        assert!(
+            skip(&stored[1..]).is_err(),
+            "the plain codec has no name references"
+        );
+        // Without the names the references cannot be read: an error, not a wrong document.
+        assert!(matches!(
+            decode_stored(&stored, &KeyNames::detached()),
+            Err(Error::UnknownName { id: 0, offset: 2 })
+        ));
+        // The same bytes under version 1 are not valid: version 1 has no references.
+        let mut v1 = stored.clone();
+        v1[0] = STORED_FORMAT_VERSION_V1;
+        assert!(decode_stored(&v1, &names).is_err());
+        // A reference where a value belongs, and one past the table, are errors.
+        assert!(matches!(
+            decode_stored(&[STORED_FORMAT_VERSION, 0x0a], &names),
+            Err(Error::Decode { offset: 1, .. })
+        ));
+        assert!(matches!(
+            decode_stored(&[STORED_FORMAT_VERSION, 0x19, 0x2a, 0x01], &names),
+            Err(Error::UnknownName { id: 2, offset: 2 })
+        ));
+        // A table that lacks a name just writes it inline, as the seed did.
+        let plain = encode_stored(&doc, &KeyNames::detached()).unwrap();
+        assert_eq!(&plain[1..], &encode(&doc).unwrap()[..]);
+        assert!(plain.len() > stored.len());
     }
 }

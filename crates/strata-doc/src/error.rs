@@ -47,12 +47,30 @@ pub enum Error {
         reason: &'static str,
     },
     /// A stored value starts with a format version this build does not know.
-    #[error("stored document has format version {version}, this build reads version {supported}")]
+    #[error("{what} has format version {version}, this build reads up to version {supported}")]
     UnsupportedFormatVersion {
+        /// What was read ("stored document", "name record").
+        what: &'static str,
         /// The version byte found.
         version: u8,
         /// The version this build writes and reads.
         supported: u8,
+    },
+    /// A stored document refers to a key name the store's name table does not hold.
+    #[error("stored document refers to key name {id} at byte {offset}, which the name table does not hold")]
+    UnknownName {
+        /// The name id.
+        id: u64,
+        /// Offset of the reference in the stored bytes.
+        offset: usize,
+    },
+    /// The store's name record is damaged.
+    #[error("malformed key-name record at byte {offset}: {reason}")]
+    NamesDecode {
+        /// Offset into the record.
+        offset: usize,
+        /// Which check failed.
+        reason: &'static str,
     },
     /// A document nests deeper than [`crate::DEPTH_MAX`] arrays/maps (checked when encoding).
     #[error("document nests deeper than {depth_max} levels")]
@@ -124,6 +142,9 @@ pub enum Error {
     /// The storage engine failed.
     #[error("storage engine: {0}")]
     Engine(#[from] strata::Error),
+    /// Storage other than `strata::Db` under a [`crate::NameStorage`] failed.
+    #[error("document storage: {0}")]
+    Storage(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// An argument is out of range (zero threads, ...).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),

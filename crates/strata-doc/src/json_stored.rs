@@ -1,8 +1,8 @@
 //! JSON text straight to the stored form (version byte + value codec), without building a
 //! [`Doc`](crate::Doc) on the way: what the loader does with every input line.
 //!
-//! [`encode_json_stored`] writes exactly the bytes `encode_stored(&from_json_slice(text)?)` would
-//! (a property test holds the two paths together), but serde_json's tokens go straight into the
+//! [`encode_json_stored`] writes exactly the bytes `encode_stored(&from_json_slice(text)?, names)`
+//! would (a property test holds the two paths together), but serde_json's tokens go straight into the
 //! output buffer: no `String` per key or value, no tree to build, walk and free. A container's
 //! count is known only at its end, so one byte is reserved for its header and the header is
 //! written (and the bytes after it moved when it needs more than one byte) when the container
@@ -23,6 +23,7 @@ use crate::codec::{
 };
 use crate::error::{Error, Result};
 use crate::json::NUMBER_TOKEN;
+use crate::names::{KeyNames, NameTable, NAME_BYTES_MAX};
 use crate::num::Decimal;
 
 /// How [`encode_json_stored`] ended.
@@ -35,9 +36,24 @@ pub enum Streamed {
     RepeatedKey,
 }
 
-/// Appends the stored form of the JSON text `text` to `out` (see the module comment). On an error
-/// `out` holds a partial encoding.
-pub fn encode_json_stored(text: &[u8], out: &mut Vec<u8>) -> Result<Streamed> {
+/// Appends the stored form of the JSON text `text` to `out` (see the module comment), object keys
+/// that have an id in `names` written as name references. On an error `out` holds a partial
+/// encoding.
+pub fn encode_json_stored(text: &[u8], out: &mut Vec<u8>, names: &KeyNames) -> Result<Streamed> {
+    let mut inline = Vec::new();
+    let how = encode_json_stored_in(text, out, &names.table(), &mut inline);
+    names.note_inline(&inline.iter().map(String::as_str).collect::<Vec<_>>());
+    how
+}
+
+/// [`encode_json_stored`] with the ids of `names`; the keys written inline that could get an id
+/// are added to `inline`.
+pub(crate) fn encode_json_stored_in(
+    text: &[u8],
+    out: &mut Vec<u8>,
+    names: &NameTable,
+    inline: &mut Vec<String>,
+) -> Result<Streamed> {
     out.push(STORED_FORMAT_VERSION);
     let mut de = serde_json::Deserializer::from_slice(text);
     let mut repeated = false;
@@ -45,6 +61,8 @@ pub fn encode_json_stored(text: &[u8], out: &mut Vec<u8>) -> Result<Streamed> {
         out,
         depth: 0,
         repeated: &mut repeated,
+        names,
+        inline,
     }
     .deserialize(&mut de)
     .map_err(|e| Error::from_json(&e))?;
@@ -63,6 +81,10 @@ struct EncodeSeed<'a> {
     depth: usize,
     /// Set when some object repeats a key.
     repeated: &'a mut bool,
+    /// Key names with ids.
+    names: &'a NameTable,
+    /// Keys written inline that could get an id.
+    inline: &'a mut Vec<String>,
 }
 
 impl EncodeSeed<'_> {
@@ -71,6 +93,17 @@ impl EncodeSeed<'_> {
             out: self.out,
             depth: self.depth + 1,
             repeated: self.repeated,
+            names: self.names,
+            inline: self.inline,
+        }
+    }
+
+    fn key_seed(&mut self, number_marker: bool) -> KeySeed<'_> {
+        KeySeed {
+            out: &mut *self.out,
+            number_marker,
+            names: self.names,
+            inline: &mut *self.inline,
         }
     }
 
@@ -180,10 +213,7 @@ impl<'de> Visitor<'de> for EncodeSeed<'_> {
         let at = self.out.len();
         // A number (`arbitrary_precision`) is a map whose only key is the marker: nothing of the
         // map is written before that is known.
-        let first = map.next_key_seed(KeySeed {
-            out: &mut *self.out,
-            number_marker: true,
-        })?;
+        let first = map.next_key_seed(self.key_seed(true))?;
         let first = match first {
             None => {
                 self.out.push(tc::MAP);
@@ -199,10 +229,7 @@ impl<'de> Visitor<'de> for EncodeSeed<'_> {
         let mut keys = vec![(first.0 + 1, first.1)];
         loop {
             map.next_value_seed(self.child())?;
-            match map.next_key_seed(KeySeed {
-                out: &mut *self.out,
-                number_marker: false,
-            })? {
+            match map.next_key_seed(self.key_seed(false))? {
                 None => break,
                 Some(Key::Written(range)) => keys.push(range),
                 // Only the first key is checked for the marker.
@@ -224,7 +251,9 @@ impl<'de> Visitor<'de> for EncodeSeed<'_> {
     }
 }
 
-/// An object key as written: its bytes' (start, length) in the output, or the number marker.
+/// An object key as written: its bytes' (start, length) in the output, header included (equal
+/// keys have equal bytes: a name has either an id or not for the whole document), or the number
+/// marker.
 enum Key {
     NumberMarker,
     Written((usize, usize)),
@@ -234,6 +263,8 @@ struct KeySeed<'a> {
     out: &'a mut Vec<u8>,
     /// Whether this key may be serde_json's number marker (only the first key of a map).
     number_marker: bool,
+    names: &'a NameTable,
+    inline: &'a mut Vec<String>,
 }
 
 impl<'de> DeserializeSeed<'de> for KeySeed<'_> {
@@ -255,10 +286,17 @@ impl Visitor<'_> for KeySeed<'_> {
         if self.number_marker && v == NUMBER_TOKEN {
             return Ok(Key::NumberMarker);
         }
-        put_header(self.out, tc::STRING, len_u64(v.len()));
         let start = self.out.len();
-        self.out.extend_from_slice(v.as_bytes());
-        Ok(Key::Written((start, v.len())))
+        if let Some(id) = self.names.id(v) {
+            put_header(self.out, tc::NAME_REF, u64::from(id));
+        } else {
+            put_header(self.out, tc::STRING, len_u64(v.len()));
+            self.out.extend_from_slice(v.as_bytes());
+            if v.len() <= NAME_BYTES_MAX {
+                self.inline.push(v.to_string());
+            }
+        }
+        Ok(Key::Written((start, self.out.len() - start)))
     }
 }
 
@@ -294,10 +332,14 @@ mod tests {
     use crate::codec::encode_stored;
     use crate::json::from_json_str;
 
-    fn streamed(text: &str) -> (Vec<u8>, Streamed) {
+    fn streamed_with(text: &str, names: &KeyNames) -> (Vec<u8>, Streamed) {
         let mut out = Vec::new();
-        let how = encode_json_stored(text.as_bytes(), &mut out).unwrap();
+        let how = encode_json_stored(text.as_bytes(), &mut out, names).unwrap();
         (out, how)
+    }
+
+    fn streamed(text: &str) -> (Vec<u8>, Streamed) {
+        streamed_with(text, &KeyNames::detached())
     }
 
     #[test]
@@ -318,10 +360,15 @@ mod tests {
             &format!("[{}]", vec!["1"; 200].join(",")),
             &crate::gen::comment_json(3, 0),
         ] {
-            let (bytes, how) = streamed(text);
-            assert_eq!(how, Streamed::Done, "{text}");
-            let want = encode_stored(&from_json_str(text).unwrap()).unwrap();
-            assert_eq!(bytes, want, "{text}");
+            for names in [
+                KeyNames::detached(),
+                KeyNames::with_table(NameTable::from_names(["id", "a", "o", "b"]).unwrap()),
+            ] {
+                let (bytes, how) = streamed_with(text, &names);
+                assert_eq!(how, Streamed::Done, "{text}");
+                let want = encode_stored(&from_json_str(text).unwrap(), &names).unwrap();
+                assert_eq!(bytes, want, "{text}");
+            }
         }
     }
 
@@ -333,15 +380,25 @@ mod tests {
             Streamed::RepeatedKey
         );
         assert_eq!(streamed(r#"{"a":{"a":1},"b":[{"a":2}]}"#).1, Streamed::Done);
+        // The same with "a" as a name reference, and a key whose text equals a reference's bytes.
+        let names = KeyNames::with_table(NameTable::from_names(["a", "b"]).unwrap());
+        assert_eq!(
+            streamed_with(r#"{"a":1,"b":2,"a":3}"#, &names).1,
+            Streamed::RepeatedKey
+        );
+        assert_eq!(
+            streamed_with("{\"a\":1,\"\\u001a\":2}", &names).1,
+            Streamed::Done
+        );
     }
 
     #[test]
     fn invalid_text_is_an_error_with_its_position() {
         let mut out = Vec::new();
-        match encode_json_stored(b"{\"a\": 1,\n \"b\": @}", &mut out) {
+        match encode_json_stored(b"{\"a\": 1,\n \"b\": @}", &mut out, &KeyNames::detached()) {
             Err(Error::Json { line, column, .. }) => assert_eq!((line, column), (2, 7)),
             other => panic!("{other:?}"),
         }
-        assert!(encode_json_stored(b"{} x", &mut Vec::new()).is_err());
+        assert!(encode_json_stored(b"{} x", &mut Vec::new(), &KeyNames::detached()).is_err());
     }
 }

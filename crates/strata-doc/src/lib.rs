@@ -20,10 +20,11 @@
 //! # }
 //! ```
 //!
-//! Module map: `num` (exact numbers) <- `doc` (model, order, paths on the model) <- `json`,
-//! `codec` (values), `key` (keys), `path` (path syntax, walking encoded values) <- `store`
-//! (DocStore over `strata::Db`) <- `load` (JSON lines into a store, through `json_stored`, which
-//! encodes JSON text without building a document); `gen` stands alone.
+//! Module map: `num` (exact numbers) <- `doc` (model, order, paths on the model) <- `names`
+//! (key names a store gives ids to) <- `json`, `codec` (values), `key` (keys), `path` (path
+//! syntax, walking encoded values) <- `store` (DocStore over `strata::Db`) <- `load` (JSON lines
+//! into a store, through `json_stored`, which encodes JSON text without building a document);
+//! `gen` stands alone.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -35,13 +36,15 @@ mod json;
 mod json_stored;
 mod key;
 pub mod load;
+mod names;
 mod num;
 mod path;
 mod store;
 
 pub use codec::{
-    decode, decode_prefix, decode_stored, encode, encode_into, encode_stored, encoded_len, skip,
-    stored_body, type_code, DEPTH_MAX, STORED_FORMAT_VERSION,
+    decode, decode_in, decode_prefix, decode_stored, decode_stored_in, encode, encode_into,
+    encode_stored, encode_stored_in, encoded_len, skip, stored_body, type_code, DEPTH_MAX,
+    STORED_FORMAT_VERSION, STORED_FORMAT_VERSION_V1,
 };
 pub use doc::{Doc, DocMap};
 pub use error::{Error, Result};
@@ -50,6 +53,12 @@ pub use json::{
 };
 pub use json_stored::{encode_json_stored, Streamed};
 pub use key::{decode_key, encode_key, encode_key_into};
+pub use names::{
+    KeyNames, NameStorage, NameTable, RecordUpdate, NAMES_FORMAT_VERSION, NAMES_KEY, NAMES_MAX,
+    NAME_BYTES_MAX, SEEN_BEFORE_ID,
+};
 pub use num::{Decimal, DECIMAL_POINT_ABS_MAX};
-pub use path::{get_path_bytes, get_path_encoded, Path, PathStep};
+pub use path::{
+    get_path_bytes, get_path_bytes_in, get_path_encoded, get_path_stored, Path, PathStep,
+};
 pub use store::{DocScan, DocStore, DocUpdate, DOC_KEY_PREFIX};

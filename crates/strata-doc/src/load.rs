@@ -24,12 +24,13 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
 
-use crate::codec::{decode, encode_stored, type_name_of_code};
+use crate::codec::{decode_in, encode_stored, type_name_of_code};
 use crate::doc::Doc;
 use crate::error::{Error, Result};
 use crate::json::from_json_slice;
-use crate::json_stored::{encode_json_stored, Streamed};
-use crate::path::{get_path_bytes, Path as DocPath};
+use crate::json_stored::{encode_json_stored_in, Streamed};
+use crate::names::KeyNames;
+use crate::path::{get_path_bytes_in, Path as DocPath};
 use crate::store::DocStore;
 
 /// How to load.
@@ -567,8 +568,14 @@ fn write_batches(
     let id_path = DocPath::root().key(options.id_field.as_str());
     // One buffer for every line's stored bytes: the write batch takes a copy.
     let mut stored = Vec::with_capacity(4096);
+    let names = store.names();
     while let Ok(batch) = rx.recv() {
         if shared.aborted() {
+            continue;
+        }
+        // Names the previous batches repeated get their ids before this batch is encoded.
+        if let Err(e) = names.intern_pending() {
+            shared.fail(Fatal::Error(e));
             continue;
         }
         let mut writes = strata::WriteBatch::new();
@@ -583,7 +590,7 @@ fn write_batches(
                 continue;
             } else {
                 stored.clear();
-                parse_line(text, &options.id_field, &id_path, &mut stored)
+                parse_line(text, &options.id_field, &id_path, names, &mut stored)
             };
             match parsed {
                 Ok(key) => {
@@ -626,6 +633,7 @@ fn parse_line(
     text: &[u8],
     id_field: &str,
     id_path: &DocPath,
+    names: &KeyNames,
     stored: &mut Vec<u8>,
 ) -> std::result::Result<Vec<u8>, String> {
     let explain = |e: Error| match e {
@@ -634,7 +642,12 @@ fn parse_line(
         } => format!("invalid JSON at column {column}: {message}"),
         other => other.to_string(),
     };
-    let key = match encode_json_stored(text, stored).map_err(explain)? {
+    // One table for encoding the line and for finding its id in the bytes.
+    let table = names.table();
+    let mut inline = Vec::new();
+    let streamed = encode_json_stored_in(text, stored, &table, &mut inline);
+    names.note_inline(&inline.iter().map(String::as_str).collect::<Vec<_>>());
+    let key = match streamed.map_err(explain)? {
         Streamed::Done => {
             let body = stored.get(1..).unwrap_or(&[]);
             let code = body.first().map_or(0, |b| b & 0x0f);
@@ -644,10 +657,10 @@ fn parse_line(
                     type_name_of_code(code)
                 ));
             }
-            let id = get_path_bytes(body, id_path)
+            let id = get_path_bytes_in(body, id_path, &table)
                 .map_err(explain)?
                 .ok_or_else(|| format!("no {id_field:?} field"))?;
-            decode(id).map_err(explain)?
+            decode_in(id, &table).map_err(explain)?
         }
         Streamed::RepeatedKey => {
             let doc = from_json_slice(text).map_err(explain)?;
@@ -659,7 +672,7 @@ fn parse_line(
                 other => return Err(format!("a {} line, not a JSON object", other.type_name())),
             };
             stored.clear();
-            stored.extend_from_slice(&encode_stored(&doc).map_err(explain)?);
+            stored.extend_from_slice(&encode_stored(&doc, names).map_err(explain)?);
             key
         }
     };
@@ -743,9 +756,27 @@ mod tests {
                 content.len() as u64,
                 "readers {readers}"
             );
-            let keys: Vec<Doc> = s.scan(..).map(|kv| kv.unwrap().0).collect();
+            let all: Vec<(Doc, Doc)> = s.scan(..).map(|kv| kv.unwrap()).collect();
+            let keys: Vec<Doc> = all.iter().map(|(k, _)| k.clone()).collect();
             let want: Vec<Doc> = (0..300).map(|i| Doc::from(format!("k{i:03}"))).collect();
             assert_eq!(keys, want, "readers {readers}");
+            // Every document reads back as its line; the field names got ids after the first
+            // batches, and the documents written after that are stored with references.
+            for (i, (_, doc)) in all.iter().enumerate() {
+                let line = format!(
+                    r#"{{"id":"k{i:03}","n":{i},"pad":"{}"}}"#,
+                    "p".repeat(i % 37)
+                );
+                assert_eq!(doc, &Doc::from_json(&line).unwrap(), "readers {readers}");
+            }
+            let t = s.names().table();
+            assert!(
+                t.id("id").is_some() && t.id("pad").is_some(),
+                "readers {readers}"
+            );
+            let last = s.get_stored(&Doc::from("k299")).unwrap().unwrap();
+            let inline = crate::codec::encode_stored(&all[299].1, &KeyNames::detached()).unwrap();
+            assert!(last.len() < inline.len(), "readers {readers}");
         }
     }
 

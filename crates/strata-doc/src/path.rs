@@ -11,9 +11,10 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::codec::{type_code, Reader};
+use crate::codec::{decode_in, stored_body, type_code, Reader};
 use crate::doc::{resolve_index, Doc};
 use crate::error::{Error, Result};
+use crate::names::{KeyNames, NameTable};
 
 /// One step of a [`Path`].
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -170,17 +171,52 @@ impl fmt::Display for Path {
 /// version byte) by walking headers and skipping siblings; nothing is decoded or allocated.
 /// `Ok(None)` when the path leads nowhere; an error when the bytes on the way are malformed.
 pub fn get_path_bytes<'a>(encoded: &'a [u8], path: &Path) -> Result<Option<&'a [u8]>> {
+    walk(encoded, path, None)
+}
+
+/// [`get_path_bytes`] over the body of a stored document (see [`stored_body`]), whose map keys
+/// may be name references into `names`. The sub-value found may hold references too: decode it
+/// with [`decode_in`].
+pub fn get_path_bytes_in<'a>(
+    body: &'a [u8],
+    path: &Path,
+    names: &NameTable,
+) -> Result<Option<&'a [u8]>> {
+    walk(body, path, Some(names))
+}
+
+/// The part at `path` of a stored document (version byte, then the value), found by walking the
+/// bytes; reads the store's names again if the part refers to a name this handle lacks.
+pub fn get_path_stored(stored: &[u8], path: &Path, names: &KeyNames) -> Result<Option<Doc>> {
+    let body = stored_body(stored)?;
+    names.with_refresh(|table| match walk(body, path, Some(table))? {
+        Some(sub) => Ok(Some(decode_in(sub, table)?)),
+        None => Ok(None),
+    })
+}
+
+fn walk<'a>(encoded: &'a [u8], path: &Path, names: Option<&NameTable>) -> Result<Option<&'a [u8]>> {
     let mut start = 0usize;
     for step in path.steps() {
-        let mut r = Reader::new(encoded, start);
+        let mut r = Reader::with_names(encoded, start, names);
         let (code, n) = r.header()?;
         match (step, code) {
             (PathStep::Key(want), type_code::MAP) => {
+                // A key with an id may be stored either way: as a reference (written after it
+                // got its id) or inline (written before).
+                let want_id = names.and_then(|t| t.id(want)).map(u64::from);
                 let mut found = None;
                 for _ in 0..n {
                     let key_start = r.pos;
                     let (key_code, key_len) = r.header()?;
-                    if key_code == type_code::STRING {
+                    if key_code == type_code::NAME_REF {
+                        if want_id == Some(key_len) {
+                            found = Some(r.pos);
+                            break;
+                        }
+                        // Check the id exists, so damage is not mistaken for "not found".
+                        r.name(key_len, key_start)?;
+                    } else if key_code == type_code::STRING {
                         let key = r.take(key_len)?;
                         if key == want.as_bytes() {
                             found = Some(r.pos);
@@ -210,7 +246,7 @@ pub fn get_path_bytes<'a>(encoded: &'a [u8], path: &Path) -> Result<Option<&'a [
             _ => return Ok(None),
         }
     }
-    let mut r = Reader::new(encoded, start);
+    let mut r = Reader::with_names(encoded, start, names);
     r.skip_value()?;
     Ok(encoded.get(start..r.pos))
 }
@@ -313,6 +349,33 @@ mod tests {
             sub,
             encode(&Doc::from_json(r#"{"c":"deep"}"#).unwrap()).unwrap()
         );
+    }
+
+    #[test]
+    fn walks_stored_documents_with_name_references() {
+        // "a" has an id, "b" does not.
+        let names = KeyNames::with_table(NameTable::from_names(["a"]).unwrap());
+        let doc = Doc::from_json(r#"{"a":{"b":[1,{"a":"x"}]},"b":2}"#).unwrap();
+        let stored = crate::codec::encode_stored(&doc, &names).unwrap();
+        let get = |stored: &[u8], s: &str| get_path_stored(stored, &p(s), &names).unwrap();
+        assert_eq!(get(&stored, "$"), Some(doc.clone()));
+        assert_eq!(
+            get(&stored, "$.a.b[1]"),
+            Some(Doc::from_json(r#"{"a":"x"}"#).unwrap())
+        );
+        assert_eq!(get(&stored, "$.a.b[1].a"), Some(Doc::from("x")));
+        assert_eq!(get(&stored, "$.b"), Some(Doc::Int(2)));
+        assert_eq!(get(&stored, "$.c"), None);
+        // A document written before "a" had an id holds it inline and is walked the same way.
+        let before = crate::codec::encode_stored(&doc, &KeyNames::detached()).unwrap();
+        assert!(before.len() > stored.len());
+        assert_eq!(get(&before, "$.a.b[1].a"), Some(Doc::from("x")));
+        assert_eq!(get(&before, "$.b"), Some(Doc::Int(2)));
+        // Without the table the references are an error, not "not found".
+        assert!(matches!(
+            get_path_stored(&stored, &p("$.b"), &KeyNames::detached()),
+            Err(Error::UnknownName { .. })
+        ));
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! engine range scan. The prefix keeps documents apart from raw key/value entries in the same
 //! database: no UTF-8 text key can start with 0xFF, and raw binary keys should avoid `0xFF 'D'`.
 //! Engine value = the stored form of the `codec` module (format-version byte, then the encoded
-//! document).
+//! document, whose repeated map keys are references into the store's key names, kept under
+//! [`NAMES_KEY`](crate::NAMES_KEY): see the `names` module).
 //!
 //! Read-modify-write operations ([`DocStore::update`], [`DocStore::increment`],
 //! [`DocStore::set_path`]) run inside `Db::update`, i.e. under the key's partition write lock, so
@@ -18,11 +19,12 @@ use std::sync::Arc;
 
 use strata::{Db, Options, Update};
 
-use crate::codec::{decode_stored, encode_stored, stored_body};
+use crate::codec::{decode_stored, decode_stored_in, encode_stored};
 use crate::doc::{mismatch, Doc};
 use crate::error::{Error, Result};
 use crate::key::{decode_key, encode_key_into};
-use crate::path::{get_path_encoded, Path};
+use crate::names::{KeyNames, NameStorage, RecordUpdate, NAMES_KEY};
+use crate::path::{get_path_stored, Path};
 
 /// First bytes of every engine key that holds a document.
 pub const DOC_KEY_PREFIX: [u8; 2] = [0xff, b'D'];
@@ -41,24 +43,55 @@ pub enum DocUpdate {
 /// A document store over a shared engine handle. `Send + Sync`; clone the `Arc<Db>` to share.
 pub struct DocStore {
     db: Arc<Db>,
+    names: Arc<KeyNames>,
+}
+
+/// The engine as the keeper of the name record.
+struct DbNames(Arc<Db>);
+
+impl NameStorage for DbNames {
+    fn read(&self) -> Result<Option<Vec<u8>>> {
+        Ok(self.0.get(&NAMES_KEY)?.map(|b| b.to_vec()))
+    }
+
+    fn update(&self, f: &mut RecordUpdate<'_>) -> Result<()> {
+        let outcome: Result<()> = self.0.update(&NAMES_KEY, |old| {
+            Ok(match f(old) {
+                Ok(Some(new)) => (Update::Put(new), Ok(())),
+                Ok(None) => (Update::Keep, Ok(())),
+                Err(e) => (Update::Keep, Err(e)),
+            })
+        })?;
+        outcome
+    }
+
+    fn sync(&self) -> Result<()> {
+        Ok(self.0.sync()?)
+    }
 }
 
 impl DocStore {
     /// Opens (or creates) the database in `path`.
     pub fn open(path: impl AsRef<std::path::Path>, options: Options) -> Result<Self> {
-        Ok(DocStore {
-            db: Arc::new(Db::open(path, options)?),
-        })
+        DocStore::new(Arc::new(Db::open(path, options)?))
     }
 
-    /// Uses an already open database (which may also hold raw key/value entries).
-    pub fn new(db: Arc<Db>) -> Self {
-        DocStore { db }
+    /// Uses an already open database (which may also hold raw key/value entries); reads its key
+    /// names.
+    pub fn new(db: Arc<Db>) -> Result<Self> {
+        let names = Arc::new(KeyNames::open(Arc::new(DbNames(Arc::clone(&db))))?);
+        Ok(DocStore { db, names })
     }
 
     /// The engine handle.
     pub fn db(&self) -> &Arc<Db> {
         &self.db
+    }
+
+    /// The store's key names (what [`encode_stored`] and [`decode_stored`] need for this store's
+    /// documents).
+    pub fn names(&self) -> &Arc<KeyNames> {
+        &self.names
     }
 
     /// The engine key for document key `key`: [`DOC_KEY_PREFIX`] + order-preserving encoding.
@@ -82,17 +115,19 @@ impl DocStore {
 
     /// Stores `value` under `key` (replacing any previous document).
     pub fn put(&self, key: &Doc, value: &Doc) -> Result<()> {
+        self.names.intern_pending()?;
         let k = Self::engine_key(key)?;
-        let v = encode_stored(value)?;
+        let v = encode_stored(value, &self.names)?;
         self.db.put(&k, &v)?;
         Ok(())
     }
 
     /// Stores several documents with one engine write batch (atomic per partition).
     pub fn put_many<'a>(&self, docs: impl IntoIterator<Item = (&'a Doc, &'a Doc)>) -> Result<()> {
+        self.names.intern_pending()?;
         let mut batch = strata::WriteBatch::new();
         for (key, value) in docs {
-            batch.put(Self::engine_key(key)?, encode_stored(value)?);
+            batch.put(Self::engine_key(key)?, encode_stored(value, &self.names)?);
         }
         if !batch.is_empty() {
             self.db.write(batch)?;
@@ -103,7 +138,7 @@ impl DocStore {
     /// The document under `key`.
     pub fn get(&self, key: &Doc) -> Result<Option<Doc>> {
         match self.db.get(&Self::engine_key(key)?)? {
-            Some(bytes) => Ok(Some(decode_stored(&bytes)?)),
+            Some(bytes) => Ok(Some(decode_stored(&bytes, &self.names)?)),
             None => Ok(None),
         }
     }
@@ -123,7 +158,7 @@ impl DocStore {
     /// decoding the rest. `None` when there is no document or the path leads nowhere.
     pub fn get_path(&self, key: &Doc, path: &Path) -> Result<Option<Doc>> {
         match self.db.get(&Self::engine_key(key)?)? {
-            Some(bytes) => get_path_encoded(stored_body(&bytes)?, path),
+            Some(bytes) => get_path_stored(&bytes, path, &self.names),
             None => Ok(None),
         }
     }
@@ -146,10 +181,12 @@ impl DocStore {
         match bounds {
             Ok(b) => DocScan {
                 inner: Some(self.db.scan::<Vec<u8>, _>(b)),
+                names: Arc::clone(&self.names),
                 error: None,
             },
             Err(e) => DocScan {
                 inner: None,
+                names: Arc::clone(&self.names),
                 error: Some(e),
             },
         }
@@ -163,25 +200,50 @@ impl DocStore {
         key: &Doc,
         f: impl FnOnce(Option<Doc>) -> Result<(DocUpdate, T)>,
     ) -> Result<T> {
+        self.names.intern_pending()?;
         let k = Self::engine_key(key)?;
-        let outcome: Result<T> = self.db.update(&k, |old| {
-            let step = || -> Result<(Update, T)> {
-                let old = old.map(decode_stored).transpose()?;
-                let (decision, out) = f(old)?;
-                let decision = match decision {
-                    DocUpdate::Keep => Update::Keep,
-                    DocUpdate::Put(d) => Update::Put(encode_stored(&d)?),
-                    DocUpdate::Delete => Update::Delete,
+        // `f` runs once; it is taken out of here on the first attempt that decodes the document.
+        let mut f = Some(f);
+        for attempt in 0..2 {
+            let table = self.names.table();
+            let outcome: Result<T> = self.db.update(&k, |old| {
+                // The engine holds the partition's write lock here: the name record cannot be
+                // read, so a document naming an id past our table ends this attempt (below).
+                let old = match old.map(|b| decode_stored_in(b, &table)).transpose() {
+                    Ok(old) => old,
+                    Err(e) => return Ok((Update::Keep, Err(e))),
                 };
-                Ok((decision, out))
-            };
-            // Our errors travel inside the closure's result so the engine sees a clean "keep".
-            Ok(match step() {
-                Ok((decision, out)) => (decision, Ok(out)),
-                Err(e) => (Update::Keep, Err(e)),
-            })
-        })?;
-        outcome
+                let Some(f) = f.take() else {
+                    return Ok((
+                        Update::Keep,
+                        Err(Error::InvalidArgument("update ran twice".into())),
+                    ));
+                };
+                let step = || -> Result<(Update, T)> {
+                    let (decision, out) = f(old)?;
+                    let decision = match decision {
+                        DocUpdate::Keep => Update::Keep,
+                        DocUpdate::Put(d) => Update::Put(encode_stored(&d, &self.names)?),
+                        DocUpdate::Delete => Update::Delete,
+                    };
+                    Ok((decision, out))
+                };
+                // Our errors travel inside the closure's result so the engine sees a clean "keep".
+                Ok(match step() {
+                    Ok((decision, out)) => (decision, Ok(out)),
+                    Err(e) => (Update::Keep, Err(e)),
+                })
+            })?;
+            match outcome {
+                Err(Error::UnknownName { .. }) if attempt == 0 && f.is_some() => {
+                    self.names.refresh()?;
+                }
+                other => return other,
+            }
+        }
+        Err(Error::InvalidArgument(
+            "update could not read the key names".into(),
+        ))
     }
 
     /// Atomically adds `delta` to the integer at `path` of the document under `key` and returns
@@ -251,6 +313,7 @@ fn prefix_end() -> Vec<u8> {
 /// `Err` once and stops when something is damaged.
 pub struct DocScan {
     inner: Option<strata::Scan>,
+    names: Arc<KeyNames>,
     error: Option<Error>,
 }
 
@@ -269,7 +332,7 @@ impl Iterator for DocScan {
                 return Some(Err(e.into()));
             }
         };
-        let item = DocStore::doc_key(&k).and_then(|key| Ok((key, decode_stored(&v)?)));
+        let item = DocStore::doc_key(&k).and_then(|key| Ok((key, decode_stored(&v, &self.names)?)));
         if item.is_err() {
             self.inner = None;
         }
@@ -455,6 +518,88 @@ mod tests {
                 .count() as i64;
             assert_eq!(s.get_path(k, &path).unwrap(), Some(Doc::Int(expected)));
         }
+    }
+
+    #[test]
+    fn repeated_field_names_are_stored_once_and_survive_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let doc = |i: i64| {
+            j(&format!(
+                r#"{{"identifier":{i},"author_flair_text":null,"subreddit_name_prefixed":"r/x","nested":{{"identifier":"n{i}"}}}}"#
+            ))
+        };
+        {
+            let s = DocStore::open(dir.path(), Options::tiny()).unwrap();
+            for i in 0..50 {
+                s.put(&Doc::Int(i), &doc(i)).unwrap();
+            }
+            let t = s.names().table();
+            for name in [
+                "identifier",
+                "author_flair_text",
+                "subreddit_name_prefixed",
+                "nested",
+            ] {
+                assert!(t.id(name).is_some(), "{name} has no id");
+            }
+            // The first document was written with its names inline, the last with references.
+            let first = s.get_stored(&Doc::Int(0)).unwrap().unwrap();
+            let last = s.get_stored(&Doc::Int(49)).unwrap().unwrap();
+            let names_len = "identifier".len() * 2
+                + "author_flair_text".len()
+                + "subreddit_name_prefixed".len()
+                + "nested".len();
+            assert!(
+                last.len() + names_len <= first.len() + 5,
+                "first {} bytes, last {} bytes",
+                first.len(),
+                last.len()
+            );
+            s.close().unwrap();
+        }
+        let s = DocStore::open(dir.path(), Options::tiny()).unwrap();
+        for i in 0..50 {
+            assert_eq!(s.get(&Doc::Int(i)).unwrap(), Some(doc(i)));
+        }
+        let p = Path::parse("$.nested.identifier").unwrap();
+        assert_eq!(s.get_path(&Doc::Int(7), &p).unwrap(), Some(Doc::from("n7")));
+        let all: Vec<_> = s.scan(..).map(|kv| kv.unwrap().1).collect();
+        assert_eq!(all, (0..50).map(doc).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn two_handles_on_one_engine_share_names() {
+        let (_dir, a) = store();
+        let b = DocStore::new(Arc::clone(a.db())).unwrap();
+        // `a` gives ids to names `b` has not seen.
+        for i in 0..3 {
+            a.put(&Doc::Int(i), &j(r#"{"alpha":1,"beta":{"gamma":2}}"#))
+                .unwrap();
+        }
+        assert!(a.names().table().id("alpha").is_some());
+        assert!(b.names().table().id("alpha").is_none());
+        // `b` reads, walks, scans and updates them all the same.
+        assert_eq!(
+            b.get(&Doc::Int(2)).unwrap(),
+            Some(j(r#"{"alpha":1,"beta":{"gamma":2}}"#))
+        );
+        let gamma = Path::parse("$.beta.gamma").unwrap();
+        assert_eq!(b.increment(&Doc::Int(2), &gamma, 5).unwrap(), 7);
+        assert_eq!(a.get_path(&Doc::Int(2), &gamma).unwrap(), Some(Doc::Int(7)));
+        // Names `b` then adds get ids after `a`'s, never the same ones.
+        for i in 10..13 {
+            b.put(&Doc::Int(i), &j(r#"{"delta":1,"alpha":2}"#)).unwrap();
+        }
+        let (ta, tb) = (a.names().table(), b.names().table());
+        assert!(tb.id("delta").is_some());
+        assert!(tb.len() > ta.len());
+        for (id, name) in ta.names().enumerate() {
+            assert_eq!(tb.name(id as u64), Some(name));
+        }
+        assert_eq!(
+            a.get(&Doc::Int(12)).unwrap(),
+            Some(j(r#"{"delta":1,"alpha":2}"#))
+        );
     }
 
     #[test]

@@ -9,10 +9,16 @@ use std::hash::{Hash, Hasher};
 
 use proptest::prelude::*;
 use strata_doc::{
-    decode, decode_key, encode, encode_json_stored, encode_key, encode_stored, encoded_len,
-    from_json_str, from_json_value, get_path_encoded, skip, to_json_string, to_json_value, Doc,
-    DocMap, Path, PathStep, Streamed,
+    decode, decode_key, decode_stored, decode_stored_in, encode, encode_json_stored, encode_key,
+    encode_stored, encoded_len, from_json_str, from_json_value, get_path_encoded, get_path_stored,
+    skip, to_json_string, to_json_value, Doc, DocMap, KeyNames, NameTable, Path, PathStep,
+    Streamed,
 };
+
+/// Names with ids, as a store would have them: some of the keys the generators use.
+fn some_names() -> KeyNames {
+    KeyNames::with_table(NameTable::from_names(["a", "b", "cd", "", "id"]).unwrap())
+}
 
 fn hash_of(d: &Doc) -> u64 {
     let mut h = DefaultHasher::new();
@@ -202,13 +208,15 @@ proptest! {
     fn streaming_json_to_stored_bytes_agrees_with_the_document_path(a in json_doc(), text in json_text_with_duplicates()) {
         // Text without repeated keys: always streamed, always the same bytes.
         let plain = to_json_string(&a).unwrap();
-        let mut out = Vec::new();
-        prop_assert_eq!(encode_json_stored(plain.as_bytes(), &mut out).unwrap(), Streamed::Done);
-        prop_assert_eq!(&out, &encode_stored(&from_json_str(&plain).unwrap()).unwrap(), "{}", plain);
-        // Text that may repeat keys: when it says it is done, the bytes are the merged document's.
-        out.clear();
-        if encode_json_stored(text.as_bytes(), &mut out).unwrap() == Streamed::Done {
-            prop_assert_eq!(&out, &encode_stored(&from_json_str(&text).unwrap()).unwrap(), "{}", text);
+        for names in [KeyNames::detached(), some_names()] {
+            let mut out = Vec::new();
+            prop_assert_eq!(encode_json_stored(plain.as_bytes(), &mut out, &names).unwrap(), Streamed::Done);
+            prop_assert_eq!(&out, &encode_stored(&from_json_str(&plain).unwrap(), &names).unwrap(), "{}", plain);
+            // Text that may repeat keys: when it says it is done, the bytes are the merged document's.
+            out.clear();
+            if encode_json_stored(text.as_bytes(), &mut out, &names).unwrap() == Streamed::Done {
+                prop_assert_eq!(&out, &encode_stored(&from_json_str(&text).unwrap(), &names).unwrap(), "{}", text);
+            }
         }
     }
 
@@ -217,7 +225,7 @@ proptest! {
         let direct = from_json_str(&text);
         let via_serde = serde_json::from_str::<serde_json::Value>(&text);
         prop_assert_eq!(direct.is_ok(), via_serde.is_ok(), "{}", text);
-        let streamed = encode_json_stored(text.as_bytes(), &mut Vec::new());
+        let streamed = encode_json_stored(text.as_bytes(), &mut Vec::new(), &some_names());
         prop_assert_eq!(streamed.is_ok(), via_serde.is_ok(), "{}", text);
     }
 
@@ -233,6 +241,25 @@ proptest! {
         }
         let _ = skip(&bytes);
         let _ = get_path_encoded(&bytes, &Path::parse("$.a[1]").unwrap());
+        // As a stored value with name references (version 2) and without (version 1).
+        let names = some_names();
+        for version in [1u8, 2] {
+            let mut stored = vec![version];
+            stored.extend_from_slice(&bytes);
+            let _ = decode_stored_in(&stored, &names.table());
+            let _ = get_path_stored(&stored, &Path::parse("$.a[1]").unwrap(), &names);
+        }
+    }
+
+    #[test]
+    fn stored_documents_round_trip_with_and_without_names(a in doc()) {
+        let plain = encode_stored(&a, &KeyNames::detached()).unwrap();
+        prop_assert_eq!(&plain[1..], &encode(&a).unwrap()[..]);
+        let names = some_names();
+        let stored = encode_stored(&a, &names).unwrap();
+        prop_assert!(stored.len() <= plain.len());
+        prop_assert_eq!(decode_stored(&stored, &names).unwrap(), a.clone());
+        prop_assert_eq!(decode_stored(&plain, &names).unwrap(), a);
     }
 
     #[test]
@@ -271,6 +298,10 @@ proptest! {
         prop_assert_eq!(Path::parse(&path.to_string()).unwrap(), path.clone());
         let bytes = encode(&a).unwrap();
         let walked = get_path_encoded(&bytes, &path).unwrap();
+        prop_assert_eq!(walked.as_ref(), a.get_path(&path));
+        let names = some_names();
+        let stored = encode_stored(&a, &names).unwrap();
+        let walked = get_path_stored(&stored, &path, &names).unwrap();
         prop_assert_eq!(walked.as_ref(), a.get_path(&path));
     }
 }

@@ -8,10 +8,12 @@
 
 use std::ops::Bound;
 
-use strata_doc::{Doc, DocStore};
+use std::sync::Arc;
+
+use strata_doc::{Doc, DocStore, NameStorage, NAMES_KEY};
 
 use crate::backend::{prefix_end, KvBackend, Write};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// Engine-key prefix of Redis strings: `s` + the key's bytes.
 pub const STRING_PREFIX: u8 = b's';
@@ -24,6 +26,56 @@ pub use strata_doc::DOC_KEY_PREFIX;
 /// `0x40`, the UTF-8 bytes with each 0x00 written as 0x00 0xFF, then 0x00 0x01). Only the prefix
 /// form below depends on it; full keys come from `DocStore::engine_key` itself.
 const DOC_STRING_TAG: u8 = 0x40;
+
+/// Engine keys the server keeps for itself and FLUSHDB leaves alone: strata-doc's key-name
+/// record, which stored documents refer to (it only grows; a name with no document left costs
+/// its few bytes).
+pub fn is_internal(engine_key: &[u8]) -> bool {
+    engine_key == NAMES_KEY
+}
+
+/// The server's backend as the keeper of strata-doc's key-name record (so documents written over
+/// the protocol share names with `DocStore`).
+pub struct BackendNames(pub Arc<dyn KvBackend>);
+
+fn to_doc_error(e: Error) -> strata_doc::Error {
+    match e {
+        Error::Doc(e) => e,
+        Error::Engine(e) => strata_doc::Error::Engine(e),
+        other => strata_doc::Error::Storage(Box::new(other)),
+    }
+}
+
+impl NameStorage for BackendNames {
+    fn read(&self) -> strata_doc::Result<Option<Vec<u8>>> {
+        Ok(self
+            .0
+            .get(&NAMES_KEY)
+            .map_err(to_doc_error)?
+            .map(|b| b.to_vec()))
+    }
+
+    fn update(&self, f: &mut strata_doc::RecordUpdate<'_>) -> strata_doc::Result<()> {
+        let mut failure = None;
+        self.0
+            .update(&NAMES_KEY, &mut |old| {
+                Ok(match f(old) {
+                    Ok(Some(new)) => Write::Put(new),
+                    Ok(None) => Write::Keep,
+                    Err(e) => {
+                        failure = Some(e);
+                        Write::Keep
+                    }
+                })
+            })
+            .map_err(to_doc_error)?;
+        failure.map_or(Ok(()), Err)
+    }
+
+    fn sync(&self) -> strata_doc::Result<()> {
+        self.0.sync().map_err(to_doc_error)
+    }
+}
 
 /// The kinds of value a key can hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

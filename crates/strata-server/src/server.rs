@@ -68,7 +68,7 @@ impl Server {
                 "listening on {local_addr} without a password: anyone who can reach this address can read and change all data"
             );
         }
-        let shared = Arc::new(Shared::new(backend, config));
+        let shared = Arc::new(Shared::new(backend, config)?);
         let (drain_tx, drained) = mpsc::channel(1);
         let accept_task = tokio::spawn(accept_loop(listener, shared.clone(), drain_tx));
         tracing::info!("listening on {local_addr} (RESP2/RESP3)");

@@ -13,6 +13,7 @@ use tokio::sync::watch;
 
 use crate::backend::KvBackend;
 use crate::config::ServerConfig;
+use crate::error::Result;
 use crate::resp::{Limits, Protocol};
 
 /// Locks a mutex, ignoring poisoning: every section guarded here leaves its data consistent at
@@ -156,12 +157,19 @@ pub(crate) struct Shared {
     pub dirty: AtomicU64,
     /// True while a BGSAVE thread runs; shutdown waits for it (it holds the engine).
     pub bgsave_running: Arc<AtomicBool>,
+    /// The key names of stored documents (shared with `DocStore` through the backend).
+    pub names: Arc<strata_doc::KeyNames>,
 }
 
 impl Shared {
-    pub fn new(backend: Arc<dyn KvBackend>, config: ServerConfig) -> Self {
+    /// Reads the key names of stored documents from `backend`.
+    pub fn new(backend: Arc<dyn KvBackend>, config: ServerConfig) -> Result<Self> {
         let (shutdown, _) = watch::channel(false);
-        Shared {
+        let names = Arc::new(strata_doc::KeyNames::open(Arc::new(
+            crate::keyspace::BackendNames(Arc::clone(&backend)),
+        ))?);
+        Ok(Shared {
+            names,
             backend,
             config: RwLock::new(config),
             counters: Counters::default(),
@@ -174,7 +182,7 @@ impl Shared {
             last_save_unix_secs: AtomicU64::new(unix_secs()),
             dirty: AtomicU64::new(0),
             bgsave_running: Arc::new(AtomicBool::new(false)),
-        }
+        })
     }
 
     /// A snapshot of the live settings.

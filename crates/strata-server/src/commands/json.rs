@@ -11,7 +11,8 @@
 
 use bytes::Bytes;
 use strata_doc::{
-    decode_stored, encode_stored, from_json_slice, to_json_string, Doc, DocMap, Path, PathStep,
+    decode_stored, decode_stored_in, encode_stored, from_json_slice, to_json_string, Doc, DocMap,
+    Path, PathStep,
 };
 
 use super::{is, Ctx, Spec, READ, READ_FAST, WRITE};
@@ -106,7 +107,7 @@ fn no_such_key() -> Error {
 fn read_doc(ctx: &Ctx<'_>, key: &[u8]) -> Result<Option<Doc>> {
     if let Some(engine_key) = KeyType::Json.key(key) {
         if let Some(bytes) = ctx.db().get(&engine_key)? {
-            return Ok(Some(decode_stored(&bytes)?));
+            return Ok(Some(decode_stored(&bytes, &ctx.shared.names)?));
         }
     }
     if exists_as(ctx.db(), KeyType::String, key)? {
@@ -135,20 +136,38 @@ fn modify_doc<T>(
     let engine_key = KeyType::Json
         .key(key)
         .ok_or_else(|| Error::command("JSON keys must be valid UTF-8"))?;
+    let names = &ctx.shared.names;
+    // Names that earlier writes repeated get ids first (this writes the name record, which
+    // cannot happen inside the document's read-modify-write).
+    names.intern_pending()?;
     let mut out = None;
     let mut wrote = false;
-    ctx.db().update(&engine_key, &mut |old| {
-        let old = old.map(decode_stored).transpose()?;
-        let (decision, result) = f(old)?;
-        out = Some(result);
-        let write = match decision {
-            DocWrite::Keep => Write::Keep,
-            DocWrite::Put(doc) => Write::Put(encode_stored(&doc)?),
-            DocWrite::Delete => Write::Delete,
-        };
-        wrote = write != Write::Keep;
-        Ok(write)
-    })?;
+    for attempt in 0..2 {
+        let table = names.table();
+        let result = ctx.db().update(&engine_key, &mut |old| {
+            let old = old.map(|b| decode_stored_in(b, &table)).transpose()?;
+            let (decision, result) = f(old)?;
+            out = Some(result);
+            let write = match decision {
+                DocWrite::Keep => Write::Keep,
+                DocWrite::Put(doc) => Write::Put(encode_stored(&doc, names)?),
+                DocWrite::Delete => Write::Delete,
+            };
+            wrote = write != Write::Keep;
+            Ok(write)
+        });
+        match result {
+            // The document names an id added by another handle on this store (a `DocStore`
+            // in the same process): read the names again and retry once.
+            Err(Error::Doc(strata_doc::Error::UnknownName { .. })) if attempt == 0 => {
+                names.refresh()?;
+            }
+            other => {
+                other?;
+                break;
+            }
+        }
+    }
     if wrote {
         ctx.shared.note_writes(1);
     }

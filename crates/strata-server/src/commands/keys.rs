@@ -201,22 +201,31 @@ fn flush(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         Some(_) => return Err(Error::Syntax),
     }
     // One database holds everything, so FLUSHDB and FLUSHALL both clear the whole engine,
-    // including keys written outside the server's namespaces (e.g. by `strata put`).
+    // including keys written outside the server's namespaces (e.g. by `strata put`), except
+    // the key-name record that documents written later may refer to.
     let mut after: Option<Vec<u8>> = None;
     let mut deleted = 0u64;
     loop {
         let start = after.take().map_or(Bound::Unbounded, Bound::Excluded);
         let mut batch = Vec::new();
+        let mut last = None;
+        let mut seen = 0usize;
         ctx.db().scan(start, Bound::Unbounded, &mut |k, _| {
-            batch.push(k.to_vec());
-            batch.len() < FLUSH_BATCH_KEYS
+            seen += 1;
+            last = Some(k.to_vec());
+            if !crate::keyspace::is_internal(k) {
+                batch.push(k.to_vec());
+            }
+            seen < FLUSH_BATCH_KEYS
         })?;
-        let Some(last) = batch.last().cloned() else {
+        let Some(last) = last else {
             break;
         };
         deleted += batch.len() as u64;
-        ctx.db()
-            .write(batch.into_iter().map(BatchOp::Delete).collect())?;
+        if !batch.is_empty() {
+            ctx.db()
+                .write(batch.into_iter().map(BatchOp::Delete).collect())?;
+        }
         after = Some(last);
     }
     ctx.shared.note_writes(deleted);

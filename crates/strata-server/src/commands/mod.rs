@@ -174,7 +174,7 @@ pub(crate) mod testing {
         }
 
         pub fn with_config(config: ServerConfig) -> Self {
-            let shared = Shared::new(Arc::new(MemoryBackend::new()), config);
+            let shared = Shared::new(Arc::new(MemoryBackend::new()), config).unwrap();
             let session = Session::new(shared.next_client_id(), &shared);
             Harness { shared, session }
         }

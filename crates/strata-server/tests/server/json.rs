@@ -139,7 +139,7 @@ fn documents_set_over_the_protocol_are_docstore_documents() {
         &["JSON.SET", "user:1", "$", r#"{"name":"ada","visits":3}"#],
     )
     .unwrap();
-    let store = DocStore::new(Arc::clone(server.db()));
+    let store = DocStore::new(Arc::clone(server.db())).unwrap();
     let key = Doc::String("user:1".into());
     let p = Path::parse("$.visits").unwrap();
     assert_eq!(store.get_path(&key, &p).unwrap(), Some(Doc::Int(3)));
@@ -155,4 +155,44 @@ fn documents_set_over_the_protocol_are_docstore_documents() {
         Ok(bulk(r#"["bob"]"#))
     );
     drop(store);
+}
+
+/// Documents set over the protocol share their field names through the store's name record;
+/// FLUSHDB removes every document but keeps the record (documents set afterwards refer to it),
+/// and after a restart every document reads back.
+#[test]
+fn key_names_survive_flushdb_and_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let doc = |i: usize| format!(r#"{{"author":"a{i}","score":{i},"meta":{{"author":"m"}}}}"#);
+    {
+        let server = TestServer::start_in(dir.path(), Default::default());
+        let mut c = server.client();
+        for i in 0..5 {
+            call(&mut c, &["JSON.SET", &format!("d{i}"), "$", &doc(i)]).unwrap();
+        }
+        let store = DocStore::new(Arc::clone(server.db())).unwrap();
+        assert!(store.names().table().id("author").is_some());
+        drop(store);
+        assert_eq!(call(&mut c, &["FLUSHDB"]), Ok(Value::Okay));
+        assert_eq!(call(&mut c, &["DBSIZE"]), Ok(Value::Int(0)));
+        assert_eq!(call(&mut c, &["KEYS", "*"]), Ok(Value::Array(vec![])));
+        for i in 5..10 {
+            call(&mut c, &["JSON.SET", &format!("d{i}"), "$", &doc(i)]).unwrap();
+        }
+        call(&mut c, &["JSON.NUMINCRBY", "d9", "$.score", "1"]).unwrap();
+        server.stop();
+    }
+    let server = TestServer::start_in(dir.path(), Default::default());
+    let mut c = server.client();
+    assert_eq!(call(&mut c, &["DBSIZE"]), Ok(Value::Int(5)));
+    for i in 5..9 {
+        assert_eq!(
+            call(&mut c, &["JSON.GET", &format!("d{i}")]),
+            Ok(bulk(&doc(i)))
+        );
+    }
+    assert_eq!(
+        call(&mut c, &["JSON.GET", "d9", "$.score", "$.meta.author"]),
+        Ok(bulk(r#"{"$.score":[10],"$.meta.author":["m"]}"#))
+    );
 }
