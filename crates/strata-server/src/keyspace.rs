@@ -153,6 +153,20 @@ pub fn string_key(user_key: &[u8]) -> Vec<u8> {
     k
 }
 
+/// Whether the store holds at least one JSON document (one step of a scan).
+pub fn any_document(b: &dyn KvBackend) -> Result<bool> {
+    let mut found = false;
+    b.scan(
+        Bound::Included(DOC_KEY_PREFIX.to_vec()),
+        prefix_end(&DOC_KEY_PREFIX),
+        &mut |_, _| {
+            found = true;
+            false
+        },
+    )?;
+    Ok(found)
+}
+
 /// The kind of value `key` holds, if any.
 pub fn type_of(b: &dyn KvBackend, key: &[u8]) -> Result<Option<KeyType>> {
     for t in KeyType::ALL {

@@ -159,6 +159,11 @@ pub(crate) struct Shared {
     pub bgsave_running: Arc<AtomicBool>,
     /// The key names of stored documents (shared with `DocStore` through the backend).
     pub names: Arc<strata_doc::KeyNames>,
+    /// False while the store holds no JSON document (none at start, none written since): string
+    /// commands then skip the lookup that keeps a name from being both a string and a document.
+    /// Documents written around the server (a `DocStore` on the same engine while it serves) are
+    /// not noticed until restart.
+    docs_may_exist: AtomicBool,
 }
 
 impl Shared {
@@ -168,8 +173,10 @@ impl Shared {
         let names = Arc::new(strata_doc::KeyNames::open(Arc::new(
             crate::keyspace::BackendNames(Arc::clone(&backend)),
         ))?);
+        let docs_may_exist = AtomicBool::new(crate::keyspace::any_document(backend.as_ref())?);
         Ok(Shared {
             names,
+            docs_may_exist,
             backend,
             config: RwLock::new(config),
             counters: Counters::default(),
@@ -237,6 +244,17 @@ impl Shared {
     #[cfg(test)]
     pub fn shutting_down(&self) -> bool {
         *self.shutdown.borrow()
+    }
+
+    /// Whether a JSON document may exist (see `docs_may_exist`).
+    pub fn docs_may_exist(&self) -> bool {
+        self.docs_may_exist.load(Ordering::Acquire)
+    }
+
+    /// Called before a document is written, so that string commands look for documents from
+    /// then on.
+    pub fn note_document(&self) {
+        self.docs_may_exist.store(true, Ordering::Release);
     }
 
     pub fn note_writes(&self, n: u64) {

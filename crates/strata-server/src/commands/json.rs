@@ -137,6 +137,9 @@ fn modify_doc<T>(
         .key(key)
         .ok_or_else(|| Error::command("JSON keys must be valid UTF-8"))?;
     let names = &ctx.shared.names;
+    // From now on string commands look for documents (before the write, so a SET racing this
+    // write still finds it).
+    ctx.shared.note_document();
     // Names that earlier writes repeated get ids first (this writes the name record, which
     // cannot happen inside the document's read-modify-write).
     names.intern_pending()?;

@@ -87,8 +87,13 @@ pub(crate) fn lookup(name: &[u8]) -> Option<&'static Spec> {
     if name.len() > NAME_BYTES_MAX {
         return None;
     }
-    let lower = String::from_utf8_lossy(name).to_ascii_lowercase();
-    index.get(lower.as_str()).copied()
+    // Lowercased on the stack: this runs for every command.
+    let mut lower = [0u8; NAME_BYTES_MAX];
+    let lower = &mut lower[..name.len()];
+    lower.copy_from_slice(name);
+    lower.make_ascii_lowercase();
+    let lower = std::str::from_utf8(lower).ok()?;
+    index.get(lower).copied()
 }
 
 /// Runs one command and returns its reply (errors included). Sets `session.after_reply` when the

@@ -55,10 +55,26 @@ pub(crate) fn read_string(ctx: &Ctx<'_>, key: &[u8]) -> Result<Option<Bytes>> {
     if let Some(v) = ctx.db().get(&string_key(key))? {
         return Ok(Some(v));
     }
-    if exists_as(ctx.db(), KeyType::Json, key)? {
+    if json_exists(ctx, key)? {
         return Err(Error::WrongType);
     }
     Ok(None)
+}
+
+/// Whether `key` names a JSON document (no lookup while the store has none).
+fn json_exists(ctx: &Ctx<'_>, key: &[u8]) -> Result<bool> {
+    Ok(ctx.shared.docs_may_exist() && exists_as(ctx.db(), KeyType::Json, key)?)
+}
+
+/// The engine key of the JSON document named `key`, if one exists (see [`json_exists`]).
+fn existing_doc_key(ctx: &Ctx<'_>, key: &[u8]) -> Result<Option<Vec<u8>>> {
+    if !ctx.shared.docs_may_exist() {
+        return Ok(None);
+    }
+    match KeyType::Json.key(key) {
+        Some(doc) if ctx.db().get(&doc)?.is_some() => Ok(Some(doc)),
+        _ => Ok(None),
+    }
 }
 
 /// Atomically reads and rewrites a string key with `f`, which returns the write and the
@@ -68,7 +84,7 @@ fn modify_string<T>(
     key: &[u8],
     mut f: impl FnMut(Option<&[u8]>) -> Result<(Write, T)>,
 ) -> Result<T> {
-    if exists_as(ctx.db(), KeyType::Json, key)? {
+    if json_exists(ctx, key)? {
         return Err(Error::WrongType);
     }
     let mut out = None;
@@ -88,11 +104,7 @@ fn modify_string<T>(
 /// Stores a string whatever the name held before (SET's semantics). The document, if any, is
 /// removed in the same batch.
 fn overwrite_string(ctx: &Ctx<'_>, key: &[u8], value: &[u8]) -> Result<()> {
-    let doc = match KeyType::Json.key(key) {
-        Some(doc) if ctx.db().get(&doc)?.is_some() => Some(doc),
-        _ => None,
-    };
-    if let Some(doc) = doc {
+    if let Some(doc) = existing_doc_key(ctx, key)? {
         ctx.db().write(vec![
             BatchOp::Put(string_key(key), value.to_vec()),
             BatchOp::Delete(doc),
@@ -158,7 +170,7 @@ fn set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         overwrite_string(ctx, key, value)?;
         return Ok(Reply::ok());
     }
-    if exists_as(ctx.db(), KeyType::Json, key)? {
+    if json_exists(ctx, key)? {
         if o.get {
             return Err(Error::WrongType);
         }
@@ -189,7 +201,7 @@ fn set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 }
 
 fn setnx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
-    if exists_as(ctx.db(), KeyType::Json, &args[1])? {
+    if json_exists(ctx, &args[1])? {
         return Ok(Reply::Int(0));
     }
     let set = modify_string(ctx, &args[1], |old| {
@@ -241,10 +253,8 @@ fn write_pairs(ctx: &Ctx<'_>, pairs: &[(&Bytes, &Bytes)]) -> Result<()> {
     let mut ops = Vec::with_capacity(pairs.len());
     for (k, v) in pairs {
         ops.push(BatchOp::Put(string_key(k), v.to_vec()));
-        if let Some(doc) = KeyType::Json.key(k) {
-            if ctx.db().get(&doc)?.is_some() {
-                ops.push(BatchOp::Delete(doc));
-            }
+        if let Some(doc) = existing_doc_key(ctx, k)? {
+            ops.push(BatchOp::Delete(doc));
         }
     }
     ctx.db().write(ops)?;

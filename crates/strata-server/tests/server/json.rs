@@ -196,3 +196,40 @@ fn key_names_survive_flushdb_and_restart() {
         Ok(bulk(r#"{"$.score":[10],"$.meta.author":["m"]}"#))
     );
 }
+
+/// A server started on a store that already holds documents knows it: a SET of a document's
+/// name replaces the document (a name is one kind at a time), and GET of it is WRONGTYPE.
+#[test]
+fn documents_from_an_earlier_run_keep_names_one_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let server = TestServer::start_in(dir.path(), Default::default());
+        let mut c = server.client();
+        call(&mut c, &["JSON.SET", "a", "$", r#"{"x":1}"#]).unwrap();
+        call(&mut c, &["JSON.SET", "b", "$", r#"{"x":2}"#]).unwrap();
+        server.stop();
+    }
+    let server = TestServer::start_in(dir.path(), Default::default());
+    let mut c = server.client();
+    assert!(call(&mut c, &["GET", "a"])
+        .unwrap_err()
+        .starts_with("WRONGTYPE"));
+    assert_eq!(call(&mut c, &["SET", "a", "text"]), Ok(Value::Okay));
+    assert_eq!(
+        call(&mut c, &["TYPE", "a"]),
+        Ok(Value::SimpleString("string".into()))
+    );
+    assert_eq!(
+        call(&mut c, &["JSON.GET", "a"])
+            .unwrap_err()
+            .split(' ')
+            .next(),
+        Some("WRONGTYPE")
+    );
+    assert_eq!(
+        call(&mut c, &["MSET", "b", "t2", "c", "t3"]),
+        Ok(Value::Okay)
+    );
+    assert_eq!(call(&mut c, &["DBSIZE"]), Ok(Value::Int(3)));
+    assert_eq!(call(&mut c, &["GET", "b"]), Ok(bulk("t2")));
+}
