@@ -64,6 +64,9 @@ pub trait KvBackend: Send + Sync {
     fn flush(&self) -> Result<()>;
     /// Forces the write-ahead logs to stable storage.
     fn sync(&self) -> Result<()>;
+    /// Whether a write now would wait (for an fsync, or for background work that is behind):
+    /// then the connection hands its writes to the blocking pool.
+    fn writes_would_wait(&self) -> bool;
     /// `name: value` statistics for INFO.
     fn stats_lines(&self) -> Vec<(String, String)>;
 }
@@ -135,6 +138,10 @@ impl KvBackend for strata::Db {
 
     fn sync(&self) -> Result<()> {
         Ok(strata::Db::sync(self)?)
+    }
+
+    fn writes_would_wait(&self) -> bool {
+        strata::Db::writes_would_wait(self)
     }
 
     fn stats_lines(&self) -> Vec<(String, String)> {
@@ -245,6 +252,10 @@ impl KvBackend for MemoryBackend {
 
     fn sync(&self) -> Result<()> {
         Ok(())
+    }
+
+    fn writes_would_wait(&self) -> bool {
+        false
     }
 
     fn stats_lines(&self) -> Vec<(String, String)> {

@@ -42,7 +42,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 
 use crate::commands::strings::set_run;
-use crate::commands::{execute, Ctx};
+use crate::commands::{execute, execute_without_waiting, placement, Ctx, Placement};
 use crate::error::Error;
 use crate::resp::{Parsed, Reply, RequestParser};
 use crate::state::{lock, AfterReply, ClientEntry, Session, Shared};
@@ -153,11 +153,15 @@ pub(crate) async fn serve(
         };
         let step = if batch.queue.is_empty() {
             Step::NeedInput
+        } else if let Some(step) = batch.run(&shared, Where::NetworkThread) {
+            step
         } else {
+            // A command that may wait is at the head of the queue: it and the rest run on the
+            // blocking pool (replies so far stay in the output, in order).
             let job_shared = shared.clone();
             match run_blocking(move || {
-                let step = batch.run(&job_shared);
-                (batch, step)
+                let step = batch.run(&job_shared, Where::Pool);
+                (batch, step.unwrap_or(Step::NeedInput))
             })
             .await
             {
@@ -243,13 +247,29 @@ struct Batch {
     output: BytesMut,
 }
 
+/// Where a batch runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Where {
+    /// On the connection's tokio worker: only what cannot wait (see [`Placement`]).
+    NetworkThread,
+    /// On the blocking pool: anything.
+    Pool,
+}
+
 impl Batch {
     /// Runs queued commands in order, encoding replies, until the queue is empty, a command asks
-    /// to close the connection, or the output is large enough to send first.
-    fn run(&mut self, shared: &Shared) -> Step {
+    /// to close the connection, or the output is large enough to send first. On the network
+    /// thread it stops (returns `None`) at the first command that may wait, leaving it queued.
+    fn run(&mut self, shared: &Shared, at: Where) -> Option<Step> {
+        let on_network = at == Where::NetworkThread;
+        // Writes wait for an fsync under `appendfsync always`, or while compaction is behind.
+        let writes_here = !on_network || !shared.backend.writes_would_wait();
         loop {
             let run = self.plain_set_run();
             if run >= 2 {
+                if !writes_here {
+                    return None;
+                }
                 let commands: Vec<Vec<Bytes>> = self.queue.drain(..run).collect();
                 let ctx = Ctx {
                     shared,
@@ -260,7 +280,7 @@ impl Batch {
                     reply.encode(self.session.protocol, &mut self.output);
                 }
                 if self.output.len() >= OUT_BYTES_SOFT_MAX && !self.queue.is_empty() {
-                    return Step::OutputFull;
+                    return Some(Step::OutputFull);
                 }
                 continue;
             }
@@ -271,24 +291,37 @@ impl Batch {
                 shared,
                 session: &mut self.session,
             };
-            let reply = execute(&mut ctx, &args);
+            let reply = if on_network {
+                let reply = match args.first().map_or(Placement::Read, |name| placement(name)) {
+                    Placement::Read => execute_without_waiting(&mut ctx, &args),
+                    Placement::Write if writes_here => Some(execute(&mut ctx, &args)),
+                    Placement::Write | Placement::Pool => None,
+                };
+                let Some(reply) = reply else {
+                    self.queue.push_front(args);
+                    return None;
+                };
+                reply
+            } else {
+                execute(&mut ctx, &args)
+            };
             match self.session.after_reply {
                 AfterReply::CloseSilently => {
                     self.queue.clear();
-                    return Step::NeedInput;
+                    return Some(Step::NeedInput);
                 }
                 AfterReply::Close => {
                     reply.encode(self.session.protocol, &mut self.output);
                     self.queue.clear();
-                    return Step::NeedInput;
+                    return Some(Step::NeedInput);
                 }
                 AfterReply::Continue => reply.encode(self.session.protocol, &mut self.output),
             }
             if self.output.len() >= OUT_BYTES_SOFT_MAX && !self.queue.is_empty() {
-                return Step::OutputFull;
+                return Some(Step::OutputFull);
             }
         }
-        Step::NeedInput
+        Some(Step::NeedInput)
     }
 
     /// How many commands at the head of the queue are plain `SET key value` that may run as one

@@ -92,6 +92,15 @@ pub enum Error {
 }
 
 impl Error {
+    /// True when an engine read inside `strata::without_waiting` would have waited for the
+    /// disk: the command did nothing and can run again where waiting is fine.
+    pub fn is_would_block(&self) -> bool {
+        match self {
+            Error::Engine(e) | Error::Doc(strata_doc::Error::Engine(e)) => e.is_would_block(),
+            _ => false,
+        }
+    }
+
     /// Builds an [`Error::Io`].
     pub fn io(what: impl Into<String>, source: std::io::Error) -> Self {
         Error::Io {

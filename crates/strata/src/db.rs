@@ -203,6 +203,15 @@ impl Db {
         self.tree(key).write(&[(Kind::Put, key, value)])
     }
 
+    /// Whether a write now would wait: for its fsync (`SyncMode::Always`), or because background
+    /// work is behind and writers are being slowed or stopped. A hint for choosing the thread
+    /// that writes (the server writes on its network threads while this is false); it can
+    /// change at any moment.
+    pub fn writes_would_wait(&self) -> bool {
+        self.inner.opts.sync == SyncMode::Always
+            || self.inner.trees.iter().any(Partition::writes_would_wait)
+    }
+
     /// The value of `key`, or `None`.
     pub fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
         self.check()?;

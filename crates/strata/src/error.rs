@@ -73,6 +73,11 @@ impl Error {
         }
     }
 
+    /// True for a read inside [`crate::without_waiting`] that would have waited for the disk.
+    pub fn is_would_block(&self) -> bool {
+        matches!(self, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::WouldBlock)
+    }
+
     /// True for errors that say the bytes on disk are damaged.
     pub fn is_corruption(&self) -> bool {
         matches!(self, Error::Corruption { .. })

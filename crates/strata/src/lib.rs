@@ -43,6 +43,7 @@ mod journal;
 mod log;
 mod lsm;
 mod meta;
+mod nowait;
 mod options;
 mod partition;
 mod stats;
@@ -52,6 +53,7 @@ pub use batch::WriteBatch;
 pub use bytes::Bytes;
 pub use db::{Db, Scan, Update};
 pub use error::{Error, Result};
+pub use nowait::without_waiting;
 pub use options::{Compression, Engine, Options, SyncMode};
 pub use stats::{LevelStats, PartitionStats, Stats};
 

@@ -57,6 +57,14 @@ impl Partition {
         }
     }
 
+    /// Whether a write now would wait for background work (the log engine never makes it wait).
+    pub(crate) fn writes_would_wait(&self) -> bool {
+        match self {
+            Partition::Lsm(t) => t.writes_would_wait(),
+            Partition::Log(_) => false,
+        }
+    }
+
     pub(crate) fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
         match self {
             Partition::Lsm(t) => t.get(key),

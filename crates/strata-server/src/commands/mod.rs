@@ -109,6 +109,55 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
     }
 }
 
+/// Where a command may run: on the connection's network thread, or on the blocking pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Placement {
+    /// Reads keys (or touches only the connection): on the network thread, with engine reads
+    /// that fail instead of waiting for the disk ([`execute_without_waiting`]).
+    Read,
+    /// Writes keys: on the network thread while the engine says writes would not wait.
+    Write,
+    /// Walks the keyspace or administers the server (KEYS, SCAN, DBSIZE, FLUSHDB, INFO, SAVE,
+    /// ...): always on the blocking pool.
+    Pool,
+}
+
+/// Where the command named `name` may run. Unknown commands only produce an error reply.
+pub(crate) fn placement(name: &[u8]) -> Placement {
+    let Some(spec) = lookup(name) else {
+        return Placement::Read;
+    };
+    if spec.group == "connection" {
+        return Placement::Read;
+    }
+    if spec.keys.0 == 0 {
+        return Placement::Pool;
+    }
+    if spec.flags.contains(&"write") {
+        Placement::Write
+    } else if spec.flags.contains(&"readonly") {
+        Placement::Read
+    } else {
+        Placement::Pool
+    }
+}
+
+/// Runs a read command with engine reads that do not wait for the disk
+/// (`strata::without_waiting`). `None` when one would have waited: the command changed nothing,
+/// was not counted, and should run again on the blocking pool.
+pub(crate) fn execute_without_waiting(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Option<Reply> {
+    match strata::without_waiting(|| dispatch(ctx, args)) {
+        Err(e) if e.is_would_block() => None,
+        result => {
+            ctx.shared
+                .counters
+                .total_commands
+                .fetch_add(1, Ordering::Relaxed);
+            Some(result.unwrap_or_else(Reply::from))
+        }
+    }
+}
+
 fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let Some(name) = args.first() else {
         return Err(Error::unknown_command(args));

@@ -21,7 +21,6 @@ pub(crate) mod index;
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::ops::Bound;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -339,7 +338,7 @@ impl LogStore {
     /// yet.
     fn read_record(&self, seg: &Segment, loc: Loc, held: Option<&JournalState>) -> Result<Vec<u8>> {
         let mut buf = vec![0u8; loc.len as usize];
-        match seg.file.read_exact_at(&mut buf, loc.offset as u64) {
+        match crate::nowait::read_exact_at(&seg.file, &mut buf, loc.offset as u64) {
             Ok(()) => return Ok(buf),
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {}
             Err(e) => return Err(Error::io(&seg.path, e)),
@@ -358,9 +357,7 @@ impl LogStore {
             return Ok(b);
         }
         // Written to the file since the first attempt.
-        seg.file
-            .read_exact_at(&mut buf, loc.offset as u64)
-            .at(&seg.path)?;
+        crate::nowait::read_exact_at(&seg.file, &mut buf, loc.offset as u64).at(&seg.path)?;
         Ok(buf)
     }
 

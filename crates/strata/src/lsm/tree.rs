@@ -284,6 +284,13 @@ impl Tree {
 
     /// Slows writers down, then stops them, while flushes or level-0 compactions are behind,
     /// so memory and read amplification stay bounded.
+    /// Whether a write now would be slowed or stopped by [`Tree::throttle`].
+    pub(crate) fn writes_would_wait(&self) -> bool {
+        let v = self.view.load();
+        v.immutables.len() >= self.opts.max_immutable_memtables
+            || v.version.levels[0].len() >= self.opts.l0_slowdown_tables
+    }
+
     fn throttle(&self) -> Result<()> {
         let mut waited_ms = 0u64;
         loop {

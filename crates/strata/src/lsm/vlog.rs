@@ -13,7 +13,6 @@
 //! up within a pass over the logs instead of waiting for compactions.
 
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -99,9 +98,7 @@ impl VlogFile {
     /// Reads and verifies a value.
     pub(crate) fn read(&self, ptr: &ValuePtr) -> Result<Bytes> {
         let mut buf = vec![0u8; ptr.len as usize];
-        self.file
-            .read_exact_at(&mut buf, ptr.offset)
-            .at(&self.path)?;
+        crate::nowait::read_exact_at(&self.file, &mut buf, ptr.offset).at(&self.path)?;
         if crc32c::crc32c(&buf) != ptr.crc {
             return Err(Error::corruption(
                 &self.path,

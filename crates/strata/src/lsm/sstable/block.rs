@@ -59,6 +59,70 @@ impl BlockBuilder {
     }
 }
 
+const MALFORMED: &str = "malformed block entry";
+
+/// Finds `key` in a decoded block without rebuilding keys or decoding values on the way.
+///
+/// Keys are prefix-compressed and sorted, so a point lookup needs few byte comparisons: with
+/// `matched` = the length of the prefix `key` shares with the previous entry (which sorts before
+/// `key`), an entry that shares more than `matched` bytes with the previous entry still sorts
+/// before `key`, one that shares fewer sorts after it (the search ends), and only one that
+/// shares exactly `matched` bytes has its stored suffix compared. Values are skipped, and only
+/// the entry found is decoded. (This relies on `shared` being the whole common prefix, which the
+/// builder writes; a damaged block may be answered "not found", never with a panic.)
+pub(crate) fn find(block: &Bytes, key: &[u8]) -> Result<Option<Slot>, &'static str> {
+    use std::cmp::Ordering;
+    let mut pos = 0usize;
+    let mut matched = 0usize;
+    let mut prev_len = 0usize;
+    while pos < block.len() {
+        let mut r = Reader::new(&block[pos..]);
+        let kind = r.u8().ok_or(MALFORMED)?;
+        if !(1..=3).contains(&kind) {
+            return Err(MALFORMED);
+        }
+        let mut len = || {
+            r.varint()
+                .and_then(|v| usize::try_from(v).ok())
+                .ok_or(MALFORMED)
+        };
+        let shared = len()?;
+        let unshared = len()?;
+        let vlen = if kind == 2 { 0 } else { len()? };
+        if shared > prev_len {
+            return Err(MALFORMED);
+        }
+        let suffix = r.bytes(unshared).ok_or(MALFORMED)?;
+        let vstart = pos + r.position();
+        r.bytes(vlen).ok_or(MALFORMED)?;
+        let next = pos + r.position();
+        prev_len = shared + unshared;
+        let order = match shared.cmp(&matched) {
+            Ordering::Greater => Ordering::Less,
+            Ordering::Less => Ordering::Greater,
+            Ordering::Equal => {
+                let rest = key.get(shared..).unwrap_or(&[]);
+                matched = shared + suffix.iter().zip(rest).take_while(|(a, b)| a == b).count();
+                suffix.cmp(rest)
+            }
+        };
+        match order {
+            Ordering::Less => pos = next,
+            Ordering::Greater => return Ok(None),
+            Ordering::Equal => {
+                return match kind {
+                    1 => Ok(Some(Slot::Put(block.slice(vstart..vstart + vlen)))),
+                    3 => ValuePtr::decode(&block[vstart..vstart + vlen])
+                        .map(|p| Some(Slot::Pointer(p)))
+                        .ok_or(MALFORMED),
+                    _ => Ok(Some(Slot::Delete)),
+                };
+            }
+        }
+    }
+    Ok(None)
+}
+
 /// Walks the entries of a decoded block. `next` returns `None` at the end and `Some(Err)` on
 /// malformed bytes (the caller names the file).
 pub(crate) struct BlockIter {

@@ -374,7 +374,7 @@ impl Table {
                 "block runs past end of file",
             ));
         }
-        self.file.read_exact_at(&mut buf, offset).at(&self.path)?;
+        crate::nowait::read_exact_at(&self.file, &mut buf, offset).at(&self.path)?;
         let n = size as usize;
         let ctype = buf[n];
         let stored = u32::from_le_bytes([buf[n + 1], buf[n + 2], buf[n + 3], buf[n + 4]]);
@@ -423,16 +423,8 @@ impl Table {
         if i >= self.index.len() {
             return Ok(None);
         }
-        let mut it = BlockIter::new(self.block(i, true)?);
-        while let Some(entry) = it.advance() {
-            let slot = entry.map_err(|r| Error::corruption(&self.path, self.index[i].offset, r))?;
-            match it.key().cmp(key) {
-                std::cmp::Ordering::Less => continue,
-                std::cmp::Ordering::Equal => return Ok(Some(slot)),
-                std::cmp::Ordering::Greater => return Ok(None),
-            }
-        }
-        Ok(None)
+        block::find(&self.block(i, true)?, key)
+            .map_err(|r| Error::corruption(&self.path, self.index[i].offset, r))
     }
 
     /// Entries with keys in `(lower, upper)`, in order.

@@ -98,3 +98,63 @@ proptest! {
         }
     }
 }
+
+/// Keys over a three-letter alphabet share long prefixes (and are often prefixes of each
+/// other), which is what the block search's prefix bookkeeping must get right.
+fn prefix_heavy_key() -> impl Strategy<Value = Vec<u8>> {
+    proptest::collection::vec(prop_oneof![Just(b'a'), Just(b'b'), Just(b'c')], 0..7)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn point_reads_agree_with_the_model_on_keys_sharing_prefixes(
+        entries in proptest::collection::btree_map(prefix_heavy_key(), slot(), 1..200),
+        block_bytes in 64usize..4096,
+        index_every in 1usize..128,
+        probes in proptest::collection::vec(prefix_heavy_key(), 0..80),
+    ) {
+        let (_dir, t) = build(&entries, Compression::None, block_bytes, index_every);
+        for k in entries.keys().chain(probes.iter()) {
+            prop_assert_eq!(t.get(k, bloom::hash(k)).unwrap(), entries.get(k).cloned(), "{:?}", k);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// The block search against a plain walk of the same block, for present and absent keys
+    /// (no filter or index in front of it here).
+    #[test]
+    fn block_search_finds_what_a_walk_finds(
+        entries in proptest::collection::btree_map(prefix_heavy_key(), slot(), 1..64),
+        probes in proptest::collection::vec(prefix_heavy_key(), 0..64),
+    ) {
+        let mut b = block::BlockBuilder::default();
+        for (k, s) in &entries {
+            b.add(k, s);
+        }
+        let bytes = Bytes::from(b.buf.clone());
+        for k in entries.keys().chain(probes.iter()) {
+            let mut walk = block::BlockIter::new(bytes.clone());
+            let mut want = None;
+            while let Some(e) = walk.advance() {
+                let slot = e.unwrap();
+                if walk.key() == &k[..] {
+                    want = Some(slot);
+                    break;
+                }
+            }
+            prop_assert_eq!(block::find(&bytes, k).unwrap(), want, "{:?}", k);
+        }
+        // Damaged blocks give errors or answers, never panics.
+        for cut in [1usize, 2, 5, 9] {
+            let short = bytes.slice(..bytes.len().saturating_sub(cut));
+            for k in probes.iter().take(8) {
+                let _ = block::find(&short, k);
+            }
+        }
+    }
+}
