@@ -12,23 +12,26 @@
 //! written out whenever they pass [`OUT_BYTES_SOFT_MAX`], before more commands run, so a client that
 //! pipelines big reads gets its replies in pieces instead of growing server memory.
 //!
-//! Engine calls block: the engine fsyncs (group commit under `appendfsync always`), sleeps writers
-//! while compaction is behind (up to seconds), and reads table blocks from disk. So each batch runs
-//! on tokio's blocking pool (`spawn_blocking`), never on a reactor thread; the connection's state
-//! moves into the job and back. Measured on the shared 2-core dev machine (load ~7, so +-30%),
-//! `redis-benchmark -c 50 -n 100000`, real engine, medians of 3 runs, SET / GET ops/s:
+//! Where commands run. Engine calls may block: a write fsyncs under `appendfsync always` or
+//! sleeps while compaction is behind, and a read of data outside the page cache waits for the
+//! disk. Such calls must not run on a tokio worker, where they would freeze every connection of
+//! that worker; but handing every batch to the blocking pool (`spawn_blocking`) costs two thread
+//! hand-offs per batch, which dominated small requests (a quarter of the CPU in futex wake-ups
+//! and scheduling under `redis-benchmark -P 16 -t get`). So each batch first runs on the network
+//! thread, command by command, as far as it can without waiting ([`Placement`]):
 //!
-//! | appendfsync | pipeline | spawn_blocking | block_in_place | inline (reactor thread) |
-//! |-------------|----------|----------------|----------------|-------------------------|
-//! | everysec    | 1        | 22k / 24k      | 19k / 19k      | 30k / 28k               |
-//! | everysec    | 16       | 290k / 310k    | 225k / 290k    | 275k / 470k             |
-//! | always      | 1        | 11k (SET)      | 6k (SET)       | 2.4k (SET)              |
+//! - reads run with `strata::without_waiting`: table blocks and values are read with
+//!   `RWF_NOWAIT`, so a read that would wait for the disk fails instead, having changed nothing;
+//! - writes run there while `KvBackend::writes_would_wait` is false (never under `always`);
+//! - whatever remains (the first command that would wait, keyspace walks such as KEYS, SCAN,
+//!   DBSIZE, FLUSHDB, admin commands) runs on the blocking pool, in order, after the replies
+//!   already encoded.
 //!
-//! Inline is fastest while everything is in memory, but one stalled or fsyncing write freezes every
-//! connection on that worker, and under `always` only as many writes as there are workers can wait
-//! for the disk at once, so group commit has nothing to group (2.4k vs 11k). Between the two safe
-//! choices spawn_blocking measured as fast or faster, and it also works on a current-thread runtime
-//! where block_in_place panics.
+//! Measured with `bench/redis-compare.sh` (1 M requests, 50 clients, 1 KiB values, medians of
+//! 2 rounds, same machine and run as Redis with `appendfsync everysec`), ratio to Redis:
+//! everything on the blocking pool: SET 0.69 / GET 0.42 with `-P 16`, 0.46 / 0.46 with `-P 1`;
+//! network threads first: 0.72 / 0.61 and 0.60 / 0.64; plus the engine's cheaper block search:
+//! 1.10 / 0.75 and 0.68 / 0.76 (BENCHMARKS.md has the final run).
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;

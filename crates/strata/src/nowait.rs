@@ -38,6 +38,12 @@ pub fn without_waiting<T>(f: impl FnOnce() -> T) -> T {
     f()
 }
 
+/// True inside [`without_waiting`] on this thread: for storage of one's own behind the same API
+/// (a backend that cannot tell whether a read would wait should then fail it as `WouldBlock`).
+pub fn waiting_forbidden() -> bool {
+    NO_WAIT.with(Cell::get)
+}
+
 /// `read_exact_at` that honours [`without_waiting`].
 pub(crate) fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
     if !NO_WAIT.with(Cell::get) {

@@ -8,6 +8,7 @@ mod concurrency;
 mod durability;
 mod json;
 mod parser_props;
+mod placement;
 mod process;
 mod protocol;
 
