@@ -56,13 +56,12 @@ impl PartitionStats {
         self.levels.iter().map(|l| l.bytes).sum()
     }
 
-    /// Bytes written to disk (log + flush + compaction) per byte written by the user.
+    /// Bytes written to disk (log + flush + compaction) per byte written by the user. Values
+    /// rewritten by value-log garbage collection go through the log, so they are in
+    /// `wal_bytes_written` already (`value_log_gc_bytes_written` says how many of them).
     pub fn write_amplification(&self) -> f64 {
         ratio(
-            self.wal_bytes_written
-                + self.flush_bytes_written
-                + self.compaction_bytes_written
-                + self.value_log_gc_bytes_written,
+            self.wal_bytes_written + self.flush_bytes_written + self.compaction_bytes_written,
             self.user_bytes_written,
         )
     }
@@ -97,17 +96,13 @@ impl Stats {
         self.partitions.iter().map(|p| p.user_bytes_written).sum()
     }
 
-    /// Total write amplification (disk bytes written / user bytes written).
+    /// Total write amplification (disk bytes written / user bytes written; see
+    /// [`PartitionStats::write_amplification`]).
     pub fn write_amplification(&self) -> f64 {
         let disk: u64 = self
             .partitions
             .iter()
-            .map(|p| {
-                p.wal_bytes_written
-                    + p.flush_bytes_written
-                    + p.compaction_bytes_written
-                    + p.value_log_gc_bytes_written
-            })
+            .map(|p| p.wal_bytes_written + p.flush_bytes_written + p.compaction_bytes_written)
             .sum();
         ratio(disk, self.user_bytes_written())
     }

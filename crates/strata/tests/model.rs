@@ -414,6 +414,21 @@ fn value_logs_are_collected_under_overwrites_and_lose_nothing() {
     let live: u64 = model.values().map(|v| v.len() as u64).sum();
     eprintln!("gcs {gcs}, value log bytes {vlog_bytes}, live {live}");
     assert!(gcs > 0, "no value log was collected");
+    // Rewritten values go through the log: its bytes hold them besides the user's, so write
+    // amplification must not count them a second time.
+    for p in &s.partitions {
+        assert!(
+            p.wal_bytes_written >= p.user_bytes_written + p.value_log_gc_bytes_written,
+            "{p:?}"
+        );
+    }
+    let disk: u64 = s
+        .partitions
+        .iter()
+        .map(|p| p.wal_bytes_written + p.flush_bytes_written + p.compaction_bytes_written)
+        .sum();
+    let user: u64 = s.partitions.iter().map(|p| p.user_bytes_written).sum();
+    assert!((s.write_amplification() - disk as f64 / user as f64).abs() < 1e-9);
     // Garbage no longer piles up: value logs hold at most a few times the live data.
     assert!(
         vlog_bytes <= 4 * live + 64 * 1024,
