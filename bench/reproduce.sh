@@ -4,8 +4,7 @@
 #   bench/reproduce.sh                 # everything (about 2 hours on 2 cores)
 #   bench/reproduce.sh compare startup # only these steps
 #
-# Steps: build, compare, sync-always, long, matrix, readonly, startup, report.
-# (Document benchmarks: bench/docs.md; Redis-protocol server vs redis-server: bench/redis-compare.sh.)
+# Steps: build, compare, sync-always, long, matrix, readonly, startup, docs, redis, report.
 #
 # Results are appended to bench/*.jsonl (raw lines) and tables written to bench/*.md; the data
 # of each run lives under $BENCH_DIR (default ./bench-data, wiped per run). Peers (RocksDB, fjall,
@@ -18,13 +17,14 @@ BENCH_DIR=${BENCH_DIR:-./bench-data}
 S=./target/release/strata
 export RUST_LOG=${RUST_LOG:-warn}
 steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=(build compare sync-always long matrix readonly startup report)
+[ ${#steps[@]} -eq 0 ] && steps=(build compare sync-always long matrix readonly startup docs redis report)
 
 run_step() {
   case "$1" in
   build)
-    if [ "$(id -u)" = 0 ] && ! dpkg -s librocksdb-dev >/dev/null 2>&1; then
-      apt-get update && apt-get install -y librocksdb-dev libclang-dev clang fonts-dejavu-core
+    if [ "$(id -u)" = 0 ] && ! { dpkg -s librocksdb-dev && dpkg -s redis-server; } >/dev/null 2>&1; then
+      apt-get update && apt-get install -y librocksdb-dev libclang-dev clang fonts-dejavu-core \
+        redis-server redis-tools
     fi
     ROCKSDB_LIB_DIR=/usr/lib/x86_64-linux-gnu \
       cargo build --release -p strata-cli --features strata-bench/peers
@@ -62,6 +62,12 @@ run_step() {
       --threads 4 --duration 10 --bench-dir "$BENCH_DIR" --out bench/readonly.jsonl
     $S bench readonly --load put --data-size 2GiB --value-size 256 --known-key-rate 0.5 \
       --threads 4 --duration 10 --bench-dir "$BENCH_DIR" --out bench/readonly.jsonl
+    # The seed's index rate: at most 10, 100 or 1000 entries per block (16-byte values, so the
+    # 4 KiB block size does not bind first below about 110 entries).
+    for every in 10 100 1000; do
+      $S bench readonly --data-size 2GiB --value-size 16 --known-key-rate 0.5 --threads 4 \
+        --index-every "$every" --duration 10 --bench-dir "$BENCH_DIR" --out bench/readonly-index-rate.jsonl
+    done
     ;;
   startup)
     # 10 M keys of 16 bytes with 100-byte values; --drop-caches needs root.
@@ -70,12 +76,24 @@ run_step() {
     $S bench startup --engines strata-log,strata --keys 10000000 --value-size 100 "${drop[@]}" \
       --bench-dir "$BENCH_DIR" --out bench/startup-10m.jsonl
     ;;
+  docs)
+    # Seed 002: generated Reddit comments, loaded without and with LZ4, then GET, partial GET,
+    # the seed's update and the atomic increment, per reader/writer thread count.
+    $S bench docs --docs 200000 --compression none,lz4 --threads 1,2,4,8 --duration 10 \
+      --bench-dir "$BENCH_DIR" --out bench/docs-200k-names.jsonl
+    $S bench docs --docs 1000000 --compression none,lz4 --threads 2,8 --duration 10 \
+      --bench-dir "$BENCH_DIR" --out bench/docs-1m-names.jsonl
+    ;;
+  redis)
+    # The server against redis-server (appendonly, everysec) with redis-benchmark.
+    BENCH_DIR="$BENCH_DIR" bench/redis-compare.sh | tee bench/redis-compare.md
+    ;;
   report)
     $S bench report bench/compare-60s.jsonl bench/matrix-10s.jsonl bench/readonly.jsonl \
       bench/long-put-heavy-600s.jsonl --out bench/report --timelines-matching put-heavy --timelines 8
     ;;
   *)
-    echo "unknown step $1 (build compare sync-always long matrix readonly startup report)" >&2
+    echo "unknown step $1 (build compare sync-always long matrix readonly startup docs redis report)" >&2
     exit 2
     ;;
   esac

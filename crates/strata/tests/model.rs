@@ -575,3 +575,51 @@ fn lz4_keeps_values_in_compressed_tables_by_default() {
     let (_, _, plain_vlogs) = write(Compression::None);
     assert!(plain_vlogs > 0, "no value log kept without compression");
 }
+
+/// A value log also holds, as garbage, the values that were small enough to go into tables at
+/// flush. Background collection leaves a log alone until half of it is dead; a full compaction
+/// (asked for to get space back) collects it once a tenth is dead, and loses nothing.
+#[test]
+fn full_compaction_collects_value_logs_holding_small_values_as_garbage() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        partitions: 2,
+        ..Options::tiny()
+    };
+    let db = Db::open(dir.path(), opts.clone()).unwrap();
+    let mut model = Model::new();
+    // Every other value is under the separation threshold (100 bytes in `tiny`).
+    for i in 0..3000u32 {
+        let key = format!("k{i:05}").into_bytes();
+        let len = if i % 2 == 0 { 150 } else { 90 };
+        let value = vec![(i % 251) as u8; len];
+        db.put(&key, &value).unwrap();
+        model.insert(key, value);
+    }
+    db.flush().unwrap();
+    let vlog_bytes = |db: &Db| -> u64 {
+        db.stats()
+            .partitions
+            .iter()
+            .map(|p| p.value_log_bytes)
+            .sum()
+    };
+    let before = vlog_bytes(&db);
+    db.compact().unwrap();
+    let after = vlog_bytes(&db);
+    let separated: u64 = model
+        .values()
+        .filter(|v| v.len() >= 100)
+        .map(|v| v.len() as u64)
+        .sum();
+    eprintln!("value logs {before} -> {after} bytes, separated values {separated}");
+    assert!(after * 4 < before * 3, "value logs {before} -> {after}");
+    assert!(
+        after < separated * 13 / 10,
+        "value logs {after}, live {separated}"
+    );
+    check_scan(&db, &model, b"", b"\xff");
+    db.close().unwrap();
+    let db = Db::open(dir.path(), opts).unwrap();
+    check_scan(&db, &model, b"", b"\xff");
+}

@@ -284,6 +284,11 @@ impl Tree {
 
     /// Slows writers down, then stops them, while flushes or level-0 compactions are behind,
     /// so memory and read amplification stay bounded.
+    /// The live share under which background work collects a value log.
+    pub(crate) fn value_log_gc_live_ratio(&self) -> f64 {
+        self.opts.value_log_gc_live_ratio
+    }
+
     /// Whether a write now would be slowed or stopped by [`Tree::throttle`].
     pub(crate) fn writes_would_wait(&self) -> bool {
         let v = self.view.load();
@@ -760,10 +765,10 @@ impl Tree {
     }
 
     /// Garbage-collects the value log with the smallest live share, if it is below
-    /// `value_log_gc_live_ratio` (or the emptiest one with `force`): its values that are still
-    /// the newest version of their key are written again through the normal write path, the
-    /// log is fsynced, and the value log leaves the version. Returns whether one was collected.
-    pub(crate) fn gc_value_log(&self, force: bool) -> Result<bool> {
+    /// `live_ratio_below`: its values that are still the newest version of their key are written
+    /// again through the normal write path, the log is fsynced, and the value log leaves the
+    /// version. Returns whether one was collected.
+    pub(crate) fn gc_value_log(&self, live_ratio_below: f64) -> Result<bool> {
         let Some(_g) = self.gc_lock.try_lock() else {
             return Ok(false);
         };
@@ -771,7 +776,7 @@ impl Tree {
         let victim = version
             .vlogs
             .values()
-            .filter(|f| force || f.live_ratio() < self.opts.value_log_gc_live_ratio)
+            .filter(|f| f.live_ratio() < live_ratio_below)
             .min_by(|a, b| a.live_ratio().total_cmp(&b.live_ratio()))
             .cloned();
         drop(version);
@@ -921,7 +926,7 @@ impl Tree {
                 Ok(true) => Ok(true),
                 Ok(false) => self
                     .sample_value_log()
-                    .and_then(|_| self.gc_value_log(false)),
+                    .and_then(|_| self.gc_value_log(self.opts.value_log_gc_live_ratio)),
                 Err(e) => Err(e),
             },
             Err(e) => Err(e),
