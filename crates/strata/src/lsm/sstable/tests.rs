@@ -158,3 +158,33 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// The index search on 8-byte words finds the block a search on whole keys finds, for every
+    /// key within the table's range (keys that share long prefixes, some only by their padding).
+    #[test]
+    fn index_search_on_words_agrees_with_whole_keys(
+        entries in proptest::collection::btree_map(
+            proptest::collection::vec(prop_oneof![Just(0u8), Just(b'a'), Just(b'b')], 0..14),
+            slot(),
+            1..300,
+        ),
+        block_bytes in 64usize..512,
+        index_every in 1usize..8,
+        probes in proptest::collection::vec(
+            proptest::collection::vec(prop_oneof![Just(0u8), Just(b'a'), Just(b'b')], 0..14),
+            0..100,
+        ),
+    ) {
+        let (_dir, t) = build(&entries, Compression::None, block_bytes, index_every);
+        for k in entries.keys().chain(probes.iter()) {
+            if &k[..] < &t.min_key[..] || &k[..] > &t.max_key[..] {
+                continue;
+            }
+            let want = t.index.partition_point(|e| &e.last_key[..] < &k[..]);
+            prop_assert_eq!(t.block_for(k), want, "{:?}", k);
+        }
+    }
+}
