@@ -180,7 +180,7 @@ proptest! {
     ) {
         let (_dir, t) = build(&entries, Compression::None, block_bytes, index_every);
         for k in entries.keys().chain(probes.iter()) {
-            if &k[..] < &t.min_key[..] || &k[..] > &t.max_key[..] {
+            if k[..] < t.min_key[..] || k[..] > t.max_key[..] {
                 continue;
             }
             let want = t.index.partition_point(|e| &e.last_key[..] < &k[..]);
