@@ -183,7 +183,7 @@ proptest! {
             if k[..] < t.min_key[..] || k[..] > t.max_key[..] {
                 continue;
             }
-            let want = t.index.partition_point(|e| &e.last_key[..] < &k[..]);
+            let want = t.index.partition_point(|e| e.last_key[..] < k[..]);
             prop_assert_eq!(t.block_for(k), want, "{:?}", k);
         }
     }
