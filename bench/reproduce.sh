@@ -90,7 +90,7 @@ run_step() {
     ;;
   report)
     $S bench report bench/compare-60s.jsonl bench/matrix-10s.jsonl bench/readonly.jsonl \
-      bench/long-put-heavy-600s.jsonl --out bench/report --timelines-matching put-heavy --timelines 8
+      bench/long-put-heavy-600s.jsonl --out bench/report --timelines-matching put-heavy-p4-t2 --timelines 8
     ;;
   *)
     echo "unknown step $1 (build compare sync-always long matrix readonly startup docs redis report)" >&2
