@@ -23,6 +23,8 @@ CSV=${CSV:-bench/redis-compare.csv}
 STRATA_PORT=${STRATA_PORT:-16379}
 REDIS_PORT=${REDIS_PORT:-16380}
 WORK="$BENCH_DIR/redis-compare"
+# Absolute: redis-server changes into --dir before it opens --logfile.
+mkdir -p "$WORK" && WORK=$(cd "$WORK" && pwd)
 
 for tool in redis-server redis-benchmark redis-cli; do
   command -v "$tool" >/dev/null || { echo "needs $tool (apt-get install redis-server redis-tools)" >&2; exit 2; }

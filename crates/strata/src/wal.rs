@@ -139,66 +139,225 @@ pub(crate) struct Replay {
     pub(crate) torn: Option<(u64, &'static str)>,
 }
 
+/// Bytes read from a log file at a time by [`replay`]: replay holds this much (or one record,
+/// if larger) of the file in memory, not the whole file, so startup, value-log GC and sampling
+/// stay small whatever the log size.
+const REPLAY_CHUNK_BYTES: usize = 1 << 20;
+
 /// Reads every record of `path` and hands each payload to `apply`.
-pub(crate) fn replay(
+pub(crate) fn replay(path: &Path, apply: impl FnMut(&[u8], u64) -> Result<()>) -> Result<Replay> {
+    replay_in_chunks(path, REPLAY_CHUNK_BYTES, apply)
+}
+
+/// A window over a file read forward in chunks with positioned reads.
+struct Window {
+    file: File,
+    file_len: u64,
+    chunk_bytes: usize,
+    buf: Vec<u8>,
+    /// File offset of `buf[0]`.
+    start: u64,
+}
+
+impl Window {
+    /// The bytes `[at, at + len)`, which the caller has checked lie inside the file.
+    fn get(&mut self, at: u64, len: usize) -> std::io::Result<&[u8]> {
+        let end = at + len as u64;
+        if at < self.start || end > self.start + self.buf.len() as u64 {
+            use std::os::unix::fs::FileExt;
+            let want = (len.max(self.chunk_bytes) as u64).min(self.file_len - at) as usize;
+            self.buf.resize(want, 0);
+            self.file.read_exact_at(&mut self.buf, at)?;
+            self.start = at;
+        }
+        let from = (at - self.start) as usize;
+        Ok(&self.buf[from..from + len])
+    }
+
+    /// Whether every byte from `at` to the end of the file is zero.
+    fn zero_from(&mut self, mut at: u64) -> std::io::Result<bool> {
+        while at < self.file_len {
+            let n = (self.file_len - at).min(self.chunk_bytes as u64) as usize;
+            if self.get(at, n)?.iter().any(|&b| b != 0) {
+                return Ok(false);
+            }
+            at += n as u64;
+        }
+        Ok(true)
+    }
+}
+
+fn replay_in_chunks(
     path: &Path,
+    chunk_bytes: usize,
     mut apply: impl FnMut(&[u8], u64) -> Result<()>,
 ) -> Result<Replay> {
-    let data = std::fs::read(path).at(path)?;
-    if data.len() < WAL_HEADER_BYTES {
+    let file = File::open(path).at(path)?;
+    let file_len = file.metadata().at(path)?.len();
+    let mut w = Window {
+        file,
+        file_len,
+        chunk_bytes,
+        buf: Vec::new(),
+        start: 0,
+    };
+    if file_len < WAL_HEADER_BYTES as u64 {
         // Created but the header never reached the disk: an empty log.
         return Ok(Replay {
             valid_bytes: 0,
-            torn: (!data.is_empty()).then_some((0, "incomplete file header")),
+            torn: (file_len > 0).then_some((0, "incomplete file header")),
         });
     }
-    if data[..WAL_HEADER_BYTES] != header() {
+    if w.get(0, WAL_HEADER_BYTES).at(path)? != header() {
         return Err(Error::corruption(
             path,
             0,
             "bad log header (magic, version or checksum)",
         ));
     }
-    let mut pos = WAL_HEADER_BYTES;
+    let mut pos = WAL_HEADER_BYTES as u64;
     loop {
-        let rest = &data[pos..];
-        if rest.is_empty() {
+        let rest = file_len - pos;
+        if rest == 0 {
             return Ok(Replay {
-                valid_bytes: pos as u64,
+                valid_bytes: pos,
                 torn: None,
             });
         }
         let torn = |reason| {
             Ok(Replay {
-                valid_bytes: pos as u64,
-                torn: Some((pos as u64, reason)),
+                valid_bytes: pos,
+                torn: Some((pos, reason)),
             })
         };
-        if rest.iter().all(|&b| b == 0) {
+        let head_len = rest.min(RECORD_HEADER_BYTES as u64) as usize;
+        let head_is_zero = w.get(pos, head_len).at(path)?.iter().all(|&b| b == 0);
+        if head_is_zero && w.zero_from(pos).at(path)? {
             return torn("zero-filled tail");
         }
-        if rest.len() < RECORD_HEADER_BYTES {
+        if rest < RECORD_HEADER_BYTES as u64 {
             return torn("partial record header");
         }
-        let len = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
-        let stored_crc = u32::from_le_bytes([rest[4], rest[5], rest[6], rest[7]]);
-        let end = RECORD_HEADER_BYTES + len;
-        if end > rest.len() {
+        let head = w.get(pos, RECORD_HEADER_BYTES).at(path)?;
+        let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
+        let stored_crc = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
+        let end = RECORD_HEADER_BYTES as u64 + u64::from(len);
+        if end > rest {
             return torn("record runs past end of file");
         }
-        let payload = &rest[RECORD_HEADER_BYTES..end];
-        let crc = crc32c::crc32c_append(crc32c::crc32c(&rest[..4]), payload);
+        // `end <= rest`, a length inside the file: the window never grows past the file.
+        let record = w.get(pos, end as usize).at(path)?;
+        let payload = &record[RECORD_HEADER_BYTES..];
+        let crc = crc32c::crc32c_append(crc32c::crc32c(&record[..4]), payload);
         if crc != stored_crc {
-            if end == rest.len() {
+            if end == rest {
                 return torn("checksum mismatch in final record");
             }
-            return Err(Error::corruption(
-                path,
-                pos as u64,
-                "log record checksum mismatch",
-            ));
+            return Err(Error::corruption(path, pos, "log record checksum mismatch"));
         }
-        apply(payload, pos as u64)?;
+        apply(payload, pos)?;
         pos += end;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Writes records of the given payload lengths (payload byte = record index) and returns the
+    /// file's path and each record's offset.
+    fn write_log(dir: &Path, lens: &[usize]) -> (PathBuf, Vec<u64>) {
+        let path = wal_path(dir, 1);
+        let mut w = WalWriter::create(path.clone(), 0).unwrap();
+        let mut offsets = Vec::new();
+        for (i, &len) in lens.iter().enumerate() {
+            offsets.push(w.len_bytes);
+            w.append(&vec![i as u8; len], i as u64 + 1).unwrap();
+        }
+        w.write_buffer().unwrap();
+        (path, offsets)
+    }
+
+    fn read_all(path: &Path, chunk_bytes: usize) -> Result<(Vec<(u64, Vec<u8>)>, Replay)> {
+        let mut seen = Vec::new();
+        let replay = replay_in_chunks(path, chunk_bytes, |payload, offset| {
+            seen.push((offset, payload.to_vec()));
+            Ok(())
+        })?;
+        Ok((seen, replay))
+    }
+
+    const LENS: &[usize] = &[0, 1, 7, 100, 3, 5000, 64, 65, 2, 300];
+
+    #[test]
+    fn replay_in_small_chunks_sees_every_record_once_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, offsets) = write_log(dir.path(), LENS);
+        let file_len = std::fs::metadata(&path).unwrap().len();
+        // Chunks smaller than a record header, smaller than most records, and larger than the file.
+        for chunk in [1, 5, 64, 1000, 1 << 20] {
+            let (seen, replay) = read_all(&path, chunk).unwrap();
+            assert_eq!(replay.valid_bytes, file_len, "chunk {chunk}");
+            assert!(replay.torn.is_none(), "chunk {chunk}");
+            let expected: Vec<(u64, Vec<u8>)> = LENS
+                .iter()
+                .enumerate()
+                .map(|(i, &len)| (offsets[i], vec![i as u8; len]))
+                .collect();
+            assert_eq!(seen, expected, "chunk {chunk}");
+        }
+    }
+
+    #[test]
+    fn torn_tails_and_damage_are_told_apart_in_small_chunks() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, offsets) = write_log(dir.path(), LENS);
+        let full = std::fs::read(&path).unwrap();
+        let last = *offsets.last().unwrap();
+        for chunk in [3, 64, 1 << 20] {
+            // Cut inside the last record: torn at its start, earlier records all replayed.
+            std::fs::write(&path, &full[..full.len() - 10]).unwrap();
+            let (seen, replay) = read_all(&path, chunk).unwrap();
+            assert_eq!(replay.torn, Some((last, "record runs past end of file")));
+            assert_eq!(replay.valid_bytes, last);
+            assert_eq!(seen.len(), LENS.len() - 1);
+
+            // A zero-filled tail (preallocated, never written).
+            let mut zeros = full.clone();
+            zeros.extend(std::iter::repeat_n(0u8, 5000));
+            std::fs::write(&path, &zeros).unwrap();
+            let (seen, replay) = read_all(&path, chunk).unwrap();
+            assert_eq!(replay.torn, Some((full.len() as u64, "zero-filled tail")));
+            assert_eq!(seen.len(), LENS.len());
+
+            // A flipped byte in the final record is a torn write; in an earlier one, corruption
+            // reported at that record's offset.
+            let mut bad = full.clone();
+            bad[full.len() - 1] ^= 0x40;
+            std::fs::write(&path, &bad).unwrap();
+            let (_, replay) = read_all(&path, chunk).unwrap();
+            assert_eq!(
+                replay.torn,
+                Some((last, "checksum mismatch in final record"))
+            );
+
+            let mut bad = full.clone();
+            bad[offsets[5] as usize + RECORD_HEADER_BYTES + 2500] ^= 0x01;
+            std::fs::write(&path, &bad).unwrap();
+            let err = read_all(&path, chunk).err().expect("damage is an error");
+            let text = err.to_string();
+            assert!(
+                text.contains(&offsets[5].to_string()) && text.contains("checksum"),
+                "{text}"
+            );
+
+            // A record length far past the end of the file is a torn tail, not an allocation.
+            let mut bad = full.clone();
+            let at = last as usize;
+            bad[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+            std::fs::write(&path, &bad).unwrap();
+            let (_, replay) = read_all(&path, chunk).unwrap();
+            assert_eq!(replay.torn, Some((last, "record runs past end of file")));
+        }
     }
 }
