@@ -278,7 +278,10 @@ mod tests {
         (path, offsets)
     }
 
-    fn read_all(path: &Path, chunk_bytes: usize) -> Result<(Vec<(u64, Vec<u8>)>, Replay)> {
+    /// Each record's offset and payload.
+    type Records = Vec<(u64, Vec<u8>)>;
+
+    fn read_all(path: &Path, chunk_bytes: usize) -> Result<(Records, Replay)> {
         let mut seen = Vec::new();
         let replay = replay_in_chunks(path, chunk_bytes, |payload, offset| {
             seen.push((offset, payload.to_vec()));
@@ -299,7 +302,7 @@ mod tests {
             let (seen, replay) = read_all(&path, chunk).unwrap();
             assert_eq!(replay.valid_bytes, file_len, "chunk {chunk}");
             assert!(replay.torn.is_none(), "chunk {chunk}");
-            let expected: Vec<(u64, Vec<u8>)> = LENS
+            let expected: Records = LENS
                 .iter()
                 .enumerate()
                 .map(|(i, &len)| (offsets[i], vec![i as u8; len]))
