@@ -10,9 +10,18 @@
 //! (`write_to`), so killing the process never loses an acknowledged write; the sync mode decides
 //! only when the OS is made to put it on the disk. Concurrent writers share that `write()` the way
 //! they share an fsync: whoever takes the lock first writes every record appended so far.
+//!
+//! One exception, asked for explicitly: inside [`deferring_log_writes`] a write under
+//! `EveryMs`/`Never` returns before that hand-off and its caller completes it later with
+//! [`LogWrites::complete`], before acknowledging anything. A server does this for every client
+//! its network thread serves in one round, so one `write()` covers the writes of many clients
+//! (as Redis writes its append-only file once per event-loop round).
 
+use std::cell::RefCell;
+use std::ops::Deref;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use parking_lot::{Mutex, MutexGuard};
 
@@ -40,7 +49,18 @@ pub(crate) struct Appended {
     pub(crate) len: u64,
 }
 
-pub(crate) struct Journal {
+/// A partition's journal; clones share it (a deferred write keeps one until it completes).
+#[derive(Clone)]
+pub(crate) struct Journal(Arc<JournalInner>);
+
+impl Deref for Journal {
+    type Target = JournalInner;
+    fn deref(&self) -> &JournalInner {
+        &self.0
+    }
+}
+
+pub(crate) struct JournalInner {
     partition: usize,
     sync: SyncMode,
     state: Mutex<JournalState>,
@@ -54,7 +74,7 @@ pub(crate) struct Journal {
 
 impl Journal {
     pub(crate) fn new(partition: usize, sync: SyncMode, wal: WalWriter, seq: u64) -> Self {
-        Journal {
+        Journal(Arc::new(JournalInner {
             partition,
             sync,
             state: Mutex::new(JournalState {
@@ -67,9 +87,27 @@ impl Journal {
             written_seq: AtomicU64::new(seq),
             sync_lock: Mutex::new(()),
             bytes_written: AtomicU64::new(0),
-        }
+        }))
     }
 
+    /// Makes the write with sequence number `seq` as durable as the sync mode promises: fsynced
+    /// with `Always`, otherwise handed to the OS (safe from a crash of the process), or, inside
+    /// [`deferring_log_writes`], noted for [`LogWrites::complete`].
+    pub(crate) fn commit(&self, seq: u64) -> Result<()> {
+        match self.sync {
+            SyncMode::Always => self.sync_to(seq),
+            SyncMode::EveryMs(_) | SyncMode::Never => {
+                if defer(self, seq) {
+                    Ok(())
+                } else {
+                    self.write_to(seq)
+                }
+            }
+        }
+    }
+}
+
+impl JournalInner {
     /// Takes the write lock.
     pub(crate) fn lock(&self) -> MutexGuard<'_, JournalState> {
         self.state.lock()
@@ -135,18 +173,9 @@ impl Journal {
         res.map_err(|e| self.fail(st, e))
     }
 
-    /// Makes the write with sequence number `seq` as durable as the sync mode promises: fsynced
-    /// with `Always`, otherwise handed to the OS (safe from a crash of the process).
-    pub(crate) fn commit(&self, seq: u64) -> Result<()> {
-        match self.sync {
-            SyncMode::Always => self.sync_to(seq),
-            SyncMode::EveryMs(_) | SyncMode::Never => self.write_to(seq),
-        }
-    }
-
     /// Group write: returns once every record up to `seq` has been handed to the OS. One
     /// `write()` covers every record appended by the time its writer takes the lock.
-    fn write_to(&self, seq: u64) -> Result<()> {
+    pub(crate) fn write_to(&self, seq: u64) -> Result<()> {
         if self.written_seq.load(Ordering::Acquire) >= seq {
             return Ok(());
         }
@@ -204,6 +233,13 @@ impl Journal {
         Ok(())
     }
 
+    /// Bytes appended to log files since open.
+    pub(crate) fn bytes_written(&self) -> u64 {
+        self.bytes_written.load(Ordering::Relaxed)
+    }
+}
+
+impl Journal {
     /// Atomic read-modify-write of one key, the same for both engines: under the write lock,
     /// `get` reads the current value, `decide` chooses an [`Update`], `check` vets a new value,
     /// and `apply` appends and applies it (returning its sequence number); the commit (fsync or
@@ -236,9 +272,96 @@ impl Journal {
         }
         Ok(out)
     }
+}
 
-    /// Bytes appended to log files since open.
-    pub(crate) fn bytes_written(&self) -> u64 {
-        self.bytes_written.load(Ordering::Relaxed)
+thread_local! {
+    /// Writes whose hand-off to the OS was deferred on this thread, when deferring.
+    static DEFERRED: RefCell<Option<Vec<(Journal, u64)>>> = const { RefCell::new(None) };
+}
+
+/// Notes `seq` of `journal` as deferred if this thread is deferring; false if it is not.
+fn defer(journal: &Journal, seq: u64) -> bool {
+    DEFERRED.with(|d| {
+        let mut d = d.borrow_mut();
+        let Some(pending) = d.as_mut() else {
+            return false;
+        };
+        match pending
+            .iter_mut()
+            .find(|(j, _)| Arc::ptr_eq(&j.0, &journal.0))
+        {
+            Some((_, upto)) => *upto = (*upto).max(seq),
+            None => pending.push((journal.clone(), seq)),
+        }
+        true
+    })
+}
+
+/// Writes made under `EveryMs`/`Never` sync whose records are appended and applied (visible to
+/// readers) but not yet handed to the OS. Nothing may be acknowledged until
+/// [`LogWrites::complete`] has succeeded; dropping them unfinished leaves the records for the
+/// next writer or the syncer thread to write, like any buffered record.
+#[must_use = "writes are not safe from a process crash until completed"]
+#[derive(Default)]
+pub struct LogWrites {
+    pending: Vec<(Journal, u64)>,
+}
+
+impl LogWrites {
+    /// Whether no write is waiting.
+    pub fn is_empty(&self) -> bool {
+        self.pending.is_empty()
     }
+
+    /// Adds `other`'s writes.
+    pub fn merge(&mut self, other: LogWrites) {
+        for (journal, seq) in other.pending {
+            match self
+                .pending
+                .iter_mut()
+                .find(|(j, _)| Arc::ptr_eq(&j.0, &journal.0))
+            {
+                Some((_, upto)) => *upto = (*upto).max(seq),
+                None => self.pending.push((journal, seq)),
+            }
+        }
+    }
+
+    /// Hands every record of these writes to the OS: one `write()` per journal, which also
+    /// covers whatever other writers appended meanwhile. An error means the writes are not safe
+    /// and the journal refuses further writes.
+    pub fn complete(&mut self) -> Result<()> {
+        for (journal, seq) in self.pending.drain(..) {
+            journal.write_to(seq)?;
+        }
+        Ok(())
+    }
+}
+
+/// Runs `f`; its writes under `EveryMs`/`Never` sync return once appended and applied, without
+/// handing their records to the OS, and are returned as [`LogWrites`] to complete before their
+/// results are acknowledged to anyone. Writes under `Always` are fsynced as usual.
+pub fn deferring_log_writes<T>(f: impl FnOnce() -> T) -> (T, LogWrites) {
+    /// Ends the deferral, also when `f` panics.
+    struct Restore(Option<Vec<(Journal, u64)>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let previous = self.0.take();
+            DEFERRED.with(|d| *d.borrow_mut() = previous);
+        }
+    }
+    let mut restore = Restore(DEFERRED.with(|d| d.borrow_mut().replace(Vec::new())));
+    let out = f();
+    let mine = DEFERRED.with(|d| d.borrow_mut().take()).unwrap_or_default();
+    let mut writes = LogWrites { pending: mine };
+    // Nested inside another deferral: the outer one completes these too.
+    if let Some(outer) = restore.0.as_mut() {
+        let mut outer_writes = LogWrites {
+            pending: std::mem::take(outer),
+        };
+        outer_writes.merge(std::mem::take(&mut writes));
+        *outer = outer_writes.pending;
+        return (out, LogWrites::default());
+    }
+    (out, writes)
 }

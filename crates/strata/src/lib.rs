@@ -53,6 +53,7 @@ pub use batch::WriteBatch;
 pub use bytes::Bytes;
 pub use db::{Db, Scan, Update};
 pub use error::{Error, Result};
+pub use journal::{deferring_log_writes, LogWrites};
 pub use nowait::{waiting_forbidden, without_waiting};
 pub use options::{Compression, Engine, Options, SyncMode};
 pub use stats::{LevelStats, PartitionStats, Stats};

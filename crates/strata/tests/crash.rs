@@ -6,6 +6,10 @@
 //! with its latest value. The child's operations are a deterministic function of (seed, index),
 //! so the parent knows the single operation that may have been in flight when it died.
 //!
+//! A third pair runs the buffered mode inside `strata::deferring_log_writes`, [`DEFERRED_OPS`]
+//! operations per deferral, acknowledged only after `LogWrites::complete` (the server's network
+//! threads write this way).
+//!
 //! Rounds: `STRATA_CRASH_ROUNDS` (default 12); set it to hundreds for the long mode.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -22,6 +26,8 @@ use strata::{Db, Engine, Options, SyncMode};
 
 const KEYS: u64 = 3_000;
 const SEED: u64 = 0x5eed;
+/// Operations per deferral in the `deferred` mode: all may be in flight when the child dies.
+const DEFERRED_OPS: u64 = 3;
 
 /// Operation `n`: a put of a value that names `n`, or (every 7th) a delete. Writer thread
 /// `n % 2` owns the keys with that parity, so each key sees one writer's operations in order.
@@ -72,17 +78,33 @@ fn crash_child_entry() {
             std::thread::spawn(move || {
                 use std::io::Write;
                 let mut n = start + t;
-                loop {
+                let deferred = std::env::var("STRATA_CRASH_SYNC").as_deref() == Ok("deferred");
+                let per_ack = if deferred { DEFERRED_OPS } else { 1 };
+                let apply = |n: u64| {
                     let (k, v) = op(n);
                     match v {
                         Some(v) => db.put(&k, &v).unwrap(),
                         None => db.delete(&k).unwrap(),
                     }
+                };
+                loop {
+                    if deferred {
+                        let ((), mut writes) = strata::deferring_log_writes(|| {
+                            for i in 0..per_ack {
+                                apply(n + 2 * i);
+                            }
+                        });
+                        writes.complete().unwrap();
+                    } else {
+                        apply(n);
+                    }
                     let out = std::io::stdout();
                     let mut o = out.lock();
-                    writeln!(o, "ACK {n}").unwrap();
+                    for i in 0..per_ack {
+                        writeln!(o, "ACK {}", n + 2 * i).unwrap();
+                    }
                     o.flush().unwrap();
-                    n += 2;
+                    n += 2 * per_ack;
                 }
             })
         })
@@ -92,10 +114,10 @@ fn crash_child_entry() {
     }
 }
 
-/// `always`, or `buffered`: fsync every 10 minutes, i.e. never while a round runs.
+/// `always`, or `buffered`/`deferred`: fsync every 10 minutes, i.e. never while a round runs.
 fn sync_mode(name: &str) -> SyncMode {
     match name {
-        "buffered" => SyncMode::EveryMs(600_000),
+        "buffered" | "deferred" => SyncMode::EveryMs(600_000),
         _ => SyncMode::Always,
     }
 }
@@ -119,6 +141,17 @@ fn every_acknowledged_write_survives_sigkill_without_fsync_lsm() {
 #[test]
 fn every_acknowledged_write_survives_sigkill_without_fsync_log() {
     crash_rounds(Engine::Log, "buffered");
+}
+
+/// Deferred hand-off to the OS: what `LogWrites::complete` returned for survives a kill.
+#[test]
+fn every_completed_deferred_write_survives_sigkill_lsm() {
+    crash_rounds(Engine::Lsm, "deferred");
+}
+
+#[test]
+fn every_completed_deferred_write_survives_sigkill_log() {
+    crash_rounds(Engine::Log, "deferred");
 }
 
 fn crash_rounds(engine: Engine, sync_name: &str) {
@@ -187,6 +220,12 @@ fn crash_rounds(engine: Engine, sync_name: &str) {
             last_acked[t] = Some(last_acked[t].map_or(n, |m| m.max(n)));
         }
         let mut must = before.clone();
+        // Operations of one deferral are acknowledged together, after all of them ran.
+        let unacked_may_have_run = if sync_name == "deferred" {
+            DEFERRED_OPS
+        } else {
+            1
+        };
         let mut in_flight = Vec::new();
         for t in 0..2u64 {
             let first = start + t;
@@ -205,7 +244,7 @@ fn crash_rounds(engine: Engine, sync_name: &str) {
                 }
                 None => first,
             };
-            in_flight.push(next);
+            in_flight.extend((0..unacked_may_have_run).map(|i| next + 2 * i));
         }
         let db = Db::open(dir.path(), options(engine, sync)).unwrap();
         let mut after = Model::new();
