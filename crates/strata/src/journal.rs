@@ -286,15 +286,20 @@ fn defer(journal: &Journal, seq: u64) -> bool {
         let Some(pending) = d.as_mut() else {
             return false;
         };
-        match pending
-            .iter_mut()
-            .find(|(j, _)| Arc::ptr_eq(&j.0, &journal.0))
-        {
-            Some((_, upto)) => *upto = (*upto).max(seq),
-            None => pending.push((journal.clone(), seq)),
-        }
+        note(pending, journal, seq);
         true
     })
+}
+
+/// Records that `journal` must be handed to the OS up to `seq` (one entry per journal).
+fn note(pending: &mut Vec<(Journal, u64)>, journal: &Journal, seq: u64) {
+    match pending
+        .iter_mut()
+        .find(|(j, _)| Arc::ptr_eq(&j.0, &journal.0))
+    {
+        Some((_, upto)) => *upto = (*upto).max(seq),
+        None => pending.push((journal.clone(), seq)),
+    }
 }
 
 /// Writes made under `EveryMs`/`Never` sync whose records are appended and applied (visible to
@@ -315,15 +320,8 @@ impl LogWrites {
 
     /// Adds `other`'s writes.
     pub fn merge(&mut self, other: LogWrites) {
-        for (journal, seq) in other.pending {
-            match self
-                .pending
-                .iter_mut()
-                .find(|(j, _)| Arc::ptr_eq(&j.0, &journal.0))
-            {
-                Some((_, upto)) => *upto = (*upto).max(seq),
-                None => self.pending.push((journal, seq)),
-            }
+        for (journal, seq) in &other.pending {
+            note(&mut self.pending, journal, *seq);
         }
     }
 
@@ -353,14 +351,12 @@ pub fn deferring_log_writes<T>(f: impl FnOnce() -> T) -> (T, LogWrites) {
     let mut restore = Restore(DEFERRED.with(|d| d.borrow_mut().replace(Vec::new())));
     let out = f();
     let mine = DEFERRED.with(|d| d.borrow_mut().take()).unwrap_or_default();
-    let mut writes = LogWrites { pending: mine };
+    let writes = LogWrites { pending: mine };
     // Nested inside another deferral: the outer one completes these too.
     if let Some(outer) = restore.0.as_mut() {
-        let mut outer_writes = LogWrites {
-            pending: std::mem::take(outer),
-        };
-        outer_writes.merge(std::mem::take(&mut writes));
-        *outer = outer_writes.pending;
+        for (journal, seq) in &writes.pending {
+            note(outer, journal, *seq);
+        }
         return (out, LogWrites::default());
     }
     (out, writes)
