@@ -90,7 +90,7 @@ fn decode_table(path: &Path, wal_dir: &Path) -> BTreeMap<Vec<u8>, Option<Vec<u8>
         r.take(8),
     );
     assert_eq!(magic, b"STRATSST");
-    assert_eq!(version, 1);
+    assert_eq!(version, 2);
     assert_eq!(crc, crc32c::crc32c(&foot[..28]));
     let filter = block(&f, filter_off as usize, filter_size as usize);
     let index = block(&f, index_off as usize, index_size as usize);
@@ -130,16 +130,18 @@ fn decode_table(path: &Path, wal_dir: &Path) -> BTreeMap<Vec<u8>, Option<Vec<u8>
     assert_eq!(expected_offset, filter_off as usize);
     assert_eq!(out.len() as u64, entries);
     assert_eq!(out.keys().next().cloned().unwrap_or_default(), first_key);
-    // Every key passes the filter, computed as the page says.
-    let (probes, bits) = (filter[0], &filter[1..]);
-    let m = bits.len() * 8;
+    // Every key passes the filter, computed as the page says (format 2: blocked).
+    let (probes, lines) = (filter[0], &filter[1..]);
+    assert_eq!(lines.len() % 64, 0);
+    let line_count = (lines.len() / 64) as u64;
     for k in out.keys() {
         let h = xxhash_rust::xxh3::xxh3_64(k);
-        let (mut h1, h2) = (h as u32, (h >> 32) as u32 | 1);
+        let line = &lines[(((h >> 32) * line_count) >> 32) as usize * 64..][..64];
+        let mut x = h as u32;
         for _ in 0..probes {
-            let b = h1 as usize % m;
-            assert_eq!(bits[b / 8] >> (b % 8) & 1, 1);
-            h1 = h1.wrapping_add(h2);
+            x = x.wrapping_mul(0x9E37_79B9);
+            let b = (x >> 23) as usize;
+            assert_eq!(line[b / 8] >> (b % 8) & 1, 1);
         }
     }
     out

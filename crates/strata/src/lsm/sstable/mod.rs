@@ -30,9 +30,13 @@ use crate::error::{Error, IoContext, Result};
 use crate::lsm::memtable::Slot;
 use crate::options::{Compression, Options};
 use block::{BlockBuilder, BlockIter};
+use bloom::Filter;
 
-/// Version of the table file format.
-pub const TABLE_FORMAT_VERSION: u32 = 1;
+/// Version of the table file format written: 2 has the cache-line blocked filter; 1 (whole-bitmap
+/// filter, otherwise the same) is still read.
+pub const TABLE_FORMAT_VERSION: u32 = 2;
+/// Oldest table format version still read.
+const TABLE_FORMAT_VERSION_MIN: u32 = 1;
 /// Last 8 bytes of every table file.
 pub const TABLE_MAGIC: u64 = u64::from_le_bytes(*b"STRATSST");
 const FOOTER_BYTES: u64 = 40;
@@ -74,6 +78,8 @@ pub(crate) struct TableBuilder {
     index_every_entries: usize,
     compression: Compression,
     bloom_bits_per_key: u32,
+    /// Format written (tests write older ones).
+    format_version: u32,
     scratch: Vec<u8>,
 }
 
@@ -100,8 +106,16 @@ impl TableBuilder {
             index_every_entries: opts.index_every_entries,
             compression: opts.compression,
             bloom_bits_per_key: opts.bloom_bits_per_key,
+            format_version: TABLE_FORMAT_VERSION,
             scratch: Vec::new(),
         })
+    }
+
+    /// Writes format 1 (whole-bitmap filter) instead, as earlier builds did.
+    #[cfg(test)]
+    pub(crate) fn format_1(mut self) -> Self {
+        self.format_version = 1;
+        self
     }
 
     /// Adds an entry; keys must arrive in strictly increasing order.
@@ -178,10 +192,11 @@ impl TableBuilder {
     /// fsyncs the directory before recording the table in the manifest.
     pub(crate) fn finish(mut self) -> Result<TableMeta> {
         self.finish_block()?;
-        let filter = if self.bloom_bits_per_key > 0 {
-            bloom::build(&self.hashes, self.bloom_bits_per_key)
-        } else {
-            Vec::new()
+        let filter = match (self.bloom_bits_per_key, self.format_version) {
+            (0, _) => Vec::new(),
+            #[cfg(test)]
+            (bits, 1) => bloom::build_whole(&self.hashes, bits),
+            (bits, _) => bloom::build(&self.hashes, bits),
         };
         let (filter_offset, filter_size) = self.write_block(&filter, false)?;
         let mut index = Vec::with_capacity(self.index.len() + 32);
@@ -195,7 +210,7 @@ impl TableBuilder {
         footer.extend_from_slice(&(filter_size as u32).to_le_bytes());
         footer.extend_from_slice(&index_offset.to_le_bytes());
         footer.extend_from_slice(&(index_size as u32).to_le_bytes());
-        footer.extend_from_slice(&TABLE_FORMAT_VERSION.to_le_bytes());
+        footer.extend_from_slice(&self.format_version.to_le_bytes());
         let crc = crc32c::crc32c(&footer);
         footer.extend_from_slice(&crc.to_le_bytes());
         footer.extend_from_slice(&TABLE_MAGIC.to_le_bytes());
@@ -256,7 +271,7 @@ pub(crate) struct Table {
     cache_id: u64,
     pub(crate) size: u64,
     pub(crate) entries: u64,
-    filter: Vec<u8>,
+    filter: Filter,
     index: Vec<IndexEntry>,
     /// The index's last keys for point lookups: 8 bytes of each (after the `index_skip` bytes
     /// every key of the table shares), big-endian, zero-padded, in one contiguous array, so
@@ -314,7 +329,7 @@ impl Table {
         if crc32c::crc32c(&footer[..28]) != crc {
             return Err(corrupt(foot_at, "footer checksum mismatch"));
         }
-        if version != TABLE_FORMAT_VERSION {
+        if !(TABLE_FORMAT_VERSION_MIN..=TABLE_FORMAT_VERSION).contains(&version) {
             return Err(corrupt(
                 foot_at + 24,
                 &format!("unsupported table format version {version}"),
@@ -327,7 +342,7 @@ impl Table {
             cache_id: NEXT_CACHE_ID.fetch_add(1, Ordering::Relaxed),
             size,
             entries: 0,
-            filter: Vec::new(),
+            filter: Filter::None,
             index: Vec::new(),
             index_words: Vec::new(),
             index_skip: 0,
@@ -337,7 +352,7 @@ impl Table {
             obsolete: AtomicBool::new(false),
         };
         let filter = t.read_raw(filter_offset, filter_size)?;
-        t.filter = filter.to_vec();
+        t.filter = Filter::decode(&filter, version).map_err(|m| corrupt(filter_offset, m))?;
         let index = t.read_raw(index_offset, index_size)?;
         let mut r = Reader::new(&index);
         let parsed = (|| {
@@ -456,10 +471,7 @@ impl Table {
     pub(crate) fn get(&self, key: &[u8], hash: u64) -> Result<Option<Slot>> {
         // The filter first: it turns most absent keys away with one memory access, where the
         // range check reads two keys elsewhere on the heap.
-        if !bloom::may_contain(&self.filter, hash)
-            || key < &self.min_key[..]
-            || key > &self.max_key[..]
-        {
+        if !self.filter.may_contain(hash) || key < &self.min_key[..] || key > &self.max_key[..] {
             return Ok(None);
         }
         let i = self.block_for(key);

@@ -1,5 +1,6 @@
 //! Property tests of the table format: whatever is written reads back identically, point reads
-//! and range scans agree with a `BTreeMap` model, with and without compression.
+//! and range scans agree with a `BTreeMap` model, with and without compression, in the current
+//! format and in format 1 (whole-bitmap filter) that earlier builds wrote.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
@@ -16,6 +17,7 @@ fn build(
     compression: Compression,
     block_bytes: usize,
     index_every_entries: usize,
+    format_1: bool,
 ) -> (tempfile::TempDir, Arc<Table>) {
     let dir = tempfile::tempdir().unwrap();
     let opts = Options {
@@ -25,6 +27,9 @@ fn build(
         ..Options::default()
     };
     let mut b = TableBuilder::create(dir.path(), 1, &opts).unwrap();
+    if format_1 {
+        b = b.format_1();
+    }
     for (k, slot) in entries {
         b.add(k, slot).unwrap();
     }
@@ -65,6 +70,7 @@ proptest! {
     fn tables_read_back_what_was_written(
         entries in entries(),
         lz4 in any::<bool>(),
+        format_1 in any::<bool>(),
         block_bytes in 64usize..2048,
         index_every in 1usize..64,
         probes in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..24), 0..50),
@@ -72,7 +78,7 @@ proptest! {
         hi in proptest::collection::vec(any::<u8>(), 0..4),
     ) {
         let compression = if lz4 { Compression::Lz4 } else { Compression::None };
-        let (_dir, t) = build(&entries, compression, block_bytes, index_every);
+        let (_dir, t) = build(&entries, compression, block_bytes, index_every, format_1);
         // Full iteration equals the input.
         let all: Vec<(Vec<u8>, Slot)> = t
             .iter(Bound::Unbounded, Bound::Unbounded, true)
@@ -115,7 +121,7 @@ proptest! {
         index_every in 1usize..128,
         probes in proptest::collection::vec(prefix_heavy_key(), 0..80),
     ) {
-        let (_dir, t) = build(&entries, Compression::None, block_bytes, index_every);
+        let (_dir, t) = build(&entries, Compression::None, block_bytes, index_every, false);
         for k in entries.keys().chain(probes.iter()) {
             prop_assert_eq!(t.get(k, bloom::hash(k)).unwrap(), entries.get(k).cloned(), "{:?}", k);
         }
@@ -178,7 +184,7 @@ proptest! {
             0..100,
         ),
     ) {
-        let (_dir, t) = build(&entries, Compression::None, block_bytes, index_every);
+        let (_dir, t) = build(&entries, Compression::None, block_bytes, index_every, false);
         for k in entries.keys().chain(probes.iter()) {
             if k[..] < t.min_key[..] || k[..] > t.max_key[..] {
                 continue;
