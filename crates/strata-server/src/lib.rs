@@ -44,6 +44,7 @@ pub fn serve_blocking(args: ServeArgs, opts: strata::Options, dir: &Path) -> any
     config.dir = Some(dir.to_path_buf());
     let mut opts = opts;
     opts.sync = config.appendfsync.sync_mode();
+    opts.background_nice = config.background_nice;
     tracing::info!(
         dir = %dir.display(),
         appendfsync = config.appendfsync.name(),

@@ -132,6 +132,7 @@ impl Db {
         for n in 0..inner.opts.background_threads {
             let (inner, work_rx, stop_rx) = (inner.clone(), work_rx.clone(), stop_rx.clone());
             workers.push(spawn(&format!("strata-bg-{n}"), move || {
+                lower_priority(inner.opts.background_nice);
                 background_worker(&inner, &work_rx, &stop_rx)
             })?);
         }
@@ -452,6 +453,20 @@ fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>
         .name(name.to_string())
         .spawn(f)
         .map_err(|e| Error::io(name, e))
+}
+
+/// Adds `nice` to this thread's niceness (Linux applies a thread id given as a process id to
+/// that thread only). Failing only costs the priority, so it is logged, not returned.
+fn lower_priority(nice: i32) {
+    if nice == 0 {
+        return;
+    }
+    let tid = rustix::thread::gettid();
+    let res = rustix::process::getpriority_process(Some(tid))
+        .and_then(|now| rustix::process::setpriority_process(Some(tid), (now + nice).min(19)));
+    if let Err(e) = res {
+        tracing::warn!("could not lower the priority of a background thread: {e}");
+    }
 }
 
 fn background_worker(inner: &Inner, work: &Receiver<usize>, stop: &Receiver<()>) {

@@ -80,6 +80,11 @@ pub struct Options {
     pub level_size_ratio: u64,
     /// Threads running flushes and compactions for all partitions.
     pub background_threads: usize,
+    /// Niceness added to the background threads (0-19; 0 leaves them as the process is): with
+    /// cores busy, the threads serving requests then run first and flushes, compactions and
+    /// garbage collection take what is left (RocksDB's `LowerThreadPoolCPUPriority`). Write
+    /// stalls still hold writers back if compaction falls too far behind. `strata serve` uses 10.
+    pub background_nice: i32,
     /// Largest key accepted.
     pub key_bytes_max: usize,
     /// Largest value accepted.
@@ -126,6 +131,7 @@ impl Default for Options {
             level1_bytes_target: 256 << 20,
             level_size_ratio: 10,
             background_threads: 2,
+            background_nice: 0,
             key_bytes_max: 64 << 10,
             value_bytes_max: 64 << 20,
             value_log_bytes_min: None,
@@ -188,6 +194,9 @@ impl Options {
             || self.l0_stop_tables < self.l0_slowdown_tables
         {
             return bad("need 2 <= l0_compaction_trigger <= l0_slowdown_tables <= l0_stop_tables");
+        }
+        if !(0..=19).contains(&self.background_nice) {
+            return bad("background_nice must be between 0 and 19");
         }
         if self.level_size_ratio < 2 || self.background_threads == 0 {
             return bad("level_size_ratio must be at least 2 and background_threads at least 1");

@@ -205,6 +205,7 @@ fn config_values(c: &ServerConfig) -> Vec<(&'static str, String)> {
         ("proto-max-bulk-len", c.proto_max_bulk_len_bytes.to_string()),
         ("timeout", c.timeout_secs.to_string()),
         ("appendfsync", c.appendfsync.name().into()),
+        ("background-nice", c.background_nice.to_string()),
         ("appendonly", "yes".into()),
         // No RDB snapshots: the write-ahead log is the persistence.
         ("save", String::new()),

@@ -205,6 +205,8 @@ fn connection_and_server_commands() {
         .unwrap();
     assert_eq!(got[1], "300");
     assert!(call(&mut c, &["CONFIG", "SET", "appendfsync", "always"]).is_err());
+    // Fixed when the engine opens, like appendfsync.
+    assert!(call(&mut c, &["CONFIG", "SET", "background-nice", "3"]).is_err());
     assert_eq!(call(&mut c, &["SAVE"]), ok());
     assert_eq!(
         call(&mut c, &["BGSAVE"]),
