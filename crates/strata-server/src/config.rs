@@ -52,9 +52,10 @@ impl AppendFsync {
     }
 }
 
-/// Niceness the server adds to the engine's background threads unless told otherwise: with
-/// `redis-benchmark -P 1` on two cores, SETs ran 7-13 % faster once the rounds had data to compact
-/// (BENCHMARKS.md), and an in-process PUT_HEAVY run was unchanged.
+/// Niceness the server adds to the engine's background threads unless told otherwise: clients
+/// first when cores are busy. In one side-by-side pair of `redis-benchmark -P 1` runs on two
+/// cores, SETs ran 7-13 % faster in every round; an in-process PUT_HEAVY run was unchanged
+/// (BENCHMARKS.md).
 pub const BACKGROUND_NICE_DEFAULT: i32 = 10;
 
 /// Flags of `strata serve`. Unset flags fall back to the config file, then to the default shown.
