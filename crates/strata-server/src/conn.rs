@@ -32,7 +32,10 @@
 //! the replies go out, after the task has yielded once so that the other connections of the
 //! thread ran their commands too. Many clients' writes then share one `write()`, as Redis writes
 //! its append-only file once per event-loop round; nothing is acknowledged before its record is
-//! in the OS, so a killed server still loses no acknowledged write.
+//! in the OS, so a killed server still loses no acknowledged write. Another client may read such
+//! a write in that short window (as Redis clients read writes before the append-only file is
+//! written): a kill then can lose a value that was read, though never one whose writer was told
+//! it succeeded.
 //!
 //! Measured with `bench/redis-compare.sh` (1 M requests, 50 clients, 1 KiB values, medians of
 //! 2 rounds, same machine and run as Redis with `appendfsync everysec`), ratio to Redis:
