@@ -6,6 +6,7 @@
 #
 #   bench/redis-compare.sh            # 1 M requests per test, pipelines of 16 and 1, 2 rounds
 #   N=200000 ROUNDS=1 bench/redis-compare.sh
+#   STRATA_ARGS="--background-nice 0" bench/redis-compare.sh   # extra flags for strata serve
 #
 # Needs redis-server and redis-benchmark (Debian: redis-server, redis-tools) and a release build
 # (`cargo build --release -p strata-cli`).
@@ -46,7 +47,9 @@ wait_port() {
 
 start_servers() {
   rm -rf "$WORK" && mkdir -p "$WORK/strata" "$WORK/redis"
-  RUST_LOG=warn "$S" --dir "$WORK/strata" serve --port "$STRATA_PORT" --appendfsync everysec &
+  # shellcheck disable=SC2086 # STRATA_ARGS is a list of flags
+  RUST_LOG=warn "$S" --dir "$WORK/strata" serve --port "$STRATA_PORT" --appendfsync everysec \
+    ${STRATA_ARGS:-} &
   pids+=($!)
   STRATA_PID=$!
   redis-server --port "$REDIS_PORT" --dir "$WORK/redis" --appendonly yes --appendfsync everysec \

@@ -55,7 +55,9 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 
 use crate::commands::strings::set_run;
-use crate::commands::{execute, execute_without_waiting, placement, Ctx, Placement};
+use crate::commands::{
+    execute, execute_resolved, execute_without_waiting, placement, resolve, Ctx, Placement,
+};
 use crate::error::Error;
 use crate::resp::{Parsed, Reply, RequestParser};
 use crate::state::{lock, AfterReply, ClientEntry, Session, Shared};
@@ -323,9 +325,12 @@ impl Batch {
                 session: &mut self.session,
             };
             let reply = if on_network {
-                let reply = match args.first().map_or(Placement::Read, |name| placement(name)) {
-                    Placement::Read => execute_without_waiting(&mut ctx, &args),
-                    Placement::Write if writes_here => Some(execute(&mut ctx, &args)),
+                let spec = resolve(&args);
+                let reply = match placement(spec) {
+                    Placement::Read => execute_without_waiting(&mut ctx, &args, spec),
+                    Placement::Write if writes_here => {
+                        Some(execute_resolved(&mut ctx, &args, spec))
+                    }
                     Placement::Write | Placement::Pool => None,
                 };
                 let Some(reply) = reply else {

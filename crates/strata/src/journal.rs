@@ -105,6 +105,39 @@ impl Journal {
             }
         }
     }
+
+    /// Atomic read-modify-write of one key, the same for both engines: under the write lock,
+    /// `get` reads the current value, `decide` chooses an [`Update`], `check` vets a new value,
+    /// and `apply` appends and applies it (returning its sequence number); the commit (fsync or
+    /// hand-off to the OS) happens after the lock is released, as for plain writes.
+    pub(crate) fn read_modify_write<T>(
+        &self,
+        key: &[u8],
+        get: impl FnOnce(&JournalState) -> Result<Option<Bytes>>,
+        decide: impl FnOnce(Option<&[u8]>) -> Result<(Update, T)>,
+        check: impl Fn(&[u8], &[u8]) -> Result<()>,
+        apply: impl FnOnce(&mut JournalState, &[Entry<'_>]) -> Result<u64>,
+    ) -> Result<T> {
+        let (seq, out) = {
+            let mut st = self.lock();
+            self.check_writable(&st)?;
+            let old = get(&st)?;
+            let (update, out) = decide(old.as_deref())?;
+            let seq = match update {
+                Update::Keep => None,
+                Update::Put(v) => {
+                    check(key, &v)?;
+                    Some(apply(&mut st, &[(Kind::Put, key, &v)])?)
+                }
+                Update::Delete => Some(apply(&mut st, &[(Kind::Delete, key, &[])])?),
+            };
+            (seq, out)
+        };
+        if let Some(seq) = seq {
+            self.commit(seq)?;
+        }
+        Ok(out)
+    }
 }
 
 impl JournalInner {
@@ -175,7 +208,7 @@ impl JournalInner {
 
     /// Group write: returns once every record up to `seq` has been handed to the OS. One
     /// `write()` covers every record appended by the time its writer takes the lock.
-    pub(crate) fn write_to(&self, seq: u64) -> Result<()> {
+    fn write_to(&self, seq: u64) -> Result<()> {
         if self.written_seq.load(Ordering::Acquire) >= seq {
             return Ok(());
         }
@@ -239,67 +272,20 @@ impl JournalInner {
     }
 }
 
-impl Journal {
-    /// Atomic read-modify-write of one key, the same for both engines: under the write lock,
-    /// `get` reads the current value, `decide` chooses an [`Update`], `check` vets a new value,
-    /// and `apply` appends and applies it (returning its sequence number); the commit (fsync or
-    /// hand-off to the OS) happens after the lock is released, as for plain writes.
-    pub(crate) fn read_modify_write<T>(
-        &self,
-        key: &[u8],
-        get: impl FnOnce(&JournalState) -> Result<Option<Bytes>>,
-        decide: impl FnOnce(Option<&[u8]>) -> Result<(Update, T)>,
-        check: impl Fn(&[u8], &[u8]) -> Result<()>,
-        apply: impl FnOnce(&mut JournalState, &[Entry<'_>]) -> Result<u64>,
-    ) -> Result<T> {
-        let (seq, out) = {
-            let mut st = self.lock();
-            self.check_writable(&st)?;
-            let old = get(&st)?;
-            let (update, out) = decide(old.as_deref())?;
-            let seq = match update {
-                Update::Keep => None,
-                Update::Put(v) => {
-                    check(key, &v)?;
-                    Some(apply(&mut st, &[(Kind::Put, key, &v)])?)
-                }
-                Update::Delete => Some(apply(&mut st, &[(Kind::Delete, key, &[])])?),
-            };
-            (seq, out)
-        };
-        if let Some(seq) = seq {
-            self.commit(seq)?;
-        }
-        Ok(out)
-    }
-}
-
 thread_local! {
     /// Writes whose hand-off to the OS was deferred on this thread, when deferring.
-    static DEFERRED: RefCell<Option<Vec<(Journal, u64)>>> = const { RefCell::new(None) };
+    static DEFERRED: RefCell<Option<LogWrites>> = const { RefCell::new(None) };
 }
 
 /// Notes `seq` of `journal` as deferred if this thread is deferring; false if it is not.
 fn defer(journal: &Journal, seq: u64) -> bool {
-    DEFERRED.with(|d| {
-        let mut d = d.borrow_mut();
-        let Some(pending) = d.as_mut() else {
-            return false;
-        };
-        note(pending, journal, seq);
-        true
+    DEFERRED.with(|d| match d.borrow_mut().as_mut() {
+        Some(writes) => {
+            writes.note(journal, seq);
+            true
+        }
+        None => false,
     })
-}
-
-/// Records that `journal` must be handed to the OS up to `seq` (one entry per journal).
-fn note(pending: &mut Vec<(Journal, u64)>, journal: &Journal, seq: u64) {
-    match pending
-        .iter_mut()
-        .find(|(j, _)| Arc::ptr_eq(&j.0, &journal.0))
-    {
-        Some((_, upto)) => *upto = (*upto).max(seq),
-        None => pending.push((journal.clone(), seq)),
-    }
 }
 
 /// Writes made under `EveryMs`/`Never` sync whose records are appended and applied (visible to
@@ -321,7 +307,19 @@ impl LogWrites {
     /// Adds `other`'s writes.
     pub fn merge(&mut self, other: LogWrites) {
         for (journal, seq) in &other.pending {
-            note(&mut self.pending, journal, *seq);
+            self.note(journal, *seq);
+        }
+    }
+
+    /// Records that `journal` must be handed to the OS up to `seq` (one entry per journal).
+    fn note(&mut self, journal: &Journal, seq: u64) {
+        match self
+            .pending
+            .iter_mut()
+            .find(|(j, _)| Arc::ptr_eq(&j.0, &journal.0))
+        {
+            Some((_, upto)) => *upto = (*upto).max(seq),
+            None => self.pending.push((journal.clone(), seq)),
         }
     }
 
@@ -341,23 +339,22 @@ impl LogWrites {
 /// results are acknowledged to anyone. Writes under `Always` are fsynced as usual.
 pub fn deferring_log_writes<T>(f: impl FnOnce() -> T) -> (T, LogWrites) {
     /// Ends the deferral, also when `f` panics.
-    struct Restore(Option<Vec<(Journal, u64)>>);
+    struct Restore(Option<LogWrites>);
     impl Drop for Restore {
         fn drop(&mut self) {
             let previous = self.0.take();
             DEFERRED.with(|d| *d.borrow_mut() = previous);
         }
     }
-    let mut restore = Restore(DEFERRED.with(|d| d.borrow_mut().replace(Vec::new())));
+    let mut restore = Restore(DEFERRED.with(|d| d.borrow_mut().replace(LogWrites::default())));
     let out = f();
-    let mine = DEFERRED.with(|d| d.borrow_mut().take()).unwrap_or_default();
-    let writes = LogWrites { pending: mine };
+    let writes = DEFERRED.with(|d| d.borrow_mut().take()).unwrap_or_default();
     // Nested inside another deferral: the outer one completes these too.
-    if let Some(outer) = restore.0.as_mut() {
-        for (journal, seq) in &writes.pending {
-            note(outer, journal, *seq);
+    match restore.0.as_mut() {
+        Some(outer) => {
+            outer.merge(writes);
+            (out, LogWrites::default())
         }
-        return (out, LogWrites::default());
+        None => (out, writes),
     }
-    (out, writes)
 }

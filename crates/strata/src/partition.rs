@@ -16,9 +16,6 @@ use crate::log::LogStore;
 use crate::lsm::tree::{Tree, Update};
 use crate::stats::PartitionStats;
 
-/// A full compaction collects value logs whose live share is below this.
-const FULL_COMPACTION_GC_LIVE_RATIO: f64 = 0.9;
-
 pub(crate) enum Partition {
     Lsm(Box<Tree>),
     Log(Arc<LogStore>),
@@ -113,18 +110,7 @@ impl Partition {
     /// LSM: merge everything into one level. Log: merge every segment.
     pub(crate) fn compact(&self) -> Result<()> {
         match self {
-            Partition::Lsm(t) => {
-                t.compact_once(true)?;
-                // Live counts are exact after a full merge. A full compaction is asked for to get
-                // space back, so it also collects value logs that background collection leaves
-                // alone: any with a tenth or more dead, such as a log whose small values went
-                // into tables at flush.
-                let ratio = t
-                    .value_log_gc_live_ratio()
-                    .max(FULL_COMPACTION_GC_LIVE_RATIO);
-                while t.gc_value_log(ratio)? {}
-                Ok(())
-            }
+            Partition::Lsm(t) => t.compact_fully(),
             Partition::Log(l) => l.merge(true).map(|_| ()),
         }
     }

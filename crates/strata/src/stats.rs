@@ -60,10 +60,13 @@ impl PartitionStats {
     /// rewritten by value-log garbage collection go through the log, so they are in
     /// `wal_bytes_written` already (`value_log_gc_bytes_written` says how many of them).
     pub fn write_amplification(&self) -> f64 {
-        ratio(
-            self.wal_bytes_written + self.flush_bytes_written + self.compaction_bytes_written,
-            self.user_bytes_written,
-        )
+        ratio(self.disk_bytes_written(), self.user_bytes_written)
+    }
+
+    /// Bytes this partition wrote to disk: log, flushes and compactions (value-log garbage
+    /// collection writes through the log).
+    fn disk_bytes_written(&self) -> u64 {
+        self.wal_bytes_written + self.flush_bytes_written + self.compaction_bytes_written
     }
 }
 
@@ -102,7 +105,7 @@ impl Stats {
         let disk: u64 = self
             .partitions
             .iter()
-            .map(|p| p.wal_bytes_written + p.flush_bytes_written + p.compaction_bytes_written)
+            .map(PartitionStats::disk_bytes_written)
             .sum();
         ratio(disk, self.user_bytes_written())
     }

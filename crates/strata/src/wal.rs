@@ -231,14 +231,14 @@ fn replay_in_chunks(
             })
         };
         let head_len = rest.min(RECORD_HEADER_BYTES as u64) as usize;
-        let head_is_zero = w.get(pos, head_len).at(path)?.iter().all(|&b| b == 0);
-        if head_is_zero && w.zero_from(pos).at(path)? {
+        let mut head = [0u8; RECORD_HEADER_BYTES];
+        head[..head_len].copy_from_slice(w.get(pos, head_len).at(path)?);
+        if head.iter().all(|&b| b == 0) && w.zero_from(pos).at(path)? {
             return torn("zero-filled tail");
         }
-        if rest < RECORD_HEADER_BYTES as u64 {
+        if head_len < RECORD_HEADER_BYTES {
             return torn("partial record header");
         }
-        let head = w.get(pos, RECORD_HEADER_BYTES).at(path)?;
         let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
         let stored_crc = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
         let end = RECORD_HEADER_BYTES as u64 + u64::from(len);

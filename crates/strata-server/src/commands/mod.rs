@@ -96,17 +96,34 @@ pub(crate) fn lookup(name: &[u8]) -> Option<&'static Spec> {
     index.get(lower).copied()
 }
 
+/// The command `args` names, if it is one (looked up once per command: placement and
+/// dispatch share it).
+pub(crate) fn resolve(args: &[Bytes]) -> Option<&'static Spec> {
+    args.first().and_then(|name| lookup(name))
+}
+
 /// Runs one command and returns its reply (errors included). Sets `session.after_reply` when the
 /// connection must close.
 pub(crate) fn execute(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
+    execute_resolved(ctx, args, resolve(args))
+}
+
+/// [`execute`] for a command already looked up with [`resolve`].
+pub(crate) fn execute_resolved(
+    ctx: &mut Ctx<'_>,
+    args: &[Bytes],
+    spec: Option<&'static Spec>,
+) -> Reply {
+    count_command(ctx);
+    dispatch(ctx, args, spec).unwrap_or_else(Reply::from)
+}
+
+/// Counts a command that runs (INFO's `total_commands_processed`).
+fn count_command(ctx: &Ctx<'_>) {
     ctx.shared
         .counters
         .total_commands
         .fetch_add(1, Ordering::Relaxed);
-    match dispatch(ctx, args) {
-        Ok(reply) => reply,
-        Err(e) => Reply::from(e),
-    }
 }
 
 /// Where a command may run: on the connection's network thread, or on the blocking pool.
@@ -122,9 +139,9 @@ pub(crate) enum Placement {
     Pool,
 }
 
-/// Where the command named `name` may run. Unknown commands only produce an error reply.
-pub(crate) fn placement(name: &[u8]) -> Placement {
-    let Some(spec) = lookup(name) else {
+/// Where a command may run. Unknown commands (`None`) only produce an error reply.
+pub(crate) fn placement(spec: Option<&Spec>) -> Placement {
+    let Some(spec) = spec else {
         return Placement::Read;
     };
     if spec.group == "connection" {
@@ -145,24 +162,25 @@ pub(crate) fn placement(name: &[u8]) -> Placement {
 /// Runs a read command with engine reads that do not wait for the disk
 /// (`strata::without_waiting`). `None` when one would have waited: the command changed nothing,
 /// was not counted, and should run again on the blocking pool.
-pub(crate) fn execute_without_waiting(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Option<Reply> {
-    match strata::without_waiting(|| dispatch(ctx, args)) {
+pub(crate) fn execute_without_waiting(
+    ctx: &mut Ctx<'_>,
+    args: &[Bytes],
+    spec: Option<&'static Spec>,
+) -> Option<Reply> {
+    match strata::without_waiting(|| dispatch(ctx, args, spec)) {
         Err(e) if e.is_would_block() => None,
         result => {
-            ctx.shared
-                .counters
-                .total_commands
-                .fetch_add(1, Ordering::Relaxed);
+            count_command(ctx);
             Some(result.unwrap_or_else(Reply::from))
         }
     }
 }
 
-fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes], spec: Option<&'static Spec>) -> Result<Reply> {
     let Some(name) = args.first() else {
         return Err(Error::unknown_command(args));
     };
-    let Some(spec) = lookup(name) else {
+    let Some(spec) = spec else {
         // HTTP requests sent to this port (browsers, SSRF probes) are cut off without a reply,
         // as Redis does: `POST` and `Host:` are never Redis commands.
         if name.eq_ignore_ascii_case(b"post") || name.eq_ignore_ascii_case(b"host:") {

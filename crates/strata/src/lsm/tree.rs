@@ -105,6 +105,18 @@ pub(crate) struct Tree {
     counters: Counters,
 }
 
+/// A full compaction collects value logs whose live share is below this.
+const FULL_COMPACTION_GC_LIVE_RATIO: f64 = 0.9;
+
+/// What [`Tree::throttle`] does to a writer.
+enum Pace {
+    Go,
+    /// Sleep 100 us per step.
+    Slow(u64),
+    /// Wait for background work.
+    Stop,
+}
+
 impl Tree {
     /// Opens (or creates) the partition in `dir`, replaying its write-ahead logs.
     pub(crate) fn open(
@@ -282,35 +294,39 @@ impl Tree {
         }
     }
 
-    /// Slows writers down, then stops them, while flushes or level-0 compactions are behind,
-    /// so memory and read amplification stay bounded.
-    /// The live share under which background work collects a value log.
-    pub(crate) fn value_log_gc_live_ratio(&self) -> f64 {
-        self.opts.value_log_gc_live_ratio
+    /// How far background work is behind, as seen by a writer now.
+    fn pace(&self, v: &View) -> Pace {
+        let l0 = v.version.levels[0].len();
+        if v.immutables.len() >= self.opts.max_immutable_memtables || l0 >= self.opts.l0_stop_tables
+        {
+            Pace::Stop
+        } else if l0 >= self.opts.l0_slowdown_tables {
+            // Gradual: the further behind compaction is, the longer each write waits.
+            Pace::Slow((l0 - self.opts.l0_slowdown_tables + 1) as u64)
+        } else {
+            Pace::Go
+        }
     }
 
     /// Whether a write now would be slowed or stopped by [`Tree::throttle`].
     pub(crate) fn writes_would_wait(&self) -> bool {
-        let v = self.view.load();
-        v.immutables.len() >= self.opts.max_immutable_memtables
-            || v.version.levels[0].len() >= self.opts.l0_slowdown_tables
+        !matches!(self.pace(&self.view.load()), Pace::Go)
     }
 
+    /// Slows writers down, then stops them, while flushes or level-0 compactions are behind,
+    /// so memory and read amplification stay bounded.
     fn throttle(&self) -> Result<()> {
         let mut waited_ms = 0u64;
         loop {
             let v = self.view.load();
-            let l0 = v.version.levels[0].len();
-            let stop = v.immutables.len() >= self.opts.max_immutable_memtables
-                || l0 >= self.opts.l0_stop_tables;
-            if !stop {
-                if l0 >= self.opts.l0_slowdown_tables {
-                    // Gradual: the further behind compaction is, the longer each write waits.
-                    let steps = (l0 - self.opts.l0_slowdown_tables + 1) as u64;
+            match self.pace(&v) {
+                Pace::Go => return Ok(()),
+                Pace::Slow(steps) => {
                     self.counters.stalls.fetch_add(1, Ordering::Relaxed);
                     std::thread::sleep(Duration::from_micros(100 * steps));
+                    return Ok(());
                 }
-                return Ok(());
+                Pace::Stop => {}
             }
             drop(v);
             if waited_ms == 0 {
@@ -762,6 +778,20 @@ impl Tree {
                 Err(e)
             }
         }
+    }
+
+    /// Merges every level into one and collects the value logs that leaves garbage in. Live
+    /// counts are exact after a full merge. A full compaction is asked for to get space back, so
+    /// it also collects value logs that background collection leaves alone: any with a tenth or
+    /// more dead, such as a log whose small values went into tables at flush.
+    pub(crate) fn compact_fully(&self) -> Result<()> {
+        self.compact_once(true)?;
+        let ratio = self
+            .opts
+            .value_log_gc_live_ratio
+            .max(FULL_COMPACTION_GC_LIVE_RATIO);
+        while self.gc_value_log(ratio)? {}
+        Ok(())
     }
 
     /// Garbage-collects the value log with the smallest live share, if it is below

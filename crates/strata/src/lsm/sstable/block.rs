@@ -61,6 +61,56 @@ impl BlockBuilder {
 
 const MALFORMED: &str = "malformed block entry";
 
+/// Where one entry's parts lie in a block.
+struct RawEntry<'a> {
+    kind: u8,
+    /// Bytes of the previous key this entry's key starts with.
+    shared: usize,
+    /// The rest of the key.
+    suffix: &'a [u8],
+    /// The value's bytes within the block.
+    value: std::ops::Range<usize>,
+    /// Offset of the next entry.
+    next: usize,
+}
+
+/// Parses the entry at `pos`; `prev_key_len` bounds its shared prefix. `None` on malformed bytes.
+fn entry_at(block: &[u8], pos: usize, prev_key_len: usize) -> Option<RawEntry<'_>> {
+    let mut r = Reader::new(block.get(pos..)?);
+    let kind = r.u8()?;
+    if !(1..=3).contains(&kind) {
+        return None;
+    }
+    let shared = usize::try_from(r.varint()?).ok()?;
+    let unshared = usize::try_from(r.varint()?).ok()?;
+    let vlen = match kind {
+        2 => 0,
+        _ => usize::try_from(r.varint()?).ok()?,
+    };
+    if shared > prev_key_len {
+        return None;
+    }
+    let suffix = r.bytes(unshared)?;
+    let vstart = pos + r.position();
+    r.bytes(vlen)?;
+    Some(RawEntry {
+        kind,
+        shared,
+        suffix,
+        value: vstart..vstart + vlen,
+        next: pos + r.position(),
+    })
+}
+
+/// The slot an entry holds (its value a slice of `block`, not a copy).
+fn slot_of(block: &Bytes, kind: u8, value: std::ops::Range<usize>) -> Option<Slot> {
+    match kind {
+        1 => Some(Slot::Put(block.slice(value))),
+        3 => ValuePtr::decode(&block[value]).map(Slot::Pointer),
+        _ => Some(Slot::Delete),
+    }
+}
+
 /// Finds `key` in a decoded block without rebuilding keys or decoding values on the way.
 ///
 /// Keys are prefix-compressed and sorted, so a point lookup needs few byte comparisons: with
@@ -76,48 +126,26 @@ pub(crate) fn find(block: &Bytes, key: &[u8]) -> Result<Option<Slot>, &'static s
     let mut matched = 0usize;
     let mut prev_len = 0usize;
     while pos < block.len() {
-        let mut r = Reader::new(&block[pos..]);
-        let kind = r.u8().ok_or(MALFORMED)?;
-        if !(1..=3).contains(&kind) {
-            return Err(MALFORMED);
-        }
-        let mut len = || {
-            r.varint()
-                .and_then(|v| usize::try_from(v).ok())
-                .ok_or(MALFORMED)
-        };
-        let shared = len()?;
-        let unshared = len()?;
-        let vlen = if kind == 2 { 0 } else { len()? };
-        if shared > prev_len {
-            return Err(MALFORMED);
-        }
-        let suffix = r.bytes(unshared).ok_or(MALFORMED)?;
-        let vstart = pos + r.position();
-        r.bytes(vlen).ok_or(MALFORMED)?;
-        let next = pos + r.position();
-        prev_len = shared + unshared;
-        let order = match shared.cmp(&matched) {
+        let e = entry_at(block, pos, prev_len).ok_or(MALFORMED)?;
+        prev_len = e.shared + e.suffix.len();
+        let order = match e.shared.cmp(&matched) {
             Ordering::Greater => Ordering::Less,
             Ordering::Less => Ordering::Greater,
             Ordering::Equal => {
-                let rest = key.get(shared..).unwrap_or(&[]);
-                matched = shared + suffix.iter().zip(rest).take_while(|(a, b)| a == b).count();
-                suffix.cmp(rest)
+                let rest = key.get(e.shared..).unwrap_or(&[]);
+                matched = e.shared
+                    + e.suffix
+                        .iter()
+                        .zip(rest)
+                        .take_while(|(a, b)| a == b)
+                        .count();
+                e.suffix.cmp(rest)
             }
         };
         match order {
-            Ordering::Less => pos = next,
+            Ordering::Less => pos = e.next,
             Ordering::Greater => return Ok(None),
-            Ordering::Equal => {
-                return match kind {
-                    1 => Ok(Some(Slot::Put(block.slice(vstart..vstart + vlen)))),
-                    3 => ValuePtr::decode(&block[vstart..vstart + vlen])
-                        .map(|p| Some(Slot::Pointer(p)))
-                        .ok_or(MALFORMED),
-                    _ => Ok(Some(Slot::Delete)),
-                };
-            }
+            Ordering::Equal => return slot_of(block, e.kind, e.value).map(Some).ok_or(MALFORMED),
         }
     }
     Ok(None)
@@ -145,40 +173,19 @@ impl BlockIter {
         if self.pos >= self.block.len() {
             return None;
         }
-        let mut r = Reader::new(&self.block[self.pos..]);
-        let res = (|| {
-            let kind = r.u8()?;
-            if !(1..=3).contains(&kind) {
-                return None;
-            }
-            let shared = usize::try_from(r.varint()?).ok()?;
-            let unshared = usize::try_from(r.varint()?).ok()?;
-            let vlen = match kind {
-                2 => 0,
-                _ => usize::try_from(r.varint()?).ok()?,
-            };
-            if shared > self.key.len() {
-                return None;
-            }
-            let suffix = r.bytes(unshared)?;
-            self.key.truncate(shared);
-            self.key.extend_from_slice(suffix);
-            let vstart = self.pos + r.position();
-            r.bytes(vlen)?;
-            match kind {
-                1 => Some(Slot::Put(self.block.slice(vstart..vstart + vlen))),
-                3 => ValuePtr::decode(&self.block[vstart..vstart + vlen]).map(Slot::Pointer),
-                _ => Some(Slot::Delete),
-            }
-        })();
-        match res {
-            Some(slot) => {
-                self.pos += r.position();
+        let parsed = entry_at(&self.block, self.pos, self.key.len()).and_then(|e| {
+            self.key.truncate(e.shared);
+            self.key.extend_from_slice(e.suffix);
+            Some((slot_of(&self.block, e.kind, e.value)?, e.next))
+        });
+        match parsed {
+            Some((slot, next)) => {
+                self.pos = next;
                 Some(Ok(slot))
             }
             None => {
                 self.pos = self.block.len();
-                Some(Err("malformed block entry"))
+                Some(Err(MALFORMED))
             }
         }
     }
