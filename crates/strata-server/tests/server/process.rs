@@ -1,7 +1,8 @@
 //! The server as a separate process (the `strata-server` binary): killed with SIGKILL it keeps
 //! every write it acknowledged, under `appendfsync always` and also under `everysec` and `no`
 //! (a killed process is not a lost machine: every acknowledged record was handed to the OS);
-//! stopped with SIGTERM it flushes everything, even under `appendfsync no`.
+//! stopped with SIGTERM it flushes everything, even under `appendfsync no`; on a full disk it
+//! acknowledges nothing it could not write and keeps serving.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
@@ -20,7 +21,26 @@ struct ServerProcess {
 
 impl ServerProcess {
     fn start(dir: &Path, appendfsync: &str) -> ServerProcess {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_strata-server"))
+        Self::start_limited(dir, appendfsync, None)
+    }
+
+    /// With `file_bytes_max`, every file the server writes is limited to that size
+    /// (`prlimit --fsize`, SIGXFSZ ignored so a write past it fails with EFBIG, as ENOSPC would
+    /// on a full disk).
+    fn start_limited(dir: &Path, appendfsync: &str, file_bytes_max: Option<u64>) -> ServerProcess {
+        let exe = env!("CARGO_BIN_EXE_strata-server");
+        let mut command = match file_bytes_max {
+            None => Command::new(exe),
+            Some(bytes) => {
+                let mut c = Command::new("sh");
+                c.arg("-c").arg(format!(
+                    "trap '' XFSZ; exec prlimit --fsize={bytes} \"$0\" \"$@\""
+                ));
+                c.arg(exe);
+                c
+            }
+        };
+        let mut child = command
             .arg("--dir")
             .arg(dir)
             .args([
@@ -185,6 +205,77 @@ fn sigkill_loses_no_acknowledged_write(appendfsync: &str) {
         counter >= incrs && counter <= incrs + WRITERS as i64,
         "counter {counter}, acknowledged {incrs}"
     );
+    server.terminate();
+}
+
+/// A full disk under `appendfsync everysec`: the write whose log record cannot be handed to the
+/// OS is not acknowledged (its connection is closed, no reply), the server keeps serving other
+/// clients (reads, and clear errors for writes), and every acknowledged write is there after a
+/// restart without the limit.
+#[test]
+fn full_disk_loses_no_acknowledged_write_and_keeps_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = ServerProcess::start_limited(dir.path(), "everysec", Some(200_000));
+    let mut c = server.client();
+    let value = "v".repeat(1000);
+    let mut acked = Vec::new();
+    let mut failed = false;
+    for i in 0..10_000 {
+        let key = format!("k{i:05}");
+        match c.set::<_, _, ()>(&key, &value) {
+            Ok(()) => acked.push(key),
+            Err(_) => {
+                failed = true;
+                break;
+            }
+        }
+    }
+    assert!(failed, "no write failed under a 200 kB file limit");
+    assert!(
+        acked.len() > 10,
+        "too few writes before the limit: {}",
+        acked.len()
+    );
+
+    // Other clients are still served: reads answer, and a write to the partition whose log
+    // failed gets an error reply naming the cause. (A write to the other partition may still
+    // succeed until its own log reaches the limit; then that connection is closed too.)
+    let mut other = server.client();
+    let got: Option<String> = other.get(&acked[0]).unwrap();
+    assert_eq!(got.as_deref(), Some(value.as_str()));
+    let mut refused = None;
+    for i in 0..1_000 {
+        let key = format!("after{i:04}");
+        match other.set::<_, _, ()>(&key, &value) {
+            Ok(()) => acked.push(key),
+            Err(e) if e.kind() == redis::ErrorKind::ResponseError => {
+                refused = Some(e.to_string());
+                break;
+            }
+            // The connection whose write could not be handed to the OS is closed, unanswered.
+            Err(_) => other = server.client(),
+        }
+    }
+    let text = refused.expect("no write was refused with an error reply");
+    assert!(
+        text.contains("read-only") || text.contains("File too large"),
+        "unclear error: {text}"
+    );
+    let got: Option<String> = other.get(&acked[0]).unwrap();
+    assert_eq!(got.as_deref(), Some(value.as_str()), "reads stopped");
+    drop((c, other));
+    server.kill9();
+
+    let server = ServerProcess::start(dir.path(), "everysec");
+    let mut c = server.client();
+    for key in &acked {
+        let got: Option<String> = c.get(key).unwrap();
+        assert_eq!(
+            got.as_deref(),
+            Some(value.as_str()),
+            "acknowledged {key} lost"
+        );
+    }
     server.terminate();
 }
 
