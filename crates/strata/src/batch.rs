@@ -129,6 +129,22 @@ pub(crate) fn decode_entries(payload: &[u8]) -> Option<Vec<Entry<'_>>> {
     Some(out)
 }
 
+/// Whether each entry is the last write of its key in `entries` (a batch may write one key more
+/// than once; only its last entry is the key's state after the batch).
+pub(crate) fn last_writes(entries: &[Entry<'_>]) -> Vec<bool> {
+    if entries.len() <= 1 {
+        return vec![true; entries.len()];
+    }
+    let mut seen = std::collections::HashSet::with_capacity(entries.len());
+    let mut last: Vec<bool> = entries
+        .iter()
+        .rev()
+        .map(|(_, k, _)| seen.insert(*k))
+        .collect();
+    last.reverse();
+    last
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -149,5 +165,18 @@ mod tests {
         for cut in 0..buf.len() {
             assert!(decode_entries(&buf[..cut]).is_none(), "cut at {cut}");
         }
+    }
+
+    #[test]
+    fn last_writes_marks_the_final_entry_of_each_key() {
+        let e: Vec<Entry<'_>> = vec![
+            (Kind::Put, b"k", b"1"),
+            (Kind::Put, b"j", b"1"),
+            (Kind::Delete, b"k", b""),
+            (Kind::Put, b"k", b"2"),
+        ];
+        assert_eq!(last_writes(&e), [false, true, false, true]);
+        assert_eq!(last_writes(&e[..1]), [true]);
+        assert!(last_writes(&[]).is_empty());
     }
 }

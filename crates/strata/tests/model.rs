@@ -284,6 +284,50 @@ fn write_batch_applies_puts_and_deletes_in_order() {
     }
 }
 
+/// A batch that writes one key more than once keeps its last value through merges (log engine)
+/// and compactions (LSM), before and after a reopen. Batches like this come from `MSET k a k b`,
+/// from pipelined `SET`s the server groups, and from `DocStore::put_many`.
+#[test]
+fn a_batch_writing_one_key_twice_keeps_the_last_value_through_compactions() {
+    for engine in ENGINES {
+        let dir = tempfile::tempdir().unwrap();
+        let expect = |db: &Db, when: &str| {
+            assert_eq!(
+                db.get(b"k").unwrap().as_deref(),
+                Some(&b"v2"[..]),
+                "{engine:?}: {when}"
+            );
+            assert_eq!(db.get(b"d").unwrap(), None, "{engine:?}: {when}");
+            assert_eq!(
+                db.get(b"e").unwrap().as_deref(),
+                Some(&b"e2"[..]),
+                "{engine:?}: {when}"
+            );
+        };
+        {
+            let db = Db::open(dir.path(), tiny(engine)).unwrap();
+            let mut b = strata::WriteBatch::new();
+            b.put(b"k", b"v1")
+                .put(b"d", b"d1")
+                .put(b"k", b"v2")
+                .delete(b"d")
+                .delete(b"e")
+                .put(b"e", b"e2");
+            db.write(b).unwrap();
+            expect(&db, "after the write");
+            db.compact().unwrap();
+            expect(&db, "after one compaction");
+            db.compact().unwrap();
+            expect(&db, "after two compactions");
+            db.close().unwrap();
+        }
+        let db = Db::open(dir.path(), tiny(engine)).unwrap();
+        expect(&db, "after reopening");
+        db.compact().unwrap();
+        expect(&db, "after reopening and compacting");
+    }
+}
+
 #[test]
 fn update_is_atomic_under_concurrency() {
     for engine in ENGINES {

@@ -203,7 +203,9 @@ impl Index {
                     self.remove(key)
                 }
             };
-            if let Some(old) = old {
+            // An earlier entry of this same record is not a dead record: the record stays live
+            // while its last entry for a key is.
+            if let Some(old) = old.filter(|old| *old != loc) {
                 *dead.entry(old.seg).or_default() += u64::from(old.len);
             }
         }

@@ -446,8 +446,11 @@ impl LogStore {
                     offset: offset as u32,
                     len: (RECORD_HEADER_BYTES + payload.len() as u64) as u32,
                 };
-                for (kind, key, value) in entries {
-                    if kind != Kind::Put || self.index.read().get(key) != Some(old) {
+                // The index points a key at the record, not at an entry: only the key's last
+                // entry in the record is its value (a batch may write a key twice).
+                let last = crate::batch::last_writes(&entries);
+                for ((kind, key, value), last) in entries.into_iter().zip(last) {
+                    if !last || kind != Kind::Put || self.index.read().get(key) != Some(old) {
                         continue;
                     }
                     let (w, h) = match &mut out.writer {
