@@ -74,23 +74,11 @@ use type_code as tc;
 const NIBBLE_INLINE_MAX: u64 = 14;
 /// Nibble value meaning "a varint follows".
 const NIBBLE_VARINT: u8 = 15;
-/// Longest LEB128 encoding of a u64.
-const VARINT_BYTES_MAX: usize = 10;
-
-fn varint_len(mut v: u64) -> usize {
-    let mut n = 1;
-    while v >= 0x80 {
-        v >>= 7;
-        n += 1;
-    }
-    n
-}
-
 pub(crate) fn header_len(n: u64) -> usize {
     if n <= NIBBLE_INLINE_MAX {
         1
     } else {
-        1 + varint_len(n)
+        1 + strata::varint::len(n)
     }
 }
 
@@ -99,12 +87,7 @@ pub(crate) fn put_header(out: &mut Vec<u8>, code: u8, n: u64) {
         out.push(code | ((n as u8) << 4));
     } else {
         out.push(code | (NIBBLE_VARINT << 4));
-        let mut v = n;
-        while v >= 0x80 {
-            out.push((v as u8) | 0x80);
-            v >>= 7;
-        }
-        out.push(v as u8);
+        strata::varint::put(out, n);
     }
 }
 
@@ -304,26 +287,10 @@ impl<'a> Reader<'a> {
     }
 
     fn varint(&mut self) -> Result<u64> {
-        let start = self.pos;
-        let mut v: u64 = 0;
-        for i in 0..VARINT_BYTES_MAX {
-            let b = self.byte()?;
-            let bits = u64::from(b & 0x7f);
-            if i == VARINT_BYTES_MAX - 1 && b > 1 {
-                self.pos = start;
-                return Err(self.err("varint overflows u64"));
-            }
-            v |= bits << (7 * i);
-            if b & 0x80 == 0 {
-                if b == 0 && i > 0 {
-                    self.pos = start;
-                    return Err(self.err("non-minimal varint"));
-                }
-                return Ok(v);
-            }
-        }
-        self.pos = start;
-        Err(self.err("varint longer than 10 bytes"))
+        let rest = self.bytes.get(self.pos..).unwrap_or_default();
+        let (v, n) = strata::varint::decode(rest).map_err(|e| self.err(e.reason()))?;
+        self.pos += n;
+        Ok(v)
     }
 
     /// Reads a prefix byte and its number: `(type code, number)`.

@@ -137,9 +137,9 @@ impl NameTable {
         let mut out =
             Vec::with_capacity(16 + self.names.iter().map(|n| n.len() + 1).sum::<usize>());
         out.push(NAMES_FORMAT_VERSION);
-        put_varint(&mut out, self.names.len() as u64);
+        strata::varint::put(&mut out, self.names.len() as u64);
         for n in &self.names {
-            put_varint(&mut out, n.len() as u64);
+            strata::varint::put(&mut out, n.len() as u64);
             out.extend_from_slice(n.as_bytes());
         }
         let crc = crc32c::crc32c(&out);
@@ -198,25 +198,10 @@ impl NameTable {
     }
 }
 
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
 fn get_varint(bytes: &[u8], pos: &mut usize) -> Option<u64> {
-    let mut v = 0u64;
-    for shift in (0..64).step_by(7) {
-        let b = *bytes.get(*pos)?;
-        *pos += 1;
-        v |= u64::from(b & 0x7f) << shift;
-        if b & 0x80 == 0 {
-            return Some(v);
-        }
-    }
-    None
+    let (v, n) = strata::varint::decode(bytes.get(*pos..)?).ok()?;
+    *pos += n;
+    Some(v)
 }
 
 /// The names of one store as this process sees them: the current [`NameTable`] (read without

@@ -1,14 +1,7 @@
-//! Small byte-level helpers: LEB128 varints, little-endian integers and a bounds-checked reader
+//! Small byte-level helpers: little-endian integers, varints (from [`crate::varint`]) and a bounds-checked reader
 //! that returns `None` instead of panicking on short input.
 
-/// Appends `v` as an unsigned LEB128 varint.
-pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
+pub(crate) use crate::varint::put as put_varint;
 
 /// A cursor over a byte slice; every read is bounds-checked.
 pub(crate) struct Reader<'a> {
@@ -54,21 +47,11 @@ impl<'a> Reader<'a> {
         Some(u64::from_le_bytes(a))
     }
 
-    /// Reads an unsigned LEB128 varint of at most 10 bytes.
+    /// Reads a varint (shortest encoding only, see [`crate::varint`]).
     pub(crate) fn varint(&mut self) -> Option<u64> {
-        let mut v: u64 = 0;
-        for i in 0..10 {
-            let b = self.u8()?;
-            let bits = (b & 0x7f) as u64;
-            if i == 9 && bits > 1 {
-                return None;
-            }
-            v |= bits << (7 * i);
-            if b & 0x80 == 0 {
-                return Some(v);
-            }
-        }
-        None
+        let (v, n) = crate::varint::decode(self.buf.get(self.pos..)?).ok()?;
+        self.pos += n;
+        Some(v)
     }
 
     /// Reads a varint length followed by that many bytes.
@@ -82,22 +65,4 @@ impl<'a> Reader<'a> {
 pub(crate) fn put_len_prefixed(out: &mut Vec<u8>, b: &[u8]) {
     put_varint(out, b.len() as u64);
     out.extend_from_slice(b);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn varint_round_trips_edges() {
-        for v in [0u64, 1, 127, 128, 300, u32::MAX as u64, u64::MAX] {
-            let mut b = Vec::new();
-            put_varint(&mut b, v);
-            let mut r = Reader::new(&b);
-            assert_eq!(r.varint(), Some(v));
-            assert!(r.is_empty());
-        }
-        // 11 continuation bytes: not a varint.
-        assert_eq!(Reader::new(&[0xff; 11]).varint(), None);
-    }
 }

@@ -47,6 +47,7 @@ mod nowait;
 mod options;
 mod partition;
 mod stats;
+pub mod varint;
 mod wal;
 
 pub use batch::WriteBatch;
