@@ -1,6 +1,6 @@
 //! Write batches: an ordered list of puts and deletes applied atomically per partition.
 
-use crate::coding::{put_varint, Reader};
+use crate::util::coding::{put_varint, Reader};
 
 /// The kind of an entry: a value or a tombstone. Deletes are an entry kind, never a magic value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,6 +57,17 @@ impl WriteBatch {
     pub fn is_empty(&self) -> bool {
         self.ops.is_empty()
     }
+}
+
+/// An atomic read-modify-write decision (see [`crate::Db::update`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Update {
+    /// Leave the key as it is.
+    Keep,
+    /// Store this value.
+    Put(Vec<u8>),
+    /// Delete the key.
+    Delete,
 }
 
 /// One entry of a batch, borrowed: kind, key, value (empty for deletes).

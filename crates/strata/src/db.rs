@@ -6,26 +6,26 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
 
 use bytes::Bytes;
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::Sender;
 use parking_lot::Mutex;
 
+use crate::background;
+pub use crate::batch::Update;
 use crate::batch::{Entry, Kind, WriteBatch};
-use crate::cache::BlockCache;
 use crate::error::{Error, Result};
-use crate::iter::{EntryIter, MergeIter};
-use crate::log::LogStore;
-use crate::lsm::fsutil;
+use crate::hashlog::LogStore;
 use crate::lsm::memtable::{MemtableBudget, Slot};
 use crate::lsm::sstable::{TableBuilder, TableMeta};
 use crate::lsm::tree::Tree;
-pub use crate::lsm::tree::Update;
 use crate::meta;
 use crate::options::{Engine, Options, SyncMode};
 use crate::partition::Partition;
 use crate::stats::Stats;
+use crate::util::cache::BlockCache;
+use crate::util::fsutil;
+use crate::util::merge::{EntryIter, MergeIter};
 
 /// Largest write batch accepted, in bytes of keys and values.
 pub const BATCH_BYTES_MAX: usize = 1 << 30;
@@ -68,7 +68,7 @@ impl Db {
         let opts = Arc::new(options);
         let cache = Arc::new(BlockCache::new(opts.block_cache_bytes));
         let memtable_budget = Arc::new(MemtableBudget::new(opts.memtable_budget_bytes, partitions));
-        let (work_tx, work_rx) = crossbeam_channel::unbounded::<usize>();
+        let (work_tx, work_rx) = background::work_queue();
         // Partitions are independent: open (replay logs, read hints, build indexes) in parallel,
         // at most one thread per core. The log engine's open is CPU-bound (10 M keys: seconds).
         let open_one = |id: usize| -> Result<Partition> {
@@ -131,18 +131,20 @@ impl Db {
         let mut workers = Vec::new();
         for n in 0..inner.opts.background_threads {
             let (inner, work_rx, stop_rx) = (inner.clone(), work_rx.clone(), stop_rx.clone());
-            workers.push(spawn(&format!("strata-bg-{n}"), move || {
-                lower_priority(inner.opts.background_nice);
-                background_worker(&inner, &work_rx, &stop_rx)
+            workers.push(background::spawn(&format!("strata-bg-{n}"), move || {
+                background::lower_priority(inner.opts.background_nice);
+                background::run_worker(&inner.trees, &work_rx, &stop_rx)
             })?);
         }
         if inner.opts.sync != SyncMode::Always {
             let (inner, stop_rx) = (inner.clone(), stop_rx.clone());
-            workers.push(spawn("strata-sync", move || log_syncer(&inner, &stop_rx))?);
+            workers.push(background::spawn("strata-sync", move || {
+                background::run_log_syncer(&inner.trees, inner.opts.sync, &stop_rx)
+            })?);
         }
         // Memtables recovered from logs wait for flush; the workers pick them up now.
         for t in &inner.trees {
-            t.request_work();
+            t.work_request().request();
         }
         Ok(Db {
             inner,
@@ -448,70 +450,6 @@ impl Drop for Db {
     }
 }
 
-fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>> {
-    std::thread::Builder::new()
-        .name(name.to_string())
-        .spawn(f)
-        .map_err(|e| Error::io(name, e))
-}
-
-/// Adds `nice` to this thread's niceness (Linux applies a thread id given as a process id to
-/// that thread only). Failing only costs the priority, so it is logged, not returned.
-fn lower_priority(nice: i32) {
-    if nice == 0 {
-        return;
-    }
-    let tid = rustix::thread::gettid();
-    let res = rustix::process::getpriority_process(Some(tid))
-        .and_then(|now| rustix::process::setpriority_process(Some(tid), (now + nice).min(19)));
-    if let Err(e) = res {
-        tracing::warn!("could not lower the priority of a background thread: {e}");
-    }
-}
-
-fn background_worker(inner: &Inner, work: &Receiver<usize>, stop: &Receiver<()>) {
-    loop {
-        crossbeam_channel::select! {
-            recv(stop) -> _ => return,
-            recv(work) -> msg => {
-                let Ok(id) = msg else { return };
-                let tree = &inner.trees[id];
-                tree.work_pending().store(false, Ordering::Release);
-                loop {
-                    if !stop.is_empty() {
-                        return;
-                    }
-                    match tree.background_step() {
-                        Ok(true) => continue,
-                        Ok(false) => break,
-                        Err(e) => {
-                            tracing::error!(partition = id, dir = %tree.dir().display(), error = %e, "background flush/compaction failed; retrying");
-                            std::thread::sleep(Duration::from_millis(200));
-                            tree.request_work();
-                            break;
-                        }
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// Periodically hands buffered log records to the OS and, for `EveryMs`, fsyncs them.
-fn log_syncer(inner: &Inner, stop: &Receiver<()>) {
-    let (period, fsync) = match inner.opts.sync {
-        SyncMode::EveryMs(ms) => (Duration::from_millis(ms), true),
-        _ => (Duration::from_millis(100), false),
-    };
-    while let Err(crossbeam_channel::RecvTimeoutError::Timeout) = stop.recv_timeout(period) {
-        for t in &inner.trees {
-            if let Err(e) = t.sync_now(fsync) {
-                tracing::error!(partition = t.id(), error = %e, "syncing the write-ahead log failed");
-            }
-        }
-    }
-}
-
 /// Bulk ingest takes keys in strictly increasing order only.
 fn check_ascending(last: &mut Option<Vec<u8>>, key: &[u8]) -> Result<()> {
     if let Some(l) = last.as_deref() {
@@ -542,7 +480,7 @@ fn prefix_successor(prefix: &[u8]) -> Option<Bytes> {
 /// Iterator over a key range of the database, in key order. Yields `Err` once and stops if a
 /// table turns out to be damaged.
 pub struct Scan {
-    inner: MergeIter,
+    inner: MergeIter<Option<Bytes>>,
     error: Option<Error>,
 }
 
@@ -555,14 +493,8 @@ impl Iterator for Scan {
         }
         loop {
             match self.inner.next()? {
-                Ok((k, Slot::Put(v))) => return Some(Ok((k, v))),
-                Ok((_, Slot::Delete)) => continue,
-                Ok((k, Slot::Pointer(_))) => {
-                    return Some(Err(Error::InvalidArgument(format!(
-                        "unresolved value pointer for key {:?}",
-                        String::from_utf8_lossy(&k)
-                    ))))
-                }
+                Ok((k, Some(v))) => return Some(Ok((k, v))),
+                Ok((_, None)) => continue,
                 Err(e) => return Some(Err(e)),
             }
         }

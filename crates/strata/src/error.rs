@@ -50,6 +50,10 @@ pub enum Error {
         /// The error that made it read-only.
         reason: String,
     },
+    /// The operation met a transient condition and may succeed if retried (say, a hash-engine
+    /// merge kept moving the key being read).
+    #[error("busy, retry: {0}")]
+    Busy(String),
     /// The database was closed.
     #[error("database is closed")]
     Closed,

@@ -32,38 +32,36 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod background;
 mod batch;
-mod cache;
-mod coding;
 pub mod db;
 mod error;
 pub mod extsort;
-mod iter;
+mod hashlog;
 mod journal;
-mod log;
 mod lsm;
 mod meta;
-mod nowait;
 mod options;
 mod partition;
 mod stats;
-pub mod varint;
-mod wal;
+mod util;
 
+pub use batch::Update;
 pub use batch::WriteBatch;
 pub use bytes::Bytes;
-pub use db::{Db, Scan, Update};
+pub use db::{Db, Scan};
 pub use error::{Error, Result};
 pub use journal::{deferring_log_writes, LogWrites};
-pub use nowait::{waiting_forbidden, without_waiting};
 pub use options::{Compression, Engine, Options, SyncMode};
 pub use stats::{LevelStats, PartitionStats, Stats};
+pub use util::nowait::{waiting_forbidden, without_waiting};
+pub use util::varint;
 
 /// Format details shared with tests and tools that decode files independently.
 pub mod format {
-    pub use crate::log::hint::HINT_FORMAT_VERSION;
+    pub use crate::hashlog::hint::HINT_FORMAT_VERSION;
+    pub use crate::journal::format::WAL_FORMAT_VERSION;
     pub use crate::lsm::sstable::{TABLE_FORMAT_VERSION, TABLE_MAGIC};
     pub use crate::lsm::version::MANIFEST_FORMAT_VERSION;
     pub use crate::meta::{partition_of, META_FORMAT_VERSION};
-    pub use crate::wal::WAL_FORMAT_VERSION;
 }

@@ -7,10 +7,10 @@
 use std::fs;
 use std::path::Path;
 
-use crate::coding::Reader;
 use crate::error::{Error, IoContext, Result};
-use crate::lsm::fsutil;
 use crate::options::Engine;
+use crate::util::coding::Reader;
+use crate::util::fsutil;
 
 /// Version of the `STRATA` metadata file.
 pub const META_FORMAT_VERSION: u32 = 1;

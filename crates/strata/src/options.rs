@@ -1,5 +1,16 @@
 //! Options of a database. Every limit is explicit and carries its unit in its name.
 
+/// Most partitions a database may have.
+pub const PARTITIONS_MAX: usize = 4096;
+/// Smallest memtable size accepted.
+const MEMTABLE_BYTES_MIN: usize = 1024;
+/// Smallest log-engine segment size accepted.
+const LOG_SEGMENT_BYTES_MIN: u64 = 4096;
+/// Largest log-engine segment size accepted: a segment may exceed its size by one record (at
+/// most a batch, 1 GiB), and the index stores offsets as `u32`, so 2 GiB keeps every offset in
+/// range.
+pub const LOG_SEGMENT_BYTES_LIMIT: u64 = 2 << 30;
+
 /// When the write-ahead log is forced to stable storage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SyncMode {
@@ -174,10 +185,10 @@ impl Options {
 
     pub(crate) fn validate(&self) -> crate::Result<()> {
         let bad = |m: &str| Err(crate::Error::InvalidArgument(m.to_string()));
-        if self.partitions == 0 || self.partitions > 4096 {
+        if self.partitions == 0 || self.partitions > PARTITIONS_MAX {
             return bad("partitions must be between 1 and 4096");
         }
-        if self.memtable_bytes_max < 1024 {
+        if self.memtable_bytes_max < MEMTABLE_BYTES_MIN {
             return bad("memtable_bytes_max must be at least 1024");
         }
         if self.memtable_budget_bytes < self.memtable_bytes_max.min(1 << 20) {
@@ -201,9 +212,12 @@ impl Options {
         if self.level_size_ratio < 2 || self.background_threads == 0 {
             return bad("level_size_ratio must be at least 2 and background_threads at least 1");
         }
-        if !(0.05..=0.95).contains(&self.log_merge_dead_ratio) || self.log_segment_bytes_max < 4096
+        if !(0.05..=0.95).contains(&self.log_merge_dead_ratio) {
+            return bad("log_merge_dead_ratio must be in 0.05..=0.95");
+        }
+        if !(LOG_SEGMENT_BYTES_MIN..=LOG_SEGMENT_BYTES_LIMIT).contains(&self.log_segment_bytes_max)
         {
-            return bad("log_merge_dead_ratio must be in 0.05..=0.95 and log_segment_bytes_max at least 4096");
+            return bad("log_segment_bytes_max must be between 4 KiB and 2 GiB");
         }
         if !(0.0..=0.95).contains(&self.value_log_gc_live_ratio) {
             return bad("value_log_gc_live_ratio must be in 0.0..=0.95");

@@ -4,17 +4,17 @@
 
 use std::ops::Bound;
 use std::path::Path;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::batch::Entry;
+use crate::background::WorkRequest;
+use crate::batch::{Entry, Update};
 use crate::error::Result;
-use crate::iter::EntryIter;
-use crate::log::LogStore;
-use crate::lsm::tree::{Tree, Update};
+use crate::hashlog::LogStore;
+use crate::lsm::tree::Tree;
 use crate::stats::PartitionStats;
+use crate::util::merge::EntryIter;
 
 pub(crate) enum Partition {
     Lsm(Box<Tree>),
@@ -36,17 +36,10 @@ impl Partition {
         }
     }
 
-    pub(crate) fn work_pending(&self) -> &AtomicBool {
+    pub(crate) fn work_request(&self) -> &WorkRequest {
         match self {
-            Partition::Lsm(t) => &t.work_pending,
-            Partition::Log(l) => &l.work_pending,
-        }
-    }
-
-    pub(crate) fn request_work(&self) {
-        match self {
-            Partition::Lsm(t) => t.request_work(),
-            Partition::Log(l) => l.request_work(),
+            Partition::Lsm(t) => &t.work,
+            Partition::Log(l) => &l.work,
         }
     }
 

@@ -1,4 +1,4 @@
-//! Leveled compaction: what to merge and how.
+//! Leveled compaction: what to merge, how, and installing the result.
 //!
 //! Level 0 holds flushed tables that may overlap; when it has `l0_compaction_trigger` tables
 //! they are merged, with the overlapping tables of level 1, into level 1. Each deeper level `n`
@@ -9,17 +9,21 @@
 //! the number of levels (measured in BENCHMARKS.md). Tombstones are dropped only when no deeper
 //! level holds a table that overlaps the merged range, so they can no longer shadow anything.
 
+use std::collections::HashSet;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::Bytes;
 
 use crate::error::Result;
-use crate::iter::{EntryIter, MergeIter};
-use crate::lsm::memtable::Slot;
-use crate::lsm::sstable::{Table, TableBuilder, TableMeta};
+use crate::lsm::memtable::{Slot, SlotIter};
+use crate::lsm::sstable::{table_path, Table, TableBuilder, TableMeta};
+use crate::lsm::tree::Tree;
 use crate::lsm::version::Version;
+use crate::lsm::vlog::VlogFile;
 use crate::lsm::LEVELS;
 use crate::options::Options;
+use crate::util::merge::MergeIter;
 
 /// A merge to run: `inputs` newest first (level 0 newest to oldest, then shallower levels).
 pub(crate) struct Job {
@@ -120,7 +124,7 @@ pub(crate) fn merge(
             *dead.entry(p.file).or_default() += p.len as u64;
         }
     };
-    let sources: Vec<EntryIter> = job
+    let sources: Vec<SlotIter> = job
         .inputs
         .iter()
         .map(|t| {
@@ -128,12 +132,13 @@ pub(crate) fn merge(
                 std::ops::Bound::Unbounded,
                 std::ops::Bound::Unbounded,
                 false,
-            )) as EntryIter
+            )) as SlotIter
         })
         .collect();
     let mut builder: Option<TableBuilder> = None;
     let res = (|| {
-        let mut merged = MergeIter::new(sources).keeping_shadowed();
+        let mut merged =
+            MergeIter::new(sources).keeping_shadowed(|s| matches!(s, Slot::Pointer(_)));
         while let Some(item) = merged.next() {
             let (key, slot) = item?;
             for s in merged.take_shadowed() {
@@ -168,4 +173,132 @@ pub(crate) fn merge(
         }
     }
     res.map(|()| dead)
+}
+
+/// A full compaction collects value logs whose live share is below this.
+const FULL_COMPACTION_GC_LIVE_RATIO: f64 = 0.9;
+
+impl Tree {
+    /// Runs one compaction if one is due (or a full one with `full`). Returns whether it ran.
+    pub(crate) fn compact_once(&self, full: bool) -> Result<bool> {
+        let _g = if full {
+            self.compaction_lock.lock()
+        } else {
+            match self.compaction_lock.try_lock() {
+                Some(g) => g,
+                None => return Ok(false),
+            }
+        };
+        let version = self.view.load().version.clone();
+        let job = if full {
+            pick_full(&version)
+        } else {
+            pick(&version, &self.opts, &mut self.cursors.lock())
+        };
+        let Some(job) = job else { return Ok(false) };
+        self.run_compaction(job)?;
+        self.counters.compactions.fetch_add(1, Ordering::Relaxed);
+        self.wake_stalled();
+        Ok(true)
+    }
+
+    pub(super) fn run_compaction(&self, job: Job) -> Result<()> {
+        let mut outputs: Vec<Arc<Table>> = Vec::new();
+        let result = merge(
+            &job,
+            &self.opts,
+            || {
+                let id = self.next_file.fetch_add(1, Ordering::AcqRel);
+                TableBuilder::create(&self.sst_dir, id, &self.opts)
+            },
+            |meta| {
+                self.counters
+                    .compaction_bytes
+                    .fetch_add(meta.size, Ordering::Relaxed);
+                let t = Table::open(
+                    &table_path(&self.sst_dir, meta.id),
+                    meta.id,
+                    self.cache.clone(),
+                )?;
+                outputs.push(Arc::new(t));
+                Ok(())
+            },
+        )
+        .and_then(|dead| crate::util::fsutil::sync_dir(&self.sst_dir).map(|()| dead))
+        .and_then(|dead| {
+            // Value logs lose the bytes whose pointers this merge dropped; one that no table
+            // points into any more leaves the version (and the disk, once unused). The live
+            // counts are shared with the current version: put back if the manifest write fails.
+            let mut undo: Vec<(Arc<VlogFile>, u64)> = Vec::new();
+            let installed = self.install(None, |nv| {
+                let gone: HashSet<u64> = job.inputs.iter().map(|t| t.id).collect();
+                for level in nv.levels.iter_mut() {
+                    level.retain(|t| !gone.contains(&t.id));
+                }
+                let out = &mut nv.levels[job.output_level];
+                out.extend(outputs.iter().cloned());
+                out.sort_by(|a, b| a.min_key.cmp(&b.min_key));
+                for (file, bytes) in dead {
+                    if let Some(vlog) = nv.vlogs.get(&file) {
+                        let old = vlog.live_bytes.load(Ordering::Acquire);
+                        vlog.live_bytes
+                            .store(old.saturating_sub(bytes), Ordering::Release);
+                        undo.push((vlog.clone(), old));
+                    }
+                }
+                let emptied: Vec<Arc<VlogFile>> = nv
+                    .vlogs
+                    .values()
+                    .filter(|v| v.live_bytes.load(Ordering::Acquire) == 0)
+                    .cloned()
+                    .collect();
+                for v in &emptied {
+                    nv.vlogs.remove(&v.number);
+                }
+                Ok(emptied)
+            });
+            match installed {
+                Ok(emptied) => {
+                    for v in &emptied {
+                        v.obsolete.store(true, Ordering::Release);
+                    }
+                    Ok(())
+                }
+                Err(e) => {
+                    for (v, old) in undo {
+                        v.live_bytes.store(old, Ordering::Release);
+                    }
+                    Err(e)
+                }
+            }
+        });
+        match result {
+            Ok(()) => {
+                for t in &job.inputs {
+                    t.obsolete.store(true, Ordering::Release);
+                }
+                Ok(())
+            }
+            Err(e) => {
+                for t in &outputs {
+                    t.obsolete.store(true, Ordering::Release);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Merges every level into one and collects the value logs that leaves garbage in. Live
+    /// counts are exact after a full merge. A full compaction is asked for to get space back, so
+    /// it also collects value logs that background collection leaves alone: any with a tenth or
+    /// more dead, such as a log whose small values went into tables at flush.
+    pub(crate) fn compact_fully(&self) -> Result<()> {
+        self.compact_once(true)?;
+        let ratio = self
+            .opts
+            .value_log_gc_live_ratio
+            .max(FULL_COMPACTION_GC_LIVE_RATIO);
+        while self.gc_value_log(ratio)? {}
+        Ok(())
+    }
 }

@@ -17,6 +17,9 @@ use xxhash_rust::xxh3::Xxh3Builder;
 use crate::batch::Kind;
 use crate::lsm::vlog::ValuePtr;
 
+/// A sorted stream of one partition's entry states (memtables, tables, merges of them).
+pub(crate) type SlotIter = crate::util::merge::SortedIter<Slot>;
+
 /// A value, a pointer to a value in a value log (tables only), or a tombstone.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Slot {

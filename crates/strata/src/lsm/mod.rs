@@ -1,9 +1,16 @@
-//! One LSM tree (= one partition): write-ahead log, memtables, table files, versions, compaction.
+//! The LSM engine, one tree per partition. Data flows down this list: `tree` (write and read
+//! paths, `install`) -> `memtable` -> `flush` -> `sstable` files listed by `version` (the
+//! manifest) -> `compaction`; beside them `recovery` (open), `throttle` (write stalls), `ingest`
+//! (bulk load into tables) and `vlog` (value logs: key-value separation, their GC and sampling).
+//! The LSM stands on `journal` and `util`; it never imports the hash engine.
 
 pub(crate) mod compaction;
-pub(crate) mod fsutil;
+mod flush;
+pub(crate) mod ingest;
 pub(crate) mod memtable;
+mod recovery;
 pub(crate) mod sstable;
+mod throttle;
 pub(crate) mod tree;
 pub(crate) mod version;
 pub(crate) mod vlog;

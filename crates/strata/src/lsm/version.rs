@@ -16,11 +16,12 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::coding::{put_len_prefixed, put_varint, Reader};
 use crate::error::{Error, IoContext, Result};
 use crate::lsm::sstable::{Table, TableMeta};
 use crate::lsm::vlog::VlogFile;
-use crate::lsm::{fsutil, LEVELS};
+use crate::lsm::LEVELS;
+use crate::util::coding::{put_len_prefixed, put_varint, Reader};
+use crate::util::fsutil;
 use std::collections::BTreeMap;
 
 /// Version of the manifest format.

@@ -7,9 +7,9 @@
 
 use bytes::Bytes;
 
-use crate::coding::{put_varint, Reader};
 use crate::lsm::memtable::Slot;
 use crate::lsm::vlog::ValuePtr;
+use crate::util::coding::{put_varint, Reader};
 
 /// Accumulates entries of one block.
 #[derive(Default)]

@@ -24,11 +24,11 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::cache::BlockCache;
-use crate::coding::{put_len_prefixed, put_varint, Reader};
 use crate::error::{Error, IoContext, Result};
 use crate::lsm::memtable::Slot;
 use crate::options::{Compression, Options};
+use crate::util::cache::BlockCache;
+use crate::util::coding::{put_len_prefixed, put_varint, Reader};
 use block::{BlockBuilder, BlockIter};
 use bloom::Filter;
 
@@ -430,7 +430,7 @@ impl Table {
                 "block runs past end of file",
             ));
         }
-        crate::nowait::read_exact_at(&self.file, &mut buf, offset).at(&self.path)?;
+        crate::util::nowait::read_exact_at(&self.file, &mut buf, offset).at(&self.path)?;
         let n = size as usize;
         let ctype = buf[n];
         let stored = u32::from_le_bytes([buf[n + 1], buf[n + 2], buf[n + 3], buf[n + 4]]);

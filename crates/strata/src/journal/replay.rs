@@ -1,135 +1,21 @@
-//! The log file format shared by both engines: the LSM engine's write-ahead log and the log
-//! engine's segments. Every write is appended here before it touches memory, so a crash loses
-//! nothing that was acknowledged under the configured sync mode.
+//! Reads a log file from start to end: every record is checked against its checksum and handed
+//! on, in order, from a window of 1 MiB (never the whole file in memory). Recovery, value-log
+//! garbage collection and sampling, and the hash engine's open and merge all read logs through
+//! [`replay_batches`].
 //!
-//! File `wal/NNNNNN.log`: a 16-byte header (magic `b"STRATWAL"`, format version u32, CRC32C of
-//! those 12 bytes u32), then records `payload_len u32 | crc32c(payload_len bytes ++ payload) u32 |
-//! payload`. A payload is one write batch (see `batch::encode_entries`), so a batch is atomic.
-//!
-//! Records are collected in a user-space buffer and handed to the OS by the journal before the
-//! write that appended them returns (one `write()` for every record appended meanwhile); the
-//! journal also decides when to fsync (group commit). Recovery accepts a torn final record —
-//! one that runs past the end of the file, or a tail of zeros — truncates it and reports it; any
-//! other bad record is corruption, reported with the file and byte offset.
+//! A torn final record (one that runs past the end of the file, a checksum mismatch in the last
+//! record, or a tail of zeros) is reported as such, with the bytes before it; any other bad record
+//! is corruption, reported with the file and byte offset. What to do with a torn tail is the
+//! caller's decision.
 
-use std::fs::{File, OpenOptions};
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::fs::File;
+use std::path::Path;
 
+use super::format::{
+    header, parse_record_header, payload_matches, RECORD_HEADER_BYTES, WAL_HEADER_BYTES,
+};
+use crate::batch::{decode_entries, Entry};
 use crate::error::{Error, IoContext, Result};
-
-/// Version of the write-ahead log format.
-pub const WAL_FORMAT_VERSION: u32 = 1;
-const WAL_MAGIC: &[u8; 8] = b"STRATWAL";
-pub(crate) const WAL_HEADER_BYTES: usize = 16;
-pub(crate) const RECORD_HEADER_BYTES: usize = 8;
-/// The user-space buffer is written to the OS when it reaches this size.
-const WAL_BUFFER_BYTES: usize = 256 << 10;
-pub(crate) const WAL_SUFFIX: &str = ".log";
-
-pub(crate) fn wal_path(dir: &Path, number: u64) -> PathBuf {
-    dir.join(format!("{number:06}{WAL_SUFFIX}"))
-}
-
-fn header() -> [u8; WAL_HEADER_BYTES] {
-    let mut h = [0u8; WAL_HEADER_BYTES];
-    h[..8].copy_from_slice(WAL_MAGIC);
-    h[8..12].copy_from_slice(&WAL_FORMAT_VERSION.to_le_bytes());
-    let crc = crc32c::crc32c(&h[..12]);
-    h[12..16].copy_from_slice(&crc.to_le_bytes());
-    h
-}
-
-/// Appends records to one log file.
-pub(crate) struct WalWriter {
-    path: PathBuf,
-    file: Arc<File>,
-    buf: Vec<u8>,
-    /// Sequence number of the last record appended (buffered or written).
-    pub(crate) appended_seq: u64,
-    /// Sequence number of the last record handed to the OS.
-    pub(crate) written_seq: u64,
-    /// Bytes in the file plus the buffer.
-    pub(crate) len_bytes: u64,
-}
-
-impl WalWriter {
-    /// Creates a new, empty log file at `path` and makes its directory entry durable.
-    pub(crate) fn create(path: PathBuf, seq: u64) -> Result<Self> {
-        let mut file = OpenOptions::new()
-            .create_new(true)
-            .write(true)
-            .open(&path)
-            .at(&path)?;
-        file.write_all(&header()).at(&path)?;
-        file.sync_all().at(&path)?;
-        if let Some(dir) = path.parent() {
-            crate::lsm::fsutil::sync_dir(dir)?;
-        }
-        Ok(WalWriter {
-            path,
-            file: Arc::new(file),
-            buf: Vec::with_capacity(WAL_BUFFER_BYTES),
-            appended_seq: seq,
-            written_seq: seq,
-            len_bytes: WAL_HEADER_BYTES as u64,
-        })
-    }
-
-    /// Appends one record with the given sequence number. Returns the bytes appended.
-    pub(crate) fn append(&mut self, payload: &[u8], seq: u64) -> Result<u64> {
-        let len = u32::try_from(payload.len()).map_err(|_| Error::LimitExceeded {
-            what: "write batch",
-            actual: payload.len(),
-            max: u32::MAX as usize,
-        })?;
-        let len_bytes = len.to_le_bytes();
-        let mut crc = crc32c::crc32c(&len_bytes);
-        crc = crc32c::crc32c_append(crc, payload);
-        self.buf.extend_from_slice(&len_bytes);
-        self.buf.extend_from_slice(&crc.to_le_bytes());
-        self.buf.extend_from_slice(payload);
-        self.appended_seq = seq;
-        let n = (RECORD_HEADER_BYTES + payload.len()) as u64;
-        self.len_bytes += n;
-        if self.buf.len() >= WAL_BUFFER_BYTES {
-            self.write_buffer()?;
-        }
-        Ok(n)
-    }
-
-    /// Hands buffered records to the OS (no fsync).
-    pub(crate) fn write_buffer(&mut self) -> Result<()> {
-        if !self.buf.is_empty() {
-            let res = (&*self.file).write_all(&self.buf);
-            self.buf.clear();
-            res.at(&self.path)?;
-        }
-        self.written_seq = self.appended_seq;
-        Ok(())
-    }
-
-    /// Bytes of a record that may still sit in the user-space buffer: `None` if the range is
-    /// already in the file (read it there).
-    pub(crate) fn read_buffered(&self, offset: u64, len: usize) -> Option<Vec<u8>> {
-        let buf_start = self.len_bytes - self.buf.len() as u64;
-        if offset < buf_start {
-            return None;
-        }
-        let at = (offset - buf_start) as usize;
-        self.buf.get(at..at + len).map(|b| b.to_vec())
-    }
-
-    /// The file handle, for fsync outside the write lock.
-    pub(crate) fn file(&self) -> Arc<File> {
-        self.file.clone()
-    }
-
-    pub(crate) fn path(&self) -> &Path {
-        &self.path
-    }
-}
 
 /// What replaying one log file found.
 pub(crate) struct Replay {
@@ -144,9 +30,44 @@ pub(crate) struct Replay {
 /// stay small whatever the log size.
 const REPLAY_CHUNK_BYTES: usize = 1 << 20;
 
-/// Reads every record of `path` and hands each payload to `apply`.
-pub(crate) fn replay(path: &Path, apply: impl FnMut(&[u8], u64) -> Result<()>) -> Result<Replay> {
-    replay_in_chunks(path, REPLAY_CHUNK_BYTES, apply)
+/// One record of a log as its readers see it: the batch it holds, decoded, and where it lies.
+pub(crate) struct Batch<'a> {
+    /// Offset of the record in its file.
+    pub(crate) offset: u64,
+    /// Bytes of the record, header included.
+    pub(crate) len: u64,
+    payload: &'a [u8],
+    pub(crate) entries: Vec<Entry<'a>>,
+}
+
+impl Batch<'_> {
+    /// File offset of `value`, the value of one of this batch's entries.
+    pub(crate) fn value_offset(&self, value: &[u8]) -> u64 {
+        let in_payload = value.as_ptr() as usize - self.payload.as_ptr() as usize;
+        debug_assert!(
+            in_payload + value.len() <= self.payload.len(),
+            "value outside its record"
+        );
+        self.offset + RECORD_HEADER_BYTES + in_payload as u64
+    }
+}
+
+/// Reads every record of `path`, decodes its batch and hands it to `apply`; a record whose
+/// checksum holds but whose batch does not decode is corruption.
+pub(crate) fn replay_batches(
+    path: &Path,
+    mut apply: impl FnMut(Batch<'_>) -> Result<()>,
+) -> Result<Replay> {
+    replay_in_chunks(path, REPLAY_CHUNK_BYTES, |payload, offset| {
+        let entries = decode_entries(payload)
+            .ok_or_else(|| Error::corruption(path, offset, "log record holds a malformed batch"))?;
+        apply(Batch {
+            offset,
+            len: RECORD_HEADER_BYTES + payload.len() as u64,
+            payload,
+            entries,
+        })
+    })
 }
 
 /// A window over a file read forward in chunks with positioned reads.
@@ -201,21 +122,21 @@ fn replay_in_chunks(
         buf: Vec::new(),
         start: 0,
     };
-    if file_len < WAL_HEADER_BYTES as u64 {
+    if file_len < WAL_HEADER_BYTES {
         // Created but the header never reached the disk: an empty log.
         return Ok(Replay {
             valid_bytes: 0,
             torn: (file_len > 0).then_some((0, "incomplete file header")),
         });
     }
-    if w.get(0, WAL_HEADER_BYTES).at(path)? != header() {
+    if w.get(0, WAL_HEADER_BYTES as usize).at(path)? != header() {
         return Err(Error::corruption(
             path,
             0,
             "bad log header (magic, version or checksum)",
         ));
     }
-    let mut pos = WAL_HEADER_BYTES as u64;
+    let mut pos = WAL_HEADER_BYTES;
     loop {
         let rest = file_len - pos;
         if rest == 0 {
@@ -230,26 +151,24 @@ fn replay_in_chunks(
                 torn: Some((pos, reason)),
             })
         };
-        let head_len = rest.min(RECORD_HEADER_BYTES as u64) as usize;
-        let mut head = [0u8; RECORD_HEADER_BYTES];
+        let head_len = rest.min(RECORD_HEADER_BYTES) as usize;
+        let mut head = [0u8; RECORD_HEADER_BYTES as usize];
         head[..head_len].copy_from_slice(w.get(pos, head_len).at(path)?);
         if head.iter().all(|&b| b == 0) && w.zero_from(pos).at(path)? {
             return torn("zero-filled tail");
         }
-        if head_len < RECORD_HEADER_BYTES {
+        if head_len < RECORD_HEADER_BYTES as usize {
             return torn("partial record header");
         }
-        let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
-        let stored_crc = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
-        let end = RECORD_HEADER_BYTES as u64 + u64::from(len);
+        let (len, stored_crc) = parse_record_header(&head);
+        let end = RECORD_HEADER_BYTES + u64::from(len);
         if end > rest {
             return torn("record runs past end of file");
         }
         // `end <= rest`, a length inside the file: the window never grows past the file.
         let record = w.get(pos, end as usize).at(path)?;
-        let payload = &record[RECORD_HEADER_BYTES..];
-        let crc = crc32c::crc32c_append(crc32c::crc32c(&record[..4]), payload);
-        if crc != stored_crc {
+        let payload = &record[RECORD_HEADER_BYTES as usize..];
+        if !payload_matches(len, stored_crc, payload) {
             if end == rest {
                 return torn("checksum mismatch in final record");
             }
@@ -263,6 +182,9 @@ fn replay_in_chunks(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::journal::format::wal_path;
+    use crate::journal::writer::WalWriter;
+    use std::path::PathBuf;
 
     /// Writes records of the given payload lengths (payload byte = record index) and returns the
     /// file's path and each record's offset.
@@ -345,7 +267,7 @@ mod tests {
             );
 
             let mut bad = full.clone();
-            bad[offsets[5] as usize + RECORD_HEADER_BYTES + 2500] ^= 0x01;
+            bad[offsets[5] as usize + RECORD_HEADER_BYTES as usize + 2500] ^= 0x01;
             std::fs::write(&path, &bad).unwrap();
             let err = read_all(&path, chunk).err().expect("damage is an error");
             let text = err.to_string();

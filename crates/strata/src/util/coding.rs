@@ -1,7 +1,7 @@
-//! Small byte-level helpers: little-endian integers, varints (from [`crate::varint`]) and a bounds-checked reader
+//! Small byte-level helpers: little-endian integers, varints (from [`crate::util::varint`]) and a bounds-checked reader
 //! that returns `None` instead of panicking on short input.
 
-pub(crate) use crate::varint::put as put_varint;
+pub(crate) use crate::util::varint::put as put_varint;
 
 /// A cursor over a byte slice; every read is bounds-checked.
 pub(crate) struct Reader<'a> {
@@ -47,9 +47,9 @@ impl<'a> Reader<'a> {
         Some(u64::from_le_bytes(a))
     }
 
-    /// Reads a varint (shortest encoding only, see [`crate::varint`]).
+    /// Reads a varint (shortest encoding only, see [`crate::util::varint`]).
     pub(crate) fn varint(&mut self) -> Option<u64> {
-        let (v, n) = crate::varint::decode(self.buf.get(self.pos..)?).ok()?;
+        let (v, n) = crate::util::varint::decode(self.buf.get(self.pos..)?).ok()?;
         self.pos += n;
         Some(v)
     }

@@ -17,7 +17,6 @@
 //! its network thread serves in one round, so one `write()` covers the writes of many clients
 //! (as Redis writes its append-only file once per event-loop round).
 
-use std::cell::RefCell;
 use std::ops::Deref;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,11 +26,21 @@ use parking_lot::{Mutex, MutexGuard};
 
 use bytes::Bytes;
 
-use crate::batch::{encode_entries_at, Entry, Kind};
+use crate::batch::{encode_entries_at, Entry, Kind, Update};
 use crate::error::{Error, IoContext, Result};
-use crate::lsm::tree::Update;
+
 use crate::options::SyncMode;
-use crate::wal::WalWriter;
+pub(crate) mod deferred;
+pub(crate) mod format;
+pub(crate) mod replay;
+pub(crate) mod writer;
+
+pub use deferred::{deferring_log_writes, LogWrites};
+pub(crate) use format::{
+    decode_record, wal_path, RECORD_HEADER_BYTES, WAL_HEADER_BYTES, WAL_SUFFIX,
+};
+pub(crate) use replay::{replay_batches, Replay};
+pub(crate) use writer::WalWriter;
 
 /// Mutable state behind the write lock.
 pub(crate) struct JournalState {
@@ -97,7 +106,7 @@ impl Journal {
         match self.sync {
             SyncMode::Always => self.sync_to(seq),
             SyncMode::EveryMs(_) | SyncMode::Never => {
-                if defer(self, seq) {
+                if deferred::defer(self, seq) {
                     Ok(())
                 } else {
                     self.write_to(seq)
@@ -208,7 +217,7 @@ impl JournalInner {
 
     /// Group write: returns once every record up to `seq` has been handed to the OS. One
     /// `write()` covers every record appended by the time its writer takes the lock.
-    fn write_to(&self, seq: u64) -> Result<()> {
+    pub(crate) fn write_to(&self, seq: u64) -> Result<()> {
         if self.written_seq.load(Ordering::Acquire) >= seq {
             return Ok(());
         }
@@ -269,92 +278,5 @@ impl JournalInner {
     /// Bytes appended to log files since open.
     pub(crate) fn bytes_written(&self) -> u64 {
         self.bytes_written.load(Ordering::Relaxed)
-    }
-}
-
-thread_local! {
-    /// Writes whose hand-off to the OS was deferred on this thread, when deferring.
-    static DEFERRED: RefCell<Option<LogWrites>> = const { RefCell::new(None) };
-}
-
-/// Notes `seq` of `journal` as deferred if this thread is deferring; false if it is not.
-fn defer(journal: &Journal, seq: u64) -> bool {
-    DEFERRED.with(|d| match d.borrow_mut().as_mut() {
-        Some(writes) => {
-            writes.note(journal, seq);
-            true
-        }
-        None => false,
-    })
-}
-
-/// Writes made under `EveryMs`/`Never` sync whose records are appended and applied (visible to
-/// readers) but not yet handed to the OS. Nothing may be acknowledged until
-/// [`LogWrites::complete`] has succeeded; dropping them unfinished leaves the records for the
-/// next writer or the syncer thread to write, like any buffered record.
-#[must_use = "writes are not safe from a process crash until completed"]
-#[derive(Default)]
-pub struct LogWrites {
-    pending: Vec<(Journal, u64)>,
-}
-
-impl LogWrites {
-    /// Whether no write is waiting.
-    pub fn is_empty(&self) -> bool {
-        self.pending.is_empty()
-    }
-
-    /// Adds `other`'s writes.
-    pub fn merge(&mut self, other: LogWrites) {
-        for (journal, seq) in &other.pending {
-            self.note(journal, *seq);
-        }
-    }
-
-    /// Records that `journal` must be handed to the OS up to `seq` (one entry per journal).
-    fn note(&mut self, journal: &Journal, seq: u64) {
-        match self
-            .pending
-            .iter_mut()
-            .find(|(j, _)| Arc::ptr_eq(&j.0, &journal.0))
-        {
-            Some((_, upto)) => *upto = (*upto).max(seq),
-            None => self.pending.push((journal.clone(), seq)),
-        }
-    }
-
-    /// Hands every record of these writes to the OS: one `write()` per journal, which also
-    /// covers whatever other writers appended meanwhile. An error means the writes are not safe
-    /// and the journal refuses further writes.
-    pub fn complete(&mut self) -> Result<()> {
-        for (journal, seq) in self.pending.drain(..) {
-            journal.write_to(seq)?;
-        }
-        Ok(())
-    }
-}
-
-/// Runs `f`; its writes under `EveryMs`/`Never` sync return once appended and applied, without
-/// handing their records to the OS, and are returned as [`LogWrites`] to complete before their
-/// results are acknowledged to anyone. Writes under `Always` are fsynced as usual.
-pub fn deferring_log_writes<T>(f: impl FnOnce() -> T) -> (T, LogWrites) {
-    /// Ends the deferral, also when `f` panics.
-    struct Restore(Option<LogWrites>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            let previous = self.0.take();
-            DEFERRED.with(|d| *d.borrow_mut() = previous);
-        }
-    }
-    let mut restore = Restore(DEFERRED.with(|d| d.borrow_mut().replace(LogWrites::default())));
-    let out = f();
-    let writes = DEFERRED.with(|d| d.borrow_mut().take()).unwrap_or_default();
-    // Nested inside another deferral: the outer one completes these too.
-    match restore.0.as_mut() {
-        Some(outer) => {
-            outer.merge(writes);
-            (out, LogWrites::default())
-        }
-        None => (out, writes),
     }
 }

@@ -1,6 +1,8 @@
 //! K-way merge of sorted entry streams. Sources are ranked: for equal keys the entry of the
 //! lowest-ranked (newest) source wins and older ones are skipped. Used for scans (memtables,
-//! tables, and then across partitions) and for compaction.
+//! tables, and then across partitions) and for compaction. Generic over what an entry holds, so
+//! the LSM merges its own entry states (value, tombstone, value pointer) and the router merges
+//! partitions' visible states (`Option<Bytes>`, `None` a tombstone) with the same code.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -8,29 +10,32 @@ use std::collections::BinaryHeap;
 use bytes::Bytes;
 
 use crate::error::{Error, Result};
-use crate::lsm::memtable::Slot;
 
-/// A sorted stream of entries.
-pub(crate) type EntryIter = Box<dyn Iterator<Item = Result<(Bytes, Slot)>> + Send>;
+/// A stream of `(key, entry)` in strictly increasing key order.
+pub(crate) type SortedIter<V> = Box<dyn Iterator<Item = Result<(Bytes, V)>> + Send>;
 
-struct Head {
+/// What a partition yields to a scan: the newest state of each key, `None` for a deletion (the
+/// router hides those after merging partitions).
+pub(crate) type EntryIter = SortedIter<Option<Bytes>>;
+
+struct Head<V> {
     key: Bytes,
     rank: usize,
-    slot: Slot,
+    slot: V,
 }
 
-impl PartialEq for Head {
+impl<V> PartialEq for Head<V> {
     fn eq(&self, other: &Self) -> bool {
         self.cmp(other) == Ordering::Equal
     }
 }
-impl Eq for Head {}
-impl PartialOrd for Head {
+impl<V> Eq for Head<V> {}
+impl<V> PartialOrd for Head<V> {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
     }
 }
-impl Ord for Head {
+impl<V> Ord for Head<V> {
     // Reversed: `BinaryHeap` is a max-heap and we want the smallest key, then the newest source.
     fn cmp(&self, other: &Self) -> Ordering {
         other
@@ -42,37 +47,38 @@ impl Ord for Head {
 
 /// Merges ranked sources; yields each key once, with the newest source's entry (tombstones
 /// included: callers decide whether to hide them).
-pub(crate) struct MergeIter {
-    sources: Vec<EntryIter>,
-    heap: BinaryHeap<Head>,
+pub(crate) struct MergeIter<V> {
+    sources: Vec<SortedIter<V>>,
+    heap: BinaryHeap<Head<V>>,
     started: bool,
     error: Option<Error>,
-    /// Older entries shadowed by a newer one (compaction counts dead value-log bytes here).
-    shadowed: Vec<Slot>,
-    keep_shadowed: bool,
+    /// Older entries shadowed by a newer one that `keep_shadowed` selects (compaction counts
+    /// dead value-log bytes here).
+    shadowed: Vec<V>,
+    keep_shadowed: Option<fn(&V) -> bool>,
 }
 
-impl MergeIter {
+impl<V> MergeIter<V> {
     /// `sources[0]` is the newest.
-    pub(crate) fn new(sources: Vec<EntryIter>) -> Self {
+    pub(crate) fn new(sources: Vec<SortedIter<V>>) -> Self {
         MergeIter {
             heap: BinaryHeap::with_capacity(sources.len()),
             sources,
             started: false,
             error: None,
             shadowed: Vec::new(),
-            keep_shadowed: false,
+            keep_shadowed: None,
         }
     }
 
-    /// Keeps the pointers of shadowed entries for [`MergeIter::take_shadowed`].
-    pub(crate) fn keeping_shadowed(mut self) -> Self {
-        self.keep_shadowed = true;
+    /// Keeps the shadowed entries that `which` selects for [`MergeIter::take_shadowed`].
+    pub(crate) fn keeping_shadowed(mut self, which: fn(&V) -> bool) -> Self {
+        self.keep_shadowed = Some(which);
         self
     }
 
-    /// Shadowed value pointers seen since the last call.
-    pub(crate) fn take_shadowed(&mut self) -> Vec<Slot> {
+    /// Shadowed entries kept since the last call.
+    pub(crate) fn take_shadowed(&mut self) -> Vec<V> {
         std::mem::take(&mut self.shadowed)
     }
 
@@ -86,8 +92,8 @@ impl MergeIter {
     }
 }
 
-impl Iterator for MergeIter {
-    type Item = Result<(Bytes, Slot)>;
+impl<V> Iterator for MergeIter<V> {
+    type Item = Result<(Bytes, V)>;
 
     fn next(&mut self) -> Option<Self::Item> {
         if !self.started {
@@ -103,7 +109,7 @@ impl Iterator for MergeIter {
         let top = self.heap.pop()?;
         while self.heap.peek().is_some_and(|h| h.key == top.key) {
             if let Some(older) = self.heap.pop() {
-                if self.keep_shadowed && matches!(older.slot, Slot::Pointer(_)) {
+                if self.keep_shadowed.is_some_and(|keep| keep(&older.slot)) {
                     self.shadowed.push(older.slot);
                 }
                 self.pull(older.rank);
@@ -123,14 +129,12 @@ mod tests {
     use super::*;
 
     fn src(items: &[(&'static str, Option<&'static str>)]) -> EntryIter {
-        let v: Vec<Result<(Bytes, Slot)>> = items
+        let v: Vec<Result<(Bytes, Option<Bytes>)>> = items
             .iter()
             .map(|(k, v)| {
                 Ok((
                     Bytes::from_static(k.as_bytes()),
-                    v.map_or(Slot::Delete, |v| {
-                        Slot::Put(Bytes::from_static(v.as_bytes()))
-                    }),
+                    v.map(|v| Bytes::from_static(v.as_bytes())),
                 ))
             })
             .collect();
@@ -150,10 +154,10 @@ mod tests {
             .map(|r| r.unwrap())
             .collect();
         let want = vec![
-            (Bytes::from("a"), Slot::Put(Bytes::from("1"))),
-            (Bytes::from("b"), Slot::Put(Bytes::from("new"))),
-            (Bytes::from("d"), Slot::Delete),
-            (Bytes::from("e"), Slot::Put(Bytes::from("5"))),
+            (Bytes::from("a"), Some(Bytes::from("1"))),
+            (Bytes::from("b"), Some(Bytes::from("new"))),
+            (Bytes::from("d"), None),
+            (Bytes::from("e"), Some(Bytes::from("5"))),
         ];
         assert_eq!(got, want);
     }

@@ -54,6 +54,22 @@ pub(crate) struct Loc {
     pub(crate) len: u32,
 }
 
+impl Loc {
+    /// The record of `len` bytes at `offset` of segment `seg`. Segments are capped at
+    /// [`crate::options::LOG_SEGMENT_BYTES_LIMIT`] (plus one record), so both fit in `u32`;
+    /// anything else is refused rather than truncated.
+    pub(crate) fn new(seg: SegId, offset: u64, len: u64) -> crate::Result<Loc> {
+        match (u32::try_from(offset), u32::try_from(len)) {
+            (Ok(offset), Ok(len)) => Ok(Loc { seg, offset, len }),
+            _ => Err(crate::Error::LimitExceeded {
+                what: "record position in a log segment",
+                actual: usize::try_from(offset.saturating_add(len)).unwrap_or(usize::MAX),
+                max: u32::MAX as usize,
+            }),
+        }
+    }
+}
+
 /// A key as the index holds it.
 #[derive(Clone)]
 pub(crate) enum IKey {

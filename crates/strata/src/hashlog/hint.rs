@@ -7,9 +7,9 @@
 
 use std::path::Path;
 
-use crate::coding::{put_len_prefixed, put_varint, Reader};
 use crate::error::Result;
-use crate::lsm::fsutil;
+use crate::util::coding::{put_len_prefixed, put_varint, Reader};
+use crate::util::fsutil;
 
 /// Version of the hint file format.
 pub const HINT_FORMAT_VERSION: u32 = 1;

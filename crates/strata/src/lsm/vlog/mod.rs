@@ -11,6 +11,12 @@
 //! after each flush one value log, the least recently sampled, has a few hundred of its values
 //! checked against the tree, and the estimate is kept beside the tracked bound. Garbage then shows
 //! up within a pass over the logs instead of waiting for compactions.
+//!
+//! This module holds the pointer and the value-log file; `gc` collects a log, `sample` estimates
+//! its live share.
+
+mod gc;
+mod sample;
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -18,8 +24,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use bytes::Bytes;
 
-use crate::coding::{put_varint, Reader};
 use crate::error::{Error, IoContext, Result};
+use crate::lsm::memtable::Slot;
+use crate::lsm::tree::{lookup, View};
+use crate::util::coding::{put_varint, Reader};
 
 /// Where a separated value lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,7 +106,7 @@ impl VlogFile {
     /// Reads and verifies a value.
     pub(crate) fn read(&self, ptr: &ValuePtr) -> Result<Bytes> {
         let mut buf = vec![0u8; ptr.len as usize];
-        crate::nowait::read_exact_at(&self.file, &mut buf, ptr.offset).at(&self.path)?;
+        crate::util::nowait::read_exact_at(&self.file, &mut buf, ptr.offset).at(&self.path)?;
         if crc32c::crc32c(&buf) != ptr.crc {
             return Err(Error::corruption(
                 &self.path,
@@ -135,4 +143,11 @@ impl Drop for VlogFile {
             }
         }
     }
+}
+
+/// Whether the newest version of `key` in `view` is the value at `offset` of value log `file`.
+/// Once false, false for good: nothing new ever points into an old log.
+fn value_is_live(view: &View, key: &[u8], file: u64, offset: u64) -> Result<bool> {
+    Ok(matches!(lookup(view, key)?,
+        Some(Slot::Pointer(p)) if p.file == file && p.offset == offset))
 }

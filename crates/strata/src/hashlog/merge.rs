@@ -1,0 +1,179 @@
+//! Merge: when dead bytes (overwritten or deleted records) of the sealed segments pass
+//! `log_merge_dead_ratio` of their size, the live records of all sealed segments are copied into
+//! new segments numbered just below the active one, each with a hint file; the index is switched
+//! over entry by entry (compare-and-set, so a write that raced the copy keeps its newer state and
+//! readers never wait), and the old segments are deleted.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::index::{IKey, Loc, SegId};
+use super::{hint, seg_name, segment_ids_exhausted, LogStore, Segment};
+use super::{HINT_SUFFIX, SEGMENT_SUFFIX};
+use crate::batch::{encode_entries, last_writes, Kind};
+use crate::error::{IoContext, Result};
+use crate::journal::{self, WalWriter};
+use crate::util::fsutil;
+
+/// A merge output segment being written, and the index moves it will publish.
+#[derive(Default)]
+struct MergeOutput {
+    writer: Option<(WalWriter, hint::HintWriter)>,
+    moves: Vec<(IKey, Loc, Loc)>,
+}
+
+impl LogStore {
+    pub(super) fn merge_due(&self) -> bool {
+        let active = *self.active.lock();
+        let segments = self.segments.read();
+        let dead = self.dead.lock();
+        let (mut sealed, mut dead_bytes) = (0u64, 0u64);
+        for (sid, seg) in segments.iter() {
+            if *sid < active {
+                sealed += seg.sealed_bytes.load(Ordering::Acquire);
+                dead_bytes += dead.get(sid).copied().unwrap_or(0);
+            }
+        }
+        sealed > 0 && dead_bytes as f64 >= sealed as f64 * self.opts.log_merge_dead_ratio
+    }
+
+    /// Background work: a merge if one is due.
+    pub(crate) fn background_step(&self) -> Result<bool> {
+        if !self.merge_due() {
+            return Ok(false);
+        }
+        self.merge(false)
+    }
+
+    /// Rewrites the live records of all sealed segments. With `all`, seals the active segment
+    /// first so that everything is merged.
+    pub(crate) fn merge(&self, all: bool) -> Result<bool> {
+        let _g = self.merge_lock.lock();
+        if all {
+            let mut st = self.journal.lock();
+            if st.wal.len_bytes > journal::WAL_HEADER_BYTES {
+                self.roll_locked(&mut st)?;
+            }
+        }
+        let active = *self.active.lock();
+        let inputs: Vec<(SegId, Arc<Segment>)> = self
+            .segments
+            .read()
+            .iter()
+            // Strictly older than the active segment we saw: a segment created by a roll after
+            // that moment is the new active one and must not be merged.
+            .filter(|(sid, _)| **sid < active)
+            .map(|(s, seg)| (*s, seg.clone()))
+            .collect();
+        let Some(&(last, _)) = inputs.last() else {
+            return Ok(false);
+        };
+        let seg_dir = self.seg_dir();
+        let next_sub = |sid: SegId| {
+            sid.sub()
+                .checked_add(1)
+                .and_then(|sub| SegId::new(sid.number(), sub))
+                .ok_or_else(|| segment_ids_exhausted(&seg_dir))
+        };
+        let mut out_sid = next_sub(last)?;
+        let mut out = MergeOutput::default();
+        let mut written = 0u64;
+        let mut dead_out: HashMap<SegId, u64> = HashMap::new();
+        for (sid, seg) in &inputs {
+            journal::replay_batches(&seg.path, |batch| {
+                let old = Loc::new(*sid, batch.offset, batch.len)?;
+                // The index points a key at the record, not at an entry: only the key's last
+                // entry in the record is its value (a batch may write a key twice).
+                let last = last_writes(&batch.entries);
+                for (&(kind, key, value), last) in batch.entries.iter().zip(last) {
+                    if !last || kind != Kind::Put || self.index.read().get(key) != Some(old) {
+                        continue;
+                    }
+                    let (w, h) = match &mut out.writer {
+                        Some((w, h)) => (w, h),
+                        None => {
+                            let path =
+                                seg_dir.join(format!("{}{SEGMENT_SUFFIX}", seg_name(out_sid)));
+                            let w = WalWriter::create(path, 0)?;
+                            let (w, h) = out.writer.insert((w, hint::HintWriter::new()));
+                            (w, h)
+                        }
+                    };
+                    let mut rec = Vec::with_capacity(key.len() + value.len() + 8);
+                    encode_entries(&mut rec, std::iter::once((Kind::Put, key, value)));
+                    let at = w.len_bytes;
+                    let n = w.append(&rec, 0)?;
+                    written += n;
+                    h.add(key, at, n);
+                    out.moves
+                        .push((IKey::new(key), old, Loc::new(out_sid, at, n)?));
+                    if w.len_bytes >= self.opts.log_segment_bytes_max {
+                        self.publish_merge_output(&mut out, out_sid, &mut dead_out)?;
+                        out_sid = next_sub(out_sid)?;
+                    }
+                }
+                Ok(())
+            })?;
+        }
+        self.publish_merge_output(&mut out, out_sid, &mut dead_out)?;
+        // Every output's directory entry is durable before any input disappears.
+        fsutil::sync_dir(&seg_dir)?;
+        {
+            let mut segs = self.segments.write();
+            let mut dead = self.dead.lock();
+            for (sid, _) in &inputs {
+                segs.remove(sid);
+                dead.remove(sid);
+            }
+            for (sid, d) in dead_out {
+                *dead.entry(sid).or_default() += d;
+            }
+        }
+        for (sid, seg) in &inputs {
+            // Readers holding the segment keep reading through their open handle.
+            std::fs::remove_file(&seg.path).at(&seg.path)?;
+            let hint = seg_dir.join(format!("{}{HINT_SUFFIX}", seg_name(*sid)));
+            if hint.exists() {
+                std::fs::remove_file(&hint).at(&hint)?;
+            }
+        }
+        fsutil::sync_dir(&seg_dir)?;
+        self.merge_bytes.fetch_add(written, Ordering::Relaxed);
+        self.merges.fetch_add(1, Ordering::Relaxed);
+        Ok(true)
+    }
+
+    /// Completes the merge output being written (fsynced, with its hint file), makes it
+    /// readable, and points the index at the records it holds, one chunk of keys per index
+    /// lock, so that readers and writers never wait long. A key written or deleted while it was
+    /// being copied keeps its newer state; its copy counts as dead.
+    fn publish_merge_output(
+        &self,
+        out: &mut MergeOutput,
+        sid: SegId,
+        dead_out: &mut HashMap<SegId, u64>,
+    ) -> Result<()> {
+        let Some((mut w, h)) = out.writer.take() else {
+            return Ok(());
+        };
+        w.write_buffer()?;
+        w.file().sync_all().at(w.path())?;
+        let seg_dir = self.seg_dir();
+        h.finish(&seg_dir, &format!("{}{HINT_SUFFIX}", seg_name(sid)))?;
+        // Readable before the index points at it.
+        let segment = Segment::open(w.path().to_path_buf(), w.len_bytes)?;
+        self.segments.write().insert(sid, Arc::new(segment));
+        for chunk in out.moves.chunks(1024) {
+            let mut index = self.index.write();
+            for (key, old, new) in chunk {
+                match index.get_mut(key.as_slice()) {
+                    Some(loc) if loc == old => *loc = *new,
+                    _ => *dead_out.entry(new.seg).or_default() += u64::from(new.len),
+                }
+            }
+        }
+        out.moves.clear();
+        Ok(())
+    }
+}

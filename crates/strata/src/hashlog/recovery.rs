@@ -1,0 +1,129 @@
+//! Opening a hash-engine partition: every segment is read in order, from its hint file when a
+//! valid one exists (keys and locations only, no values) or else by replaying its records, to
+//! rebuild the in-memory index and the dead-byte counts. A torn tail of a segment is cut and
+//! reported; other damage is corruption unless the user opted into salvage.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+use crossbeam_channel::Sender;
+use parking_lot::{Mutex, RwLock};
+
+use super::index::{Index, Loc, SegId};
+use super::{hint, parse_seg_name, seg_name, segment_ids_exhausted, LogStore, Segment};
+use super::{HINT_SUFFIX, SEGMENT_SUFFIX};
+use crate::background::WorkRequest;
+use crate::error::{Error, IoContext, Result};
+use crate::journal::{self, Journal, WalWriter};
+use crate::options::Options;
+use crate::util::fsutil;
+
+impl LogStore {
+    pub(crate) fn open(
+        id: usize,
+        dir: PathBuf,
+        opts: Arc<Options>,
+        work_queue: Sender<usize>,
+    ) -> Result<LogStore> {
+        let seg_dir = dir.join("log");
+        fsutil::create_dir_durably(&dir)?;
+        fsutil::create_dir_durably(&seg_dir)?;
+        fsutil::remove_tmp_files(&seg_dir)?;
+        let mut ids: Vec<SegId> = Vec::new();
+        for e in std::fs::read_dir(&seg_dir).at(&seg_dir)? {
+            let e = e.at(&seg_dir)?;
+            if let Some(s) = e.file_name().to_str().and_then(parse_seg_name) {
+                ids.push(s);
+            }
+        }
+        ids.sort();
+        let mut index = Index::new();
+        let mut dead: HashMap<SegId, u64> = HashMap::new();
+        let mut segments = BTreeMap::new();
+        let mut seq = 0u64;
+        for &sid in &ids {
+            let path = seg_dir.join(format!("{}{SEGMENT_SUFFIX}", seg_name(sid)));
+            let hint_path = seg_dir.join(format!("{}{HINT_SUFFIX}", seg_name(sid)));
+            let seg_len = fsutil::file_len(&path);
+            // A hint is used only if every entry parses and lies inside the segment; it is
+            // checked whole before the index is touched, then applied without copying keys.
+            let hinted = hint::Hint::read(&hint_path).and_then(|h| {
+                let (mut entries, mut inside) = (0usize, true);
+                h.for_each(|_, off, len| {
+                    entries += 1;
+                    inside &= off.checked_add(len).is_some_and(|end| end <= seg_len)
+                        && Loc::new(sid, off, len).is_ok();
+                })?;
+                inside.then_some((h, entries))
+            });
+            if let Some((h, entries)) = hinted {
+                index.reserve(entries);
+                h.for_each(|key, offset, len| {
+                    // Checked above: every entry lies inside the segment, whose size is capped.
+                    let Ok(loc) = Loc::new(sid, offset, len) else {
+                        debug_assert!(false, "hint entry outside a checked range");
+                        return;
+                    };
+                    if let Some(old) = index.insert(key, loc) {
+                        *dead.entry(old.seg).or_default() += u64::from(old.len);
+                    }
+                });
+            } else {
+                let replay = journal::replay_batches(&path, |batch| {
+                    let loc = Loc::new(sid, batch.offset, batch.len)?;
+                    index.apply(&mut dead, &batch.entries, loc);
+                    seq += 1;
+                    Ok(())
+                });
+                let replay = match replay {
+                    Ok(r) => r,
+                    Err(Error::Corruption { offset, reason, .. }) if opts.salvage => {
+                        // Salvage: keep what precedes the damage, drop the rest of this segment.
+                        tracing::warn!(path = %path.display(), offset, %reason, "salvage: truncating damaged segment");
+                        journal::Replay {
+                            valid_bytes: offset,
+                            torn: Some((offset, "damaged record (salvage)")),
+                        }
+                    }
+                    Err(e) => return Err(e),
+                };
+                if let Some((offset, reason)) = replay.torn {
+                    tracing::warn!(path = %path.display(), offset, reason, "truncating torn segment tail");
+                    let f = std::fs::OpenOptions::new()
+                        .write(true)
+                        .open(&path)
+                        .at(&path)?;
+                    f.set_len(replay.valid_bytes.max(journal::WAL_HEADER_BYTES))
+                        .at(&path)?;
+                    f.sync_all().at(&path)?;
+                }
+            }
+            let sealed_bytes = fsutil::file_len(&path);
+            segments.insert(sid, Arc::new(Segment::open(path, sealed_bytes)?));
+        }
+        let number = ids.last().map_or(1, |s| s.number() + 1);
+        let active = SegId::new(number, 0).ok_or_else(|| segment_ids_exhausted(&seg_dir))?;
+        let path = seg_dir.join(format!("{}{SEGMENT_SUFFIX}", seg_name(active)));
+        let wal = WalWriter::create(path.clone(), seq)?;
+        segments.insert(active, Arc::new(Segment::open(path, 0)?));
+        let store = LogStore {
+            id,
+            journal: Journal::new(id, opts.sync, wal, seq),
+            dir,
+            opts,
+            index: RwLock::new(index),
+            segments: RwLock::new(segments),
+            active: Mutex::new(active),
+            next_number: AtomicU64::new(number + 1),
+            dead: Mutex::new(dead),
+            merge_lock: Mutex::new(()),
+            work: WorkRequest::new(id, work_queue),
+            user_bytes: AtomicU64::new(0),
+            merge_bytes: AtomicU64::new(0),
+            merges: AtomicU64::new(0),
+        };
+        Ok(store)
+    }
+}

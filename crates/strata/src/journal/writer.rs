@@ -1,0 +1,102 @@
+//! Appends records to one log file: a user-space buffer handed to the OS by the journal before
+//! the write that appended them returns (one `write()` for every record appended meanwhile).
+//! When to fsync is the journal's decision (group commit), not the writer's.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::format::{header, put_record_header, RECORD_HEADER_BYTES, WAL_HEADER_BYTES};
+use crate::error::{Error, IoContext, Result};
+
+/// The user-space buffer is written to the OS when it reaches this size.
+const WAL_BUFFER_BYTES: usize = 256 << 10;
+
+/// Appends records to one log file.
+pub(crate) struct WalWriter {
+    path: PathBuf,
+    file: Arc<File>,
+    buf: Vec<u8>,
+    /// Sequence number of the last record appended (buffered or written).
+    pub(crate) appended_seq: u64,
+    /// Sequence number of the last record handed to the OS.
+    pub(crate) written_seq: u64,
+    /// Bytes in the file plus the buffer.
+    pub(crate) len_bytes: u64,
+}
+
+impl WalWriter {
+    /// Creates a new, empty log file at `path` and makes its directory entry durable.
+    pub(crate) fn create(path: PathBuf, seq: u64) -> Result<Self> {
+        let mut file = OpenOptions::new()
+            .create_new(true)
+            .write(true)
+            .open(&path)
+            .at(&path)?;
+        file.write_all(&header()).at(&path)?;
+        file.sync_all().at(&path)?;
+        if let Some(dir) = path.parent() {
+            crate::util::fsutil::sync_dir(dir)?;
+        }
+        Ok(WalWriter {
+            path,
+            file: Arc::new(file),
+            buf: Vec::with_capacity(WAL_BUFFER_BYTES),
+            appended_seq: seq,
+            written_seq: seq,
+            len_bytes: WAL_HEADER_BYTES,
+        })
+    }
+
+    /// Appends one record with the given sequence number. Returns the bytes appended.
+    pub(crate) fn append(&mut self, payload: &[u8], seq: u64) -> Result<u64> {
+        if u32::try_from(payload.len()).is_err() {
+            return Err(Error::LimitExceeded {
+                what: "write batch",
+                actual: payload.len(),
+                max: u32::MAX as usize,
+            });
+        }
+        put_record_header(&mut self.buf, payload);
+        self.buf.extend_from_slice(payload);
+        self.appended_seq = seq;
+        let n = RECORD_HEADER_BYTES + payload.len() as u64;
+        self.len_bytes += n;
+        if self.buf.len() >= WAL_BUFFER_BYTES {
+            self.write_buffer()?;
+        }
+        Ok(n)
+    }
+
+    /// Hands buffered records to the OS (no fsync).
+    pub(crate) fn write_buffer(&mut self) -> Result<()> {
+        if !self.buf.is_empty() {
+            let res = (&*self.file).write_all(&self.buf);
+            self.buf.clear();
+            res.at(&self.path)?;
+        }
+        self.written_seq = self.appended_seq;
+        Ok(())
+    }
+
+    /// Bytes of a record that may still sit in the user-space buffer: `None` if the range is
+    /// already in the file (read it there).
+    pub(crate) fn read_buffered(&self, offset: u64, len: usize) -> Option<Vec<u8>> {
+        let buf_start = self.len_bytes - self.buf.len() as u64;
+        if offset < buf_start {
+            return None;
+        }
+        let at = (offset - buf_start) as usize;
+        self.buf.get(at..at + len).map(|b| b.to_vec())
+    }
+
+    /// The file handle, for fsync outside the write lock.
+    pub(crate) fn file(&self) -> Arc<File> {
+        self.file.clone()
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+}

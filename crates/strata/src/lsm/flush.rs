@@ -1,0 +1,109 @@
+//! Flush: the oldest full memtable becomes a level-0 table. Values of at least
+//! `value_separation_bytes_min` stay where they are, in the memtable's write-ahead log, and the
+//! table points at them: that log is kept as a value log. A log whose values all went into the
+//! table is deleted once the manifest no longer needs it.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::memtable::Slot;
+use super::sstable::{table_path, Table, TableBuilder};
+use super::tree::Tree;
+use super::vlog::{ValuePtr, VlogFile};
+use crate::error::Result;
+use crate::journal;
+use crate::util::fsutil;
+
+impl Tree {
+    /// Flushes the oldest immutable memtable. With `wait`, waits for a running flush instead of
+    /// returning. Returns whether a memtable was flushed.
+    pub(crate) fn flush_oldest(&self, wait: bool) -> Result<bool> {
+        let _g = if wait {
+            self.flush_lock.lock()
+        } else {
+            match self.flush_lock.try_lock() {
+                Some(g) => g,
+                None => return Ok(false),
+            }
+        };
+        let Some(mem) = self.view.load().immutables.last().cloned() else {
+            return Ok(false);
+        };
+        let mut separated = 0u64;
+        let table = if mem.is_empty() {
+            None
+        } else {
+            let id = self.next_file.fetch_add(1, Ordering::AcqRel);
+            let mut b = TableBuilder::create(&self.sst_dir, id, &self.opts)?;
+            let sep = self.opts.value_separation_bytes_min();
+            mem.for_each(|k, s, value_offset| match s {
+                Slot::Put(v) if v.len() >= sep => {
+                    separated += v.len() as u64;
+                    b.add(
+                        k,
+                        &Slot::Pointer(ValuePtr {
+                            file: mem.wal_number,
+                            offset: value_offset,
+                            len: v.len() as u32,
+                            crc: crc32c::crc32c(v),
+                        }),
+                    )
+                }
+                _ => b.add(k, s),
+            })?;
+            let meta = b.finish()?;
+            fsutil::sync_dir(&self.sst_dir)?;
+            self.counters
+                .flush_bytes
+                .fetch_add(meta.size, Ordering::Relaxed);
+            Some(Arc::new(Table::open(
+                &table_path(&self.sst_dir, id),
+                id,
+                self.cache.clone(),
+            )?))
+        };
+        self.install(Some(&mem), |nv| {
+            if let Some(t) = table {
+                nv.levels[0].insert(0, t);
+            }
+            if separated > 0 {
+                // The log keeps living as a value log: the new table points into it.
+                let path = journal::wal_path(&self.wal_dir, mem.wal_number);
+                nv.vlogs.insert(
+                    mem.wal_number,
+                    Arc::new(VlogFile::open(
+                        &path,
+                        mem.wal_number,
+                        separated,
+                        self.counters.flushes.load(Ordering::Relaxed),
+                    )?),
+                );
+            }
+            Ok(())
+        })?;
+        // The manifest edit is durable: unless it became a value log, the log of this memtable
+        // holds nothing that is not in a table any more.
+        if separated == 0 {
+            let path = journal::wal_path(&self.wal_dir, mem.wal_number);
+            if let Err(e) = std::fs::remove_file(&path) {
+                tracing::warn!(path = %path.display(), error = %e, "could not delete flushed log");
+            }
+        }
+        self.counters.flushes.fetch_add(1, Ordering::Relaxed);
+        self.wake_stalled();
+        Ok(true)
+    }
+
+    /// Makes the active memtable immutable (if it holds anything) and flushes all memtables.
+    pub(crate) fn flush_all(&self) -> Result<()> {
+        {
+            let mut st = self.journal.lock();
+            self.journal.check_writable(&st)?;
+            if !self.view.load().active.is_empty() {
+                self.rotate_locked(&mut st)?;
+            }
+        }
+        while self.flush_oldest(true)? {}
+        Ok(())
+    }
+}

@@ -1,0 +1,184 @@
+//! Opening a partition's LSM tree: read the manifest, open its tables and value logs, check
+//! them against it, remove what a crash left behind (temporary files, tables no manifest lists,
+//! logs already flushed), and replay the write-ahead logs that were not flushed into memtables
+//! that wait for flush. A torn final record of a log is cut and reported; any other damage is
+//! corruption naming the file and offset.
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use bytes::Bytes;
+use crossbeam_channel::Sender;
+use parking_lot::{Condvar, Mutex};
+
+use super::memtable::{Memtable, MemtableBudget};
+use super::sstable::{table_path, Table, TABLE_SUFFIX};
+use super::tree::{Counters, Tree, View};
+use super::version::{self, Version};
+use super::vlog::VlogFile;
+use super::LEVELS;
+use crate::background::WorkRequest;
+use crate::error::{Error, IoContext, Result};
+use crate::journal::{self, Journal, WalWriter, WAL_SUFFIX};
+use crate::options::Options;
+use crate::util::cache::BlockCache;
+use crate::util::fsutil;
+
+impl Tree {
+    /// Opens (or creates) the partition in `dir`, replaying its write-ahead logs.
+    pub(crate) fn open(
+        id: usize,
+        dir: PathBuf,
+        opts: Arc<Options>,
+        cache: Arc<BlockCache>,
+        memtable_budget: Arc<MemtableBudget>,
+        work_queue: Sender<usize>,
+    ) -> Result<Tree> {
+        let wal_dir = dir.join("wal");
+        let sst_dir = dir.join("sst");
+        for d in [&dir, &wal_dir, &sst_dir] {
+            fsutil::create_dir_durably(d)?;
+        }
+        let mut cleaned = fsutil::remove_tmp_files(&dir)?;
+        cleaned += fsutil::remove_tmp_files(&sst_dir)?;
+        if cleaned > 0 {
+            tracing::info!(
+                partition = id,
+                files = cleaned,
+                "removed leftover temporary files"
+            );
+        }
+        let manifest = version::read(&dir)?;
+        let (mut next_file, log_number, metas, vlog_metas) = match manifest {
+            Some(m) => (m.next_file_number, m.log_number, m.levels, m.vlogs),
+            None => (1, 0, vec![Vec::new(); LEVELS], Vec::new()),
+        };
+        let mut version = Version::empty();
+        let mut live = std::collections::HashSet::new();
+        for (level, tables) in metas.iter().enumerate() {
+            for meta in tables {
+                let path = table_path(&sst_dir, meta.id);
+                if !path.exists() {
+                    return Err(Error::corruption(
+                        &path,
+                        0,
+                        "table listed in the manifest is missing",
+                    ));
+                }
+                let table = Table::open(&path, meta.id, cache.clone())?;
+                if table.size != meta.size
+                    || table.entries != meta.entries
+                    || table.min_key != meta.min_key
+                    || table.max_key != meta.max_key
+                {
+                    return Err(Error::corruption(
+                        &path,
+                        0,
+                        "table does not match its manifest entry (size, entry count or key range)",
+                    ));
+                }
+                version.levels[level].push(Arc::new(table));
+                live.insert(meta.id);
+                next_file = next_file.max(meta.id + 1);
+            }
+        }
+        for (num, path) in fsutil::numbered_files(&sst_dir, TABLE_SUFFIX)? {
+            next_file = next_file.max(num + 1);
+            if !live.contains(&num) {
+                // Written by a flush or compaction that crashed before its manifest edit.
+                tracing::info!(path = %path.display(), "removing table not in the manifest");
+                std::fs::remove_file(&path).at(&path)?;
+            }
+        }
+        for &(num, _total, live) in &vlog_metas {
+            let path = journal::wal_path(&wal_dir, num);
+            if !path.exists() {
+                return Err(Error::corruption(
+                    &path,
+                    0,
+                    "value log listed in the manifest is missing",
+                ));
+            }
+            version
+                .vlogs
+                .insert(num, Arc::new(VlogFile::open(&path, num, live, 0)?));
+        }
+        let mut immutables = Vec::new();
+        let mut seq = 0u64;
+        let mut replayed_bytes = 0u64;
+        for (num, path) in fsutil::numbered_files(&wal_dir, WAL_SUFFIX)? {
+            next_file = next_file.max(num + 1);
+            if num < log_number {
+                if !version.vlogs.contains_key(&num) {
+                    std::fs::remove_file(&path).at(&path)?;
+                }
+                continue;
+            }
+            let mem = Memtable::new(num, memtable_budget.clone());
+            let replay = journal::replay_batches(&path, |batch| {
+                for &(kind, key, value) in &batch.entries {
+                    // Where the value sits in the file: a value log's pointers point there.
+                    mem.insert(kind, key, value, batch.value_offset(value));
+                }
+                seq += 1;
+                Ok(())
+            })?;
+            replayed_bytes += replay.valid_bytes;
+            if let Some((offset, reason)) = replay.torn {
+                tracing::warn!(path = %path.display(), offset, reason, "truncating torn write-ahead log tail");
+                let f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&path)
+                    .at(&path)?;
+                f.set_len(replay.valid_bytes).at(&path)?;
+                f.sync_all().at(&path)?;
+            }
+            immutables.insert(0, Arc::new(mem));
+        }
+        if replayed_bytes > 0 {
+            tracing::debug!(
+                partition = id,
+                logs = immutables.len(),
+                bytes = replayed_bytes,
+                "replayed write-ahead logs"
+            );
+        }
+        let wal_number = next_file;
+        next_file += 1;
+        let wal = WalWriter::create(journal::wal_path(&wal_dir, wal_number), seq)?;
+        let sync = opts.sync;
+        let view = View {
+            active: Arc::new(Memtable::new(wal_number, memtable_budget.clone())),
+            immutables,
+            version: Arc::new(version),
+        };
+        let tree = Tree {
+            id,
+            dir,
+            wal_dir,
+            sst_dir,
+            opts,
+            cache,
+            memtable_budget,
+            journal: Journal::new(id, sync, wal, seq),
+            view: ArcSwap::from_pointee(view),
+            view_lock: Mutex::new(()),
+            version_lock: Mutex::new(log_number),
+            next_file: AtomicU64::new(next_file),
+            value_offsets: Mutex::new(Vec::new()),
+            gc_lock: Mutex::new(()),
+            sampled_at_flush: AtomicU64::new(0),
+            flush_lock: Mutex::new(()),
+            compaction_lock: Mutex::new(()),
+            stall_lock: Mutex::new(()),
+            stall_cv: Condvar::new(),
+            cursors: Mutex::new(vec![Bytes::new(); LEVELS]),
+            work: WorkRequest::new(id, work_queue),
+            background_error: Mutex::new(None),
+            counters: Counters::default(),
+        };
+        Ok(tree)
+    }
+}

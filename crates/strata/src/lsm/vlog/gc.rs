@@ -1,0 +1,107 @@
+//! Value-log garbage collection: a value log whose live share has fallen low is read through;
+//! values that are still the newest version of their key are written again through the write
+//! path, the copies are fsynced, and the old log leaves the version (and the disk once no
+//! reader holds it).
+
+use std::sync::atomic::Ordering;
+
+use super::value_is_live;
+use crate::batch::{Entry, Kind};
+use crate::error::Result;
+use crate::journal;
+use crate::lsm::tree::{Tree, View};
+
+/// Live values that value-log garbage collection rewrites under one hold of the write lock.
+const GC_REWRITE_CHUNK_ENTRIES: usize = 64;
+/// ... or fewer, once they reach this many bytes.
+const GC_REWRITE_CHUNK_BYTES: usize = 256 << 10;
+
+impl Tree {
+    /// Garbage-collects the value log with the smallest live share, if it is below
+    /// `live_ratio_below`: its values that are still the newest version of their key are written
+    /// again through the normal write path, the log is fsynced, and the value log leaves the
+    /// version. Returns whether one was collected.
+    pub(crate) fn gc_value_log(&self, live_ratio_below: f64) -> Result<bool> {
+        let Some(_g) = self.gc_lock.try_lock() else {
+            return Ok(false);
+        };
+        let version = self.view.load().version.clone();
+        let victim = version
+            .vlogs
+            .values()
+            .filter(|f| f.live_ratio() < live_ratio_below)
+            .min_by(|a, b| a.live_ratio().total_cmp(&b.live_ratio()))
+            .cloned();
+        drop(version);
+        let Some(victim) = victim else {
+            return Ok(false);
+        };
+        let path = victim.path().to_path_buf();
+        let mut rewritten = 0u64;
+        // A value is live only if the newest version of its key still points at it. Once dead it
+        // stays dead (nothing new ever points into an old log), so the first check runs without
+        // the write lock and filters out the dead majority; the live ones are checked again and
+        // rewritten under the lock, a chunk at a time, so writers wait only for short stretches.
+        let is_live =
+            |view: &View, key: &[u8], at: u64| value_is_live(view, key, victim.number, at);
+        let mut pending: Vec<(Vec<u8>, Vec<u8>, u64)> = Vec::new();
+        let mut pending_bytes = 0usize;
+        let mut rewrite = |pending: &mut Vec<(Vec<u8>, Vec<u8>, u64)>| -> Result<()> {
+            if pending.is_empty() {
+                return Ok(());
+            }
+            let mut st = self.journal.lock();
+            let view = self.view.load();
+            let mut live: Vec<Entry<'_>> = Vec::with_capacity(pending.len());
+            for (key, value, at) in pending.iter() {
+                if is_live(&view, key, *at)? {
+                    live.push((Kind::Put, key, value));
+                    rewritten += value.len() as u64;
+                }
+            }
+            drop(view);
+            if !live.is_empty() {
+                self.apply_locked_as(&mut st, &live, false)?;
+            }
+            drop(st);
+            pending.clear();
+            Ok(())
+        };
+        journal::replay_batches(&path, |batch| {
+            let view = self.view.load();
+            for &(kind, key, value) in &batch.entries {
+                if kind != Kind::Put {
+                    continue;
+                }
+                let at = batch.value_offset(value);
+                // Every put is checked, whatever its size: the separation threshold may have
+                // changed since it was written.
+                if is_live(&view, key, at)? {
+                    pending_bytes += key.len() + value.len();
+                    pending.push((key.to_vec(), value.to_vec(), at));
+                }
+            }
+            drop(view);
+            if pending.len() >= GC_REWRITE_CHUNK_ENTRIES || pending_bytes >= GC_REWRITE_CHUNK_BYTES
+            {
+                rewrite(&mut pending)?;
+                pending_bytes = 0;
+            }
+            Ok(())
+        })?;
+        rewrite(&mut pending)?;
+        // The copies must be durable before the originals can go.
+        self.journal.sync_now(true)?;
+        self.install(None, |nv| {
+            nv.vlogs.remove(&victim.number);
+            Ok(())
+        })?;
+        // Deleted once no reader holds an older version that still lists it.
+        victim.obsolete.store(true, Ordering::Release);
+        self.counters
+            .gc_bytes
+            .fetch_add(rewritten, Ordering::Relaxed);
+        self.counters.gcs.fetch_add(1, Ordering::Relaxed);
+        Ok(true)
+    }
+}
