@@ -1,5 +1,5 @@
 //! CPU cost of point operations with everything in memory (no disk waits): puts into
-//! memtables, then GETs (half of them absent keys, as in the seed workloads) from 2 threads.
+//! memtables, then GETs (half of them absent keys, as in the benchmark workloads) from 2 threads.
 //! `cargo run --release -p strata --example point_ops -- [keys]`
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -1,4 +1,5 @@
-//! The seed's four workloads in their simplest form, for quick A/B runs of engine changes:
+//! The four benchmark workloads (PUT-, GET-, DELETE-heavy and balanced mixes) in their simplest
+//! form, for quick A/B runs of engine changes:
 //! `workloads SECONDS THREADS PARTITIONS [value_log_bytes_min]` prints ops/s, disk bytes and
 //! write amplification per workload (1 KiB values, known-key rate 0.5, 100 M key space, WAL
 //! synced every 100 ms). The full harness with peers and plots is `strata bench`.

@@ -16,8 +16,8 @@ pub use crate::batch::Update;
 use crate::batch::{Entry, Kind, WriteBatch};
 use crate::error::{Error, Result};
 use crate::hashlog::LogStore;
-use crate::lsm::memtable::{MemtableBudget, Slot};
-use crate::lsm::sstable::{TableBuilder, TableMeta};
+use crate::lsm::ingest;
+use crate::lsm::memtable::MemtableBudget;
 use crate::lsm::tree::Tree;
 use crate::meta;
 use crate::options::{Engine, Options, SyncMode};
@@ -29,6 +29,8 @@ use crate::util::merge::{EntryIter, MergeIter};
 
 /// Largest write batch accepted, in bytes of keys and values.
 pub const BATCH_BYTES_MAX: usize = 1 << 30;
+/// Entries per batch when ingest writes into the log engine (which has no tables to build).
+const INGEST_LOG_BATCH_ENTRIES: usize = 1024;
 
 /// An open database. `Send + Sync`: share it between threads with an `Arc`.
 /// Dropping it closes it (see [`Db::close`] to see errors).
@@ -42,7 +44,7 @@ pub struct Db {
 struct Inner {
     dir: PathBuf,
     opts: Arc<Options>,
-    trees: Vec<Partition>,
+    partitions: Vec<Partition>,
 }
 
 impl Db {
@@ -122,29 +124,33 @@ impl Db {
                 .collect()
         });
         opened.sort_by_key(|(id, _)| *id);
-        let trees = opened
+        let partitions = opened
             .into_iter()
             .map(|(_, p)| p)
             .collect::<Result<Vec<Partition>>>()?;
-        let inner = Arc::new(Inner { dir, opts, trees });
+        let inner = Arc::new(Inner {
+            dir,
+            opts,
+            partitions,
+        });
         let (stop_tx, stop_rx) = crossbeam_channel::unbounded::<()>();
         let mut workers = Vec::new();
         for n in 0..inner.opts.background_threads {
             let (inner, work_rx, stop_rx) = (inner.clone(), work_rx.clone(), stop_rx.clone());
             workers.push(background::spawn(&format!("strata-bg-{n}"), move || {
                 background::lower_priority(inner.opts.background_nice);
-                background::run_worker(&inner.trees, &work_rx, &stop_rx)
+                background::run_worker(&inner.partitions, &work_rx, &stop_rx)
             })?);
         }
         if inner.opts.sync != SyncMode::Always {
             let (inner, stop_rx) = (inner.clone(), stop_rx.clone());
             workers.push(background::spawn("strata-sync", move || {
-                background::run_log_syncer(&inner.trees, inner.opts.sync, &stop_rx)
+                background::run_log_syncer(&inner.partitions, inner.opts.sync, &stop_rx)
             })?);
         }
         // Memtables recovered from logs wait for flush; the workers pick them up now.
-        for t in &inner.trees {
-            t.work_request().request();
+        for p in &inner.partitions {
+            p.work_request().request();
         }
         Ok(Db {
             inner,
@@ -190,20 +196,20 @@ impl Db {
         Ok(())
     }
 
-    fn tree(&self, key: &[u8]) -> &Partition {
-        &self.inner.trees[meta::partition_of(key, self.inner.trees.len())]
+    fn partition(&self, key: &[u8]) -> &Partition {
+        &self.inner.partitions[meta::partition_of(key, self.inner.partitions.len())]
     }
 
     /// The partition `key` is routed to.
     pub fn partition_of(&self, key: &[u8]) -> usize {
-        meta::partition_of(key, self.inner.trees.len())
+        meta::partition_of(key, self.inner.partitions.len())
     }
 
     /// Stores `value` under `key`.
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         self.check()?;
         self.check_sizes(key, value)?;
-        self.tree(key).write(&[(Kind::Put, key, value)])
+        self.partition(key).write(&[(Kind::Put, key, value)])
     }
 
     /// Whether a write now would wait: for its fsync (`SyncMode::Always`), or because background
@@ -212,20 +218,24 @@ impl Db {
     /// change at any moment.
     pub fn writes_would_wait(&self) -> bool {
         self.inner.opts.sync == SyncMode::Always
-            || self.inner.trees.iter().any(Partition::writes_would_wait)
+            || self
+                .inner
+                .partitions
+                .iter()
+                .any(Partition::writes_would_wait)
     }
 
     /// The value of `key`, or `None`.
     pub fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
         self.check()?;
-        self.tree(key).get(key)
+        self.partition(key).get(key)
     }
 
     /// Deletes `key` (a tombstone; deleting an absent key is not an error).
     pub fn delete(&self, key: &[u8]) -> Result<()> {
         self.check()?;
         self.check_sizes(key, &[])?;
-        self.tree(key).write(&[(Kind::Delete, key, &[])])
+        self.partition(key).write(&[(Kind::Delete, key, &[])])
     }
 
     /// Applies a batch: atomically per partition (see [`WriteBatch`]).
@@ -243,14 +253,14 @@ impl Db {
                 max: BATCH_BYTES_MAX,
             });
         }
-        let n = self.inner.trees.len();
+        let n = self.inner.partitions.len();
         let mut by_part: Vec<Vec<Entry<'_>>> = vec![Vec::new(); n];
         for (kind, k, v) in &batch.ops {
             by_part[meta::partition_of(k, n)].push((*kind, k, v));
         }
         for (i, entries) in by_part.iter().enumerate() {
             if !entries.is_empty() {
-                self.inner.trees[i].write(entries)?;
+                self.inner.partitions[i].write(entries)?;
             }
         }
         Ok(())
@@ -266,7 +276,8 @@ impl Db {
     ) -> Result<T> {
         self.check()?;
         self.check_sizes(key, &[])?;
-        self.tree(key).update(key, f, |k, v| self.check_sizes(k, v))
+        self.partition(key)
+            .update(key, f, |k, v| self.check_sizes(k, v))
     }
 
     /// Keys and values in `range`, in key order across all partitions.
@@ -294,7 +305,7 @@ impl Db {
         }
         let sources: Vec<EntryIter> = self
             .inner
-            .trees
+            .partitions
             .iter()
             .map(|t| t.iter(lower.clone(), upper.clone()))
             .collect();
@@ -316,17 +327,16 @@ impl Db {
     {
         self.check()?;
         self.flush()?;
-        let n = self.inner.trees.len();
         let mut last: Option<Vec<u8>> = None;
-        let mut count = 0u64;
         if self.inner.opts.engine == Engine::Log {
+            let mut count = 0u64;
             let mut batch = WriteBatch::new();
             for (k, v) in sorted {
                 self.check_sizes(k.as_ref(), v.as_ref())?;
                 check_ascending(&mut last, k.as_ref())?;
                 batch.put(k, v);
                 count += 1;
-                if batch.len() >= 1024 {
+                if batch.len() >= INGEST_LOG_BATCH_ENTRIES {
                     self.write(std::mem::take(&mut batch))?;
                 }
             }
@@ -335,49 +345,29 @@ impl Db {
         }
         let trees: Vec<&Tree> = self
             .inner
-            .trees
+            .partitions
             .iter()
             .filter_map(|p| match p {
                 Partition::Lsm(t) => Some(&**t),
                 Partition::Log(_) => None,
             })
             .collect();
-        let mut builders: Vec<Option<TableBuilder>> = (0..n).map(|_| None).collect();
-        let mut metas: Vec<Vec<TableMeta>> = vec![Vec::new(); n];
-        let target = self.inner.opts.table_bytes_target as u64;
-        for (k, v) in sorted {
-            let (k, v) = (k.as_ref(), v.as_ref());
-            self.check_sizes(k, v)?;
-            check_ascending(&mut last, k)?;
-            let p = meta::partition_of(k, n);
-            let b = match builders[p].as_mut() {
-                Some(b) => b,
-                None => builders[p].insert(trees[p].new_table()?),
-            };
-            b.add(k, &Slot::Put(Bytes::copy_from_slice(v)))?;
-            count += 1;
-            if b.size_estimate() >= target {
-                if let Some(b) = builders[p].take() {
-                    metas[p].push(b.finish()?);
-                }
-            }
-        }
-        for (p, b) in builders.into_iter().enumerate() {
-            if let Some(b) = b {
-                metas[p].push(b.finish()?);
-            }
-        }
-        for (p, m) in metas.into_iter().enumerate() {
-            trees[p].install_ingested(m)?;
-        }
-        Ok(count)
+        ingest::ingest_sorted(
+            &trees,
+            self.inner.opts.table_bytes_target as u64,
+            sorted.into_iter().map(|(k, v)| {
+                self.check_sizes(k.as_ref(), v.as_ref())?;
+                check_ascending(&mut last, k.as_ref())?;
+                Ok((k, v))
+            }),
+        )
     }
 
     /// Writes every memtable to table files and waits for that to finish.
     pub fn flush(&self) -> Result<()> {
         self.check()?;
-        for t in &self.inner.trees {
-            t.flush()?;
+        for p in &self.inner.partitions {
+            p.flush()?;
         }
         Ok(())
     }
@@ -385,8 +375,8 @@ impl Db {
     /// Forces every write-ahead log to disk now, whatever the sync mode.
     pub fn sync(&self) -> Result<()> {
         self.check()?;
-        for t in &self.inner.trees {
-            t.sync_now(true)?;
+        for p in &self.inner.partitions {
+            p.sync_now(true)?;
         }
         Ok(())
     }
@@ -394,8 +384,8 @@ impl Db {
     /// Flushes, then merges every partition into one sorted level, dropping deleted data.
     pub fn compact(&self) -> Result<()> {
         self.flush()?;
-        for t in &self.inner.trees {
-            t.compact()?;
+        for p in &self.inner.partitions {
+            p.compact()?;
         }
         Ok(())
     }
@@ -403,7 +393,7 @@ impl Db {
     /// A snapshot of sizes and counters.
     pub fn stats(&self) -> Stats {
         Stats {
-            partitions: self.inner.trees.iter().map(|t| t.stats()).collect(),
+            partitions: self.inner.partitions.iter().map(|p| p.stats()).collect(),
         }
     }
 
@@ -414,7 +404,7 @@ impl Db {
 
     /// The number of partitions.
     pub fn partitions(&self) -> usize {
-        self.inner.trees.len()
+        self.inner.partitions.len()
     }
 
     /// Stops background work, writes and fsyncs every log, and closes the database.
@@ -433,8 +423,8 @@ impl Db {
             let _ = h.join();
         }
         let mut first_err = None;
-        for t in &self.inner.trees {
-            if let Err(e) = t.sync_now(true) {
+        for p in &self.inner.partitions {
+            if let Err(e) = p.sync_now(true) {
                 first_err.get_or_insert(e);
             }
         }

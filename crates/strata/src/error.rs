@@ -19,14 +19,14 @@ pub enum Error {
         source: std::io::Error,
     },
     /// Bytes on disk do not match their checksum or the documented format.
-    #[error("corruption in {path} at byte {offset}: {reason}")]
+    #[error("corruption in {file} at byte {offset}: {what}")]
     Corruption {
         /// The damaged file.
-        path: PathBuf,
+        file: PathBuf,
         /// Byte offset of the damaged record or block.
         offset: u64,
         /// What check failed.
-        reason: String,
+        what: String,
     },
     /// A request broke an explicit limit (key or value too large, ...).
     #[error("limit exceeded: {what} is {actual} bytes, the maximum is {max} bytes")]
@@ -50,6 +50,16 @@ pub enum Error {
         /// The error that made it read-only.
         reason: String,
     },
+    /// Writers waited for background work (flush, compaction) that keeps failing; the write was
+    /// not applied. Reads still work; writes may succeed once the cause (say, a full disk) is
+    /// gone.
+    #[error("partition {partition} stalled: {reason}")]
+    Stalled {
+        /// The partition whose background work is failing.
+        partition: usize,
+        /// The background error.
+        reason: String,
+    },
     /// The operation met a transient condition and may succeed if retried (say, a hash-engine
     /// merge kept moving the key being read).
     #[error("busy, retry: {0}")]
@@ -69,11 +79,11 @@ impl Error {
     }
 
     /// Builds an [`Error::Corruption`].
-    pub fn corruption(path: impl Into<PathBuf>, offset: u64, reason: impl Into<String>) -> Self {
+    pub fn corruption(file: impl Into<PathBuf>, offset: u64, what: impl Into<String>) -> Self {
         Error::Corruption {
-            path: path.into(),
+            file: file.into(),
             offset,
-            reason: reason.into(),
+            what: what.into(),
         }
     }
 

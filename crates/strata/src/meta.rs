@@ -19,7 +19,8 @@ const HASH_XXH3_MOD: u32 = 1;
 pub(crate) const META_FILE: &str = "STRATA";
 
 /// The partition a key belongs to with hash id 1: `xxh3_64(key) % partitions`.
-/// The hash is unsigned, so there is no negative-modulo case (the seed's `abs(hash) % n` bug).
+/// The hash is unsigned, so there is no negative-modulo case (`abs(hash) % n`
+/// on a signed hash sends `i32::MIN` to a negative partition).
 pub fn partition_of(key: &[u8], partitions: usize) -> usize {
     (xxhash_rust::xxh3::xxh3_64(key) % partitions as u64) as usize
 }

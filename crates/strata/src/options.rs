@@ -17,7 +17,7 @@ pub enum SyncMode {
     /// fsync before the write call returns. Concurrent writers share one fsync (group commit).
     Always,
     /// Each write hands its log record to the OS before it returns, and a background thread
-    /// fsyncs the log every `n` milliseconds (the seed's 100 ms / 1 s). A crash of the process
+    /// fsyncs the log every `n` milliseconds (the original Java prototype synced every 100 ms or 1 s). A crash of the process
     /// loses no acknowledged write; a crash of the machine loses at most the last `n` ms.
     EveryMs(u64),
     /// Each write hands its log record to the OS before it returns; nothing is fsynced until a
@@ -40,7 +40,7 @@ pub enum Compression {
 pub enum Engine {
     /// LSM tree: ordered, scans in key order, bounded memory.
     Lsm,
-    /// Log-structured hash store (seed 004): one read per GET, every key in memory, scans sort.
+    /// Log-structured hash store (Bitcask-style): one read per GET, every key in memory, scans sort.
     Log,
 }
 
@@ -62,14 +62,16 @@ pub struct Options {
     /// `memtable_budget_bytes / (2 x partitions)`, so memory stays about the same whatever the
     /// partition count (RocksDB's write-buffer manager).
     pub memtable_budget_bytes: usize,
-    /// Optional bound on entries per memtable (the seed's `pendingWritesDeltaThreshold`).
+    /// Optional bound on entries per memtable (the original prototype flushed after a fixed
+    /// count of pending writes).
     pub memtable_entries_max: Option<usize>,
-    /// Full memtables waiting for flush; at this count writers stall (the seed's `maxInFlightWriteJobs`).
+    /// Full memtables waiting for flush; at this count writers stall (as the original prototype
+    /// bounded its in-flight flush jobs).
     pub max_immutable_memtables: usize,
     /// Target uncompressed size of a data block.
     pub block_bytes: usize,
     /// At most this many entries per data block: the sparse index holds one key per block, so this
-    /// is the seed's `indexRate` (one index entry every N keys at most).
+    /// is the sparse index's rate (one index entry every N keys at most).
     pub index_every_entries: usize,
     /// Bloom filter bits per key (0 disables filters).
     pub bloom_bits_per_key: u32,

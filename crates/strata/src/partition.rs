@@ -12,6 +12,7 @@ use crate::background::WorkRequest;
 use crate::batch::{Entry, Update};
 use crate::error::Result;
 use crate::hashlog::LogStore;
+use crate::journal;
 use crate::lsm::tree::Tree;
 use crate::stats::PartitionStats;
 use crate::util::merge::EntryIter;
@@ -45,8 +46,8 @@ impl Partition {
 
     pub(crate) fn write(&self, entries: &[Entry<'_>]) -> Result<()> {
         match self {
-            Partition::Lsm(t) => t.write(entries),
-            Partition::Log(l) => l.write(entries),
+            Partition::Lsm(t) => journal::write(&**t, entries),
+            Partition::Log(l) => journal::write(&**l, entries),
         }
     }
 
@@ -72,8 +73,8 @@ impl Partition {
         check: impl Fn(&[u8], &[u8]) -> Result<()>,
     ) -> Result<T> {
         match self {
-            Partition::Lsm(t) => t.update(key, f, check),
-            Partition::Log(l) => l.update(key, f, check),
+            Partition::Lsm(t) => journal::update(&**t, key, f, check),
+            Partition::Log(l) => journal::update(&**l, key, f, check),
         }
     }
 

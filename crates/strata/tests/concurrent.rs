@@ -1,4 +1,4 @@
-//! The seed's multi-thread test: 1 PUT_HEAVY + 1 DELETE_HEAVY + 8 GET_HEAVY threads on a
+//! A multi-thread test: 1 PUT_HEAVY + 1 DELETE_HEAVY + 8 GET_HEAVY threads on a
 //! 4-partition store, each thread checking its own keys against its own model.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

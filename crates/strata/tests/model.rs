@@ -1,4 +1,4 @@
-//! Model-based tests (the seed's `ReadWriteStorageTester`): random operations of every workload
+//! Model-based tests: random operations of every workload
 //! and known-key rate, checked one by one against a `BTreeMap`, with tiny memtables so that
 //! flushes and compactions run hundreds of times, scans checked against the model, and a close
 //! and reopen in the middle.
@@ -135,8 +135,9 @@ fn log_engine_disk_use_stays_within_twice_the_live_data() {
             break;
         }
     }
-    // Merges run in the background; give them a moment to catch up, then measure.
-    for _ in 0..100 {
+    // Merges run in the background; give them up to 10 s to catch up (a loaded 2-core machine
+    // runs many tests at once), then measure.
+    for _ in 0..500 {
         let s = db.stats();
         let disk: u64 = s.partitions.iter().map(|p| p.table_bytes()).sum();
         if disk < 2 * 500 * 230 + 2 * 32 * 1024 {

@@ -1,4 +1,5 @@
-//! The log-structured hash engine of seed 004 (Bitcask-style), one per partition.
+//! The log-structured hash engine (Bitcask-style: an append-only log plus an in-memory hash
+//! index of every key), one per partition; the second engine beside the LSM.
 //!
 //! Data lives in append-only segments (`log/NNNNNN-SSS.seg`) written through the shared
 //! [`Journal`] (same record format and group commit as the LSM write-ahead log: the log *is* the
@@ -31,9 +32,9 @@ use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 
 use crate::background::WorkRequest;
-use crate::batch::{decode_entries, Entry, Kind, Update};
+use crate::batch::{decode_entries, Entry, Kind};
 use crate::error::{Error, IoContext, Result};
-use crate::journal::{self, Journal, JournalState};
+use crate::journal::{self, Journal, JournalState, Journaled};
 use crate::options::Options;
 use crate::stats::{LevelStats, PartitionStats};
 use crate::util::fsutil;
@@ -102,15 +103,16 @@ fn segment_ids_exhausted(dir: &Path) -> Error {
     }
 }
 
-impl LogStore {
-    fn seg_dir(&self) -> PathBuf {
-        self.dir.join("log")
+impl Journaled for LogStore {
+    fn journal(&self) -> &Journal {
+        &self.journal
     }
 
-    pub(crate) fn dir(&self) -> &Path {
-        &self.dir
+    fn get_locked(&self, key: &[u8], st: &JournalState) -> Result<Option<Bytes>> {
+        self.get_with(key, Some(st))
     }
 
+    /// Appends the batch to the active segment and points the index at its record.
     fn apply_locked(&self, st: &mut JournalState, entries: &[Entry<'_>]) -> Result<u64> {
         let a = self.journal.append_locked(st, entries, None)?;
         let seg = *self.active.lock();
@@ -126,6 +128,16 @@ impl LogStore {
             self.roll_locked(st)?;
         }
         Ok(a.seq)
+    }
+}
+
+impl LogStore {
+    fn seg_dir(&self) -> PathBuf {
+        self.dir.join("log")
+    }
+
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
     }
 
     /// Seals the active segment and starts a new one.
@@ -152,29 +164,6 @@ impl LogStore {
             self.work.request();
         }
         Ok(())
-    }
-
-    pub(crate) fn write(&self, entries: &[Entry<'_>]) -> Result<()> {
-        let seq = {
-            let mut st = self.journal.lock();
-            self.apply_locked(&mut st, entries)?
-        };
-        self.journal.commit(seq)
-    }
-
-    pub(crate) fn update<T>(
-        &self,
-        key: &[u8],
-        f: impl FnOnce(Option<&[u8]>) -> Result<(Update, T)>,
-        check: impl Fn(&[u8], &[u8]) -> Result<()>,
-    ) -> Result<T> {
-        self.journal.read_modify_write(
-            key,
-            |st| self.get_with(key, Some(st)),
-            f,
-            check,
-            |st, entries| self.apply_locked(st, entries),
-        )
     }
 
     pub(crate) fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {

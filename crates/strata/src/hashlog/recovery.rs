@@ -79,9 +79,9 @@ impl LogStore {
                 });
                 let replay = match replay {
                     Ok(r) => r,
-                    Err(Error::Corruption { offset, reason, .. }) if opts.salvage => {
+                    Err(Error::Corruption { offset, what, .. }) if opts.salvage => {
                         // Salvage: keep what precedes the damage, drop the rest of this segment.
-                        tracing::warn!(path = %path.display(), offset, %reason, "salvage: truncating damaged segment");
+                        tracing::warn!(path = %path.display(), offset, %what, "salvage: truncating damaged segment");
                         journal::Replay {
                             valid_bytes: offset,
                             torn: Some((offset, "damaged record (salvage)")),
@@ -89,16 +89,7 @@ impl LogStore {
                     }
                     Err(e) => return Err(e),
                 };
-                if let Some((offset, reason)) = replay.torn {
-                    tracing::warn!(path = %path.display(), offset, reason, "truncating torn segment tail");
-                    let f = std::fs::OpenOptions::new()
-                        .write(true)
-                        .open(&path)
-                        .at(&path)?;
-                    f.set_len(replay.valid_bytes.max(journal::WAL_HEADER_BYTES))
-                        .at(&path)?;
-                    f.sync_all().at(&path)?;
-                }
+                replay.cut_torn_tail(&path)?;
             }
             let sealed_bytes = fsutil::file_len(&path);
             segments.insert(sid, Arc::new(Segment::open(path, sealed_bytes)?));

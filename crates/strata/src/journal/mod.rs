@@ -81,6 +81,49 @@ pub(crate) struct JournalInner {
     bytes_written: AtomicU64,
 }
 
+/// What an engine gives the journal so that writes and read-modify-writes take one shape in
+/// both engines: [`write`] and [`update`] drive it.
+pub(crate) trait Journaled {
+    /// The partition's journal.
+    fn journal(&self) -> &Journal;
+    /// Waits (or refuses) before a write while background work is behind; the LSM slows
+    /// writers here, the hash engine never makes them wait.
+    fn admit_write(&self) -> Result<()> {
+        Ok(())
+    }
+    /// Reads `key` while the caller holds the write lock (`st`).
+    fn get_locked(&self, key: &[u8], st: &JournalState) -> Result<Option<Bytes>>;
+    /// Appends the batch to the log and applies it to memory; returns its sequence number.
+    /// Caller holds the write lock.
+    fn apply_locked(&self, st: &mut JournalState, entries: &[Entry<'_>]) -> Result<u64>;
+}
+
+/// Writes a batch through an engine: admitted, appended and applied under the write lock,
+/// committed (fsync or hand-off to the OS) after it, so concurrent writers share the commit.
+pub(crate) fn write(engine: &impl Journaled, entries: &[Entry<'_>]) -> Result<()> {
+    engine.admit_write()?;
+    let journal = engine.journal();
+    let seq = engine.apply_locked(&mut journal.lock(), entries)?;
+    journal.commit(seq)
+}
+
+/// Atomic read-modify-write of one key through an engine (see [`Journal::read_modify_write`]).
+pub(crate) fn update<T>(
+    engine: &impl Journaled,
+    key: &[u8],
+    decide: impl FnOnce(Option<&[u8]>) -> Result<(Update, T)>,
+    check: impl Fn(&[u8], &[u8]) -> Result<()>,
+) -> Result<T> {
+    engine.admit_write()?;
+    engine.journal().read_modify_write(
+        key,
+        |st| engine.get_locked(key, st),
+        decide,
+        check,
+        |st, entries| engine.apply_locked(st, entries),
+    )
+}
+
 impl Journal {
     pub(crate) fn new(partition: usize, sync: SyncMode, wal: WalWriter, seq: u64) -> Self {
         Journal(Arc::new(JournalInner {

@@ -25,6 +25,23 @@ pub(crate) struct Replay {
     pub(crate) torn: Option<(u64, &'static str)>,
 }
 
+impl Replay {
+    /// Cuts the torn tail this replay found (if any) off the file at `path` and fsyncs it, so
+    /// new records never follow garbage; says so in the log.
+    pub(crate) fn cut_torn_tail(&self, path: &Path) -> Result<()> {
+        let Some((offset, reason)) = self.torn else {
+            return Ok(());
+        };
+        tracing::warn!(path = %path.display(), offset, reason, "truncating torn log tail");
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .at(path)?;
+        f.set_len(self.valid_bytes).at(path)?;
+        f.sync_all().at(path)
+    }
+}
+
 /// Bytes read from a log file at a time by [`replay`]: replay holds this much (or one record,
 /// if larger) of the file in memory, not the whole file, so startup, value-log GC and sampling
 /// stay small whatever the log size.

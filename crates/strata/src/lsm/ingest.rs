@@ -6,16 +6,57 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use super::memtable::Slot;
 use super::sstable::{table_path, Table, TableBuilder, TableMeta};
 use super::tree::Tree;
 use super::version::Version;
 use super::LEVELS;
 use crate::error::Result;
+use crate::meta::partition_of;
 use crate::util::fsutil;
+
+/// Writes `sorted` (strictly increasing keys, checked by the caller's iterator) into new tables
+/// of the partitions of `trees` (indexed by partition), each table closed at
+/// `table_bytes_target`, then installs each partition's tables. Returns the entries written.
+pub(crate) fn ingest_sorted<K: AsRef<[u8]>, V: AsRef<[u8]>>(
+    trees: &[&Tree],
+    table_bytes_target: u64,
+    sorted: impl Iterator<Item = Result<(K, V)>>,
+) -> Result<u64> {
+    let n = trees.len();
+    let mut builders: Vec<Option<TableBuilder>> = (0..n).map(|_| None).collect();
+    let mut metas: Vec<Vec<TableMeta>> = vec![Vec::new(); n];
+    let mut count = 0u64;
+    for kv in sorted {
+        let (k, v) = kv?;
+        let (k, v) = (k.as_ref(), v.as_ref());
+        let p = partition_of(k, n);
+        let b = match builders[p].as_mut() {
+            Some(b) => b,
+            None => builders[p].insert(trees[p].new_table()?),
+        };
+        b.add(k, &Slot::Put(Bytes::copy_from_slice(v)))?;
+        count += 1;
+        if b.size_estimate() >= table_bytes_target {
+            if let Some(b) = builders[p].take() {
+                metas[p].push(b.finish()?);
+            }
+        }
+    }
+    for (p, b) in builders.into_iter().enumerate() {
+        if let Some(b) = b {
+            metas[p].push(b.finish()?);
+        }
+    }
+    for (p, m) in metas.into_iter().enumerate() {
+        trees[p].install_ingested(m)?;
+    }
+    Ok(count)
+}
 
 impl Tree {
     /// A builder for a table of this partition (bulk ingest writes tables directly).
-    pub(crate) fn new_table(&self) -> Result<TableBuilder> {
+    fn new_table(&self) -> Result<TableBuilder> {
         let id = self.next_file.fetch_add(1, Ordering::AcqRel);
         TableBuilder::create(&self.sst_dir, id, &self.opts)
     }

@@ -1,4 +1,4 @@
-//! The memtable (the seed's "pending writes"): the newest writes of one partition, sorted.
+//! The memtable: the newest writes of one partition, sorted, not yet in a table file.
 //! A B-tree (order: flush and scans) plus a hash map over the same entries (point lookups: one
 //! hash and one key comparison instead of ~20), behind one reader-writer lock. Writers are
 //! serialized by the journal lock anyway. Measured with `examples/point_ops.rs` on 2 cores:

@@ -126,15 +126,7 @@ impl Tree {
                 Ok(())
             })?;
             replayed_bytes += replay.valid_bytes;
-            if let Some((offset, reason)) = replay.torn {
-                tracing::warn!(path = %path.display(), offset, reason, "truncating torn write-ahead log tail");
-                let f = std::fs::OpenOptions::new()
-                    .write(true)
-                    .open(&path)
-                    .at(&path)?;
-                f.set_len(replay.valid_bytes).at(&path)?;
-                f.sync_all().at(&path)?;
-            }
+            replay.cut_torn_tail(&path)?;
             immutables.insert(0, Arc::new(mem));
         }
         if replayed_bytes > 0 {

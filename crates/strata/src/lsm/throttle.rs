@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::tree::{Tree, View};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// Sleep per write for each level-0 table over `l0_slowdown_tables`.
 const SLOWDOWN_STEP_US: u64 = 100;
@@ -66,9 +66,10 @@ impl Tree {
             }
             if let Some(e) = self.background_error.lock().clone() {
                 if waited_ms >= STOP_ERROR_AFTER_MS {
-                    return Err(self.read_only_error(&format!(
-                        "background work is failing, writes cannot proceed: {e}"
-                    )));
+                    return Err(Error::Stalled {
+                        partition: self.id,
+                        reason: format!("background work is failing, writes cannot proceed: {e}"),
+                    });
                 }
             }
             self.work.request();

@@ -30,9 +30,9 @@ use bytes::Bytes;
 use parking_lot::{Condvar, Mutex};
 
 use crate::background::WorkRequest;
-use crate::batch::{Entry, Update};
+use crate::batch::Entry;
 use crate::error::{Error, Result};
-use crate::journal::{self, Journal, JournalState, WAL_SUFFIX};
+use crate::journal::{self, Journal, JournalState, Journaled, WAL_SUFFIX};
 use crate::lsm::memtable::{Memtable, MemtableBudget, MemtableIter, Slot, SlotIter};
 use crate::lsm::sstable::{bloom, Table};
 use crate::lsm::version::{self, Version};
@@ -50,6 +50,26 @@ pub(crate) struct View {
     /// Full memtables waiting for flush, newest first.
     pub(crate) immutables: Vec<Arc<Memtable>>,
     pub(crate) version: Arc<Version>,
+}
+
+impl Journaled for Tree {
+    fn journal(&self) -> &Journal {
+        &self.journal
+    }
+
+    fn admit_write(&self) -> Result<()> {
+        self.throttle()
+    }
+
+    fn get_locked(&self, key: &[u8], _: &JournalState) -> Result<Option<Bytes>> {
+        // The view is consistent without the lock; under it, no write can intervene.
+        self.get(key)
+    }
+
+    /// Appends a batch to the log and the memtable. Caller holds the journal lock.
+    fn apply_locked(&self, st: &mut JournalState, entries: &[Entry<'_>]) -> Result<u64> {
+        self.apply_locked_as(st, entries, true)
+    }
 }
 
 /// Work done since open, for [`PartitionStats`].
@@ -97,18 +117,6 @@ pub(crate) struct Tree {
 }
 
 impl Tree {
-    pub(super) fn read_only_error(&self, reason: &str) -> Error {
-        Error::ReadOnly {
-            partition: self.id,
-            reason: reason.to_string(),
-        }
-    }
-
-    /// Appends a batch to the log and the memtable. Caller holds the journal lock.
-    fn apply_locked(&self, st: &mut JournalState, entries: &[Entry<'_>]) -> Result<u64> {
-        self.apply_locked_as(st, entries, true)
-    }
-
     /// `user`: whether the bytes count as written by the user (not for garbage collection).
     pub(super) fn apply_locked_as(
         &self,
@@ -166,32 +174,6 @@ impl Tree {
         }
         self.work.request();
         Ok(())
-    }
-
-    pub(crate) fn write(&self, entries: &[Entry<'_>]) -> Result<()> {
-        self.throttle()?;
-        let seq = {
-            let mut st = self.journal.lock();
-            self.apply_locked(&mut st, entries)?
-        };
-        self.journal.commit(seq)
-    }
-
-    /// Atomic read-modify-write of one key under the write lock.
-    pub(crate) fn update<T>(
-        &self,
-        key: &[u8],
-        f: impl FnOnce(Option<&[u8]>) -> Result<(Update, T)>,
-        check: impl Fn(&[u8], &[u8]) -> Result<()>,
-    ) -> Result<T> {
-        self.throttle()?;
-        self.journal.read_modify_write(
-            key,
-            |_| self.get(key),
-            f,
-            check,
-            |st, entries| self.apply_locked(st, entries),
-        )
     }
 
     /// Hands buffered log records to the OS and, with `fsync`, forces them to disk.

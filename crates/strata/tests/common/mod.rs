@@ -1,4 +1,4 @@
-//! Shared pieces of the engine's integration tests: the seed's workloads, a deterministic key
+//! Shared pieces of the engine's integration tests: the benchmark workloads, a deterministic key
 //! and value generator, and an in-memory model (`BTreeMap`) that every store is checked against.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-/// The seed's workloads as (put, delete, get) percentages.
+/// The benchmark workloads as (put, delete, get) percentages.
 #[derive(Debug, Clone, Copy)]
 pub enum Workload {
     PutHeavy,
@@ -23,7 +23,7 @@ pub const ALL_WORKLOADS: [Workload; 4] = [
     Workload::Balanced,
 ];
 
-/// The seed's known-key rates: LOW, MID, HIGH.
+/// The known-key rates (share of GETs and DELETEs that hit a written key): low, mid, high.
 pub const KNOWN_KEY_RATES: [f64; 3] = [0.1, 0.5, 0.9];
 
 impl Workload {
@@ -45,7 +45,7 @@ pub enum Op {
 }
 
 /// Generates operations of a workload; keys of GET/DELETE come from keys written before with
-/// probability `known_rate` (the seed's "key find rate").
+/// probability `known_rate` (the "key find rate").
 pub struct OpGen {
     rng: SmallRng,
     workload: Workload,
@@ -93,7 +93,7 @@ impl OpGen {
             };
             let len = self.rng.gen_range(0..300);
             let value: Vec<u8> = (0..len).map(|_| self.rng.gen()).collect();
-            // Bounded reservoir of written keys, as the seed's benchmark kept.
+            // Bounded reservoir of written keys to draw known keys from.
             if self.known.len() < 50_000 {
                 self.known.push(key.clone());
             } else {

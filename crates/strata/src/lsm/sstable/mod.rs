@@ -2,7 +2,7 @@
 //!
 //! Layout: data blocks, a filter block, an index block, then a 40-byte footer. Every block is
 //! followed by a 5-byte trailer `compression u8 (0 none, 1 LZ4) | crc32c(block bytes ++
-//! compression byte) u32`. The index block is the seed's sparse index: one entry (the block's last
+//! compression byte) u32`. The index block is a sparse index: one entry (the block's last
 //! key, offset, size) per data block, and a block holds at most `index_every_entries` entries.
 //! Footer: `filter_offset u64 | filter_size u32 | index_offset u64 | index_size u32 |
 //! format_version u32 | crc32c(previous 28 bytes) u32 | magic u64`.
