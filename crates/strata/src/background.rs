@@ -2,14 +2,12 @@
 //! flushes, compactions, value-log collection or segment merges one step at a time, and the log
 //! syncer thread that hands buffered log records to the OS (and fsyncs them under `EveryMs`).
 //!
-//! A partition asks for a turn through its [`WorkRequest`]; the request is sent once until a
-//! worker takes it, so a busy partition never floods the queue.
+//! A partition asks for a turn through its `WorkRequest` (`util::work`).
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::Receiver;
 
 use crate::error::{Error, Result};
 use crate::options::SyncMode;
@@ -19,41 +17,6 @@ use crate::partition::Partition;
 const RETRY_AFTER_ERROR_MS: u64 = 200;
 /// How often the syncer hands buffered records to the OS when the sync mode names no period.
 const SYNCER_PERIOD_DEFAULT_MS: u64 = 100;
-
-/// The queue of partitions that want a worker: partition ids.
-pub(crate) fn work_queue() -> (Sender<usize>, Receiver<usize>) {
-    crossbeam_channel::unbounded()
-}
-
-/// One partition's way to ask the workers for a turn.
-pub(crate) struct WorkRequest {
-    partition: usize,
-    queue: Sender<usize>,
-    pending: AtomicBool,
-}
-
-impl WorkRequest {
-    pub(crate) fn new(partition: usize, queue: Sender<usize>) -> Self {
-        WorkRequest {
-            partition,
-            queue,
-            pending: AtomicBool::new(false),
-        }
-    }
-
-    /// Asks for a worker (once until a worker takes the request).
-    pub(crate) fn request(&self) {
-        if !self.pending.swap(true, Ordering::AcqRel) {
-            // Sending fails only once the database is closing and the workers are gone.
-            let _ = self.queue.send(self.partition);
-        }
-    }
-
-    /// Called by the worker that took the request, before it works.
-    fn taken(&self) {
-        self.pending.store(false, Ordering::Release);
-    }
-}
 
 /// Starts a named thread.
 pub(crate) fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>> {

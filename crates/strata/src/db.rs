@@ -12,6 +12,7 @@ use crossbeam_channel::Sender;
 use parking_lot::Mutex;
 
 use crate::background;
+use crate::util::work;
 pub use crate::batch::Update;
 use crate::batch::{Entry, Kind, WriteBatch};
 use crate::error::{Error, Result};
@@ -70,7 +71,7 @@ impl Db {
         let opts = Arc::new(options);
         let cache = Arc::new(BlockCache::new(opts.block_cache_bytes));
         let memtable_budget = Arc::new(MemtableBudget::new(opts.memtable_budget_bytes, partitions));
-        let (work_tx, work_rx) = background::work_queue();
+        let (work_tx, work_rx) = work::work_queue();
         // Partitions are independent: open (replay logs, read hints, build indexes) in parallel,
         // at most one thread per core. The log engine's open is CPU-bound (10 M keys: seconds).
         let open_one = |id: usize| -> Result<Partition> {

@@ -26,9 +26,11 @@
 //! # }
 //! ```
 //!
-//! Module map (data flows top to bottom): [`db`] routes to a partition's `lsm::tree`, which
-//! appends to `lsm::wal`, inserts into `lsm::memtable`, and in the background flushes to
-//! `lsm::sstable` files tracked by `lsm::version` and merged by `lsm::compaction`.
+//! Module map (data flows top to bottom): [`db`] routes each key to a partition (`partition`),
+//! which runs one of two engines: `lsm` (an LSM tree: memtables, tables, compaction, value logs)
+//! or `hashlog` (a log-structured hash store). Both write through `journal` (log format, group
+//! commit, replay) and stand on `util`; neither imports the other. `background` runs their
+//! flushes, compactions and merges. ARCHITECTURE.md has the full table.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::background::WorkRequest;
+use crate::util::work::WorkRequest;
 use crate::batch::{Entry, Update};
 use crate::error::Result;
 use crate::hashlog::LogStore;

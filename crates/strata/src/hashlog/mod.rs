@@ -31,7 +31,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 
-use crate::background::WorkRequest;
+use crate::util::work::WorkRequest;
 use crate::batch::{decode_entries, Entry, Kind};
 use crate::error::{Error, IoContext, Result};
 use crate::journal::{self, Journal, JournalState, Journaled};

@@ -14,7 +14,7 @@ use parking_lot::{Mutex, RwLock};
 use super::index::{Index, Loc, SegId};
 use super::{hint, parse_seg_name, seg_name, segment_ids_exhausted, LogStore, Segment};
 use super::{HINT_SUFFIX, SEGMENT_SUFFIX};
-use crate::background::WorkRequest;
+use crate::util::work::WorkRequest;
 use crate::error::{Error, IoContext, Result};
 use crate::journal::{self, Journal, WalWriter};
 use crate::options::Options;

@@ -19,7 +19,7 @@ use super::tree::{Counters, Tree, View};
 use super::version::{self, Version};
 use super::vlog::VlogFile;
 use super::LEVELS;
-use crate::background::WorkRequest;
+use crate::util::work::WorkRequest;
 use crate::error::{Error, IoContext, Result};
 use crate::journal::{self, Journal, WalWriter, WAL_SUFFIX};
 use crate::options::Options;

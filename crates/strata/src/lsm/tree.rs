@@ -29,7 +29,7 @@ use arc_swap::ArcSwap;
 use bytes::Bytes;
 use parking_lot::{Condvar, Mutex};
 
-use crate::background::WorkRequest;
+use crate::util::work::WorkRequest;
 use crate::batch::Entry;
 use crate::error::{Error, Result};
 use crate::journal::{self, Journal, JournalState, Journaled, WAL_SUFFIX};
@@ -335,6 +335,13 @@ impl Tree {
     pub(crate) fn dir(&self) -> &Path {
         &self.dir
     }
+}
+
+/// Whether the newest version of `key` in `view` is the value at `offset` of value log `file`.
+/// Once false, false for good: nothing new ever points into an old log.
+pub(super) fn value_is_live(view: &View, key: &[u8], file: u64, offset: u64) -> Result<bool> {
+    Ok(matches!(lookup(view, key)?,
+        Some(Slot::Pointer(p)) if p.file == file && p.offset == offset))
 }
 
 /// The newest entry for `key` in a view: memtables, then level 0 newest first, then one table

@@ -8,3 +8,4 @@ pub(crate) mod fsutil;
 pub(crate) mod merge;
 pub(crate) mod nowait;
 pub mod varint;
+pub(crate) mod work;

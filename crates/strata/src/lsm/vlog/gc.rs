@@ -5,11 +5,10 @@
 
 use std::sync::atomic::Ordering;
 
-use super::value_is_live;
 use crate::batch::{Entry, Kind};
 use crate::error::Result;
 use crate::journal;
-use crate::lsm::tree::{Tree, View};
+use crate::lsm::tree::{value_is_live, Tree, View};
 
 /// Live values that value-log garbage collection rewrites under one hold of the write lock.
 const GC_REWRITE_CHUNK_ENTRIES: usize = 64;

@@ -25,8 +25,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use bytes::Bytes;
 
 use crate::error::{Error, IoContext, Result};
-use crate::lsm::memtable::Slot;
-use crate::lsm::tree::{lookup, View};
 use crate::util::coding::{put_varint, Reader};
 
 /// Where a separated value lives.
@@ -145,9 +143,3 @@ impl Drop for VlogFile {
     }
 }
 
-/// Whether the newest version of `key` in `view` is the value at `offset` of value log `file`.
-/// Once false, false for good: nothing new ever points into an old log.
-fn value_is_live(view: &View, key: &[u8], file: u64, offset: u64) -> Result<bool> {
-    Ok(matches!(lookup(view, key)?,
-        Some(Slot::Pointer(p)) if p.file == file && p.offset == offset))
-}

@@ -4,11 +4,10 @@
 
 use std::sync::atomic::Ordering;
 
-use super::value_is_live;
 use crate::batch::Kind;
 use crate::error::Result;
 use crate::journal;
-use crate::lsm::tree::Tree;
+use crate::lsm::tree::{value_is_live, Tree};
 
 /// Values checked when a value log is sampled for liveness.
 const VLOG_SAMPLE_VALUES: u64 = 256;
