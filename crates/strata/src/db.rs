@@ -12,7 +12,6 @@ use crossbeam_channel::Sender;
 use parking_lot::Mutex;
 
 use crate::background;
-use crate::util::work;
 pub use crate::batch::Update;
 use crate::batch::{Entry, Kind, WriteBatch};
 use crate::error::{Error, Result};
@@ -27,6 +26,7 @@ use crate::stats::Stats;
 use crate::util::cache::BlockCache;
 use crate::util::fsutil;
 use crate::util::merge::{EntryIter, MergeIter};
+use crate::util::work;
 
 /// Largest write batch accepted, in bytes of keys and values.
 pub const BATCH_BYTES_MAX: usize = 1 << 30;

@@ -8,7 +8,6 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::util::work::WorkRequest;
 use crate::batch::{Entry, Update};
 use crate::error::Result;
 use crate::hashlog::LogStore;
@@ -16,6 +15,7 @@ use crate::journal;
 use crate::lsm::tree::Tree;
 use crate::stats::PartitionStats;
 use crate::util::merge::EntryIter;
+use crate::util::work::WorkRequest;
 
 pub(crate) enum Partition {
     Lsm(Box<Tree>),

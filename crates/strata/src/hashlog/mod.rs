@@ -31,7 +31,6 @@ use std::sync::Arc;
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 
-use crate::util::work::WorkRequest;
 use crate::batch::{decode_entries, Entry, Kind};
 use crate::error::{Error, IoContext, Result};
 use crate::journal::{self, Journal, JournalState, Journaled};
@@ -40,6 +39,7 @@ use crate::stats::{LevelStats, PartitionStats};
 use crate::util::fsutil;
 use crate::util::merge::EntryIter;
 use crate::util::nowait;
+use crate::util::work::WorkRequest;
 use index::{Index, Loc, SegId};
 
 const SEGMENT_SUFFIX: &str = ".seg";

@@ -14,11 +14,11 @@ use parking_lot::{Mutex, RwLock};
 use super::index::{Index, Loc, SegId};
 use super::{hint, parse_seg_name, seg_name, segment_ids_exhausted, LogStore, Segment};
 use super::{HINT_SUFFIX, SEGMENT_SUFFIX};
-use crate::util::work::WorkRequest;
 use crate::error::{Error, IoContext, Result};
 use crate::journal::{self, Journal, WalWriter};
 use crate::options::Options;
 use crate::util::fsutil;
+use crate::util::work::WorkRequest;
 
 impl LogStore {
     pub(crate) fn open(

@@ -19,12 +19,12 @@ use super::tree::{Counters, Tree, View};
 use super::version::{self, Version};
 use super::vlog::VlogFile;
 use super::LEVELS;
-use crate::util::work::WorkRequest;
 use crate::error::{Error, IoContext, Result};
 use crate::journal::{self, Journal, WalWriter, WAL_SUFFIX};
 use crate::options::Options;
 use crate::util::cache::BlockCache;
 use crate::util::fsutil;
+use crate::util::work::WorkRequest;
 
 impl Tree {
     /// Opens (or creates) the partition in `dir`, replaying its write-ahead logs.

@@ -29,7 +29,6 @@ use arc_swap::ArcSwap;
 use bytes::Bytes;
 use parking_lot::{Condvar, Mutex};
 
-use crate::util::work::WorkRequest;
 use crate::batch::Entry;
 use crate::error::{Error, Result};
 use crate::journal::{self, Journal, JournalState, Journaled, WAL_SUFFIX};
@@ -43,6 +42,7 @@ use crate::stats::{LevelStats, PartitionStats};
 use crate::util::cache::BlockCache;
 use crate::util::fsutil;
 use crate::util::merge::{EntryIter, MergeIter};
+use crate::util::work::WorkRequest;
 
 /// What readers see: memtables newest first, then the tables of `version`.
 pub(crate) struct View {

@@ -40,4 +40,3 @@ impl WorkRequest {
         self.pending.store(false, Ordering::Release);
     }
 }
-
