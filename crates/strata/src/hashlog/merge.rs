@@ -23,6 +23,10 @@ struct MergeOutput {
     moves: Vec<(IKey, Loc, Loc)>,
 }
 
+/// Index entries a merge moves under one hold of the index lock: readers and writers wait at
+/// most this long.
+const INDEX_MOVES_PER_LOCK: usize = 1024;
+
 impl LogStore {
     pub(super) fn merge_due(&self) -> bool {
         let active = *self.active.lock();
@@ -164,7 +168,7 @@ impl LogStore {
         // Readable before the index points at it.
         let segment = Segment::open(w.path().to_path_buf(), w.len_bytes)?;
         self.segments.write().insert(sid, Arc::new(segment));
-        for chunk in out.moves.chunks(1024) {
+        for chunk in out.moves.chunks(INDEX_MOVES_PER_LOCK) {
             let mut index = self.index.write();
             for (key, old, new) in chunk {
                 match index.get_mut(key.as_slice()) {

@@ -80,16 +80,11 @@ impl Tree {
                 self.cache.clone(),
             )?));
         }
-        let lo = tables
-            .iter()
-            .map(|t| t.min_key.clone())
-            .min()
-            .unwrap_or_default();
-        let hi = tables
-            .iter()
-            .map(|t| t.max_key.clone())
-            .max()
-            .unwrap_or_default();
+        let lo = tables.iter().map(|t| t.min_key.clone()).min();
+        let hi = tables.iter().map(|t| t.max_key.clone()).max();
+        let (Some(lo), Some(hi)) = (lo, hi) else {
+            unreachable!("metas is not empty (checked above), so neither is tables");
+        };
         // No compaction may move tables while we pick the level.
         let _c = self.compaction_lock.lock();
         self.install(None, |nv| Ok(place_ingested(nv, tables, &lo, &hi)))

@@ -294,6 +294,7 @@ impl Tree {
 
     pub(crate) fn stats(&self) -> PartitionStats {
         let v = self.view.load();
+        // Statistics are best effort: a log directory that cannot be listed counts as empty.
         let wal_bytes = fsutil::numbered_files(&self.wal_dir, WAL_SUFFIX)
             .map(|files| files.iter().map(|(_, p)| fsutil::file_len(p)).sum())
             .unwrap_or(0);
