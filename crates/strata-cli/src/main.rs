@@ -30,7 +30,8 @@ struct Cli {
     /// value logs.
     #[arg(long, global = true, value_parser = ["none", "lz4"])]
     compression: Option<String>,
-    /// Log engine: open a store with a damaged segment by dropping what follows the damage.
+    /// Open a store with a damaged log or segment by dropping what follows the damage in that
+    /// file (both engines; the warning names file, offset and bytes dropped).
     #[arg(long, global = true)]
     salvage: bool,
     #[command(subcommand)]

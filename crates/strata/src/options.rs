@@ -116,8 +116,9 @@ pub struct Options {
     pub log_segment_bytes_max: u64,
     /// Log engine: merge when dead bytes reach this share of the sealed segments.
     pub log_merge_dead_ratio: f64,
-    /// Log engine: on a damaged record, keep the segment up to it and drop the rest (with a
-    /// warning) instead of refusing to open.
+    /// Both engines: on a damaged record in a log or segment, keep the file up to the damage and
+    /// drop the rest of that file (with a warning naming file, offset and bytes dropped) instead
+    /// of refusing to open. Later files are still replayed.
     pub salvage: bool,
 }
 

@@ -293,3 +293,93 @@ fn log_engine_reads_verify_checksums_and_damaged_hints_are_ignored() {
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert!(errors[0].contains(&*seg.file_name().unwrap().to_string_lossy()));
 }
+
+/// Turns the one log (or segment) `write` left into two: the original and a later-numbered copy
+/// (replaying both gives the same keys), then damages the last record of the *older* one. Only
+/// the newest log can have been torn by a crash (older ones were fsynced when they were rotated
+/// or replayed), so the damage must be reported, not cut off as a torn tail.
+fn damage_the_end_of_an_older_log(dir: &Path, suffix: &str, later_name: &str) -> PathBuf {
+    let older = files_with_suffix(dir, suffix)
+        .into_iter()
+        .max_by_key(|p| std::fs::metadata(p).unwrap().len())
+        .unwrap();
+    let later = older.with_file_name(later_name);
+    std::fs::copy(&older, &later).unwrap();
+    let len = std::fs::metadata(&older).unwrap().len() as usize;
+    flip(&older, len - 1);
+    older
+}
+
+#[test]
+fn damage_at_the_end_of_an_older_log_is_corruption_not_a_torn_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    write_keys(dir.path(), 20, false);
+    let older = damage_the_end_of_an_older_log(dir.path(), ".log", "000900.log");
+    let e = Db::open(dir.path(), opts())
+        .err()
+        .expect("damage is reported");
+    let msg = e.to_string();
+    assert!(e.is_corruption(), "{msg}");
+    assert!(
+        msg.contains(&*older.file_name().unwrap().to_string_lossy()),
+        "{msg}"
+    );
+    // Salvage keeps what precedes the damage and the later log, and says what it dropped.
+    let db = Db::open(
+        dir.path(),
+        Options {
+            salvage: true,
+            ..opts()
+        },
+    )
+    .unwrap();
+    for i in 0..20 {
+        assert!(db.get(format!("key{i:05}").as_bytes()).unwrap().is_some());
+    }
+    db.close().unwrap();
+}
+
+#[test]
+fn log_engine_damage_at_the_end_of_an_older_segment_is_corruption() {
+    let dir = tempfile::tempdir().unwrap();
+    write_log_keys(dir.path(), 30);
+    let older = damage_the_end_of_an_older_log(dir.path(), ".seg", "000900-000.seg");
+    let e = Db::open(dir.path(), log_opts(false))
+        .err()
+        .expect("damage is reported");
+    let msg = e.to_string();
+    assert!(e.is_corruption(), "{msg}");
+    assert!(
+        msg.contains(&*older.file_name().unwrap().to_string_lossy()),
+        "{msg}"
+    );
+    let db = Db::open(dir.path(), log_opts(true)).unwrap();
+    for i in 0..30 {
+        assert!(db.get(format!("key{i:05}").as_bytes()).unwrap().is_some());
+    }
+}
+
+#[test]
+fn log_engine_removes_an_unfinished_merge_output_and_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    write_log_keys(dir.path(), 30);
+    let seg = files_with_suffix(dir.path(), ".seg")
+        .into_iter()
+        .max_by_key(|p| std::fs::metadata(p).unwrap().len())
+        .unwrap();
+    // A merge output (sub 1) that a crash cut short before its hint was written: a copy of the
+    // segment's first half, torn in the middle of a record.
+    let bytes = std::fs::read(&seg).unwrap();
+    let name = seg
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .replace("-000.", "-001.");
+    let output = seg.with_file_name(name);
+    std::fs::write(&output, &bytes[..bytes.len() / 2]).unwrap();
+    let db = Db::open(dir.path(), log_opts(false)).unwrap();
+    for i in 0..30 {
+        assert!(db.get(format!("key{i:05}").as_bytes()).unwrap().is_some());
+    }
+    assert!(!output.exists(), "unfinished merge output left behind");
+}

@@ -14,7 +14,7 @@ use parking_lot::{Mutex, RwLock};
 use super::index::{Index, Loc, SegId};
 use super::{hint, parse_seg_name, seg_name, segment_ids_exhausted, LogStore, Segment};
 use super::{HINT_SUFFIX, SEGMENT_SUFFIX};
-use crate::error::{Error, IoContext, Result};
+use crate::error::{IoContext, Result};
 use crate::journal::{self, Journal, WalWriter};
 use crate::options::Options;
 use crate::util::fsutil;
@@ -39,6 +39,28 @@ impl LogStore {
             }
         }
         ids.sort();
+        // A merge output gets its hint file once it is complete and fsynced, and the merge
+        // deletes its inputs only after every output is complete: an output without a hint was
+        // cut short by a crash, and everything in it is still in the inputs.
+        let unfinished: Vec<SegId> = ids
+            .iter()
+            .copied()
+            .filter(|sid| sid.sub() > 0)
+            .filter(|sid| {
+                !seg_dir
+                    .join(format!("{}{HINT_SUFFIX}", seg_name(*sid)))
+                    .exists()
+            })
+            .collect();
+        for sid in &unfinished {
+            let path = seg_dir.join(format!("{}{SEGMENT_SUFFIX}", seg_name(*sid)));
+            tracing::info!(path = %path.display(), "removing a merge output a crash left unfinished");
+            std::fs::remove_file(&path).at(&path)?;
+        }
+        if !unfinished.is_empty() {
+            fsutil::sync_dir(&seg_dir)?;
+            ids.retain(|sid| !unfinished.contains(sid));
+        }
         let mut index = Index::new();
         let mut dead: HashMap<SegId, u64> = HashMap::new();
         let mut segments = BTreeMap::new();
@@ -71,25 +93,13 @@ impl LogStore {
                     }
                 });
             } else {
-                let replay = journal::replay_batches(&path, |batch| {
+                let is_newest = ids.last() == Some(&sid);
+                journal::recover_log(&path, is_newest, opts.salvage, |batch| {
                     let loc = Loc::new(sid, batch.offset, batch.len)?;
                     index.apply(&mut dead, &batch.entries, loc);
                     seq += 1;
                     Ok(())
-                });
-                let replay = match replay {
-                    Ok(r) => r,
-                    Err(Error::Corruption { offset, what, .. }) if opts.salvage => {
-                        // Salvage: keep what precedes the damage, drop the rest of this segment.
-                        tracing::warn!(path = %path.display(), offset, %what, "salvage: truncating damaged segment");
-                        journal::Replay {
-                            valid_bytes: offset,
-                            torn: Some((offset, "damaged record (salvage)")),
-                        }
-                    }
-                    Err(e) => return Err(e),
-                };
-                replay.cut_torn_tail(&path)?;
+                })?;
             }
             let sealed_bytes = fsutil::file_len(&path);
             segments.insert(sid, Arc::new(Segment::open(path, sealed_bytes)?));

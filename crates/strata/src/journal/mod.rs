@@ -39,7 +39,7 @@ pub use deferred::{deferring_log_writes, LogWrites};
 pub(crate) use format::{
     decode_record, wal_path, RECORD_HEADER_BYTES, WAL_HEADER_BYTES, WAL_SUFFIX,
 };
-pub(crate) use replay::{replay_batches, Replay};
+pub(crate) use replay::{recover_log, replay_batches};
 pub(crate) use writer::WalWriter;
 
 /// Mutable state behind the write lock.

@@ -23,23 +23,61 @@ pub(crate) struct Replay {
     pub(crate) valid_bytes: u64,
     /// Set when a torn tail was found: (offset, reason).
     pub(crate) torn: Option<(u64, &'static str)>,
+    /// What was wrong with a damaged record that salvage cut off.
+    detail: Option<String>,
 }
 
-impl Replay {
-    /// Cuts the torn tail this replay found (if any) off the file at `path` and fsyncs it, so
-    /// new records never follow garbage; says so in the log.
-    pub(crate) fn cut_torn_tail(&self, path: &Path) -> Result<()> {
-        let Some((offset, reason)) = self.torn else {
-            return Ok(());
-        };
-        tracing::warn!(path = %path.display(), offset, reason, "truncating torn log tail");
+/// Replays the log at `path` for recovery and applies the recovery policy for logs as a whole:
+///
+/// - damage at the end of the *newest* log (`newest`) is a torn tail left by a crash: it is cut
+///   off and reported;
+/// - damage anywhere else, including the end of an older log, is corruption: every log but the
+///   newest was fsynced complete before a newer one existed (at rotation, or here at recovery),
+///   so a crash cannot have torn it. It is returned as [`Error::Corruption`] naming the file and
+///   offset, unless `salvage` is set: then the log is cut at the damage, keeping everything
+///   before it, and what was dropped is reported;
+/// - finally the log is fsynced, so that what recovery read from it (possibly from the page
+///   cache of a process that was killed) is on the disk before anything newer is written.
+///
+/// Returns the bytes kept.
+pub(crate) fn recover_log(
+    path: &Path,
+    newest: bool,
+    salvage: bool,
+    apply: impl FnMut(Batch<'_>) -> Result<()>,
+) -> Result<u64> {
+    let replay = match replay_batches(path, apply) {
+        Ok(r) => r,
+        Err(Error::Corruption { offset, what, .. }) if salvage => Replay {
+            valid_bytes: offset,
+            torn: Some((offset, "damaged record")),
+            detail: Some(what),
+        },
+        Err(e) => return Err(e),
+    };
+    let file_len = std::fs::metadata(path).at(path)?.len();
+    if let Some((offset, reason)) = replay.torn {
+        let dropped_bytes = file_len.saturating_sub(replay.valid_bytes);
+        if newest && replay.detail.is_none() {
+            tracing::warn!(path = %path.display(), offset, reason, dropped_bytes, "cutting the torn tail of the newest log");
+        } else if salvage {
+            let detail = replay.detail.as_deref().unwrap_or(reason);
+            tracing::warn!(path = %path.display(), offset, detail, dropped_bytes, "salvage: cutting a damaged log at the damage");
+        } else {
+            return Err(Error::corruption(
+                path,
+                offset,
+                format!("{reason} in a log that was complete (only the newest log may end torn)"),
+            ));
+        }
         let f = std::fs::OpenOptions::new()
             .write(true)
             .open(path)
             .at(path)?;
-        f.set_len(self.valid_bytes).at(path)?;
-        f.sync_all().at(path)
+        f.set_len(replay.valid_bytes).at(path)?;
     }
+    File::open(path).and_then(|f| f.sync_all()).at(path)?;
+    Ok(replay.valid_bytes)
 }
 
 /// Bytes read from a log file at a time by [`replay`]: replay holds this much (or one record,
@@ -144,6 +182,7 @@ fn replay_in_chunks(
         return Ok(Replay {
             valid_bytes: 0,
             torn: (file_len > 0).then_some((0, "incomplete file header")),
+            detail: None,
         });
     }
     if w.get(0, WAL_HEADER_BYTES as usize).at(path)? != header() {
@@ -160,12 +199,14 @@ fn replay_in_chunks(
             return Ok(Replay {
                 valid_bytes: pos,
                 torn: None,
+                detail: None,
             });
         }
         let torn = |reason| {
             Ok(Replay {
                 valid_bytes: pos,
                 torn: Some((pos, reason)),
+                detail: None,
             })
         };
         let head_len = rest.min(RECORD_HEADER_BYTES) as usize;

@@ -108,7 +108,9 @@ impl Tree {
         let mut immutables = Vec::new();
         let mut seq = 0u64;
         let mut replayed_bytes = 0u64;
-        for (num, path) in fsutil::numbered_files(&wal_dir, WAL_SUFFIX)? {
+        let logs = fsutil::numbered_files(&wal_dir, WAL_SUFFIX)?;
+        let newest = logs.last().map(|(num, _)| *num);
+        for (num, path) in logs {
             next_file = next_file.max(num + 1);
             if num < log_number {
                 if !version.vlogs.contains_key(&num) {
@@ -117,7 +119,8 @@ impl Tree {
                 continue;
             }
             let mem = Memtable::new(num, memtable_budget.clone());
-            let replay = journal::replay_batches(&path, |batch| {
+            let is_newest = Some(num) == newest;
+            replayed_bytes += journal::recover_log(&path, is_newest, opts.salvage, |batch| {
                 for &(kind, key, value) in &batch.entries {
                     // Where the value sits in the file: a value log's pointers point there.
                     mem.insert(kind, key, value, batch.value_offset(value));
@@ -125,8 +128,6 @@ impl Tree {
                 seq += 1;
                 Ok(())
             })?;
-            replayed_bytes += replay.valid_bytes;
-            replay.cut_torn_tail(&path)?;
             immutables.insert(0, Arc::new(mem));
         }
         if replayed_bytes > 0 {
