@@ -7,8 +7,7 @@ use std::fmt::Write as _;
 use crate::error::Result;
 use crate::record::RunRecord;
 use crate::runner::{Runner, Sink};
-use crate::spec::{BenchSpec, Engine, EngineSpec};
-use crate::workload::{RunSpec, Workload};
+use crate::spec::{BenchSpec, Engine, EngineSpec, RunSpec, Workload};
 
 /// Runs every workload on every engine (engine order within a workload as given) and returns
 /// the records in run order.

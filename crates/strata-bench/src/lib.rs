@@ -31,8 +31,10 @@ pub mod workload;
 
 pub use docs::{DocsInput, DocsPhase, DocsSpec};
 pub use error::{Error, Result};
-pub use record::{ReadonlyRecord, RunRecord};
+pub use record::{ReadonlyRecord, RunRecord, RunSummary};
 pub use runner::{Isolation, Runner};
-pub use spec::{BenchSpec, CompressionSpec, Engine, EngineSpec, ReadonlySpec, SyncSpec};
+pub use spec::{
+    BenchSpec, CompressionSpec, Engine, EngineSpec, ReadonlySpec, RunSpec, SyncSpec, Workload,
+};
 pub use store::{open_store, BenchStore, StrataStore};
-pub use workload::{run, RunSpec, RunSummary, Workload};
+pub use workload::run;

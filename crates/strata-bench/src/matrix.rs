@@ -5,8 +5,7 @@
 use crate::error::Result;
 use crate::record::RunRecord;
 use crate::runner::{Runner, Sink};
-use crate::spec::{BenchSpec, EngineSpec};
-use crate::workload::{RunSpec, Workload};
+use crate::spec::{BenchSpec, EngineSpec, RunSpec, Workload};
 
 /// The seed's partition counts.
 pub const SEED_PARTITIONS: [usize; 4] = [1, 4, 8, 16];

@@ -20,7 +20,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::spec::{BenchSpec, Engine, ReadonlySpec};
-use crate::workload::RunSummary;
 
 /// `kind` of interval lines.
 pub const KIND_INTERVAL: &str = "interval";
@@ -36,6 +35,32 @@ pub const KIND_DOCS_STATS: &str = "docsStats";
 pub const KIND_DOCS_LOAD: &str = "docsLoad";
 /// `kind` of one document phase's results ([`crate::docs::DocsOpsRecord`]).
 pub const KIND_DOCS_OPS: &str = "docsOps";
+
+/// Totals of a run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunSummary {
+    /// Operations of all kinds.
+    pub ops: u64,
+    /// Seconds the run took.
+    pub seconds: f64,
+    /// Operations per second.
+    pub ops_per_sec: f64,
+    /// Median latency of all operations, microseconds.
+    pub p50_us: u64,
+    /// 99th percentile latency of all operations, microseconds.
+    pub p99_us: u64,
+    /// 99.9th percentile latency of all operations, microseconds.
+    pub p999_us: u64,
+    /// Highest latency seen, microseconds.
+    pub max_us: u64,
+    /// Lowest ops/s of any interval.
+    pub interval_ops_per_sec_min: f64,
+    /// Highest ops/s of any interval.
+    pub interval_ops_per_sec_max: f64,
+    /// Bytes of keys and values the clients asked to write (puts: key + value; deletes: key).
+    pub user_bytes_written: u64,
+}
 
 /// The results of one mixed-workload run, with the spec that produced them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -377,9 +377,9 @@ fn headroom(v: f64, factor: f64) -> f64 {
 fn seed_order<'a>(names: impl IntoIterator<Item = &'a String>) -> Vec<String> {
     let mut v: Vec<String> = names.into_iter().cloned().collect();
     v.sort_by_key(|n| {
-        let rank = crate::workload::Workload::ALL
+        let rank = crate::spec::Workload::ALL
             .iter()
-            .position(|w| Some(*w) == crate::workload::Workload::parse(n))
+            .position(|w| Some(*w) == crate::spec::Workload::parse(n))
             .unwrap_or(usize::MAX);
         (rank, n.clone())
     });

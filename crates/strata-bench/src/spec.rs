@@ -1,5 +1,5 @@
 //! What a benchmark run is: which engine with which settings ([`EngineSpec`]), which workload
-//! ([`crate::RunSpec`]), or which read-only experiment ([`ReadonlySpec`]). Specs are plain data,
+//! ([`RunSpec`]), or which read-only experiment ([`ReadonlySpec`]). Specs are plain data,
 //! serialised into every result line so a JSONL file says exactly what produced it, and passed as
 //! JSON to child processes.
 
@@ -10,7 +10,6 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::workload::RunSpec;
 
 /// The engines the harness can drive. Peers exist only with the `peers` feature.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -205,7 +204,7 @@ impl EngineSpec {
             sync: SyncSpec::EveryMs(100),
             compression: CompressionSpec::None,
             block_cache_bytes: 64 << 20,
-            background_threads: cores(),
+            background_threads: crate::sys::cores(),
             index_every_entries: None,
             value_log_bytes_min: None,
         }
@@ -233,6 +232,134 @@ impl EngineSpec {
             value_log_bytes_min: self.value_log_bytes_min.or(defaults.value_log_bytes_min),
             ..defaults
         }
+    }
+}
+
+/// The seed's workloads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Workload {
+    /// 90 % put, 5 % delete, 5 % get.
+    PutHeavy,
+    /// 10 % put, 5 % delete, 85 % get.
+    GetHeavy,
+    /// 45 % put, 45 % delete, 10 % get.
+    DeleteHeavy,
+    /// 33 % put, 33 % delete, 34 % get.
+    Balanced,
+}
+
+impl Workload {
+    /// (put, delete, get) percentages.
+    pub fn percents(self) -> (u32, u32, u32) {
+        match self {
+            Workload::PutHeavy => (90, 5, 5),
+            Workload::GetHeavy => (10, 5, 85),
+            Workload::DeleteHeavy => (45, 45, 10),
+            Workload::Balanced => (33, 33, 34),
+        }
+    }
+
+    /// Parses `put-heavy`, `get-heavy`, `delete-heavy`, `balanced` (also with `_`, any case).
+    pub fn parse(s: &str) -> Option<Workload> {
+        match s.trim().to_ascii_lowercase().replace('_', "-").as_str() {
+            "put-heavy" => Some(Workload::PutHeavy),
+            "get-heavy" => Some(Workload::GetHeavy),
+            "delete-heavy" => Some(Workload::DeleteHeavy),
+            "balanced" => Some(Workload::Balanced),
+            _ => None,
+        }
+    }
+
+    /// Parses a comma-separated list of workloads, or `all`.
+    pub fn parse_list(s: &str) -> Result<Vec<Workload>> {
+        if s.trim() == "all" {
+            return Ok(Workload::ALL.to_vec());
+        }
+        s.split(',')
+            .map(|w| {
+                Workload::parse(w).ok_or_else(|| {
+                    Error::Invalid(format!(
+                        "unknown workload {w:?} (put-heavy, get-heavy, delete-heavy, balanced, all)"
+                    ))
+                })
+            })
+            .collect()
+    }
+
+    /// The name `parse` accepts.
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::PutHeavy => "put-heavy",
+            Workload::GetHeavy => "get-heavy",
+            Workload::DeleteHeavy => "delete-heavy",
+            Workload::Balanced => "balanced",
+        }
+    }
+
+    /// All four, in the seed's order.
+    pub const ALL: [Workload; 4] = [
+        Workload::PutHeavy,
+        Workload::GetHeavy,
+        Workload::DeleteHeavy,
+        Workload::Balanced,
+    ];
+}
+
+/// One run's workload parameters (the engine is chosen separately).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunSpec {
+    /// Operation mix.
+    pub workload: Workload,
+    /// Share of GET/DELETE keys drawn from keys written before.
+    pub known_key_rate: f64,
+    /// Keys are drawn from `0..key_space`.
+    pub key_space: u64,
+    /// Bytes per value.
+    pub value_bytes: usize,
+    /// Client threads.
+    pub threads: usize,
+    /// How long to run.
+    #[serde(rename = "durationMs", with = "millis")]
+    pub duration: Duration,
+    /// How often to emit a stats line.
+    #[serde(rename = "intervalMs", with = "millis")]
+    pub interval: Duration,
+    /// Seed of the generators.
+    pub seed: u64,
+}
+
+impl RunSpec {
+    /// The seed's parameters for `workload`: known-key rate 0.5, 100 M keys, 1 KiB values; 2
+    /// threads (this machine's cores), 60 s, stats every 10 s.
+    pub fn seed_defaults(workload: Workload) -> Self {
+        RunSpec {
+            workload,
+            known_key_rate: 0.5,
+            key_space: 100_000_000,
+            value_bytes: 1024,
+            threads: 2,
+            duration: Duration::from_secs(60),
+            interval: Duration::from_secs(10),
+            seed: 42,
+        }
+    }
+
+    /// Checks the settings.
+    pub fn validate(&self) -> Result<()> {
+        if self.threads == 0 || self.key_space == 0 {
+            return Err(Error::Invalid(
+                "threads and key space must be at least 1".into(),
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.known_key_rate) {
+            return Err(Error::Invalid("known-key rate must be within 0..=1".into()));
+        }
+        if self.interval.is_zero() {
+            return Err(Error::Invalid("the stats interval must be positive".into()));
+        }
+        Ok(())
     }
 }
 
@@ -299,13 +426,6 @@ impl ReadonlySpec {
         }
         Ok(())
     }
-}
-
-/// Logical cores of this machine.
-pub fn cores() -> usize {
-    std::thread::available_parallelism()
-        .map(usize::from)
-        .unwrap_or(1)
 }
 
 /// Parses a byte count with an optional binary suffix: `4096`, `64KiB`, `256MiB`, `1GiB`, `2G`.
@@ -396,5 +516,16 @@ mod tests {
             assert_eq!(e.name().parse::<Engine>().unwrap(), e);
         }
         assert!("leveldb".parse::<Engine>().is_err());
+    }
+
+    #[test]
+    fn workloads_parse_in_both_spellings() {
+        assert_eq!(Workload::parse("PUT_HEAVY"), Some(Workload::PutHeavy));
+        assert_eq!(Workload::parse_list("all").unwrap().len(), 4);
+        assert_eq!(
+            Workload::parse_list("balanced,get-heavy").unwrap(),
+            vec![Workload::Balanced, Workload::GetHeavy]
+        );
+        assert!(Workload::parse_list("mostly-reads").is_err());
     }
 }

@@ -568,7 +568,7 @@ fn startup_mode(a: &StartupArgs) -> anyhow::Result<()> {
             keys: a.keys,
             key_bytes: a.key_size,
             value_bytes: a.value_size,
-            load_threads: a.load_threads.unwrap_or_else(strata_bench::spec::cores),
+            load_threads: a.load_threads.unwrap_or_else(strata_bench::sys::cores),
             drop_caches: a.drop_caches,
             sample_reads: a.sample_reads,
             seed: a.seed,
