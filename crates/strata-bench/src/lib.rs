@@ -3,7 +3,7 @@
 //! as JSON lines and plots.
 //!
 //! The data path of a benchmark: a [`spec`] says what to run; the [`runner`] opens the engine
-//! ([`store`], [`peers`]) on a fresh directory, in this process or a child of its own, and drives
+//! ([`store`], with the peers in `store::peers`) on a fresh directory, in this process or a child of its own, and drives
 //! a [`workload`] (seed 000: mixed put/delete/get, one stats line per interval) or the
 //! [`readonly`] benchmark (seed 003), the document benchmarks of seed 002 ([`docs`]: load,
 //! get, partial get, update, atomic increment), or the [`startup`] benchmark (open time and
@@ -17,8 +17,6 @@ pub mod compare;
 pub mod docs;
 pub mod error;
 pub mod matrix;
-#[cfg(feature = "peers")]
-pub mod peers;
 pub mod readonly;
 pub mod record;
 pub mod report;
