@@ -5,8 +5,8 @@
 use std::fmt::Write as _;
 
 use crate::error::Result;
-use crate::record::RunRecord;
-use crate::runner::{Runner, Sink};
+use crate::record::{RunRecord, Sink};
+use crate::runner::Runner;
 use crate::spec::{BenchSpec, Engine, EngineSpec, RunSpec, Workload};
 
 /// Runs every workload on every engine (engine order within a workload as given) and returns

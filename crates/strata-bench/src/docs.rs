@@ -35,149 +35,20 @@ use serde::{Deserialize, Serialize};
 use strata_doc::load::{LoadEvent, LoadOptions};
 use strata_doc::{Doc, DocStore, Path as DocPath};
 
+use crate::dir::{dir_bytes, finish_dir, fresh_dir, sibling};
 use crate::error::{Error, Result};
-use crate::readonly::mix;
-use crate::record::{unix_ms, KIND_DOCS_LOAD, KIND_DOCS_OPS, KIND_DOCS_STATS};
-use crate::runner::{finish_dir, fresh_dir, to_value, Sink};
-use crate::spec::{CompressionSpec, EngineSpec};
-use crate::store::strata_engine_stats;
+use crate::keys::mix;
+use crate::latency::{latency_histogram, micros_since};
+use crate::record::{
+    to_value, unix_ms, DocsLoadRecord, DocsOpsRecord, Sink, KIND_DOCS_LOAD, KIND_DOCS_OPS,
+    KIND_DOCS_STATS,
+};
+use crate::spec::{DocsInput, DocsPhase, DocsSpec};
+use crate::store::{strata_engine_stats, strata_err};
 use crate::sys;
-use crate::workload::{dir_bytes, latency_histogram, micros_since};
 
 /// The field the update phases increment, as the seed's update benchmark did.
 pub const SCORE_PATH: &str = "$.score";
-
-/// Where the documents come from.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum DocsInput {
-    /// Synthetic Reddit comments `0..docs` of `strata_doc::gen` with this seed (the same as
-    /// `strata gen comments DOCS --seed SEED`).
-    Generated {
-        /// How many comments.
-        docs: u64,
-        /// Generator seed.
-        seed: u64,
-    },
-    /// A JSON-lines file (`.gz` is read by one reader thread).
-    File {
-        /// The file.
-        path: PathBuf,
-    },
-}
-
-/// A timed phase over the loaded documents.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum DocsPhase {
-    /// `DocStore::get` of a random loaded id (the seed's BenchmarkGetDocuments).
-    Get,
-    /// `DocStore::get_path` of `$.score`: the part of the document only.
-    GetPath,
-    /// The seed's BenchmarkUpdateDocuments: GET, score + 1, PUT; not atomic.
-    Update,
-    /// `DocStore::increment` of `$.score` by 1: atomic read-modify-write.
-    Increment,
-}
-
-impl DocsPhase {
-    /// Every phase, in the order they run (reads first, then the writes).
-    pub const ALL: [DocsPhase; 4] = [
-        DocsPhase::Get,
-        DocsPhase::GetPath,
-        DocsPhase::Update,
-        DocsPhase::Increment,
-    ];
-
-    /// The name `parse_list` accepts.
-    pub fn name(self) -> &'static str {
-        match self {
-            DocsPhase::Get => "get",
-            DocsPhase::GetPath => "get-path",
-            DocsPhase::Update => "update",
-            DocsPhase::Increment => "increment",
-        }
-    }
-
-    /// Parses a comma-separated list of phases, `all` or `none` (load only).
-    pub fn parse_list(s: &str) -> Result<Vec<DocsPhase>> {
-        match s.trim() {
-            "all" => return Ok(DocsPhase::ALL.to_vec()),
-            "none" | "" => return Ok(Vec::new()),
-            _ => {}
-        }
-        s.split(',')
-            .map(|p| {
-                let p = p.trim().to_ascii_lowercase().replace('_', "-");
-                DocsPhase::ALL
-                    .into_iter()
-                    .find(|ph| ph.name() == p)
-                    .ok_or_else(|| {
-                        Error::Invalid(format!(
-                            "unknown docs phase {p:?} (get, get-path, update, increment, all, none)"
-                        ))
-                    })
-            })
-            .collect()
-    }
-}
-
-/// One document benchmark run: an engine setting, the input, the loader's threads and the timed
-/// phases.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DocsSpec {
-    /// The engine settings (Strata only).
-    pub engine: EngineSpec,
-    /// The documents.
-    pub input: DocsInput,
-    /// Top-level field holding each document's id (the seed: `id`).
-    pub id_field: String,
-    /// Loader reader threads.
-    pub readers: usize,
-    /// Loader parser/writer threads.
-    pub writers: usize,
-    /// Timed phases after the load, in this order.
-    pub phases: Vec<DocsPhase>,
-    /// Client thread counts; every phase runs once per count.
-    pub threads: Vec<usize>,
-    /// How long each phase runs.
-    #[serde(rename = "durationMs", with = "crate::spec::millis")]
-    pub duration: Duration,
-    /// How often a stats line is written (the seed: every second).
-    #[serde(rename = "intervalMs", with = "crate::spec::millis")]
-    pub interval: Duration,
-    /// Seed of the id pickers.
-    pub seed: u64,
-}
-
-impl DocsSpec {
-    /// Checks the settings.
-    pub fn validate(&self) -> Result<()> {
-        if self.engine.engine != crate::spec::Engine::Strata {
-            return Err(Error::Invalid(
-                "the document benchmarks run on Strata only".into(),
-            ));
-        }
-        if self.readers == 0 || self.writers == 0 {
-            return Err(Error::Invalid(
-                "loader readers and writers must be at least 1".into(),
-            ));
-        }
-        if !self.phases.is_empty() && (self.threads.is_empty() || self.threads.contains(&0)) {
-            return Err(Error::Invalid(
-                "thread counts must be at least 1 (and at least one is needed)".into(),
-            ));
-        }
-        if self.interval.is_zero() {
-            return Err(Error::Invalid("the stats interval must be positive".into()));
-        }
-        if self.id_field.is_empty() {
-            return Err(Error::Invalid("the id field must be named".into()));
-        }
-        Ok(())
-    }
-}
 
 /// The input file of a run, made once and shared by the runs of one invocation (and passed to
 /// child processes as part of their job).
@@ -246,129 +117,6 @@ pub fn prepare_input(input: &DocsInput, bench_dir: &Path) -> Result<DocsInputFil
     }
 }
 
-/// `dir` with `.suffix` appended to its last component: a path next to `dir`, not inside it.
-fn sibling(dir: &Path, suffix: &str) -> PathBuf {
-    let mut name = dir
-        .file_name()
-        .map(|n| n.to_os_string())
-        .unwrap_or_else(|| "bench".into());
-    name.push(".");
-    name.push(suffix);
-    dir.with_file_name(name)
-}
-
-/// The results of the load of one run: the `docsLoad` line.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DocsLoadRecord {
-    /// Always [`KIND_DOCS_LOAD`].
-    pub kind: String,
-    /// Unique id of the run; its stats and phase lines carry it too.
-    pub run_id: String,
-    /// Wall-clock start, milliseconds since the Unix epoch.
-    pub started_unix_ms: u64,
-    /// Cores, memory and kernel of the machine.
-    pub machine: String,
-    /// Whether the run had a process to itself.
-    pub isolated: bool,
-    /// What ran.
-    pub spec: DocsSpec,
-    /// Seconds spent generating the input (not part of the load), if it was generated.
-    pub generate_seconds: Option<f64>,
-    /// Documents the loader wrote.
-    pub docs_loaded: u64,
-    /// Documents a scan of the store found afterwards (must equal `docs_loaded`: ids are unique).
-    pub docs_in_store: u64,
-    /// Lines the loader skipped.
-    pub bad_lines: u64,
-    /// Bytes of the JSON input.
-    pub json_bytes: u64,
-    /// Seconds from the loader's start to its last write.
-    pub load_seconds: f64,
-    /// Documents per second of the load.
-    pub docs_per_sec: f64,
-    /// JSON input megabytes (10^6 bytes) per second of the load.
-    pub json_mb_per_sec: f64,
-    /// Bytes of files in the data directory when the loader finished.
-    pub disk_bytes_loaded: u64,
-    /// Seconds `Db::flush` took.
-    pub flush_seconds: f64,
-    /// Bytes on disk after the flush (every document in a table or value log, no memtable).
-    pub disk_bytes_flushed: u64,
-    /// Seconds `Db::compact` took.
-    pub compact_seconds: f64,
-    /// Bytes on disk after the compaction: the settled store the phases run on.
-    pub disk_bytes_compacted: u64,
-    /// `disk_bytes_flushed / json_bytes`.
-    pub flushed_to_json_ratio: f64,
-    /// `disk_bytes_compacted / json_bytes`: the stored-size figure.
-    pub stored_to_json_ratio: f64,
-    /// Bytes of the engine keys and stored values of every document (codec output before the
-    /// engine adds blocks, indexes, compression or logs).
-    pub encoded_bytes: u64,
-    /// `encoded_bytes / json_bytes`: what the binary codec alone saves.
-    pub encoded_to_json_ratio: f64,
-    /// Peak resident memory of the process during the load.
-    pub peak_rss_bytes: Option<u64>,
-    /// The machine's 1-minute load average when the load finished.
-    pub load_avg_1m: Option<f64>,
-    /// Strata's counters after the compaction (see `strata_engine_stats`).
-    pub engine_stats: serde_json::Value,
-}
-
-/// The results of one timed phase at one thread count: the `docsOps` line.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DocsOpsRecord {
-    /// Always [`KIND_DOCS_OPS`].
-    pub kind: String,
-    /// The run's id (shared with its `docsLoad` line).
-    pub run_id: String,
-    /// Which phase.
-    pub phase: DocsPhase,
-    /// Client threads.
-    pub threads: usize,
-    /// Block compression of the store.
-    pub compression: CompressionSpec,
-    /// Partitions of the store.
-    pub partitions: usize,
-    /// Documents in the store (ids are drawn uniformly from all of them).
-    pub docs: u64,
-    /// Operations completed.
-    pub ops: u64,
-    /// Seconds the phase ran.
-    pub seconds: f64,
-    /// Operations per second.
-    pub ops_per_sec: f64,
-    /// Median latency, microseconds.
-    pub p50_us: u64,
-    /// 99th percentile latency, microseconds.
-    pub p99_us: u64,
-    /// 99.9th percentile latency, microseconds.
-    pub p999_us: u64,
-    /// Highest latency, microseconds.
-    pub max_us: u64,
-    /// Lowest ops/s of any interval.
-    pub interval_ops_per_sec_min: f64,
-    /// Highest ops/s of any interval.
-    pub interval_ops_per_sec_max: f64,
-    /// Update phases: sum of `$.score` over the store before the phase.
-    pub score_sum_before: Option<i64>,
-    /// Update phases: the same sum after.
-    pub score_sum_after: Option<i64>,
-    /// Update phases: updates counted minus the growth of the score sum. `update` (not atomic)
-    /// may lose some when threads race on one document; `increment` must lose none.
-    pub lost_updates: Option<u64>,
-    /// Bytes on disk when the phase ended.
-    pub disk_bytes: u64,
-    /// The machine's 1-minute load average when the phase ended (this machine is shared: above
-    /// its core count, other processes competed for the CPU).
-    pub load_avg_1m: Option<f64>,
-    /// Strata's counters when the phase ended, counted since the store was opened (write stalls
-    /// explain a high p99 of the write phases).
-    pub engine_stats: serde_json::Value,
-}
-
 /// Everything one run produced.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DocsResult {
@@ -380,10 +128,6 @@ pub struct DocsResult {
 
 fn doc_err(op: &'static str) -> impl FnOnce(strata_doc::Error) -> Error {
     move |e| Error::engine("strata-doc", op, e)
-}
-
-fn strata_err(op: &'static str) -> impl FnOnce(strata::Error) -> Error {
-    move |e| Error::engine("strata", op, e)
 }
 
 /// Where and how one run happens: decided by the runner (and carried to a child in its job),
@@ -423,7 +167,7 @@ impl Ctx<'_> {
         line["runId"] = self.place.run_id.as_str().into();
         line["phase"] = phase.into();
         line["threads"] = (threads as u64).into();
-        line["compression"] = compression_name(self.spec.engine.compression).into();
+        line["compression"] = self.spec.engine.compression.name().into();
         line
     }
 
@@ -467,7 +211,7 @@ fn run_on_store(
     sink: Sink<'_>,
 ) -> Result<DocsResult> {
     let (spec, store) = (ctx.spec, ctx.store);
-    let compression = compression_name(spec.engine.compression);
+    let compression = spec.engine.compression.name();
 
     // 1. Load, with the seed's stats line every interval.
     let options = LoadOptions {
@@ -658,14 +402,6 @@ fn saturate(v: i128) -> i64 {
 
 fn score_sum_or_dash(v: Option<i128>) -> String {
     v.map_or_else(|| "-".into(), |v| v.to_string())
-}
-
-/// `none` or `lz4`, as in the run ids and stats lines.
-pub fn compression_name(c: CompressionSpec) -> &'static str {
-    match c {
-        CompressionSpec::None => "none",
-        CompressionSpec::Lz4 => "lz4",
-    }
 }
 
 fn gib(b: u64) -> f64 {
@@ -898,32 +634,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn phases_parse_in_both_spellings() {
-        assert_eq!(
-            DocsPhase::parse_list("all").unwrap(),
-            DocsPhase::ALL.to_vec()
-        );
-        assert!(DocsPhase::parse_list("none").unwrap().is_empty());
-        assert_eq!(
-            DocsPhase::parse_list("GET_PATH, increment").unwrap(),
-            vec![DocsPhase::GetPath, DocsPhase::Increment]
-        );
-        assert!(DocsPhase::parse_list("scan").is_err());
-    }
-
-    #[test]
     fn lost_updates_are_the_updates_the_sum_did_not_see() {
         assert_eq!(lost(10, 100, 110).unwrap(), 0);
         assert_eq!(lost(10, 100, 107).unwrap(), 3);
         assert!(lost(10, 100, 111).is_err(), "more growth than updates");
         assert!(lost(10, 100, 99).is_err(), "the sum shrank");
-    }
-
-    #[test]
-    fn generated_input_lives_next_to_the_bench_dir() {
-        assert_eq!(
-            sibling(Path::new("/tmp/x/bench-data"), "docs.jsonl"),
-            PathBuf::from("/tmp/x/bench-data.docs.jsonl")
-        );
     }
 }

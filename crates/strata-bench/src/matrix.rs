@@ -3,8 +3,8 @@
 //! to the sink with the run's full spec.
 
 use crate::error::Result;
-use crate::record::RunRecord;
-use crate::runner::{Runner, Sink};
+use crate::record::{RunRecord, Sink};
+use crate::runner::Runner;
 use crate::spec::{BenchSpec, EngineSpec, RunSpec, Workload};
 
 /// The seed's partition counts.

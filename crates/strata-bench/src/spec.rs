@@ -4,6 +4,7 @@
 //! JSON to child processes.
 
 use std::fmt;
+use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -151,6 +152,16 @@ pub enum CompressionSpec {
     None,
     /// LZ4 (sled has no LZ4 and stays uncompressed).
     Lz4,
+}
+
+impl CompressionSpec {
+    /// `none` or `lz4`, as parsed and as in run ids and stats lines.
+    pub fn name(self) -> &'static str {
+        match self {
+            CompressionSpec::None => "none",
+            CompressionSpec::Lz4 => "lz4",
+        }
+    }
 }
 
 impl FromStr for CompressionSpec {
@@ -428,6 +439,184 @@ impl ReadonlySpec {
     }
 }
 
+/// What to build and how to open it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StartupSpec {
+    /// The engine and its settings (Strata or Strata's log engine).
+    pub engine: EngineSpec,
+    /// Keys to load.
+    pub keys: u64,
+    /// Bytes per key.
+    pub key_bytes: usize,
+    /// Bytes per value.
+    pub value_bytes: usize,
+    /// Writer threads of the build step.
+    pub load_threads: usize,
+    /// Drop the page cache before the first open of each state (needs root); each state is
+    /// opened warm as well.
+    pub drop_caches: bool,
+    /// Keys read back after each open; every one must be found.
+    pub sample_reads: u64,
+    /// Seed of the generators.
+    pub seed: u64,
+}
+
+impl StartupSpec {
+    /// Checks the settings.
+    pub fn validate(&self) -> Result<()> {
+        if !(8..=1024).contains(&self.key_bytes) {
+            return Err(Error::Invalid(
+                "key bytes must be between 8 and 1024".into(),
+            ));
+        }
+        if self.keys == 0 || self.load_threads == 0 {
+            return Err(Error::Invalid(
+                "keys and load threads must be at least 1".into(),
+            ));
+        }
+        if !self.engine.engine.is_strata() {
+            return Err(Error::Invalid(format!(
+                "the startup benchmark measures Strata's engines (strata, strata-log), not {}",
+                self.engine.engine
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Where the documents come from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum DocsInput {
+    /// Synthetic Reddit comments `0..docs` of `strata_doc::gen` with this seed (the same as
+    /// `strata gen comments DOCS --seed SEED`).
+    Generated {
+        /// How many comments.
+        docs: u64,
+        /// Generator seed.
+        seed: u64,
+    },
+    /// A JSON-lines file (`.gz` is read by one reader thread).
+    File {
+        /// The file.
+        path: PathBuf,
+    },
+}
+
+/// A timed phase over the loaded documents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DocsPhase {
+    /// `DocStore::get` of a random loaded id (the seed's BenchmarkGetDocuments).
+    Get,
+    /// `DocStore::get_path` of `$.score`: the part of the document only.
+    GetPath,
+    /// The seed's BenchmarkUpdateDocuments: GET, score + 1, PUT; not atomic.
+    Update,
+    /// `DocStore::increment` of `$.score` by 1: atomic read-modify-write.
+    Increment,
+}
+
+impl DocsPhase {
+    /// Every phase, in the order they run (reads first, then the writes).
+    pub const ALL: [DocsPhase; 4] = [
+        DocsPhase::Get,
+        DocsPhase::GetPath,
+        DocsPhase::Update,
+        DocsPhase::Increment,
+    ];
+
+    /// The name `parse_list` accepts.
+    pub fn name(self) -> &'static str {
+        match self {
+            DocsPhase::Get => "get",
+            DocsPhase::GetPath => "get-path",
+            DocsPhase::Update => "update",
+            DocsPhase::Increment => "increment",
+        }
+    }
+
+    /// Parses a comma-separated list of phases, `all` or `none` (load only).
+    pub fn parse_list(s: &str) -> Result<Vec<DocsPhase>> {
+        match s.trim() {
+            "all" => return Ok(DocsPhase::ALL.to_vec()),
+            "none" | "" => return Ok(Vec::new()),
+            _ => {}
+        }
+        s.split(',')
+            .map(|p| {
+                let p = p.trim().to_ascii_lowercase().replace('_', "-");
+                DocsPhase::ALL
+                    .into_iter()
+                    .find(|ph| ph.name() == p)
+                    .ok_or_else(|| {
+                        Error::Invalid(format!(
+                            "unknown docs phase {p:?} (get, get-path, update, increment, all, none)"
+                        ))
+                    })
+            })
+            .collect()
+    }
+}
+
+/// One document benchmark run: an engine setting, the input, the loader's threads and the timed
+/// phases.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DocsSpec {
+    /// The engine settings (Strata only).
+    pub engine: EngineSpec,
+    /// The documents.
+    pub input: DocsInput,
+    /// Top-level field holding each document's id (the seed: `id`).
+    pub id_field: String,
+    /// Loader reader threads.
+    pub readers: usize,
+    /// Loader parser/writer threads.
+    pub writers: usize,
+    /// Timed phases after the load, in this order.
+    pub phases: Vec<DocsPhase>,
+    /// Client thread counts; every phase runs once per count.
+    pub threads: Vec<usize>,
+    /// How long each phase runs.
+    #[serde(rename = "durationMs", with = "millis")]
+    pub duration: Duration,
+    /// How often a stats line is written (the seed: every second).
+    #[serde(rename = "intervalMs", with = "millis")]
+    pub interval: Duration,
+    /// Seed of the id pickers.
+    pub seed: u64,
+}
+
+impl DocsSpec {
+    /// Checks the settings.
+    pub fn validate(&self) -> Result<()> {
+        if self.engine.engine != Engine::Strata {
+            return Err(Error::Invalid(
+                "the document benchmarks run on Strata only".into(),
+            ));
+        }
+        if self.readers == 0 || self.writers == 0 {
+            return Err(Error::Invalid(
+                "loader readers and writers must be at least 1".into(),
+            ));
+        }
+        if !self.phases.is_empty() && (self.threads.is_empty() || self.threads.contains(&0)) {
+            return Err(Error::Invalid(
+                "thread counts must be at least 1 (and at least one is needed)".into(),
+            ));
+        }
+        if self.interval.is_zero() {
+            return Err(Error::Invalid("the stats interval must be positive".into()));
+        }
+        if self.id_field.is_empty() {
+            return Err(Error::Invalid("the id field must be named".into()));
+        }
+        Ok(())
+    }
+}
+
 /// Parses a byte count with an optional binary suffix: `4096`, `64KiB`, `256MiB`, `1GiB`, `2G`.
 pub fn parse_bytes(s: &str) -> Result<u64> {
     let t = s.trim();
@@ -527,5 +716,19 @@ mod tests {
             vec![Workload::Balanced, Workload::GetHeavy]
         );
         assert!(Workload::parse_list("mostly-reads").is_err());
+    }
+
+    #[test]
+    fn phases_parse_in_both_spellings() {
+        assert_eq!(
+            DocsPhase::parse_list("all").unwrap(),
+            DocsPhase::ALL.to_vec()
+        );
+        assert!(DocsPhase::parse_list("none").unwrap().is_empty());
+        assert_eq!(
+            DocsPhase::parse_list("GET_PATH, increment").unwrap(),
+            vec![DocsPhase::GetPath, DocsPhase::Increment]
+        );
+        assert!(DocsPhase::parse_list("scan").is_err());
     }
 }

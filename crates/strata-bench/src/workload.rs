@@ -14,9 +14,12 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use parking_lot::Mutex;
 use rand::rngs::SmallRng;
-use rand::{Rng, RngCore, SeedableRng};
+use rand::{Rng, SeedableRng};
 
+use crate::dir::dir_bytes;
 use crate::error::{Error, Result};
+use crate::keys::{key_of, ValuePool, VALUE_WINDOWS};
+use crate::latency::{latency_histogram, micros_since};
 use crate::record::RunSummary;
 use crate::spec::RunSpec;
 use crate::store::BenchStore;
@@ -149,12 +152,6 @@ pub(crate) struct Hists {
     pub(crate) delete: Histogram<u64>,
 }
 
-/// A histogram of microseconds from 1 us to 10 minutes with 2 significant digits.
-pub(crate) fn latency_histogram() -> Result<Histogram<u64>> {
-    Histogram::<u64>::new_with_bounds(1, 600_000_000, 2)
-        .map_err(|e| Error::Invalid(format!("histogram: {e}")))
-}
-
 impl Hists {
     fn new() -> Result<Self> {
         Ok(Hists {
@@ -176,43 +173,6 @@ impl Hists {
         self.get.reset();
         self.delete.reset();
     }
-}
-
-/// Microseconds since `t0`, at least 1 (histograms start at 1).
-pub(crate) fn micros_since(t0: Instant) -> u64 {
-    u64::try_from(t0.elapsed().as_micros())
-        .unwrap_or(u64::MAX)
-        .max(1)
-}
-
-/// Bytes of all files under `dir`.
-pub fn dir_bytes(dir: &Path) -> u64 {
-    let mut total = 0;
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in rd.flatten() {
-            match e.metadata() {
-                Ok(m) if m.is_dir() => stack.push(e.path()),
-                Ok(m) => total += m.len(),
-                Err(_) => {}
-            }
-        }
-    }
-    total
-}
-
-/// The 16-byte key of key number `n`: its decimal digits, zero-padded (sorts like `n`).
-pub fn key_of(n: u64) -> [u8; 16] {
-    let mut k = [b'0'; 16];
-    let mut v = n % 10_000_000_000_000_000;
-    for slot in k.iter_mut().rev() {
-        *slot = b'0' + (v % 10) as u8;
-        v /= 10;
-    }
-    k
 }
 
 /// Runs `spec` against `store`, handing one stats line per interval to `emit`.
@@ -331,10 +291,8 @@ fn client(
 ) -> Result<()> {
     let mut rng =
         SmallRng::seed_from_u64(spec.seed ^ (thread as u64 + 1).wrapping_mul(0x9E37_79B9));
-    // Incompressible values; each put takes a different window of this buffer.
-    const WINDOWS: usize = 4096;
-    let mut pool = vec![0u8; spec.value_bytes + WINDOWS];
-    rng.fill_bytes(&mut pool);
+    // Incompressible values; each put takes a different window of one buffer.
+    let pool = ValuePool::new(spec.value_bytes, &mut rng);
     let mut reservoir = Reservoir::new(RESERVOIR_KEYS_MAX);
     let (put_pct, delete_pct, _) = spec.workload.percents();
     let pick = |rng: &mut SmallRng, reservoir: &Reservoir| -> u64 {
@@ -349,9 +307,9 @@ fn client(
         let r = rng.gen_range(0..100);
         if r < put_pct {
             let k = rng.gen_range(0..spec.key_space);
-            let off = rng.gen_range(0..WINDOWS);
+            let window = rng.gen_range(0..VALUE_WINDOWS);
             let key = key_of(k);
-            let value = &pool[off..off + spec.value_bytes];
+            let value = pool.value(window as u64);
             let t0 = Instant::now();
             store.put(&key, value)?;
             hist.lock().put.saturating_record(micros_since(t0));
@@ -442,12 +400,5 @@ mod tests {
             assert_eq!(line[field].as_u64(), Some(want), "{field} in {line}");
         }
         assert!(line.get("getP99us").is_none(), "no gets ran: {line}");
-    }
-
-    #[test]
-    fn keys_sort_like_their_numbers() {
-        assert_eq!(&key_of(42), b"0000000000000042");
-        assert!(key_of(9) < key_of(10));
-        assert_eq!(&key_of(99_999_999), b"0000000099999999");
     }
 }

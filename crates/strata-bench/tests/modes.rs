@@ -7,8 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use strata_bench::docs::{prepare_input, DocsOpsRecord};
-use strata_bench::record::{read_jsonl, Line};
+use strata_bench::docs::prepare_input;
+use strata_bench::record::{read_jsonl, DocsOpsRecord, Line};
 use strata_bench::{
     compare, matrix, readonly, report, BenchSpec, CompressionSpec, DocsInput, DocsPhase, DocsSpec,
     Engine, EngineSpec, Isolation, ReadonlySpec, RunSpec, Runner, Workload,

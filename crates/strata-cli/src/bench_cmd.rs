@@ -22,13 +22,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use strata_bench::docs::{compression_name, prepare_input, DocsResult};
+use strata_bench::docs::{prepare_input, DocsResult};
 use strata_bench::readonly::ReadPoint;
 use strata_bench::spec::{parse_bytes, parse_list};
-use strata_bench::startup::{self, StartupSpec};
 use strata_bench::{
     compare, matrix, report, BenchSpec, CompressionSpec, DocsInput, DocsPhase, DocsSpec, Engine,
-    EngineSpec, Isolation, ReadonlySpec, RunSpec, Runner, SyncSpec, Workload,
+    EngineSpec, Isolation, ReadonlySpec, RunSpec, Runner, StartupSpec, SyncSpec, Workload,
 };
 
 /// `strata bench [run|compare|matrix|readonly|report] ...`
@@ -574,7 +573,7 @@ fn startup_mode(a: &StartupArgs) -> anyhow::Result<()> {
             seed: a.seed,
         };
         // Each step prints its line to stderr as it finishes.
-        startup::startup(&runner, &spec, &mut sink)?;
+        runner.startup(&spec, &mut sink)?;
     }
     eprintln!("results appended to {}", a.out.display());
     Ok(())
@@ -643,7 +642,7 @@ fn docs_mode(a: &DocsArgs) -> anyhow::Result<()> {
 
 fn print_docs(r: &DocsResult) {
     let l = &r.load;
-    let compression = compression_name(l.spec.engine.compression);
+    let compression = l.spec.engine.compression.name();
     let mb = |b: u64| b as f64 / 1e6;
     println!(
         "docs, compression {compression}: loaded {} docs in {:.1} s: {:.0} docs/s, {:.1} MB/s; \

@@ -80,7 +80,8 @@ pub struct StrataStore {
     engine: strata::Engine,
 }
 
-fn strata_err(op: &'static str) -> impl FnOnce(strata::Error) -> Error {
+/// Wraps Strata's error of operation `op`.
+pub(crate) fn strata_err(op: &'static str) -> impl FnOnce(strata::Error) -> Error {
     move |e| Error::engine("strata", op, e)
 }
 
