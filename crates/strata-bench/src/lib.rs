@@ -21,7 +21,8 @@
 //!   memory per key of Strata's engines), [`docs`];
 //! - [`runner`]: runs a benchmark in this process or in a child process of its own;
 //! - [`compare`] and [`matrix`]: sequences of runs;
-//! - [`report`]: JSONL files in, PNG plots, a Markdown table and an index.html out.
+//! - [`report`] (which needs only [`record`] and [`spec`]): JSONL files in, PNG charts, a
+//!   Markdown table and an index.html out.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 

@@ -482,7 +482,7 @@ fn compare_mode(a: &CompareArgs) -> anyhow::Result<()> {
         &a.workload.base(),
         &mut sink,
     )?;
-    let table = compare::format_table(&records);
+    let table = report::format_table(&records);
     println!("{table}");
     if let Some(p) = &a.table {
         std::fs::write(p, &table).with_context(|| format!("writing {}", p.display()))?;
