@@ -1,16 +1,17 @@
-//! The read-only benchmark of seed 003: build a data set of a given size, then read random keys
-//! from many threads for a while.
+//! The read-only benchmark, after the experiment behind Strata's table files (a read-only store
+//! of one sorted file with a sparse index, measured at several index rates): build a data set of
+//! a given size, then read random keys from many threads for a while.
 //!
-//! Keys are generated as the seed did (random, fixed size) but reproducibly: key number `i` starts
-//! with `mix(i)` (a bijection of `u64`, so keys never collide) and its remaining bytes and its
-//! value are derived from the same number. Known reads ask for `i < keys`, unknown reads for
+//! Keys are random and of a fixed size, as in that experiment, but reproducible: key number `i`
+//! starts with `mix(i)` (a bijection of `u64`, so keys never collide) and its remaining bytes and
+//! its value are derived from the same number. Known reads ask for `i < keys`, unknown reads for
 //! `i >= keys`, which cannot exist.
 //!
-//! The data set is produced in key order by an external merge sort, as the seed produced its
-//! large files: sorted runs of at most `sort_run_keys` key hashes (8 bytes each; keys and values
-//! are derived from them) are written to temporary files next to the data directory and merged
-//! with a heap. The sorted stream then goes into the engine's bulk load where it has one (Strata's
-//! `Db::ingest` writes table files directly, as the seed wrote its sorted file), or through the
+//! The data set is produced in key order by an external merge sort, as the original built its large
+//! sorted files: sorted runs of at most `sort_run_keys` key hashes (8 bytes each; keys and values
+//! are derived from them) are written to temporary files next to the data directory and merged with
+//! a heap. The sorted stream then goes into the engine's bulk load where it has one (Strata's
+//! `Db::ingest` writes table files directly, as the original wrote its sorted file), or through the
 //! normal write path followed by a flush and full compaction.
 
 use std::cmp::Reverse;

@@ -1,9 +1,9 @@
 //! The JSON lines the harness writes and the report reads back. Every line is one object with a
 //! `kind`:
 //!
-//! - `interval`: the seed's stats line (`nanoTime, put, delete, deleteFound, get, getFound,
-//!   fileSize`, counts per interval, plus latency percentiles) tagged with `runId, engine,
-//!   workload, partitions, threads`;
+//! - `interval`: a mixed workload's stats line (the original benchmark's `nanoTime, put, delete,
+//!   deleteFound, get, getFound, fileSize`, counts per interval, plus latency percentiles) tagged
+//!   with `runId, engine, workload, partitions, threads`;
 //! - `summary`: one mixed-workload run: its full [`BenchSpec`] and results ([`RunRecord`]);
 //! - `readonly`: one read-only run: its [`ReadonlySpec`] and results ([`ReadonlyRecord`]);
 //! - `startup`: one step of the startup benchmark ([`StartupRecord`]);

@@ -194,8 +194,9 @@ pub struct EngineSpec {
     /// Background flush/compaction threads (RocksDB `max_background_jobs`, fjall workers,
     /// Strata `background_threads`).
     pub background_threads: usize,
-    /// Strata's sparse index density (`index_every_entries`, the seed's `indexRate`); `None`
-    /// keeps Strata's default. Peers ignore it.
+    /// Strata's sparse index density (`index_every_entries`: at most this many entries per data
+    /// block, i.e. per sparse index entry, what the original read-only store called its
+    /// `indexRate`); `None` keeps Strata's default. Peers ignore it.
     #[serde(default)]
     pub index_every_entries: Option<usize>,
     /// Strata's key-value separation threshold (`value_log_bytes_min`: values of at least this
@@ -246,7 +247,7 @@ impl EngineSpec {
     }
 }
 
-/// The seed's workloads.
+/// The operation mixes the partitioned LSM store was originally measured with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Workload {
@@ -308,7 +309,7 @@ impl Workload {
         }
     }
 
-    /// All four, in the seed's order.
+    /// All four, in the order the original measurements list them.
     pub const ALL: [Workload; 4] = [
         Workload::PutHeavy,
         Workload::GetHeavy,
@@ -342,8 +343,9 @@ pub struct RunSpec {
 }
 
 impl RunSpec {
-    /// The seed's parameters for `workload`: known-key rate 0.5, 100 M keys, 1 KiB values; 2
-    /// threads (this machine's cores), 60 s, stats every 10 s.
+    /// The original partitioned-store measurements' parameters for `workload`: known-key rate
+    /// 0.5, 100 M keys, 1 KiB values; 2 threads (this machine's cores), 60 s, stats every 10 s.
+    /// ("Seed" is what the design experiments Strata reimplements were called.)
     pub fn seed_defaults(workload: Workload) -> Self {
         RunSpec {
             workload,
@@ -384,7 +386,8 @@ pub struct BenchSpec {
     pub run: RunSpec,
 }
 
-/// The read-only benchmark of seed 003: build a data set, then read random keys.
+/// The read-only benchmark (after the original read-only sorted-file store with a sparse
+/// index): build a data set, then read random keys.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ReadonlySpec {
@@ -392,9 +395,9 @@ pub struct ReadonlySpec {
     pub engine: EngineSpec,
     /// Bytes of keys and values to load (the number of keys follows from it).
     pub data_bytes: u64,
-    /// Bytes per key (the seed used 16, a UUID's size).
+    /// Bytes per key (the original used 16, a UUID's size).
     pub key_bytes: usize,
-    /// Bytes per value (the seed used 16, 256 and 4096).
+    /// Bytes per value (the original measured 16, 256 and 4096).
     pub value_bytes: usize,
     /// Share of reads that ask for a key that exists.
     pub known_key_rate: f64,
@@ -508,11 +511,11 @@ pub enum DocsInput {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum DocsPhase {
-    /// `DocStore::get` of a random loaded id (the seed's BenchmarkGetDocuments).
+    /// `DocStore::get` of a random loaded id (the original document store's GET benchmark).
     Get,
     /// `DocStore::get_path` of `$.score`: the part of the document only.
     GetPath,
-    /// The seed's BenchmarkUpdateDocuments: GET, score + 1, PUT; not atomic.
+    /// The original document store's update benchmark: GET, score + 1, PUT; not atomic.
     Update,
     /// `DocStore::increment` of `$.score` by 1: atomic read-modify-write.
     Increment,
@@ -569,7 +572,7 @@ pub struct DocsSpec {
     pub engine: EngineSpec,
     /// The documents.
     pub input: DocsInput,
-    /// Top-level field holding each document's id (the seed: `id`).
+    /// Top-level field holding each document's id (the Reddit comments: `id`).
     pub id_field: String,
     /// Loader reader threads.
     pub readers: usize,
@@ -582,7 +585,7 @@ pub struct DocsSpec {
     /// How long each phase runs.
     #[serde(rename = "durationMs", with = "millis")]
     pub duration: Duration,
-    /// How often a stats line is written (the seed: every second).
+    /// How often a stats line is written (the original benchmarks: every second).
     #[serde(rename = "intervalMs", with = "millis")]
     pub interval: Duration,
     /// Seed of the id pickers.

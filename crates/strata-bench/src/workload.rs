@@ -1,10 +1,13 @@
-//! Mixed-workload runs (seed 000): client threads draw operations from one of the seed's mixes,
-//! count them per interval and record latencies in HDR histograms; every interval one stats line
-//! with the seed's fields (`nanoTime, put, delete, deleteFound, get, getFound, fileSize`, counts
-//! per interval) plus latency percentiles is handed to the caller.
+//! Mixed-workload runs, as in the experiment Strata's partitioned LSM store comes from (a
+//! hash-partitioned LSM store measured with PUT-, GET- and DELETE-heavy mixes across partition
+//! counts): client threads draw operations from one of those mixes ([`Workload`]), count them per
+//! interval and record latencies in HDR histograms; every interval one stats line with that
+//! experiment's fields (`nanoTime, put, delete, deleteFound, get, getFound, fileSize`, counts per
+//! interval) plus latency percentiles is handed to the caller.
 //!
-//! Known keys come from a bounded per-thread [`Reservoir`] of keys that thread wrote (as the seed
-//! did), so memory stays flat however long the run. Values are windows of a per-thread random
+//! Known keys come from a bounded per-thread [`Reservoir`] of keys that thread wrote (the original
+//! benchmark also drew known keys from the keys its thread had written), so memory stays flat
+//! however long the run. Values are windows of a per-thread random
 //! buffer: incompressible, and no allocation per operation.
 
 use std::path::Path;
@@ -77,7 +80,7 @@ impl Reservoir {
     }
 }
 
-/// Operation counts of one interval, as in the seed's stats line.
+/// Operation counts of one interval, the counts of a stats line.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct IntervalCounts {
     /// Puts.
@@ -99,8 +102,8 @@ impl IntervalCounts {
     }
 }
 
-/// Builds one stats line: the seed's fields plus `{put,get,delete}{P50,P99,P999}us` for every kind
-/// of operation that ran in the interval.
+/// Builds one stats line: the original benchmark's fields (`nanoTime`, the counts, `fileSize`)
+/// plus `{put,get,delete}{P50,P99,P999}us` for every kind of operation that ran in the interval.
 pub fn stats_line(
     elapsed: Duration,
     counts: IntervalCounts,
@@ -321,7 +324,8 @@ fn client(
         } else if r < put_pct + delete_pct {
             let key = key_of(pick(&mut rng, &reservoir));
             let t0 = Instant::now();
-            // The seed counted deletes that found their key: look first, like it did.
+            // The original benchmark counted deletes that found their key (`deleteFound`): look
+            // first, as it did, and time both.
             let found = store.get(&key)?;
             store.delete(&key)?;
             hist.lock().delete.saturating_record(micros_since(t0));
@@ -366,7 +370,7 @@ mod tests {
     }
 
     #[test]
-    fn stats_line_has_the_seed_fields_and_percentiles() {
+    fn stats_line_has_the_interval_counts_and_percentiles() {
         let mut h = latency_histogram().unwrap();
         for us in 1..=100 {
             h.record(us).unwrap();

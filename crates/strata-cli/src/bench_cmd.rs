@@ -1,15 +1,18 @@
 //! `strata bench`: the front end of the `strata-bench` harness.
 //!
-//! - `run` (also plain `strata bench ...`): the seeds' workloads on one engine, one JSON line per
-//!   interval and a summary line per run;
+//! - `run` (also plain `strata bench ...`): the mixed workloads (PUT-, GET-, DELETE-heavy,
+//!   balanced) the partitioned LSM store was originally measured with, on one engine, one JSON
+//!   line per interval and a summary line per run;
 //! - `compare`: the same workloads on Strata and each peer, each in a child process of its own,
 //!   then a table with ratios to Strata;
 //! - `matrix`: partitions x threads per workload;
-//! - `readonly`: seed 003's read-only benchmark;
+//! - `readonly`: the read-only benchmark (after the original read-only sorted-file store with a
+//!   sparse index: build a data set, then random reads);
 //! - `startup`: open time and memory per key of Strata's engines (log engine with and without
 //!   hint files);
-//! - `docs`: seed 002's document benchmarks: load synthetic Reddit comments (once per compression
-//!   setting), then GET, partial GET, the seed's update and the atomic increment per thread count;
+//! - `docs`: the document benchmarks, after the original JSON document store's: load synthetic
+//!   Reddit comments (once per compression setting), then GET, partial GET, the original's update
+//!   (GET, change, PUT) and the atomic increment per thread count;
 //! - `report`: PNG plots and an index.html from JSONL results;
 //! - `child` (hidden): runs one job for `compare`/`matrix`/`readonly`/`docs` and writes its lines
 //!   to stdout.
@@ -50,12 +53,12 @@ enum BenchCommand {
     Compare(CompareArgs),
     /// Run a partitions x threads grid per workload.
     Matrix(MatrixArgs),
-    /// Build a read-only data set and read random keys from it (seed 003).
+    /// Build a read-only data set and read random keys from it.
     Readonly(ReadonlyArgs),
     /// Load N keys, then time reopening (log engine: from segments, from hint files) and
     /// measure resident memory per key.
     Startup(StartupArgs),
-    /// Load JSON documents, then GET, partial GET and update them by id (seed 002).
+    /// Load JSON documents, then GET, partial GET and update them by id.
     Docs(DocsArgs),
     /// Draw PNG plots and an index.html from JSONL result files.
     Report(ReportArgs),
@@ -135,7 +138,8 @@ struct EngineArgs {
     /// Background flush/compaction threads (default: one per core).
     #[arg(long)]
     background_threads: Option<usize>,
-    /// Strata only: at most this many entries per data block (the seed's index rate).
+    /// Strata only: the index rate, at most this many entries per data block (the sparse index
+    /// holds one key per block).
     #[arg(long)]
     index_every: Option<usize>,
     /// Strata only: values of at least this many bytes go to the (uncompressed) value log, e.g.
@@ -271,10 +275,12 @@ struct ReadonlyArgs {
     /// Bytes per key.
     #[arg(long, default_value_t = 16)]
     key_size: usize,
-    /// Bytes per value; a list builds one data set per size (the seed: 16,256,4096).
+    /// Bytes per value; a list builds one data set per size (the original read-only store was
+    /// measured with 16,256,4096).
     #[arg(long, default_value = "256")]
     value_size: String,
-    /// Share of reads for keys that exist; a list reads once per rate (the seed: 0.1,0.5,0.9).
+    /// Share of reads for keys that exist; a list reads once per rate (the original read-only
+    /// store was measured with 0.1,0.5,0.9).
     #[arg(long, default_value = "0.5")]
     known_key_rate: String,
     /// Reader threads; a list reads once per count.
@@ -329,7 +335,7 @@ struct DocsArgs {
     /// Seconds per phase and thread count.
     #[arg(long, default_value_t = 10)]
     duration: u64,
-    /// Seconds between stats lines (the seed: 1).
+    /// Seconds between stats lines (the original document benchmarks: 1).
     #[arg(long, default_value_t = 1)]
     interval: u64,
     /// Seed of the comment generator and of the id pickers.

@@ -401,7 +401,7 @@ pub fn draw_threads(grids: &BTreeMap<String, Grid>, path: &Path) -> Result<()> {
                 .into_iter()
                 .collect();
             let parts: BTreeSet<u64> = grid.keys().map(|k| k.0).collect();
-            // Thread counts are evenly spaced (the seed's 1, 4, 16, 32 are roughly logarithmic).
+            // Thread counts are evenly spaced (the default 1, 4, 16, 32 are roughly logarithmic).
             let x_of = |t: u64| threads.iter().position(|&x| x == t).unwrap_or(0) as f64;
             let x_max = threads.len().max(1) as f64 - 0.5;
             let y_max = nice_max(grid.values().copied().fold(0.0, f64::max));
