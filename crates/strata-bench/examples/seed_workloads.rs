@@ -1,4 +1,6 @@
-//! The four seed workloads against Strata with the settings, one after another:
+//! The four mixed workloads the partitioned LSM store was originally measured with (PUT-, GET-,
+//! DELETE-heavy and balanced; "seed" is what those design experiments were called) against
+//! Strata with the settings, one after another:
 //! `cargo run --release -p strata-bench --example seed_workloads -- [seconds] [threads] [partitions]`.
 //! (`strata bench` is the full-featured front end; this needs nothing but the library.)
 #![allow(clippy::unwrap_used, clippy::expect_used)]

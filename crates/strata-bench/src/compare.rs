@@ -1,14 +1,12 @@
 //! `compare`: the same workload on Strata and each peer in turn, each on a fresh directory (and,
-//! from the CLI, in a process of its own), then one table with every figure also as a ratio to
-//! Strata's.
-
-use std::fmt::Write as _;
+//! from the CLI, in a process of its own); the CLI then prints the records as one table with every
+//! figure also as a ratio to Strata's (`report::format_table`).
 
 use crate::error::Result;
-use crate::record::RunRecord;
-use crate::runner::{Runner, Sink};
-use crate::spec::{BenchSpec, Engine, EngineSpec};
-use crate::workload::{RunSpec, Workload};
+use crate::record::{RunRecord, Sink};
+use crate::report::{mib, opt};
+use crate::runner::Runner;
+use crate::spec::{BenchSpec, EngineSpec, RunSpec, Workload};
 
 /// Runs every workload on every engine (engine order within a workload as given) and returns
 /// the records in run order.
@@ -53,84 +51,4 @@ pub fn one_line(r: &RunRecord) -> String {
             .unwrap_or_else(|| "-".into()),
         opt(r.load_avg_1m, 1),
     )
-}
-
-fn mib(b: u64) -> f64 {
-    b as f64 / (1u64 << 20) as f64
-}
-
-fn opt(v: Option<f64>, digits: usize) -> String {
-    v.map(|x| format!("{x:.digits$}"))
-        .unwrap_or_else(|| "-".into())
-}
-
-fn ratio(v: f64, base: Option<f64>) -> String {
-    match base {
-        Some(b) if b > 0.0 => format!("{:.2}x", v / b),
-        _ => "-".into(),
-    }
-}
-
-/// The comparison table in Markdown: per workload, one row per engine with ops/s (and the worst
-/// interval's, where write stalls show), p99 latency, bytes on disk (also per byte the user
-/// wrote), write amplification (engine-reported and from `/proc/self/io`) and peak RSS, most followed by
-/// the ratio to Strata's figure in the same workload.
-pub fn format_table(records: &[RunRecord]) -> String {
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "| workload | engine | ops/s | x strata | worst interval ops/s | p99 us | x strata | disk MiB | disk / written | WA (engine) | WA (io) | x strata | peak RSS MiB | x strata |"
-    );
-    let _ = writeln!(s, "|{}", " --- |".repeat(14));
-    let mut workloads: Vec<Workload> = records.iter().map(|r| r.spec.run.workload).collect();
-    workloads.dedup();
-    workloads.sort();
-    workloads.dedup();
-    for w in workloads {
-        let rows: Vec<&RunRecord> = records
-            .iter()
-            .filter(|r| r.spec.run.workload == w)
-            .collect();
-        let base = rows
-            .iter()
-            .find(|r| r.spec.engine.engine == Engine::Strata)
-            .copied();
-        for r in rows {
-            let b = |f: fn(&RunRecord) -> Option<f64>| base.and_then(f);
-            let ops = |r: &RunRecord| Some(r.summary.ops_per_sec);
-            let p99 = |r: &RunRecord| Some(r.summary.p99_us as f64);
-            let wa = |r: &RunRecord| r.write_amplification_io;
-            let rss = |r: &RunRecord| r.peak_rss_bytes.map(|b| b as f64);
-            let _ =
-                writeln!(
-                s,
-                "| {} | {} | {:.0} | {} | {:.0} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {} |",
-                w.name(),
-                r.spec.engine.engine.name(),
-                r.summary.ops_per_sec,
-                ratio(r.summary.ops_per_sec, b(ops)),
-                r.summary.interval_ops_per_sec_min,
-                r.summary.p99_us,
-                ratio(r.summary.p99_us as f64, b(p99)),
-                mib(r.disk_bytes),
-                if r.summary.user_bytes_written > 0 {
-                    format!("{:.2}", r.disk_bytes as f64 / r.summary.user_bytes_written as f64)
-                } else {
-                    "-".into()
-                },
-                opt(r.write_amplification_engine, 2),
-                opt(r.write_amplification_io, 2),
-                r.write_amplification_io
-                    .map(|v| ratio(v, b(wa)))
-                    .unwrap_or_else(|| "-".into()),
-                r.peak_rss_bytes
-                    .map(|v| format!("{:.0}", mib(v)))
-                    .unwrap_or_else(|| "-".into()),
-                r.peak_rss_bytes
-                    .map(|v| ratio(v as f64, b(rss)))
-                    .unwrap_or_else(|| "-".into()),
-            );
-        }
-    }
-    s
 }

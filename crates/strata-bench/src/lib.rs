@@ -1,24 +1,38 @@
-//! Strata's benchmark harness: the seeds' workloads and read-only benchmark, run against Strata
-//! and (feature `peers`) RocksDB, fjall and sled through one [`BenchStore`] trait, with results
-//! as JSON lines and plots.
+//! Strata's benchmark harness: the workloads, read-only, startup and document benchmarks, run
+//! against Strata and (feature `peers`) RocksDB, fjall and sled through one [`BenchStore`] trait,
+//! with results as JSON lines and plots.
 //!
-//! The data path of a benchmark: a [`spec`] says what to run; the [`runner`] opens the engine
-//! ([`store`], [`peers`]) on a fresh directory, in this process or a child of its own, and drives
-//! a [`workload`] (seed 000: mixed put/delete/get, one stats line per interval) or the
-//! [`readonly`] benchmark (seed 003), the document benchmarks of seed 002 ([`docs`]: load,
-//! get, partial get, update, atomic increment), or the [`startup`] benchmark (open time and
-//! memory per key of Strata's engines); [`sys`] reads peak memory and bytes written from the
-//! kernel; [`record`] defines the JSON lines; [`compare`] and [`matrix`] sequence runs; [`report`]
-//! turns JSONL files into PNG plots and an index.html.
+//! The workloads reproduce the experiments Strata was designed from: a hash-partitioned LSM
+//! store measured with PUT-, GET- and DELETE-heavy mixes across partition counts ([`workload`],
+//! [`matrix`]); a read-only sorted-file store with a sparse index, measured at several index
+//! rates ([`readonly`]); and a JSON document store measured loading Reddit comments, then getting
+//! and updating them by id ([`docs`]).
+//!
+//! Modules import each other one way, from the bottom of this list up:
+//!
+//! - [`error`], [`sys`] (peak memory, bytes written and cores, from the kernel), [`keys`] (the
+//!   generated keys and values), [`latency`] (histograms), [`dir`] (a run's data directory);
+//! - [`spec`]: what to run (engines, workloads, the benchmarks' settings);
+//! - [`record`]: the JSON lines every benchmark writes and the report reads, and the [`Sink`]
+//!   they go to;
+//! - [`store`]: the engines under test (the peers in `store::peers`);
+//! - the benchmarks, each a run in this process on a fresh directory: [`workload`] (mixed
+//!   put/delete/get, one stats line per interval), [`readonly`], [`startup`] (open time and
+//!   memory per key of Strata's engines), [`docs`];
+//! - [`runner`]: runs a benchmark in this process or in a child process of its own;
+//! - [`compare`] and [`matrix`]: sequences of runs;
+//! - [`report`] (which needs only [`record`] and [`spec`]): JSONL files in, PNG charts, a
+//!   Markdown table and an index.html out.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub mod compare;
+pub mod dir;
 pub mod docs;
 pub mod error;
+pub mod keys;
+pub mod latency;
 pub mod matrix;
-#[cfg(feature = "peers")]
-pub mod peers;
 pub mod readonly;
 pub mod record;
 pub mod report;
@@ -29,10 +43,12 @@ pub mod store;
 pub mod sys;
 pub mod workload;
 
-pub use docs::{DocsInput, DocsPhase, DocsSpec};
 pub use error::{Error, Result};
-pub use record::{ReadonlyRecord, RunRecord};
+pub use record::{ReadonlyRecord, RunRecord, RunSummary, Sink};
 pub use runner::{Isolation, Runner};
-pub use spec::{BenchSpec, CompressionSpec, Engine, EngineSpec, ReadonlySpec, SyncSpec};
+pub use spec::{
+    BenchSpec, CompressionSpec, DocsInput, DocsPhase, DocsSpec, Engine, EngineSpec, ReadonlySpec,
+    RunSpec, StartupSpec, SyncSpec, Workload,
+};
 pub use store::{open_store, BenchStore, StrataStore};
-pub use workload::{run, RunSpec, RunSummary, Workload};
+pub use workload::run;

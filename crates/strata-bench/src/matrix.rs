@@ -1,16 +1,15 @@
-//! `matrix`: the seed's grid, partitions x threads per workload (by default partitions
-//! {1, 4, 8, 16} x threads {1, 4, 16, 32}), one fresh directory per run, every record appended
-//! to the sink with the run's full spec.
+//! `matrix`: partitions x threads per workload, the grid the partitioned store was first measured
+//! on (by default partitions {1, 4, 8, 16} x threads {1, 4, 16, 32}), one fresh directory per run,
+//! every record appended to the sink with the run's full spec.
 
 use crate::error::Result;
-use crate::record::RunRecord;
-use crate::runner::{Runner, Sink};
-use crate::spec::{BenchSpec, EngineSpec};
-use crate::workload::{RunSpec, Workload};
+use crate::record::{RunRecord, Sink};
+use crate::runner::Runner;
+use crate::spec::{BenchSpec, EngineSpec, RunSpec, Workload};
 
-/// The seed's partition counts.
+/// The partition counts of the original partitioned-store measurements.
 pub const SEED_PARTITIONS: [usize; 4] = [1, 4, 8, 16];
-/// The seed's thread counts.
+/// The thread counts of the original partitioned-store measurements.
 pub const SEED_THREADS: [usize; 4] = [1, 4, 16, 32];
 
 /// The specs of the grid, workload-major, then partitions, then threads. Engines without

@@ -1,16 +1,17 @@
-//! The read-only benchmark of seed 003: build a data set of a given size, then read random keys
-//! from many threads for a while.
+//! The read-only benchmark, after the experiment behind Strata's table files (a read-only store
+//! of one sorted file with a sparse index, measured at several index rates): build a data set of
+//! a given size, then read random keys from many threads for a while.
 //!
-//! Keys are generated as the seed did (random, fixed size) but reproducibly: key number `i` starts
-//! with `mix(i)` (a bijection of `u64`, so keys never collide) and its remaining bytes and its
-//! value are derived from the same number. Known reads ask for `i < keys`, unknown reads for
+//! Keys are random and of a fixed size, as in that experiment, but reproducible: key number `i`
+//! starts with `mix(i)` (a bijection of `u64`, so keys never collide) and its remaining bytes and
+//! its value are derived from the same number. Known reads ask for `i < keys`, unknown reads for
 //! `i >= keys`, which cannot exist.
 //!
-//! The data set is produced in key order by an external merge sort, as the seed produced its
-//! large files: sorted runs of at most `sort_run_keys` key hashes (8 bytes each; keys and values
-//! are derived from them) are written to temporary files next to the data directory and merged
-//! with a heap. The sorted stream then goes into the engine's bulk load where it has one (Strata's
-//! `Db::ingest` writes table files directly, as the seed wrote its sorted file), or through the
+//! The data set is produced in key order by an external merge sort, as the original built its large
+//! sorted files: sorted runs of at most `sort_run_keys` key hashes (8 bytes each; keys and values
+//! are derived from them) are written to temporary files next to the data directory and merged with
+//! a heap. The sorted stream then goes into the engine's bulk load where it has one (Strata's
+//! `Db::ingest` writes table files directly, as the original wrote its sorted file), or through the
 //! normal write path followed by a flush and full compaction.
 
 use std::cmp::Reverse;
@@ -22,37 +23,16 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use rand::rngs::SmallRng;
-use rand::{Rng, RngCore, SeedableRng};
+use rand::{Rng, SeedableRng};
 
+use crate::dir::{dir_bytes, finish_dir, fresh_dir, sibling};
 use crate::error::{Error, Result};
-use crate::record::{unix_ms, ReadonlyRecord, KIND_READONLY};
-use crate::runner::{finish_dir, fresh_dir, to_value, Sink};
+use crate::keys::{key_from_hash, mix, ValuePool};
+use crate::latency::{latency_histogram, micros_since};
+use crate::record::{to_value, unix_ms, ReadonlyRecord, Sink, KIND_READONLY};
 use crate::spec::ReadonlySpec;
 use crate::store::{open_store, BenchStore};
 use crate::sys;
-use crate::workload::{dir_bytes, latency_histogram, micros_since};
-
-/// Window offsets available for values (values are windows of one random buffer).
-const VALUE_WINDOWS: usize = 4096;
-
-/// SplitMix64's finaliser: a bijection on `u64`.
-pub fn mix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
-}
-
-/// Writes the key whose first eight bytes are `h` (big-endian, so keys sort like `h`) into `out`.
-pub fn key_from_hash(h: u64, out: &mut [u8]) {
-    let (head, tail) = out.split_at_mut(8.min(out.len()));
-    head.copy_from_slice(&h.to_be_bytes()[..head.len()]);
-    let mut x = h;
-    for chunk in tail.chunks_mut(8) {
-        x = mix(x);
-        chunk.copy_from_slice(&x.to_le_bytes()[..chunk.len()]);
-    }
-}
 
 /// The key numbers `0..keys` as their hashes, in sorted order, through an external merge sort
 /// whose runs hold at most `run_keys` entries. Temporary run files live in `tmp_dir`.
@@ -167,22 +147,11 @@ impl SortedHashes {
     }
 }
 
-fn value_pool(spec: &ReadonlySpec) -> Vec<u8> {
-    let mut pool = vec![0u8; spec.value_bytes + VALUE_WINDOWS];
-    SmallRng::seed_from_u64(spec.seed).fill_bytes(&mut pool);
-    pool
-}
-
-fn value_of(pool: &[u8], h: u64, value_bytes: usize) -> &[u8] {
-    let off = (h % VALUE_WINDOWS as u64) as usize;
-    &pool[off..off + value_bytes]
-}
-
 /// Loads the data set in key order: through the engine's bulk load when `spec.bulk_load` is set
 /// and the engine has one, else through the write path. Returns the number of keys.
 pub fn load(store: &dyn BenchStore, spec: &ReadonlySpec, tmp_dir: &Path) -> Result<u64> {
     let keys = spec.keys();
-    let pool = value_pool(spec);
+    let pool = ValuePool::seeded(spec.value_bytes, spec.seed);
     let mut sorted = SortedHashes::new(keys, spec.sort_run_keys, tmp_dir)?;
     let mut failure = None;
     let mut previous = None;
@@ -195,7 +164,7 @@ pub fn load(store: &dyn BenchStore, spec: &ReadonlySpec, tmp_dir: &Path) -> Resu
             previous = Some(h);
             let mut key = vec![0u8; spec.key_bytes];
             key_from_hash(h, &mut key);
-            Some((key, value_of(&pool, h, spec.value_bytes)))
+            Some((key, pool.value(h)))
         }
         Ok(None) => None,
         Err(e) => {
@@ -324,7 +293,8 @@ pub fn run_in_process(
     let started_unix_ms = unix_ms();
     sys::reset_peak_rss();
     let store = open_store(&spec.engine, dir)?;
-    let tmp_dir = sort_dir(dir);
+    // The sort runs go next to the engine's directory, which holds only the engine's files.
+    let tmp_dir = sibling(dir, "sort-runs");
     let t0 = Instant::now();
     let keys = load(&*store, spec, &tmp_dir)?;
     let load_seconds = t0.elapsed().as_secs_f64();
@@ -397,17 +367,6 @@ pub fn run_in_process(
     Ok(records)
 }
 
-/// Where the sort runs for the data set in `dir` go: a sibling directory, so the engine's own
-/// directory holds only its files.
-fn sort_dir(dir: &Path) -> PathBuf {
-    let mut name = dir
-        .file_name()
-        .map(|n| n.to_os_string())
-        .unwrap_or_else(|| "bench".into());
-    name.push(".sort-runs");
-    dir.with_file_name(name)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -439,16 +398,5 @@ mod tests {
             n += 1;
         }
         assert_eq!(n, 100);
-    }
-
-    #[test]
-    fn keys_sort_like_their_hashes_and_never_collide() {
-        let (mut a, mut b) = ([0u8; 16], [0u8; 16]);
-        key_from_hash(5, &mut a);
-        key_from_hash(6, &mut b);
-        assert!(a < b);
-        let mut short = [0u8; 4];
-        key_from_hash(u64::MAX, &mut short);
-        assert_eq!(short, [0xff; 4]);
     }
 }

@@ -1,14 +1,19 @@
 //! The JSON lines the harness writes and the report reads back. Every line is one object with a
 //! `kind`:
 //!
-//! - `interval`: the seed's stats line (`nanoTime, put, delete, deleteFound, get, getFound,
-//!   fileSize`, counts per interval, plus latency percentiles) tagged with `runId, engine,
-//!   workload, partitions, threads`;
+//! - `interval`: a mixed workload's stats line (the original benchmark's `nanoTime, put, delete,
+//!   deleteFound, get, getFound, fileSize`, counts per interval, plus latency percentiles) tagged
+//!   with `runId, engine, workload, partitions, threads`;
 //! - `summary`: one mixed-workload run: its full [`BenchSpec`] and results ([`RunRecord`]);
 //! - `readonly`: one read-only run: its [`ReadonlySpec`] and results ([`ReadonlyRecord`]);
-//! - `startup`: one step of the startup benchmark ([`crate::startup::StartupRecord`]);
-//! - `docsStats`, `docsLoad`, `docsOps`: the document benchmarks (see [`crate::docs`]); the report
-//!   does not draw them and reads them as [`Line::Other`].
+//! - `startup`: one step of the startup benchmark ([`StartupRecord`]);
+//! - `docsStats`, `docsLoad`, `docsOps`: the document benchmarks: a stats line per interval of
+//!   the load and of each phase, the load's results ([`DocsLoadRecord`]) and each phase's
+//!   ([`DocsOpsRecord`]); the report does not draw them and reads them as [`Line::Other`].
+//!
+//! Where lines go ([`Sink`]) and how a record becomes one ([`to_value`]) are defined here too:
+//! this module imports only the specs, so every benchmark writes its records without depending
+//! on the runner or on another benchmark.
 //!
 //! Lines are parsed through `serde_json::Value` first (internally tagged enums and `flatten` do
 //! not mix with the workspace's `arbitrary_precision` numbers).
@@ -19,8 +24,9 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::spec::{BenchSpec, Engine, ReadonlySpec};
-use crate::workload::RunSummary;
+use crate::spec::{
+    BenchSpec, CompressionSpec, DocsPhase, DocsSpec, Engine, ReadonlySpec, StartupSpec,
+};
 
 /// `kind` of interval lines.
 pub const KIND_INTERVAL: &str = "interval";
@@ -32,10 +38,36 @@ pub const KIND_READONLY: &str = "readonly";
 pub const KIND_STARTUP: &str = "startup";
 /// `kind` of the document benchmarks' stats lines (one per interval of the load and each phase).
 pub const KIND_DOCS_STATS: &str = "docsStats";
-/// `kind` of a document load's results ([`crate::docs::DocsLoadRecord`]).
+/// `kind` of a document load's results ([`DocsLoadRecord`]).
 pub const KIND_DOCS_LOAD: &str = "docsLoad";
-/// `kind` of one document phase's results ([`crate::docs::DocsOpsRecord`]).
+/// `kind` of one document phase's results ([`DocsOpsRecord`]).
 pub const KIND_DOCS_OPS: &str = "docsOps";
+
+/// Totals of a run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunSummary {
+    /// Operations of all kinds.
+    pub ops: u64,
+    /// Seconds the run took.
+    pub seconds: f64,
+    /// Operations per second.
+    pub ops_per_sec: f64,
+    /// Median latency of all operations, microseconds.
+    pub p50_us: u64,
+    /// 99th percentile latency of all operations, microseconds.
+    pub p99_us: u64,
+    /// 99.9th percentile latency of all operations, microseconds.
+    pub p999_us: u64,
+    /// Highest latency seen, microseconds.
+    pub max_us: u64,
+    /// Lowest ops/s of any interval.
+    pub interval_ops_per_sec_min: f64,
+    /// Highest ops/s of any interval.
+    pub interval_ops_per_sec_max: f64,
+    /// Bytes of keys and values the clients asked to write (puts: key + value; deletes: key).
+    pub user_bytes_written: u64,
+}
 
 /// The results of one mixed-workload run, with the spec that produced them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -122,6 +154,166 @@ pub struct ReadonlyRecord {
     pub peak_rss_bytes: Option<u64>,
 }
 
+/// The result of one step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StartupRecord {
+    /// Always [`KIND_STARTUP`].
+    pub kind: String,
+    /// Id of the whole benchmark (all steps share it).
+    pub run_id: String,
+    /// Wall-clock start of the step, milliseconds since the Unix epoch.
+    pub started_unix_ms: u64,
+    /// Cores, memory and kernel of the machine.
+    pub machine: String,
+    /// Whether the step had a process to itself.
+    pub isolated: bool,
+    /// What was built.
+    pub spec: StartupSpec,
+    /// `build`, `merge` or `open`.
+    pub step: String,
+    /// For opens: the directory's state (`after-load`, `after-merge`, `hints-removed`).
+    pub state: String,
+    /// For opens: whether the page cache was dropped first (asked for and allowed).
+    pub cold_cache: bool,
+    /// Seconds the step's main action took: loading, compacting, or `Db::open`.
+    pub seconds: f64,
+    /// Bytes of files in the directory after the step.
+    pub disk_bytes: u64,
+    /// Hint files in the directory after the step.
+    pub hint_files: u64,
+    /// Resident memory just before the open (opens only).
+    pub rss_before_bytes: Option<u64>,
+    /// Resident memory just after the open, before any read.
+    pub rss_after_bytes: Option<u64>,
+    /// `(rss_after - rss_before) / keys`: memory the opened store holds per key.
+    pub rss_bytes_per_key: Option<f64>,
+    /// The engine's own estimate of its in-memory index (log engine), bytes.
+    pub index_bytes: Option<u64>,
+    /// Keys in the in-memory index (log engine).
+    pub index_keys: Option<u64>,
+    /// Keys read back after the open.
+    pub sample_reads: u64,
+    /// Of those, found (must equal `sample_reads`).
+    pub sample_found: u64,
+    /// Peak resident memory of the process.
+    pub peak_rss_bytes: Option<u64>,
+    /// The machine's 1-minute load average at the end of the step.
+    pub load_avg_1m: Option<f64>,
+}
+
+/// The results of the load of one run: the `docsLoad` line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DocsLoadRecord {
+    /// Always [`KIND_DOCS_LOAD`].
+    pub kind: String,
+    /// Unique id of the run; its stats and phase lines carry it too.
+    pub run_id: String,
+    /// Wall-clock start, milliseconds since the Unix epoch.
+    pub started_unix_ms: u64,
+    /// Cores, memory and kernel of the machine.
+    pub machine: String,
+    /// Whether the run had a process to itself.
+    pub isolated: bool,
+    /// What ran.
+    pub spec: DocsSpec,
+    /// Seconds spent generating the input (not part of the load), if it was generated.
+    pub generate_seconds: Option<f64>,
+    /// Documents the loader wrote.
+    pub docs_loaded: u64,
+    /// Documents a scan of the store found afterwards (must equal `docs_loaded`: ids are unique).
+    pub docs_in_store: u64,
+    /// Lines the loader skipped.
+    pub bad_lines: u64,
+    /// Bytes of the JSON input.
+    pub json_bytes: u64,
+    /// Seconds from the loader's start to its last write.
+    pub load_seconds: f64,
+    /// Documents per second of the load.
+    pub docs_per_sec: f64,
+    /// JSON input megabytes (10^6 bytes) per second of the load.
+    pub json_mb_per_sec: f64,
+    /// Bytes of files in the data directory when the loader finished.
+    pub disk_bytes_loaded: u64,
+    /// Seconds `Db::flush` took.
+    pub flush_seconds: f64,
+    /// Bytes on disk after the flush (every document in a table or value log, no memtable).
+    pub disk_bytes_flushed: u64,
+    /// Seconds `Db::compact` took.
+    pub compact_seconds: f64,
+    /// Bytes on disk after the compaction: the settled store the phases run on.
+    pub disk_bytes_compacted: u64,
+    /// `disk_bytes_flushed / json_bytes`.
+    pub flushed_to_json_ratio: f64,
+    /// `disk_bytes_compacted / json_bytes`: the stored-size figure.
+    pub stored_to_json_ratio: f64,
+    /// Bytes of the engine keys and stored values of every document (codec output before the
+    /// engine adds blocks, indexes, compression or logs).
+    pub encoded_bytes: u64,
+    /// `encoded_bytes / json_bytes`: what the binary codec alone saves.
+    pub encoded_to_json_ratio: f64,
+    /// Peak resident memory of the process during the load.
+    pub peak_rss_bytes: Option<u64>,
+    /// The machine's 1-minute load average when the load finished.
+    pub load_avg_1m: Option<f64>,
+    /// Strata's counters after the compaction (see `strata_engine_stats`).
+    pub engine_stats: serde_json::Value,
+}
+
+/// The results of one timed phase at one thread count: the `docsOps` line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DocsOpsRecord {
+    /// Always [`KIND_DOCS_OPS`].
+    pub kind: String,
+    /// The run's id (shared with its `docsLoad` line).
+    pub run_id: String,
+    /// Which phase.
+    pub phase: DocsPhase,
+    /// Client threads.
+    pub threads: usize,
+    /// Block compression of the store.
+    pub compression: CompressionSpec,
+    /// Partitions of the store.
+    pub partitions: usize,
+    /// Documents in the store (ids are drawn uniformly from all of them).
+    pub docs: u64,
+    /// Operations completed.
+    pub ops: u64,
+    /// Seconds the phase ran.
+    pub seconds: f64,
+    /// Operations per second.
+    pub ops_per_sec: f64,
+    /// Median latency, microseconds.
+    pub p50_us: u64,
+    /// 99th percentile latency, microseconds.
+    pub p99_us: u64,
+    /// 99.9th percentile latency, microseconds.
+    pub p999_us: u64,
+    /// Highest latency, microseconds.
+    pub max_us: u64,
+    /// Lowest ops/s of any interval.
+    pub interval_ops_per_sec_min: f64,
+    /// Highest ops/s of any interval.
+    pub interval_ops_per_sec_max: f64,
+    /// Update phases: sum of `$.score` over the store before the phase.
+    pub score_sum_before: Option<i64>,
+    /// Update phases: the same sum after.
+    pub score_sum_after: Option<i64>,
+    /// Update phases: updates counted minus the growth of the score sum. `update` (not atomic)
+    /// may lose some when threads race on one document; `increment` must lose none.
+    pub lost_updates: Option<u64>,
+    /// Bytes on disk when the phase ended.
+    pub disk_bytes: u64,
+    /// The machine's 1-minute load average when the phase ended (this machine is shared: above
+    /// its core count, other processes competed for the CPU).
+    pub load_avg_1m: Option<f64>,
+    /// Strata's counters when the phase ended, counted since the store was opened (write stalls
+    /// explain a high p99 of the write phases).
+    pub engine_stats: serde_json::Value,
+}
+
 /// One interval line, reduced to what plots need.
 #[derive(Debug, Clone, PartialEq)]
 pub struct IntervalPoint {
@@ -153,9 +345,20 @@ pub enum Line {
     /// A read-only result.
     Readonly(Box<ReadonlyRecord>),
     /// A step of the startup benchmark.
-    Startup(Box<crate::startup::StartupRecord>),
+    Startup(Box<StartupRecord>),
     /// A line of another kind (kept for forward compatibility, ignored by the report).
     Other,
+}
+
+/// Where a run's JSON lines go (a JSONL file, stdout, a test's vector).
+pub type Sink<'a> = &'a mut dyn FnMut(&serde_json::Value) -> Result<()>;
+
+/// Serialises a record for a sink.
+pub fn to_value<T: Serialize>(record: &T) -> Result<serde_json::Value> {
+    serde_json::to_value(record).map_err(|e| Error::Json {
+        context: "encoding a result".into(),
+        source: e,
+    })
 }
 
 /// Tags a stats line with its run so it can be told apart in a shared file.

@@ -19,20 +19,18 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use crate::docs::{
-    compression_name, DocsInputFile, DocsLoadRecord, DocsOpsRecord, DocsPlace, DocsResult, DocsSpec,
-};
+use crate::dir::{dir_bytes, finish_dir, fresh_dir};
+use crate::docs::{DocsInputFile, DocsPlace, DocsResult};
 use crate::error::{Error, Result};
 use crate::readonly::ReadPoint;
 use crate::record::{
-    parse_line, run_id, tag_interval, unix_ms, Line, ReadonlyRecord, RunRecord, KIND_DOCS_LOAD,
-    KIND_DOCS_OPS, KIND_SUMMARY,
+    parse_line, run_id, tag_interval, to_value, unix_ms, DocsLoadRecord, DocsOpsRecord, Line,
+    ReadonlyRecord, RunRecord, Sink, StartupRecord, KIND_DOCS_LOAD, KIND_DOCS_OPS, KIND_SUMMARY,
 };
-use crate::spec::{BenchSpec, Engine, ReadonlySpec};
-use crate::startup::{StartupRecord, StartupSpec, StartupStep};
+use crate::spec::{BenchSpec, DocsSpec, Engine, ReadonlySpec, StartupSpec};
+use crate::startup::StartupStep;
 use crate::store::open_store;
-use crate::workload::dir_bytes;
-use crate::{readonly, sys, workload};
+use crate::{docs, readonly, startup, sys, workload};
 
 /// Where runs happen.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -98,9 +96,6 @@ pub enum Job {
         place: DocsPlace,
     },
 }
-
-/// Where a run's JSON lines go (a JSONL file, stdout, a test's vector).
-pub type Sink<'a> = &'a mut dyn FnMut(&serde_json::Value) -> Result<()>;
 
 /// Runs benchmarks one after another with the same isolation and data directory.
 #[derive(Debug, Clone)]
@@ -197,6 +192,55 @@ impl Runner {
 }
 
 impl Runner {
+    /// Runs every step of the startup benchmark `spec` in order on `self.dir` and returns their
+    /// records.
+    pub fn startup(&self, spec: &StartupSpec, sink: Sink<'_>) -> Result<Vec<StartupRecord>> {
+        spec.validate()?;
+        let run_id = format!(
+            "{}-{}-startup-k{}-p{}",
+            unix_ms(),
+            spec.engine.engine,
+            spec.keys,
+            spec.engine.partitions
+        );
+        let mut records = Vec::new();
+        let mut step = |s: StartupStep, sink: Sink<'_>| -> Result<()> {
+            let r = self.startup_step(spec, &s, &run_id, sink)?;
+            eprintln!("  {}", startup::one_line(&r));
+            records.push(r);
+            Ok(())
+        };
+        let opens = |state: &str| -> Vec<StartupStep> {
+            let colds: &[bool] = if spec.drop_caches {
+                &[true, false]
+            } else {
+                &[false]
+            };
+            colds
+                .iter()
+                .map(|&cold| StartupStep::Open {
+                    state: state.to_string(),
+                    cold,
+                })
+                .collect()
+        };
+        step(StartupStep::Build, sink)?;
+        for s in opens("after-load") {
+            step(s, sink)?;
+        }
+        step(StartupStep::Merge, sink)?;
+        for s in opens("after-merge") {
+            step(s, sink)?;
+        }
+        if startup::remove_hint_files(&self.dir)? > 0 {
+            for s in opens("hints-removed") {
+                step(s, sink)?;
+            }
+        }
+        finish_dir(&self.dir, self.keep_data)?;
+        Ok(records)
+    }
+
     /// Runs one step of the startup benchmark on `self.dir` (not wiped, except by `Build`).
     pub fn startup_step(
         &self,
@@ -207,7 +251,7 @@ impl Runner {
     ) -> Result<StartupRecord> {
         match &self.isolation {
             Isolation::InProcess => {
-                crate::startup::step_in_process(spec, step, run_id, &self.dir, false, sink)
+                startup::step_in_process(spec, step, run_id, &self.dir, false, sink)
             }
             Isolation::Child { program, args } => {
                 let job = Job::Startup {
@@ -238,7 +282,7 @@ impl Runner {
         let id = run_id(
             unix_ms(),
             Engine::Strata,
-            &format!("docs-{}", compression_name(spec.engine.compression)),
+            &format!("docs-{}", spec.engine.compression.name()),
             spec.engine.partitions,
             spec.writers,
         );
@@ -250,7 +294,7 @@ impl Runner {
             progress: self.progress,
         };
         match &self.isolation {
-            Isolation::InProcess => crate::docs::run_in_process(spec, input, &place, sink),
+            Isolation::InProcess => docs::run_in_process(spec, input, &place, sink),
             Isolation::Child { program, args } => {
                 place.isolated = true;
                 let job = Job::Docs {
@@ -307,22 +351,6 @@ fn print_progress(v: &serde_json::Value) {
             p.file_size_bytes as f64 / (1u64 << 30) as f64
         );
     }
-}
-
-/// Removes `dir` and creates it empty.
-pub fn fresh_dir(dir: &Path) -> Result<()> {
-    if dir.exists() {
-        std::fs::remove_dir_all(dir).map_err(|e| Error::io("wiping", dir, e))?;
-    }
-    std::fs::create_dir_all(dir).map_err(|e| Error::io("creating", dir, e))
-}
-
-/// Removes a run's data unless it is to be kept.
-pub fn finish_dir(dir: &Path, keep_data: bool) -> Result<()> {
-    if keep_data || !dir.exists() {
-        return Ok(());
-    }
-    std::fs::remove_dir_all(dir).map_err(|e| Error::io("removing", dir, e))
 }
 
 /// Runs one mixed workload in this process.
@@ -384,14 +412,6 @@ pub fn run_in_process(
     sink(&to_value(&record)?)?;
     finish_dir(dir, keep_data)?;
     Ok(record)
-}
-
-/// Serialises a record for a sink.
-pub fn to_value<T: Serialize>(record: &T) -> Result<serde_json::Value> {
-    serde_json::to_value(record).map_err(|e| Error::Json {
-        context: "encoding a result".into(),
-        source: e,
-    })
 }
 
 /// Starts `program args... JOB`, passes its lines to `sink`, returns its record lines.
@@ -510,10 +530,9 @@ pub fn child_main(args: &[String]) -> Result<()> {
             step,
             run_id,
             dir,
-        } => crate::startup::step_in_process(&spec, &step, &run_id, &dir, true, &mut sink)
-            .map(|_| ()),
+        } => startup::step_in_process(&spec, &step, &run_id, &dir, true, &mut sink).map(|_| ()),
         Job::Docs { spec, input, place } => {
-            crate::docs::run_in_process(&spec, &input, &place, &mut sink).map(|_| ())
+            docs::run_in_process(&spec, &input, &place, &mut sink).map(|_| ())
         }
     }
 }

@@ -1,16 +1,16 @@
 //! What a benchmark run is: which engine with which settings ([`EngineSpec`]), which workload
-//! ([`crate::RunSpec`]), or which read-only experiment ([`ReadonlySpec`]). Specs are plain data,
+//! ([`RunSpec`]), or which read-only experiment ([`ReadonlySpec`]). Specs are plain data,
 //! serialised into every result line so a JSONL file says exactly what produced it, and passed as
 //! JSON to child processes.
 
 use std::fmt;
+use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::workload::RunSpec;
 
 /// The engines the harness can drive. Peers exist only with the `peers` feature.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -154,6 +154,16 @@ pub enum CompressionSpec {
     Lz4,
 }
 
+impl CompressionSpec {
+    /// `none` or `lz4`, as parsed and as in run ids and stats lines.
+    pub fn name(self) -> &'static str {
+        match self {
+            CompressionSpec::None => "none",
+            CompressionSpec::Lz4 => "lz4",
+        }
+    }
+}
+
 impl FromStr for CompressionSpec {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
@@ -184,8 +194,9 @@ pub struct EngineSpec {
     /// Background flush/compaction threads (RocksDB `max_background_jobs`, fjall workers,
     /// Strata `background_threads`).
     pub background_threads: usize,
-    /// Strata's sparse index density (`index_every_entries`, the seed's `indexRate`); `None`
-    /// keeps Strata's default. Peers ignore it.
+    /// Strata's sparse index density (`index_every_entries`: at most this many entries per data
+    /// block, i.e. per sparse index entry, what the original read-only store called its
+    /// `indexRate`); `None` keeps Strata's default. Peers ignore it.
     #[serde(default)]
     pub index_every_entries: Option<usize>,
     /// Strata's key-value separation threshold (`value_log_bytes_min`: values of at least this
@@ -205,7 +216,7 @@ impl EngineSpec {
             sync: SyncSpec::EveryMs(100),
             compression: CompressionSpec::None,
             block_cache_bytes: 64 << 20,
-            background_threads: cores(),
+            background_threads: crate::sys::cores(),
             index_every_entries: None,
             value_log_bytes_min: None,
         }
@@ -236,6 +247,135 @@ impl EngineSpec {
     }
 }
 
+/// The operation mixes the partitioned LSM store was originally measured with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Workload {
+    /// 90 % put, 5 % delete, 5 % get.
+    PutHeavy,
+    /// 10 % put, 5 % delete, 85 % get.
+    GetHeavy,
+    /// 45 % put, 45 % delete, 10 % get.
+    DeleteHeavy,
+    /// 33 % put, 33 % delete, 34 % get.
+    Balanced,
+}
+
+impl Workload {
+    /// (put, delete, get) percentages.
+    pub fn percents(self) -> (u32, u32, u32) {
+        match self {
+            Workload::PutHeavy => (90, 5, 5),
+            Workload::GetHeavy => (10, 5, 85),
+            Workload::DeleteHeavy => (45, 45, 10),
+            Workload::Balanced => (33, 33, 34),
+        }
+    }
+
+    /// Parses `put-heavy`, `get-heavy`, `delete-heavy`, `balanced` (also with `_`, any case).
+    pub fn parse(s: &str) -> Option<Workload> {
+        match s.trim().to_ascii_lowercase().replace('_', "-").as_str() {
+            "put-heavy" => Some(Workload::PutHeavy),
+            "get-heavy" => Some(Workload::GetHeavy),
+            "delete-heavy" => Some(Workload::DeleteHeavy),
+            "balanced" => Some(Workload::Balanced),
+            _ => None,
+        }
+    }
+
+    /// Parses a comma-separated list of workloads, or `all`.
+    pub fn parse_list(s: &str) -> Result<Vec<Workload>> {
+        if s.trim() == "all" {
+            return Ok(Workload::ALL.to_vec());
+        }
+        s.split(',')
+            .map(|w| {
+                Workload::parse(w).ok_or_else(|| {
+                    Error::Invalid(format!(
+                        "unknown workload {w:?} (put-heavy, get-heavy, delete-heavy, balanced, all)"
+                    ))
+                })
+            })
+            .collect()
+    }
+
+    /// The name `parse` accepts.
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::PutHeavy => "put-heavy",
+            Workload::GetHeavy => "get-heavy",
+            Workload::DeleteHeavy => "delete-heavy",
+            Workload::Balanced => "balanced",
+        }
+    }
+
+    /// All four, in the order the original measurements list them.
+    pub const ALL: [Workload; 4] = [
+        Workload::PutHeavy,
+        Workload::GetHeavy,
+        Workload::DeleteHeavy,
+        Workload::Balanced,
+    ];
+}
+
+/// One run's workload parameters (the engine is chosen separately).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunSpec {
+    /// Operation mix.
+    pub workload: Workload,
+    /// Share of GET/DELETE keys drawn from keys written before.
+    pub known_key_rate: f64,
+    /// Keys are drawn from `0..key_space`.
+    pub key_space: u64,
+    /// Bytes per value.
+    pub value_bytes: usize,
+    /// Client threads.
+    pub threads: usize,
+    /// How long to run.
+    #[serde(rename = "durationMs", with = "millis")]
+    pub duration: Duration,
+    /// How often to emit a stats line.
+    #[serde(rename = "intervalMs", with = "millis")]
+    pub interval: Duration,
+    /// Seed of the generators.
+    pub seed: u64,
+}
+
+impl RunSpec {
+    /// The original partitioned-store measurements' parameters for `workload`: known-key rate
+    /// 0.5, 100 M keys, 1 KiB values; 2 threads (this machine's cores), 60 s, stats every 10 s.
+    /// ("Seed" is what the design experiments Strata reimplements were called.)
+    pub fn seed_defaults(workload: Workload) -> Self {
+        RunSpec {
+            workload,
+            known_key_rate: 0.5,
+            key_space: 100_000_000,
+            value_bytes: 1024,
+            threads: 2,
+            duration: Duration::from_secs(60),
+            interval: Duration::from_secs(10),
+            seed: 42,
+        }
+    }
+
+    /// Checks the settings.
+    pub fn validate(&self) -> Result<()> {
+        if self.threads == 0 || self.key_space == 0 {
+            return Err(Error::Invalid(
+                "threads and key space must be at least 1".into(),
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.known_key_rate) {
+            return Err(Error::Invalid("known-key rate must be within 0..=1".into()));
+        }
+        if self.interval.is_zero() {
+            return Err(Error::Invalid("the stats interval must be positive".into()));
+        }
+        Ok(())
+    }
+}
+
 /// One mixed-workload run: an engine and a workload.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -246,7 +386,8 @@ pub struct BenchSpec {
     pub run: RunSpec,
 }
 
-/// The read-only benchmark of seed 003: build a data set, then read random keys.
+/// The read-only benchmark (after the original read-only sorted-file store with a sparse
+/// index): build a data set, then read random keys.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ReadonlySpec {
@@ -254,9 +395,9 @@ pub struct ReadonlySpec {
     pub engine: EngineSpec,
     /// Bytes of keys and values to load (the number of keys follows from it).
     pub data_bytes: u64,
-    /// Bytes per key (the seed used 16, a UUID's size).
+    /// Bytes per key (the original used 16, a UUID's size).
     pub key_bytes: usize,
-    /// Bytes per value (the seed used 16, 256 and 4096).
+    /// Bytes per value (the original measured 16, 256 and 4096).
     pub value_bytes: usize,
     /// Share of reads that ask for a key that exists.
     pub known_key_rate: f64,
@@ -301,11 +442,182 @@ impl ReadonlySpec {
     }
 }
 
-/// Logical cores of this machine.
-pub fn cores() -> usize {
-    std::thread::available_parallelism()
-        .map(usize::from)
-        .unwrap_or(1)
+/// What to build and how to open it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StartupSpec {
+    /// The engine and its settings (Strata or Strata's log engine).
+    pub engine: EngineSpec,
+    /// Keys to load.
+    pub keys: u64,
+    /// Bytes per key.
+    pub key_bytes: usize,
+    /// Bytes per value.
+    pub value_bytes: usize,
+    /// Writer threads of the build step.
+    pub load_threads: usize,
+    /// Drop the page cache before the first open of each state (needs root); each state is
+    /// opened warm as well.
+    pub drop_caches: bool,
+    /// Keys read back after each open; every one must be found.
+    pub sample_reads: u64,
+    /// Seed of the generators.
+    pub seed: u64,
+}
+
+impl StartupSpec {
+    /// Checks the settings.
+    pub fn validate(&self) -> Result<()> {
+        if !(8..=1024).contains(&self.key_bytes) {
+            return Err(Error::Invalid(
+                "key bytes must be between 8 and 1024".into(),
+            ));
+        }
+        if self.keys == 0 || self.load_threads == 0 {
+            return Err(Error::Invalid(
+                "keys and load threads must be at least 1".into(),
+            ));
+        }
+        if !self.engine.engine.is_strata() {
+            return Err(Error::Invalid(format!(
+                "the startup benchmark measures Strata's engines (strata, strata-log), not {}",
+                self.engine.engine
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Where the documents come from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum DocsInput {
+    /// Synthetic Reddit comments `0..docs` of `strata_doc::gen` with this seed (the same as
+    /// `strata gen comments DOCS --seed SEED`).
+    Generated {
+        /// How many comments.
+        docs: u64,
+        /// Generator seed.
+        seed: u64,
+    },
+    /// A JSON-lines file (`.gz` is read by one reader thread).
+    File {
+        /// The file.
+        path: PathBuf,
+    },
+}
+
+/// A timed phase over the loaded documents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DocsPhase {
+    /// `DocStore::get` of a random loaded id (the original document store's GET benchmark).
+    Get,
+    /// `DocStore::get_path` of `$.score`: the part of the document only.
+    GetPath,
+    /// The original document store's update benchmark: GET, score + 1, PUT; not atomic.
+    Update,
+    /// `DocStore::increment` of `$.score` by 1: atomic read-modify-write.
+    Increment,
+}
+
+impl DocsPhase {
+    /// Every phase, in the order they run (reads first, then the writes).
+    pub const ALL: [DocsPhase; 4] = [
+        DocsPhase::Get,
+        DocsPhase::GetPath,
+        DocsPhase::Update,
+        DocsPhase::Increment,
+    ];
+
+    /// The name `parse_list` accepts.
+    pub fn name(self) -> &'static str {
+        match self {
+            DocsPhase::Get => "get",
+            DocsPhase::GetPath => "get-path",
+            DocsPhase::Update => "update",
+            DocsPhase::Increment => "increment",
+        }
+    }
+
+    /// Parses a comma-separated list of phases, `all` or `none` (load only).
+    pub fn parse_list(s: &str) -> Result<Vec<DocsPhase>> {
+        match s.trim() {
+            "all" => return Ok(DocsPhase::ALL.to_vec()),
+            "none" | "" => return Ok(Vec::new()),
+            _ => {}
+        }
+        s.split(',')
+            .map(|p| {
+                let p = p.trim().to_ascii_lowercase().replace('_', "-");
+                DocsPhase::ALL
+                    .into_iter()
+                    .find(|ph| ph.name() == p)
+                    .ok_or_else(|| {
+                        Error::Invalid(format!(
+                            "unknown docs phase {p:?} (get, get-path, update, increment, all, none)"
+                        ))
+                    })
+            })
+            .collect()
+    }
+}
+
+/// One document benchmark run: an engine setting, the input, the loader's threads and the timed
+/// phases.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DocsSpec {
+    /// The engine settings (Strata only).
+    pub engine: EngineSpec,
+    /// The documents.
+    pub input: DocsInput,
+    /// Top-level field holding each document's id (the Reddit comments: `id`).
+    pub id_field: String,
+    /// Loader reader threads.
+    pub readers: usize,
+    /// Loader parser/writer threads.
+    pub writers: usize,
+    /// Timed phases after the load, in this order.
+    pub phases: Vec<DocsPhase>,
+    /// Client thread counts; every phase runs once per count.
+    pub threads: Vec<usize>,
+    /// How long each phase runs.
+    #[serde(rename = "durationMs", with = "millis")]
+    pub duration: Duration,
+    /// How often a stats line is written (the original benchmarks: every second).
+    #[serde(rename = "intervalMs", with = "millis")]
+    pub interval: Duration,
+    /// Seed of the id pickers.
+    pub seed: u64,
+}
+
+impl DocsSpec {
+    /// Checks the settings.
+    pub fn validate(&self) -> Result<()> {
+        if self.engine.engine != Engine::Strata {
+            return Err(Error::Invalid(
+                "the document benchmarks run on Strata only".into(),
+            ));
+        }
+        if self.readers == 0 || self.writers == 0 {
+            return Err(Error::Invalid(
+                "loader readers and writers must be at least 1".into(),
+            ));
+        }
+        if !self.phases.is_empty() && (self.threads.is_empty() || self.threads.contains(&0)) {
+            return Err(Error::Invalid(
+                "thread counts must be at least 1 (and at least one is needed)".into(),
+            ));
+        }
+        if self.interval.is_zero() {
+            return Err(Error::Invalid("the stats interval must be positive".into()));
+        }
+        if self.id_field.is_empty() {
+            return Err(Error::Invalid("the id field must be named".into()));
+        }
+        Ok(())
+    }
 }
 
 /// Parses a byte count with an optional binary suffix: `4096`, `64KiB`, `256MiB`, `1GiB`, `2G`.
@@ -396,5 +708,30 @@ mod tests {
             assert_eq!(e.name().parse::<Engine>().unwrap(), e);
         }
         assert!("leveldb".parse::<Engine>().is_err());
+    }
+
+    #[test]
+    fn workloads_parse_in_both_spellings() {
+        assert_eq!(Workload::parse("PUT_HEAVY"), Some(Workload::PutHeavy));
+        assert_eq!(Workload::parse_list("all").unwrap().len(), 4);
+        assert_eq!(
+            Workload::parse_list("balanced,get-heavy").unwrap(),
+            vec![Workload::Balanced, Workload::GetHeavy]
+        );
+        assert!(Workload::parse_list("mostly-reads").is_err());
+    }
+
+    #[test]
+    fn phases_parse_in_both_spellings() {
+        assert_eq!(
+            DocsPhase::parse_list("all").unwrap(),
+            DocsPhase::ALL.to_vec()
+        );
+        assert!(DocsPhase::parse_list("none").unwrap().is_empty());
+        assert_eq!(
+            DocsPhase::parse_list("GET_PATH, increment").unwrap(),
+            vec![DocsPhase::GetPath, DocsPhase::Increment]
+        );
+        assert!(DocsPhase::parse_list("scan").is_err());
     }
 }

@@ -11,73 +11,27 @@
 //! then, for the log engine, the hint files are deleted and `open hints-removed` reopens by
 //! scanning the merged segments. Every open is measured with a cold page cache first (when the
 //! kernel lets this process drop it) and then warm, and checks a sample of keys by reading them.
+//!
+//! This module runs one step ([`step_in_process`]); the runner (`Runner::startup`) runs them in
+//! order, each where the runner's isolation says.
 
 use std::path::Path;
 use std::time::Instant;
 
 use rand::rngs::SmallRng;
-use rand::{Rng, RngCore, SeedableRng};
+use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
+use crate::dir::{dir_bytes, fresh_dir};
 use crate::error::{Error, Result};
-use crate::readonly::{key_from_hash, mix};
-use crate::record::{unix_ms, KIND_STARTUP};
-use crate::runner::{finish_dir, fresh_dir, to_value, Runner, Sink};
-use crate::spec::EngineSpec;
-use crate::store::open_store;
+use crate::keys::{key_from_hash, mix, ValuePool};
+use crate::record::{to_value, unix_ms, Sink, StartupRecord, KIND_STARTUP};
+use crate::spec::StartupSpec;
+use crate::store::{open_store, BenchStore};
 use crate::sys;
-use crate::workload::dir_bytes;
 
-/// Window offsets available for values (values are windows of one random buffer).
-const VALUE_WINDOWS: usize = 4096;
 /// File suffix of the log engine's hint files (`strata::log`), deleted for `hints-removed`.
 const HINT_SUFFIX: &str = ".hint";
-
-/// What to build and how to open it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct StartupSpec {
-    /// The engine and its settings (Strata or Strata's log engine).
-    pub engine: EngineSpec,
-    /// Keys to load.
-    pub keys: u64,
-    /// Bytes per key.
-    pub key_bytes: usize,
-    /// Bytes per value.
-    pub value_bytes: usize,
-    /// Writer threads of the build step.
-    pub load_threads: usize,
-    /// Drop the page cache before the first open of each state (needs root); each state is
-    /// opened warm as well.
-    pub drop_caches: bool,
-    /// Keys read back after each open; every one must be found.
-    pub sample_reads: u64,
-    /// Seed of the generators.
-    pub seed: u64,
-}
-
-impl StartupSpec {
-    /// Checks the settings.
-    pub fn validate(&self) -> Result<()> {
-        if !(8..=1024).contains(&self.key_bytes) {
-            return Err(Error::Invalid(
-                "key bytes must be between 8 and 1024".into(),
-            ));
-        }
-        if self.keys == 0 || self.load_threads == 0 {
-            return Err(Error::Invalid(
-                "keys and load threads must be at least 1".into(),
-            ));
-        }
-        if !self.engine.engine.is_strata() {
-            return Err(Error::Invalid(format!(
-                "the startup benchmark measures Strata's engines (strata, strata-log), not {}",
-                self.engine.engine
-            )));
-        }
-        Ok(())
-    }
-}
 
 /// One step of the startup benchmark.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -94,102 +48,6 @@ pub enum StartupStep {
         /// Drop the page cache first.
         cold: bool,
     },
-}
-
-/// The result of one step.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct StartupRecord {
-    /// Always [`KIND_STARTUP`].
-    pub kind: String,
-    /// Id of the whole benchmark (all steps share it).
-    pub run_id: String,
-    /// Wall-clock start of the step, milliseconds since the Unix epoch.
-    pub started_unix_ms: u64,
-    /// Cores, memory and kernel of the machine.
-    pub machine: String,
-    /// Whether the step had a process to itself.
-    pub isolated: bool,
-    /// What was built.
-    pub spec: StartupSpec,
-    /// `build`, `merge` or `open`.
-    pub step: String,
-    /// For opens: the directory's state (`after-load`, `after-merge`, `hints-removed`).
-    pub state: String,
-    /// For opens: whether the page cache was dropped first (asked for and allowed).
-    pub cold_cache: bool,
-    /// Seconds the step's main action took: loading, compacting, or `Db::open`.
-    pub seconds: f64,
-    /// Bytes of files in the directory after the step.
-    pub disk_bytes: u64,
-    /// Hint files in the directory after the step.
-    pub hint_files: u64,
-    /// Resident memory just before the open (opens only).
-    pub rss_before_bytes: Option<u64>,
-    /// Resident memory just after the open, before any read.
-    pub rss_after_bytes: Option<u64>,
-    /// `(rss_after - rss_before) / keys`: memory the opened store holds per key.
-    pub rss_bytes_per_key: Option<f64>,
-    /// The engine's own estimate of its in-memory index (log engine), bytes.
-    pub index_bytes: Option<u64>,
-    /// Keys in the in-memory index (log engine).
-    pub index_keys: Option<u64>,
-    /// Keys read back after the open.
-    pub sample_reads: u64,
-    /// Of those, found (must equal `sample_reads`).
-    pub sample_found: u64,
-    /// Peak resident memory of the process.
-    pub peak_rss_bytes: Option<u64>,
-    /// The machine's 1-minute load average at the end of the step.
-    pub load_avg_1m: Option<f64>,
-}
-
-/// Runs every step of `spec` in order and returns their records.
-pub fn startup(runner: &Runner, spec: &StartupSpec, sink: Sink<'_>) -> Result<Vec<StartupRecord>> {
-    spec.validate()?;
-    let run_id = format!(
-        "{}-{}-startup-k{}-p{}",
-        unix_ms(),
-        spec.engine.engine,
-        spec.keys,
-        spec.engine.partitions
-    );
-    let mut records = Vec::new();
-    let mut step = |s: StartupStep, sink: Sink<'_>| -> Result<()> {
-        let r = runner.startup_step(spec, &s, &run_id, sink)?;
-        eprintln!("  {}", one_line(&r));
-        records.push(r);
-        Ok(())
-    };
-    let opens = |state: &str| -> Vec<StartupStep> {
-        let colds: &[bool] = if spec.drop_caches {
-            &[true, false]
-        } else {
-            &[false]
-        };
-        colds
-            .iter()
-            .map(|&cold| StartupStep::Open {
-                state: state.to_string(),
-                cold,
-            })
-            .collect()
-    };
-    step(StartupStep::Build, sink)?;
-    for s in opens("after-load") {
-        step(s, sink)?;
-    }
-    step(StartupStep::Merge, sink)?;
-    for s in opens("after-merge") {
-        step(s, sink)?;
-    }
-    if remove_hint_files(&runner.dir)? > 0 {
-        for s in opens("hints-removed") {
-            step(s, sink)?;
-        }
-    }
-    finish_dir(&runner.dir, runner.keep_data)?;
-    Ok(records)
 }
 
 /// A one-line description of a record for the terminal.
@@ -321,9 +179,8 @@ pub fn step_in_process(
 }
 
 /// Loads keys `0..spec.keys` (in hash order, i.e. random) from `spec.load_threads` threads.
-fn load(store: &dyn crate::store::BenchStore, spec: &StartupSpec) -> Result<()> {
-    let mut pool = vec![0u8; spec.value_bytes + VALUE_WINDOWS];
-    SmallRng::seed_from_u64(spec.seed).fill_bytes(&mut pool);
+fn load(store: &dyn BenchStore, spec: &StartupSpec) -> Result<()> {
+    let pool = ValuePool::seeded(spec.value_bytes, spec.seed);
     let threads = spec.load_threads as u64;
     std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
@@ -335,8 +192,7 @@ fn load(store: &dyn crate::store::BenchStore, spec: &StartupSpec) -> Result<()> 
                     while i < spec.keys {
                         let h = mix(i);
                         key_from_hash(h, &mut key);
-                        let off = (h % VALUE_WINDOWS as u64) as usize;
-                        store.put(&key, &pool[off..off + spec.value_bytes])?;
+                        store.put(&key, pool.value(h))?;
                         i += threads;
                     }
                     Ok(())

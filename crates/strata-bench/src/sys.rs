@@ -52,6 +52,13 @@ fn status_kib(field: &str) -> Option<u64> {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
+/// Logical cores of this machine.
+pub fn cores() -> usize {
+    std::thread::available_parallelism()
+        .map(usize::from)
+        .unwrap_or(1)
+}
+
 /// The 1-minute load average (runnable threads, all processes): how busy the machine was.
 pub fn load_avg_1m() -> Option<f64> {
     std::fs::read_to_string("/proc/loadavg")
@@ -77,7 +84,7 @@ pub fn machine_summary() -> String {
         .unwrap_or_else(|_| "unknown".into());
     format!(
         "{} cores, {:.1} GiB RAM, Linux {}",
-        crate::spec::cores(),
+        cores(),
         mem_kib as f64 / (1u64 << 20) as f64,
         kernel
     )

@@ -1,10 +1,13 @@
-//! Mixed-workload runs (seed 000): client threads draw operations from one of the seed's mixes,
-//! count them per interval and record latencies in HDR histograms; every interval one stats line
-//! with the seed's fields (`nanoTime, put, delete, deleteFound, get, getFound, fileSize`, counts
-//! per interval) plus latency percentiles is handed to the caller.
+//! Mixed-workload runs, as in the experiment Strata's partitioned LSM store comes from (a
+//! hash-partitioned LSM store measured with PUT-, GET- and DELETE-heavy mixes across partition
+//! counts): client threads draw operations from one of those mixes ([`Workload`]), count them per
+//! interval and record latencies in HDR histograms; every interval one stats line with that
+//! experiment's fields (`nanoTime, put, delete, deleteFound, get, getFound, fileSize`, counts per
+//! interval) plus latency percentiles is handed to the caller.
 //!
-//! Known keys come from a bounded per-thread [`Reservoir`] of keys that thread wrote (as the seed
-//! did), so memory stays flat however long the run. Values are windows of a per-thread random
+//! Known keys come from a bounded per-thread [`Reservoir`] of keys that thread wrote (the original
+//! benchmark also drew known keys from the keys its thread had written), so memory stays flat
+//! however long the run. Values are windows of a per-thread random
 //! buffer: incompressible, and no allocation per operation.
 
 use std::path::Path;
@@ -14,165 +17,15 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use parking_lot::Mutex;
 use rand::rngs::SmallRng;
-use rand::{Rng, RngCore, SeedableRng};
-use serde::{Deserialize, Serialize};
+use rand::{Rng, SeedableRng};
 
+use crate::dir::dir_bytes;
 use crate::error::{Error, Result};
+use crate::keys::{key_of, ValuePool, VALUE_WINDOWS};
+use crate::latency::{latency_histogram, micros_since};
+use crate::record::RunSummary;
+use crate::spec::RunSpec;
 use crate::store::BenchStore;
-
-/// The seed's workloads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Workload {
-    /// 90 % put, 5 % delete, 5 % get.
-    PutHeavy,
-    /// 10 % put, 5 % delete, 85 % get.
-    GetHeavy,
-    /// 45 % put, 45 % delete, 10 % get.
-    DeleteHeavy,
-    /// 33 % put, 33 % delete, 34 % get.
-    Balanced,
-}
-
-impl Workload {
-    /// (put, delete, get) percentages.
-    pub fn percents(self) -> (u32, u32, u32) {
-        match self {
-            Workload::PutHeavy => (90, 5, 5),
-            Workload::GetHeavy => (10, 5, 85),
-            Workload::DeleteHeavy => (45, 45, 10),
-            Workload::Balanced => (33, 33, 34),
-        }
-    }
-
-    /// Parses `put-heavy`, `get-heavy`, `delete-heavy`, `balanced` (also with `_`, any case).
-    pub fn parse(s: &str) -> Option<Workload> {
-        match s.trim().to_ascii_lowercase().replace('_', "-").as_str() {
-            "put-heavy" => Some(Workload::PutHeavy),
-            "get-heavy" => Some(Workload::GetHeavy),
-            "delete-heavy" => Some(Workload::DeleteHeavy),
-            "balanced" => Some(Workload::Balanced),
-            _ => None,
-        }
-    }
-
-    /// Parses a comma-separated list of workloads, or `all`.
-    pub fn parse_list(s: &str) -> Result<Vec<Workload>> {
-        if s.trim() == "all" {
-            return Ok(Workload::ALL.to_vec());
-        }
-        s.split(',')
-            .map(|w| {
-                Workload::parse(w).ok_or_else(|| {
-                    Error::Invalid(format!(
-                        "unknown workload {w:?} (put-heavy, get-heavy, delete-heavy, balanced, all)"
-                    ))
-                })
-            })
-            .collect()
-    }
-
-    /// The name `parse` accepts.
-    pub fn name(self) -> &'static str {
-        match self {
-            Workload::PutHeavy => "put-heavy",
-            Workload::GetHeavy => "get-heavy",
-            Workload::DeleteHeavy => "delete-heavy",
-            Workload::Balanced => "balanced",
-        }
-    }
-
-    /// All four, in the seed's order.
-    pub const ALL: [Workload; 4] = [
-        Workload::PutHeavy,
-        Workload::GetHeavy,
-        Workload::DeleteHeavy,
-        Workload::Balanced,
-    ];
-}
-
-/// One run's workload parameters (the engine is chosen separately).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RunSpec {
-    /// Operation mix.
-    pub workload: Workload,
-    /// Share of GET/DELETE keys drawn from keys written before.
-    pub known_key_rate: f64,
-    /// Keys are drawn from `0..key_space`.
-    pub key_space: u64,
-    /// Bytes per value.
-    pub value_bytes: usize,
-    /// Client threads.
-    pub threads: usize,
-    /// How long to run.
-    #[serde(rename = "durationMs", with = "crate::spec::millis")]
-    pub duration: Duration,
-    /// How often to emit a stats line.
-    #[serde(rename = "intervalMs", with = "crate::spec::millis")]
-    pub interval: Duration,
-    /// Seed of the generators.
-    pub seed: u64,
-}
-
-impl RunSpec {
-    /// The seed's parameters for `workload`: known-key rate 0.5, 100 M keys, 1 KiB values; 2
-    /// threads (this machine's cores), 60 s, stats every 10 s.
-    pub fn seed_defaults(workload: Workload) -> Self {
-        RunSpec {
-            workload,
-            known_key_rate: 0.5,
-            key_space: 100_000_000,
-            value_bytes: 1024,
-            threads: 2,
-            duration: Duration::from_secs(60),
-            interval: Duration::from_secs(10),
-            seed: 42,
-        }
-    }
-
-    /// Checks the settings.
-    pub fn validate(&self) -> Result<()> {
-        if self.threads == 0 || self.key_space == 0 {
-            return Err(Error::Invalid(
-                "threads and key space must be at least 1".into(),
-            ));
-        }
-        if !(0.0..=1.0).contains(&self.known_key_rate) {
-            return Err(Error::Invalid("known-key rate must be within 0..=1".into()));
-        }
-        if self.interval.is_zero() {
-            return Err(Error::Invalid("the stats interval must be positive".into()));
-        }
-        Ok(())
-    }
-}
-
-/// Totals of a run.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RunSummary {
-    /// Operations of all kinds.
-    pub ops: u64,
-    /// Seconds the run took.
-    pub seconds: f64,
-    /// Operations per second.
-    pub ops_per_sec: f64,
-    /// Median latency of all operations, microseconds.
-    pub p50_us: u64,
-    /// 99th percentile latency of all operations, microseconds.
-    pub p99_us: u64,
-    /// 99.9th percentile latency of all operations, microseconds.
-    pub p999_us: u64,
-    /// Highest latency seen, microseconds.
-    pub max_us: u64,
-    /// Lowest ops/s of any interval.
-    pub interval_ops_per_sec_min: f64,
-    /// Highest ops/s of any interval.
-    pub interval_ops_per_sec_max: f64,
-    /// Bytes of keys and values the clients asked to write (puts: key + value; deletes: key).
-    pub user_bytes_written: u64,
-}
 
 /// At most this many known keys per client thread.
 pub const RESERVOIR_KEYS_MAX: usize = 100_000;
@@ -227,7 +80,7 @@ impl Reservoir {
     }
 }
 
-/// Operation counts of one interval, as in the seed's stats line.
+/// Operation counts of one interval, the counts of a stats line.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct IntervalCounts {
     /// Puts.
@@ -249,8 +102,8 @@ impl IntervalCounts {
     }
 }
 
-/// Builds one stats line: the seed's fields plus `{put,get,delete}{P50,P99,P999}us` for every kind
-/// of operation that ran in the interval.
+/// Builds one stats line: the original benchmark's fields (`nanoTime`, the counts, `fileSize`)
+/// plus `{put,get,delete}{P50,P99,P999}us` for every kind of operation that ran in the interval.
 pub fn stats_line(
     elapsed: Duration,
     counts: IntervalCounts,
@@ -302,12 +155,6 @@ pub(crate) struct Hists {
     pub(crate) delete: Histogram<u64>,
 }
 
-/// A histogram of microseconds from 1 us to 10 minutes with 2 significant digits.
-pub(crate) fn latency_histogram() -> Result<Histogram<u64>> {
-    Histogram::<u64>::new_with_bounds(1, 600_000_000, 2)
-        .map_err(|e| Error::Invalid(format!("histogram: {e}")))
-}
-
 impl Hists {
     fn new() -> Result<Self> {
         Ok(Hists {
@@ -329,43 +176,6 @@ impl Hists {
         self.get.reset();
         self.delete.reset();
     }
-}
-
-/// Microseconds since `t0`, at least 1 (histograms start at 1).
-pub(crate) fn micros_since(t0: Instant) -> u64 {
-    u64::try_from(t0.elapsed().as_micros())
-        .unwrap_or(u64::MAX)
-        .max(1)
-}
-
-/// Bytes of all files under `dir`.
-pub fn dir_bytes(dir: &Path) -> u64 {
-    let mut total = 0;
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in rd.flatten() {
-            match e.metadata() {
-                Ok(m) if m.is_dir() => stack.push(e.path()),
-                Ok(m) => total += m.len(),
-                Err(_) => {}
-            }
-        }
-    }
-    total
-}
-
-/// The 16-byte key of key number `n`: its decimal digits, zero-padded (sorts like `n`).
-pub fn key_of(n: u64) -> [u8; 16] {
-    let mut k = [b'0'; 16];
-    let mut v = n % 10_000_000_000_000_000;
-    for slot in k.iter_mut().rev() {
-        *slot = b'0' + (v % 10) as u8;
-        v /= 10;
-    }
-    k
 }
 
 /// Runs `spec` against `store`, handing one stats line per interval to `emit`.
@@ -484,10 +294,8 @@ fn client(
 ) -> Result<()> {
     let mut rng =
         SmallRng::seed_from_u64(spec.seed ^ (thread as u64 + 1).wrapping_mul(0x9E37_79B9));
-    // Incompressible values; each put takes a different window of this buffer.
-    const WINDOWS: usize = 4096;
-    let mut pool = vec![0u8; spec.value_bytes + WINDOWS];
-    rng.fill_bytes(&mut pool);
+    // Incompressible values; each put takes a different window of one buffer.
+    let pool = ValuePool::new(spec.value_bytes, &mut rng);
     let mut reservoir = Reservoir::new(RESERVOIR_KEYS_MAX);
     let (put_pct, delete_pct, _) = spec.workload.percents();
     let pick = |rng: &mut SmallRng, reservoir: &Reservoir| -> u64 {
@@ -502,9 +310,9 @@ fn client(
         let r = rng.gen_range(0..100);
         if r < put_pct {
             let k = rng.gen_range(0..spec.key_space);
-            let off = rng.gen_range(0..WINDOWS);
+            let window = rng.gen_range(0..VALUE_WINDOWS);
             let key = key_of(k);
-            let value = &pool[off..off + spec.value_bytes];
+            let value = pool.value(window as u64);
             let t0 = Instant::now();
             store.put(&key, value)?;
             hist.lock().put.saturating_record(micros_since(t0));
@@ -516,7 +324,8 @@ fn client(
         } else if r < put_pct + delete_pct {
             let key = key_of(pick(&mut rng, &reservoir));
             let t0 = Instant::now();
-            // The seed counted deletes that found their key: look first, like it did.
+            // The original benchmark counted deletes that found their key (`deleteFound`): look
+            // first, as it did, and time both.
             let found = store.get(&key)?;
             store.delete(&key)?;
             hist.lock().delete.saturating_record(micros_since(t0));
@@ -561,7 +370,7 @@ mod tests {
     }
 
     #[test]
-    fn stats_line_has_the_seed_fields_and_percentiles() {
+    fn stats_line_has_the_interval_counts_and_percentiles() {
         let mut h = latency_histogram().unwrap();
         for us in 1..=100 {
             h.record(us).unwrap();
@@ -595,23 +404,5 @@ mod tests {
             assert_eq!(line[field].as_u64(), Some(want), "{field} in {line}");
         }
         assert!(line.get("getP99us").is_none(), "no gets ran: {line}");
-    }
-
-    #[test]
-    fn keys_sort_like_their_numbers() {
-        assert_eq!(&key_of(42), b"0000000000000042");
-        assert!(key_of(9) < key_of(10));
-        assert_eq!(&key_of(99_999_999), b"0000000099999999");
-    }
-
-    #[test]
-    fn workloads_parse_in_both_spellings() {
-        assert_eq!(Workload::parse("PUT_HEAVY"), Some(Workload::PutHeavy));
-        assert_eq!(Workload::parse_list("all").unwrap().len(), 4);
-        assert_eq!(
-            Workload::parse_list("balanced,get-heavy").unwrap(),
-            vec![Workload::Balanced, Workload::GetHeavy]
-        );
-        assert!(Workload::parse_list("mostly-reads").is_err());
     }
 }

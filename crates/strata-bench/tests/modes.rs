@@ -7,8 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use strata_bench::docs::{prepare_input, DocsOpsRecord};
-use strata_bench::record::{read_jsonl, Line};
+use strata_bench::docs::prepare_input;
+use strata_bench::record::{read_jsonl, DocsOpsRecord, Line};
 use strata_bench::{
     compare, matrix, readonly, report, BenchSpec, CompressionSpec, DocsInput, DocsPhase, DocsSpec,
     Engine, EngineSpec, Isolation, ReadonlySpec, RunSpec, Runner, Workload,
@@ -93,7 +93,7 @@ fn every_mode_runs_and_the_report_draws_its_output() {
         assert!(records.iter().all(|r| r.peak_rss_bytes.is_some()));
         assert!(records[0].io_write_bytes.is_some());
     }
-    let table = compare::format_table(&records);
+    let table = report::format_table(&records);
     assert!(table.contains("| put-heavy | strata |"), "{table}");
     assert!(table.contains("1.00x"), "{table}");
 

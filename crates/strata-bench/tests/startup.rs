@@ -4,8 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use strata_bench::record::{read_jsonl, Line};
-use strata_bench::startup::{startup, StartupSpec};
-use strata_bench::{Engine, EngineSpec, Isolation, Runner};
+use strata_bench::{Engine, EngineSpec, Isolation, Runner, StartupSpec};
 
 fn spec(engine: Engine) -> StartupSpec {
     StartupSpec {
@@ -31,11 +30,12 @@ fn log_engine_opens_from_segments_from_hints_and_without_hints() {
         progress: false,
     };
     let mut lines = Vec::new();
-    let records = startup(&runner, &spec(Engine::StrataLog), &mut |v| {
-        lines.push(v.to_string());
-        Ok(())
-    })
-    .unwrap();
+    let records = runner
+        .startup(&spec(Engine::StrataLog), &mut |v| {
+            lines.push(v.to_string());
+            Ok(())
+        })
+        .unwrap();
     let steps: Vec<(String, String)> = records
         .iter()
         .map(|r| (r.step.clone(), r.state.clone()))
@@ -83,7 +83,9 @@ fn lsm_engine_startup_runs_in_child_processes() {
         keep_data: false,
         progress: false,
     };
-    let records = startup(&runner, &spec(Engine::Strata), &mut |_| Ok(())).unwrap();
+    let records = runner
+        .startup(&spec(Engine::Strata), &mut |_| Ok(()))
+        .unwrap();
     // No hint files in an LSM store: no hints-removed state.
     assert_eq!(records.len(), 4);
     assert!(records.iter().all(|r| r.isolated));
@@ -102,6 +104,8 @@ fn peers_are_refused() {
         keep_data: false,
         progress: false,
     };
-    let err = startup(&runner, &spec(Engine::Rocksdb), &mut |_| Ok(())).unwrap_err();
+    let err = runner
+        .startup(&spec(Engine::Rocksdb), &mut |_| Ok(()))
+        .unwrap_err();
     assert!(err.to_string().contains("Strata's engines"), "{err}");
 }

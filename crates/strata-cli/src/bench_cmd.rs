@@ -1,15 +1,18 @@
 //! `strata bench`: the front end of the `strata-bench` harness.
 //!
-//! - `run` (also plain `strata bench ...`): the seeds' workloads on one engine, one JSON line per
-//!   interval and a summary line per run;
+//! - `run` (also plain `strata bench ...`): the mixed workloads (PUT-, GET-, DELETE-heavy,
+//!   balanced) the partitioned LSM store was originally measured with, on one engine, one JSON
+//!   line per interval and a summary line per run;
 //! - `compare`: the same workloads on Strata and each peer, each in a child process of its own,
 //!   then a table with ratios to Strata;
 //! - `matrix`: partitions x threads per workload;
-//! - `readonly`: seed 003's read-only benchmark;
+//! - `readonly`: the read-only benchmark (after the original read-only sorted-file store with a
+//!   sparse index: build a data set, then random reads);
 //! - `startup`: open time and memory per key of Strata's engines (log engine with and without
 //!   hint files);
-//! - `docs`: seed 002's document benchmarks: load synthetic Reddit comments (once per compression
-//!   setting), then GET, partial GET, the seed's update and the atomic increment per thread count;
+//! - `docs`: the document benchmarks, after the original JSON document store's: load synthetic
+//!   Reddit comments (once per compression setting), then GET, partial GET, the original's update
+//!   (GET, change, PUT) and the atomic increment per thread count;
 //! - `report`: PNG plots and an index.html from JSONL results;
 //! - `child` (hidden): runs one job for `compare`/`matrix`/`readonly`/`docs` and writes its lines
 //!   to stdout.
@@ -22,13 +25,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use strata_bench::docs::{compression_name, prepare_input, DocsResult};
+use strata_bench::docs::{prepare_input, DocsResult};
 use strata_bench::readonly::ReadPoint;
 use strata_bench::spec::{parse_bytes, parse_list};
-use strata_bench::startup::{self, StartupSpec};
 use strata_bench::{
     compare, matrix, report, BenchSpec, CompressionSpec, DocsInput, DocsPhase, DocsSpec, Engine,
-    EngineSpec, Isolation, ReadonlySpec, RunSpec, Runner, SyncSpec, Workload,
+    EngineSpec, Isolation, ReadonlySpec, RunSpec, Runner, StartupSpec, SyncSpec, Workload,
 };
 
 /// `strata bench [run|compare|matrix|readonly|report] ...`
@@ -51,12 +53,12 @@ enum BenchCommand {
     Compare(CompareArgs),
     /// Run a partitions x threads grid per workload.
     Matrix(MatrixArgs),
-    /// Build a read-only data set and read random keys from it (seed 003).
+    /// Build a read-only data set and read random keys from it.
     Readonly(ReadonlyArgs),
     /// Load N keys, then time reopening (log engine: from segments, from hint files) and
     /// measure resident memory per key.
     Startup(StartupArgs),
-    /// Load JSON documents, then GET, partial GET and update them by id (seed 002).
+    /// Load JSON documents, then GET, partial GET and update them by id.
     Docs(DocsArgs),
     /// Draw PNG plots and an index.html from JSONL result files.
     Report(ReportArgs),
@@ -136,7 +138,8 @@ struct EngineArgs {
     /// Background flush/compaction threads (default: one per core).
     #[arg(long)]
     background_threads: Option<usize>,
-    /// Strata only: at most this many entries per data block (the seed's index rate).
+    /// Strata only: the index rate, at most this many entries per data block (the sparse index
+    /// holds one key per block).
     #[arg(long)]
     index_every: Option<usize>,
     /// Strata only: values of at least this many bytes go to the (uncompressed) value log, e.g.
@@ -272,10 +275,12 @@ struct ReadonlyArgs {
     /// Bytes per key.
     #[arg(long, default_value_t = 16)]
     key_size: usize,
-    /// Bytes per value; a list builds one data set per size (the seed: 16,256,4096).
+    /// Bytes per value; a list builds one data set per size (the original read-only store was
+    /// measured with 16,256,4096).
     #[arg(long, default_value = "256")]
     value_size: String,
-    /// Share of reads for keys that exist; a list reads once per rate (the seed: 0.1,0.5,0.9).
+    /// Share of reads for keys that exist; a list reads once per rate (the original read-only
+    /// store was measured with 0.1,0.5,0.9).
     #[arg(long, default_value = "0.5")]
     known_key_rate: String,
     /// Reader threads; a list reads once per count.
@@ -330,7 +335,7 @@ struct DocsArgs {
     /// Seconds per phase and thread count.
     #[arg(long, default_value_t = 10)]
     duration: u64,
-    /// Seconds between stats lines (the seed: 1).
+    /// Seconds between stats lines (the original document benchmarks: 1).
     #[arg(long, default_value_t = 1)]
     interval: u64,
     /// Seed of the comment generator and of the id pickers.
@@ -483,7 +488,7 @@ fn compare_mode(a: &CompareArgs) -> anyhow::Result<()> {
         &a.workload.base(),
         &mut sink,
     )?;
-    let table = compare::format_table(&records);
+    let table = report::format_table(&records);
     println!("{table}");
     if let Some(p) = &a.table {
         std::fs::write(p, &table).with_context(|| format!("writing {}", p.display()))?;
@@ -568,13 +573,13 @@ fn startup_mode(a: &StartupArgs) -> anyhow::Result<()> {
             keys: a.keys,
             key_bytes: a.key_size,
             value_bytes: a.value_size,
-            load_threads: a.load_threads.unwrap_or_else(strata_bench::spec::cores),
+            load_threads: a.load_threads.unwrap_or_else(strata_bench::sys::cores),
             drop_caches: a.drop_caches,
             sample_reads: a.sample_reads,
             seed: a.seed,
         };
         // Each step prints its line to stderr as it finishes.
-        startup::startup(&runner, &spec, &mut sink)?;
+        runner.startup(&spec, &mut sink)?;
     }
     eprintln!("results appended to {}", a.out.display());
     Ok(())
@@ -643,7 +648,7 @@ fn docs_mode(a: &DocsArgs) -> anyhow::Result<()> {
 
 fn print_docs(r: &DocsResult) {
     let l = &r.load;
-    let compression = compression_name(l.spec.engine.compression);
+    let compression = l.spec.engine.compression.name();
     let mb = |b: u64| b as f64 / 1e6;
     println!(
         "docs, compression {compression}: loaded {} docs in {:.1} s: {:.0} docs/s, {:.1} MB/s; \

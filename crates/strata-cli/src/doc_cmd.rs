@@ -1,6 +1,7 @@
 //! The document commands of the `strata` binary: `gen` (synthetic Reddit comments as JSON lines on
-//! stdout), `load` (JSON lines into the document store, with a progress bar on stderr and the
-//! seed's stats line on stdout every second) and `doc get|put|del|incr|set|scan`. Only glue: the
+//! stdout), `load` (JSON lines into the document store, with a progress bar on stderr and a stats
+//! line `{"time","writes","size"}` on stdout every second, as the original document store's loader
+//! printed) and `doc get|put|del|incr|set|scan`. Only glue: the
 //! work is done by `strata_doc`.
 
 use std::io::{self, BufWriter, Write};
@@ -16,7 +17,8 @@ use strata_doc::{Doc, DocStore, Path as DocPath};
 /// What `strata gen` generates.
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum GenKind {
-    /// Reddit comments with the seed's field set and size distribution.
+    /// Reddit comments with the fields of pushshift.io's comments and the size distribution of
+    /// 147 M real ones.
     Comments,
 }
 

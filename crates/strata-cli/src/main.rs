@@ -80,7 +80,8 @@ enum Command {
     Gen(doc_cmd::GenArgs),
     /// Load JSON-lines documents into the document store.
     Load(doc_cmd::LoadArgs),
-    /// Run the seeds' benchmark workloads (fresh data directory per run).
+    /// Run benchmarks: mixed workloads, read-only, startup, documents (fresh data directory per
+    /// run).
     Bench(bench_cmd::BenchArgs),
     /// Document store commands.
     Doc {

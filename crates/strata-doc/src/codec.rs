@@ -1,5 +1,6 @@
-//! The binary value codec (the seed's prefix-byte scheme): [`encode`], [`decode`], [`skip`],
-//! [`encoded_len`], and the versioned stored form ([`encode_stored`], [`decode_stored`]).
+//! The binary value codec (the prefix-byte encoding of the JSON document store Strata's documents
+//! reimplement): [`encode`], [`decode`], [`skip`], [`encoded_len`], and the versioned stored form
+//! ([`encode_stored`], [`decode_stored`]).
 //!
 //! Every value starts with one prefix byte: the low nibble is the type code, the high nibble an
 //! inline number 0-14, or 15 meaning "an unsigned LEB128 varint with the full number follows".
@@ -558,7 +559,8 @@ mod tests {
 
     #[test]
     fn seed_test_vectors() {
-        // The seed's DElementSerializationTest sizes, plus the exact bytes.
+        // The encoded sizes the original encoding's serialization test expects, plus the exact
+        // bytes.
         round_trip(Doc::Null, Some(&[0x01]));
         round_trip(Doc::Bool(true), Some(&[0x02]));
         round_trip(Doc::Bool(false), Some(&[0x03]));
@@ -745,7 +747,8 @@ mod tests {
             decode_stored(&[STORED_FORMAT_VERSION, 0x19, 0x2a, 0x01], &names),
             Err(Error::UnknownName { id: 2, offset: 2 })
         ));
-        // A table that lacks a name just writes it inline, as the seed did.
+        // A table that lacks a name just writes it inline, as the original encoding wrote every
+        // map key.
         let plain = encode_stored(&doc, &KeyNames::detached()).unwrap();
         assert_eq!(&plain[1..], &encode(&doc).unwrap()[..]);
         assert!(plain.len() > stored.len());

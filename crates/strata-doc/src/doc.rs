@@ -511,7 +511,7 @@ mod tests {
 
     #[test]
     fn maps_compare_entry_by_entry_not_by_size() {
-        // The seed compared maps by size only: these two would have been equal.
+        // The original document store compared maps by size only: these two were equal there.
         assert_ne!(map(&[("a", Doc::Int(1))]), map(&[("a", Doc::Int(2))]));
         assert!(map(&[("a", Doc::Int(1))]) < map(&[("a", Doc::Int(2))]));
         assert!(map(&[("a", Doc::Int(9))]) < map(&[("b", Doc::Int(0))]));

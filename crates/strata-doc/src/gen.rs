@@ -1,7 +1,8 @@
-//! Synthetic Reddit comments as JSON lines, deterministic per seed: the seed 002 field set (the 44
+//! Synthetic Reddit comments as JSON lines, deterministic per RNG seed, standing in for the input
+//! of the original document store's benchmarks (147 M real comments): the same field set (the 44
 //! fields of a pushshift.io comment: `id`, `author`, `body`, `score`, `subreddit`, `created_utc`,
-//! ...) with a line-size distribution fitted to the seed's measured percentiles of 147 M real
-//! comments ([`SIZE_PERCENTILES`]: p50 1184 bytes, p99 2506, max 121 186).
+//! ...) with a line-size distribution fitted to the percentiles measured over those comments
+//! ([`SIZE_PERCENTILES`]: p50 1184 bytes, p99 2506, max 121 186).
 //!
 //! Each comment `i` of seed `s` is a pure function of `(s, i)` (its own splitmix64 stream), so any
 //! range can be generated independently and in parallel. Ids are 7 base-36 characters from a
@@ -15,8 +16,8 @@ use std::io::{self, Write};
 
 use crate::json::write_json_string;
 
-/// (cumulative fraction, line bytes) of real comments, from the seed: min, p25, p50, p75, p90,
-/// p95, p99, p99.9, max.
+/// (cumulative fraction, line bytes) of the 147 M real comments the original document benchmarks
+/// loaded: min, p25, p50, p75, p90, p95, p99, p99.9, max.
 pub const SIZE_PERCENTILES: [(f64, f64); 9] = [
     (0.0, 919.0),
     (0.25, 1119.0),
@@ -501,7 +502,7 @@ mod tests {
     }
 
     #[test]
-    fn comments_have_the_seed_field_set_and_parse() {
+    fn comments_have_the_pushshift_field_set_and_parse() {
         let line = comment_json(1, 0);
         let doc = Doc::from_json(&line).unwrap();
         let m = doc.as_map().unwrap();
@@ -566,7 +567,7 @@ mod tests {
     }
 
     #[test]
-    fn size_percentiles_match_the_seed_roughly() {
+    fn size_percentiles_match_the_measured_ones_roughly() {
         let n = 20_000;
         let mut sizes: Vec<usize> = (0..n)
             .map(|i| {

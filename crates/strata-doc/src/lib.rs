@@ -2,10 +2,11 @@
 //!
 //! Documents on top of the `strata` key/value engine: a JSON-like value model with a total order
 //! ([`Doc`]), exact decimals ([`Decimal`]), JSON conversion ([`from_json_str`],
-//! [`to_json_string`]), the seed's compact prefix-byte value codec ([`encode`], [`decode`],
-//! [`skip`]), an order-preserving key codec ([`encode_key`]), paths that walk encoded bytes
-//! ([`Path`], [`get_path_bytes`]), the document store ([`DocStore`]), a synthetic Reddit-comment
-//! generator ([`gen::write_comments`]) and a parallel JSON-lines loader ([`load::load`]).
+//! [`to_json_string`]), a compact prefix-byte value codec (the original document store's encoding:
+//! [`encode`], [`decode`], [`skip`]), an order-preserving key codec ([`encode_key`]), paths that
+//! walk encoded bytes ([`Path`], [`get_path_bytes`]), the document store ([`DocStore`]), a
+//! synthetic Reddit-comment generator ([`gen::write_comments`]) and a parallel JSON-lines loader
+//! ([`load::load`]).
 //!
 //! ```
 //! use strata_doc::{decode, encode, Doc, Path};

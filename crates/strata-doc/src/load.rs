@@ -1,19 +1,19 @@
 //! The parallel JSON-lines loader: [`load`] reads a `.jsonl` file (or `.jsonl.gz`), parses each
 //! line into a document and puts it into a [`DocStore`] under the value of its id field.
 //!
-//! Threads (the seed's design): `readers` threads each own one byte range of the file, aligned to
-//! line starts (a line belongs to the range holding its first byte), and send batches of lines
-//! into one bounded queue; `writers` threads parse the lines and write each batch with one engine
-//! write batch. A gzip input cannot be split, so it gets one reader. Memory is bounded: at most
-//! `queue_batches_max` batches of at most `batch_bytes_max` bytes wait, and a line longer than
-//! `line_bytes_max` is rejected without being held in memory.
+//! Threads (as in the original document store's loader): `readers` threads each own one byte range
+//! of the file, aligned to line starts (a line belongs to the range holding its first byte), and
+//! send batches of lines into one bounded queue; `writers` threads parse the lines and write each
+//! batch with one engine write batch. A gzip input cannot be split, so it gets one reader. Memory
+//! is bounded: at most `queue_batches_max` batches of at most `batch_bytes_max` bytes wait, and a
+//! line longer than `line_bytes_max` is rejected without being held in memory.
 //!
 //! A bad line (invalid JSON, not an object, no id field, too long) is reported with its 1-based
 //! line number and skipped; in strict mode the first one stops the load with [`Error::BadLine`].
 //! Because a reader only knows line numbers inside its own range, a bad line is reported once every
 //! earlier range has been read (immediately with one reader). Progress is reported to the caller's
 //! callback on the calling thread every `progress_interval`; [`LoadProgress::stats_line`] renders
-//! the seed's per-second stats line.
+//! the per-second stats line the original loader printed.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
@@ -36,7 +36,7 @@ use crate::store::DocStore;
 /// How to load.
 #[derive(Clone, Debug)]
 pub struct LoadOptions {
-    /// Top-level field whose value is the document key (the seed uses `id`).
+    /// Top-level field whose value is the document key (Reddit comments: `id`).
     pub id_field: String,
     /// Stop at the first bad line instead of skipping it.
     pub strict: bool,
@@ -95,7 +95,8 @@ pub struct LoadProgress {
 }
 
 impl LoadProgress {
-    /// The seed's stats line: `{"time":<ns since start>,"writes":<docs>,"size":<disk bytes>}`.
+    /// The original loader's stats line:
+    /// `{"time":<ns since start>,"writes":<docs>,"size":<disk bytes>}`.
     pub fn stats_line(&self) -> String {
         format!(
             "{{\"time\":{},\"writes\":{},\"size\":{}}}",
@@ -903,7 +904,7 @@ mod tests {
     }
 
     #[test]
-    fn stats_line_has_the_seed_fields() {
+    fn stats_line_has_time_writes_and_size() {
         let p = LoadProgress {
             elapsed: Duration::from_millis(1500),
             docs_written: 7,

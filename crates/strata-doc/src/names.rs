@@ -72,7 +72,8 @@ pub struct NameTable {
 }
 
 impl NameTable {
-    /// A table without names (documents are then stored as the seed stored them).
+    /// A table without names (documents are then stored with every map key inline, as the
+    /// original encoding stored them).
     pub fn empty() -> Self {
         NameTable::default()
     }

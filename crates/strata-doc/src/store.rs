@@ -10,9 +10,9 @@
 //!
 //! Read-modify-write operations ([`DocStore::update`], [`DocStore::increment`],
 //! [`DocStore::set_path`]) run inside `Db::update`, i.e. under the key's partition write lock, so
-//! concurrent increments are never lost (the seed's update benchmark did GET then PUT and lost
-//! them). This module may call the codecs, the model and the engine; nothing calls back into it
-//! except `load`.
+//! concurrent increments are never lost (the original document store's update benchmark did GET
+//! then PUT, and concurrent updates of one document lost some). This module may call the codecs,
+//! the model and the engine; nothing calls back into it except `load`.
 
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;

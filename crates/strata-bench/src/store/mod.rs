@@ -1,11 +1,14 @@
 //! What the harness needs of an engine ([`BenchStore`]); implemented for Strata here and for the
-//! peers in [`crate::peers`] behind the `peers` feature, so every engine runs the same generator in
+//! peers in [`peers`] behind the `peers` feature, so every engine runs the same generator in
 //! the same harness. [`open_store`] is the one place that turns an [`EngineSpec`] into a store.
 
 use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::spec::{Engine, EngineSpec};
+
+#[cfg(feature = "peers")]
+pub mod peers;
 
 /// An engine under test. All methods may be called from many threads at once.
 pub trait BenchStore: Send + Sync {
@@ -57,11 +60,11 @@ pub fn open_store(spec: &EngineSpec, dir: &Path) -> Result<Box<dyn BenchStore>> 
             Ok(Box::new(StrataStore::open(dir, spec.strata_options())?))
         }
         #[cfg(feature = "peers")]
-        Engine::Rocksdb => Ok(Box::new(crate::peers::RocksStore::open(dir, spec)?)),
+        Engine::Rocksdb => Ok(Box::new(peers::RocksStore::open(dir, spec)?)),
         #[cfg(feature = "peers")]
-        Engine::Fjall => Ok(Box::new(crate::peers::FjallStore::open(dir, spec)?)),
+        Engine::Fjall => Ok(Box::new(peers::FjallStore::open(dir, spec)?)),
         #[cfg(feature = "peers")]
-        Engine::Sled => Ok(Box::new(crate::peers::SledStore::open(dir, spec)?)),
+        Engine::Sled => Ok(Box::new(peers::SledStore::open(dir, spec)?)),
         #[cfg(not(feature = "peers"))]
         other => Err(Error::Invalid(format!(
             "{other} is a peer engine: rebuild with the `peers` feature, e.g. \
@@ -77,7 +80,8 @@ pub struct StrataStore {
     engine: strata::Engine,
 }
 
-fn strata_err(op: &'static str) -> impl FnOnce(strata::Error) -> Error {
+/// Wraps Strata's error of operation `op`.
+pub(crate) fn strata_err(op: &'static str) -> impl FnOnce(strata::Error) -> Error {
     move |e| Error::engine("strata", op, e)
 }
 
