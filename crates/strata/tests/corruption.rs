@@ -360,26 +360,33 @@ fn log_engine_damage_at_the_end_of_an_older_segment_is_corruption() {
 }
 
 #[test]
-fn log_engine_removes_an_unfinished_merge_output_and_loses_nothing() {
+fn log_engine_opens_past_an_unfinished_merge_output_and_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
     write_log_keys(dir.path(), 30);
+    // A reopen starts a newer, empty segment: the merge output below is not the newest.
+    Db::open(dir.path(), log_opts(false))
+        .unwrap()
+        .close()
+        .unwrap();
     let seg = files_with_suffix(dir.path(), ".seg")
         .into_iter()
         .max_by_key(|p| std::fs::metadata(p).unwrap().len())
         .unwrap();
     // A merge output (sub 1) that a crash cut short before its hint was written: a copy of the
-    // segment's first half, torn in the middle of a record.
+    // segment's first half, torn in the middle of a record. It is not the newest segment, yet
+    // a crash may have torn it.
     let bytes = std::fs::read(&seg).unwrap();
     let name = seg
         .file_name()
         .unwrap()
         .to_string_lossy()
         .replace("-000.", "-001.");
-    let output = seg.with_file_name(name);
-    std::fs::write(&output, &bytes[..bytes.len() / 2]).unwrap();
-    let db = Db::open(dir.path(), log_opts(false)).unwrap();
-    for i in 0..30 {
-        assert!(db.get(format!("key{i:05}").as_bytes()).unwrap().is_some());
+    std::fs::write(seg.with_file_name(name), &bytes[..bytes.len() / 2]).unwrap();
+    for _ in 0..2 {
+        let db = Db::open(dir.path(), log_opts(false)).unwrap();
+        for i in 0..30 {
+            assert!(db.get(format!("key{i:05}").as_bytes()).unwrap().is_some());
+        }
+        db.close().unwrap();
     }
-    assert!(!output.exists(), "unfinished merge output left behind");
 }

@@ -39,28 +39,6 @@ impl LogStore {
             }
         }
         ids.sort();
-        // A merge output gets its hint file once it is complete and fsynced, and the merge
-        // deletes its inputs only after every output is complete: an output without a hint was
-        // cut short by a crash, and everything in it is still in the inputs.
-        let unfinished: Vec<SegId> = ids
-            .iter()
-            .copied()
-            .filter(|sid| sid.sub() > 0)
-            .filter(|sid| {
-                !seg_dir
-                    .join(format!("{}{HINT_SUFFIX}", seg_name(*sid)))
-                    .exists()
-            })
-            .collect();
-        for sid in &unfinished {
-            let path = seg_dir.join(format!("{}{SEGMENT_SUFFIX}", seg_name(*sid)));
-            tracing::info!(path = %path.display(), "removing a merge output a crash left unfinished");
-            std::fs::remove_file(&path).at(&path)?;
-        }
-        if !unfinished.is_empty() {
-            fsutil::sync_dir(&seg_dir)?;
-            ids.retain(|sid| !unfinished.contains(sid));
-        }
         let mut index = Index::new();
         let mut dead: HashMap<SegId, u64> = HashMap::new();
         let mut segments = BTreeMap::new();
@@ -93,8 +71,14 @@ impl LogStore {
                     }
                 });
             } else {
-                let is_newest = ids.last() == Some(&sid);
-                journal::recover_log(&path, is_newest, opts.salvage, |batch| {
+                // The newest segment may end torn, and so may a merge output without its hint:
+                // a merge writes the hint once the output is complete and fsynced, so one without
+                // may have been cut short by a crash (its records are copies of records still in
+                // its inputs, which a merge deletes only after every output is complete). Hint
+                // files are only an accelerator: one may also be missing because it was deleted.
+                let may_be_torn =
+                    ids.last() == Some(&sid) || (sid.sub() > 0 && !hint_path.exists());
+                journal::recover_log(&path, may_be_torn, opts.salvage, |batch| {
                     let loc = Loc::new(sid, batch.offset, batch.len)?;
                     index.apply(&mut dead, &batch.entries, loc);
                     seq += 1;

@@ -29,11 +29,11 @@ pub(crate) struct Replay {
 
 /// Replays the log at `path` for recovery and applies the recovery policy for logs as a whole:
 ///
-/// - damage at the end of the *newest* log (`newest`) is a torn tail left by a crash: it is cut
-///   off and reported;
-/// - damage anywhere else, including the end of an older log, is corruption: every log but the
-///   newest was fsynced complete before a newer one existed (at rotation, or here at recovery),
-///   so a crash cannot have torn it. It is returned as [`Error::Corruption`] naming the file and
+/// - damage at the end of a log that a crash may have left unfinished (`may_be_torn`: the newest
+///   log, or a merge output without its hint) is a torn tail: it is cut off and reported;
+/// - damage anywhere else, including the end of an older log, is corruption: every other log was
+///   fsynced complete before a newer one existed (at rotation, or here at recovery), so a crash
+///   cannot have torn it. It is returned as [`Error::Corruption`] naming the file and
 ///   offset, unless `salvage` is set: then the log is cut at the damage, keeping everything
 ///   before it, and what was dropped is reported;
 /// - finally the log is fsynced, so that what recovery read from it (possibly from the page
@@ -42,7 +42,7 @@ pub(crate) struct Replay {
 /// Returns the bytes kept.
 pub(crate) fn recover_log(
     path: &Path,
-    newest: bool,
+    may_be_torn: bool,
     salvage: bool,
     apply: impl FnMut(Batch<'_>) -> Result<()>,
 ) -> Result<u64> {
@@ -58,8 +58,8 @@ pub(crate) fn recover_log(
     let file_len = std::fs::metadata(path).at(path)?.len();
     if let Some((offset, reason)) = replay.torn {
         let dropped_bytes = file_len.saturating_sub(replay.valid_bytes);
-        if newest && replay.detail.is_none() {
-            tracing::warn!(path = %path.display(), offset, reason, dropped_bytes, "cutting the torn tail of the newest log");
+        if may_be_torn && replay.detail.is_none() {
+            tracing::warn!(path = %path.display(), offset, reason, dropped_bytes, "cutting a torn log tail");
         } else if salvage {
             let detail = replay.detail.as_deref().unwrap_or(reason);
             tracing::warn!(path = %path.display(), offset, detail, dropped_bytes, "salvage: cutting a damaged log at the damage");

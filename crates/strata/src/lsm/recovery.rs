@@ -119,8 +119,9 @@ impl Tree {
                 continue;
             }
             let mem = Memtable::new(num, memtable_budget.clone());
-            let is_newest = Some(num) == newest;
-            replayed_bytes += journal::recover_log(&path, is_newest, opts.salvage, |batch| {
+            // Only the newest log can have been cut short by a crash.
+            let may_be_torn = Some(num) == newest;
+            replayed_bytes += journal::recover_log(&path, may_be_torn, opts.salvage, |batch| {
                 for &(kind, key, value) in &batch.entries {
                     // Where the value sits in the file: a value log's pointers point there.
                     mem.insert(kind, key, value, batch.value_offset(value));
