@@ -27,6 +27,7 @@ use crate::util::cache::BlockCache;
 use crate::util::fsutil;
 use crate::util::merge::{EntryIter, MergeIter};
 use crate::util::work;
+use crate::vfs::RealFs;
 
 /// Largest write batch accepted, in bytes of keys and values.
 pub const BATCH_BYTES_MAX: usize = 1 << 30;
@@ -55,14 +56,15 @@ impl Db {
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
         options.validate()?;
         let dir = path.as_ref().to_path_buf();
-        if !dir.exists() && !options.create_if_missing {
+        if !options.fs.exists(&dir) && !options.create_if_missing {
             return Err(Error::InvalidArgument(format!(
                 "no database in {} and create_if_missing is false",
                 dir.display()
             )));
         }
-        fsutil::create_dir_durably(&dir)?;
+        fsutil::create_dir_durably(&*options.fs, &dir)?;
         let partitions = meta::open_or_create(
+            &*options.fs,
             &dir,
             options.partitions,
             options.engine,
@@ -163,12 +165,12 @@ impl Db {
 
     /// Reads the partition count of the database in `path`, if one exists there.
     pub fn existing_partitions(path: impl AsRef<Path>) -> Result<Option<usize>> {
-        meta::read_partitions(path.as_ref())
+        meta::read_partitions(&RealFs, path.as_ref())
     }
 
     /// Reads the engine of an existing database in `path`, if one exists there.
     pub fn existing_engine(path: impl AsRef<Path>) -> Result<Option<Engine>> {
-        meta::read_engine(path.as_ref())
+        meta::read_engine(&RealFs, path.as_ref())
     }
 
     fn check(&self) -> Result<()> {

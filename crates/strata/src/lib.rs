@@ -47,6 +47,7 @@ mod options;
 mod partition;
 mod stats;
 mod util;
+pub mod vfs;
 
 pub use batch::Update;
 pub use batch::WriteBatch;

@@ -4,13 +4,13 @@
 //! count u32, hash id u32, engine id u32 (0 = LSM, 1 = log), CRC32C of the preceding 24 bytes u32.
 //! Hash id 1 means: partition = xxh3_64(key, seed 0) mod partitions.
 
-use std::fs;
 use std::path::Path;
 
 use crate::error::{Error, IoContext, Result};
 use crate::options::Engine;
 use crate::util::coding::Reader;
 use crate::util::fsutil;
+use crate::vfs::FileSystem;
 
 /// Version of the `STRATA` metadata file.
 pub const META_FORMAT_VERSION: u32 = 1;
@@ -27,13 +27,14 @@ pub fn partition_of(key: &[u8], partitions: usize) -> usize {
 
 /// Reads the metadata file, creating it when the directory is new. Returns the partition count.
 pub(crate) fn open_or_create(
+    fs: &dyn FileSystem,
     dir: &Path,
     partitions: usize,
     engine: Engine,
     create: bool,
 ) -> Result<usize> {
     let path = dir.join(META_FILE);
-    match fs::read(&path) {
+    match fs.read(&path) {
         Ok(bytes) => {
             let (found, found_engine) = decode(&bytes).ok_or_else(|| {
                 Error::corruption(&path, 0, "bad STRATA metadata (checksum, magic or version)")
@@ -59,7 +60,7 @@ pub(crate) fn open_or_create(
                     dir.display()
                 )));
             }
-            fsutil::write_atomically(dir, META_FILE, &encode(partitions, engine))?;
+            fsutil::write_atomically(fs, dir, META_FILE, &encode(partitions, engine))?;
             Ok(partitions)
         }
         Err(e) => Err(e).at(&path),
@@ -67,9 +68,9 @@ pub(crate) fn open_or_create(
 }
 
 /// Reads the partition count of an existing database, if there is one.
-pub(crate) fn read_partitions(dir: &Path) -> Result<Option<usize>> {
+pub(crate) fn read_partitions(fs: &dyn FileSystem, dir: &Path) -> Result<Option<usize>> {
     let path = dir.join(META_FILE);
-    match fs::read(&path) {
+    match fs.read(&path) {
         Ok(bytes) => decode(&bytes)
             .map(|(p, _)| Some(p))
             .ok_or_else(|| Error::corruption(&path, 0, "bad STRATA metadata")),
@@ -79,9 +80,9 @@ pub(crate) fn read_partitions(dir: &Path) -> Result<Option<usize>> {
 }
 
 /// Reads the engine of an existing database, if there is one.
-pub(crate) fn read_engine(dir: &Path) -> Result<Option<Engine>> {
+pub(crate) fn read_engine(fs: &dyn FileSystem, dir: &Path) -> Result<Option<Engine>> {
     let path = dir.join(META_FILE);
-    match fs::read(&path) {
+    match fs.read(&path) {
         Ok(bytes) => decode(&bytes)
             .map(|(_, e)| Some(e))
             .ok_or_else(|| Error::corruption(&path, 0, "bad STRATA metadata")),

@@ -116,6 +116,10 @@ pub struct Options {
     pub log_segment_bytes_max: u64,
     /// Log engine: merge when dead bytes reach this share of the sealed segments.
     pub log_merge_dead_ratio: f64,
+    /// Where the database's files live: the operating system's file system by default
+    /// ([`crate::vfs::RealFs`]); tests put [`crate::vfs::FaultFs`] here to cut the power or fail
+    /// calls.
+    pub fs: crate::vfs::SharedFs,
     /// Both engines: on a damaged record in a log or segment, keep the file up to the damage and
     /// drop the rest of that file (with a warning naming file, offset and bytes dropped) instead
     /// of refusing to open. Later files are still replayed.
@@ -153,6 +157,7 @@ impl Default for Options {
             log_segment_bytes_max: 64 << 20,
             log_merge_dead_ratio: 0.5,
             salvage: false,
+            fs: crate::vfs::real(),
         }
     }
 }

@@ -10,6 +10,7 @@ use std::path::Path;
 use crate::error::Result;
 use crate::util::coding::{put_len_prefixed, put_varint, Reader};
 use crate::util::fsutil;
+use crate::vfs::FileSystem;
 
 /// Version of the hint file format.
 pub const HINT_FORMAT_VERSION: u32 = 1;
@@ -36,10 +37,10 @@ impl HintWriter {
     }
 
     /// Writes the hint durably next to its segment.
-    pub(crate) fn finish(mut self, dir: &Path, name: &str) -> Result<()> {
+    pub(crate) fn finish(mut self, fs: &dyn FileSystem, dir: &Path, name: &str) -> Result<()> {
         let crc = crc32c::crc32c(&self.buf);
         self.buf.extend_from_slice(&crc.to_le_bytes());
-        fsutil::write_atomically(dir, name, &self.buf)
+        fsutil::write_atomically(fs, dir, name, &self.buf)
     }
 }
 
@@ -50,8 +51,8 @@ pub(crate) struct Hint {
 
 impl Hint {
     /// Reads a hint file; `None` if it is absent or fails any check.
-    pub(crate) fn read(path: &Path) -> Option<Hint> {
-        let bytes = std::fs::read(path).ok()?;
+    pub(crate) fn read(fs: &dyn FileSystem, path: &Path) -> Option<Hint> {
+        let bytes = fs.read(path).ok()?;
         let body_len = bytes.len().checked_sub(4)?;
         let (body, crc) = bytes.split_at(body_len);
         if crc32c::crc32c(body).to_le_bytes() != crc {

@@ -85,7 +85,7 @@ impl LogStore {
         let mut written = 0u64;
         let mut dead_out: HashMap<SegId, u64> = HashMap::new();
         for (sid, seg) in &inputs {
-            journal::replay_batches(&seg.path, |batch| {
+            journal::replay_batches(&*self.opts.fs, &seg.path, |batch| {
                 let old = Loc::new(*sid, batch.offset, batch.len)?;
                 // The index points a key at the record, not at an entry: only the key's last
                 // entry in the record is its value (a batch may write a key twice).
@@ -99,7 +99,7 @@ impl LogStore {
                         None => {
                             let path =
                                 seg_dir.join(format!("{}{SEGMENT_SUFFIX}", seg_name(out_sid)));
-                            let w = WalWriter::create(path, 0)?;
+                            let w = WalWriter::create(&*self.opts.fs, path, 0)?;
                             let (w, h) = out.writer.insert((w, hint::HintWriter::new()));
                             (w, h)
                         }
@@ -122,7 +122,7 @@ impl LogStore {
         }
         self.publish_merge_output(&mut out, out_sid, &mut dead_out)?;
         // Every output's directory entry is durable before any input disappears.
-        fsutil::sync_dir(&seg_dir)?;
+        fsutil::sync_dir(&*self.opts.fs, &seg_dir)?;
         {
             let mut segs = self.segments.write();
             let mut dead = self.dead.lock();
@@ -136,13 +136,13 @@ impl LogStore {
         }
         for (sid, seg) in &inputs {
             // Readers holding the segment keep reading through their open handle.
-            std::fs::remove_file(&seg.path).at(&seg.path)?;
+            self.opts.fs.remove_file(&seg.path).at(&seg.path)?;
             let hint = seg_dir.join(format!("{}{HINT_SUFFIX}", seg_name(*sid)));
-            if hint.exists() {
-                std::fs::remove_file(&hint).at(&hint)?;
+            if self.opts.fs.exists(&hint) {
+                self.opts.fs.remove_file(&hint).at(&hint)?;
             }
         }
-        fsutil::sync_dir(&seg_dir)?;
+        fsutil::sync_dir(&*self.opts.fs, &seg_dir)?;
         self.merge_bytes.fetch_add(written, Ordering::Relaxed);
         self.merges.fetch_add(1, Ordering::Relaxed);
         Ok(true)
@@ -164,9 +164,13 @@ impl LogStore {
         w.write_buffer()?;
         w.file().sync_all().at(w.path())?;
         let seg_dir = self.seg_dir();
-        h.finish(&seg_dir, &format!("{}{HINT_SUFFIX}", seg_name(sid)))?;
+        h.finish(
+            &*self.opts.fs,
+            &seg_dir,
+            &format!("{}{HINT_SUFFIX}", seg_name(sid)),
+        )?;
         // Readable before the index points at it.
-        let segment = Segment::open(w.path().to_path_buf(), w.len_bytes)?;
+        let segment = Segment::open(&*self.opts.fs, w.path().to_path_buf(), w.len_bytes)?;
         self.segments.write().insert(sid, Arc::new(segment));
         for chunk in out.moves.chunks(INDEX_MOVES_PER_LOCK) {
             let mut index = self.index.write();

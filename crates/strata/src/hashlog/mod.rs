@@ -22,7 +22,6 @@ mod merge;
 mod recovery;
 
 use std::collections::{BTreeMap, HashMap};
-use std::fs::File;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -38,8 +37,8 @@ use crate::options::Options;
 use crate::stats::{LevelStats, PartitionStats};
 use crate::util::fsutil;
 use crate::util::merge::EntryIter;
-use crate::util::nowait;
 use crate::util::work::WorkRequest;
+use crate::vfs::{FileSystem, FsFile};
 use index::{Index, Loc, SegId};
 
 const SEGMENT_SUFFIX: &str = ".seg";
@@ -58,15 +57,15 @@ fn parse_seg_name(name: &str) -> Option<SegId> {
 
 struct Segment {
     path: PathBuf,
-    file: File,
+    file: Arc<dyn FsFile>,
     /// Size once sealed (0 while it is the active segment): what `merge_due` weighs dead bytes
     /// against, kept here so that deciding costs no `stat` per segment.
     sealed_bytes: AtomicU64,
 }
 
 impl Segment {
-    fn open(path: PathBuf, sealed_bytes: u64) -> Result<Segment> {
-        let file = File::open(&path).at(&path)?;
+    fn open(fs: &dyn FileSystem, path: PathBuf, sealed_bytes: u64) -> Result<Segment> {
+        let file = fs.open(&path).at(&path)?;
         Ok(Segment {
             path,
             file,
@@ -149,7 +148,7 @@ impl LogStore {
             .seg_dir()
             .join(format!("{}{SEGMENT_SUFFIX}", seg_name(sid)));
         self.journal.rotate_locked(st, path.clone())?;
-        let segment = Arc::new(Segment::open(path, 0)?);
+        let segment = Arc::new(Segment::open(&*self.opts.fs, path, 0)?);
         let sealed = {
             let mut segments = self.segments.write();
             let sealed = segments.get(&*self.active.lock()).cloned();
@@ -195,7 +194,7 @@ impl LogStore {
     /// yet.
     fn read_record(&self, seg: &Segment, loc: Loc, held: Option<&JournalState>) -> Result<Vec<u8>> {
         let mut buf = vec![0u8; loc.len as usize];
-        match nowait::read_exact_at(&seg.file, &mut buf, u64::from(loc.offset)) {
+        match seg.file.read_exact_at(&mut buf, u64::from(loc.offset)) {
             Ok(()) => return Ok(buf),
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {}
             Err(e) => return Err(Error::io(&seg.path, e)),
@@ -217,7 +216,9 @@ impl LogStore {
             return Ok(b);
         }
         // Written to the file since the first attempt.
-        nowait::read_exact_at(&seg.file, &mut buf, u64::from(loc.offset)).at(&seg.path)?;
+        seg.file
+            .read_exact_at(&mut buf, u64::from(loc.offset))
+            .at(&seg.path)?;
         Ok(buf)
     }
 
@@ -250,7 +251,10 @@ impl LogStore {
             (index.len(), index.bytes())
         };
         let segments = self.segments.read();
-        let seg_bytes: u64 = segments.values().map(|s| fsutil::file_len(&s.path)).sum();
+        let seg_bytes: u64 = segments
+            .values()
+            .map(|s| fsutil::file_len(&*self.opts.fs, &s.path))
+            .sum();
         PartitionStats {
             levels: vec![LevelStats {
                 tables: segments.len(),

@@ -28,16 +28,16 @@ impl LogStore {
         work_queue: Sender<usize>,
     ) -> Result<LogStore> {
         let seg_dir = dir.join("log");
-        fsutil::create_dir_durably(&dir)?;
-        fsutil::create_dir_durably(&seg_dir)?;
-        fsutil::remove_tmp_files(&seg_dir)?;
-        let mut ids: Vec<SegId> = Vec::new();
-        for e in std::fs::read_dir(&seg_dir).at(&seg_dir)? {
-            let e = e.at(&seg_dir)?;
-            if let Some(s) = e.file_name().to_str().and_then(parse_seg_name) {
-                ids.push(s);
-            }
-        }
+        fsutil::create_dir_durably(&*opts.fs, &dir)?;
+        fsutil::create_dir_durably(&*opts.fs, &seg_dir)?;
+        fsutil::remove_tmp_files(&*opts.fs, &seg_dir)?;
+        let mut ids: Vec<SegId> = opts
+            .fs
+            .list(&seg_dir)
+            .at(&seg_dir)?
+            .iter()
+            .filter_map(|name| parse_seg_name(name))
+            .collect();
         ids.sort();
         let mut index = Index::new();
         let mut dead: HashMap<SegId, u64> = HashMap::new();
@@ -46,10 +46,10 @@ impl LogStore {
         for &sid in &ids {
             let path = seg_dir.join(format!("{}{SEGMENT_SUFFIX}", seg_name(sid)));
             let hint_path = seg_dir.join(format!("{}{HINT_SUFFIX}", seg_name(sid)));
-            let seg_len = fsutil::file_len(&path);
+            let seg_len = fsutil::file_len(&*opts.fs, &path);
             // A hint is used only if every entry parses and lies inside the segment; it is
             // checked whole before the index is touched, then applied without copying keys.
-            let hinted = hint::Hint::read(&hint_path).and_then(|h| {
+            let hinted = hint::Hint::read(&*opts.fs, &hint_path).and_then(|h| {
                 let (mut entries, mut inside) = (0usize, true);
                 h.for_each(|_, off, len| {
                     entries += 1;
@@ -77,25 +77,25 @@ impl LogStore {
                 // its inputs, which a merge deletes only after every output is complete). Hint
                 // files are only an accelerator: one may also be missing because it was deleted.
                 let may_be_torn =
-                    ids.last() == Some(&sid) || (sid.sub() > 0 && !hint_path.exists());
-                journal::recover_log(&path, may_be_torn, opts.salvage, |batch| {
+                    ids.last() == Some(&sid) || (sid.sub() > 0 && !opts.fs.exists(&hint_path));
+                journal::recover_log(&*opts.fs, &path, may_be_torn, opts.salvage, |batch| {
                     let loc = Loc::new(sid, batch.offset, batch.len)?;
                     index.apply(&mut dead, &batch.entries, loc);
                     seq += 1;
                     Ok(())
                 })?;
             }
-            let sealed_bytes = fsutil::file_len(&path);
-            segments.insert(sid, Arc::new(Segment::open(path, sealed_bytes)?));
+            let sealed_bytes = fsutil::file_len(&*opts.fs, &path);
+            segments.insert(sid, Arc::new(Segment::open(&*opts.fs, path, sealed_bytes)?));
         }
         let number = ids.last().map_or(1, |s| s.number() + 1);
         let active = SegId::new(number, 0).ok_or_else(|| segment_ids_exhausted(&seg_dir))?;
         let path = seg_dir.join(format!("{}{SEGMENT_SUFFIX}", seg_name(active)));
-        let wal = WalWriter::create(path.clone(), seq)?;
-        segments.insert(active, Arc::new(Segment::open(path, 0)?));
+        let wal = WalWriter::create(&*opts.fs, path.clone(), seq)?;
+        segments.insert(active, Arc::new(Segment::open(&*opts.fs, path, 0)?));
         let store = LogStore {
             id,
-            journal: Journal::new(id, opts.sync, wal, seq),
+            journal: Journal::new(opts.fs.clone(), id, opts.sync, wal, seq),
             dir,
             opts,
             index: RwLock::new(index),

@@ -30,6 +30,7 @@ use crate::batch::{encode_entries_at, Entry, Kind, Update};
 use crate::error::{Error, IoContext, Result};
 
 use crate::options::SyncMode;
+use crate::vfs::SharedFs;
 pub(crate) mod deferred;
 pub(crate) mod format;
 pub(crate) mod replay;
@@ -71,6 +72,7 @@ impl Deref for Journal {
 
 pub(crate) struct JournalInner {
     partition: usize,
+    fs: SharedFs,
     sync: SyncMode,
     state: Mutex<JournalState>,
     synced_seq: AtomicU64,
@@ -125,9 +127,16 @@ pub(crate) fn update<T>(
 }
 
 impl Journal {
-    pub(crate) fn new(partition: usize, sync: SyncMode, wal: WalWriter, seq: u64) -> Self {
+    pub(crate) fn new(
+        fs: SharedFs,
+        partition: usize,
+        sync: SyncMode,
+        wal: WalWriter,
+        seq: u64,
+    ) -> Self {
         Journal(Arc::new(JournalInner {
             partition,
+            fs,
             sync,
             state: Mutex::new(JournalState {
                 wal,
@@ -252,7 +261,7 @@ impl JournalInner {
             // durable too: group commit relies on that order.
             st.wal.file().sync_data().at(st.wal.path())?;
             self.synced_seq.fetch_max(st.seq, Ordering::AcqRel);
-            st.wal = WalWriter::create(path, st.seq)?;
+            st.wal = WalWriter::create(&*self.fs, path, st.seq)?;
             Ok(())
         })();
         res.map_err(|e| self.fail(st, e))

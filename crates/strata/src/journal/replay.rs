@@ -8,14 +8,15 @@
 //! is corruption, reported with the file and byte offset. What to do with a torn tail is the
 //! caller's decision.
 
-use std::fs::File;
 use std::path::Path;
+use std::sync::Arc;
 
 use super::format::{
     header, parse_record_header, payload_matches, RECORD_HEADER_BYTES, WAL_HEADER_BYTES,
 };
 use crate::batch::{decode_entries, Entry};
 use crate::error::{Error, IoContext, Result};
+use crate::vfs::{FileSystem, FsFile};
 
 /// What replaying one log file found.
 pub(crate) struct Replay {
@@ -41,12 +42,13 @@ pub(crate) struct Replay {
 ///
 /// Returns the bytes kept.
 pub(crate) fn recover_log(
+    fs: &dyn FileSystem,
     path: &Path,
     may_be_torn: bool,
     salvage: bool,
     apply: impl FnMut(Batch<'_>) -> Result<()>,
 ) -> Result<u64> {
-    let replay = match replay_batches(path, apply) {
+    let replay = match replay_batches(fs, path, apply) {
         Ok(r) => r,
         Err(Error::Corruption { offset, what, .. }) if salvage => Replay {
             valid_bytes: offset,
@@ -55,7 +57,8 @@ pub(crate) fn recover_log(
         },
         Err(e) => return Err(e),
     };
-    let file_len = std::fs::metadata(path).at(path)?.len();
+    let file = fs.open(path).at(path)?;
+    let file_len = file.len().at(path)?;
     if let Some((offset, reason)) = replay.torn {
         let dropped_bytes = file_len.saturating_sub(replay.valid_bytes);
         if may_be_torn && replay.detail.is_none() {
@@ -70,13 +73,9 @@ pub(crate) fn recover_log(
                 format!("{reason} in a log that was complete (only the newest log may end torn)"),
             ));
         }
-        let f = std::fs::OpenOptions::new()
-            .write(true)
-            .open(path)
-            .at(path)?;
-        f.set_len(replay.valid_bytes).at(path)?;
+        file.set_len(replay.valid_bytes).at(path)?;
     }
-    File::open(path).and_then(|f| f.sync_all()).at(path)?;
+    file.sync_all().at(path)?;
     Ok(replay.valid_bytes)
 }
 
@@ -110,10 +109,11 @@ impl Batch<'_> {
 /// Reads every record of `path`, decodes its batch and hands it to `apply`; a record whose
 /// checksum holds but whose batch does not decode is corruption.
 pub(crate) fn replay_batches(
+    fs: &dyn FileSystem,
     path: &Path,
     mut apply: impl FnMut(Batch<'_>) -> Result<()>,
 ) -> Result<Replay> {
-    replay_in_chunks(path, REPLAY_CHUNK_BYTES, |payload, offset| {
+    replay_in_chunks(fs, path, REPLAY_CHUNK_BYTES, |payload, offset| {
         let entries = decode_entries(payload)
             .ok_or_else(|| Error::corruption(path, offset, "log record holds a malformed batch"))?;
         apply(Batch {
@@ -127,7 +127,7 @@ pub(crate) fn replay_batches(
 
 /// A window over a file read forward in chunks with positioned reads.
 struct Window {
-    file: File,
+    file: Arc<dyn FsFile>,
     file_len: u64,
     chunk_bytes: usize,
     buf: Vec<u8>,
@@ -140,7 +140,6 @@ impl Window {
     fn get(&mut self, at: u64, len: usize) -> std::io::Result<&[u8]> {
         let end = at + len as u64;
         if at < self.start || end > self.start + self.buf.len() as u64 {
-            use std::os::unix::fs::FileExt;
             let want = (len.max(self.chunk_bytes) as u64).min(self.file_len - at) as usize;
             self.buf.resize(want, 0);
             self.file.read_exact_at(&mut self.buf, at)?;
@@ -164,12 +163,13 @@ impl Window {
 }
 
 fn replay_in_chunks(
+    fs: &dyn FileSystem,
     path: &Path,
     chunk_bytes: usize,
     mut apply: impl FnMut(&[u8], u64) -> Result<()>,
 ) -> Result<Replay> {
-    let file = File::open(path).at(path)?;
-    let file_len = file.metadata().at(path)?.len();
+    let file = fs.open(path).at(path)?;
+    let file_len = file.len().at(path)?;
     let mut w = Window {
         file,
         file_len,
@@ -242,13 +242,14 @@ mod tests {
     use super::*;
     use crate::journal::format::wal_path;
     use crate::journal::writer::WalWriter;
+    use crate::vfs::RealFs;
     use std::path::PathBuf;
 
     /// Writes records of the given payload lengths (payload byte = record index) and returns the
     /// file's path and each record's offset.
     fn write_log(dir: &Path, lens: &[usize]) -> (PathBuf, Vec<u64>) {
         let path = wal_path(dir, 1);
-        let mut w = WalWriter::create(path.clone(), 0).unwrap();
+        let mut w = WalWriter::create(&RealFs, path.clone(), 0).unwrap();
         let mut offsets = Vec::new();
         for (i, &len) in lens.iter().enumerate() {
             offsets.push(w.len_bytes);
@@ -263,7 +264,7 @@ mod tests {
 
     fn read_all(path: &Path, chunk_bytes: usize) -> Result<(Records, Replay)> {
         let mut seen = Vec::new();
-        let replay = replay_in_chunks(path, chunk_bytes, |payload, offset| {
+        let replay = replay_in_chunks(&RealFs, path, chunk_bytes, |payload, offset| {
             seen.push((offset, payload.to_vec()));
             Ok(())
         })?;

@@ -2,13 +2,12 @@
 //! the write that appended them returns (one `write()` for every record appended meanwhile).
 //! When to fsync is the journal's decision (group commit), not the writer's.
 
-use std::fs::{File, OpenOptions};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::format::{header, put_record_header, RECORD_HEADER_BYTES, WAL_HEADER_BYTES};
 use crate::error::{Error, IoContext, Result};
+use crate::vfs::{FileSystem, FsFile};
 
 /// The user-space buffer is written to the OS when it reaches this size.
 const WAL_BUFFER_BYTES: usize = 256 << 10;
@@ -16,7 +15,7 @@ const WAL_BUFFER_BYTES: usize = 256 << 10;
 /// Appends records to one log file.
 pub(crate) struct WalWriter {
     path: PathBuf,
-    file: Arc<File>,
+    file: Arc<dyn FsFile>,
     buf: Vec<u8>,
     /// Sequence number of the last record appended (buffered or written).
     pub(crate) appended_seq: u64,
@@ -28,20 +27,16 @@ pub(crate) struct WalWriter {
 
 impl WalWriter {
     /// Creates a new, empty log file at `path` and makes its directory entry durable.
-    pub(crate) fn create(path: PathBuf, seq: u64) -> Result<Self> {
-        let mut file = OpenOptions::new()
-            .create_new(true)
-            .write(true)
-            .open(&path)
-            .at(&path)?;
-        file.write_all(&header()).at(&path)?;
+    pub(crate) fn create(fs: &dyn FileSystem, path: PathBuf, seq: u64) -> Result<Self> {
+        let file = fs.create_new(&path).at(&path)?;
+        file.append(&header()).at(&path)?;
         file.sync_all().at(&path)?;
         if let Some(dir) = path.parent() {
-            crate::util::fsutil::sync_dir(dir)?;
+            crate::util::fsutil::sync_dir(fs, dir)?;
         }
         Ok(WalWriter {
             path,
-            file: Arc::new(file),
+            file,
             buf: Vec::with_capacity(WAL_BUFFER_BYTES),
             appended_seq: seq,
             written_seq: seq,
@@ -72,7 +67,7 @@ impl WalWriter {
     /// Hands buffered records to the OS (no fsync).
     pub(crate) fn write_buffer(&mut self) -> Result<()> {
         if !self.buf.is_empty() {
-            let res = (&*self.file).write_all(&self.buf);
+            let res = self.file.append(&self.buf);
             self.buf.clear();
             res.at(&self.path)?;
         }
@@ -92,7 +87,7 @@ impl WalWriter {
     }
 
     /// The file handle, for fsync outside the write lock.
-    pub(crate) fn file(&self) -> Arc<File> {
+    pub(crate) fn file(&self) -> Arc<dyn FsFile> {
         self.file.clone()
     }
 

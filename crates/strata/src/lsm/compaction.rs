@@ -216,6 +216,7 @@ impl Tree {
                     .compaction_bytes
                     .fetch_add(meta.size, Ordering::Relaxed);
                 let t = Table::open(
+                    self.opts.fs.clone(),
                     &table_path(&self.sst_dir, meta.id),
                     meta.id,
                     self.cache.clone(),
@@ -224,7 +225,9 @@ impl Tree {
                 Ok(())
             },
         )
-        .and_then(|dead| crate::util::fsutil::sync_dir(&self.sst_dir).map(|()| dead))
+        .and_then(|dead| {
+            crate::util::fsutil::sync_dir(&*self.opts.fs, &self.sst_dir).map(|()| dead)
+        })
         .and_then(|dead| {
             // Value logs lose the bytes whose pointers this merge dropped; one that no table
             // points into any more leaves the version (and the disk, once unused). The live

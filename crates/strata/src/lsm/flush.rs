@@ -52,11 +52,12 @@ impl Tree {
                 _ => b.add(k, s),
             })?;
             let meta = b.finish()?;
-            fsutil::sync_dir(&self.sst_dir)?;
+            fsutil::sync_dir(&*self.opts.fs, &self.sst_dir)?;
             self.counters
                 .flush_bytes
                 .fetch_add(meta.size, Ordering::Relaxed);
             Some(Arc::new(Table::open(
+                self.opts.fs.clone(),
                 &table_path(&self.sst_dir, id),
                 id,
                 self.cache.clone(),
@@ -72,6 +73,7 @@ impl Tree {
                 nv.vlogs.insert(
                     mem.wal_number,
                     Arc::new(VlogFile::open(
+                        self.opts.fs.clone(),
                         &path,
                         mem.wal_number,
                         separated,
@@ -85,7 +87,7 @@ impl Tree {
         // holds nothing that is not in a table any more.
         if separated == 0 {
             let path = journal::wal_path(&self.wal_dir, mem.wal_number);
-            if let Err(e) = std::fs::remove_file(&path) {
+            if let Err(e) = self.opts.fs.remove_file(&path) {
                 tracing::warn!(path = %path.display(), error = %e, "could not delete flushed log");
             }
         }

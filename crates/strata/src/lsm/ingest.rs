@@ -68,13 +68,14 @@ impl Tree {
         if metas.is_empty() {
             return Ok(0);
         }
-        fsutil::sync_dir(&self.sst_dir)?;
+        fsutil::sync_dir(&*self.opts.fs, &self.sst_dir)?;
         let mut tables = Vec::with_capacity(metas.len());
         for m in &metas {
             self.counters
                 .flush_bytes
                 .fetch_add(m.size, Ordering::Relaxed);
             tables.push(Arc::new(Table::open(
+                self.opts.fs.clone(),
                 &table_path(&self.sst_dir, m.id),
                 m.id,
                 self.cache.clone(),

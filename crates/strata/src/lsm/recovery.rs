@@ -39,10 +39,10 @@ impl Tree {
         let wal_dir = dir.join("wal");
         let sst_dir = dir.join("sst");
         for d in [&dir, &wal_dir, &sst_dir] {
-            fsutil::create_dir_durably(d)?;
+            fsutil::create_dir_durably(&*opts.fs, d)?;
         }
-        let mut cleaned = fsutil::remove_tmp_files(&dir)?;
-        cleaned += fsutil::remove_tmp_files(&sst_dir)?;
+        let mut cleaned = fsutil::remove_tmp_files(&*opts.fs, &dir)?;
+        cleaned += fsutil::remove_tmp_files(&*opts.fs, &sst_dir)?;
         if cleaned > 0 {
             tracing::info!(
                 partition = id,
@@ -50,7 +50,7 @@ impl Tree {
                 "removed leftover temporary files"
             );
         }
-        let manifest = version::read(&dir)?;
+        let manifest = version::read(&*opts.fs, &dir)?;
         let (mut next_file, log_number, metas, vlog_metas) = match manifest {
             Some(m) => (m.next_file_number, m.log_number, m.levels, m.vlogs),
             None => (1, 0, vec![Vec::new(); LEVELS], Vec::new()),
@@ -60,14 +60,14 @@ impl Tree {
         for (level, tables) in metas.iter().enumerate() {
             for meta in tables {
                 let path = table_path(&sst_dir, meta.id);
-                if !path.exists() {
+                if !opts.fs.exists(&path) {
                     return Err(Error::corruption(
                         &path,
                         0,
                         "table listed in the manifest is missing",
                     ));
                 }
-                let table = Table::open(&path, meta.id, cache.clone())?;
+                let table = Table::open(opts.fs.clone(), &path, meta.id, cache.clone())?;
                 if table.size != meta.size
                     || table.entries != meta.entries
                     || table.min_key != meta.min_key
@@ -84,51 +84,53 @@ impl Tree {
                 next_file = next_file.max(meta.id + 1);
             }
         }
-        for (num, path) in fsutil::numbered_files(&sst_dir, TABLE_SUFFIX)? {
+        for (num, path) in fsutil::numbered_files(&*opts.fs, &sst_dir, TABLE_SUFFIX)? {
             next_file = next_file.max(num + 1);
             if !live.contains(&num) {
                 // Written by a flush or compaction that crashed before its manifest edit.
                 tracing::info!(path = %path.display(), "removing table not in the manifest");
-                std::fs::remove_file(&path).at(&path)?;
+                opts.fs.remove_file(&path).at(&path)?;
             }
         }
         for &(num, _total, live) in &vlog_metas {
             let path = journal::wal_path(&wal_dir, num);
-            if !path.exists() {
+            if !opts.fs.exists(&path) {
                 return Err(Error::corruption(
                     &path,
                     0,
                     "value log listed in the manifest is missing",
                 ));
             }
-            version
-                .vlogs
-                .insert(num, Arc::new(VlogFile::open(&path, num, live, 0)?));
+            version.vlogs.insert(
+                num,
+                Arc::new(VlogFile::open(opts.fs.clone(), &path, num, live, 0)?),
+            );
         }
         let mut immutables = Vec::new();
         let mut seq = 0u64;
         let mut replayed_bytes = 0u64;
-        let logs = fsutil::numbered_files(&wal_dir, WAL_SUFFIX)?;
+        let logs = fsutil::numbered_files(&*opts.fs, &wal_dir, WAL_SUFFIX)?;
         let newest = logs.last().map(|(num, _)| *num);
         for (num, path) in logs {
             next_file = next_file.max(num + 1);
             if num < log_number {
                 if !version.vlogs.contains_key(&num) {
-                    std::fs::remove_file(&path).at(&path)?;
+                    opts.fs.remove_file(&path).at(&path)?;
                 }
                 continue;
             }
             let mem = Memtable::new(num, memtable_budget.clone());
             // Only the newest log can have been cut short by a crash.
             let may_be_torn = Some(num) == newest;
-            replayed_bytes += journal::recover_log(&path, may_be_torn, opts.salvage, |batch| {
-                for &(kind, key, value) in &batch.entries {
-                    // Where the value sits in the file: a value log's pointers point there.
-                    mem.insert(kind, key, value, batch.value_offset(value));
-                }
-                seq += 1;
-                Ok(())
-            })?;
+            replayed_bytes +=
+                journal::recover_log(&*opts.fs, &path, may_be_torn, opts.salvage, |batch| {
+                    for &(kind, key, value) in &batch.entries {
+                        // Where the value sits in the file: a value log's pointers point there.
+                        mem.insert(kind, key, value, batch.value_offset(value));
+                    }
+                    seq += 1;
+                    Ok(())
+                })?;
             immutables.insert(0, Arc::new(mem));
         }
         if replayed_bytes > 0 {
@@ -141,8 +143,9 @@ impl Tree {
         }
         let wal_number = next_file;
         next_file += 1;
-        let wal = WalWriter::create(journal::wal_path(&wal_dir, wal_number), seq)?;
+        let wal = WalWriter::create(&*opts.fs, journal::wal_path(&wal_dir, wal_number), seq)?;
         let sync = opts.sync;
+        let fs = opts.fs.clone();
         let view = View {
             active: Arc::new(Memtable::new(wal_number, memtable_budget.clone())),
             immutables,
@@ -156,7 +159,7 @@ impl Tree {
             opts,
             cache,
             memtable_budget,
-            journal: Journal::new(id, sync, wal, seq),
+            journal: Journal::new(fs, id, sync, wal, seq),
             view: ArcSwap::from_pointee(view),
             view_lock: Mutex::new(()),
             version_lock: Mutex::new(log_number),

@@ -245,6 +245,7 @@ impl Tree {
         let out = edit(&mut nv)?;
         let new_log_number = flushed.map_or(*log_number, |m| m.wal_number + 1);
         version::write(
+            &*self.opts.fs,
             &self.dir,
             &nv,
             self.next_file.load(Ordering::Acquire),
@@ -295,8 +296,13 @@ impl Tree {
     pub(crate) fn stats(&self) -> PartitionStats {
         let v = self.view.load();
         // Statistics are best effort: a log directory that cannot be listed counts as empty.
-        let wal_bytes = fsutil::numbered_files(&self.wal_dir, WAL_SUFFIX)
-            .map(|files| files.iter().map(|(_, p)| fsutil::file_len(p)).sum())
+        let wal_bytes = fsutil::numbered_files(&*self.opts.fs, &self.wal_dir, WAL_SUFFIX)
+            .map(|files| {
+                files
+                    .iter()
+                    .map(|(_, p)| fsutil::file_len(&*self.opts.fs, p))
+                    .sum()
+            })
             .unwrap_or(0);
         let c = &self.counters;
         PartitionStats {

@@ -22,6 +22,7 @@ use crate::lsm::vlog::VlogFile;
 use crate::lsm::LEVELS;
 use crate::util::coding::{put_len_prefixed, put_varint, Reader};
 use crate::util::fsutil;
+use crate::vfs::FileSystem;
 use std::collections::BTreeMap;
 
 /// Version of the manifest format.
@@ -174,9 +175,9 @@ pub(crate) fn decode(path: &Path, bytes: &[u8]) -> Result<Manifest> {
 }
 
 /// Reads the manifest of a partition, `None` if there is none yet.
-pub(crate) fn read(dir: &Path) -> Result<Option<Manifest>> {
+pub(crate) fn read(fs: &dyn FileSystem, dir: &Path) -> Result<Option<Manifest>> {
     let path = dir.join(MANIFEST_FILE);
-    match std::fs::read(&path) {
+    match fs.read(&path) {
         Ok(b) => decode(&path, &b).map(Some),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e).at(&path),
@@ -185,12 +186,14 @@ pub(crate) fn read(dir: &Path) -> Result<Option<Manifest>> {
 
 /// Durably replaces the manifest.
 pub(crate) fn write(
+    fs: &dyn FileSystem,
     dir: &Path,
     version: &Version,
     next_file_number: u64,
     log_number: u64,
 ) -> Result<()> {
     fsutil::write_atomically(
+        fs,
         dir,
         MANIFEST_FILE,
         &encode(version, next_file_number, log_number),

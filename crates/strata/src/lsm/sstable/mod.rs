@@ -14,10 +14,7 @@
 mod block;
 pub(crate) mod bloom;
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::ops::Bound;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -29,6 +26,7 @@ use crate::lsm::memtable::Slot;
 use crate::options::{Compression, Options};
 use crate::util::cache::BlockCache;
 use crate::util::coding::{put_len_prefixed, put_varint, Reader};
+use crate::vfs::{BufAppender, FsFile, SharedFs};
 use block::{BlockBuilder, BlockIter};
 use bloom::Filter;
 
@@ -57,13 +55,17 @@ pub(crate) struct TableMeta {
     pub(crate) max_key: Bytes,
 }
 
+/// Bytes a table builder collects before each append to its file.
+const TABLE_WRITE_BUFFER_BYTES: usize = 256 << 10;
+
 /// Writes one table file: `<id>.sst.tmp`, renamed into place by [`TableBuilder::finish`].
 pub(crate) struct TableBuilder {
+    fs: SharedFs,
     id: u64,
     tmp_path: PathBuf,
     path: PathBuf,
     /// `None` once the file has been handed over by `finish`.
-    file: Option<BufWriter<File>>,
+    file: Option<BufAppender>,
     /// Set once the file was renamed into place; otherwise dropping the builder removes it.
     renamed: bool,
     block: BlockBuilder,
@@ -87,12 +89,13 @@ impl TableBuilder {
     pub(crate) fn create(dir: &Path, id: u64, opts: &Options) -> Result<Self> {
         let path = table_path(dir, id);
         let tmp_path = path.with_extension("sst.tmp");
-        let file = File::create(&tmp_path).at(&tmp_path)?;
+        let file = opts.fs.create(&tmp_path).at(&tmp_path)?;
         Ok(TableBuilder {
+            fs: opts.fs.clone(),
             id,
             tmp_path,
             path,
-            file: Some(BufWriter::with_capacity(256 << 10, file)),
+            file: Some(BufAppender::new(file, TABLE_WRITE_BUFFER_BYTES)),
             renamed: false,
             block: BlockBuilder::default(),
             index: Vec::new(),
@@ -220,11 +223,11 @@ impl TableBuilder {
             .file
             .take()
             .ok_or_else(|| Error::InvalidArgument("table builder already finished".into()))?
-            .into_inner()
-            .map_err(|e| Error::io(&self.tmp_path, e.into_error()))?;
+            .into_file()
+            .at(&self.tmp_path)?;
         file.sync_all().at(&self.tmp_path)?;
         drop(file);
-        std::fs::rename(&self.tmp_path, &self.path).at(&self.path)?;
+        self.fs.rename(&self.tmp_path, &self.path).at(&self.path)?;
         self.renamed = true;
         Ok(TableMeta {
             id: self.id,
@@ -235,7 +238,7 @@ impl TableBuilder {
         })
     }
 
-    fn writer(&mut self) -> Result<&mut BufWriter<File>> {
+    fn writer(&mut self) -> Result<&mut BufAppender> {
         self.file
             .as_mut()
             .ok_or_else(|| Error::InvalidArgument("table builder already finished".into()))
@@ -250,7 +253,7 @@ impl Drop for TableBuilder {
         if !self.renamed {
             // A failed or abandoned build: do not leave its bytes on a possibly full disk.
             self.file = None;
-            let _ = std::fs::remove_file(&self.tmp_path);
+            let _ = self.fs.remove_file(&self.tmp_path);
         }
     }
 }
@@ -266,8 +269,9 @@ static NEXT_CACHE_ID: AtomicU64 = AtomicU64::new(1);
 /// An open table: index and filter in memory, data blocks read on demand.
 pub(crate) struct Table {
     pub(crate) id: u64,
+    fs: SharedFs,
     path: PathBuf,
-    file: File,
+    file: Arc<dyn FsFile>,
     cache_id: u64,
     pub(crate) size: u64,
     pub(crate) entries: u64,
@@ -290,7 +294,7 @@ pub(crate) struct Table {
 impl Drop for Table {
     fn drop(&mut self) {
         if self.obsolete.load(Ordering::Acquire) {
-            if let Err(e) = std::fs::remove_file(&self.path) {
+            if let Err(e) = self.fs.remove_file(&self.path) {
                 tracing::warn!(path = %self.path.display(), error = %e, "could not delete obsolete table");
             }
         }
@@ -298,9 +302,14 @@ impl Drop for Table {
 }
 
 impl Table {
-    pub(crate) fn open(path: &Path, id: u64, cache: Arc<BlockCache>) -> Result<Table> {
-        let file = File::open(path).at(path)?;
-        let size = file.metadata().at(path)?.len();
+    pub(crate) fn open(
+        fs: SharedFs,
+        path: &Path,
+        id: u64,
+        cache: Arc<BlockCache>,
+    ) -> Result<Table> {
+        let file = fs.open(path).at(path)?;
+        let size = file.len().at(path)?;
         let corrupt = |offset: u64, reason: &str| Error::corruption(path, offset, reason);
         if size < FOOTER_BYTES {
             return Err(corrupt(0, "file shorter than the table footer"));
@@ -337,6 +346,7 @@ impl Table {
         }
         let mut t = Table {
             id,
+            fs,
             path: path.to_path_buf(),
             file,
             cache_id: NEXT_CACHE_ID.fetch_add(1, Ordering::Relaxed),
@@ -430,7 +440,7 @@ impl Table {
                 "block runs past end of file",
             ));
         }
-        crate::util::nowait::read_exact_at(&self.file, &mut buf, offset).at(&self.path)?;
+        self.file.read_exact_at(&mut buf, offset).at(&self.path)?;
         let n = size as usize;
         let ctype = buf[n];
         let stored = u32::from_le_bytes([buf[n + 1], buf[n + 2], buf[n + 3], buf[n + 4]]);

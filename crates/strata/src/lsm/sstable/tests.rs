@@ -36,6 +36,7 @@ fn build(
     let meta = b.finish().unwrap();
     assert_eq!(meta.entries, entries.len() as u64);
     let t = Table::open(
+        crate::vfs::real(),
         &table_path(dir.path(), 1),
         1,
         Arc::new(BlockCache::new(1 << 20)),

@@ -66,7 +66,7 @@ impl Tree {
             pending.clear();
             Ok(())
         };
-        journal::replay_batches(&path, |batch| {
+        journal::replay_batches(&*self.opts.fs, &path, |batch| {
             let view = self.view.load();
             for &(kind, key, value) in &batch.entries {
                 if kind != Kind::Put {

@@ -18,14 +18,15 @@
 mod gc;
 mod sample;
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 
 use bytes::Bytes;
 
 use crate::error::{Error, IoContext, Result};
 use crate::util::coding::{put_varint, Reader};
+use crate::vfs::{FsFile, SharedFs};
 
 /// Where a separated value lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,9 +64,10 @@ impl ValuePtr {
 /// An open value log. Shared by versions through `Arc`; deleted from disk when the last
 /// version holding it lets go after it was marked obsolete.
 pub(crate) struct VlogFile {
+    fs: SharedFs,
     pub(crate) number: u64,
     path: PathBuf,
-    file: File,
+    file: Arc<dyn FsFile>,
     pub(crate) total_bytes: u64,
     /// Bytes of values still referenced by some table (an upper bound: shadowed pointers are
     /// only subtracted when a compaction drops them).
@@ -82,14 +84,16 @@ pub(crate) struct VlogFile {
 
 impl VlogFile {
     pub(crate) fn open(
+        fs: SharedFs,
         path: &Path,
         number: u64,
         live_bytes: u64,
         sampled_at_flush: u64,
     ) -> Result<VlogFile> {
-        let file = File::open(path).at(path)?;
-        let total_bytes = file.metadata().at(path)?.len();
+        let file = fs.open(path).at(path)?;
+        let total_bytes = file.len().at(path)?;
         Ok(VlogFile {
+            fs,
             number,
             path: path.to_path_buf(),
             file,
@@ -104,7 +108,9 @@ impl VlogFile {
     /// Reads and verifies a value.
     pub(crate) fn read(&self, ptr: &ValuePtr) -> Result<Bytes> {
         let mut buf = vec![0u8; ptr.len as usize];
-        crate::util::nowait::read_exact_at(&self.file, &mut buf, ptr.offset).at(&self.path)?;
+        self.file
+            .read_exact_at(&mut buf, ptr.offset)
+            .at(&self.path)?;
         if crc32c::crc32c(&buf) != ptr.crc {
             return Err(Error::corruption(
                 &self.path,
@@ -136,7 +142,7 @@ impl VlogFile {
 impl Drop for VlogFile {
     fn drop(&mut self) {
         if self.obsolete.load(Ordering::Acquire) {
-            if let Err(e) = std::fs::remove_file(&self.path) {
+            if let Err(e) = self.fs.remove_file(&self.path) {
                 tracing::warn!(path = %self.path.display(), error = %e, "could not delete value log");
             }
         }

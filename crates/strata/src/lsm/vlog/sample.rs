@@ -36,7 +36,7 @@ impl Tree {
         let stride_bytes = (log.total_bytes / VLOG_SAMPLE_VALUES).max(1);
         let (mut next_mark, mut sampled, mut live) = (0u64, 0u64, 0u64);
         let path = log.path().to_path_buf();
-        journal::replay_batches(&path, |batch| {
+        journal::replay_batches(&*self.opts.fs, &path, |batch| {
             if batch.offset < next_mark {
                 return Ok(());
             }
