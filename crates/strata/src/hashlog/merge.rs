@@ -121,6 +121,10 @@ impl LogStore {
             })?;
         }
         self.publish_merge_output(&mut out, out_sid, &mut dead_out)?;
+        // The records that made the dropped ones dead (newer writes, deletes) may still wait,
+        // unsynced, in the active segment: they must be durable before the inputs go, or a power
+        // cut would lose the old value and the new one.
+        self.journal.sync_now(true)?;
         // Every output's directory entry is durable before any input disappears.
         fsutil::sync_dir(&*self.opts.fs, &seg_dir)?;
         {

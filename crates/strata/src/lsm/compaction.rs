@@ -204,7 +204,7 @@ impl Tree {
 
     pub(super) fn run_compaction(&self, job: Job) -> Result<()> {
         let mut outputs: Vec<Arc<Table>> = Vec::new();
-        let result = merge(
+        let written = merge(
             &job,
             &self.opts,
             || {
@@ -227,65 +227,65 @@ impl Tree {
         )
         .and_then(|dead| {
             crate::util::fsutil::sync_dir(&*self.opts.fs, &self.sst_dir).map(|()| dead)
-        })
-        .and_then(|dead| {
-            // Value logs lose the bytes whose pointers this merge dropped; one that no table
-            // points into any more leaves the version (and the disk, once unused). The live
-            // counts are shared with the current version: put back if the manifest write fails.
-            let mut undo: Vec<(Arc<VlogFile>, u64)> = Vec::new();
-            let installed = self.install(None, |nv| {
-                let gone: HashSet<u64> = job.inputs.iter().map(|t| t.id).collect();
-                for level in nv.levels.iter_mut() {
-                    level.retain(|t| !gone.contains(&t.id));
+        });
+        let dead = match written {
+            Ok(dead) => dead,
+            Err(e) => {
+                // No manifest names the outputs yet: they go.
+                for t in &outputs {
+                    t.obsolete.store(true, Ordering::Release);
                 }
-                let out = &mut nv.levels[job.output_level];
-                out.extend(outputs.iter().cloned());
-                out.sort_by(|a, b| a.min_key.cmp(&b.min_key));
-                for (file, bytes) in dead {
-                    if let Some(vlog) = nv.vlogs.get(&file) {
-                        let old = vlog.live_bytes.load(Ordering::Acquire);
-                        vlog.live_bytes
-                            .store(old.saturating_sub(bytes), Ordering::Release);
-                        undo.push((vlog.clone(), old));
-                    }
-                }
-                let emptied: Vec<Arc<VlogFile>> = nv
-                    .vlogs
-                    .values()
-                    .filter(|v| v.live_bytes.load(Ordering::Acquire) == 0)
-                    .cloned()
-                    .collect();
-                for v in &emptied {
-                    nv.vlogs.remove(&v.number);
-                }
-                Ok(emptied)
-            });
-            match installed {
-                Ok(emptied) => {
-                    for v in &emptied {
-                        v.obsolete.store(true, Ordering::Release);
-                    }
-                    Ok(())
-                }
-                Err(e) => {
-                    for (v, old) in undo {
-                        v.live_bytes.store(old, Ordering::Release);
-                    }
-                    Err(e)
+                return Err(e);
+            }
+        };
+        // Value logs lose the bytes whose pointers this merge dropped; one that no table
+        // points into any more leaves the version (and the disk, once unused). The live
+        // counts are shared with the current version: put back if the manifest write fails.
+        let mut undo: Vec<(Arc<VlogFile>, u64)> = Vec::new();
+        let installed = self.install(None, |nv| {
+            let gone: HashSet<u64> = job.inputs.iter().map(|t| t.id).collect();
+            for level in nv.levels.iter_mut() {
+                level.retain(|t| !gone.contains(&t.id));
+            }
+            let out = &mut nv.levels[job.output_level];
+            out.extend(outputs.iter().cloned());
+            out.sort_by(|a, b| a.min_key.cmp(&b.min_key));
+            for (file, bytes) in dead {
+                if let Some(vlog) = nv.vlogs.get(&file) {
+                    let old = vlog.live_bytes.load(Ordering::Acquire);
+                    vlog.live_bytes
+                        .store(old.saturating_sub(bytes), Ordering::Release);
+                    undo.push((vlog.clone(), old));
                 }
             }
+            let emptied: Vec<Arc<VlogFile>> = nv
+                .vlogs
+                .values()
+                .filter(|v| v.live_bytes.load(Ordering::Acquire) == 0)
+                .cloned()
+                .collect();
+            for v in &emptied {
+                nv.vlogs.remove(&v.number);
+            }
+            Ok(emptied)
         });
-        match result {
-            Ok(()) => {
+        match installed {
+            Ok(emptied) => {
+                for v in &emptied {
+                    v.obsolete.store(true, Ordering::Release);
+                }
                 for t in &job.inputs {
                     t.obsolete.store(true, Ordering::Release);
                 }
                 Ok(())
             }
             Err(e) => {
-                for t in &outputs {
-                    t.obsolete.store(true, Ordering::Release);
+                for (v, old) in undo {
+                    v.live_bytes.store(old, Ordering::Release);
                 }
+                // The outputs stay on disk: the manifest naming them may have landed (a failed
+                // directory fsync comes after the rename). If it did not, they are tables no
+                // manifest lists, which the next open removes; the inputs stay live either way.
                 Err(e)
             }
         }

@@ -7,8 +7,9 @@
 //!   fsynced is gone (or, with [`FaultFs::tear_writes`], a random prefix of it survives, cut at a
 //!   512-byte boundary), and every create, rename and unlink not followed by a directory fsync is
 //!   undone.
-//! - [`FaultFs::crash_at`] cuts the power during the Nth call that changes anything: that call
-//!   and every later one fail with `EIO`, as if the machine had stopped there.
+//! - [`FaultFs::crash_at`] stops the machine during the Nth call that changes anything: that call
+//!   and every later one fail with `EIO`. Then [`FaultFs::power_cut`] loses what was not durable,
+//!   or [`FaultFs::revive`] keeps it, as when only the process was killed.
 //! - [`FaultFs::fail`] fails the Nth call of a kind (write, fsync, rename, directory fsync,
 //!   read) once, with `EIO` or `ENOSPC`, or flips a bit in what a read returns.
 //!
@@ -176,6 +177,16 @@ impl FaultFs {
     /// file's unsynced appended bytes instead of none: a torn write.
     pub fn tear_writes(&self, seed: u64) {
         self.0.state.lock().tear_seed = Some(seed);
+    }
+
+    /// Ends a crash as a killed process does, not a power cut: calls work again and every byte
+    /// written so far stays (the page cache survives the process), durable or not.
+    pub fn revive(&self) {
+        let mut st = self.0.state.lock();
+        st.crashed = false;
+        st.crash_at = None;
+        st.mutations = 0;
+        st.faults.clear();
     }
 
     /// Puts every file and directory under the root back to what a power cut would leave (see

@@ -1,0 +1,425 @@
+//! Crash points through every background job, with the power cut: a deterministic workload
+//! (puts and deletes with every write fsynced, explicit compactions) runs on tiny memtables,
+//! tables and segments, so that flush, compaction, value-log GC, hash-engine merge and hint
+//! writing all run, on a file system that cuts the power at its Nth changing call. The store is
+//! then reopened with the real recovery code and checked against a model of what was
+//! acknowledged:
+//! - every acknowledged write is there with its newest value;
+//! - no key holds a value it never had, and no deleted key comes back;
+//! - the store opens (a power cut corrupts nothing that was made durable), and is writable.
+//!
+//! The default run covers a spread of crash points per engine; `STRATA_CRASH_POINTS=N` runs N
+//! per engine (the long mode).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use strata::vfs::FaultFs;
+use strata::{Db, Engine, Options, SyncMode};
+
+const KEYS: u32 = 40;
+const OPS: usize = 400;
+/// Crash points per engine in the default run.
+const DEFAULT_POINTS: u64 = 40;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Put(Vec<u8>, Vec<u8>),
+    Delete(Vec<u8>),
+    Compact,
+}
+
+/// The workload: the same for every crash point, so that a failure names a reproducible run.
+fn workload() -> Vec<Op> {
+    let mut rng = SmallRng::seed_from_u64(0x5eed_c0de);
+    let mut ops = Vec::with_capacity(OPS);
+    for i in 0..OPS {
+        let key = format!("key{:03}", rng.gen_range(0..KEYS)).into_bytes();
+        let roll = rng.gen_range(0..100);
+        let op = if roll < 2 {
+            Op::Compact
+        } else if roll < 25 {
+            Op::Delete(key)
+        } else {
+            // Values carry their key and op number, so a value that was never written is
+            // recognisable; sizes straddle the value-separation threshold (100 bytes).
+            let len = rng.gen_range(0..400);
+            let mut v = format!("{}#{i}:", String::from_utf8_lossy(&key)).into_bytes();
+            v.resize(v.len() + len, b'a' + (i % 26) as u8);
+            Op::Put(key, v)
+        };
+        ops.push(op);
+    }
+    ops
+}
+
+fn options(engine: Engine, fs: &FaultFs) -> Options {
+    Options {
+        engine,
+        partitions: 2,
+        sync: SyncMode::Always,
+        fs: std::sync::Arc::new(fs.clone()),
+        ..Options::tiny()
+    }
+}
+
+type Model = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
+
+/// Runs the workload until an operation fails; returns what was acknowledged and the operation
+/// that failed (it may or may not have been applied).
+fn run_until_failure(db: &Db, ops: &[Op]) -> (Model, Option<Op>) {
+    let mut acked = Model::new();
+    for op in ops {
+        let res = match op {
+            Op::Put(k, v) => db.put(k, v),
+            Op::Delete(k) => db.delete(k),
+            Op::Compact => db.compact(),
+        };
+        if res.is_err() {
+            return (acked, Some(op.clone()));
+        }
+        match op {
+            Op::Put(k, v) => {
+                acked.insert(k.clone(), Some(v.clone()));
+            }
+            Op::Delete(k) => {
+                acked.insert(k.clone(), None);
+            }
+            Op::Compact => {}
+        }
+    }
+    (acked, None)
+}
+
+/// One crash point: returns the changing calls the run made (to size the next runs).
+fn crash_at(engine: Engine, point: Option<u64>, tear: bool) -> u64 {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = FaultFs::new(dir.path()).unwrap();
+    let ops = workload();
+    let db = Db::open(dir.path().join("db"), options(engine, &fs)).unwrap();
+    if let Some(n) = point {
+        fs.crash_at(n);
+    }
+    let (acked, in_flight) = run_until_failure(&db, &ops);
+    let calls = fs.mutations();
+    // The process goes on until it is dropped; the power is already out.
+    drop(db);
+    if tear {
+        fs.tear_writes(point.unwrap_or(0));
+    }
+    fs.power_cut().unwrap();
+    let ctx = format!("{engine:?}, crash at call {point:?} of {calls}, torn writes {tear}, in flight {in_flight:?}");
+    let db = Db::open(dir.path().join("db"), options(engine, &fs))
+        .unwrap_or_else(|e| panic!("{ctx}: the store does not open after a power cut: {e}"));
+    for k in 0..KEYS {
+        let key = format!("key{k:03}").into_bytes();
+        let got = db
+            .get(&key)
+            .unwrap_or_else(|e| panic!("{ctx}: reading {k}: {e}"))
+            .map(|v| v.to_vec());
+        let want = acked.get(&key).cloned().unwrap_or(None);
+        let in_flight_state = match &in_flight {
+            Some(Op::Put(ik, iv)) if *ik == key => Some(Some(iv.clone())),
+            Some(Op::Delete(ik)) if *ik == key => Some(None),
+            _ => None,
+        };
+        let allowed = got == want || in_flight_state.as_ref() == Some(&got);
+        assert!(
+            allowed,
+            "{ctx}: key {k} holds {:?}, acknowledged {:?}",
+            got.as_deref().map(String::from_utf8_lossy),
+            want.as_deref().map(String::from_utf8_lossy),
+        );
+    }
+    // Scans agree with point reads.
+    let scanned = db.scan::<&[u8], _>(..).count();
+    let present = (0..KEYS)
+        .filter(|k| db.get(format!("key{k:03}").as_bytes()).unwrap().is_some())
+        .count();
+    assert_eq!(scanned, present, "{ctx}: scan and point reads disagree");
+    // Writable again, and what is written now survives the next cut.
+    db.put(b"after", b"the cut")
+        .unwrap_or_else(|e| panic!("{ctx}: not writable after reopening: {e}"));
+    drop(db);
+    fs.power_cut().unwrap();
+    let db = Db::open(dir.path().join("db"), options(engine, &fs)).unwrap();
+    assert_eq!(
+        db.get(b"after").unwrap().as_deref(),
+        Some(&b"the cut"[..]),
+        "{ctx}"
+    );
+    calls
+}
+
+fn crash_points(engine: Engine) {
+    let points: u64 = std::env::var("STRATA_CRASH_POINTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(DEFAULT_POINTS);
+    // A run without a crash counts the changing calls; crash points spread over them.
+    let total = crash_at(engine, None, false);
+    assert!(
+        total > 100,
+        "{engine:?}: the workload made only {total} changing calls"
+    );
+    let mut ran = 0u64;
+    for i in 0..points {
+        // Spread over the run, shifted each pass so that long runs cover every call.
+        let point = 1 + (i * total / points.max(1) + i / total.max(1)) % total;
+        crash_at(engine, Some(point), i % 2 == 1);
+        ran += 1;
+    }
+    eprintln!("{engine:?}: {ran} crash points over {total} changing calls, none lost an acknowledged write");
+}
+
+#[test]
+fn lsm_survives_power_cuts_at_crash_points_through_flush_compaction_and_gc() {
+    crash_points(Engine::Lsm);
+}
+
+#[test]
+fn log_engine_survives_power_cuts_at_crash_points_through_merges_and_hints() {
+    crash_points(Engine::Log);
+}
+
+/// Under `SyncMode::Never` a power cut may lose writes made since the last `Db::sync`, but each
+/// key must come back in a state it really had at or after that sync: an older, durable value
+/// must never vanish because something newer that shadowed it was lost (a merge or compaction
+/// that dropped the old value before the new one was durable).
+fn unsynced_crash_at(engine: Engine, point: Option<u64>) -> u64 {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = FaultFs::new(dir.path()).unwrap();
+    let opts = Options {
+        sync: SyncMode::Never,
+        ..options(engine, &fs)
+    };
+    let db = Db::open(dir.path().join("db"), opts.clone()).unwrap();
+    if let Some(n) = point {
+        fs.crash_at(n);
+    }
+    // Per key, every state it had since the last successful sync (the first is the state at
+    // that sync).
+    let mut since_sync: BTreeMap<Vec<u8>, Vec<Option<Vec<u8>>>> = BTreeMap::new();
+    let mut state: Model = Model::new();
+    let keys: Vec<Vec<u8>> = (0..KEYS)
+        .map(|k| format!("key{k:03}").into_bytes())
+        .collect();
+    let reset = |since: &mut BTreeMap<Vec<u8>, Vec<Option<Vec<u8>>>>, state: &Model| {
+        since.clear();
+        for k in &keys {
+            since.insert(k.clone(), vec![state.get(k).cloned().unwrap_or(None)]);
+        }
+    };
+    reset(&mut since_sync, &state);
+    for (i, op) in workload().iter().enumerate() {
+        let (key, new_state) = match op {
+            Op::Put(k, v) => (k, Some(v.clone())),
+            Op::Delete(k) => (k, None),
+            Op::Compact => {
+                if db.compact().is_err() {
+                    break;
+                }
+                continue;
+            }
+        };
+        // Recorded before the call: a failed write may still have been applied.
+        since_sync.get_mut(key).unwrap().push(new_state.clone());
+        let res = match op {
+            Op::Put(k, v) => db.put(k, v),
+            _ => db.delete(key),
+        };
+        if res.is_err() {
+            break;
+        }
+        state.insert(key.clone(), new_state);
+        if i % 50 == 49 {
+            if db.sync().is_err() {
+                break;
+            }
+            reset(&mut since_sync, &state);
+        }
+    }
+    let calls = fs.mutations();
+    drop(db);
+    fs.power_cut().unwrap();
+    let ctx = format!("{engine:?} unsynced, crash at call {point:?} of {calls}");
+    let db = Db::open(dir.path().join("db"), opts)
+        .unwrap_or_else(|e| panic!("{ctx}: the store does not open after a power cut: {e}"));
+    for k in &keys {
+        let got = db
+            .get(k)
+            .unwrap_or_else(|e| panic!("{ctx}: reading {:?}: {e}", String::from_utf8_lossy(k)))
+            .map(|v| v.to_vec());
+        let allowed = &since_sync[k];
+        assert!(
+            allowed.contains(&got),
+            "{ctx}: {} holds {:?}, which it did not have at or after the last sync ({} states)",
+            String::from_utf8_lossy(k),
+            got.as_deref().map(String::from_utf8_lossy),
+            allowed.len()
+        );
+    }
+    calls
+}
+
+fn unsynced_crash_points(engine: Engine) {
+    let points: u64 = std::env::var("STRATA_CRASH_POINTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(DEFAULT_POINTS);
+    let total = unsynced_crash_at(engine, None);
+    for i in 0..points {
+        let point = 1 + (i * total / points.max(1) + i / total.max(1)) % total;
+        unsynced_crash_at(engine, Some(point));
+    }
+    // And the end of the run, where nothing after the last sync was fsynced.
+    unsynced_crash_at(engine, Some(total + 1));
+    eprintln!(
+        "{engine:?} unsynced: {} crash points over {total} changing calls",
+        points + 1
+    );
+}
+
+#[test]
+fn lsm_keeps_a_state_each_key_had_since_the_last_sync_after_a_power_cut() {
+    unsynced_crash_points(Engine::Lsm);
+}
+
+#[test]
+fn log_engine_keeps_a_state_each_key_had_since_the_last_sync_after_a_power_cut() {
+    unsynced_crash_points(Engine::Log);
+}
+
+/// A killed process leaves its log in the page cache only; the next process replays it, and a
+/// flush then points tables (and, in the LSM, value pointers) into it. Recovery must make the
+/// replayed log durable before that, or a power cut afterwards leaves pointers into bytes that
+/// never reached the disk.
+#[test]
+fn a_log_replayed_after_a_kill_is_durable_before_anything_points_into_it() {
+    for engine in [Engine::Lsm, Engine::Log] {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = FaultFs::new(dir.path()).unwrap();
+        let opts = Options {
+            sync: SyncMode::Never,
+            // Large memtables: nothing is flushed before the kill.
+            memtable_bytes_max: 4 << 20,
+            ..options(engine, &fs)
+        };
+        let db = Db::open(dir.path().join("db"), opts.clone()).unwrap();
+        for i in 0..200u32 {
+            db.put(format!("key{i:03}").as_bytes(), &[b'v'; 300])
+                .unwrap();
+        }
+        // SIGKILL: every later call of the process fails, what it wrote stays in the page cache.
+        fs.crash_at(1);
+        drop(db);
+        fs.revive();
+        // The next process replays the logs and flushes them into tables.
+        let db = Db::open(dir.path().join("db"), opts.clone()).unwrap();
+        db.flush().unwrap();
+        drop(db);
+        fs.power_cut().unwrap();
+        let db = Db::open(dir.path().join("db"), opts)
+            .unwrap_or_else(|e| panic!("{engine:?}: does not open: {e}"));
+        for i in 0..200u32 {
+            let got = db
+                .get(format!("key{i:03}").as_bytes())
+                .unwrap_or_else(|e| panic!("{engine:?}: key {i}: {e}"));
+            assert_eq!(
+                got.as_deref(),
+                Some(&[b'v'; 300][..]),
+                "{engine:?}: key {i} replayed and flushed, then lost to a power cut"
+            );
+        }
+    }
+}
+
+/// When the directory fsync after a manifest rename fails, the new manifest may still be on disk:
+/// a compaction must not delete its output tables then, or the store will not open.
+#[test]
+fn a_failed_manifest_directory_fsync_leaves_a_store_that_opens() {
+    for n in 1..=12u64 {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = FaultFs::new(dir.path()).unwrap();
+        let opts = options(Engine::Lsm, &fs);
+        let db = Db::open(dir.path().join("db"), opts.clone()).unwrap();
+        let (acked, _) = run_until_failure(&db, &workload());
+        fs.fail(strata::vfs::IoKind::SyncDir, n, strata::vfs::FaultKind::Eio);
+        let compacted = db.compact();
+        // The process dies right after the failure, before any retry could mend it.
+        fs.crash_at(1);
+        drop(db);
+        fs.revive();
+        let db = Db::open(dir.path().join("db"), opts).unwrap_or_else(|e| {
+            panic!("directory fsync {n} failed (compaction: {compacted:?}); then: {e}")
+        });
+        for (k, v) in &acked {
+            assert_eq!(
+                db.get(k).unwrap().map(|b| b.to_vec()),
+                *v,
+                "directory fsync {n} failed"
+            );
+        }
+    }
+}
+
+/// Hash engine: a background merge drops old values that newer records shadow. Under
+/// `SyncMode::Never` those newer records may sit in the active segment, not yet fsynced: the
+/// merge must make them durable before it deletes its inputs, or a power cut loses both the old
+/// value and the new one, and a key that was present at every moment is gone.
+#[test]
+fn log_engine_merge_makes_shadowing_records_durable_before_deleting_its_inputs() {
+    for round in 0..8u32 {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = FaultFs::new(dir.path()).unwrap();
+        let opts = Options {
+            sync: SyncMode::Never,
+            partitions: 1,
+            log_segment_bytes_max: 4096,
+            ..options(Engine::Log, &fs)
+        };
+        let db = Db::open(dir.path().join("db"), opts.clone()).unwrap();
+        let keys = 30u32;
+        for k in 0..keys {
+            db.put(format!("key{k:03}").as_bytes(), &[b'1'; 200])
+                .unwrap();
+        }
+        db.sync().unwrap();
+        // Overwrites: the segments holding the first values become dead and get merged in the
+        // background while the newest overwrites wait, unsynced, in the active segment.
+        for pass in 0..(2 + round) {
+            for k in 0..keys {
+                db.put(format!("key{k:03}").as_bytes(), &[b'2' + pass as u8; 200])
+                    .unwrap();
+            }
+        }
+        let merged = |db: &Db| {
+            db.stats()
+                .partitions
+                .iter()
+                .map(|p| p.compactions)
+                .sum::<u64>()
+        };
+        for _ in 0..500 {
+            if merged(&db) > 0 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(merged(&db) > 0, "no merge ran");
+        // The power goes before anyone syncs.
+        fs.crash_at(1);
+        drop(db);
+        fs.power_cut().unwrap();
+        let db = Db::open(dir.path().join("db"), opts).unwrap();
+        for k in 0..keys {
+            let got = db.get(format!("key{k:03}").as_bytes()).unwrap();
+            assert!(
+                got.is_some(),
+                "round {round}: key {k} was present at every moment and is gone"
+            );
+        }
+    }
+}
