@@ -5,6 +5,7 @@
 //! readers never wait), and the old segments are deleted.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -14,13 +15,15 @@ use super::{HINT_SUFFIX, SEGMENT_SUFFIX};
 use crate::batch::{encode_entries, last_writes, Kind};
 use crate::error::{IoContext, Result};
 use crate::journal::{self, WalWriter};
-use crate::util::fsutil;
+use crate::util::fsutil::{self, TMP_SUFFIX};
 
 /// A merge output segment being written, and the index moves it will publish.
 #[derive(Default)]
 struct MergeOutput {
     writer: Option<(WalWriter, hint::HintWriter)>,
     moves: Vec<(IKey, Loc, Loc)>,
+    /// Files this merge created that are not yet part of the store.
+    unpublished: Vec<PathBuf>,
 }
 
 /// Index entries a merge moves under one hold of the index lock: readers and writers wait at
@@ -80,11 +83,28 @@ impl LogStore {
                 .and_then(|sub| SegId::new(sid.number(), sub))
                 .ok_or_else(|| segment_ids_exhausted(&seg_dir))
         };
-        let mut out_sid = next_sub(last)?;
         let mut out = MergeOutput::default();
+        let res = self.merge_inputs(&inputs, next_sub(last)?, &next_sub, &mut out);
+        if let Err(e) = res {
+            self.discard_unpublished(&mut out);
+            return Err(e);
+        }
+        Ok(true)
+    }
+
+    /// Copies the live records of `inputs` into outputs numbered from `out_sid`, publishes them,
+    /// and deletes the inputs.
+    fn merge_inputs(
+        &self,
+        inputs: &[(SegId, Arc<Segment>)],
+        mut out_sid: SegId,
+        next_sub: &dyn Fn(SegId) -> Result<SegId>,
+        out: &mut MergeOutput,
+    ) -> Result<()> {
+        let seg_dir = self.seg_dir();
         let mut written = 0u64;
         let mut dead_out: HashMap<SegId, u64> = HashMap::new();
-        for (sid, seg) in &inputs {
+        for (sid, seg) in inputs {
             journal::replay_batches(&*self.opts.fs, &seg.path, |batch| {
                 let old = Loc::new(*sid, batch.offset, batch.len)?;
                 // The index points a key at the record, not at an entry: only the key's last
@@ -97,8 +117,12 @@ impl LogStore {
                     let (w, h) = match &mut out.writer {
                         Some((w, h)) => (w, h),
                         None => {
-                            let path =
-                                seg_dir.join(format!("{}{SEGMENT_SUFFIX}", seg_name(out_sid)));
+                            // Written under a temporary name: a crash leaves nothing that looks
+                            // like a segment (open removes `.tmp` files), and a failed merge
+                            // removes it (`discard_unpublished`).
+                            let path = seg_dir
+                                .join(format!("{}{SEGMENT_SUFFIX}{TMP_SUFFIX}", seg_name(out_sid)));
+                            out.unpublished.push(path.clone());
                             let w = WalWriter::create(&*self.opts.fs, path, 0)?;
                             let (w, h) = out.writer.insert((w, hint::HintWriter::new()));
                             (w, h)
@@ -113,14 +137,14 @@ impl LogStore {
                     out.moves
                         .push((IKey::new(key), old, Loc::new(out_sid, at, n)?));
                     if w.len_bytes >= self.opts.log_segment_bytes_max {
-                        self.publish_merge_output(&mut out, out_sid, &mut dead_out)?;
+                        self.publish_merge_output(out, out_sid, &mut dead_out)?;
                         out_sid = next_sub(out_sid)?;
                     }
                 }
                 Ok(())
             })?;
         }
-        self.publish_merge_output(&mut out, out_sid, &mut dead_out)?;
+        self.publish_merge_output(out, out_sid, &mut dead_out)?;
         // The records that made the dropped ones dead (newer writes, deletes) may still wait,
         // unsynced, in the active segment: they must be durable before the inputs go, or a power
         // cut would lose the old value and the new one.
@@ -130,7 +154,7 @@ impl LogStore {
         {
             let mut segs = self.segments.write();
             let mut dead = self.dead.lock();
-            for (sid, _) in &inputs {
+            for (sid, _) in inputs {
                 segs.remove(sid);
                 dead.remove(sid);
             }
@@ -138,7 +162,9 @@ impl LogStore {
                 *dead.entry(sid).or_default() += d;
             }
         }
-        for (sid, seg) in &inputs {
+        // In ascending order: if a removal fails, every newer input is still there, so no older
+        // record can outlive the newer one (or the delete) that shadowed it.
+        for (sid, seg) in inputs {
             // Readers holding the segment keep reading through their open handle.
             self.opts.fs.remove_file(&seg.path).at(&seg.path)?;
             let hint = seg_dir.join(format!("{}{HINT_SUFFIX}", seg_name(*sid)));
@@ -149,7 +175,27 @@ impl LogStore {
         fsutil::sync_dir(&*self.opts.fs, &seg_dir)?;
         self.merge_bytes.fetch_add(written, Ordering::Relaxed);
         self.merges.fetch_add(1, Ordering::Relaxed);
-        Ok(true)
+        Ok(())
+    }
+
+    /// After a failed merge: removes the outputs it wrote but did not publish. One left behind
+    /// would hold copies of records whose deletes a later merge may drop, and bring them back at
+    /// the next open; if one cannot be removed, the partition refuses writes (and so merges)
+    /// until it is reopened, when the newer records that shadow its copies are still there.
+    fn discard_unpublished(&self, out: &mut MergeOutput) {
+        out.writer = None;
+        for path in out.unpublished.drain(..) {
+            match self.opts.fs.remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    let e = crate::Error::io(&path, e);
+                    tracing::error!(error = %e, "cannot remove an unpublished merge output");
+                    let mut st = self.journal.lock();
+                    let _ = self.journal.fail(&mut st, e);
+                }
+            }
+        }
     }
 
     /// Completes the merge output being written (fsynced, with its hint file), makes it
@@ -168,14 +214,17 @@ impl LogStore {
         w.write_buffer()?;
         w.file().sync_all().at(w.path())?;
         let seg_dir = self.seg_dir();
-        h.finish(
-            &*self.opts.fs,
-            &seg_dir,
-            &format!("{}{HINT_SUFFIX}", seg_name(sid)),
-        )?;
+        let path = seg_dir.join(format!("{}{SEGMENT_SUFFIX}", seg_name(sid)));
+        let hint_name = format!("{}{HINT_SUFFIX}", seg_name(sid));
+        out.unpublished.push(path.clone());
+        out.unpublished.push(seg_dir.join(&hint_name));
+        self.opts.fs.rename(w.path(), &path).at(&path)?;
+        h.finish(&*self.opts.fs, &seg_dir, &hint_name)?;
         // Readable before the index points at it.
-        let segment = Segment::open(&*self.opts.fs, w.path().to_path_buf(), w.len_bytes)?;
+        let segment = Segment::open(&*self.opts.fs, path, w.len_bytes)?;
         self.segments.write().insert(sid, Arc::new(segment));
+        // Published: from here on, the segment belongs to the store.
+        out.unpublished.clear();
         for chunk in out.moves.chunks(INDEX_MOVES_PER_LOCK) {
             let mut index = self.index.write();
             for (key, old, new) in chunk {

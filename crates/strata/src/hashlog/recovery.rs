@@ -71,11 +71,11 @@ impl LogStore {
                     }
                 });
             } else {
-                // The newest segment may end torn, and so may a merge output without its hint:
-                // a merge writes the hint once the output is complete and fsynced, so one without
-                // may have been cut short by a crash (its records are copies of records still in
-                // its inputs, which a merge deletes only after every output is complete). Hint
-                // files are only an accelerator: one may also be missing because it was deleted.
+                // The newest segment may end torn. So may a merge output without its hint in a
+                // store written before merges wrote outputs under a temporary name: such an
+                // output may have been cut short by a crash (its records are copies of records
+                // still in its inputs, which a merge deletes only after every output is
+                // complete). Today an output gets its final name only once complete and fsynced.
                 let may_be_torn =
                     ids.last() == Some(&sid) || (sid.sub() > 0 && !opts.fs.exists(&hint_path));
                 journal::recover_log(&*opts.fs, &path, may_be_torn, opts.salvage, |batch| {
