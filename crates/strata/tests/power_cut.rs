@@ -153,11 +153,22 @@ fn crash_at(engine: Engine, point: Option<u64>, tear: bool) -> u64 {
     calls
 }
 
-fn crash_points(engine: Engine) {
-    let points: u64 = std::env::var("STRATA_CRASH_POINTS")
+/// Crash points per engine and mode: `STRATA_CRASH_POINTS`, or the default.
+fn points_to_run() -> u64 {
+    std::env::var("STRATA_CRASH_POINTS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(DEFAULT_POINTS);
+        .unwrap_or(DEFAULT_POINTS)
+}
+
+/// The `i`th of `points` crash points spread over a run of `total` changing calls, shifted on
+/// each pass over the run so that long runs cover every call.
+fn nth_point(i: u64, points: u64, total: u64) -> u64 {
+    1 + (i * total / points.max(1) + i / total.max(1)) % total.max(1)
+}
+
+fn crash_points(engine: Engine) {
+    let points = points_to_run();
     // A run without a crash counts the changing calls; crash points spread over them.
     let total = crash_at(engine, None, false);
     assert!(
@@ -166,9 +177,7 @@ fn crash_points(engine: Engine) {
     );
     let mut ran = 0u64;
     for i in 0..points {
-        // Spread over the run, shifted each pass so that long runs cover every call.
-        let point = 1 + (i * total / points.max(1) + i / total.max(1)) % total;
-        crash_at(engine, Some(point), i % 2 == 1);
+        crash_at(engine, Some(nth_point(i, points, total)), i % 2 == 1);
         ran += 1;
     }
     eprintln!("{engine:?}: {ran} crash points over {total} changing calls, none lost an acknowledged write");
@@ -265,14 +274,10 @@ fn unsynced_crash_at(engine: Engine, point: Option<u64>) -> u64 {
 }
 
 fn unsynced_crash_points(engine: Engine) {
-    let points: u64 = std::env::var("STRATA_CRASH_POINTS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(DEFAULT_POINTS);
+    let points = points_to_run();
     let total = unsynced_crash_at(engine, None);
     for i in 0..points {
-        let point = 1 + (i * total / points.max(1) + i / total.max(1)) % total;
-        unsynced_crash_at(engine, Some(point));
+        unsynced_crash_at(engine, Some(nth_point(i, points, total)));
     }
     // And the end of the run, where nothing after the last sync was fsynced.
     unsynced_crash_at(engine, Some(total + 1));
@@ -509,4 +514,50 @@ fn injected_disk_errors_reach_the_caller_and_lose_nothing_acknowledged() {
         }
     }
     assert!(failed_calls > 0, "no injected error ever reached a caller");
+}
+
+/// A bit flipped in what a read returns (table footer, index, filter or block, value log, log
+/// record, segment, hint, manifest) is caught by a checksum: opening or reading reports
+/// corruption naming a file, and never returns a wrong value.
+#[test]
+fn a_flipped_bit_in_any_read_is_reported_never_returned() {
+    use strata::vfs::{FaultKind, IoKind};
+    for engine in [Engine::Lsm, Engine::Log] {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = FaultFs::new(dir.path()).unwrap();
+        let opts = options(engine, &fs);
+        let (acked, _) = {
+            let db = Db::open(dir.path().join("db"), opts.clone()).unwrap();
+            let r = run_until_failure(&db, &workload());
+            db.compact().unwrap();
+            db.close().unwrap();
+            r
+        };
+        let mut reported = 0;
+        for nth in 1..=40u64 {
+            fs.fail(IoKind::Read, nth, FaultKind::FlipBit);
+            let ctx = format!("{engine:?}, bit flipped in read {nth}");
+            let db = match Db::open(dir.path().join("db"), opts.clone()) {
+                Ok(db) => db,
+                Err(e) => {
+                    assert!(e.is_corruption(), "{ctx}: open failed otherwise: {e}");
+                    reported += 1;
+                    fs.power_cut().unwrap(); // clears the pending fault
+                    continue;
+                }
+            };
+            for (k, v) in &acked {
+                match db.get(k) {
+                    Ok(got) => assert_eq!(got.map(|b| b.to_vec()), *v, "{ctx}: wrong value"),
+                    Err(e) => {
+                        assert!(e.is_corruption(), "{ctx}: {e}");
+                        reported += 1;
+                    }
+                }
+            }
+            db.close().unwrap();
+            fs.power_cut().unwrap();
+        }
+        assert!(reported > 0, "{engine:?}: no flipped bit was ever reported");
+    }
 }
