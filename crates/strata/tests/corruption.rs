@@ -310,20 +310,23 @@ fn damage_the_end_of_an_older_log(dir: &Path, suffix: &str, later_name: &str) ->
     older
 }
 
+/// The open failed with corruption naming `file`.
+fn assert_corruption_in(err: Option<Error>, file: &Path) {
+    let e = err.expect("damage is reported");
+    let msg = e.to_string();
+    assert!(e.is_corruption(), "{msg}");
+    assert!(
+        msg.contains(&*file.file_name().unwrap().to_string_lossy()),
+        "{msg}"
+    );
+}
+
 #[test]
 fn damage_at_the_end_of_an_older_log_is_corruption_not_a_torn_tail() {
     let dir = tempfile::tempdir().unwrap();
     write_keys(dir.path(), 20, false);
     let older = damage_the_end_of_an_older_log(dir.path(), ".log", "000900.log");
-    let e = Db::open(dir.path(), opts())
-        .err()
-        .expect("damage is reported");
-    let msg = e.to_string();
-    assert!(e.is_corruption(), "{msg}");
-    assert!(
-        msg.contains(&*older.file_name().unwrap().to_string_lossy()),
-        "{msg}"
-    );
+    assert_corruption_in(Db::open(dir.path(), opts()).err(), &older);
     // Salvage keeps what precedes the damage and the later log, and says what it dropped.
     let db = Db::open(
         dir.path(),
@@ -344,15 +347,7 @@ fn log_engine_damage_at_the_end_of_an_older_segment_is_corruption() {
     let dir = tempfile::tempdir().unwrap();
     write_log_keys(dir.path(), 30);
     let older = damage_the_end_of_an_older_log(dir.path(), ".seg", "000900-000.seg");
-    let e = Db::open(dir.path(), log_opts(false))
-        .err()
-        .expect("damage is reported");
-    let msg = e.to_string();
-    assert!(e.is_corruption(), "{msg}");
-    assert!(
-        msg.contains(&*older.file_name().unwrap().to_string_lossy()),
-        "{msg}"
-    );
+    assert_corruption_in(Db::open(dir.path(), log_opts(false)).err(), &older);
     let db = Db::open(dir.path(), log_opts(true)).unwrap();
     for i in 0..30 {
         assert!(db.get(format!("key{i:05}").as_bytes()).unwrap().is_some());
