@@ -138,7 +138,14 @@ impl FileSystem for RealFs {
         let f = match f {
             Ok(f) => f,
             // A read-only file (or file system) can still be read.
-            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => File::open(path)?,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem
+                ) =>
+            {
+                File::open(path)?
+            }
             Err(e) => return Err(e),
         };
         Ok(RealFile::shared(f))
