@@ -329,7 +329,6 @@ impl Db {
         V: AsRef<[u8]>,
     {
         self.check()?;
-        self.flush()?;
         let mut last: Option<Vec<u8>> = None;
         if self.inner.opts.engine == Engine::Log {
             let mut count = 0u64;

@@ -29,6 +29,8 @@ enum Op {
     Put(Vec<u8>, Vec<u8>),
     Delete(Vec<u8>),
     Compact,
+    /// Bulk load of sorted entries (tables written directly in the LSM).
+    Ingest(Vec<(Vec<u8>, Vec<u8>)>),
 }
 
 /// The workload: the same for every crash point, so that a failure names a reproducible run.
@@ -40,6 +42,19 @@ fn workload() -> Vec<Op> {
         let roll = rng.gen_range(0..100);
         let op = if roll < 2 {
             Op::Compact
+        } else if roll < 4 {
+            let mut keys: Vec<u32> = (0..5).map(|_| rng.gen_range(0..KEYS)).collect();
+            keys.sort_unstable();
+            keys.dedup();
+            Op::Ingest(
+                keys.into_iter()
+                    .map(|k| {
+                        let key = format!("key{k:03}").into_bytes();
+                        let v = format!("key{k:03}#{i}:ingested").into_bytes();
+                        (key, v)
+                    })
+                    .collect(),
+            )
         } else if roll < 25 {
             Op::Delete(key)
         } else {
@@ -76,6 +91,7 @@ fn run_until_failure(db: &Db, ops: &[Op]) -> (Model, Option<Op>) {
             Op::Put(k, v) => db.put(k, v),
             Op::Delete(k) => db.delete(k),
             Op::Compact => db.compact(),
+            Op::Ingest(entries) => db.ingest(entries.iter().cloned()).map(|_| ()),
         };
         if res.is_err() {
             return (acked, Some(op.clone()));
@@ -88,6 +104,11 @@ fn run_until_failure(db: &Db, ops: &[Op]) -> (Model, Option<Op>) {
                 acked.insert(k.clone(), None);
             }
             Op::Compact => {}
+            Op::Ingest(entries) => {
+                for (k, v) in entries {
+                    acked.insert(k.clone(), Some(v.clone()));
+                }
+            }
         }
     }
     (acked, None)
@@ -123,6 +144,10 @@ fn crash_at(engine: Engine, point: Option<u64>, tear: bool) -> u64 {
         let in_flight_state = match &in_flight {
             Some(Op::Put(ik, iv)) if *ik == key => Some(Some(iv.clone())),
             Some(Op::Delete(ik)) if *ik == key => Some(None),
+            Some(Op::Ingest(entries)) => entries
+                .iter()
+                .find(|(ik, _)| *ik == key)
+                .map(|(_, iv)| Some(iv.clone())),
             _ => None,
         };
         let allowed = got == want || in_flight_state.as_ref() == Some(&got);
@@ -232,6 +257,8 @@ fn unsynced_crash_at(engine: Engine, point: Option<u64>) -> u64 {
                 }
                 continue;
             }
+            // Covered by the fsync-per-write runs.
+            Op::Ingest(_) => continue,
         };
         // Recorded before the call: a failed write may still have been applied.
         since_sync.get_mut(key).unwrap().push(new_state.clone());
@@ -462,6 +489,7 @@ fn injected_disk_errors_reach_the_caller_and_lose_nothing_acknowledged() {
                             saw_error |= db.compact().is_err();
                             continue;
                         }
+                        Op::Ingest(_) => continue,
                     };
                     match res {
                         Ok(()) => {

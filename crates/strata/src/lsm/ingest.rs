@@ -18,11 +18,21 @@ use crate::util::fsutil;
 /// Writes `sorted` (strictly increasing keys, checked by the caller's iterator) into new tables
 /// of the partitions of `trees` (indexed by partition), each table closed at
 /// `table_bytes_target`, then installs each partition's tables. Returns the entries written.
+///
+/// Ingested tables count as newer than everything in the tree, so every memtable is flushed
+/// first, and value-log garbage collection is held off until they are installed: it writes live
+/// values again through the write path, and a value it rewrote into a memtable meanwhile would
+/// shadow the newer ingested one.
 pub(crate) fn ingest_sorted<K: AsRef<[u8]>, V: AsRef<[u8]>>(
     trees: &[&Tree],
     table_bytes_target: u64,
     sorted: impl Iterator<Item = Result<(K, V)>>,
 ) -> Result<u64> {
+    // `gc_lock` comes first in the lock order; partitions are taken in index order.
+    let _no_gc: Vec<_> = trees.iter().map(|t| t.gc_lock.lock()).collect();
+    for t in trees {
+        t.flush_all()?;
+    }
     let n = trees.len();
     let mut builders: Vec<Option<TableBuilder>> = (0..n).map(|_| None).collect();
     let mut metas: Vec<Vec<TableMeta>> = vec![Vec::new(); n];

@@ -7,7 +7,8 @@
 //! collection and sampling), `version` (the manifest).
 //!
 //! Locks, in the order they may be taken (a thread holding one may take only those after it):
-//! 1. `gc_lock` (one value-log collection at a time; held across its rewrites),
+//! 1. `gc_lock` (one value-log collection at a time; held across its rewrites; bulk ingest holds
+//!    every partition's, taken in partition order, while it flushes, builds and installs),
 //! 2. `compaction_lock` (one compaction or ingest install at a time), `flush_lock` (one flush);
 //!    never both,
 //! 3. the journal's write lock (log append + memtable insert; never held across fsync; group
