@@ -385,3 +385,43 @@ fn log_engine_opens_past_an_unfinished_merge_output_and_loses_nothing() {
         db.close().unwrap();
     }
 }
+
+/// A manifest whose checksum holds but whose next file number is out of range (as a fuzzer
+/// crafted it) is reported as corruption, not an arithmetic overflow; a file whose name holds
+/// such a number is left alone.
+#[test]
+fn out_of_range_file_numbers_are_corruption_not_overflow() {
+    let dir = tempfile::tempdir().unwrap();
+    write_keys(dir.path(), 30, true);
+    let part = dir.path().join("p0000");
+    let manifest = part.join("MANIFEST");
+    let bytes = std::fs::read(&manifest).unwrap();
+    // Layout: magic 8 | version u32 | payload_len u32 | crc u32 of bytes 8..16 ++ payload | payload;
+    // the payload starts with the next file number as a varint.
+    let payload = &bytes[20..];
+    let first_varint_len = payload.iter().position(|b| b & 0x80 == 0).unwrap() + 1;
+    let mut new_payload = Vec::new();
+    strata::varint::put(&mut new_payload, u64::MAX);
+    new_payload.extend_from_slice(&payload[first_varint_len..]);
+    let mut crafted = bytes[..8].to_vec();
+    crafted.extend_from_slice(&bytes[8..12]);
+    crafted.extend_from_slice(&(new_payload.len() as u32).to_le_bytes());
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&crafted[8..16]), &new_payload);
+    crafted.extend_from_slice(&crc.to_le_bytes());
+    crafted.extend_from_slice(&new_payload);
+    std::fs::write(&manifest, &crafted).unwrap();
+    let e = open_and_read_all(dir.path())
+        .err()
+        .expect("crafted manifest is refused");
+    assert!(e.is_corruption(), "{e}");
+
+    let dir = tempfile::tempdir().unwrap();
+    write_keys(dir.path(), 30, true);
+    let stray = dir.path().join("p0000/sst/18446744073709551615.sst");
+    std::fs::write(&stray, b"not ours").unwrap();
+    assert_eq!(open_and_read_all(dir.path()).unwrap(), 30);
+    assert!(
+        stray.exists(),
+        "a file the engine did not write was removed"
+    );
+}

@@ -21,7 +21,7 @@ use crate::lsm::sstable::{Table, TableMeta};
 use crate::lsm::vlog::VlogFile;
 use crate::lsm::LEVELS;
 use crate::util::coding::{put_len_prefixed, put_varint, Reader};
-use crate::util::fsutil;
+use crate::util::fsutil::{self, FILE_NUMBER_LIMIT};
 use crate::vfs::FileSystem;
 use std::collections::BTreeMap;
 
@@ -131,9 +131,12 @@ pub(crate) fn decode(path: &Path, bytes: &[u8]) -> Result<Manifest> {
         return Err(bad(8, &format!("unsupported manifest version {version}")));
     }
     let mut r = Reader::new(payload);
+    // File numbers count up from 1; one beyond the limit is damage (and would overflow the
+    // arithmetic that continues the count).
+    let number = |n: u64| (n < FILE_NUMBER_LIMIT).then_some(n);
     let parsed = (|| {
-        let next_file_number = r.varint()?;
-        let log_number = r.varint()?;
+        let next_file_number = number(r.varint()?)?;
+        let log_number = number(r.varint()?)?;
         let level_count = r.varint()? as usize;
         if level_count != LEVELS {
             return None;
@@ -147,7 +150,7 @@ pub(crate) fn decode(path: &Path, bytes: &[u8]) -> Result<Manifest> {
             let mut tables = Vec::with_capacity(n as usize);
             for _ in 0..n {
                 tables.push(TableMeta {
-                    id: r.varint()?,
+                    id: number(r.varint()?)?,
                     size: r.varint()?,
                     entries: r.varint()?,
                     min_key: Bytes::copy_from_slice(r.len_prefixed()?),
@@ -162,7 +165,7 @@ pub(crate) fn decode(path: &Path, bytes: &[u8]) -> Result<Manifest> {
         }
         let mut vlogs = Vec::with_capacity(n as usize);
         for _ in 0..n {
-            vlogs.push((r.varint()?, r.varint()?, r.varint()?));
+            vlogs.push((number(r.varint()?)?, r.varint()?, r.varint()?));
         }
         r.is_empty().then_some(Manifest {
             next_file_number,

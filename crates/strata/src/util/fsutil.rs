@@ -7,6 +7,10 @@ use std::path::{Path, PathBuf};
 use crate::error::{IoContext, Result};
 use crate::vfs::FileSystem;
 
+/// File numbers (logs, tables, value logs) stay below this: 2^48 files, far beyond any store's
+/// life, with room to add one without overflow. A larger number on disk is damage.
+pub(crate) const FILE_NUMBER_LIMIT: u64 = 1 << 48;
+
 /// Suffix of files being written; any left on open are removed.
 pub(crate) const TMP_SUFFIX: &str = ".tmp";
 
@@ -47,7 +51,8 @@ pub(crate) fn create_dir_durably(fs: &dyn FileSystem, dir: &Path) -> Result<()> 
     Ok(())
 }
 
-/// Files in `dir` named `<number><suffix>`, sorted by number.
+/// Files in `dir` named `<number><suffix>`, sorted by number. A name whose number is not below
+/// [`FILE_NUMBER_LIMIT`] is not one the engine wrote: it is left alone (and logged).
 pub(crate) fn numbered_files(
     fs: &dyn FileSystem,
     dir: &Path,
@@ -59,6 +64,10 @@ pub(crate) fn numbered_files(
             .strip_suffix(suffix)
             .and_then(|n| n.parse::<u64>().ok())
         {
+            if num >= FILE_NUMBER_LIMIT {
+                tracing::warn!(dir = %dir.display(), name, "ignoring a file whose number is out of range");
+                continue;
+            }
             out.push((num, dir.join(name)));
         }
     }
