@@ -410,9 +410,7 @@ fn out_of_range_file_numbers_are_corruption_not_overflow() {
     crafted.extend_from_slice(&crc.to_le_bytes());
     crafted.extend_from_slice(&new_payload);
     std::fs::write(&manifest, &crafted).unwrap();
-    let e = open_and_read_all(dir.path())
-        .err()
-        .expect("crafted manifest is refused");
+    let e = open_and_read_all(dir.path()).expect_err("crafted manifest is refused");
     assert!(e.is_corruption(), "{e}");
 
     let dir = tempfile::tempdir().unwrap();
