@@ -55,6 +55,9 @@ pub(crate) struct TableMeta {
     pub(crate) max_key: Bytes,
 }
 
+/// Most an LZ4 block can expand when decompressed.
+const LZ4_EXPANSION_MAX: u64 = 255;
+
 /// Bytes a table builder collects before each append to its file.
 const TABLE_WRITE_BUFFER_BYTES: usize = 256 << 10;
 
@@ -123,7 +126,15 @@ impl TableBuilder {
 
     /// Adds an entry; keys must arrive in strictly increasing order.
     pub(crate) fn add(&mut self, key: &[u8], slot: &Slot) -> Result<()> {
-        debug_assert!(self.entries == 0 || key > &self.last_key[..]);
+        if self.entries > 0 && key <= &self.last_key[..] {
+            // Merged inputs are sorted unless one of them is damaged in a way its checksums
+            // did not catch: refuse to write a table that would break the order.
+            return Err(Error::corruption(
+                &self.tmp_path,
+                self.offset,
+                "keys arrive out of order (a damaged input table?)",
+            ));
+        }
         self.last_key.clear();
         self.last_key.extend_from_slice(key);
         if self.first_key.is_none() {
@@ -377,7 +388,7 @@ impl Table {
                 let last_key = Bytes::copy_from_slice(r.len_prefixed()?);
                 let offset = r.varint()?;
                 let size = u32::try_from(r.varint()?).ok()?;
-                if offset + size as u64 + TRAILER_BYTES as u64 > filter_offset {
+                if offset.checked_add(u64::from(size) + TRAILER_BYTES as u64)? > filter_offset {
                     return None;
                 }
                 v.push(IndexEntry {
@@ -432,14 +443,18 @@ impl Table {
 
     /// Reads a block and verifies its trailer; returns the decompressed bytes.
     fn read_raw(&self, offset: u64, size: u32) -> Result<Bytes> {
-        let mut buf = vec![0u8; size as usize + TRAILER_BYTES];
-        if offset + buf.len() as u64 > self.size {
+        // Checked before allocating: `size` and `offset` come from the file.
+        let inside = offset
+            .checked_add(u64::from(size) + TRAILER_BYTES as u64)
+            .is_some_and(|end| end <= self.size);
+        if !inside {
             return Err(Error::corruption(
                 &self.path,
                 offset,
                 "block runs past end of file",
             ));
         }
+        let mut buf = vec![0u8; size as usize + TRAILER_BYTES];
         self.file.read_exact_at(&mut buf, offset).at(&self.path)?;
         let n = size as usize;
         let ctype = buf[n];
@@ -454,9 +469,23 @@ impl Table {
         buf.truncate(n);
         match ctype {
             0 => Ok(Bytes::from(buf)),
-            1 => lz4_flex::decompress_size_prepended(&buf)
-                .map(Bytes::from)
-                .map_err(|e| Error::corruption(&self.path, offset, format!("LZ4: {e}"))),
+            1 => {
+                // LZ4 expands at most 255-fold; a larger stated size is damage, and refusing it
+                // spares allocating what the file claims.
+                let stated = buf
+                    .first_chunk::<4>()
+                    .map_or(u64::MAX, |b| u64::from(u32::from_le_bytes(*b)));
+                if stated > (buf.len() as u64).saturating_mul(LZ4_EXPANSION_MAX) {
+                    return Err(Error::corruption(
+                        &self.path,
+                        offset,
+                        "LZ4 block states an impossible decompressed size",
+                    ));
+                }
+                lz4_flex::decompress_size_prepended(&buf)
+                    .map(Bytes::from)
+                    .map_err(|e| Error::corruption(&self.path, offset, format!("LZ4: {e}")))
+            }
             c => Err(Error::corruption(
                 &self.path,
                 offset,

@@ -107,6 +107,18 @@ impl VlogFile {
 
     /// Reads and verifies a value.
     pub(crate) fn read(&self, ptr: &ValuePtr) -> Result<Bytes> {
+        // Checked before allocating: the pointer comes from a table.
+        let inside = ptr
+            .offset
+            .checked_add(u64::from(ptr.len))
+            .is_some_and(|end| end <= self.total_bytes);
+        if !inside {
+            return Err(Error::corruption(
+                &self.path,
+                ptr.offset,
+                "value pointer runs past the end of its value log",
+            ));
+        }
         let mut buf = vec![0u8; ptr.len as usize];
         self.file
             .read_exact_at(&mut buf, ptr.offset)
