@@ -1,0 +1,18 @@
+//! Fuzz target `manifest`: a partition's `MANIFEST`: header, checksum, levels, tables, value logs.
+//! The input is `flags byte | payload`; `strata_fuzz::targets::manifest` documents both. An error
+//! from the engine is fine; a panic, abort, oversized allocation or hang is a finding.
+//!
+//! Run in `fuzz/` (see `fuzz/README.md`):
+//! `cargo +nightly fuzz run -s none manifest -- -max_total_time=300 -rss_limit_mb=2048`
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(
+    init: {
+        strata_fuzz::targets::write_seeds_if_asked("manifest");
+    },
+    |data: &[u8]| {
+        strata_fuzz::targets::manifest(data);
+    }
+);
