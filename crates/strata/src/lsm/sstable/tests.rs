@@ -195,3 +195,39 @@ proptest! {
         }
     }
 }
+
+/// A footer whose checksum holds but whose block offsets and sizes are absurd (as a fuzzer
+/// crafted them) is corruption: no overflow in the bounds arithmetic, no allocation of what the
+/// file claims.
+#[test]
+fn absurd_block_offsets_and_sizes_in_a_footer_are_corruption() {
+    let entries: BTreeMap<Vec<u8>, Slot> = (0..50u32)
+        .map(|i| (format!("k{i:04}").into_bytes(), Slot::Put(Bytes::from("v"))))
+        .collect();
+    let (dir, _) = build(&entries, Compression::None, 256, 16, false);
+    let path = table_path(dir.path(), 1);
+    let good = std::fs::read(&path).unwrap();
+    let foot = good.len() - FOOTER_BYTES as usize;
+    // Footer: filter offset u64 | filter size u32 | index offset u64 | index size u32 |
+    // version u32 | crc u32 of bytes 0..28 | magic.
+    for (at, bytes) in [
+        (12usize, (u64::MAX - 2).to_le_bytes().to_vec()),
+        (20, u32::MAX.to_le_bytes().to_vec()),
+        (0, (u64::MAX - 2).to_le_bytes().to_vec()),
+    ] {
+        let mut bad = good.clone();
+        bad[foot + at..foot + at + bytes.len()].copy_from_slice(&bytes);
+        let crc = crc32c::crc32c(&bad[foot..foot + 28]);
+        bad[foot + 28..foot + 32].copy_from_slice(&crc.to_le_bytes());
+        std::fs::write(&path, &bad).unwrap();
+        let e = Table::open(
+            crate::vfs::real(),
+            &path,
+            1,
+            Arc::new(BlockCache::new(1 << 20)),
+        )
+        .err()
+        .unwrap();
+        assert!(e.is_corruption(), "field at {at}: {e}");
+    }
+}
