@@ -45,9 +45,11 @@ impl LogStore {
         sealed > 0 && dead_bytes as f64 >= sealed as f64 * self.opts.log_merge_dead_ratio
     }
 
-    /// Background work: a merge if one is due.
+    /// Background work: a merge if one is due. None once the journal refuses writes: a merge
+    /// could not finish (it syncs the journal before deleting its inputs), and each try would
+    /// leave another copy of the live data until the partition is reopened.
     pub(crate) fn background_step(&self) -> Result<bool> {
-        if !self.merge_due() {
+        if !self.merge_due() || self.journal.check_writable(&self.journal.lock()).is_err() {
             return Ok(false);
         }
         self.merge(false)
@@ -57,6 +59,7 @@ impl LogStore {
     /// first so that everything is merged.
     pub(crate) fn merge(&self, all: bool) -> Result<bool> {
         let _g = self.merge_lock.lock();
+        self.journal.check_writable(&self.journal.lock())?;
         if all {
             let mut st = self.journal.lock();
             if st.wal.len_bytes > journal::WAL_HEADER_BYTES {

@@ -322,8 +322,9 @@ impl fmt::Debug for FaultFile {
 
 impl FaultFile {
     /// Records the file's current bytes as durable.
-    fn mark_durable(&self) -> io::Result<()> {
-        let len = self.inner.len()?;
+    /// Records the file's first `len` bytes (its length when the fsync began: bytes appended by
+    /// another thread during the fsync are not covered by it) as durable.
+    fn mark_durable(&self, len: u64) -> io::Result<()> {
         let mut bytes = vec![0u8; usize::try_from(len).map_err(|_| eio("file too large"))?];
         self.inner.read_exact_at(&mut bytes, 0)?;
         self.fs.0.state.lock().durable.insert(self.id, bytes);
@@ -357,14 +358,16 @@ impl FsFile for FaultFile {
 
     fn sync_data(&self) -> io::Result<()> {
         self.fs.check(Some(IoKind::Sync), "fsync")?;
+        let len = self.inner.len()?;
         self.inner.sync_data()?;
-        self.mark_durable()
+        self.mark_durable(len)
     }
 
     fn sync_all(&self) -> io::Result<()> {
         self.fs.check(Some(IoKind::Sync), "fsync")?;
+        let len = self.inner.len()?;
         self.inner.sync_all()?;
-        self.mark_durable()
+        self.mark_durable(len)
     }
 
     fn set_len(&self, len: u64) -> io::Result<()> {
