@@ -7,7 +7,6 @@
 
 pub mod alloc_guard;
 pub mod format;
-pub mod known;
 pub mod memfs;
 pub mod store;
 pub mod targets;

@@ -6,7 +6,6 @@
 use strata::Engine;
 
 use crate::format::{self, Cursor};
-use crate::known;
 use crate::store::{self, exercise, manifest_path, meta_path, table_path, with_keys, Template};
 
 /// Flag: recompute the checksums of the replaced file.
@@ -66,13 +65,6 @@ pub fn table(data: &[u8]) {
     if flags & FIX != 0 {
         format::fix_table(&mut bytes);
     }
-    if known::skipping()
-        && (known::table_block_over_limit(&bytes)
-            || known::table_offset_overflows(&bytes)
-            || known::table_lz4_over_limit(&bytes))
-    {
-        return;
-    }
     m.describe_table(id, &bytes);
     let keys = with_keys(&t.keys, format::table_keys(&bytes, 64));
     let mut files = t.files.clone();
@@ -84,12 +76,11 @@ pub fn table(data: &[u8]) {
             .map(|e| String::from_utf8_lossy(&e.0).into_owned())
             .collect();
         eprintln!(
-            "table {id}: {} blocks, entries {keys:?}, out of order: {}",
-            format::table_blocks(&bytes).len(),
-            known::table_out_of_order(&bytes)
+            "table {id}: {} blocks, entries {keys:?}",
+            format::table_blocks(&bytes).len()
         );
     }
-    let compact = flags & 4 != 0 && !(known::skipping() && known::table_out_of_order(&bytes));
+    let compact = flags & 4 != 0;
     files.files.insert(table_path(id), bytes);
     exercise(files, store::options(Engine::Lsm), &keys, compact);
 }
@@ -269,9 +260,6 @@ pub fn value_pointer(data: &[u8]) {
     }
     if flags & FIX != 0 {
         format::fix_log(&mut vlog);
-    }
-    if known::skipping() && known::pointer_over_limit(&entries) {
-        return;
     }
     let table = format::encode_table(&entries, 16);
     let mut files = v.t.files.clone();
