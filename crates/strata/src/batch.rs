@@ -20,9 +20,10 @@ impl Kind {
     }
 }
 
-/// A set of writes applied together. Writes that land in one partition are atomic, also across a
-/// crash (they share one log record). Writes to different partitions are applied partition by
-/// partition: after a crash some partitions may hold their part and others not.
+/// A set of writes applied together, all or nothing: readers never see part of a batch, and
+/// after a crash either all of it is there or none (with the LSM engine, also across
+/// partitions; the log engine is atomic per partition only, see `RELIABILITY.md`). A batch
+/// that writes one key twice leaves the key with its last write.
 #[derive(Debug, Clone, Default)]
 pub struct WriteBatch {
     pub(crate) ops: Vec<(Kind, Vec<u8>, Vec<u8>)>,
@@ -73,8 +74,36 @@ pub enum Update {
 /// One entry of a batch, borrowed: kind, key, value (empty for deletes).
 pub(crate) type Entry<'a> = (Kind, &'a [u8], &'a [u8]);
 
-/// Encodes entries as a WAL record payload: `count: varint`, then per entry
-/// `kind: u8, key_len: varint, value_len: varint, key, value` (value absent for deletes).
+/// What a log record says about its batch besides the entries (log format 2): its sequence
+/// number and, for a batch that spans partitions, every partition that holds a part of it
+/// (recovery keeps such a batch only if every part survived).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct BatchHeader {
+    pub(crate) seq: u64,
+    /// Empty for a batch whose keys all lie in one partition.
+    pub(crate) parts: Vec<u32>,
+}
+
+/// Encodes a batch as a log record payload. Format 2: `seq: varint | part_count: varint |
+/// part ids: varint each`, then the entries: `count: varint`, then per entry `kind: u8,
+/// key_len: varint, value_len: varint, key, value` (value absent for deletes). Format 1 had
+/// the entries only.
+pub(crate) fn encode_batch<'a>(
+    out: &mut Vec<u8>,
+    header: &BatchHeader,
+    entries: impl ExactSizeIterator<Item = Entry<'a>>,
+    value_offsets: Option<&mut Vec<u32>>,
+) {
+    put_varint(out, header.seq);
+    put_varint(out, header.parts.len() as u64);
+    for &p in &header.parts {
+        put_varint(out, u64::from(p));
+    }
+    encode_entries_at(out, entries, value_offsets);
+}
+
+/// Encodes entries alone (the body of a batch).
+#[cfg(test)]
 pub(crate) fn encode_entries<'a>(
     out: &mut Vec<u8>,
     entries: impl ExactSizeIterator<Item = Entry<'a>>,
@@ -82,9 +111,9 @@ pub(crate) fn encode_entries<'a>(
     encode_entries_at(out, entries, None);
 }
 
-/// [`encode_entries`], also recording where each entry's value starts in `out` (0 for deletes),
+/// Encodes entries, also recording where each entry's value starts in `out` (0 for deletes),
 /// so that a value can later be read straight from the log file (value log).
-pub(crate) fn encode_entries_at<'a>(
+fn encode_entries_at<'a>(
     out: &mut Vec<u8>,
     entries: impl ExactSizeIterator<Item = Entry<'a>>,
     mut value_offsets: Option<&mut Vec<u32>>,
@@ -113,8 +142,28 @@ pub(crate) fn encode_entries_at<'a>(
     }
 }
 
-/// Decodes a payload written by [`encode_entries`]; `None` if malformed.
-pub(crate) fn decode_entries(payload: &[u8]) -> Option<Vec<Entry<'_>>> {
+/// Decodes a record payload of log format `format` (1: entries only; 2: header and entries);
+/// `None` if malformed.
+pub(crate) fn decode_batch(payload: &[u8], format: u32) -> Option<(BatchHeader, Vec<Entry<'_>>)> {
+    let mut r = Reader::new(payload);
+    let mut header = BatchHeader::default();
+    if format >= 2 {
+        header.seq = r.varint()?;
+        let parts = r.varint()?;
+        // Every part id takes at least a byte: refuse a count the payload cannot hold.
+        if parts > payload.len() as u64 {
+            return None;
+        }
+        for _ in 0..parts {
+            header.parts.push(u32::try_from(r.varint()?).ok()?);
+        }
+    }
+    let entries = decode_entries(r.rest())?;
+    Some((header, entries))
+}
+
+/// Decodes the entries written by [`encode_entries_at`]; `None` if malformed.
+fn decode_entries(payload: &[u8]) -> Option<Vec<Entry<'_>>> {
     let mut r = Reader::new(payload);
     let count = r.varint()?;
     // Each entry takes at least 2 bytes, so a count beyond that is a lie: refuse before allocating.

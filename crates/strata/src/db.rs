@@ -4,7 +4,7 @@
 use std::ops::{Bound, RangeBounds};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 
 use bytes::Bytes;
@@ -16,13 +16,18 @@ pub use crate::batch::Update;
 use crate::batch::{Entry, Kind, WriteBatch};
 use crate::error::{Error, Result};
 use crate::hashlog::LogStore;
+use crate::journal;
 use crate::lsm::ingest;
 use crate::lsm::memtable::MemtableBudget;
+use crate::lsm::recovery::{Recovered, Shared};
 use crate::lsm::tree::Tree;
 use crate::meta;
 use crate::options::{Engine, Options, SyncMode};
 use crate::partition::Partition;
+use crate::seqno::Sequencer;
+use crate::snapshot::Snapshot;
 use crate::stats::Stats;
+use crate::txn::Transaction;
 use crate::util::cache::BlockCache;
 use crate::util::fsutil;
 use crate::util::merge::{EntryIter, MergeIter};
@@ -43,10 +48,18 @@ pub struct Db {
     closed: AtomicBool,
 }
 
-struct Inner {
-    dir: PathBuf,
-    opts: Arc<Options>,
-    partitions: Vec<Partition>,
+pub(crate) struct Inner {
+    pub(crate) dir: PathBuf,
+    pub(crate) opts: Arc<Options>,
+    pub(crate) partitions: Vec<Partition>,
+    /// Sequence numbers of every write, across partitions.
+    pub(crate) seqs: Arc<Sequencer>,
+}
+
+/// What opening one partition found that the database decides on.
+enum Opened {
+    Lsm(Box<Tree>, Recovered),
+    Log(Arc<LogStore>, u64),
 }
 
 impl Db {
@@ -74,25 +87,29 @@ impl Db {
         let cache = Arc::new(BlockCache::new(opts.block_cache_bytes));
         let memtable_budget = Arc::new(MemtableBudget::new(opts.memtable_budget_bytes, partitions));
         let (work_tx, work_rx) = work::work_queue();
+        let seqs = Arc::new(Sequencer::new(0));
+        let peers = Arc::new(OnceLock::new());
+        let shared = Shared {
+            cache,
+            memtable_budget,
+            work_queue: work_tx.clone(),
+            seqs: seqs.clone(),
+            peers: peers.clone(),
+        };
         // Partitions are independent: open (replay logs, read hints, build indexes) in parallel,
         // at most one thread per core. The log engine's open is CPU-bound (10 M keys: seconds).
-        let open_one = |id: usize| -> Result<Partition> {
+        let open_one = |id: usize| -> Result<Opened> {
             let pdir = dir.join(format!("p{id:04}"));
             Ok(match opts.engine {
-                Engine::Lsm => Partition::Lsm(Box::new(Tree::open(
-                    id,
-                    pdir,
-                    opts.clone(),
-                    cache.clone(),
-                    memtable_budget.clone(),
-                    work_tx.clone(),
-                )?)),
-                Engine::Log => Partition::Log(Arc::new(LogStore::open(
-                    id,
-                    pdir,
-                    opts.clone(),
-                    work_tx.clone(),
-                )?)),
+                Engine::Lsm => {
+                    let (tree, recovered) = Tree::open(id, pdir, opts.clone(), &shared)?;
+                    Opened::Lsm(Box::new(tree), recovered)
+                }
+                Engine::Log => {
+                    let (store, last_seq) =
+                        LogStore::open(id, pdir, opts.clone(), work_tx.clone(), seqs.clone())?;
+                    Opened::Log(Arc::new(store), last_seq)
+                }
             })
         };
         let threads = std::thread::available_parallelism()
@@ -100,7 +117,7 @@ impl Db {
             .min(partitions)
             .max(1);
         let next = AtomicUsize::new(0);
-        let mut opened: Vec<(usize, Result<Partition>)> = std::thread::scope(|scope| {
+        let mut opened: Vec<(usize, Result<Opened>)> = std::thread::scope(|scope| {
             let workers: Vec<_> = (0..threads)
                 .map(|_| {
                     scope.spawn(|| {
@@ -127,14 +144,27 @@ impl Db {
                 .collect()
         });
         opened.sort_by_key(|(id, _)| *id);
-        let partitions = opened
+        let opened = opened
             .into_iter()
             .map(|(_, p)| p)
-            .collect::<Result<Vec<Partition>>>()?;
+            .collect::<Result<Vec<Opened>>>()?;
+        let (partitions, unfinished) = settle_spanning_batches(opened, &seqs);
+        let _ = peers.set(
+            partitions
+                .iter()
+                .filter_map(|p| p.lsm().map(|t| t.journal.clone()))
+                .collect(),
+        );
+        // A dropped part is gone from memory but still in its log: flushed now, so that the
+        // log is not replayed again (later writes elsewhere could make the batch look complete).
+        for &p in &unfinished {
+            partitions[p].flush()?;
+        }
         let inner = Arc::new(Inner {
             dir,
             opts,
             partitions,
+            seqs,
         });
         let (stop_tx, stop_rx) = crossbeam_channel::unbounded::<()>();
         let mut workers = Vec::new();
@@ -180,7 +210,7 @@ impl Db {
         Ok(())
     }
 
-    fn check_sizes(&self, key: &[u8], value: &[u8]) -> Result<()> {
+    pub(crate) fn check_sizes(&self, key: &[u8], value: &[u8]) -> Result<()> {
         let o = &self.inner.opts;
         if key.len() > o.key_bytes_max {
             return Err(Error::LimitExceeded {
@@ -261,12 +291,54 @@ impl Db {
         for (kind, k, v) in &batch.ops {
             by_part[meta::partition_of(k, n)].push((*kind, k, v));
         }
+        let spanned = by_part.iter().filter(|e| !e.is_empty()).count();
+        if spanned > 1 && self.inner.opts.engine == Engine::Lsm {
+            let parts: Vec<(&Tree, Vec<Entry<'_>>)> = self
+                .inner
+                .partitions
+                .iter()
+                .zip(by_part)
+                .filter(|(_, entries)| !entries.is_empty())
+                .filter_map(|(p, entries)| p.lsm().map(|t| (t, entries)))
+                .collect();
+            return journal::write_across(&parts, || Ok(()));
+        }
+        // One partition (one record: atomic), or the log engine, which applies a batch
+        // partition by partition (RELIABILITY.md).
         for (i, entries) in by_part.iter().enumerate() {
             if !entries.is_empty() {
                 self.inner.partitions[i].write(entries)?;
             }
         }
         Ok(())
+    }
+
+    /// A consistent view of the whole database as it is now: reads through it see every write
+    /// that completed before and none that starts after, in every partition, however long it
+    /// is kept (LSM engine; the log engine keeps one version per key and refuses).
+    pub fn snapshot(&self) -> Result<Snapshot> {
+        self.check()?;
+        Snapshot::take(&self.inner)
+    }
+
+    /// Starts an optimistic transaction: reads at a snapshot taken now, writes applied as one
+    /// atomic batch at [`Transaction::commit`], which fails with [`Error::Conflict`] if a key
+    /// read was changed by someone else meanwhile (LSM engine).
+    pub fn transaction(&self) -> Result<Transaction<'_>> {
+        Ok(Transaction::new(self, self.snapshot()?))
+    }
+
+    /// Writes a consistent copy of the live database into `dest` (a directory that must not
+    /// exist yet), which opens as an ordinary database: tables, value logs and sealed segments
+    /// are hard links where the file system allows, so a checkpoint costs little disk until
+    /// the source moves on. Everything is fsynced before it returns.
+    pub fn checkpoint(&self, dest: impl AsRef<Path>) -> Result<()> {
+        self.check()?;
+        crate::checkpoint::checkpoint(&self.inner, dest.as_ref())
+    }
+
+    pub(crate) fn inner(&self) -> &Arc<Inner> {
+        &self.inner
     }
 
     /// Atomic read-modify-write of one key: `f` sees the current value and decides, while the
@@ -284,38 +356,36 @@ impl Db {
     }
 
     /// Keys and values in `range`, in key order across all partitions.
+    /// With the LSM engine the scan reads at a snapshot taken when it starts, so it never
+    /// mixes states; with the log engine it may see writes made while it runs.
     pub fn scan<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Scan {
-        let conv = |b: Bound<&K>| match b {
-            Bound::Included(k) => Bound::Included(Bytes::copy_from_slice(k.as_ref())),
-            Bound::Excluded(k) => Bound::Excluded(Bytes::copy_from_slice(k.as_ref())),
-            Bound::Unbounded => Bound::Unbounded,
-        };
-        self.scan_bounds(conv(range.start_bound()), conv(range.end_bound()))
+        let (lower, upper) = range_bounds(range);
+        self.scan_bounds(lower, upper)
     }
 
-    /// Keys starting with `prefix`, in key order.
+    /// Keys starting with `prefix`, in key order (at a snapshot, as [`Db::scan`]).
     pub fn scan_prefix(&self, prefix: &[u8]) -> Scan {
-        let upper = prefix_successor(prefix).map_or(Bound::Unbounded, Bound::Excluded);
-        self.scan_bounds(Bound::Included(Bytes::copy_from_slice(prefix)), upper)
+        let (lower, upper) = prefix_bounds(prefix);
+        self.scan_bounds(lower, upper)
     }
 
     fn scan_bounds(&self, lower: Bound<Bytes>, upper: Bound<Bytes>) -> Scan {
         if let Err(e) = self.check() {
-            return Scan {
-                inner: MergeIter::new(Vec::new()),
-                error: Some(e),
+            return Scan::failed(e);
+        }
+        if self.inner.opts.engine == Engine::Lsm {
+            return match Snapshot::take(&self.inner) {
+                Ok(snap) => snap.scan_bounds(lower, upper),
+                Err(e) => Scan::failed(e),
             };
         }
         let sources: Vec<EntryIter> = self
             .inner
             .partitions
             .iter()
-            .map(|t| t.iter(lower.clone(), upper.clone()))
+            .filter_map(|p| p.iter_log(lower.clone(), upper.clone()))
             .collect();
-        Scan {
-            inner: MergeIter::new(sources),
-            error: None,
-        }
+        Scan::new(MergeIter::new(sources))
     }
 
     /// Bulk-loads entries given in strictly increasing key order, writing table files directly
@@ -457,6 +527,84 @@ fn check_ascending(last: &mut Option<Vec<u8>>, key: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// The bounds of `range` as owned keys.
+pub(crate) fn range_bounds<K: AsRef<[u8]>, R: RangeBounds<K>>(
+    range: R,
+) -> (Bound<Bytes>, Bound<Bytes>) {
+    let conv = |b: Bound<&K>| match b {
+        Bound::Included(k) => Bound::Included(Bytes::copy_from_slice(k.as_ref())),
+        Bound::Excluded(k) => Bound::Excluded(Bytes::copy_from_slice(k.as_ref())),
+        Bound::Unbounded => Bound::Unbounded,
+    };
+    (conv(range.start_bound()), conv(range.end_bound()))
+}
+
+/// The bounds of every key starting with `prefix`.
+pub(crate) fn prefix_bounds(prefix: &[u8]) -> (Bound<Bytes>, Bound<Bytes>) {
+    let upper = prefix_successor(prefix).map_or(Bound::Unbounded, Bound::Excluded);
+    (Bound::Included(Bytes::copy_from_slice(prefix)), upper)
+}
+
+/// Decides, after a crash, on every batch that spanned partitions: one whose every part
+/// survived (in a replayed log, or already in a table) stays; one missing a part is taken out
+/// of the partitions that replayed theirs, and those partitions are returned, to be flushed
+/// before the database accepts writes. Sequence numbers continue after the highest on disk.
+fn settle_spanning_batches(opened: Vec<Opened>, seqs: &Sequencer) -> (Vec<Partition>, Vec<usize>) {
+    let recovered: Vec<Option<&Recovered>> = opened
+        .iter()
+        .map(|o| match o {
+            Opened::Lsm(_, r) => Some(r),
+            Opened::Log(..) => None,
+        })
+        .collect();
+    let mut unfinished = Vec::new();
+    let mut drops = Vec::new();
+    for (id, r) in recovered.iter().enumerate() {
+        let Some(r) = r else { continue };
+        for part in &r.spanning {
+            let complete = part.parts.iter().all(|&p| {
+                recovered
+                    .get(p as usize)
+                    .and_then(|r| *r)
+                    .is_some_and(|r| r.holds_part(part.seq))
+            });
+            if !complete {
+                tracing::warn!(
+                    partition = id,
+                    seq = part.seq,
+                    "dropping a batch whose part in another partition did not survive the crash"
+                );
+                drops.push((id, part));
+                if unfinished.last() != Some(&id) {
+                    unfinished.push(id);
+                }
+            }
+        }
+    }
+    let last_seq = opened
+        .iter()
+        .map(|o| match o {
+            Opened::Lsm(_, r) => r.last_seq,
+            Opened::Log(_, s) => *s,
+        })
+        .max()
+        .unwrap_or(0);
+    for (id, part) in drops {
+        if let Opened::Lsm(t, _) = &opened[id] {
+            t.drop_recovered_part(part);
+        }
+    }
+    seqs.continue_after(last_seq);
+    let partitions = opened
+        .into_iter()
+        .map(|o| match o {
+            Opened::Lsm(t, _) => Partition::Lsm(t),
+            Opened::Log(l, _) => Partition::Log(l),
+        })
+        .collect();
+    (partitions, unfinished)
+}
+
 /// The smallest key greater than every key starting with `prefix`, if any.
 fn prefix_successor(prefix: &[u8]) -> Option<Bytes> {
     let mut p = prefix.to_vec();
@@ -474,6 +622,19 @@ fn prefix_successor(prefix: &[u8]) -> Option<Bytes> {
 pub struct Scan {
     inner: MergeIter<Option<Bytes>>,
     error: Option<Error>,
+}
+
+impl Scan {
+    pub(crate) fn new(inner: MergeIter<Option<Bytes>>) -> Scan {
+        Scan { inner, error: None }
+    }
+
+    pub(crate) fn failed(e: Error) -> Scan {
+        Scan {
+            inner: MergeIter::new(Vec::new()),
+            error: Some(e),
+        }
+    }
 }
 
 impl Iterator for Scan {

@@ -6,8 +6,10 @@ use std::path::PathBuf;
 /// Result alias used throughout the engine.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Everything that can go wrong in the engine.
+/// Everything that can go wrong in the engine. New kinds of failure may be added, so matches
+/// need a catch-all arm.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// An operating-system I/O call failed (disk full, permission, ...).
     #[error("I/O error on {path}: {source}")]
@@ -67,6 +69,16 @@ pub enum Error {
     /// The database was closed.
     #[error("database is closed")]
     Closed,
+    /// An optimistic transaction did not commit: a key it read was written by someone else
+    /// after the transaction's snapshot. Nothing of it was applied; run it again.
+    #[error(
+        "transaction conflict: key {} changed since the transaction read it",
+        String::from_utf8_lossy(key)
+    )]
+    Conflict {
+        /// The first key found changed.
+        key: Vec<u8>,
+    },
 }
 
 impl Error {
@@ -90,6 +102,11 @@ impl Error {
     /// True for a read inside [`crate::without_waiting`] that would have waited for the disk.
     pub fn is_would_block(&self) -> bool {
         matches!(self, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::WouldBlock)
+    }
+
+    /// True for a transaction that lost to a concurrent write ([`Error::Conflict`]).
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, Error::Conflict { .. })
     }
 
     /// True for errors that say the bytes on disk are damaged.

@@ -36,6 +36,7 @@
 
 mod background;
 mod batch;
+mod checkpoint;
 pub mod db;
 mod error;
 pub mod extsort;
@@ -45,7 +46,10 @@ mod lsm;
 mod meta;
 mod options;
 mod partition;
+mod seqno;
+mod snapshot;
 mod stats;
+mod txn;
 mod util;
 pub mod vfs;
 
@@ -56,7 +60,9 @@ pub use db::{Db, Scan};
 pub use error::{Error, Result};
 pub use journal::{deferring_log_writes, LogWrites};
 pub use options::{Compression, Engine, Options, SyncMode};
+pub use snapshot::Snapshot;
 pub use stats::{LevelStats, PartitionStats, Stats};
+pub use txn::Transaction;
 pub use util::nowait::{waiting_forbidden, without_waiting};
 pub use util::varint;
 

@@ -37,6 +37,14 @@ impl Partition {
         }
     }
 
+    /// The LSM tree of this partition, if it runs that engine.
+    pub(crate) fn lsm(&self) -> Option<&Tree> {
+        match self {
+            Partition::Lsm(t) => Some(t),
+            Partition::Log(_) => None,
+        }
+    }
+
     pub(crate) fn work_request(&self) -> &WorkRequest {
         match self {
             Partition::Lsm(t) => &t.work,
@@ -78,11 +86,12 @@ impl Partition {
         }
     }
 
-    /// Entries in range, key order; the LSM's may include tombstones (the caller hides them).
-    pub(crate) fn iter(&self, lower: Bound<Bytes>, upper: Bound<Bytes>) -> EntryIter {
+    /// Entries in range, key order, of the hash engine (the LSM scans at a snapshot, see
+    /// `snapshot.rs`).
+    pub(crate) fn iter_log(&self, lower: Bound<Bytes>, upper: Bound<Bytes>) -> Option<EntryIter> {
         match self {
-            Partition::Lsm(t) => t.iter(lower, upper),
-            Partition::Log(l) => l.iter(lower, upper),
+            Partition::Lsm(_) => None,
+            Partition::Log(l) => Some(l.iter(lower, upper)),
         }
     }
 

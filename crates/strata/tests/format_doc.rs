@@ -151,7 +151,7 @@ fn decode_wal(path: &Path) -> Vec<(u8, Vec<u8>, Vec<u8>)> {
     let f = std::fs::read(path).unwrap();
     let mut r = R(&f, 0);
     assert_eq!(r.take(8), b"STRATWAL");
-    assert_eq!(r.u32(), 1);
+    assert_eq!(r.u32(), 2);
     assert_eq!(r.u32(), crc32c::crc32c(&f[..12]));
     let mut out = Vec::new();
     while !r.done() {
@@ -163,6 +163,11 @@ fn decode_wal(path: &Path) -> Vec<(u8, Vec<u8>, Vec<u8>)> {
         covered.extend_from_slice(payload);
         assert_eq!(crc32c::crc32c(&covered), crc);
         let mut p = R(payload, 0);
+        let seq = p.varint();
+        assert!(seq > 0, "format 2 numbers every batch from 1");
+        for _ in 0..p.varint() {
+            p.varint(); // a partition the batch spans
+        }
         for _ in 0..p.varint() {
             let kind = p.u8();
             let klen = p.varint() as usize;
@@ -178,7 +183,7 @@ fn decode_manifest(path: &Path) -> (Vec<Vec<(u64, u64)>>, Vec<u64>) {
     let f = std::fs::read(path).unwrap();
     let mut r = R(&f, 0);
     assert_eq!(r.take(8), b"STRATMAN");
-    assert_eq!(r.u32(), 1);
+    assert_eq!(r.u32(), 2);
     let len = r.u32() as usize;
     let crc = r.u32();
     assert_eq!(crc32c::crc32c(&[&f[8..16], &f[20..]].concat()), crc);
@@ -204,6 +209,7 @@ fn decode_manifest(path: &Path) -> (Vec<Vec<(u64, u64)>>, Vec<u64>) {
         assert!(live <= total);
         vlogs.push(number);
     }
+    let _last_seq = r.varint();
     assert!(r.done());
     (out, vlogs)
 }

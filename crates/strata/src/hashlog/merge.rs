@@ -12,7 +12,7 @@ use std::sync::Arc;
 use super::index::{IKey, Loc, SegId};
 use super::{hint, seg_name, segment_ids_exhausted, LogStore, Segment};
 use super::{HINT_SUFFIX, SEGMENT_SUFFIX};
-use crate::batch::{encode_entries, last_writes, Kind};
+use crate::batch::{encode_batch, last_writes, BatchHeader, Kind};
 use crate::error::{IoContext, Result};
 use crate::journal::{self, WalWriter};
 use crate::util::fsutil::{self, TMP_SUFFIX};
@@ -132,7 +132,17 @@ impl LogStore {
                         }
                     };
                     let mut rec = Vec::with_capacity(key.len() + value.len() + 8);
-                    encode_entries(&mut rec, std::iter::once((Kind::Put, key, value)));
+                    // The copy keeps the write's sequence number; it is one partition's entry.
+                    let header = BatchHeader {
+                        seq: batch.header.seq,
+                        parts: Vec::new(),
+                    };
+                    encode_batch(
+                        &mut rec,
+                        &header,
+                        std::iter::once((Kind::Put, key, value)),
+                        None,
+                    );
                     let at = w.len_bytes;
                     let n = w.append(&rec, 0)?;
                     written += n;

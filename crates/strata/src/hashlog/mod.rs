@@ -30,7 +30,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 
-use crate::batch::{decode_entries, Entry, Kind};
+use crate::batch::{decode_batch, BatchHeader, Entry, Kind};
 use crate::error::{Error, IoContext, Result};
 use crate::journal::{self, Journal, JournalState, Journaled};
 use crate::options::Options;
@@ -61,15 +61,26 @@ struct Segment {
     /// Size once sealed (0 while it is the active segment): what `merge_due` weighs dead bytes
     /// against, kept here so that deciding costs no `stat` per segment.
     sealed_bytes: AtomicU64,
+    /// Log format of the segment's records (segments of older stores are format 1).
+    format: u32,
 }
 
 impl Segment {
     fn open(fs: &dyn FileSystem, path: PathBuf, sealed_bytes: u64) -> Result<Segment> {
         let file = fs.open(&path).at(&path)?;
+        let mut head = [0u8; journal::WAL_HEADER_BYTES as usize];
+        // A segment whose header cannot be read or parsed was refused by recovery already
+        // unless it is empty; its records (none) are then read as the current format.
+        let format = file
+            .read_exact_at(&mut head, 0)
+            .ok()
+            .and_then(|()| journal::format::parse_header(&head))
+            .unwrap_or(journal::format::WAL_FORMAT_VERSION);
         Ok(Segment {
             path,
             file,
             sealed_bytes: AtomicU64::new(sealed_bytes),
+            format,
         })
     }
 }
@@ -103,6 +114,8 @@ fn segment_ids_exhausted(dir: &Path) -> Error {
 }
 
 impl Journaled for LogStore {
+    const READS_AT_SNAPSHOTS: bool = false;
+
     fn journal(&self) -> &Journal {
         &self.journal
     }
@@ -112,8 +125,13 @@ impl Journaled for LogStore {
     }
 
     /// Appends the batch to the active segment and points the index at its record.
-    fn apply_locked(&self, st: &mut JournalState, entries: &[Entry<'_>]) -> Result<u64> {
-        let a = self.journal.append_locked(st, entries, None)?;
+    fn apply_locked(
+        &self,
+        st: &mut JournalState,
+        header: &BatchHeader,
+        entries: &[Entry<'_>],
+    ) -> Result<u64> {
+        let a = self.journal.append_locked(st, header, entries, None)?;
         let seg = *self.active.lock();
         let loc = Loc::new(seg, a.offset, a.len)?;
         {
@@ -131,6 +149,40 @@ impl Journaled for LogStore {
 }
 
 impl LogStore {
+    /// Holds off merges (which delete segments) while the guard lives.
+    pub(crate) fn hold_merges(&self) -> parking_lot::MutexGuard<'_, ()> {
+        self.merge_lock.lock()
+    }
+
+    /// The files that make up the store at this moment, for a checkpoint: every segment and
+    /// hint file, with the number of bytes to take (`None`: all; the active segment: what has
+    /// been appended so far). The caller holds the journal lock (`st`) and [`Self::hold_merges`].
+    pub(crate) fn checkpoint_files(
+        &self,
+        st: &mut JournalState,
+    ) -> Result<Vec<(PathBuf, Option<u64>)>> {
+        self.journal.check_writable(st)?;
+        if let Err(e) = st.wal.write_buffer() {
+            return Err(self.journal.fail(st, e));
+        }
+        let active = *self.active.lock();
+        let mut files = Vec::new();
+        for (sid, seg) in self.segments.read().iter() {
+            if *sid == active {
+                files.push((seg.path.clone(), Some(st.wal.len_bytes)));
+                continue;
+            }
+            files.push((seg.path.clone(), None));
+            let hint = self
+                .seg_dir()
+                .join(format!("{}{HINT_SUFFIX}", seg_name(*sid)));
+            if self.opts.fs.exists(&hint) {
+                files.push((hint, None));
+            }
+        }
+        Ok(files)
+    }
+
     fn seg_dir(&self) -> PathBuf {
         self.dir.join("log")
     }
@@ -183,7 +235,7 @@ impl LogStore {
             };
             let Some(seg) = seg else { continue };
             let record = self.read_record(&seg, loc, held)?;
-            return find_value(&seg.path, loc, record, key);
+            return find_value(&seg, loc, record, key);
         }
         Err(Error::Busy(
             "a merge kept moving the key while it was read; retry".into(),
@@ -286,10 +338,11 @@ fn in_bounds(key: &[u8], lower: &Bound<Bytes>, upper: &Bound<Bytes>) -> bool {
 }
 
 /// Verifies a record read from `path` and returns the newest value of `key` in it.
-fn find_value(path: &Path, loc: Loc, record: Vec<u8>, key: &[u8]) -> Result<Option<Bytes>> {
-    let bad = |why: &str| Error::corruption(path, u64::from(loc.offset), why);
+fn find_value(seg: &Segment, loc: Loc, record: Vec<u8>, key: &[u8]) -> Result<Option<Bytes>> {
+    let bad = |why: &str| Error::corruption(&seg.path, u64::from(loc.offset), why);
     let payload = journal::decode_record(&record).map_err(bad)?;
-    let entries = decode_entries(payload).ok_or_else(|| bad("malformed batch in record"))?;
+    let (_, entries) =
+        decode_batch(payload, seg.format).ok_or_else(|| bad("malformed batch in record"))?;
     let found = entries.iter().rev().find(|(_, k, _)| *k == key);
     // The value is returned as a slice of the record's buffer: no second copy.
     let value_range = match found {

@@ -17,6 +17,7 @@ use super::{HINT_SUFFIX, SEGMENT_SUFFIX};
 use crate::error::{IoContext, Result};
 use crate::journal::{self, Journal, WalWriter};
 use crate::options::Options;
+use crate::seqno::Sequencer;
 use crate::util::fsutil;
 use crate::util::work::WorkRequest;
 
@@ -26,7 +27,8 @@ impl LogStore {
         dir: PathBuf,
         opts: Arc<Options>,
         work_queue: Sender<usize>,
-    ) -> Result<LogStore> {
+        seqs: Arc<Sequencer>,
+    ) -> Result<(LogStore, u64)> {
         let seg_dir = dir.join("log");
         fsutil::create_dir_durably(&*opts.fs, &dir)?;
         fsutil::create_dir_durably(&*opts.fs, &seg_dir)?;
@@ -43,6 +45,10 @@ impl LogStore {
         let mut dead: HashMap<SegId, u64> = HashMap::new();
         let mut segments = BTreeMap::new();
         let mut seq = 0u64;
+        // The highest sequence number of the replayed segments (those read through a hint
+        // carry theirs in the records, not in the hint; the log engine reads at no sequence
+        // number, so a restart that numbers on from a lower one changes no read).
+        let mut last_seq = 0u64;
         for &sid in &ids {
             let path = seg_dir.join(format!("{}{SEGMENT_SUFFIX}", seg_name(sid)));
             let hint_path = seg_dir.join(format!("{}{HINT_SUFFIX}", seg_name(sid)));
@@ -82,6 +88,7 @@ impl LogStore {
                     let loc = Loc::new(sid, batch.offset, batch.len)?;
                     index.apply(&mut dead, &batch.entries, loc);
                     seq += 1;
+                    last_seq = last_seq.max(batch.header.seq);
                     Ok(())
                 })?;
             }
@@ -95,7 +102,7 @@ impl LogStore {
         segments.insert(active, Arc::new(Segment::open(&*opts.fs, path, 0)?));
         let store = LogStore {
             id,
-            journal: Journal::new(opts.fs.clone(), id, opts.sync, wal, seq),
+            journal: Journal::new(opts.fs.clone(), id, opts.sync, wal, seq, seqs),
             dir,
             opts,
             index: RwLock::new(index),
@@ -109,6 +116,6 @@ impl LogStore {
             merge_bytes: AtomicU64::new(0),
             merges: AtomicU64::new(0),
         };
-        Ok(store)
+        Ok((store, last_seq))
     }
 }

@@ -5,14 +5,18 @@
 //!
 //! File `NNNNNN.log` (or a segment): a 16-byte header (magic `b"STRATWAL"`, format version u32,
 //! CRC32C of those 12 bytes u32), then records `payload_len u32 | crc32c(payload_len bytes ++
-//! payload) u32 | payload`. A payload is one write batch (see `batch::encode_entries`), so a
-//! batch is atomic. This module is the only place that knows the framing: [`super::writer`]
+//! payload) u32 | payload`. A payload is one write batch (see `batch::encode_batch`), so a
+//! batch is atomic. Format 2 (written now) starts each payload with the batch's sequence number
+//! and, for a batch spanning partitions, the partitions it spans; format 1 (still read) had the
+//! entries only. This module is the only place that knows the framing: [`super::writer`]
 //! writes it, [`super::replay`] and [`decode_record`] read it.
 
 use std::path::{Path, PathBuf};
 
-/// Version of the log file format.
-pub const WAL_FORMAT_VERSION: u32 = 1;
+/// Version of the log file format written.
+pub const WAL_FORMAT_VERSION: u32 = 2;
+/// The oldest log format still read.
+pub(crate) const WAL_FORMAT_VERSION_MIN: u32 = 1;
 const WAL_MAGIC: &[u8; 8] = b"STRATWAL";
 /// Bytes of the file header.
 pub(crate) const WAL_HEADER_BYTES: u64 = 16;
@@ -26,11 +30,16 @@ pub(crate) fn wal_path(dir: &Path, number: u64) -> PathBuf {
     dir.join(format!("{number:06}{WAL_SUFFIX}"))
 }
 
-/// The file header every log starts with.
+/// The file header every new log starts with.
 pub(crate) fn header() -> [u8; WAL_HEADER_BYTES as usize] {
+    header_of(WAL_FORMAT_VERSION)
+}
+
+/// The file header of a log of format `version`.
+pub(crate) fn header_of(version: u32) -> [u8; WAL_HEADER_BYTES as usize] {
     let mut h = [0u8; WAL_HEADER_BYTES as usize];
     h[..8].copy_from_slice(WAL_MAGIC);
-    h[8..12].copy_from_slice(&WAL_FORMAT_VERSION.to_le_bytes());
+    h[8..12].copy_from_slice(&version.to_le_bytes());
     let crc = crc32c::crc32c(&h[..12]);
     h[12..16].copy_from_slice(&crc.to_le_bytes());
     h
@@ -73,4 +82,12 @@ pub(crate) fn decode_record(record: &[u8]) -> Result<&[u8], &'static str> {
         return Err("record checksum mismatch");
     }
     Ok(payload)
+}
+
+/// The format version of a log whose file starts with `head`, if it is a valid header of a
+/// format this build reads.
+pub(crate) fn parse_header(head: &[u8]) -> Option<u32> {
+    let version = u32::from_le_bytes(head.get(8..12)?.try_into().ok()?);
+    ((WAL_FORMAT_VERSION_MIN..=WAL_FORMAT_VERSION).contains(&version) && head == header_of(version))
+        .then_some(version)
 }

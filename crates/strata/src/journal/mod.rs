@@ -26,10 +26,11 @@ use parking_lot::{Mutex, MutexGuard};
 
 use bytes::Bytes;
 
-use crate::batch::{encode_entries_at, Entry, Kind, Update};
+use crate::batch::{encode_batch, BatchHeader, Entry, Kind, Update};
 use crate::error::{Error, IoContext, Result};
 
 use crate::options::SyncMode;
+use crate::seqno::Sequencer;
 use crate::vfs::SharedFs;
 pub(crate) mod deferred;
 pub(crate) mod format;
@@ -71,7 +72,9 @@ impl Deref for Journal {
 }
 
 pub(crate) struct JournalInner {
-    partition: usize,
+    pub(crate) partition: usize,
+    /// The database's sequence numbers, shared by every partition.
+    pub(crate) seqs: Arc<Sequencer>,
     fs: SharedFs,
     sync: SyncMode,
     state: Mutex<JournalState>,
@@ -84,8 +87,11 @@ pub(crate) struct JournalInner {
 }
 
 /// What an engine gives the journal so that writes and read-modify-writes take one shape in
-/// both engines: [`write`] and [`update`] drive it.
+/// both engines: [`write`], [`write_across`] and [`update`] drive it.
 pub(crate) trait Journaled {
+    /// Whether readers of this engine read at the visible sequence number (the LSM): then a
+    /// writer returns only once its write is visible. The hash engine reads its newest state.
+    const READS_AT_SNAPSHOTS: bool;
     /// The partition's journal.
     fn journal(&self) -> &Journal;
     /// Waits (or refuses) before a write while background work is behind; the LSM slows
@@ -93,37 +99,196 @@ pub(crate) trait Journaled {
     fn admit_write(&self) -> Result<()> {
         Ok(())
     }
-    /// Reads `key` while the caller holds the write lock (`st`).
+    /// Reads the newest state of `key`, applied writes not yet visible included, while the
+    /// caller holds the write lock (`st`).
     fn get_locked(&self, key: &[u8], st: &JournalState) -> Result<Option<Bytes>>;
-    /// Appends the batch to the log and applies it to memory; returns its sequence number.
-    /// Caller holds the write lock.
-    fn apply_locked(&self, st: &mut JournalState, entries: &[Entry<'_>]) -> Result<u64>;
+    /// Appends the batch to the log and applies it to memory; returns the journal's record
+    /// number (for [`Journal::commit`]). Caller holds the write lock.
+    fn apply_locked(
+        &self,
+        st: &mut JournalState,
+        header: &BatchHeader,
+        entries: &[Entry<'_>],
+    ) -> Result<u64>;
+    /// Takes an applied part of a batch back out of memory, when another part of the same
+    /// batch could not be applied (its record stays in the log; recovery drops it there, since
+    /// the failed part is missing). Caller holds the write lock.
+    fn unapply_locked(&self, _st: &mut JournalState, _seq: u64, _entries: &[Entry<'_>]) {}
+    /// Work after a batch is applied and published, still under the write lock: the LSM
+    /// switches a full memtable here (an fsync), after publication, so that writers of other
+    /// partitions never wait for it.
+    fn after_apply_locked(&self, _st: &mut JournalState) -> Result<()> {
+        Ok(())
+    }
 }
 
-/// Writes a batch through an engine: admitted, appended and applied under the write lock,
-/// committed (fsync or hand-off to the OS) after it, so concurrent writers share the commit.
-pub(crate) fn write(engine: &impl Journaled, entries: &[Entry<'_>]) -> Result<()> {
-    engine.admit_write()?;
+/// A batch applied under the write lock: its journal record number and sequence number.
+pub(crate) struct Applied {
+    record: u64,
+    seq: u64,
+}
+
+/// Numbers, appends and applies one batch of one partition; the caller holds the write lock.
+/// The engine's own rewrites (value-log garbage collection) come this way too.
+pub(crate) fn apply_one<E: Journaled>(
+    engine: &E,
+    st: &mut JournalState,
+    entries: &[Entry<'_>],
+) -> Result<Applied> {
     let journal = engine.journal();
-    let seq = engine.apply_locked(&mut journal.lock(), entries)?;
-    journal.commit(seq)
+    journal.check_writable(st)?;
+    let seq = journal.seqs.begin();
+    let res = engine.apply_locked(
+        st,
+        &BatchHeader {
+            seq,
+            parts: Vec::new(),
+        },
+        entries,
+    );
+    journal.seqs.done(seq);
+    let record = res?;
+    engine.after_apply_locked(st)?;
+    Ok(Applied { record, seq })
 }
 
-/// Atomic read-modify-write of one key through an engine (see [`Journal::read_modify_write`]).
-pub(crate) fn update<T>(
-    engine: &impl Journaled,
+/// After the write lock: waits for the batch to be visible (engines that read at snapshots)
+/// and commits it (fsync or hand-off to the OS), so concurrent writers share the commit.
+fn complete<E: Journaled>(engine: &E, applied: &Applied) -> Result<()> {
+    let journal = engine.journal();
+    if E::READS_AT_SNAPSHOTS {
+        journal.seqs.wait_visible(applied.seq);
+    }
+    journal.commit(applied.record)
+}
+
+/// Writes a batch through an engine: admitted, numbered, appended and applied under the write
+/// lock, committed after it.
+pub(crate) fn write<E: Journaled>(engine: &E, entries: &[Entry<'_>]) -> Result<()> {
+    engine.admit_write()?;
+    let applied = apply_one(engine, &mut engine.journal().lock(), entries)?;
+    complete(engine, &applied)
+}
+
+/// Writes one batch whose parts lie in several partitions (`parts`, ascending by partition),
+/// all or nothing: the write locks of every partition are taken in partition order, the batch
+/// takes one sequence number, and each part is appended to its partition's log with the list
+/// of partitions, so that recovery keeps the batch only if every part is there. Readers see
+/// it once every part is applied (the sequence number is published then). A part with no
+/// entries is only locked: `validate` runs with every lock held, before anything is written
+/// (optimistic transactions check the keys they read there).
+pub(crate) fn write_across<E: Journaled>(
+    parts: &[(&E, Vec<Entry<'_>>)],
+    validate: impl FnOnce() -> Result<()>,
+) -> Result<()> {
+    debug_assert!(parts
+        .windows(2)
+        .all(|w| w[0].0.journal().partition < w[1].0.journal().partition));
+    let Some((first, _)) = parts.first() else {
+        return validate();
+    };
+    for (engine, entries) in parts {
+        if !entries.is_empty() {
+            engine.admit_write()?;
+        }
+    }
+    let mut guards: Vec<MutexGuard<'_, JournalState>> =
+        parts.iter().map(|(e, _)| e.journal().lock()).collect();
+    for ((engine, _), st) in parts.iter().zip(&guards) {
+        engine.journal().check_writable(st)?;
+    }
+    validate()?;
+    let writing: Vec<u32> = parts
+        .iter()
+        .filter(|(_, entries)| !entries.is_empty())
+        .map(|(e, _)| e.journal().partition as u32)
+        .collect();
+    let seqs = &first.journal().seqs;
+    let header = BatchHeader {
+        seq: seqs.begin(),
+        // A batch in one partition is one record: atomic without the list.
+        parts: if writing.len() > 1 {
+            writing
+        } else {
+            Vec::new()
+        },
+    };
+    let mut records = vec![None; parts.len()];
+    let mut failed = None;
+    for (i, (engine, entries)) in parts.iter().enumerate() {
+        if entries.is_empty() {
+            continue;
+        }
+        match engine.apply_locked(&mut guards[i], &header, entries) {
+            Ok(record) => records[i] = Some(record),
+            Err(e) => {
+                for (j, (done, entries)) in parts[..i].iter().enumerate() {
+                    if records[j].is_some() {
+                        done.unapply_locked(&mut guards[j], header.seq, entries);
+                    }
+                }
+                failed = Some(e);
+                break;
+            }
+        }
+    }
+    seqs.done(header.seq);
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    let mut first_err = None;
+    for (((engine, _), st), record) in parts.iter().zip(guards.iter_mut()).zip(&records) {
+        if record.is_some() {
+            if let Err(e) = engine.after_apply_locked(st) {
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    drop(guards);
+    if E::READS_AT_SNAPSHOTS {
+        seqs.wait_visible(header.seq);
+    }
+    for ((engine, _), record) in parts.iter().zip(records) {
+        if let Some(record) = record {
+            if let Err(e) = engine.journal().commit(record) {
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    first_err.map_or(Ok(()), Err)
+}
+
+/// Atomic read-modify-write of one key through an engine, the same for both engines: under
+/// the write lock, the current value is read, `decide` chooses an [`Update`], `check` vets a
+/// new value, and the write is applied; the commit (fsync or hand-off to the OS) happens after
+/// the lock is released, as for plain writes.
+pub(crate) fn update<T, E: Journaled>(
+    engine: &E,
     key: &[u8],
     decide: impl FnOnce(Option<&[u8]>) -> Result<(Update, T)>,
     check: impl Fn(&[u8], &[u8]) -> Result<()>,
 ) -> Result<T> {
     engine.admit_write()?;
-    engine.journal().read_modify_write(
-        key,
-        |st| engine.get_locked(key, st),
-        decide,
-        check,
-        |st, entries| engine.apply_locked(st, entries),
-    )
+    let journal = engine.journal();
+    let (applied, out) = {
+        let mut st = journal.lock();
+        journal.check_writable(&st)?;
+        let old = engine.get_locked(key, &st)?;
+        let (update, out) = decide(old.as_deref())?;
+        let applied = match update {
+            Update::Keep => None,
+            Update::Put(v) => {
+                check(key, &v)?;
+                Some(apply_one(engine, &mut st, &[(Kind::Put, key, &v)])?)
+            }
+            Update::Delete => Some(apply_one(engine, &mut st, &[(Kind::Delete, key, &[])])?),
+        };
+        (applied, out)
+    };
+    if let Some(applied) = applied {
+        complete(engine, &applied)?;
+    }
+    Ok(out)
 }
 
 impl Journal {
@@ -133,11 +298,13 @@ impl Journal {
         sync: SyncMode,
         wal: WalWriter,
         seq: u64,
+        seqs: Arc<Sequencer>,
     ) -> Self {
         Journal(Arc::new(JournalInner {
             partition,
             fs,
             sync,
+            seqs,
             state: Mutex::new(JournalState {
                 wal,
                 seq,
@@ -151,7 +318,7 @@ impl Journal {
         }))
     }
 
-    /// Makes the write with sequence number `seq` as durable as the sync mode promises: fsynced
+    /// Makes the write with record number `seq` as durable as the sync mode promises: fsynced
     /// with `Always`, otherwise handed to the OS (safe from a crash of the process), or, inside
     /// [`deferring_log_writes`], noted for [`LogWrites::complete`].
     pub(crate) fn commit(&self, seq: u64) -> Result<()> {
@@ -165,39 +332,6 @@ impl Journal {
                 }
             }
         }
-    }
-
-    /// Atomic read-modify-write of one key, the same for both engines: under the write lock,
-    /// `get` reads the current value, `decide` chooses an [`Update`], `check` vets a new value,
-    /// and `apply` appends and applies it (returning its sequence number); the commit (fsync or
-    /// hand-off to the OS) happens after the lock is released, as for plain writes.
-    pub(crate) fn read_modify_write<T>(
-        &self,
-        key: &[u8],
-        get: impl FnOnce(&JournalState) -> Result<Option<Bytes>>,
-        decide: impl FnOnce(Option<&[u8]>) -> Result<(Update, T)>,
-        check: impl Fn(&[u8], &[u8]) -> Result<()>,
-        apply: impl FnOnce(&mut JournalState, &[Entry<'_>]) -> Result<u64>,
-    ) -> Result<T> {
-        let (seq, out) = {
-            let mut st = self.lock();
-            self.check_writable(&st)?;
-            let old = get(&st)?;
-            let (update, out) = decide(old.as_deref())?;
-            let seq = match update {
-                Update::Keep => None,
-                Update::Put(v) => {
-                    check(key, &v)?;
-                    Some(apply(&mut st, &[(Kind::Put, key, &v)])?)
-                }
-                Update::Delete => Some(apply(&mut st, &[(Kind::Delete, key, &[])])?),
-            };
-            (seq, out)
-        };
-        if let Some(seq) = seq {
-            self.commit(seq)?;
-        }
-        Ok(out)
     }
 }
 
@@ -233,13 +367,14 @@ impl JournalInner {
     pub(crate) fn append_locked(
         &self,
         st: &mut JournalState,
+        header: &BatchHeader,
         entries: &[Entry<'_>],
         value_offsets: Option<&mut Vec<u32>>,
     ) -> Result<Appended> {
         self.check_writable(st)?;
         let mut payload = std::mem::take(&mut st.scratch);
         payload.clear();
-        encode_entries_at(&mut payload, entries.iter().copied(), value_offsets);
+        encode_batch(&mut payload, header, entries.iter().copied(), value_offsets);
         let seq = st.seq + 1;
         let offset = st.wal.len_bytes;
         let res = st.wal.append(&payload, seq);

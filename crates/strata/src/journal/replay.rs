@@ -12,9 +12,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::format::{
-    header, parse_record_header, payload_matches, RECORD_HEADER_BYTES, WAL_HEADER_BYTES,
+    parse_header, parse_record_header, payload_matches, RECORD_HEADER_BYTES, WAL_HEADER_BYTES,
 };
-use crate::batch::{decode_entries, Entry};
+use crate::batch::{decode_batch, BatchHeader, Entry};
 use crate::error::{Error, IoContext, Result};
 use crate::vfs::{FileSystem, FsFile};
 
@@ -91,6 +91,9 @@ pub(crate) struct Batch<'a> {
     /// Bytes of the record, header included.
     pub(crate) len: u64,
     payload: &'a [u8],
+    /// The batch's sequence number and the partitions it spans (log format 2; zero and none
+    /// in format 1).
+    pub(crate) header: BatchHeader,
     pub(crate) entries: Vec<Entry<'a>>,
 }
 
@@ -113,13 +116,14 @@ pub(crate) fn replay_batches(
     path: &Path,
     mut apply: impl FnMut(Batch<'_>) -> Result<()>,
 ) -> Result<Replay> {
-    replay_in_chunks(fs, path, REPLAY_CHUNK_BYTES, |payload, offset| {
-        let entries = decode_entries(payload)
+    replay_in_chunks(fs, path, REPLAY_CHUNK_BYTES, |payload, offset, format| {
+        let (header, entries) = decode_batch(payload, format)
             .ok_or_else(|| Error::corruption(path, offset, "log record holds a malformed batch"))?;
         apply(Batch {
             offset,
             len: RECORD_HEADER_BYTES + payload.len() as u64,
             payload,
+            header,
             entries,
         })
     })
@@ -166,7 +170,7 @@ fn replay_in_chunks(
     fs: &dyn FileSystem,
     path: &Path,
     chunk_bytes: usize,
-    mut apply: impl FnMut(&[u8], u64) -> Result<()>,
+    mut apply: impl FnMut(&[u8], u64, u32) -> Result<()>,
 ) -> Result<Replay> {
     let file = fs.open(path).at(path)?;
     let file_len = file.len().at(path)?;
@@ -185,13 +189,13 @@ fn replay_in_chunks(
             detail: None,
         });
     }
-    if w.get(0, WAL_HEADER_BYTES as usize).at(path)? != header() {
+    let Some(format) = parse_header(w.get(0, WAL_HEADER_BYTES as usize).at(path)?) else {
         return Err(Error::corruption(
             path,
             0,
             "bad log header (magic, version or checksum)",
         ));
-    }
+    };
     let mut pos = WAL_HEADER_BYTES;
     loop {
         let rest = file_len - pos;
@@ -232,7 +236,7 @@ fn replay_in_chunks(
             }
             return Err(Error::corruption(path, pos, "log record checksum mismatch"));
         }
-        apply(payload, pos)?;
+        apply(payload, pos, format)?;
         pos += end;
     }
 }
@@ -264,7 +268,7 @@ mod tests {
 
     fn read_all(path: &Path, chunk_bytes: usize) -> Result<(Records, Replay)> {
         let mut seen = Vec::new();
-        let replay = replay_in_chunks(&RealFs, path, chunk_bytes, |payload, offset| {
+        let replay = replay_in_chunks(&RealFs, path, chunk_bytes, |payload, offset, _| {
             seen.push((offset, payload.to_vec()));
             Ok(())
         })?;

@@ -29,6 +29,15 @@ impl Tree {
         let Some(mem) = self.view.load().immutables.last().cloned() else {
             return Ok(false);
         };
+        // A table holds no sequence numbers, so everything in it must be visible already: a
+        // batch still being applied in another partition (microseconds) is waited for.
+        self.journal.seqs.wait_visible(mem.max_seq());
+        if mem.max_spanning_seq() > 0 {
+            // Once in a table, this part of a batch outlives its log, and recovery can no longer
+            // drop it: every other part must be durable first (in its partition's log, or
+            // already in a table there).
+            self.sync_peer_logs()?;
+        }
         let mut separated = 0u64;
         let table = if mem.is_empty() {
             None
@@ -94,6 +103,14 @@ impl Tree {
         self.counters.flushes.fetch_add(1, Ordering::Relaxed);
         self.wake_stalled();
         Ok(true)
+    }
+
+    /// Writes and fsyncs the log of every partition of the database.
+    fn sync_peer_logs(&self) -> Result<()> {
+        for journal in self.peers.get().into_iter().flatten() {
+            journal.sync_now(true)?;
+        }
+        Ok(())
     }
 
     /// Makes the active memtable immutable (if it holds anything) and flushes all memtables.

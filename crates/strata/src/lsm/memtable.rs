@@ -7,11 +7,12 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use parking_lot::{Mutex, RwLock};
+use smallvec::{smallvec, SmallVec};
 use xxhash_rust::xxh3::Xxh3Builder;
 
 use crate::batch::Kind;
@@ -49,13 +50,25 @@ const ARENA_CHUNK_BYTES: usize = 1 << 20;
 /// Larger keys and values get an allocation of their own rather than a mostly empty chunk.
 const ARENA_ITEM_BYTES_MAX: usize = 64 << 10;
 
-/// An entry and the offset of its value in the memtable's log file (0 for deletes).
-type Stored = (Slot, u64);
+/// One version of a key: the write's sequence number, its state, and the offset of its value
+/// in the memtable's log file (0 for deletes).
+#[derive(Clone)]
+struct Revision {
+    seq: u64,
+    slot: Slot,
+    value_offset: u64,
+}
+
+/// Every version of a key in this memtable, oldest first. Most keys have one; older versions
+/// stay (readers at a snapshot may need them) until the memtable is flushed, which writes
+/// only the newest.
+type Revisions = SmallVec<[Revision; 1]>;
 
 #[derive(Default)]
 struct Maps {
-    sorted: BTreeMap<Bytes, Stored>,
-    hashed: HashMap<Bytes, Slot, Xxh3Builder>,
+    sorted: BTreeMap<Bytes, Revisions>,
+    /// The newest version of each key, for point lookups.
+    hashed: HashMap<Bytes, (u64, Slot), Xxh3Builder>,
 }
 
 /// Memory of all memtables of a database together (active and waiting for flush), against one
@@ -89,11 +102,18 @@ impl MemtableBudget {
 pub(crate) struct Memtable {
     map: RwLock<Maps>,
     budget: Arc<MemtableBudget>,
+    /// Whether this memtable's bytes still count against the budget (until flushed: a
+    /// snapshot may keep a flushed memtable alive, but it no longer holds writers back).
+    charged: std::sync::atomic::AtomicBool,
     /// The chunk keys and values are being copied into. Writers are serialized by the journal
     /// lock, so this lock is never contended.
     arena: Mutex<BytesMut>,
     bytes: AtomicUsize,
     entries: AtomicUsize,
+    /// The highest sequence number inserted.
+    max_seq: AtomicU64,
+    /// The highest sequence number of a batch spanning partitions inserted (0: none).
+    max_spanning_seq: AtomicU64,
     /// Number of the write-ahead log file holding these writes.
     pub(crate) wal_number: u64,
 }
@@ -103,45 +123,137 @@ impl Memtable {
         Memtable {
             map: RwLock::new(Maps::default()),
             budget,
+            charged: std::sync::atomic::AtomicBool::new(true),
             arena: Mutex::new(BytesMut::new()),
             bytes: AtomicUsize::new(0),
             entries: AtomicUsize::new(0),
+            max_seq: AtomicU64::new(0),
+            max_spanning_seq: AtomicU64::new(0),
             wal_number,
         }
     }
 
-    /// Inserts or replaces a put or a delete; callers hold the partition's write lock.
-    /// `value_offset` is where the value sits in this memtable's log file.
-    pub(crate) fn insert(&self, kind: Kind, key: &[u8], value: &[u8], value_offset: u64) {
-        let (key, slot) = {
-            let mut arena = self.arena.lock();
-            let key = copy_in(&mut arena, key);
-            let slot = match kind {
-                Kind::Put => Slot::Put(copy_in(&mut arena, value)),
-                Kind::Delete => Slot::Delete,
-            };
-            (key, slot)
-        };
-        self.insert_slot(key, slot, value_offset);
-    }
-
-    fn insert_slot(&self, key: Bytes, slot: Slot, value_offset: u64) {
-        let charge = key.len()
-            + match &slot {
-                Slot::Put(v) => v.len(),
-                Slot::Pointer(_) | Slot::Delete => 0,
-            }
-            + ENTRY_OVERHEAD_BYTES;
+    /// Inserts a put or a delete as the version `seq` of `key`; callers hold the partition's
+    /// write lock. A second write of a key within one batch (same `seq`) replaces the first.
+    /// `value_offset` is where the value sits in this memtable's log file; `spanning` whether
+    /// the batch spans partitions.
+    pub(crate) fn insert(
+        &self,
+        seq: u64,
+        spanning: bool,
+        kind: Kind,
+        key: &[u8],
+        value: &[u8],
+        value_offset: u64,
+    ) {
+        let charge = key.len() + value.len() + ENTRY_OVERHEAD_BYTES;
         let mut m = self.map.write();
-        m.hashed.insert(key.clone(), slot.clone());
-        m.sorted.insert(key, (slot, value_offset));
+        let maps = &mut *m;
+        let slot_of = |arena: &mut BytesMut| match kind {
+            Kind::Put => Slot::Put(copy_in(arena, value)),
+            Kind::Delete => Slot::Delete,
+        };
+        if let Some(revs) = maps.sorted.get_mut(key) {
+            let slot = slot_of(&mut self.arena.lock());
+            let rev = Revision {
+                seq,
+                slot: slot.clone(),
+                value_offset,
+            };
+            match revs.last_mut() {
+                Some(last) if last.seq == seq => *last = rev,
+                _ => revs.push(rev),
+            }
+            if let Some(newest) = maps.hashed.get_mut(key) {
+                *newest = (seq, slot);
+            }
+        } else {
+            let (key, slot) = {
+                let mut arena = self.arena.lock();
+                (copy_in(&mut arena, key), slot_of(&mut arena))
+            };
+            maps.hashed.insert(key.clone(), (seq, slot.clone()));
+            maps.sorted.insert(
+                key,
+                smallvec![Revision {
+                    seq,
+                    slot,
+                    value_offset,
+                }],
+            );
+        }
+        drop(m);
+        self.max_seq.fetch_max(seq, Ordering::Relaxed);
+        if spanning {
+            self.max_spanning_seq.fetch_max(seq, Ordering::Relaxed);
+        }
         self.bytes.fetch_add(charge, Ordering::Relaxed);
-        self.budget.used_bytes.fetch_add(charge, Ordering::Relaxed);
+        if self.charged.load(Ordering::Relaxed) {
+            self.budget.used_bytes.fetch_add(charge, Ordering::Relaxed);
+        }
         self.entries.fetch_add(1, Ordering::Relaxed);
     }
 
-    pub(crate) fn get(&self, key: &[u8]) -> Option<Slot> {
-        self.map.read().hashed.get(key).cloned()
+    /// Removes version `seq` of `key` again (a batch spanning partitions whose other part
+    /// failed). Callers hold the partition's write lock.
+    pub(crate) fn remove_version(&self, key: &[u8], seq: u64) {
+        let mut m = self.map.write();
+        let maps = &mut *m;
+        let Some(revs) = maps.sorted.get_mut(key) else {
+            return;
+        };
+        revs.retain(|r| r.seq != seq);
+        match revs.last() {
+            Some(newest) => {
+                let newest = (newest.seq, newest.slot.clone());
+                if let Some(h) = maps.hashed.get_mut(key) {
+                    *h = newest;
+                }
+            }
+            None => {
+                maps.sorted.remove(key);
+                maps.hashed.remove(key);
+            }
+        }
+    }
+
+    /// The newest version of `key` with a sequence number at most `at`.
+    pub(crate) fn get(&self, key: &[u8], at: u64) -> Option<Slot> {
+        let m = self.map.read();
+        match m.hashed.get(key) {
+            None => None,
+            Some((seq, slot)) if *seq <= at => Some(slot.clone()),
+            Some(_) => m
+                .sorted
+                .get(key)
+                .and_then(|revs| visible(revs, at))
+                .cloned(),
+        }
+    }
+
+    /// The sequence number of the newest version of `key`, if this memtable has one.
+    pub(crate) fn newest_seq(&self, key: &[u8]) -> Option<u64> {
+        self.map.read().hashed.get(key).map(|(seq, _)| *seq)
+    }
+
+    /// The highest sequence number inserted (0 for none).
+    pub(crate) fn max_seq(&self) -> u64 {
+        self.max_seq.load(Ordering::Relaxed)
+    }
+
+    /// The highest sequence number of a batch spanning partitions (0 for none).
+    pub(crate) fn max_spanning_seq(&self) -> u64 {
+        self.max_spanning_seq.load(Ordering::Relaxed)
+    }
+
+    /// Gives this memtable's bytes back to the budget (after flush; a snapshot may keep the
+    /// memtable itself alive longer).
+    pub(crate) fn release_budget(&self) {
+        if self.charged.swap(false, Ordering::AcqRel) {
+            self.budget
+                .used_bytes
+                .fetch_sub(self.bytes.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
     }
 
     pub(crate) fn bytes(&self) -> usize {
@@ -156,25 +268,47 @@ impl Memtable {
         self.map.read().sorted.is_empty()
     }
 
-    /// Calls `f` on every entry in key order (flush: the memtable is immutable by then, so the
-    /// read lock held meanwhile blocks nobody).
+    /// Calls `f` on the newest version of every key in key order (flush: the memtable is
+    /// immutable by then and every version in it visible, so the read lock held meanwhile
+    /// blocks nobody).
     pub(crate) fn for_each(
         &self,
         mut f: impl FnMut(&Bytes, &Slot, u64) -> crate::Result<()>,
     ) -> crate::Result<()> {
-        for (k, (v, offset)) in self.map.read().sorted.iter() {
-            f(k, v, *offset)?;
+        for (k, revs) in self.map.read().sorted.iter() {
+            if let Some(r) = revs.last() {
+                f(k, &r.slot, r.value_offset)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The newest version at or below `at` of every key in key order, with its sequence number
+    /// (checkpoints).
+    pub(crate) fn for_each_at(
+        &self,
+        at: u64,
+        mut f: impl FnMut(&Bytes, &Slot) -> crate::Result<()>,
+    ) -> crate::Result<()> {
+        for (k, revs) in self.map.read().sorted.iter() {
+            if let Some(slot) = visible(revs, at) {
+                f(k, slot)?;
+            }
         }
         Ok(())
     }
 }
 
+/// The newest of `revs` (oldest first) with a sequence number at most `at`.
+fn visible(revs: &Revisions, at: u64) -> Option<&Slot> {
+    let n = revs.partition_point(|r| r.seq <= at);
+    n.checked_sub(1).map(|i| &revs[i].slot)
+}
+
 impl Drop for Memtable {
     fn drop(&mut self) {
-        // Flushed (or the database closed): its memory goes back to the budget.
-        self.budget
-            .used_bytes
-            .fetch_sub(self.bytes.load(Ordering::Relaxed), Ordering::Relaxed);
+        // Dropped without a flush (the database closed): its memory goes back to the budget.
+        self.release_budget();
     }
 }
 
@@ -198,6 +332,8 @@ const SCAN_CHUNK_ENTRIES: usize = 64;
 /// re-seeks after the last key, so it holds no borrow and sees concurrent inserts past its cursor.
 pub(crate) struct MemtableIter {
     mem: Arc<Memtable>,
+    /// The sequence number the scan reads at.
+    at: u64,
     lower: Bound<Bytes>,
     upper: Bound<Bytes>,
     chunk: std::vec::IntoIter<(Bytes, Slot)>,
@@ -205,9 +341,15 @@ pub(crate) struct MemtableIter {
 }
 
 impl MemtableIter {
-    pub(crate) fn new(mem: Arc<Memtable>, lower: Bound<Bytes>, upper: Bound<Bytes>) -> Self {
+    pub(crate) fn new(
+        mem: Arc<Memtable>,
+        at: u64,
+        lower: Bound<Bytes>,
+        upper: Bound<Bytes>,
+    ) -> Self {
         MemtableIter {
             mem,
+            at,
             lower,
             upper,
             chunk: Vec::new().into_iter(),
@@ -218,6 +360,9 @@ impl MemtableIter {
     fn refill(&mut self) {
         let lo = as_ref_bound(&self.lower);
         let hi = as_ref_bound(&self.upper);
+        let at = self.at;
+        let mut last_key = None;
+        let mut seen = 0;
         let chunk: Vec<(Bytes, Slot)> = self
             .mem
             .map
@@ -225,13 +370,17 @@ impl MemtableIter {
             .sorted
             .range::<[u8], _>((lo, hi))
             .take(SCAN_CHUNK_ENTRIES)
-            .map(|(k, (v, _))| (k.clone(), v.clone()))
+            .inspect(|(k, _)| {
+                seen += 1;
+                last_key = Some((*k).clone());
+            })
+            .filter_map(|(k, revs)| visible(revs, at).map(|v| (k.clone(), v.clone())))
             .collect();
-        if chunk.len() < SCAN_CHUNK_ENTRIES {
+        if seen < SCAN_CHUNK_ENTRIES {
             self.done = true;
         }
-        if let Some((last, _)) = chunk.last() {
-            self.lower = Bound::Excluded(last.clone());
+        if let Some(last) = last_key {
+            self.lower = Bound::Excluded(last);
         }
         self.chunk = chunk.into_iter();
     }

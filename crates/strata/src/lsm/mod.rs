@@ -8,7 +8,7 @@ pub(crate) mod compaction;
 mod flush;
 pub(crate) mod ingest;
 pub(crate) mod memtable;
-mod recovery;
+pub(crate) mod recovery;
 pub(crate) mod sstable;
 mod throttle;
 pub(crate) mod tree;

@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use arc_swap::ArcSwap;
 use bytes::Bytes;
@@ -16,12 +16,13 @@ use parking_lot::{Condvar, Mutex};
 use super::memtable::{Memtable, MemtableBudget};
 use super::sstable::{table_path, Table, TABLE_SUFFIX};
 use super::tree::{Counters, Tree, View};
-use super::version::{self, Version};
+use super::version::{self, LogState, Version};
 use super::vlog::VlogFile;
 use super::LEVELS;
 use crate::error::{Error, IoContext, Result};
 use crate::journal::{self, Journal, WalWriter, WAL_SUFFIX};
 use crate::options::Options;
+use crate::seqno::Sequencer;
 use crate::util::cache::BlockCache;
 use crate::util::fsutil;
 use crate::util::work::WorkRequest;
@@ -32,10 +33,15 @@ impl Tree {
         id: usize,
         dir: PathBuf,
         opts: Arc<Options>,
-        cache: Arc<BlockCache>,
-        memtable_budget: Arc<MemtableBudget>,
-        work_queue: Sender<usize>,
-    ) -> Result<Tree> {
+        shared: &Shared,
+    ) -> Result<(Tree, Recovered)> {
+        let Shared {
+            cache,
+            memtable_budget,
+            work_queue,
+            seqs,
+            peers,
+        } = shared.clone();
         let wal_dir = dir.join("wal");
         let sst_dir = dir.join("sst");
         for d in [&dir, &wal_dir, &sst_dir] {
@@ -51,9 +57,23 @@ impl Tree {
             );
         }
         let manifest = version::read(&*opts.fs, &dir)?;
-        let (mut next_file, log_number, metas, vlog_metas) = match manifest {
-            Some(m) => (m.next_file_number, m.log_number, m.levels, m.vlogs),
-            None => (1, 0, vec![Vec::new(); LEVELS], Vec::new()),
+        let (mut next_file, log_state, metas, vlog_metas) = match manifest {
+            Some(m) => (
+                m.next_file_number,
+                LogState {
+                    log_number: m.log_number,
+                    last_seq: m.last_seq,
+                },
+                m.levels,
+                m.vlogs,
+            ),
+            None => (1, LogState::default(), vec![Vec::new(); LEVELS], Vec::new()),
+        };
+        let log_number = log_state.log_number;
+        let mut recovered = Recovered {
+            flushed_seq: log_state.last_seq,
+            last_seq: log_state.last_seq,
+            spanning: Vec::new(),
         };
         let mut version = Version::empty();
         let mut live = std::collections::HashSet::new();
@@ -124,10 +144,25 @@ impl Tree {
             let may_be_torn = Some(num) == newest;
             replayed_bytes +=
                 journal::recover_log(&*opts.fs, &path, may_be_torn, opts.salvage, |batch| {
+                    let h = &batch.header;
+                    let spanning = !h.parts.is_empty();
                     for &(kind, key, value) in &batch.entries {
                         // Where the value sits in the file: a value log's pointers point there.
-                        mem.insert(kind, key, value, batch.value_offset(value));
+                        mem.insert(h.seq, spanning, kind, key, value, batch.value_offset(value));
                     }
+                    if spanning {
+                        recovered.spanning.push(SpanningPart {
+                            seq: h.seq,
+                            parts: h.parts.clone(),
+                            keys: batch
+                                .entries
+                                .iter()
+                                .map(|(_, k, _)| Bytes::copy_from_slice(k))
+                                .collect(),
+                            wal_number: num,
+                        });
+                    }
+                    recovered.last_seq = recovered.last_seq.max(h.seq);
                     seq += 1;
                     Ok(())
                 })?;
@@ -159,10 +194,11 @@ impl Tree {
             opts,
             cache,
             memtable_budget,
-            journal: Journal::new(fs, id, sync, wal, seq),
+            journal: Journal::new(fs, id, sync, wal, seq, seqs),
+            peers,
             view: ArcSwap::from_pointee(view),
             view_lock: Mutex::new(()),
-            version_lock: Mutex::new(log_number),
+            version_lock: Mutex::new(log_state),
             next_file: AtomicU64::new(next_file),
             value_offsets: Mutex::new(Vec::new()),
             gc_lock: Mutex::new(()),
@@ -176,6 +212,61 @@ impl Tree {
             background_error: Mutex::new(None),
             counters: Counters::default(),
         };
-        Ok(tree)
+        Ok((tree, recovered))
+    }
+
+    /// Takes the recovered part of a batch spanning partitions back out of the recovered
+    /// memtables (another part did not survive the crash).
+    pub(crate) fn drop_recovered_part(&self, part: &SpanningPart) {
+        let view = self.view.load();
+        for mem in view
+            .immutables
+            .iter()
+            .filter(|m| m.wal_number == part.wal_number)
+        {
+            for key in &part.keys {
+                mem.remove_version(key, part.seq);
+            }
+        }
+    }
+}
+
+/// What every partition of a database shares.
+#[derive(Clone)]
+pub(crate) struct Shared {
+    pub(crate) cache: Arc<BlockCache>,
+    pub(crate) memtable_budget: Arc<MemtableBudget>,
+    pub(crate) work_queue: Sender<usize>,
+    pub(crate) seqs: Arc<Sequencer>,
+    /// Every partition's journal, set once all are open.
+    pub(crate) peers: Arc<OnceLock<Vec<Journal>>>,
+}
+
+/// What opening a tree found that the database decides on.
+pub(crate) struct Recovered {
+    /// Every write of this partition up to this sequence number is in a table.
+    pub(crate) flushed_seq: u64,
+    /// The highest sequence number on disk (tables and logs).
+    pub(crate) last_seq: u64,
+    /// Parts of batches spanning partitions replayed from the logs.
+    pub(crate) spanning: Vec<SpanningPart>,
+}
+
+/// One partition's part of a batch spanning partitions, as replayed from its log.
+pub(crate) struct SpanningPart {
+    pub(crate) seq: u64,
+    /// Every partition holding a part of the batch.
+    pub(crate) parts: Vec<u32>,
+    pub(crate) keys: Vec<Bytes>,
+    /// The log (and recovered memtable) it was replayed from.
+    wal_number: u64,
+}
+
+impl Recovered {
+    /// Whether this partition holds its part of batch `seq`: replayed from a log, or already
+    /// in a table (every write up to `flushed_seq` is; a part that was never written cannot be
+    /// below it, since the partition's later writes all have higher numbers).
+    pub(crate) fn holds_part(&self, seq: u64) -> bool {
+        seq <= self.flushed_seq || self.spanning.iter().any(|p| p.seq == seq)
     }
 }

@@ -24,18 +24,18 @@
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use arc_swap::ArcSwap;
 use bytes::Bytes;
 use parking_lot::{Condvar, Mutex};
 
-use crate::batch::Entry;
+use crate::batch::{BatchHeader, Entry};
 use crate::error::{Error, Result};
 use crate::journal::{self, Journal, JournalState, Journaled, WAL_SUFFIX};
 use crate::lsm::memtable::{Memtable, MemtableBudget, MemtableIter, Slot, SlotIter};
 use crate::lsm::sstable::{bloom, Table};
-use crate::lsm::version::{self, Version};
+use crate::lsm::version::{self, LogState, Version};
 use crate::lsm::vlog::ValuePtr;
 use crate::lsm::LEVELS;
 use crate::options::Options;
@@ -54,6 +54,8 @@ pub(crate) struct View {
 }
 
 impl Journaled for Tree {
+    const READS_AT_SNAPSHOTS: bool = true;
+
     fn journal(&self) -> &Journal {
         &self.journal
     }
@@ -63,13 +65,41 @@ impl Journaled for Tree {
     }
 
     fn get_locked(&self, key: &[u8], _: &JournalState) -> Result<Option<Bytes>> {
-        // The view is consistent without the lock; under it, no write can intervene.
-        self.get(key)
+        // Under the lock no write to this partition can intervene; writes applied but not yet
+        // visible (waiting for an earlier batch elsewhere) are this key's state all the same.
+        self.get_at(&self.view.load(), key, u64::MAX)
     }
 
     /// Appends a batch to the log and the memtable. Caller holds the journal lock.
-    fn apply_locked(&self, st: &mut JournalState, entries: &[Entry<'_>]) -> Result<u64> {
-        self.apply_locked_as(st, entries, true)
+    fn apply_locked(
+        &self,
+        st: &mut JournalState,
+        header: &BatchHeader,
+        entries: &[Entry<'_>],
+    ) -> Result<u64> {
+        self.apply_locked_as(st, header, entries, true)
+    }
+
+    fn unapply_locked(&self, _st: &mut JournalState, seq: u64, entries: &[Entry<'_>]) {
+        let view = self.view.load();
+        for (_, key, _) in entries {
+            view.active.remove_version(key, seq);
+        }
+    }
+
+    /// Switches a full memtable for a new one (and a new log).
+    fn after_apply_locked(&self, st: &mut JournalState) -> Result<()> {
+        let active = self.view.load().active.clone();
+        let full = active.bytes() >= self.opts.memtable_bytes_max
+            || self.memtable_budget.wants_switch(active.bytes())
+            || self
+                .opts
+                .memtable_entries_max
+                .is_some_and(|n| active.entries() >= n);
+        if full {
+            self.rotate_locked(st)?;
+        }
+        Ok(())
     }
 }
 
@@ -95,11 +125,14 @@ pub(crate) struct Tree {
     pub(super) cache: Arc<BlockCache>,
     /// Memtable memory of the whole database, shared with the other partitions.
     pub(super) memtable_budget: Arc<MemtableBudget>,
-    pub(super) journal: Journal,
+    pub(crate) journal: Journal,
     pub(super) view: ArcSwap<View>,
     pub(super) view_lock: Mutex<()>,
-    /// Guards manifest writes; holds the current log number.
-    pub(super) version_lock: Mutex<u64>,
+    /// Guards manifest writes; holds the log number and last flushed sequence number.
+    pub(super) version_lock: Mutex<LogState>,
+    /// The journals of every partition (set once all are open): a flush of a memtable holding
+    /// part of a batch that spans partitions first makes every other part durable.
+    pub(super) peers: Arc<OnceLock<Vec<Journal>>>,
     pub(super) next_file: AtomicU64,
     /// Scratch for the value offsets of a batch (used under the journal lock).
     pub(super) value_offsets: Mutex<Vec<u32>>,
@@ -119,22 +152,31 @@ pub(crate) struct Tree {
 
 impl Tree {
     /// `user`: whether the bytes count as written by the user (not for garbage collection).
-    pub(super) fn apply_locked_as(
+    fn apply_locked_as(
         &self,
         st: &mut JournalState,
+        header: &BatchHeader,
         entries: &[Entry<'_>],
         user: bool,
     ) -> Result<u64> {
         let mut offsets = std::mem::take(&mut *self.value_offsets.lock());
         let appended = self
             .journal
-            .append_locked(st, entries, Some(&mut offsets))?;
+            .append_locked(st, header, entries, Some(&mut offsets))?;
         let payload_at = appended.offset + journal::RECORD_HEADER_BYTES;
         let view = self.view.load();
+        let spanning = !header.parts.is_empty();
         let mut user_bytes = 0u64;
         for (&(kind, key, value), &at) in entries.iter().zip(offsets.iter()) {
             user_bytes += (key.len() + value.len()) as u64;
-            view.active.insert(kind, key, value, payload_at + at as u64);
+            view.active.insert(
+                header.seq,
+                spanning,
+                kind,
+                key,
+                value,
+                payload_at + at as u64,
+            );
         }
         *self.value_offsets.lock() = offsets;
         if user {
@@ -142,17 +184,38 @@ impl Tree {
                 .user_bytes
                 .fetch_add(user_bytes, Ordering::Relaxed);
         }
-        let full = view.active.bytes() >= self.opts.memtable_bytes_max
-            || self.memtable_budget.wants_switch(view.active.bytes())
-            || self
-                .opts
-                .memtable_entries_max
-                .is_some_and(|n| view.active.entries() >= n);
-        drop(view);
-        if full {
-            self.rotate_locked(st)?;
-        }
         Ok(appended.seq)
+    }
+
+    /// Writes the engine's own rewrites (value-log garbage collection) under the journal lock
+    /// the caller holds: numbered and published like a user's write, not counted as one.
+    pub(super) fn apply_rewrite_locked(
+        &self,
+        st: &mut JournalState,
+        entries: &[Entry<'_>],
+    ) -> Result<()> {
+        struct Rewrite<'a>(&'a Tree);
+        impl Journaled for Rewrite<'_> {
+            const READS_AT_SNAPSHOTS: bool = true;
+            fn journal(&self) -> &Journal {
+                &self.0.journal
+            }
+            fn get_locked(&self, key: &[u8], st: &JournalState) -> Result<Option<Bytes>> {
+                self.0.get_locked(key, st)
+            }
+            fn apply_locked(
+                &self,
+                st: &mut JournalState,
+                header: &BatchHeader,
+                entries: &[Entry<'_>],
+            ) -> Result<u64> {
+                self.0.apply_locked_as(st, header, entries, false)
+            }
+            fn after_apply_locked(&self, st: &mut JournalState) -> Result<()> {
+                self.0.after_apply_locked(st)
+            }
+        }
+        journal::apply_one(&Rewrite(self), st, entries).map(|_| ())
     }
 
     /// Switches to a new memtable and log; the old memtable waits for flush.
@@ -182,21 +245,59 @@ impl Tree {
         self.journal.sync_now(fsync)
     }
 
+    /// The newest visible value of `key`. The view is loaded before the visible sequence
+    /// number: every write complete before the call is in that view, and everything the view
+    /// has stopped listing (a value log collected, a table compacted away) was replaced by
+    /// writes that the sequence number read afterwards includes. (A write made while the call
+    /// runs may or may not be seen, as with any concurrent read.)
     pub(crate) fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
-        let v = self.view.load();
-        match lookup(&v, key)? {
+        let view = self.view.load();
+        let at = self.journal.seqs.visible();
+        self.get_at(&view, key, at)
+    }
+
+    /// The value of `key` at sequence number `at` in view `v` (a snapshot's, or the current).
+    pub(crate) fn get_at(&self, v: &View, key: &[u8], at: u64) -> Result<Option<Bytes>> {
+        match lookup(v, key, at)? {
             None | Some(Slot::Delete) => Ok(None),
             Some(Slot::Put(b)) => Ok(Some(b)),
             Some(Slot::Pointer(p)) => resolve_pointer(&self.wal_dir, &v.version, &p).map(Some),
         }
     }
 
-    /// Entries (tombstones included) in `(lower, upper)`, newest version of each key.
-    pub(crate) fn iter(&self, lower: Bound<Bytes>, upper: Bound<Bytes>) -> EntryIter {
-        let v = self.view.load_full();
+    /// The current view, held: its memtables, tables and value logs stay as they are (and on
+    /// disk) while the `Arc` lives.
+    pub(crate) fn pinned_view(&self) -> Arc<View> {
+        self.view.load_full()
+    }
+
+    /// Whether `v` is still the current view (nothing switched, flushed or installed since).
+    pub(crate) fn is_current(&self, v: &Arc<View>) -> bool {
+        Arc::ptr_eq(&self.view.load(), v)
+    }
+
+    /// Whether `key` has a version newer than `seq` in the current memtables (optimistic
+    /// transactions; the caller holds the journal lock). Versions flushed into tables since
+    /// carry no sequence number: the caller compares values for those.
+    pub(crate) fn changed_in_memory_since(&self, key: &[u8], seq: u64) -> bool {
+        let v = self.view.load();
+        std::iter::once(&v.active)
+            .chain(v.immutables.iter())
+            .any(|m| m.newest_seq(key).is_some_and(|s| s > seq))
+    }
+
+    /// Entries (tombstones included) in `(lower, upper)` of view `v` at sequence number `at`,
+    /// the newest version at or below it of each key.
+    pub(crate) fn iter_at(
+        &self,
+        v: Arc<View>,
+        at: u64,
+        lower: Bound<Bytes>,
+        upper: Bound<Bytes>,
+    ) -> EntryIter {
         let mut sources: Vec<SlotIter> = Vec::new();
         for m in std::iter::once(&v.active).chain(v.immutables.iter()) {
-            let it = MemtableIter::new(m.clone(), lower.clone(), upper.clone());
+            let it = MemtableIter::new(m.clone(), at, lower.clone(), upper.clone());
             sources.push(Box::new(it.map(Ok)));
         }
         for t in &v.version.levels[0] {
@@ -241,18 +342,24 @@ impl Tree {
         flushed: Option<&Arc<Memtable>>,
         edit: impl FnOnce(&mut Version) -> Result<T>,
     ) -> Result<T> {
-        let mut log_number = self.version_lock.lock();
+        let mut logs = self.version_lock.lock();
         let mut nv = (*self.view.load().version).clone();
         let out = edit(&mut nv)?;
-        let new_log_number = flushed.map_or(*log_number, |m| m.wal_number + 1);
+        let new_logs = match flushed {
+            Some(m) => LogState {
+                log_number: m.wal_number + 1,
+                last_seq: logs.last_seq.max(m.max_seq()),
+            },
+            None => *logs,
+        };
         version::write(
             &*self.opts.fs,
             &self.dir,
             &nv,
             self.next_file.load(Ordering::Acquire),
-            new_log_number,
+            new_logs,
         )?;
-        *log_number = new_log_number;
+        *logs = new_logs;
         let _vg = self.view_lock.lock();
         let v = self.view.load();
         let immutables = match flushed {
@@ -269,6 +376,9 @@ impl Tree {
             immutables,
             version: Arc::new(nv),
         }));
+        if let Some(mem) = flushed {
+            mem.release_budget();
+        }
         Ok(out)
     }
 
@@ -340,6 +450,11 @@ impl Tree {
         }
     }
 
+    /// A file number above every file of the tree so far.
+    pub(crate) fn next_file_number(&self) -> u64 {
+        self.next_file.load(Ordering::Acquire)
+    }
+
     pub(crate) fn dir(&self) -> &Path {
         &self.dir
     }
@@ -348,18 +463,19 @@ impl Tree {
 /// Whether the newest version of `key` in `view` is the value at `offset` of value log `file`.
 /// Once false, false for good: nothing new ever points into an old log.
 pub(super) fn value_is_live(view: &View, key: &[u8], file: u64, offset: u64) -> Result<bool> {
-    Ok(matches!(lookup(view, key)?,
+    Ok(matches!(lookup(view, key, u64::MAX)?,
         Some(Slot::Pointer(p)) if p.file == file && p.offset == offset))
 }
 
-/// The newest entry for `key` in a view: memtables, then level 0 newest first, then one table
-/// per deeper level. Pointers are returned as they are.
-pub(super) fn lookup(v: &View, key: &[u8]) -> Result<Option<Slot>> {
-    if let Some(s) = v.active.get(key) {
+/// The newest entry for `key` in a view at sequence number `at`: memtables (versions up to
+/// `at`), then level 0 newest first, then one table per deeper level (tables hold only
+/// versions that were visible when they were written). Pointers are returned as they are.
+pub(super) fn lookup(v: &View, key: &[u8], at: u64) -> Result<Option<Slot>> {
+    if let Some(s) = v.active.get(key, at) {
         return Ok(Some(s));
     }
     for m in &v.immutables {
-        if let Some(s) = m.get(key) {
+        if let Some(s) = m.get(key, at) {
             return Ok(Some(s));
         }
     }

@@ -8,8 +8,10 @@
 //! log_number varint | level_count varint`, then per level `table_count varint` and per table
 //! `id varint | size varint | entries varint | min_key (varint len + bytes) | max_key (same)`,
 //! then `vlog_count varint` and per value log `number varint | total_bytes varint |
-//! live_bytes varint`. Write-ahead logs numbered below `log_number` hold nothing that is not in
-//! a table, except the value logs listed, which tables point into.
+//! live_bytes varint`; format 2 ends with `last_seq varint`, the highest sequence number of a
+//! write in the tables (every write of the partition up to it is in a table). Write-ahead logs
+//! numbered below `log_number` hold nothing that is not in a table, except the value logs
+//! listed, which tables point into. Format 1 (no `last_seq`) is still read.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -25,8 +27,8 @@ use crate::util::fsutil::{self, FILE_NUMBER_LIMIT};
 use crate::vfs::FileSystem;
 use std::collections::BTreeMap;
 
-/// Version of the manifest format.
-pub const MANIFEST_FORMAT_VERSION: u32 = 1;
+/// Version of the manifest format written.
+pub const MANIFEST_FORMAT_VERSION: u32 = 2;
 const MANIFEST_MAGIC: &[u8; 8] = b"STRATMAN";
 pub(crate) const MANIFEST_FILE: &str = "MANIFEST";
 
@@ -75,9 +77,21 @@ pub(crate) struct Manifest {
     pub(crate) levels: Vec<Vec<TableMeta>>,
     /// (number, total_bytes, live_bytes) of each value log.
     pub(crate) vlogs: Vec<(u64, u64, u64)>,
+    /// The highest sequence number of a write in the tables (0 in format 1).
+    pub(crate) last_seq: u64,
 }
 
-pub(crate) fn encode(version: &Version, next_file_number: u64, log_number: u64) -> Vec<u8> {
+/// What a manifest records besides the tables and value logs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct LogState {
+    /// Logs numbered below this are flushed (or are value logs).
+    pub(crate) log_number: u64,
+    /// Every write of the partition up to this sequence number is in a table.
+    pub(crate) last_seq: u64,
+}
+
+pub(crate) fn encode(version: &Version, next_file_number: u64, logs: LogState) -> Vec<u8> {
+    let log_number = logs.log_number;
     let mut payload = Vec::new();
     put_varint(&mut payload, next_file_number);
     put_varint(&mut payload, log_number);
@@ -101,6 +115,7 @@ pub(crate) fn encode(version: &Version, next_file_number: u64, log_number: u64) 
             v.live_bytes.load(std::sync::atomic::Ordering::Relaxed),
         );
     }
+    put_varint(&mut payload, logs.last_seq);
     let mut out = Vec::with_capacity(payload.len() + 20);
     out.extend_from_slice(MANIFEST_MAGIC);
     out.extend_from_slice(&MANIFEST_FORMAT_VERSION.to_le_bytes());
@@ -127,7 +142,7 @@ pub(crate) fn decode(path: &Path, bytes: &[u8]) -> Result<Manifest> {
     if crc32c::crc32c_append(crc32c::crc32c(&bytes[8..16]), payload) != crc {
         return Err(bad(16, "manifest checksum mismatch"));
     }
-    if version != MANIFEST_FORMAT_VERSION {
+    if !(1..=MANIFEST_FORMAT_VERSION).contains(&version) {
         return Err(bad(8, &format!("unsupported manifest version {version}")));
     }
     let mut r = Reader::new(payload);
@@ -167,11 +182,13 @@ pub(crate) fn decode(path: &Path, bytes: &[u8]) -> Result<Manifest> {
         for _ in 0..n {
             vlogs.push((number(r.varint()?)?, r.varint()?, r.varint()?));
         }
+        let last_seq = if version >= 2 { r.varint()? } else { 0 };
         r.is_empty().then_some(Manifest {
             next_file_number,
             log_number,
             levels,
             vlogs,
+            last_seq,
         })
     })();
     parsed.ok_or_else(|| bad(20, "malformed manifest payload"))
@@ -193,13 +210,13 @@ pub(crate) fn write(
     dir: &Path,
     version: &Version,
     next_file_number: u64,
-    log_number: u64,
+    logs: LogState,
 ) -> Result<()> {
     fsutil::write_atomically(
         fs,
         dir,
         MANIFEST_FILE,
-        &encode(version, next_file_number, log_number),
+        &encode(version, next_file_number, logs),
     )
 }
 
@@ -209,9 +226,13 @@ mod tests {
 
     #[test]
     fn every_flipped_byte_of_a_manifest_is_detected() {
-        let bytes = encode(&Version::empty(), 7, 3);
+        let logs = LogState {
+            log_number: 3,
+            last_seq: 300,
+        };
+        let bytes = encode(&Version::empty(), 7, logs);
         let m = decode(Path::new("MANIFEST"), &bytes).unwrap();
-        assert_eq!((m.next_file_number, m.log_number), (7, 3));
+        assert_eq!((m.next_file_number, m.log_number, m.last_seq), (7, 3, 300));
         for i in 0..bytes.len() {
             let mut b = bytes.clone();
             b[i] ^= 0x01;
@@ -219,5 +240,22 @@ mod tests {
             assert!(err.is_corruption(), "flip at {i}: {err}");
             assert!(err.to_string().contains("MANIFEST"));
         }
+    }
+
+    /// A format-1 manifest (no `last_seq`), as written before sequence numbers: byte for byte
+    /// what that build wrote for an empty version, next file 7, log number 3.
+    #[test]
+    fn a_format_1_manifest_is_still_read() {
+        let mut payload = vec![7u8, 3, LEVELS as u8];
+        payload.extend(std::iter::repeat_n(0u8, LEVELS)); // no tables on any level
+        payload.push(0); // no value logs
+        let mut bytes = b"STRATMAN".to_vec();
+        bytes.extend_from_slice(&1u32.to_le_bytes());
+        bytes.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        let crc = crc32c::crc32c_append(crc32c::crc32c(&bytes[8..16]), &payload);
+        bytes.extend_from_slice(&crc.to_le_bytes());
+        bytes.extend_from_slice(&payload);
+        let m = decode(Path::new("MANIFEST"), &bytes).unwrap();
+        assert_eq!((m.next_file_number, m.log_number, m.last_seq), (7, 3, 0));
     }
 }

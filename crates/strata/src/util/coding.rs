@@ -22,6 +22,13 @@ impl<'a> Reader<'a> {
         self.pos
     }
 
+    /// The bytes not read yet (the reader is at its end afterwards).
+    pub(crate) fn rest(&mut self) -> &'a [u8] {
+        let s = self.buf.get(self.pos..).unwrap_or_default();
+        self.pos = self.buf.len();
+        s
+    }
+
     pub(crate) fn u8(&mut self) -> Option<u8> {
         let b = *self.buf.get(self.pos)?;
         self.pos += 1;

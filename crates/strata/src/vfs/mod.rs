@@ -64,6 +64,11 @@ pub trait FileSystem: Send + Sync + Debug {
     fn exists(&self, path: &Path) -> bool;
     /// Whether `path` is a directory.
     fn is_dir(&self, path: &Path) -> bool;
+    /// Makes `to` a second name of the file `from` (a hard link); file systems without links
+    /// say `Unsupported`, and callers copy instead.
+    fn hard_link(&self, _from: &Path, _to: &Path) -> io::Result<()> {
+        Err(io::ErrorKind::Unsupported.into())
+    }
 }
 
 /// The operating system's file system.
@@ -157,6 +162,10 @@ impl FileSystem for RealFs {
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         fs::rename(from, to)
+    }
+
+    fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()> {
+        fs::hard_link(from, to)
     }
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {

@@ -60,7 +60,7 @@ impl Tree {
             }
             drop(view);
             if !live.is_empty() {
-                self.apply_locked_as(&mut st, &live, false)?;
+                self.apply_rewrite_locked(&mut st, &live)?;
             }
             drop(st);
             pending.clear();
@@ -89,8 +89,13 @@ impl Tree {
             Ok(())
         })?;
         rewrite(&mut pending)?;
-        // The copies must be durable before the originals can go.
+        // The copies must be durable before the originals can go, and visible: a reader at a
+        // sequence number before a copy still reads the original, so a view without the
+        // original must come with a sequence number that includes every copy.
         self.journal.sync_now(true)?;
+        self.journal
+            .seqs
+            .wait_visible(self.journal.seqs.last_handed_out());
         self.install(None, |nv| {
             nv.vlogs.remove(&victim.number);
             Ok(())

@@ -1,0 +1,214 @@
+//! Checkpoints: a consistent copy of a live database in another directory, which opens as an
+//! ordinary database (RocksDB's `Checkpoint`). Immutable files (tables, value logs, sealed
+//! segments, hints) are hard links where the file system allows, copies otherwise; what only
+//! memory holds is written out.
+//!
+//! - LSM: a [`Snapshot`] fixes the moment. Its tables and value logs are linked, the manifest is
+//!   written for exactly those, and the memtables' contents at the snapshot are written as one
+//!   new write-ahead log, which the copy replays when it opens.
+//! - Log engine: every partition's merges are held off and every journal is locked at once
+//!   (the moment); the segments are append-only, so sealed ones and their hints are linked and
+//!   the active one is copied up to the length it had then.
+//!
+//! Everything is fsynced, files and directories, before the call returns.
+
+use std::path::{Path, PathBuf};
+
+use crate::batch::{encode_batch, BatchHeader, Kind};
+use crate::db::Inner;
+use crate::error::{Error, IoContext, Result};
+use crate::journal::{self, Journaled, WalWriter};
+use crate::lsm::memtable::Slot;
+use crate::lsm::sstable::table_path;
+use crate::lsm::version::{self, LogState};
+use crate::meta::META_FILE;
+use crate::partition::Partition;
+use crate::snapshot::Snapshot;
+use crate::util::fsutil;
+use crate::vfs::FileSystem;
+
+/// Bytes copied at a time where a file cannot be linked.
+const COPY_CHUNK_BYTES: usize = 1 << 20;
+
+/// Entries written per log record when memtables are written out.
+const RECORD_BYTES_TARGET: usize = 1 << 20;
+
+/// Copies the database of `inner` to `dest`, which must not exist yet.
+pub(crate) fn checkpoint(inner: &std::sync::Arc<Inner>, dest: &Path) -> Result<()> {
+    let fs = &*inner.opts.fs;
+    if fs.exists(dest) {
+        return Err(Error::InvalidArgument(format!(
+            "checkpoint destination {} exists; a checkpoint goes into a new directory",
+            dest.display()
+        )));
+    }
+    fsutil::create_dir_durably(fs, dest)?;
+    let meta = inner.dir.join(META_FILE);
+    let meta_bytes = fs.read(&meta).at(&meta)?;
+    match &inner.partitions[0] {
+        Partition::Lsm(_) => checkpoint_lsm(inner, dest)?,
+        Partition::Log(_) => checkpoint_log(inner, dest)?,
+    }
+    // The descriptor last: a directory without it is not a database, so a checkpoint cut
+    // short by a crash is never opened as one.
+    fsutil::write_atomically(fs, dest, META_FILE, &meta_bytes)?;
+    fsutil::sync_dir(fs, dest)
+}
+
+fn partition_dir(root: &Path, id: usize) -> PathBuf {
+    root.join(format!("p{id:04}"))
+}
+
+fn checkpoint_lsm(inner: &std::sync::Arc<Inner>, dest: &Path) -> Result<()> {
+    let fs = &*inner.opts.fs;
+    let snap = Snapshot::take(inner)?;
+    for (id, p) in inner.partitions.iter().enumerate() {
+        let Some(tree) = p.lsm() else { continue };
+        let view = snap.view(id);
+        let pdir = partition_dir(dest, id);
+        let (wal_dir, sst_dir) = (pdir.join("wal"), pdir.join("sst"));
+        for d in [&pdir, &wal_dir, &sst_dir] {
+            fsutil::create_dir_durably(fs, d)?;
+        }
+        let src = tree.dir();
+        for t in view.version.levels.iter().flatten() {
+            let name = table_path(Path::new(""), t.id);
+            link_or_copy(fs, &src.join("sst").join(&name), &sst_dir.join(&name), None)?;
+        }
+        for number in view.version.vlogs.keys() {
+            let name = journal::wal_path(Path::new(""), *number);
+            link_or_copy(fs, &src.join("wal").join(&name), &wal_dir.join(&name), None)?;
+        }
+        // Numbered above every file the view has: the copy replays it as its newest log.
+        let log_number = tree.next_file_number();
+        let mut wal = WalWriter::create(fs, journal::wal_path(&wal_dir, log_number), 0)?;
+        let header = BatchHeader {
+            seq: snap.seq(),
+            parts: Vec::new(),
+        };
+        let mut entries: Vec<(Kind, bytes::Bytes, bytes::Bytes)> = Vec::new();
+        let mut bytes = 0usize;
+        let mut records = 0u64;
+        let mut flush = |entries: &mut Vec<(Kind, bytes::Bytes, bytes::Bytes)>| -> Result<()> {
+            if entries.is_empty() {
+                return Ok(());
+            }
+            let mut payload = Vec::with_capacity(RECORD_BYTES_TARGET);
+            encode_batch(
+                &mut payload,
+                &header,
+                entries.iter().map(|(k, key, v)| (*k, &key[..], &v[..])),
+                None,
+            );
+            records += 1;
+            wal.append(&payload, records)?;
+            entries.clear();
+            Ok(())
+        };
+        // Oldest memtable first: replay applies records in order, so newer versions win.
+        for mem in view
+            .immutables
+            .iter()
+            .rev()
+            .chain(std::iter::once(&view.active))
+        {
+            mem.for_each_at(snap.seq(), |key, slot| {
+                let (kind, value) = match slot {
+                    Slot::Put(v) => (Kind::Put, v.clone()),
+                    Slot::Delete => (Kind::Delete, bytes::Bytes::new()),
+                    Slot::Pointer(_) => {
+                        return Err(Error::InvalidArgument(
+                            "a memtable holds a value pointer (never written there)".into(),
+                        ))
+                    }
+                };
+                bytes += key.len() + value.len();
+                entries.push((kind, key.clone(), value));
+                if bytes >= RECORD_BYTES_TARGET {
+                    bytes = 0;
+                    flush(&mut entries)?;
+                }
+                Ok(())
+            })?;
+        }
+        flush(&mut entries)?;
+        wal.write_buffer()?;
+        wal.file().sync_all().at(wal.path())?;
+        version::write(
+            fs,
+            &pdir,
+            &view.version,
+            log_number + 1,
+            LogState {
+                log_number,
+                last_seq: snap.seq(),
+            },
+        )?;
+        for d in [&wal_dir, &sst_dir, &pdir] {
+            fsutil::sync_dir(fs, d)?;
+        }
+    }
+    Ok(())
+}
+
+fn checkpoint_log(inner: &Inner, dest: &Path) -> Result<()> {
+    let fs = &*inner.opts.fs;
+    let stores: Vec<_> = inner
+        .partitions
+        .iter()
+        .filter_map(|p| match p {
+            Partition::Log(l) => Some(l.clone()),
+            Partition::Lsm(_) => None,
+        })
+        .collect();
+    // Lock order of the hash engine: merges, then the journal; partitions in order.
+    let _merges: Vec<_> = stores.iter().map(|s| s.hold_merges()).collect();
+    let files: Vec<Vec<(PathBuf, Option<u64>)>> = {
+        let mut guards: Vec<_> = stores.iter().map(|s| s.journal().lock()).collect();
+        stores
+            .iter()
+            .zip(guards.iter_mut())
+            .map(|(s, st)| s.checkpoint_files(st))
+            .collect::<Result<_>>()?
+    };
+    for ((id, store), files) in stores.iter().enumerate().zip(files) {
+        let pdir = partition_dir(dest, id);
+        let seg_dir = pdir.join("log");
+        for d in [&pdir, &seg_dir] {
+            fsutil::create_dir_durably(fs, d)?;
+        }
+        for (path, len) in files {
+            let Some(name) = path.file_name() else {
+                continue;
+            };
+            link_or_copy(fs, &path, &seg_dir.join(name), len)?;
+        }
+        fsutil::sync_dir(fs, &seg_dir)?;
+        tracing::debug!(
+            partition = store.id,
+            "checkpoint of a log-engine partition written"
+        );
+    }
+    Ok(())
+}
+
+/// Makes `to` hold the bytes of `from` (its first `len` bytes, if given): a hard link when the
+/// whole file is wanted and the file system has links, a copy (fsynced) otherwise.
+fn link_or_copy(fs: &dyn FileSystem, from: &Path, to: &Path, len: Option<u64>) -> Result<()> {
+    if len.is_none() && fs.hard_link(from, to).is_ok() {
+        return Ok(());
+    }
+    let src = fs.open(from).at(from)?;
+    let total = src.len().at(from)?;
+    let len = len.map_or(total, |l| l.min(total));
+    let dst = fs.create_new(to).at(to)?;
+    let mut buf = vec![0u8; COPY_CHUNK_BYTES];
+    let mut at = 0u64;
+    while at < len {
+        let n = COPY_CHUNK_BYTES.min(usize::try_from(len - at).unwrap_or(COPY_CHUNK_BYTES));
+        src.read_exact_at(&mut buf[..n], at).at(from)?;
+        dst.append(&buf[..n]).at(to)?;
+        at += n as u64;
+    }
+    dst.sync_all().at(to)
+}
