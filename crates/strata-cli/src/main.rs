@@ -76,6 +76,12 @@ enum Command {
     },
     /// Flush memtables and compact every partition fully.
     Compact,
+    /// Write a consistent copy of the store into a new directory (hard links where possible);
+    /// it opens as an ordinary store.
+    Checkpoint {
+        /// Where the copy goes; must not exist yet.
+        dest: PathBuf,
+    },
     /// Generate synthetic documents as JSON lines.
     Gen(doc_cmd::GenArgs),
     /// Load JSON-lines documents into the document store.
@@ -212,6 +218,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 s.disk_bytes(),
                 s.write_amplification()
             );
+            db.close()?;
+            Ok(())
+        }
+        Command::Checkpoint { dest } => {
+            let db = open(&cli)?;
+            db.checkpoint(dest)?;
+            println!("checkpoint written to {}", dest.display());
             db.close()?;
             Ok(())
         }

@@ -59,6 +59,24 @@ fn put_get_del_scan_stats_compact_across_processes() {
 }
 
 #[test]
+fn checkpoint_copies_a_store_that_then_lives_on_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let (src, copy) = (dir.path().join("src"), dir.path().join("copy"));
+    ok(&src, &["put", "a", "1"]);
+    ok(&src, &["put", "b", "2"]);
+    ok(&src, &["compact"]);
+    ok(&src, &["put", "c", "3"]); // only in a log, not yet in a table
+    let out = ok(&src, &["checkpoint", copy.to_str().unwrap()]);
+    assert!(out.contains("checkpoint written"), "{out}");
+    assert_eq!(ok(&copy, &["scan"]), "a\t1\nb\t2\nc\t3\n");
+    ok(&copy, &["del", "a"]);
+    assert_eq!(ok(&src, &["get", "a"]), "1\n");
+    let again = strata(&src, &["checkpoint", copy.to_str().unwrap()]);
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("exists"));
+}
+
+#[test]
 fn ingest_sorts_unsorted_input_and_the_last_duplicate_wins() {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("in.tsv");

@@ -106,7 +106,7 @@ impl Tree {
     }
 
     /// Writes and fsyncs the log of every partition of the database.
-    fn sync_peer_logs(&self) -> Result<()> {
+    pub(super) fn sync_peer_logs(&self) -> Result<()> {
         for journal in self.peers.get().into_iter().flatten() {
             journal.sync_now(true)?;
         }

@@ -321,13 +321,24 @@ impl fmt::Debug for FaultFile {
 }
 
 impl FaultFile {
-    /// Records the file's current bytes as durable.
     /// Records the file's first `len` bytes (its length when the fsync began: bytes appended by
-    /// another thread during the fsync are not covered by it) as durable.
+    /// another thread during the fsync are not covered by it) as durable. Durability only
+    /// grows: an fsync that began earlier and ends later (another thread's) does not shrink
+    /// what a later-begun fsync already made durable, unless the file was cut since.
     fn mark_durable(&self, len: u64) -> io::Result<()> {
         let mut bytes = vec![0u8; usize::try_from(len).map_err(|_| eio("file too large"))?];
         self.inner.read_exact_at(&mut bytes, 0)?;
-        self.fs.0.state.lock().durable.insert(self.id, bytes);
+        let mut st = self.fs.0.state.lock();
+        if let Some(old) = st.durable.get(&self.id) {
+            if old.len() > bytes.len() && self.inner.len()? >= old.len() as u64 {
+                let mut now = vec![0u8; old.len()];
+                self.inner.read_exact_at(&mut now, 0)?;
+                if now == *old {
+                    return Ok(());
+                }
+            }
+        }
+        st.durable.insert(self.id, bytes);
         Ok(())
     }
 }

@@ -89,9 +89,14 @@ impl Tree {
             Ok(())
         })?;
         rewrite(&mut pending)?;
-        // The copies must be durable before the originals can go, and visible: a reader at a
-        // sequence number before a copy still reads the original, so a view without the
-        // original must come with a sequence number that includes every copy.
+        // The copies must be durable before the originals can go, and so must whatever made
+        // the other values dead: a newer version may be part of a batch spanning partitions,
+        // which recovery drops if another partition's part is lost, so every partition's log
+        // is fsynced (the shadowed original would otherwise come back, pointing into a log
+        // that is gone). And the copies must be visible: a reader at a sequence number before
+        // a copy still reads the original, so a view without the original must come with a
+        // sequence number that includes every copy.
+        self.sync_peer_logs()?;
         self.journal.sync_now(true)?;
         self.journal
             .seqs
