@@ -87,7 +87,7 @@ impl Db {
         let cache = Arc::new(BlockCache::new(opts.block_cache_bytes));
         let memtable_budget = Arc::new(MemtableBudget::new(opts.memtable_budget_bytes, partitions));
         let (work_tx, work_rx) = work::work_queue();
-        let seqs = Arc::new(Sequencer::new(0));
+        let seqs = Arc::new(Sequencer::new(partitions, 0));
         let peers = Arc::new(OnceLock::new());
         let shared = Shared {
             cache,

@@ -200,7 +200,7 @@ fn every_batch_spanning_partitions_is_whole_or_absent_after_a_power_cut() {
     let points: u64 = std::env::var("STRATA_CRASH_POINTS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(40);
+        .unwrap_or(100);
     let mut rng = SmallRng::seed_from_u64(3);
     for i in 0..points {
         let point = rng.gen_range(1..=total);

@@ -137,7 +137,7 @@ pub(crate) fn apply_one<E: Journaled>(
 ) -> Result<Applied> {
     let journal = engine.journal();
     journal.check_writable(st)?;
-    let seq = journal.seqs.begin();
+    let seq = journal.seqs.begin(journal.partition);
     let res = engine.apply_locked(
         st,
         &BatchHeader {
@@ -146,7 +146,7 @@ pub(crate) fn apply_one<E: Journaled>(
         },
         entries,
     );
-    journal.seqs.done(seq);
+    journal.seqs.done(journal.partition);
     let record = res?;
     engine.after_apply_locked(st)?;
     Ok(Applied { record, seq })
@@ -204,8 +204,9 @@ pub(crate) fn write_across<E: Journaled>(
         .map(|(e, _)| e.journal().partition as u32)
         .collect();
     let seqs = &first.journal().seqs;
+    let slot = first.journal().partition;
     let header = BatchHeader {
-        seq: seqs.begin(),
+        seq: seqs.begin(slot),
         // A batch in one partition is one record: atomic without the list.
         parts: if writing.len() > 1 {
             writing
@@ -232,7 +233,7 @@ pub(crate) fn write_across<E: Journaled>(
             }
         }
     }
-    seqs.done(header.seq);
+    seqs.done(slot);
     if let Some(e) = failed {
         return Err(e);
     }

@@ -153,19 +153,21 @@ impl Memtable {
             Kind::Put => Slot::Put(copy_in(arena, value)),
             Kind::Delete => Slot::Delete,
         };
-        if let Some(revs) = maps.sorted.get_mut(key) {
+        // The hash index says whether the key is here: one hash instead of a second walk down
+        // the B-tree for a new key.
+        if let Some(newest) = maps.hashed.get_mut(key) {
             let slot = slot_of(&mut self.arena.lock());
-            let rev = Revision {
-                seq,
-                slot: slot.clone(),
-                value_offset,
-            };
-            match revs.last_mut() {
-                Some(last) if last.seq == seq => *last = rev,
-                _ => revs.push(rev),
-            }
-            if let Some(newest) = maps.hashed.get_mut(key) {
-                *newest = (seq, slot);
+            *newest = (seq, slot.clone());
+            if let Some(revs) = maps.sorted.get_mut(key) {
+                let rev = Revision {
+                    seq,
+                    slot,
+                    value_offset,
+                };
+                match revs.last_mut() {
+                    Some(last) if last.seq == seq => *last = rev,
+                    _ => revs.push(rev),
+                }
             }
         } else {
             let (key, slot) = {
