@@ -9,9 +9,10 @@
 //! tables and value logs on disk: flushes, compactions and value-log collection proceed, and
 //! what they replace is deleted when the last snapshot holding it is dropped.
 //!
-//! The views and `S` must belong together: `S` is read after the views, and the views are
-//! taken again if any partition changed its view meanwhile (a memtable switch between the two
-//! could otherwise put a write at or below `S` in a memtable the snapshot lacks).
+//! The views and `S` must belong together: they are read while every partition's view lock is
+//! held (a memtable switch between the two could otherwise put a write at or below `S` in a
+//! memtable the snapshot lacks). An earlier version re-read the views until none had changed,
+//! without locks; under constant flushes in many partitions that could go on for long.
 
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
@@ -37,20 +38,17 @@ impl Snapshot {
     /// Takes a snapshot of an LSM database.
     pub(crate) fn take(inner: &Arc<Inner>) -> Result<Snapshot> {
         let trees = lsm_trees(inner)?;
-        loop {
-            let views: Vec<Arc<View>> = trees.iter().map(|t| t.pinned_view()).collect();
-            let seq = inner.seqs.visible();
-            if trees.iter().zip(&views).all(|(t, v)| t.is_current(v)) {
-                return Ok(Snapshot {
-                    inner: inner.clone(),
-                    seq,
-                    views,
-                });
-            }
-            // A partition switched memtables or installed tables in between: rare, and the
-            // next try takes microseconds.
-            std::thread::yield_now();
-        }
+        // Every partition's view lock, under which alone a view changes, is held while the views
+        // and the number are read (microseconds; nothing does I/O under those locks).
+        let guards: Vec<_> = trees.iter().map(|t| t.hold_view()).collect();
+        let views: Vec<Arc<View>> = trees.iter().map(|t| t.pinned_view()).collect();
+        let seq = inner.seqs.visible();
+        drop(guards);
+        Ok(Snapshot {
+            inner: inner.clone(),
+            seq,
+            views,
+        })
     }
 
     /// The sequence number the snapshot reads at: it sees every write numbered up to it and

@@ -14,7 +14,8 @@
 //! 3. the journal's write lock (log append + memtable insert; never held across fsync; group
 //!    commit lives in `journal`),
 //! 4. `version_lock` (manifest writes; holds the log number),
-//! 5. `view_lock` (publishing a new [`View`]; no I/O under it),
+//! 5. `view_lock` (publishing a new [`View`]; no I/O under it; taking a snapshot holds every
+//!    partition's, in partition order, and takes nothing else),
 //! 6. `value_offsets`, `cursors`, `background_error`, `stall_lock` (leaf locks: nothing is taken
 //!    while one is held, except `stall_cv`'s wait).
 //!
@@ -271,9 +272,9 @@ impl Tree {
         self.view.load_full()
     }
 
-    /// Whether `v` is still the current view (nothing switched, flushed or installed since).
-    pub(crate) fn is_current(&self, v: &Arc<View>) -> bool {
-        Arc::ptr_eq(&self.view.load(), v)
+    /// Holds off every change of the view while the guard lives (taking a snapshot).
+    pub(crate) fn hold_view(&self) -> parking_lot::MutexGuard<'_, ()> {
+        self.view_lock.lock()
     }
 
     /// Whether `key` has a version newer than `seq` in the current memtables (optimistic
