@@ -62,7 +62,11 @@ pub(crate) fn run_worker(partitions: &[Partition], work: &Receiver<usize>, stop:
                         Ok(false) => break,
                         Err(e) => {
                             tracing::error!(partition = id, dir = %p.dir().display(), error = %e, "background flush/compaction failed; retrying");
-                            std::thread::sleep(Duration::from_millis(RETRY_AFTER_ERROR_MS));
+                            // The pause ends early when the database closes: a close
+                            // does not wait out a retry.
+                            if stop.recv_timeout(Duration::from_millis(RETRY_AFTER_ERROR_MS)).is_ok() {
+                                return;
+                            }
                             p.work_request().request();
                             break;
                         }
