@@ -30,7 +30,7 @@ use crate::vfs::FileSystem;
 /// Bytes copied at a time where a file cannot be linked.
 const COPY_CHUNK_BYTES: usize = 1 << 20;
 
-/// Entries written per log record when memtables are written out.
+/// Bytes of entries per log record when a checkpoint writes memtables out.
 const RECORD_BYTES_TARGET: usize = 1 << 20;
 
 /// Copies the database of `inner` to `dest`, which must not exist yet.
