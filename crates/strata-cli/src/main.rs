@@ -3,6 +3,7 @@
 
 mod bench_cmd;
 mod doc_cmd;
+mod kv_cmd;
 
 use std::path::PathBuf;
 
@@ -42,13 +43,13 @@ struct Cli {
 enum Command {
     /// Serve the Redis protocol (RESP2/RESP3) over TCP.
     Serve(strata_server::ServeArgs),
-    /// Store a value.
+    /// Store a string (database 0 of the server's keyspace: `redis-cli GET key` reads it).
     Put { key: String, value: String },
-    /// Print a value.
+    /// Print a string value.
     Get { key: String },
-    /// Delete a key.
+    /// Delete a key (string or document).
     Del { key: String },
-    /// Print keys and values in key order.
+    /// Print string keys and values in key order.
     Scan {
         /// Only keys starting with this prefix.
         #[arg(long)]
@@ -147,25 +148,23 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Put { key, value } => {
             let db = open(&cli)?;
-            db.put(key.as_bytes(), value.as_bytes())?;
+            kv_cmd::prepare(&db)?;
+            kv_cmd::put(&db, key, value)?;
             db.close()?;
             Ok(())
         }
         Command::Get { key } => {
             let db = open(&cli)?;
-            match db.get(key.as_bytes())? {
-                Some(v) => println!("{}", String::from_utf8_lossy(&v)),
-                None => {
-                    db.close()?;
-                    anyhow::bail!("key not found: {key}")
-                }
-            }
+            kv_cmd::prepare(&db)?;
+            let value = kv_cmd::get(&db, key);
             db.close()?;
+            println!("{}", String::from_utf8_lossy(&value?));
             Ok(())
         }
         Command::Del { key } => {
             let db = open(&cli)?;
-            db.delete(key.as_bytes())?;
+            kv_cmd::prepare(&db)?;
+            kv_cmd::del(&db, key)?;
             db.close()?;
             Ok(())
         }
@@ -176,27 +175,21 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             limit,
         } => {
             let db = open(&cli)?;
-            let iter = match prefix {
-                Some(p) => db.scan_prefix(p.as_bytes()),
-                None => {
-                    use std::ops::Bound;
-                    let lo = start
-                        .as_ref()
-                        .map_or(Bound::Unbounded, |s| Bound::Included(s.as_bytes().to_vec()));
-                    let hi = end
-                        .as_ref()
-                        .map_or(Bound::Unbounded, |s| Bound::Excluded(s.as_bytes().to_vec()));
-                    db.scan((lo, hi))
-                }
-            };
-            for kv in iter.take(*limit) {
-                let (k, v) = kv?;
-                println!(
-                    "{}\t{}",
-                    String::from_utf8_lossy(&k),
-                    String::from_utf8_lossy(&v)
-                );
-            }
+            kv_cmd::prepare(&db)?;
+            kv_cmd::scan(
+                &db,
+                prefix.as_deref(),
+                start.as_deref(),
+                end.as_deref(),
+                *limit,
+                &mut |k, v| {
+                    println!(
+                        "{}\t{}",
+                        String::from_utf8_lossy(k),
+                        String::from_utf8_lossy(v)
+                    )
+                },
+            )?;
             db.close()?;
             Ok(())
         }
@@ -244,6 +237,7 @@ fn ingest(cli: &Cli, file: &std::path::Path, run_mib: usize) -> anyhow::Result<(
         Box::new(std::io::BufReader::with_capacity(1 << 20, f))
     };
     let db = open(cli)?;
+    kv_cmd::prepare(&db)?;
     let sort_dir = cli.dir.join("ingest-sort.tmp");
     let mut sorter = strata::extsort::ExternalSorter::new(&sort_dir, run_mib << 20)?;
     let bar = indicatif::ProgressBar::new_spinner();
@@ -262,7 +256,10 @@ fn ingest(cli: &Cli, file: &std::path::Path, run_mib: usize) -> anyhow::Result<(
         let Some(tab) = line.iter().position(|&b| b == b'\t') else {
             anyhow::bail!("line {}: expected key<TAB>value", i + 1);
         };
-        sorter.add(&line[..tab], &line[tab + 1..])?;
+        // Stored as strings of database 0, as `strata serve` stores them; the key prefix keeps
+        // the sort order.
+        let (key, value) = kv_cmd::ingest_entry(&line[..tab], &line[tab + 1..]);
+        sorter.add(&key, &value)?;
         n += 1;
         if n % 100_000 == 0 {
             bar.set_position(n);

@@ -53,6 +53,11 @@ pub trait KvBackend: Send + Sync {
     fn write(&self, ops: Vec<BatchOp>) -> Result<()>;
     /// Reads `key` and writes what `f` decides, with no other write to `key` in between.
     fn update(&self, key: &[u8], f: &mut UpdateFn<'_>) -> Result<()>;
+    /// The values of `keys`, read at one point in time where the backend can (an engine
+    /// snapshot), so a batch written meanwhile is seen whole or not at all.
+    fn multi_get(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Bytes>>> {
+        keys.iter().map(|k| self.get(k)).collect()
+    }
     /// Visits the entries in `[start, end)` bounds in key order until `visit` returns false.
     fn scan(
         &self,
@@ -115,6 +120,17 @@ impl KvBackend for strata::Db {
             Ok((update, ()))
         })?;
         failure.map_or(Ok(()), Err)
+    }
+
+    fn multi_get(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Bytes>>> {
+        if keys.len() > 1 {
+            // The log engine keeps one version per key and has no snapshots: it reads key by
+            // key (documented in RELIABILITY.md).
+            if let Ok(snapshot) = self.snapshot() {
+                return keys.iter().map(|k| Ok(snapshot.get(k)?)).collect();
+            }
+        }
+        keys.iter().map(|k| KvBackend::get(self, k)).collect()
     }
 
     fn scan(

@@ -4,7 +4,8 @@
 //!
 //! The file is flat TOML (or the same keys under a `[server]` table; other tables belong to other
 //! components and are ignored): `bind`, `port`, `appendfsync`, `requirepass`, `maxclients`,
-//! `proto-max-bulk-len` (bytes, or a string such as `"512mb"`), `timeout` (idle seconds).
+//! `proto-max-bulk-len` (bytes, or a string such as `"512mb"`), `timeout` (idle seconds),
+//! `background-nice`, `databases`.
 
 use std::path::{Path, PathBuf};
 
@@ -58,6 +59,9 @@ impl AppendFsync {
 /// (BENCHMARKS.md).
 pub const BACKGROUND_NICE_DEFAULT: i32 = 10;
 
+/// Databases a server offers unless told otherwise (Redis's default).
+pub const DATABASES_DEFAULT: usize = 16;
+
 /// Flags of `strata serve`. Unset flags fall back to the config file, then to the default shown.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct ServeArgs {
@@ -90,6 +94,9 @@ pub struct ServeArgs {
     /// cores clients are served first [default: 10].
     #[arg(long, value_name = "N")]
     pub background_nice: Option<i32>,
+    /// Number of databases clients may SELECT, 1-256 [default: 16].
+    #[arg(long, value_name = "N")]
+    pub databases: Option<usize>,
 }
 
 /// The settings a server runs with.
@@ -113,6 +120,9 @@ pub struct ServerConfig {
     pub background_nice: i32,
     /// Where the data lives (reported by INFO and CONFIG GET dir).
     pub dir: Option<PathBuf>,
+    /// Number of databases SELECT may choose from (Redis's `databases`), at most
+    /// `keyspace::DATABASES_MAX`.
+    pub databases: usize,
 }
 
 impl Default for ServerConfig {
@@ -127,6 +137,7 @@ impl Default for ServerConfig {
             timeout_secs: 0,
             background_nice: BACKGROUND_NICE_DEFAULT,
             dir: None,
+            databases: DATABASES_DEFAULT,
         }
     }
 }
@@ -162,6 +173,9 @@ impl ServerConfig {
         if let Some(v) = args.background_nice {
             config.background_nice = v;
         }
+        if let Some(v) = args.databases {
+            config.databases = v;
+        }
         config
             .validate()
             .map_err(|reason| Error::Config { file: None, reason })?;
@@ -178,6 +192,12 @@ impl ServerConfig {
         }
         if !(0..=19).contains(&self.background_nice) {
             return Err("background-nice must be between 0 and 19".into());
+        }
+        if !(1..=crate::keyspace::DATABASES_MAX).contains(&self.databases) {
+            return Err(format!(
+                "databases must be between 1 and {}",
+                crate::keyspace::DATABASES_MAX
+            ));
         }
         Ok(())
     }
@@ -243,6 +263,10 @@ impl ServerConfig {
             "background-nice" => {
                 self.background_nice = i32::try_from(number(value)?)
                     .map_err(|_| format!("background-nice: {value} is out of range"))?
+            }
+            "databases" => {
+                self.databases = usize::try_from(number(value)?)
+                    .map_err(|_| format!("databases: {value} is out of range"))?
             }
             other => return Err(format!("unknown setting '{other}'")),
         }

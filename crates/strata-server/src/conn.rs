@@ -56,7 +56,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::commands::strings::set_run;
 use crate::commands::{
-    execute, execute_resolved, execute_without_waiting, placement, resolve, Ctx, Placement,
+    execute, execute_here, execute_without_waiting, placement, resolve, Ctx, Locking, Placement,
 };
 use crate::error::Error;
 use crate::resp::{Parsed, Reply, RequestParser};
@@ -303,12 +303,16 @@ impl Batch {
                 if !writes_here {
                     return None;
                 }
-                let commands: Vec<Vec<Bytes>> = self.queue.drain(..run).collect();
-                let ctx = Ctx {
-                    shared,
-                    session: &mut self.session,
+                // Writes hold the exec lock's shared side (`txn.rs`).
+                let guard = if on_network {
+                    shared.exec_lock.try_read()?
+                } else {
+                    shared.exec_lock.read()
                 };
+                let commands: Vec<Vec<Bytes>> = self.queue.drain(..run).collect();
+                let ctx = Ctx::new(shared, &mut self.session, Locking::Held);
                 let reply = set_run(&ctx, &commands);
+                drop(guard);
                 for _ in 0..run {
                     reply.encode(self.session.protocol, &mut self.output);
                 }
@@ -320,17 +324,17 @@ impl Batch {
             let Some(args) = self.queue.pop_front() else {
                 break;
             };
-            let mut ctx = Ctx {
-                shared,
-                session: &mut self.session,
+            let locking = if on_network {
+                Locking::Try
+            } else {
+                Locking::Wait
             };
+            let mut ctx = Ctx::new(shared, &mut self.session, locking);
             let reply = if on_network {
                 let spec = resolve(&args);
                 let reply = match placement(spec) {
                     Placement::Read => execute_without_waiting(&mut ctx, &args, spec),
-                    Placement::Write if writes_here => {
-                        Some(execute_resolved(&mut ctx, &args, spec))
-                    }
+                    Placement::Write if writes_here => execute_here(&mut ctx, &args, spec),
                     Placement::Write | Placement::Pool => None,
                 };
                 let Some(reply) = reply else {
@@ -363,7 +367,7 @@ impl Batch {
     /// How many commands at the head of the queue are plain `SET key value` that may run as one
     /// engine write (bounded in count and bytes so one write stays small).
     fn plain_set_run(&self) -> usize {
-        if !self.session.authenticated {
+        if !self.session.authenticated || self.session.multi.is_some() {
             return 0;
         }
         let mut bytes = 0usize;

@@ -62,6 +62,11 @@ pub enum Error {
     /// A failure with its own error code (e.g. RedisJSON's), printed verbatim.
     #[error("{0}")]
     Coded(String),
+    /// A command on a network thread would have waited for the exec lock (EXEC or another
+    /// exclusive command is running): it changed nothing and runs again on the blocking pool.
+    /// Never sent to a client.
+    #[error("ERR internal: command deferred")]
+    WouldWait,
     /// The request stream broke the protocol; the connection is closed after this reply.
     #[error("ERR Protocol error: {0}")]
     Protocol(String),
@@ -97,6 +102,7 @@ impl Error {
     pub fn is_would_block(&self) -> bool {
         match self {
             Error::Engine(e) | Error::Doc(strata_doc::Error::Engine(e)) => e.is_would_block(),
+            Error::WouldWait => true,
             _ => false,
         }
     }

@@ -1,25 +1,61 @@
-//! How Redis keys map to engine keys. A Redis key names either a string or a JSON document; each
-//! kind lives under its own one-byte namespace prefix in the engine, so a document written by the
-//! server is the same record the `strata doc` tools and `strata_doc::DocStore` read.
+//! How Redis keys map to engine keys (keyspace format 2; `docs/format.md` gives every byte).
 //!
-//! Invariant (kept by the write commands, best effort under races between two writers of the
-//! same name with different types): a name exists in at most one namespace. Readers check the
-//! string namespace first, so if a race ever leaves both, the key behaves as a string.
+//! - A Redis string in database `db` is the engine key `'k' db name` whose value is a
+//!   [`Record`]: one header byte (kind, and whether an expiry time follows), the expiry time
+//!   (unix milliseconds, u64 little-endian) if any, then the string's bytes. The expiry lives in
+//!   the value so a GET is one engine read and a SET one blind write.
+//! - A JSON document in database 0 is stored exactly where `strata_doc::DocStore` keeps it
+//!   (`0xFF 'D'` + strata-doc's key encoding of the name), so documents loaded with
+//!   `strata load` are the ones JSON.GET reads; in database `n > 0` under `0xFF 'd' n` + the same
+//!   encoding. A document's expiry time is a separate record, `0xFF 'x' db name`.
+//! - Every expiry time written also writes an *expiry index* entry, `0xFF 'e' db time name`
+//!   (time big-endian, so the index is in time order): active expiry walks it from the start up
+//!   to now. Entries may be stale (the key was overwritten or persisted since); whoever reads one
+//!   checks the key itself.
+//! - `0xFF 'K'` holds the keyspace format version; `0xFF 'N'` strata-doc's key names.
+//!
+//! A key is *live* when it exists and its expiry time (if any) is in the future: every reader
+//! here treats an expired key as absent at once; the bytes go when active expiry, an overwrite
+//! or compaction reaches them.
+//!
+//! Invariant (kept by the write commands): a name exists in at most one of the two kinds per
+//! database. Readers check strings first, so if a race ever leaves both, the key is a string.
 
 use std::ops::Bound;
-
 use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
 
+use bytes::Bytes;
 use strata_doc::{Doc, DocStore, NameStorage, NAMES_KEY};
 
-use crate::backend::{prefix_end, KvBackend, Write};
+use crate::backend::{prefix_end, BatchOp, KvBackend, Write};
 use crate::error::{Error, Result};
 
-/// Engine-key prefix of Redis strings: `s` + the key's bytes.
-pub const STRING_PREFIX: u8 = b's';
-/// Engine-key prefix of documents (`0xFF 'D'`), followed by strata-doc's order-preserving key
-/// encoding of the name as a string document: exactly `DocStore::engine_key`, so documents set
-/// over the protocol are the ones `strata doc` and `DocStore` see, and vice versa.
+/// A database number (`SELECT`). One byte in every engine key.
+pub type DbIndex = u8;
+
+/// Most databases a server may have (`databases` setting).
+pub const DATABASES_MAX: usize = 256;
+
+/// The keyspace format this build writes.
+pub const KEYSPACE_FORMAT_VERSION: u8 = 2;
+
+/// Engine key of the keyspace format record.
+pub const FORMAT_KEY: [u8; 2] = [0xff, b'K'];
+
+/// Engine-key prefix of Redis keys held in records (strings): `'k' db name`.
+pub const KEY_PREFIX: u8 = b'k';
+
+/// Format 1 kept strings at `'s' name` with the raw bytes as the value (database 0 only).
+const FORMAT1_STRING_PREFIX: u8 = b's';
+
+/// Documents of databases other than 0: `0xFF 'd' db` + strata-doc's key encoding.
+const DOC_DB_PREFIX: [u8; 2] = [0xff, b'd'];
+/// A document's expiry time: `0xFF 'x' db name` -> u64 LE unix ms.
+const DOC_TTL_PREFIX: [u8; 2] = [0xff, b'x'];
+/// The expiry index: `0xFF 'e' db time(u64 BE ms) name` -> empty.
+const EXPIRY_INDEX_PREFIX: [u8; 2] = [0xff, b'e'];
+
 pub use strata_doc::DOC_KEY_PREFIX;
 
 /// Tag byte of a string in strata-doc's key encoding (its documented, versioned format:
@@ -27,11 +63,91 @@ pub use strata_doc::DOC_KEY_PREFIX;
 /// form below depends on it; full keys come from `DocStore::engine_key` itself.
 const DOC_STRING_TAG: u8 = 0x40;
 
-/// Engine keys the server keeps for itself and FLUSHDB leaves alone: strata-doc's key-name
-/// record, which stored documents refer to (it only grows; a name with no document left costs
-/// its few bytes).
+/// Header bit: an expiry time follows the header byte.
+const HEADER_HAS_EXPIRY: u8 = 0x80;
+/// Header bits naming the kind of record.
+const HEADER_KIND_MASK: u8 = 0x0f;
+/// Kind of a record holding a string.
+const KIND_STRING: u8 = 0;
+
+/// Current time in unix milliseconds.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Engine keys the server keeps for itself and FLUSHALL leaves alone: strata-doc's key-name
+/// record (stored documents refer to it; it only grows) and the keyspace format record.
 pub fn is_internal(engine_key: &[u8]) -> bool {
-    engine_key == NAMES_KEY
+    engine_key == NAMES_KEY || engine_key == FORMAT_KEY
+}
+
+/// A stored string with its expiry time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    /// Unix milliseconds after which the key is gone; `None`: never.
+    pub expire_at_ms: Option<u64>,
+    /// The string's bytes.
+    pub payload: Bytes,
+}
+
+impl Record {
+    /// Encodes a string record.
+    pub fn encode(payload: &[u8], expire_at_ms: Option<u64>) -> Vec<u8> {
+        let mut out = Vec::with_capacity(payload.len() + 9);
+        match expire_at_ms {
+            None => out.push(KIND_STRING),
+            Some(at) => {
+                out.push(KIND_STRING | HEADER_HAS_EXPIRY);
+                out.extend_from_slice(&at.to_le_bytes());
+            }
+        }
+        out.extend_from_slice(payload);
+        out
+    }
+
+    /// Decodes a record without copying the payload.
+    pub fn decode(bytes: Bytes) -> Result<Record> {
+        let header = *bytes
+            .first()
+            .ok_or_else(|| corrupt("an empty key record (no header byte)"))?;
+        if header & HEADER_KIND_MASK != KIND_STRING
+            || header & !(HEADER_KIND_MASK | HEADER_HAS_EXPIRY) != 0
+        {
+            return Err(corrupt(&format!(
+                "a key record with unknown header byte {header:#04x}"
+            )));
+        }
+        if header & HEADER_HAS_EXPIRY == 0 {
+            return Ok(Record {
+                expire_at_ms: None,
+                payload: bytes.slice(1..),
+            });
+        }
+        let at: [u8; 8] = bytes
+            .get(1..9)
+            .and_then(|b| b.try_into().ok())
+            .ok_or_else(|| corrupt("a key record cut inside its expiry time"))?;
+        Ok(Record {
+            expire_at_ms: Some(u64::from_le_bytes(at)),
+            payload: bytes.slice(9..),
+        })
+    }
+
+    /// Whether the key is gone at `now_ms`.
+    pub fn expired(&self, now_ms: u64) -> bool {
+        self.expire_at_ms.is_some_and(|at| at <= now_ms)
+    }
+}
+
+/// The expiry time in a raw record, without decoding the rest (`Err` when damaged).
+fn record_expiry(bytes: &[u8]) -> Result<Option<u64>> {
+    Record::decode(Bytes::copy_from_slice(bytes.get(..9).unwrap_or(bytes))).map(|r| r.expire_at_ms)
+}
+
+fn corrupt(what: &str) -> Error {
+    Error::command(format!("stored data is damaged: {what}"))
 }
 
 /// The server's backend as the keeper of strata-doc's key-name record (so documents written over
@@ -98,25 +214,26 @@ impl KeyType {
         }
     }
 
-    /// The engine key of a Redis key of this kind; `None` when this kind cannot hold such a name
-    /// (document names must be UTF-8, as strata-doc keys are text).
-    pub fn key(self, user_key: &[u8]) -> Option<Vec<u8>> {
+    /// The engine key of a Redis key of this kind in `db`; `None` when this kind cannot hold
+    /// such a name (document names must be UTF-8, as strata-doc keys are text).
+    pub fn key(self, db: DbIndex, user_key: &[u8]) -> Option<Vec<u8>> {
         match self {
-            KeyType::String => Some(string_key(user_key)),
+            KeyType::String => Some(string_key(db, user_key)),
             KeyType::Json => {
                 let name = std::str::from_utf8(user_key).ok()?;
-                DocStore::engine_key(&Doc::String(name.to_string())).ok()
+                let key = DocStore::engine_key(&Doc::String(name.to_string())).ok()?;
+                Some(doc_key_in(db, key))
             }
         }
     }
 
-    /// The engine-key prefix shared by every key of this kind whose name starts with
+    /// The engine-key prefix shared by every key of this kind in `db` whose name starts with
     /// `user_prefix`.
-    pub fn prefix(self, user_prefix: &[u8]) -> Vec<u8> {
+    pub fn prefix(self, db: DbIndex, user_prefix: &[u8]) -> Vec<u8> {
         match self {
-            KeyType::String => string_key(user_prefix),
+            KeyType::String => string_key(db, user_prefix),
             KeyType::Json => {
-                let mut p = Vec::with_capacity(user_prefix.len() + 4);
+                let mut p = Vec::with_capacity(user_prefix.len() + 5);
                 p.extend_from_slice(&DOC_KEY_PREFIX);
                 p.push(DOC_STRING_TAG);
                 for &b in user_prefix {
@@ -125,137 +242,477 @@ impl KeyType {
                         p.push(0xff);
                     }
                 }
-                p
+                doc_key_in(db, p)
             }
         }
     }
 
-    /// The Redis key an engine key of this kind stands for; `None` for entries under the prefix
-    /// that are not Redis keys (documents keyed by numbers or arrays, loaded by other tools).
-    pub fn user_key(self, engine_key: &[u8]) -> Option<Vec<u8>> {
+    /// The Redis key an engine key of this kind in `db` stands for; `None` for entries under the
+    /// prefix that are not Redis keys (documents keyed by numbers or arrays, loaded by other
+    /// tools).
+    pub fn user_key(self, db: DbIndex, engine_key: &[u8]) -> Option<Vec<u8>> {
         match self {
             KeyType::String => engine_key
-                .strip_prefix(&[STRING_PREFIX])
+                .strip_prefix(&[KEY_PREFIX, db])
                 .map(<[u8]>::to_vec),
-            KeyType::Json => match DocStore::doc_key(engine_key) {
-                Ok(Doc::String(name)) => Some(name.into_bytes()),
-                _ => None,
-            },
+            KeyType::Json => {
+                let docstore_key = if db == 0 {
+                    engine_key.to_vec()
+                } else {
+                    let rest =
+                        engine_key.strip_prefix(&[DOC_DB_PREFIX[0], DOC_DB_PREFIX[1], db])?;
+                    [&DOC_KEY_PREFIX[..], rest].concat()
+                };
+                match DocStore::doc_key(&docstore_key) {
+                    Ok(Doc::String(name)) => Some(name.into_bytes()),
+                    _ => None,
+                }
+            }
         }
     }
 }
 
+/// A DocStore key (database 0's layout) moved into database `db`.
+fn doc_key_in(db: DbIndex, docstore_key: Vec<u8>) -> Vec<u8> {
+    if db == 0 {
+        return docstore_key;
+    }
+    let rest = docstore_key.get(DOC_KEY_PREFIX.len()..).unwrap_or_default();
+    let mut k = Vec::with_capacity(rest.len() + 3);
+    k.extend_from_slice(&DOC_DB_PREFIX);
+    k.push(db);
+    k.extend_from_slice(rest);
+    k
+}
+
 /// The engine key of a Redis string.
-pub fn string_key(user_key: &[u8]) -> Vec<u8> {
-    let mut k = Vec::with_capacity(user_key.len() + 1);
-    k.push(STRING_PREFIX);
+pub fn string_key(db: DbIndex, user_key: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(user_key.len() + 2);
+    k.push(KEY_PREFIX);
+    k.push(db);
     k.extend_from_slice(user_key);
     k
 }
 
-/// Whether the store holds at least one JSON document (one step of a scan).
-pub fn any_document(b: &dyn KvBackend) -> Result<bool> {
-    let mut found = false;
-    b.scan(
-        Bound::Included(DOC_KEY_PREFIX.to_vec()),
-        prefix_end(&DOC_KEY_PREFIX),
-        &mut |_, _| {
-            found = true;
-            false
-        },
-    )?;
-    Ok(found)
+/// The engine key of a document's expiry time.
+pub fn doc_ttl_key(db: DbIndex, user_key: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(user_key.len() + 3);
+    k.extend_from_slice(&DOC_TTL_PREFIX);
+    k.push(db);
+    k.extend_from_slice(user_key);
+    k
 }
 
-/// The kind of value `key` holds, if any.
-pub fn type_of(b: &dyn KvBackend, key: &[u8]) -> Result<Option<KeyType>> {
-    for t in KeyType::ALL {
-        if exists_as(b, t, key)? {
-            return Ok(Some(t));
+/// The expiry index entry of `user_key` in `db` expiring at `at_ms`.
+pub fn expiry_index_key(db: DbIndex, at_ms: u64, user_key: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(user_key.len() + 11);
+    k.extend_from_slice(&EXPIRY_INDEX_PREFIX);
+    k.push(db);
+    k.extend_from_slice(&at_ms.to_be_bytes());
+    k.extend_from_slice(user_key);
+    k
+}
+
+/// The prefix of `db`'s expiry index.
+fn expiry_index_prefix(db: DbIndex) -> Vec<u8> {
+    vec![EXPIRY_INDEX_PREFIX[0], EXPIRY_INDEX_PREFIX[1], db]
+}
+
+/// Every engine-key prefix holding `db`'s data (strings, documents, document expiry times,
+/// the expiry index).
+pub fn db_prefixes(db: DbIndex) -> Vec<Vec<u8>> {
+    vec![
+        vec![KEY_PREFIX, db],
+        KeyType::Json.prefix(db, b""),
+        vec![DOC_TTL_PREFIX[0], DOC_TTL_PREFIX[1], db],
+        expiry_index_prefix(db),
+    ]
+}
+
+/// Brings the store's keyspace to format 2 before the server uses it: a store without a format
+/// record that holds format-1 strings (`'s' name` -> raw bytes, written by earlier builds) has
+/// them rewritten as database-0 records, in batches; a store already at format 2 is left alone;
+/// a newer format is refused. Safe to interrupt: each batch writes the new keys and syncs before
+/// deleting the old ones, and a restart continues with the old keys that are left.
+pub fn prepare(b: &dyn KvBackend) -> Result<()> {
+    if let Some(v) = b.get(&FORMAT_KEY)? {
+        return match v.first() {
+            Some(&KEYSPACE_FORMAT_VERSION) => Ok(()),
+            Some(&other) if other > KEYSPACE_FORMAT_VERSION => Err(Error::command(format!(
+                "the store's keyspace format is {other}, newer than this build's \
+                 {KEYSPACE_FORMAT_VERSION}: use a newer strata"
+            ))),
+            _ => Err(corrupt("the keyspace format record")),
+        };
+    }
+    const BATCH_KEYS: usize = 1024;
+    let mut migrated = 0u64;
+    loop {
+        let mut batch: Vec<(Vec<u8>, Bytes)> = Vec::new();
+        b.scan(
+            Bound::Included(vec![FORMAT1_STRING_PREFIX]),
+            prefix_end(&[FORMAT1_STRING_PREFIX]),
+            &mut |k, v| {
+                batch.push((k.to_vec(), Bytes::copy_from_slice(v)));
+                batch.len() < BATCH_KEYS
+            },
+        )?;
+        if batch.is_empty() {
+            break;
         }
+        let puts = batch
+            .iter()
+            .map(|(k, v)| BatchOp::Put(string_key(0, &k[1..]), Record::encode(v, None)))
+            .collect();
+        b.write(puts)?;
+        // The new keys are durable before the old ones go (with an engine whose batches across
+        // partitions are not atomic after a crash, a lost put must not meet a kept delete).
+        b.sync()?;
+        migrated += batch.len() as u64;
+        b.write(batch.into_iter().map(|(k, _)| BatchOp::Delete(k)).collect())?;
+    }
+    if migrated > 0 {
+        tracing::info!(
+            strings = migrated,
+            "keyspace format 1 -> 2: strings moved to database 0"
+        );
+    }
+    b.put(&FORMAT_KEY, &[KEYSPACE_FORMAT_VERSION])?;
+    b.sync()?;
+    Ok(())
+}
+
+/// A live string record of `key` in `db`.
+pub fn read_record(b: &dyn KvBackend, db: DbIndex, key: &[u8], now: u64) -> Result<Option<Record>> {
+    match b.get(&string_key(db, key))? {
+        Some(v) => {
+            let r = Record::decode(v)?;
+            Ok((!r.expired(now)).then_some(r))
+        }
+        None => Ok(None),
+    }
+}
+
+/// A document's expiry time, if it has one (whether or not the document exists).
+pub fn doc_expiry(b: &dyn KvBackend, db: DbIndex, key: &[u8]) -> Result<Option<u64>> {
+    match b.get(&doc_ttl_key(db, key))? {
+        Some(v) => {
+            let at: [u8; 8] = v[..]
+                .try_into()
+                .map_err(|_| corrupt("a document expiry record of the wrong length"))?;
+            Ok(Some(u64::from_le_bytes(at)))
+        }
+        None => Ok(None),
+    }
+}
+
+/// The raw bytes of the live document `key` in `db` (its expiry checked).
+pub fn read_doc_bytes(
+    b: &dyn KvBackend,
+    db: DbIndex,
+    key: &[u8],
+    now: u64,
+) -> Result<Option<Bytes>> {
+    let Some(k) = KeyType::Json.key(db, key) else {
+        return Ok(None);
+    };
+    let Some(v) = b.get(&k)? else {
+        return Ok(None);
+    };
+    if doc_expiry(b, db, key)?.is_some_and(|at| at <= now) {
+        return Ok(None);
+    }
+    Ok(Some(v))
+}
+
+/// The kind and expiry time of the live key `key` in `db`. `docs` false skips the document
+/// lookup (the store holds none).
+pub fn lookup(
+    b: &dyn KvBackend,
+    db: DbIndex,
+    key: &[u8],
+    now: u64,
+    docs: bool,
+) -> Result<Option<(KeyType, Option<u64>)>> {
+    if let Some(r) = read_record(b, db, key, now)? {
+        return Ok(Some((KeyType::String, r.expire_at_ms)));
+    }
+    if docs && read_doc_bytes(b, db, key, now)?.is_some() {
+        return Ok(Some((KeyType::Json, doc_expiry(b, db, key)?)));
     }
     Ok(None)
 }
 
-/// True when `key` exists with kind `t`.
-pub fn exists_as(b: &dyn KvBackend, t: KeyType, key: &[u8]) -> Result<bool> {
-    match t.key(key) {
-        Some(k) => Ok(b.get(&k)?.is_some()),
-        None => Ok(false),
-    }
-}
-
-/// Removes `key` whatever it holds; true if something was removed. Each namespace is cleared with
-/// an atomic read-and-delete, so concurrent DELs of one key count it once.
-pub fn remove(b: &dyn KvBackend, key: &[u8]) -> Result<bool> {
+/// Removes `key` from `db` whatever it holds; true if a live key was removed (an expired one is
+/// removed too, but does not count). Each kind is cleared with an atomic read-and-delete, so
+/// concurrent DELs of one key count it once.
+pub fn remove(b: &dyn KvBackend, db: DbIndex, key: &[u8], now: u64, docs: bool) -> Result<bool> {
     let mut removed = false;
-    for t in KeyType::ALL {
-        let Some(k) = t.key(key) else { continue };
-        b.update(&k, &mut |old| {
-            if old.is_some() {
-                removed = true;
-                Ok(Write::Delete)
-            } else {
-                Ok(Write::Keep)
-            }
-        })?;
+    b.update(&string_key(db, key), &mut |old| {
+        let Some(old) = old else {
+            return Ok(Write::Keep);
+        };
+        if record_expiry(old)?.is_none_or(|at| at > now) {
+            removed = true;
+        }
+        Ok(Write::Delete)
+    })?;
+    if !docs {
+        return Ok(removed);
+    }
+    let Some(doc) = KeyType::Json.key(db, key) else {
+        return Ok(removed);
+    };
+    let expiry = doc_expiry(b, db, key)?;
+    let mut existed = false;
+    b.update(&doc, &mut |old| {
+        existed = old.is_some();
+        Ok(if existed { Write::Delete } else { Write::Keep })
+    })?;
+    if expiry.is_some() {
+        b.delete(&doc_ttl_key(db, key))?;
+    }
+    if existed && expiry.is_none_or(|at| at > now) {
+        removed = true;
     }
     Ok(removed)
 }
 
-/// Visits the user keys of kind `t` that start with `prefix` and sort after `after` (exclusive),
-/// in engine order, until `visit` returns false.
+/// Visits the live user keys of kind `t` in `db` that start with `prefix` and sort after `after`
+/// (exclusive), in engine order, with their expiry times, until `visit` returns false. Expired
+/// keys are passed over (and count as examined through `examined`).
 pub fn visit_keys(
     b: &dyn KvBackend,
+    db: DbIndex,
     t: KeyType,
     prefix: &[u8],
     after: Option<&[u8]>,
-    visit: &mut dyn FnMut(&[u8]) -> bool,
+    now: u64,
+    visit: &mut dyn FnMut(&[u8], Option<u64>) -> bool,
 ) -> Result<()> {
-    let lower = t.prefix(prefix);
-    let start = match after.and_then(|a| t.key(a)) {
+    let lower = t.prefix(db, prefix);
+    let start = match after.and_then(|a| t.key(db, a)) {
         Some(a) if a >= lower => Bound::Excluded(a),
         _ => Bound::Included(lower.clone()),
     };
-    b.scan(start, prefix_end(&lower), &mut |k, _| match t.user_key(k) {
-        Some(user) => visit(&user),
-        None => true,
-    })
+    let mut failure = None;
+    let mut docs = Vec::new();
+    b.scan(start, prefix_end(&lower), &mut |k, v| {
+        let Some(user) = t.user_key(db, k) else {
+            return true;
+        };
+        match t {
+            KeyType::String => match record_expiry(v) {
+                Ok(expiry) if expiry.is_some_and(|at| at <= now) => true,
+                Ok(expiry) => visit(&user, expiry),
+                Err(e) => {
+                    failure = Some(e);
+                    false
+                }
+            },
+            KeyType::Json => {
+                // Expiry times of documents are other records: collected, read after the scan.
+                docs.push(user);
+                true
+            }
+        }
+    })?;
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    for user in docs {
+        let expiry = doc_expiry(b, db, &user)?;
+        if expiry.is_some_and(|at| at <= now) {
+            continue;
+        }
+        if !visit(&user, expiry) {
+            break;
+        }
+    }
+    Ok(())
 }
 
-/// Number of keys of every kind (a full key scan: O(keys)).
-pub fn count(b: &dyn KvBackend) -> Result<u64> {
-    let mut n = 0u64;
+/// Numbers of live keys and of live keys with an expiry time in `db` (a walk: O(keys)).
+pub fn count(b: &dyn KvBackend, db: DbIndex, now: u64) -> Result<(u64, u64)> {
+    let (mut keys, mut expires) = (0u64, 0u64);
     for t in KeyType::ALL {
-        visit_keys(b, t, b"", None, &mut |_| {
-            n += 1;
+        visit_keys(b, db, t, b"", None, now, &mut |_, expiry| {
+            keys += 1;
+            expires += u64::from(expiry.is_some());
             true
         })?;
     }
-    Ok(n)
+    Ok((keys, expires))
+}
+
+/// Whether the store holds at least one JSON document in any database (one step of a scan
+/// per layout).
+pub fn any_document(b: &dyn KvBackend) -> Result<bool> {
+    let mut found = false;
+    for prefix in [&DOC_KEY_PREFIX[..], &DOC_DB_PREFIX[..]] {
+        b.scan(
+            Bound::Included(prefix.to_vec()),
+            prefix_end(prefix),
+            &mut |_, _| {
+                found = true;
+                false
+            },
+        )?;
+    }
+    Ok(found)
+}
+
+/// An expiry index entry: its engine key, the time, the user key.
+pub type DueExpiry = (Vec<u8>, u64, Vec<u8>);
+
+/// Expiry index entries of `db` due at `now`, oldest first, at most `limit`: `(entry's engine
+/// key, time, user key)`.
+pub fn due_expiries(
+    b: &dyn KvBackend,
+    db: DbIndex,
+    now: u64,
+    limit: usize,
+) -> Result<Vec<DueExpiry>> {
+    let prefix = expiry_index_prefix(db);
+    let mut end = prefix.clone();
+    end.extend_from_slice(&now.saturating_add(1).to_be_bytes());
+    let mut out = Vec::new();
+    b.scan(
+        Bound::Included(prefix.clone()),
+        Bound::Excluded(end),
+        &mut |k, _| {
+            if let Some(rest) = k.get(prefix.len()..) {
+                if let Some((at, user)) = rest.split_first_chunk::<8>() {
+                    out.push((k.to_vec(), u64::from_be_bytes(*at), user.to_vec()));
+                }
+            }
+            out.len() < limit
+        },
+    )?;
+    Ok(out)
+}
+
+/// Deletes `key` in `db` if it expired at `now` (checked atomically against the stored record);
+/// true when a key was removed.
+pub fn expire_if_due(b: &dyn KvBackend, db: DbIndex, key: &[u8], now: u64) -> Result<bool> {
+    let mut removed = false;
+    b.update(&string_key(db, key), &mut |old| {
+        Ok(match old {
+            Some(v) if record_expiry(v)?.is_some_and(|at| at <= now) => {
+                removed = true;
+                Write::Delete
+            }
+            _ => Write::Keep,
+        })
+    })?;
+    if let Some(at) = doc_expiry(b, db, key)? {
+        if at <= now {
+            let mut ops = vec![BatchOp::Delete(doc_ttl_key(db, key))];
+            if let Some(doc) = KeyType::Json.key(db, key) {
+                removed |= b.get(&doc)?.is_some();
+                ops.push(BatchOp::Delete(doc));
+            }
+            b.write(ops)?;
+        }
+    }
+    Ok(removed)
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use crate::backend::MemoryBackend;
 
     #[test]
     fn document_prefixes_agree_with_docstore_keys() {
         let names = ["", "a", "ab", "a\0b", "user:1", "user:10", "üñí", "a\0"];
-        for name in names {
-            let full = KeyType::Json.key(name.as_bytes()).unwrap();
-            assert_eq!(KeyType::Json.user_key(&full).unwrap(), name.as_bytes());
-            for other in names {
-                let p = KeyType::Json.prefix(other.as_bytes());
-                assert_eq!(
-                    full.starts_with(&p),
-                    name.as_bytes().starts_with(other.as_bytes()),
-                    "name {name:?} prefix {other:?}"
-                );
+        for db in [0u8, 1, 15] {
+            for name in names {
+                let full = KeyType::Json.key(db, name.as_bytes()).unwrap();
+                assert_eq!(KeyType::Json.user_key(db, &full).unwrap(), name.as_bytes());
+                for other in names {
+                    let p = KeyType::Json.prefix(db, other.as_bytes());
+                    assert_eq!(
+                        full.starts_with(&p),
+                        name.as_bytes().starts_with(other.as_bytes()),
+                        "db {db} name {name:?} prefix {other:?}"
+                    );
+                }
             }
         }
-        assert_eq!(KeyType::Json.key(b"\xff"), None);
-        assert_eq!(KeyType::String.user_key(&string_key(b"k")).unwrap(), b"k");
+        assert_eq!(
+            KeyType::Json.key(0, b"k").unwrap(),
+            DocStore::engine_key(&Doc::String("k".into())).unwrap()
+        );
+        assert_eq!(KeyType::Json.key(0, b"\xff"), None);
+        assert_eq!(
+            KeyType::String.user_key(3, &string_key(3, b"k")).unwrap(),
+            b"k"
+        );
+        assert_eq!(KeyType::String.user_key(2, &string_key(3, b"k")), None);
+    }
+
+    #[test]
+    fn records_round_trip_and_damage_is_named() {
+        for expiry in [None, Some(0), Some(1_700_000_000_123)] {
+            for payload in [&b""[..], b"v", &[0x80u8; 300]] {
+                let r = Record::decode(Bytes::from(Record::encode(payload, expiry))).unwrap();
+                assert_eq!(r.expire_at_ms, expiry);
+                assert_eq!(&r.payload[..], payload);
+            }
+        }
+        assert!(Record::decode(Bytes::new()).is_err());
+        assert!(Record::decode(Bytes::from_static(&[0x80, 1, 2])).is_err());
+        assert!(Record::decode(Bytes::from_static(&[0x03, 1])).is_err());
+        assert!(Record::decode(Bytes::from_static(&[0x40])).is_err());
+        let r = Record::decode(Bytes::from(Record::encode(b"x", Some(10)))).unwrap();
+        assert!(r.expired(10) && !r.expired(9));
+    }
+
+    #[test]
+    fn format_one_strings_move_to_database_zero_once() {
+        let b = MemoryBackend::new();
+        b.put(b"sname", b"value").unwrap();
+        b.put(b"s", b"empty-name").unwrap();
+        b.put(b"raw", b"not a redis key").unwrap();
+        prepare(&b).unwrap();
+        let r = read_record(&b, 0, b"name", 0).unwrap().unwrap();
+        assert_eq!(&r.payload[..], b"value");
+        assert_eq!(
+            &read_record(&b, 0, b"", 0).unwrap().unwrap().payload[..],
+            b"empty-name"
+        );
+        assert_eq!(b.get(b"sname").unwrap(), None);
+        assert_eq!(&b.get(b"raw").unwrap().unwrap()[..], b"not a redis key");
+        // A second start changes nothing; a newer format is refused.
+        b.put(&string_key(0, b"x"), &Record::encode(b"1", None))
+            .unwrap();
+        prepare(&b).unwrap();
+        assert!(read_record(&b, 0, b"x", 0).unwrap().is_some());
+        b.put(&FORMAT_KEY, &[KEYSPACE_FORMAT_VERSION + 1]).unwrap();
+        assert!(prepare(&b).is_err());
+    }
+
+    #[test]
+    fn expired_keys_are_absent_and_the_index_finds_them() {
+        let b = MemoryBackend::new();
+        b.write(vec![
+            BatchOp::Put(string_key(0, b"a"), Record::encode(b"1", Some(100))),
+            BatchOp::Put(expiry_index_key(0, 100, b"a"), vec![]),
+            BatchOp::Put(string_key(0, b"b"), Record::encode(b"2", None)),
+        ])
+        .unwrap();
+        assert!(lookup(&b, 0, b"a", 99, false).unwrap().is_some());
+        assert!(lookup(&b, 0, b"a", 100, false).unwrap().is_none());
+        assert_eq!(count(&b, 0, 99).unwrap(), (2, 1));
+        assert_eq!(count(&b, 0, 100).unwrap(), (1, 0));
+        assert!(due_expiries(&b, 0, 99, 10).unwrap().is_empty());
+        let due = due_expiries(&b, 0, 100, 10).unwrap();
+        assert_eq!(due.len(), 1);
+        assert_eq!((due[0].1, &due[0].2[..]), (100, &b"a"[..]));
+        assert!(expire_if_due(&b, 0, b"a", 100).unwrap());
+        assert!(!expire_if_due(&b, 0, b"b", 100).unwrap());
+        assert_eq!(b.get(&string_key(0, b"a")).unwrap(), None);
     }
 }

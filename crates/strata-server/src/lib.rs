@@ -21,12 +21,15 @@ mod commands;
 pub mod config;
 mod conn;
 pub mod error;
+mod expire;
 pub mod glob;
 pub mod keyspace;
+mod ldouble;
 pub mod num;
 pub mod resp;
 mod server;
 mod state;
+mod txn;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -31,6 +31,8 @@ pub struct Server {
     local_addr: SocketAddr,
     shared: Arc<Shared>,
     accept_task: JoinHandle<()>,
+    /// Active expiry (`expire.rs`); ends at shutdown.
+    expire_task: JoinHandle<()>,
     drained: mpsc::Receiver<()>,
 }
 
@@ -71,11 +73,13 @@ impl Server {
         let shared = Arc::new(Shared::new(backend, config)?);
         let (drain_tx, drained) = mpsc::channel(1);
         let accept_task = tokio::spawn(accept_loop(listener, shared.clone(), drain_tx));
+        let expire_task = tokio::spawn(crate::expire::run(shared.clone()));
         tracing::info!("listening on {local_addr} (RESP2/RESP3)");
         Ok(Server {
             local_addr,
             shared,
             accept_task,
+            expire_task,
             drained,
         })
     }
@@ -105,6 +109,9 @@ impl Server {
         self.shared.request_shutdown();
         if let Err(e) = (&mut self.accept_task).await {
             tracing::warn!("accept loop ended abnormally: {e}");
+        }
+        if let Err(e) = (&mut self.expire_task).await {
+            tracing::warn!("active expiry ended abnormally: {e}");
         }
         let open = self
             .shared

@@ -14,7 +14,9 @@ use tokio::sync::watch;
 use crate::backend::KvBackend;
 use crate::config::ServerConfig;
 use crate::error::Result;
+use crate::keyspace::DbIndex;
 use crate::resp::{Limits, Protocol};
+use crate::txn::{WatchFlag, Watches, Watching};
 
 /// Locks a mutex, ignoring poisoning: every section guarded here leaves its data consistent at
 /// every step, so a panic elsewhere does not make it unusable.
@@ -146,8 +148,11 @@ pub(crate) struct Shared {
     pub counters: Counters,
     pub cursors: Mutex<CursorTable>,
     pub clients: Mutex<BTreeMap<u64, ClientEntry>>,
-    /// Serializes MSETNX calls so two of them cannot both see their keys absent.
-    pub msetnx_lock: Mutex<()>,
+    /// The exec lock (`txn.rs`): writes hold it shared; EXEC and commands that check several
+    /// keys before writing them hold it exclusively.
+    pub exec_lock: parking_lot::RwLock<()>,
+    /// WATCHed keys; the backend above reports every write to it.
+    pub watches: Arc<Watches>,
     /// `true` once shutdown was requested (SHUTDOWN, a signal, or `Server::shutdown`).
     pub shutdown: watch::Sender<bool>,
     pub started: Instant,
@@ -170,6 +175,12 @@ impl Shared {
     /// Reads the key names of stored documents from `backend`.
     pub fn new(backend: Arc<dyn KvBackend>, config: ServerConfig) -> Result<Self> {
         let (shutdown, _) = watch::channel(false);
+        crate::keyspace::prepare(backend.as_ref())?;
+        let watches = Arc::new(Watches::default());
+        let backend: Arc<dyn KvBackend> = Arc::new(Watching {
+            inner: backend,
+            watches: watches.clone(),
+        });
         let names = Arc::new(strata_doc::KeyNames::open(Arc::new(
             crate::keyspace::BackendNames(Arc::clone(&backend)),
         ))?);
@@ -182,7 +193,8 @@ impl Shared {
             counters: Counters::default(),
             cursors: Mutex::new(CursorTable::new()),
             clients: Mutex::new(BTreeMap::new()),
-            msetnx_lock: Mutex::new(()),
+            exec_lock: parking_lot::RwLock::new(()),
+            watches,
             shutdown,
             started: Instant::now(),
             next_client_id: AtomicU64::new(1),
@@ -275,13 +287,43 @@ pub(crate) enum AfterReply {
 }
 
 /// Per-connection state.
-#[derive(Debug)]
 pub(crate) struct Session {
     pub id: u64,
     pub protocol: Protocol,
     pub authenticated: bool,
     pub name: Option<Bytes>,
     pub after_reply: AfterReply,
+    /// The selected database (SELECT).
+    pub db: DbIndex,
+    /// Commands queued since MULTI.
+    pub multi: Option<Multi>,
+    /// Keys WATCHed since the last EXEC, DISCARD or UNWATCH.
+    pub watch: Option<WatchState>,
+}
+
+/// A transaction being queued.
+#[derive(Default)]
+pub(crate) struct Multi {
+    pub queued: Vec<Vec<Bytes>>,
+    /// A command was refused while queueing: EXEC answers EXECABORT.
+    pub failed: bool,
+}
+
+/// A connection's watched keys. Dropping it (UNWATCH, EXEC, DISCARD, disconnect) takes them
+/// out of the registry.
+pub(crate) struct WatchState {
+    pub watches: Arc<Watches>,
+    pub flag: WatchFlag,
+    pub engine_keys: Vec<Vec<u8>>,
+    /// Each watched name with its database and whether it was already expired when watched
+    /// (Redis fails EXEC when a watched key expires after WATCH).
+    pub keys: Vec<(DbIndex, Bytes, bool)>,
+}
+
+impl Drop for WatchState {
+    fn drop(&mut self) {
+        self.watches.remove(&self.engine_keys, &self.flag);
+    }
 }
 
 impl Session {
@@ -292,6 +334,9 @@ impl Session {
             authenticated: shared.config().requirepass.is_none(),
             name: None,
             after_reply: AfterReply::Continue,
+            db: 0,
+            multi: None,
+            watch: None,
         }
     }
 }

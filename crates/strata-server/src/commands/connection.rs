@@ -5,7 +5,7 @@ use std::borrow::Cow;
 
 use bytes::Bytes;
 
-use super::{int_arg, is, text, Ctx, Spec, CONN};
+use super::{is, text, Ctx, Spec, CONN};
 use crate::error::{Error, Result};
 use crate::resp::{Protocol, Reply};
 use crate::state::{lock, AfterReply, ClientEntry};
@@ -22,7 +22,7 @@ pub(crate) static SPECS: &[Spec] = &[
     Spec { name: "quit", arity: -1, flags: &["noscript", "loading", "stale", "fast", "no_auth"], keys: (0, 0, 0), group: "connection", summary: "Closes the connection.", handler: quit },
     Spec { name: "hello", arity: -1, flags: &["noscript", "loading", "stale", "fast", "no_auth"], keys: (0, 0, 0), group: "connection", summary: "Handshakes with the server: protocol version, authentication, client name.", handler: hello },
     Spec { name: "auth", arity: -2, flags: &["noscript", "loading", "stale", "fast", "no_auth"], keys: (0, 0, 0), group: "connection", summary: "Authenticates the connection.", handler: auth },
-    Spec { name: "select", arity: 2, flags: CONN, keys: (0, 0, 0), group: "connection", summary: "Changes the selected database (only database 0 exists).", handler: select },
+    Spec { name: "select", arity: 2, flags: CONN, keys: (0, 0, 0), group: "connection", summary: "Changes the selected database.", handler: select },
     Spec { name: "client", arity: -2, flags: CONN, keys: (0, 0, 0), group: "connection", summary: "CLIENT ID, GETNAME, SETNAME, SETINFO, INFO, LIST.", handler: client },
 ];
 
@@ -77,11 +77,10 @@ fn auth(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     Ok(Reply::ok())
 }
 
-fn select(_: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
-    match int_arg(&args[1])? {
-        0 => Ok(Reply::ok()),
-        _ => Err(Error::command("DB index is out of range")),
-    }
+fn select(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let db = super::keys::db_arg(ctx, &args[1], Error::NotInteger)?;
+    ctx.session.db = db;
+    Ok(Reply::ok())
 }
 
 fn hello(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
@@ -273,11 +272,23 @@ mod tests {
         );
         assert_eq!(h.run(&["ECHO", "x"]), bulk("x"));
         assert_eq!(h.run(&["SELECT", "0"]), Reply::ok());
-        assert_eq!(h.run(&["SELECT", "1"]), err("ERR DB index is out of range"));
+        assert_eq!(h.run(&["SET", "k", "zero"]), Reply::ok());
+        assert_eq!(h.run(&["SELECT", "15"]), Reply::ok());
+        assert_eq!(h.run(&["GET", "k"]), Reply::Nil);
+        assert_eq!(
+            h.run(&["SELECT", "16"]),
+            err("ERR DB index is out of range")
+        );
+        assert_eq!(
+            h.run(&["SELECT", "-1"]),
+            err("ERR DB index is out of range")
+        );
         assert_eq!(
             h.run(&["SELECT", "x"]),
             err("ERR value is not an integer or out of range")
         );
+        assert_eq!(h.run(&["SELECT", "0"]), Reply::ok());
+        assert_eq!(h.run(&["GET", "k"]), bulk("zero"));
     }
 
     #[test]

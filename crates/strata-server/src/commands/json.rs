@@ -18,7 +18,7 @@ use strata_doc::{
 use super::{is, Ctx, Spec, READ, READ_FAST, WRITE};
 use crate::backend::Write;
 use crate::error::{Error, Result};
-use crate::keyspace::{exists_as, KeyType};
+use crate::keyspace::{doc_expiry, doc_ttl_key, now_ms, read_doc_bytes, read_record, KeyType};
 use crate::resp::Reply;
 
 #[rustfmt::skip]
@@ -105,12 +105,11 @@ fn no_such_key() -> Error {
 
 /// Reads the document under `key`: `None` when absent, WRONGTYPE when the name holds a string.
 fn read_doc(ctx: &Ctx<'_>, key: &[u8]) -> Result<Option<Doc>> {
-    if let Some(engine_key) = KeyType::Json.key(key) {
-        if let Some(bytes) = ctx.db().get(&engine_key)? {
-            return Ok(Some(decode_stored(&bytes, &ctx.shared.names)?));
-        }
+    let now = now_ms();
+    if let Some(bytes) = read_doc_bytes(ctx.db(), ctx.dbi(), key, now)? {
+        return Ok(Some(decode_stored(&bytes, &ctx.shared.names)?));
     }
-    if exists_as(ctx.db(), KeyType::String, key)? {
+    if read_record(ctx.db(), ctx.dbi(), key, now)?.is_some() {
         return Err(Error::WrongType);
     }
     Ok(None)
@@ -130,12 +129,22 @@ fn modify_doc<T>(
     key: &[u8],
     mut f: impl FnMut(Option<Doc>) -> Result<(DocWrite, T)>,
 ) -> Result<T> {
-    if exists_as(ctx.db(), KeyType::String, key)? {
+    let now = now_ms();
+    let db = ctx.dbi();
+    if read_record(ctx.db(), db, key, now)?.is_some() {
         return Err(Error::WrongType);
     }
     let engine_key = KeyType::Json
-        .key(key)
+        .key(db, key)
         .ok_or_else(|| Error::command("JSON keys must be valid UTF-8"))?;
+    // A document past its expiry time is gone: removed first, so that what is written now
+    // starts without it (and without its expiry time).
+    if doc_expiry(ctx.db(), db, key)?.is_some_and(|at| at <= now) {
+        ctx.db().write(vec![
+            crate::backend::BatchOp::Delete(engine_key.clone()),
+            crate::backend::BatchOp::Delete(doc_ttl_key(db, key)),
+        ])?;
+    }
     let names = &ctx.shared.names;
     // From now on string commands look for documents (before the write, so a SET racing this
     // write still finds it).
@@ -145,6 +154,7 @@ fn modify_doc<T>(
     names.intern_pending()?;
     let mut out = None;
     let mut wrote = false;
+    let mut deleted = false;
     for attempt in 0..2 {
         let table = names.table();
         let result = ctx.db().update(&engine_key, &mut |old| {
@@ -157,6 +167,7 @@ fn modify_doc<T>(
                 DocWrite::Delete => Write::Delete,
             };
             wrote = write != Write::Keep;
+            deleted = write == Write::Delete;
             Ok(write)
         });
         match result {
@@ -173,6 +184,9 @@ fn modify_doc<T>(
     }
     if wrote {
         ctx.shared.note_writes(1);
+        if deleted && doc_expiry(ctx.db(), db, key)?.is_some() {
+            ctx.db().delete(&doc_ttl_key(db, key))?;
+        }
     }
     out.ok_or_else(|| Error::command("internal error: update callback did not run"))
 }

@@ -10,6 +10,7 @@ pub mod json;
 pub mod keys;
 pub mod server;
 pub mod strings;
+pub mod transactions;
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -19,20 +20,53 @@ use bytes::Bytes;
 
 use crate::backend::KvBackend;
 use crate::error::{Error, Result};
-use crate::num::{parse_f64, parse_i64};
+use crate::keyspace::DbIndex;
+use crate::num::parse_i64;
 use crate::resp::Reply;
 use crate::state::{AfterReply, Session, Shared};
 
-/// What a handler sees: the server's shared state and its own connection's session.
+/// What a handler sees: the server's shared state, its own connection's session, and the
+/// storage to use.
 pub(crate) struct Ctx<'a> {
     pub shared: &'a Shared,
     pub session: &'a mut Session,
+    /// The server's backend, or inside EXEC the transaction's overlay (`txn.rs`).
+    pub store: &'a dyn KvBackend,
+    /// How the exec lock is taken: not at all (inside EXEC, which holds it), without waiting
+    /// (network threads), or waiting (the blocking pool).
+    pub locking: Locking,
 }
 
-impl Ctx<'_> {
+/// How the dispatcher takes the exec lock (`txn.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Locking {
+    /// The caller holds it (commands run by EXEC).
+    Held,
+    /// Try once; a command that would wait for it is handed to the blocking pool.
+    Try,
+    /// Wait for it.
+    Wait,
+}
+
+impl<'a> Ctx<'a> {
+    /// A context on the server's backend.
+    pub fn new(shared: &'a Shared, session: &'a mut Session, locking: Locking) -> Self {
+        Ctx {
+            shared,
+            session,
+            store: shared.backend.as_ref(),
+            locking,
+        }
+    }
+
     /// The storage.
     pub fn db(&self) -> &dyn KvBackend {
-        self.shared.backend.as_ref()
+        self.store
+    }
+
+    /// The selected database.
+    pub fn dbi(&self) -> DbIndex {
+        self.session.db
     }
 }
 
@@ -76,6 +110,7 @@ pub(crate) fn table() -> impl Iterator<Item = &'static Spec> {
         .chain(strings::SPECS)
         .chain(keys::SPECS)
         .chain(json::SPECS)
+        .chain(transactions::SPECS)
 }
 
 /// Finds a command by name, case-insensitively.
@@ -118,6 +153,22 @@ pub(crate) fn execute_resolved(
     dispatch(ctx, args, spec).unwrap_or_else(Reply::from)
 }
 
+/// Runs a write command on a network thread: `None` when it would have waited for the exec
+/// lock (nothing changed, not counted; run it again on the blocking pool).
+pub(crate) fn execute_here(
+    ctx: &mut Ctx<'_>,
+    args: &[Bytes],
+    spec: Option<&'static Spec>,
+) -> Option<Reply> {
+    match dispatch(ctx, args, spec) {
+        Err(Error::WouldWait) => None,
+        result => {
+            count_command(ctx);
+            Some(result.unwrap_or_else(Reply::from))
+        }
+    }
+}
+
 /// Counts a command that runs (INFO's `total_commands_processed`).
 fn count_command(ctx: &Ctx<'_>) {
     ctx.shared
@@ -144,7 +195,8 @@ pub(crate) fn placement(spec: Option<&Spec>) -> Placement {
     let Some(spec) = spec else {
         return Placement::Read;
     };
-    if spec.group == "connection" {
+    if spec.group == "connection" || matches!(spec.name, "multi" | "discard" | "unwatch" | "watch")
+    {
         return Placement::Read;
     }
     if spec.keys.0 == 0 {
@@ -177,6 +229,22 @@ pub(crate) fn execute_without_waiting(
 }
 
 fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes], spec: Option<&'static Spec>) -> Result<Reply> {
+    let result = dispatch_checked(ctx, args, spec);
+    if let (Err(e), Some(multi)) = (&result, ctx.session.multi.as_mut()) {
+        // A command refused while queueing (unknown, wrong arity, not authenticated) makes
+        // EXEC fail, as in Redis; errors of the commands that run at once do not.
+        if !matches!(e, Error::WouldWait) && !spec.is_some_and(|s| NOT_QUEUED.contains(&s.name)) {
+            multi.failed = true;
+        }
+    }
+    result
+}
+
+fn dispatch_checked(
+    ctx: &mut Ctx<'_>,
+    args: &[Bytes],
+    spec: Option<&'static Spec>,
+) -> Result<Reply> {
     let Some(name) = args.first() else {
         return Err(Error::unknown_command(args));
     };
@@ -197,8 +265,46 @@ fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes], spec: Option<&'static Spec>) -> R
     if !ctx.session.authenticated && !NO_AUTH.contains(&spec.name) {
         return Err(Error::NoAuth);
     }
+    if ctx.session.multi.is_some() && !NOT_QUEUED.contains(&spec.name) {
+        if let Some(multi) = ctx.session.multi.as_mut() {
+            multi.queued.push(args.to_vec());
+        }
+        return Ok(Reply::simple("QUEUED"));
+    }
+    let exclusive =
+        EXCLUSIVE.contains(&spec.name) || (matches!(spec.name, "del" | "unlink") && args.len() > 2);
+    let shared = ctx.shared;
+    let _guard = match (ctx.locking, exclusive, spec.flags.contains(&"write")) {
+        (Locking::Held, _, _) | (_, false, false) => ExecGuard::None,
+        (Locking::Try, true, _) => {
+            ExecGuard::Exclusive(shared.exec_lock.try_write().ok_or(Error::WouldWait)?)
+        }
+        (Locking::Try, false, true) => {
+            ExecGuard::Shared(shared.exec_lock.try_read().ok_or(Error::WouldWait)?)
+        }
+        (Locking::Wait, true, _) => ExecGuard::Exclusive(shared.exec_lock.write()),
+        (Locking::Wait, false, true) => ExecGuard::Shared(shared.exec_lock.read()),
+    };
     (spec.handler)(ctx, args)
 }
+
+/// A held side of the exec lock.
+enum ExecGuard<'a> {
+    None,
+    Shared(#[allow(dead_code)] parking_lot::RwLockReadGuard<'a, ()>),
+    Exclusive(#[allow(dead_code)] parking_lot::RwLockWriteGuard<'a, ()>),
+}
+
+/// Commands that run at once even inside MULTI (Redis's list).
+const NOT_QUEUED: &[&str] = &[
+    "exec", "discard", "multi", "watch", "unwatch", "quit", "reset",
+];
+
+/// Commands that check several keys before writing them, or write a whole database: they hold
+/// the exec lock exclusively, so no other write comes between their reads and their batch.
+const EXCLUSIVE: &[&str] = &[
+    "exec", "msetnx", "rename", "renamenx", "move", "copy", "flushdb", "flushall", "swapdb",
+];
 
 /// True when `arg` equals `word`, ignoring ASCII case (option keywords such as `NX`).
 pub(crate) fn is(arg: &[u8], word: &str) -> bool {
@@ -208,11 +314,6 @@ pub(crate) fn is(arg: &[u8], word: &str) -> bool {
 /// An integer argument, with Redis's error.
 pub(crate) fn int_arg(arg: &[u8]) -> Result<i64> {
     parse_i64(arg).ok_or(Error::NotInteger)
-}
-
-/// A float argument, with Redis's error.
-pub(crate) fn float_arg(arg: &[u8]) -> Result<f64> {
-    parse_f64(arg).ok_or(Error::NotFloat)
 }
 
 /// An argument as text (lossy), for messages and names.
@@ -229,7 +330,7 @@ pub(crate) mod testing {
 
     use bytes::Bytes;
 
-    use super::{execute, Ctx};
+    use super::{execute, Ctx, Locking};
     use crate::backend::MemoryBackend;
     use crate::config::ServerConfig;
     use crate::resp::Reply;
@@ -252,12 +353,21 @@ pub(crate) mod testing {
         }
 
         /// Runs a command given as words.
+        /// Another connection's session on the same server.
+        pub fn second_session(&self) -> Session {
+            Session::new(self.shared.next_client_id(), &self.shared)
+        }
+
+        /// Runs a command as `session`.
+        pub fn run_as(&self, session: &mut Session, words: &[&str]) -> Reply {
+            let args: Vec<Bytes> = words.iter().map(|w| Bytes::from(w.to_string())).collect();
+            let mut ctx = Ctx::new(&self.shared, session, Locking::Wait);
+            execute(&mut ctx, &args)
+        }
+
         pub fn run(&mut self, words: &[&str]) -> Reply {
             let args: Vec<Bytes> = words.iter().map(|w| Bytes::from(w.to_string())).collect();
-            let mut ctx = Ctx {
-                shared: &self.shared,
-                session: &mut self.session,
-            };
+            let mut ctx = Ctx::new(&self.shared, &mut self.session, Locking::Wait);
             execute(&mut ctx, &args)
         }
     }

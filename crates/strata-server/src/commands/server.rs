@@ -152,12 +152,30 @@ fn info_section(ctx: &Ctx<'_>, section: &str) -> Result<Vec<(String, String)>> {
         ],
         "keyspace" => {
             // Counting walks every key (the engine keeps no key count); INFO keyspace is O(keys).
-            let keys = keyspace::count(ctx.db())?;
-            if keys == 0 {
-                vec![]
-            } else {
-                vec![kv("db0", format!("keys={keys},expires=0,avg_ttl=0"))]
+            let now = keyspace::now_ms();
+            let mut lines = Vec::new();
+            for db in 0..config.databases {
+                let db = keyspace::DbIndex::try_from(db).unwrap_or(keyspace::DbIndex::MAX);
+                let (mut keys, mut expires, mut ttl_sum_ms) = (0u64, 0u64, 0u128);
+                for t in keyspace::KeyType::ALL {
+                    keyspace::visit_keys(ctx.db(), db, t, b"", None, now, &mut |_, expiry| {
+                        keys += 1;
+                        if let Some(at) = expiry {
+                            expires += 1;
+                            ttl_sum_ms += u128::from(at.saturating_sub(now));
+                        }
+                        true
+                    })?;
+                }
+                if keys > 0 {
+                    let avg_ttl = ttl_sum_ms.checked_div(u128::from(expires)).unwrap_or(0);
+                    lines.push((
+                        format!("db{db}"),
+                        format!("keys={keys},expires={expires},avg_ttl={avg_ttl}"),
+                    ));
+                }
             }
+            lines
         }
         "engine" => {
             let mut lines = vec![kv(
@@ -209,7 +227,7 @@ fn config_values(c: &ServerConfig) -> Vec<(&'static str, String)> {
         ("appendonly", "yes".into()),
         // No RDB snapshots: the write-ahead log is the persistence.
         ("save", String::new()),
-        ("databases", "1".into()),
+        ("databases", c.databases.to_string()),
         (
             "dir",
             c.dir

@@ -5,6 +5,7 @@
 
 mod commands;
 mod concurrency;
+mod differential;
 mod durability;
 mod json;
 mod parser_props;

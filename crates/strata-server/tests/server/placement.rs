@@ -25,7 +25,8 @@ struct ColdKeys {
 
 impl KvBackend for ColdKeys {
     fn get(&self, key: &[u8]) -> strata_server::Result<Option<Bytes>> {
-        if key.get(1..5) == Some(b"cold") {
+        // Engine keys of strings: `k`, the database, the name.
+        if key.get(2..6) == Some(b"cold") {
             if strata::waiting_forbidden() {
                 self.refused.fetch_add(1, Ordering::Relaxed);
                 let e = std::io::Error::new(std::io::ErrorKind::WouldBlock, "on disk");

@@ -1,0 +1,412 @@
+//! What MULTI/EXEC/WATCH stand on.
+//!
+//! - [`Overlay`]: the storage an EXEC runs its queued commands on. Reads see the transaction's
+//!   own writes first, then the store; writes are kept in memory and reach the store as one
+//!   engine batch at [`Overlay::commit`], which the engine applies atomically across partitions
+//!   (LSM engine: all of it or none of it after a crash, and no reader sees part of it).
+//! - The *exec lock* (`Shared::exec_lock`): every command that writes holds its shared side;
+//!   EXEC, and the few commands that check several keys before writing them (MSETNX, RENAME,
+//!   DEL of several keys...), hold it exclusively. So an EXEC's reads and its batch are one
+//!   serial step, as in single-threaded Redis. Readers take no lock: single-key reads see a
+//!   write whole, and multi-key reads (MGET) read at one engine snapshot.
+//! - [`Watches`] and [`Watching`]: WATCH registers the engine keys of the watched names with a
+//!   per-connection flag; every write through the server's backend marks the flags of the keys
+//!   it touches (one atomic load when nobody watches). EXEC checks the flag under the exec
+//!   lock, so no write can slip between the check and the batch.
+
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+
+use crate::backend::{BatchOp, KvBackend, UpdateFn, VisitFn, Write};
+use crate::error::Result;
+use crate::state::lock;
+
+/// A transaction's writes over the store (see the module comment).
+pub(crate) struct Overlay<'a> {
+    base: &'a dyn KvBackend,
+    /// Key -> new value (`None`: deleted), in key order for scans.
+    writes: Mutex<BTreeMap<Vec<u8>, Option<Bytes>>>,
+}
+
+impl<'a> Overlay<'a> {
+    pub fn new(base: &'a dyn KvBackend) -> Self {
+        Overlay {
+            base,
+            writes: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// Writes everything as one batch.
+    pub fn commit(self) -> Result<()> {
+        let writes = self
+            .writes
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if writes.is_empty() {
+            return Ok(());
+        }
+        let ops = writes
+            .into_iter()
+            .map(|(k, v)| match v {
+                Some(v) => BatchOp::Put(k, v.to_vec()),
+                None => BatchOp::Delete(k),
+            })
+            .collect();
+        self.base.write(ops)
+    }
+
+    fn set(&self, key: &[u8], value: Option<Bytes>) {
+        lock(&self.writes).insert(key.to_vec(), value);
+    }
+}
+
+fn in_range(k: &[u8], start: &Bound<Vec<u8>>, end: &Bound<Vec<u8>>) -> bool {
+    let above = match start {
+        Bound::Included(s) => k >= &s[..],
+        Bound::Excluded(s) => k > &s[..],
+        Bound::Unbounded => true,
+    };
+    let below = match end {
+        Bound::Included(e) => k <= &e[..],
+        Bound::Excluded(e) => k < &e[..],
+        Bound::Unbounded => true,
+    };
+    above && below
+}
+
+impl KvBackend for Overlay<'_> {
+    fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
+        if let Some(v) = lock(&self.writes).get(key) {
+            return Ok(v.clone());
+        }
+        self.base.get(key)
+    }
+
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.set(key, Some(Bytes::copy_from_slice(value)));
+        Ok(())
+    }
+
+    fn delete(&self, key: &[u8]) -> Result<()> {
+        self.set(key, None);
+        Ok(())
+    }
+
+    fn write(&self, ops: Vec<BatchOp>) -> Result<()> {
+        let mut writes = lock(&self.writes);
+        for op in ops {
+            match op {
+                BatchOp::Put(k, v) => writes.insert(k, Some(Bytes::from(v))),
+                BatchOp::Delete(k) => writes.insert(k, None),
+            };
+        }
+        Ok(())
+    }
+
+    fn update(&self, key: &[u8], f: &mut UpdateFn<'_>) -> Result<()> {
+        let old = self.get(key)?;
+        match f(old.as_deref())? {
+            Write::Keep => {}
+            Write::Put(v) => self.set(key, Some(Bytes::from(v))),
+            Write::Delete => self.set(key, None),
+        }
+        Ok(())
+    }
+
+    fn multi_get(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Bytes>>> {
+        keys.iter().map(|k| self.get(k)).collect()
+    }
+
+    fn scan(
+        &self,
+        start: Bound<Vec<u8>>,
+        end: Bound<Vec<u8>>,
+        visit: &mut VisitFn<'_>,
+    ) -> Result<()> {
+        // The transaction's own entries in range, merged into the store's in key order.
+        let mine: Vec<(Vec<u8>, Option<Bytes>)> = lock(&self.writes)
+            .iter()
+            .filter(|(k, _)| in_range(k, &start, &end))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let mut next = 0;
+        let mut stopped = false;
+        self.base.scan(start, end, &mut |k, v| {
+            while next < mine.len() && mine[next].0.as_slice() < k {
+                if let (key, Some(value)) = &mine[next] {
+                    if !visit(key, value) {
+                        stopped = true;
+                        return false;
+                    }
+                }
+                next += 1;
+            }
+            if next < mine.len() && mine[next].0.as_slice() == k {
+                let keep_going = match &mine[next].1 {
+                    Some(value) => visit(k, value),
+                    None => true,
+                };
+                next += 1;
+                stopped = !keep_going;
+                return keep_going;
+            }
+            let keep_going = visit(k, v);
+            stopped = !keep_going;
+            keep_going
+        })?;
+        if !stopped {
+            for (key, value) in &mine[next..] {
+                if let Some(value) = value {
+                    if !visit(key, value) {
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn flush(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn sync(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn writes_would_wait(&self) -> bool {
+        false
+    }
+
+    fn stats_lines(&self) -> Vec<(String, String)> {
+        self.base.stats_lines()
+    }
+}
+
+/// One connection's watch: the flag writes set, shared with the registry.
+pub(crate) type WatchFlag = Arc<AtomicBool>;
+
+/// Engine keys being watched, and by whom.
+#[derive(Default)]
+pub(crate) struct Watches {
+    /// Registered (key, flag) pairs: zero means writes need not look.
+    entries: AtomicUsize,
+    by_key: Mutex<HashMap<Vec<u8>, Vec<WatchFlag>>>,
+}
+
+impl Watches {
+    /// Marks every flag watching `key`'s engine keys.
+    pub fn touch<'k>(&self, keys: impl IntoIterator<Item = &'k [u8]>) {
+        if self.entries.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let by_key = lock(&self.by_key);
+        for k in keys {
+            if let Some(flags) = by_key.get(k) {
+                for f in flags {
+                    f.store(true, Ordering::Release);
+                }
+            }
+        }
+    }
+
+    /// Registers `flag` on `keys`.
+    pub fn add(&self, keys: &[Vec<u8>], flag: &WatchFlag) {
+        let mut by_key = lock(&self.by_key);
+        for k in keys {
+            by_key.entry(k.clone()).or_default().push(flag.clone());
+            self.entries.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    /// Removes `flag` from `keys`.
+    pub fn remove(&self, keys: &[Vec<u8>], flag: &WatchFlag) {
+        let mut by_key = lock(&self.by_key);
+        for k in keys {
+            if let Some(flags) = by_key.get_mut(k) {
+                let before = flags.len();
+                flags.retain(|f| !Arc::ptr_eq(f, flag));
+                self.entries
+                    .fetch_sub(before - flags.len(), Ordering::AcqRel);
+                if flags.is_empty() {
+                    by_key.remove(k);
+                }
+            }
+        }
+    }
+}
+
+/// The server's backend with every write reported to [`Watches`].
+pub(crate) struct Watching {
+    pub inner: Arc<dyn KvBackend>,
+    pub watches: Arc<Watches>,
+}
+
+impl KvBackend for Watching {
+    fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
+        self.inner.get(key)
+    }
+
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.inner.put(key, value)?;
+        self.watches.touch([key]);
+        Ok(())
+    }
+
+    fn delete(&self, key: &[u8]) -> Result<()> {
+        self.inner.delete(key)?;
+        self.watches.touch([key]);
+        Ok(())
+    }
+
+    fn write(&self, ops: Vec<BatchOp>) -> Result<()> {
+        if self.watches.entries.load(Ordering::Acquire) == 0 {
+            return self.inner.write(ops);
+        }
+        let keys: Vec<Vec<u8>> = ops
+            .iter()
+            .map(|op| match op {
+                BatchOp::Put(k, _) | BatchOp::Delete(k) => k.clone(),
+            })
+            .collect();
+        self.inner.write(ops)?;
+        self.watches.touch(keys.iter().map(Vec::as_slice));
+        Ok(())
+    }
+
+    fn update(&self, key: &[u8], f: &mut UpdateFn<'_>) -> Result<()> {
+        let mut wrote = false;
+        self.inner.update(key, &mut |old| {
+            let w = f(old)?;
+            wrote = w != Write::Keep;
+            Ok(w)
+        })?;
+        if wrote {
+            self.watches.touch([key]);
+        }
+        Ok(())
+    }
+
+    fn multi_get(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Bytes>>> {
+        self.inner.multi_get(keys)
+    }
+
+    fn scan(
+        &self,
+        start: Bound<Vec<u8>>,
+        end: Bound<Vec<u8>>,
+        visit: &mut VisitFn<'_>,
+    ) -> Result<()> {
+        self.inner.scan(start, end, visit)
+    }
+
+    fn flush(&self) -> Result<()> {
+        self.inner.flush()
+    }
+
+    fn sync(&self) -> Result<()> {
+        self.inner.sync()
+    }
+
+    fn writes_would_wait(&self) -> bool {
+        self.inner.writes_would_wait()
+    }
+
+    fn stats_lines(&self) -> Vec<(String, String)> {
+        self.inner.stats_lines()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::backend::MemoryBackend;
+
+    fn scan_all(
+        b: &dyn KvBackend,
+        start: Bound<Vec<u8>>,
+        end: Bound<Vec<u8>>,
+        limit: usize,
+    ) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut out = Vec::new();
+        b.scan(start, end, &mut |k, v| {
+            out.push((k.to_vec(), v.to_vec()));
+            out.len() < limit
+        })
+        .unwrap();
+        out
+    }
+
+    /// The overlay reads like a store that took the same writes directly (the model).
+    #[test]
+    fn overlay_reads_like_the_store_after_its_writes() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
+        for _ in 0..200 {
+            let base = MemoryBackend::new();
+            let model = MemoryBackend::new();
+            for _ in 0..rng.gen_range(0..12) {
+                let k = vec![b'a' + rng.gen_range(0..8u8)];
+                base.put(&k, b"base").unwrap();
+                model.put(&k, b"base").unwrap();
+            }
+            let overlay = Overlay::new(&base);
+            for i in 0..rng.gen_range(0..12) {
+                let k = vec![b'a' + rng.gen_range(0..8u8)];
+                if rng.gen_bool(0.5) {
+                    let v = format!("v{i}").into_bytes();
+                    overlay.put(&k, &v).unwrap();
+                    model.put(&k, &v).unwrap();
+                } else {
+                    overlay.delete(&k).unwrap();
+                    model.delete(&k).unwrap();
+                }
+            }
+            for _ in 0..5 {
+                let s = vec![b'a' + rng.gen_range(0..9u8)];
+                let e = vec![b'a' + rng.gen_range(0..9u8)];
+                let limit = rng.gen_range(1..10);
+                let bounds = [
+                    (Bound::Included(s.clone()), Bound::Excluded(e.clone())),
+                    (Bound::Excluded(s.clone()), Bound::Included(e.clone())),
+                    (Bound::Unbounded, Bound::Unbounded),
+                ];
+                for (start, end) in bounds {
+                    assert_eq!(
+                        scan_all(&overlay, start.clone(), end.clone(), limit),
+                        scan_all(&model, start, end, limit)
+                    );
+                }
+            }
+            overlay.commit().unwrap();
+            assert_eq!(
+                scan_all(&base, Bound::Unbounded, Bound::Unbounded, 100),
+                scan_all(&model, Bound::Unbounded, Bound::Unbounded, 100)
+            );
+        }
+    }
+
+    #[test]
+    fn writes_mark_watchers_of_their_keys_only() {
+        let watches = Arc::new(Watches::default());
+        let b = Watching {
+            inner: Arc::new(MemoryBackend::new()),
+            watches: watches.clone(),
+        };
+        let flag: WatchFlag = Arc::default();
+        let keys = vec![b"a".to_vec()];
+        watches.add(&keys, &flag);
+        b.put(b"b", b"1").unwrap();
+        b.update(b"a", &mut |_| Ok(Write::Keep)).unwrap();
+        assert!(!flag.load(Ordering::Acquire));
+        b.write(vec![BatchOp::Delete(b"a".to_vec())]).unwrap();
+        assert!(flag.load(Ordering::Acquire));
+        watches.remove(&keys, &flag);
+        assert_eq!(watches.entries.load(Ordering::Acquire), 0);
+    }
+}

@@ -1,0 +1,658 @@
+//! Differential tests against the real Redis: Debian's `redis-server` (7.0), started here on a
+//! free loopback port, and our server over the real engine get the same seeded random command
+//! sequences, per command family, over raw sockets; every reply must be equal byte for byte,
+//! in RESP2 and in RESP3. The only normalisation: replies whose order Redis leaves unspecified
+//! (KEYS) are compared as sorted lists.
+//!
+//! `.ci/run` installs `redis-server`; without it these tests fail and say so.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+use super::TestServer;
+
+/// A redis-server child process on a free port, killed when dropped.
+pub struct RedisRef {
+    child: Child,
+    pub addr: SocketAddr,
+    _dir: tempfile::TempDir,
+}
+
+impl RedisRef {
+    pub fn start() -> RedisRef {
+        let binary = find_redis_server().expect(
+            "redis-server not found: the differential tests need Debian's redis-server \
+             (apt-get install redis-server; .ci/run installs it)",
+        );
+        let dir = tempfile::tempdir().unwrap();
+        for _ in 0..5 {
+            let port = free_port();
+            let mut child = Command::new(&binary)
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args(["--save", "", "--appendonly", "no", "--databases", "16"])
+                .args(["--protected-mode", "no", "--loglevel", "warning"])
+                .arg("--dir")
+                .arg(dir.path())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    break; // port taken meanwhile: try another
+                }
+                if let Ok(mut s) = TcpStream::connect(addr) {
+                    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                    s.write_all(b"*1\r\n$4\r\nPING\r\n").unwrap();
+                    let mut buf = [0u8; 7];
+                    if s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n" {
+                        return RedisRef {
+                            child,
+                            addr,
+                            _dir: dir,
+                        };
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        panic!("redis-server did not start");
+    }
+}
+
+impl Drop for RedisRef {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn find_redis_server() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .chain(["/usr/bin".into(), "/usr/sbin".into()])
+        .map(|d| d.join("redis-server"))
+        .find(|p| p.is_file())
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A raw client connection that reads one whole reply at a time.
+pub struct Raw {
+    reader: BufReader<TcpStream>,
+    writer: TcpStream,
+}
+
+impl Raw {
+    pub fn connect(addr: SocketAddr) -> Raw {
+        let s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.set_nodelay(true).unwrap();
+        Raw {
+            reader: BufReader::new(s.try_clone().unwrap()),
+            writer: s,
+        }
+    }
+
+    pub fn send(&mut self, args: &[Vec<u8>]) {
+        let mut out = format!("*{}\r\n", args.len()).into_bytes();
+        for a in args {
+            out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+            out.extend_from_slice(a);
+            out.extend_from_slice(b"\r\n");
+        }
+        self.writer.write_all(&out).unwrap();
+    }
+
+    /// Reads one complete reply (any RESP2/RESP3 type) and returns its bytes.
+    pub fn reply(&mut self) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.read_one(&mut out);
+        out
+    }
+
+    fn line(&mut self, out: &mut Vec<u8>) -> String {
+        let mut line = Vec::new();
+        self.reader.read_until(b'\n', &mut line).unwrap();
+        assert!(line.ends_with(b"\r\n"), "truncated reply line {line:?}");
+        out.extend_from_slice(&line);
+        String::from_utf8_lossy(&line[1..line.len() - 2]).into_owned()
+    }
+
+    fn read_one(&mut self, out: &mut Vec<u8>) {
+        let mut kind = [0u8; 1];
+        self.reader.read_exact(&mut kind).unwrap();
+        out.push(kind[0]);
+        let mut rest = Vec::new();
+        self.reader.read_until(b'\n', &mut rest).unwrap();
+        out.extend_from_slice(&rest);
+        let head = String::from_utf8_lossy(&rest[..rest.len().saturating_sub(2)]).into_owned();
+        match kind[0] {
+            b'+' | b'-' | b':' | b'_' | b',' | b'#' | b'(' => {}
+            b'$' | b'=' | b'!' => {
+                let n: i64 = head.parse().unwrap();
+                if n >= 0 {
+                    let mut body = vec![0u8; n as usize + 2];
+                    self.reader.read_exact(&mut body).unwrap();
+                    out.extend_from_slice(&body);
+                }
+            }
+            b'*' | b'~' | b'>' => {
+                let n: i64 = head.parse().unwrap();
+                for _ in 0..n.max(0) {
+                    self.read_one(out);
+                }
+            }
+            b'%' | b'|' => {
+                let n: i64 = head.parse().unwrap();
+                for _ in 0..2 * n.max(0) {
+                    self.read_one(out);
+                }
+            }
+            other => panic!("unknown reply type {:?}", other as char),
+        }
+        let _ = Self::line;
+    }
+
+    /// Sends one command and reads its reply.
+    pub fn call(&mut self, args: &[Vec<u8>]) -> Vec<u8> {
+        self.send(args);
+        self.reply()
+    }
+}
+
+/// The two servers, each with two connections (A and B, for WATCH races).
+pub struct Pair {
+    _redis: RedisRef,
+    _ours: TestServer,
+    conns: [[Raw; 2]; 2],
+    /// Commands compared so far.
+    pub compared: usize,
+}
+
+/// Whether replies of this command are unordered lists (compared sorted).
+fn unordered(args: &[Vec<u8>]) -> bool {
+    args.first()
+        .is_some_and(|n| n.eq_ignore_ascii_case(b"KEYS"))
+}
+
+/// The elements of a flat RESP array reply, sorted (for unordered replies).
+fn sorted_elements(reply: &[u8]) -> Vec<Vec<u8>> {
+    let text = reply.to_vec();
+    let mut parts: Vec<Vec<u8>> = Vec::new();
+    let mut i = text
+        .iter()
+        .position(|&b| b == b'\n')
+        .map_or(text.len(), |p| p + 1);
+    while i < text.len() {
+        let end = text[i..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(text.len(), |p| i + p + 1);
+        let end2 = text[end..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(text.len(), |p| end + p + 1);
+        parts.push(text[i..end2].to_vec());
+        i = end2;
+    }
+    parts.sort();
+    parts
+}
+
+fn show(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).replace("\r\n", "\\r\\n")
+}
+
+impl Pair {
+    pub fn start() -> Pair {
+        let redis = RedisRef::start();
+        let ours = TestServer::start();
+        let conns = [
+            [Raw::connect(redis.addr), Raw::connect(redis.addr)],
+            [Raw::connect(ours.addr), Raw::connect(ours.addr)],
+        ];
+        Pair {
+            _redis: redis,
+            _ours: ours,
+            conns,
+            compared: 0,
+        }
+    }
+
+    /// Sends `args` on connection `conn` (0 = A, 1 = B) of both servers; panics with the
+    /// history when the replies differ.
+    pub fn check(&mut self, conn: usize, args: &[Vec<u8>], context: &str) -> Vec<u8> {
+        let theirs = self.conns[0][conn].call(args);
+        let mine = self.conns[1][conn].call(args);
+        let same = if unordered(args) && theirs.first() == Some(&b'*') {
+            sorted_elements(&theirs) == sorted_elements(&mine)
+        } else {
+            theirs == mine
+        };
+        let cmd: Vec<String> = args.iter().map(|a| show(a)).collect();
+        assert!(
+            same,
+            "replies differ ({context}) for {cmd:?} on connection {conn}:\n redis:  {}\n strata: {}",
+            show(&theirs),
+            show(&mine)
+        );
+        self.compared += 1;
+        theirs
+    }
+
+    /// Sends on both servers without comparing (HELLO, whose reply names the server).
+    pub fn send_both(&mut self, conn: usize, args: &[Vec<u8>]) {
+        for side in 0..2 {
+            self.conns[side][conn].call(args);
+        }
+    }
+}
+
+pub fn words(ws: &[&str]) -> Vec<Vec<u8>> {
+    ws.iter().map(|w| w.as_bytes().to_vec()).collect()
+}
+
+/// Random command generators per family, over a small key pool so commands collide.
+struct Gen {
+    rng: SmallRng,
+    /// Unix seconds at the start: absolute expiry times are built from it.
+    base_secs: u64,
+}
+
+impl Gen {
+    fn key(&mut self) -> String {
+        format!("k{}", self.rng.gen_range(0..6))
+    }
+
+    fn value(&mut self) -> String {
+        match self.rng.gen_range(0..8) {
+            0 => self.rng.gen_range(-100..100).to_string(),
+            1 => "9223372036854775807".into(),
+            2 => "-9223372036854775808".into(),
+            3 => format!(
+                "{}.{}",
+                self.rng.gen_range(-50..50),
+                self.rng.gen_range(0..100)
+            ),
+            4 => String::new(),
+            5 => "007".into(),
+            6 => "x".repeat(self.rng.gen_range(1..60)),
+            _ => format!("v{}", self.rng.gen_range(0..1000)),
+        }
+    }
+
+    fn int(&mut self) -> String {
+        match self.rng.gen_range(0..10) {
+            0 => "abc".into(),
+            1 => "9223372036854775807".into(),
+            2 => "-9223372036854775808".into(),
+            3 => "1.5".into(),
+            _ => self.rng.gen_range(-20..20).to_string(),
+        }
+    }
+
+    /// An expiry option pair for SET / GETEX, sometimes malformed.
+    fn expiry(&mut self) -> Vec<String> {
+        let far = self.base_secs + 100_000 + self.rng.gen_range(0..1000);
+        match self.rng.gen_range(0..9) {
+            0 => vec!["EX".into(), self.rng.gen_range(100..10_000).to_string()],
+            1 => vec![
+                "PX".into(),
+                self.rng.gen_range(200_000..900_000).to_string(),
+            ],
+            2 => vec!["EXAT".into(), far.to_string()],
+            3 => vec!["PXAT".into(), (far * 1000 + 123).to_string()],
+            4 => vec![
+                "EX".into(),
+                ["0", "-5", "x", "9223372036854775807"][self.rng.gen_range(0..4)].into(),
+            ],
+            5 => vec!["PXAT".into(), "1".into()],
+            6 => vec!["EXAT".into(), (self.base_secs - 10).to_string()],
+            7 => vec!["EX".into()],
+            _ => vec!["KEEPTTL".into()],
+        }
+    }
+
+    fn strings(&mut self) -> Vec<String> {
+        let k = self.key();
+        let v = self.value();
+        let mut c: Vec<String> = match self.rng.gen_range(0..26) {
+            0..=3 => {
+                let mut c = vec!["SET".into(), k, v];
+                for _ in 0..self.rng.gen_range(0..3) {
+                    match self.rng.gen_range(0..5) {
+                        0 => c.push("NX".into()),
+                        1 => c.push("XX".into()),
+                        2 => c.push("GET".into()),
+                        _ => c.extend(self.expiry()),
+                    }
+                }
+                c
+            }
+            4 | 5 => vec!["GET".into(), k],
+            6 => vec!["SETNX".into(), k, v],
+            7 => vec!["SETEX".into(), k, self.int().replace("1.5", "100"), v],
+            8 => vec![
+                "PSETEX".into(),
+                k,
+                self.rng.gen_range(-5..900_000).to_string(),
+                v,
+            ],
+            9 => {
+                let mut c = vec!["GETEX".into(), k];
+                match self.rng.gen_range(0..4) {
+                    0 => {}
+                    1 => c.push("PERSIST".into()),
+                    _ => c.extend(self.expiry().into_iter().filter(|w| w != "KEEPTTL")),
+                }
+                c
+            }
+            10 => vec!["GETSET".into(), k, v],
+            11 => vec!["GETDEL".into(), k],
+            12 => {
+                let mut c = vec!["MGET".into(), k];
+                c.push(self.key());
+                c
+            }
+            13 => vec!["MSET".into(), k, v, self.key(), self.value()],
+            14 => vec!["MSETNX".into(), k, v, self.key(), self.value()],
+            15 => vec!["INCR".into(), k],
+            16 => vec!["DECRBY".into(), k, self.int()],
+            17 => vec!["INCRBY".into(), k, self.int()],
+            18 => vec![
+                "INCRBYFLOAT".into(),
+                k,
+                ["1.5", "-0.25", "abc", "3", "1e3"][self.rng.gen_range(0..5)].into(),
+            ],
+            19 => vec!["APPEND".into(), k, v],
+            20 => vec!["STRLEN".into(), k],
+            21 => vec![
+                "GETRANGE".into(),
+                k,
+                self.rng.gen_range(-5..5).to_string(),
+                self.rng.gen_range(-5..8).to_string(),
+            ],
+            22 => vec![
+                "SETRANGE".into(),
+                k,
+                self.rng.gen_range(0..8).to_string(),
+                v,
+            ],
+            23 => vec!["TTL".into(), k],
+            24 => vec!["DECR".into(), k],
+            _ => vec!["SET".into(), k],
+        };
+        if self.rng.gen_ratio(1, 40) {
+            c.push("extra".into());
+        }
+        c
+    }
+
+    fn keyspace(&mut self) -> Vec<String> {
+        let k = self.key();
+        match self.rng.gen_range(0..30) {
+            0..=3 => {
+                let mut c = vec!["SET".into(), k, self.value()];
+                if self.rng.gen_bool(0.3) {
+                    // Future times only: Redis 7.0 stores a key set with a past time and
+                    // counts it in DBSIZE until its expiry cycle runs (timing, not semantics).
+                    let far = self.base_secs + self.rng.gen_range(1000..90_000);
+                    c.extend(["EXAT".to_string(), far.to_string()]);
+                }
+                c
+            }
+            4 => vec!["DEL".into(), k, self.key()],
+            5 => vec!["UNLINK".into(), k],
+            6 => vec!["EXISTS".into(), k.clone(), self.key(), k],
+            7 => vec!["TOUCH".into(), k, self.key()],
+            8 => vec!["TYPE".into(), k],
+            9 => vec!["RENAME".into(), k, self.key()],
+            10 => vec!["RENAMENX".into(), k, self.key()],
+            11 => {
+                let mut c = vec!["COPY".into(), k, self.key()];
+                if self.rng.gen_bool(0.4) {
+                    c.extend([
+                        "DB".into(),
+                        ["0", "1", "3", "16", "x"][self.rng.gen_range(0..5)].into(),
+                    ]);
+                }
+                if self.rng.gen_bool(0.4) {
+                    c.push("REPLACE".into());
+                }
+                c
+            }
+            12 => vec![
+                "MOVE".into(),
+                k,
+                ["0", "1", "2", "16", "-1", "x"][self.rng.gen_range(0..6)].into(),
+            ],
+            13 => vec![
+                "SELECT".into(),
+                ["0", "1", "2", "0", "16", "x"][self.rng.gen_range(0..6)].into(),
+            ],
+            14 => vec!["DBSIZE".into()],
+            15 => vec![
+                "KEYS".into(),
+                ["*", "k[0-2]", "k?", "*3"][self.rng.gen_range(0..4)].into(),
+            ],
+            16 => {
+                let name = ["EXPIRE", "PEXPIRE", "EXPIREAT", "PEXPIREAT"][self.rng.gen_range(0..4)];
+                let when = match (name, self.rng.gen_range(0..6)) {
+                    (_, 0) => "-1".to_string(),
+                    (_, 1) => "abc".to_string(),
+                    ("EXPIRE", _) => self.rng.gen_range(100..10_000).to_string(),
+                    ("PEXPIRE", _) => self.rng.gen_range(200_000..9_000_000).to_string(),
+                    ("EXPIREAT", _) => {
+                        (self.base_secs + self.rng.gen_range(1000..90_000)).to_string()
+                    }
+                    _ => ((self.base_secs + self.rng.gen_range(1000..90_000)) * 1000).to_string(),
+                };
+                let mut c = vec![name.to_string(), k, when];
+                for _ in 0..self.rng.gen_range(0..3) {
+                    c.push(["NX", "XX", "GT", "LT", "ZZ"][self.rng.gen_range(0..5)].into());
+                }
+                c
+            }
+            17 | 18 => vec!["TTL".into(), k],
+            19 => vec!["EXPIRETIME".into(), k],
+            20 => vec!["PEXPIRETIME".into(), k],
+            21 => vec!["PERSIST".into(), k],
+            22 => vec!["GET".into(), k],
+            23 => vec!["FLUSHDB".into()],
+            24 => vec!["OBJECT".into(), "ENCODING".into(), k],
+            25 => vec!["DELETE_NOT_A_COMMAND".into(), k],
+            26 => vec!["EXPIRE".into(), k],
+            27 => vec!["RANDOMKEY_IF_ONE".into()],
+            _ => vec!["INCR".into(), k],
+        }
+    }
+}
+
+/// Runs `n` commands of one family on connection A of both servers.
+fn run_family(
+    family: &str,
+    seed: u64,
+    n: usize,
+    resp3: bool,
+    gen: fn(&mut Gen) -> Vec<String>,
+) -> usize {
+    let mut pair = Pair::start();
+    if resp3 {
+        pair.send_both(0, &words(&["HELLO", "3"]));
+    }
+    let mut g = Gen {
+        rng: SmallRng::seed_from_u64(seed),
+        base_secs: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs(),
+    };
+    let mut history: Vec<String> = Vec::new();
+    for i in 0..n {
+        let mut cmd = gen(&mut g);
+        if cmd[0] == "RANDOMKEY_IF_ONE" {
+            // RANDOMKEY is only comparable when at most one key exists.
+            cmd = vec!["DBSIZE".into()];
+        }
+        if cmd[0] == "OBJECT" || cmd[0] == "DELETE_NOT_A_COMMAND" {
+            // OBJECT ENCODING after APPEND/SETRANGE differs by design (see keys.rs), and
+            // DELETE is ours only (seed 004): exercised by scripted tests instead.
+            cmd = vec!["EXISTS".into(), cmd[cmd.len() - 1].clone()];
+        }
+        history.push(cmd.join(" "));
+        let args: Vec<Vec<u8>> = cmd.iter().map(|w| w.as_bytes().to_vec()).collect();
+        let context = format!(
+            "{family}, seed {seed}, command {i}, resp3 {resp3}; last commands: {:?}",
+            &history[history.len().saturating_sub(8)..]
+        );
+        pair.check(0, &args, &context);
+    }
+    pair.compared
+}
+
+#[test]
+fn string_commands_match_redis() {
+    let mut total = 0;
+    for (seed, resp3) in [(1, false), (2, true), (3, false)] {
+        total += run_family("strings", seed, 1500, resp3, Gen::strings);
+    }
+    eprintln!("strings: {total} commands compared with redis-server");
+    assert!(total >= 4500);
+}
+
+#[test]
+fn keyspace_and_expiry_commands_match_redis() {
+    let mut total = 0;
+    for (seed, resp3) in [(11, false), (12, true), (13, false)] {
+        total += run_family("keyspace", seed, 1500, resp3, Gen::keyspace);
+    }
+    eprintln!("keyspace and expiry: {total} commands compared with redis-server");
+    assert!(total >= 4500);
+}
+
+/// Transactions with a second client racing: WATCH, writes from B, MULTI/EXEC/DISCARD on A,
+/// queue-time errors, nesting errors.
+#[test]
+fn transactions_match_redis() {
+    let mut total = 0;
+    for (seed, resp3) in [(21u64, false), (22, true)] {
+        let mut pair = Pair::start();
+        if resp3 {
+            pair.send_both(0, &words(&["HELLO", "3"]));
+            pair.send_both(1, &words(&["HELLO", "3"]));
+        }
+        let mut g = Gen {
+            rng: SmallRng::seed_from_u64(seed),
+            base_secs: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs(),
+        };
+        for round in 0..150 {
+            let context = format!("transactions, seed {seed}, round {round}");
+            let watched = g.key();
+            if g.rng.gen_bool(0.6) {
+                pair.check(0, &words(&["WATCH", &watched, &g.key()]), &context);
+            }
+            for _ in 0..g.rng.gen_range(0..3) {
+                let c = g.strings();
+                let c: Vec<&str> = c.iter().map(String::as_str).collect();
+                pair.check(1, &words(&c), &context);
+            }
+            if g.rng.gen_bool(0.3) {
+                pair.check(1, &words(&["SET", &watched, "from-b"]), &context);
+            }
+            if g.rng.gen_bool(0.1) {
+                pair.check(0, &words(&["UNWATCH"]), &context);
+            }
+            pair.check(0, &words(&["MULTI"]), &context);
+            for _ in 0..g.rng.gen_range(0..5) {
+                let c = match g.rng.gen_range(0..12) {
+                    0 => vec!["NOSUCHCOMMAND".to_string(), "x".into()],
+                    1 => vec!["MULTI".to_string()],
+                    2 => vec!["WATCH".to_string(), g.key()],
+                    3 => vec!["GET".to_string()],
+                    4 => g.keyspace(),
+                    _ => g.strings(),
+                };
+                if c[0] == "RANDOMKEY_IF_ONE"
+                    || c[0] == "OBJECT"
+                    || c[0] == "DELETE_NOT_A_COMMAND"
+                    || c[0] == "FLUSHDB"
+                {
+                    continue;
+                }
+                let c: Vec<&str> = c.iter().map(String::as_str).collect();
+                pair.check(0, &words(&c), &context);
+            }
+            let end = if g.rng.gen_bool(0.15) {
+                "DISCARD"
+            } else {
+                "EXEC"
+            };
+            pair.check(0, &words(&[end]), &context);
+            // The state both servers ended in.
+            for k in 0..6 {
+                let k = format!("k{k}");
+                pair.check(1, &words(&["GET", &k]), &context);
+            }
+            pair.check(0, &words(&["SELECT", "0"]), &context);
+        }
+        pair.check(0, &words(&["EXEC"]), "after the rounds");
+        pair.check(0, &words(&["DISCARD"]), "after the rounds");
+        total += pair.compared;
+    }
+    eprintln!("transactions: {total} commands compared with redis-server");
+    assert!(total >= 2000);
+}
+
+/// Keys with short expiry times, read after they pass: both servers must see them gone (lazy
+/// expiry on access, and active expiry removing them from DBSIZE and KEYS).
+#[test]
+fn expired_keys_vanish_like_in_redis() {
+    let mut pair = Pair::start();
+    let ctx = "expiry timing";
+    pair.check(0, &words(&["SET", "short", "v", "PX", "30"]), ctx);
+    pair.check(0, &words(&["SET", "long", "v", "EX", "1000"]), ctx);
+    pair.check(0, &words(&["SETEX", "mid", "1000", "v"]), ctx);
+    pair.check(0, &words(&["PEXPIRE", "mid", "40"]), ctx);
+    pair.check(0, &words(&["SET", "counter", "5", "PX", "50"]), ctx);
+    pair.check(0, &words(&["EXISTS", "short", "long", "mid"]), ctx);
+    std::thread::sleep(Duration::from_millis(120));
+    for c in [
+        &["GET", "short"][..],
+        &["TTL", "short"],
+        &["PTTL", "mid"],
+        &["EXISTS", "short", "long", "mid"],
+        &["INCR", "counter"],
+        &["TTL", "counter"],
+        &["SET", "mid", "again", "XX"],
+        &["SET", "short", "new", "NX"],
+        &["TTL", "short"],
+        &["APPEND", "gone", "x"],
+        &["KEYS", "*"],
+    ] {
+        pair.check(0, &words(c), ctx);
+    }
+    // Keys never read again are removed by active expiry.
+    pair.check(0, &words(&["SET", "unread", "v", "PX", "20"]), ctx);
+    std::thread::sleep(Duration::from_millis(400));
+    pair.check(0, &words(&["DBSIZE"]), ctx);
+}
