@@ -273,3 +273,101 @@ fn bench_docs_runs_once_per_compression_and_cleans_up() {
         assert!(l["ops"].as_u64().unwrap() > 0);
     }
 }
+
+/// `strata serve` on a free port of `dir`; killed when dropped.
+struct Serve {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl Serve {
+    fn start(dir: &Path) -> Serve {
+        use std::io::BufRead;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
+            .arg("--dir")
+            .arg(dir)
+            .args(["serve", "--port", "0"])
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if let Some(at) = line.find("listening on 127.0.0.1:") {
+                    let rest = &line[at + "listening on 127.0.0.1:".len()..];
+                    let port: String = rest.chars().take_while(char::is_ascii_digit).collect();
+                    let _ = tx.send(port.parse::<u16>().unwrap());
+                }
+            }
+        });
+        let port = rx
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("strata serve did not report its port");
+        Serve { child, port }
+    }
+
+    /// One RESP command; the raw reply.
+    fn call(&self, args: &[&str]) -> String {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        let mut req = format!("*{}\r\n", args.len());
+        for a in args {
+            req.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+        }
+        req.push_str("*1\r\n$4\r\nQUIT\r\n");
+        s.write_all(req.as_bytes()).unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        // The last reply is QUIT's.
+        out.strip_suffix("+OK\r\n").unwrap_or(&out).to_string()
+    }
+
+    fn stop(mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The CLI and the server read and write the same keys in the same data directory: strings
+/// both ways, and documents loaded with `strata load` are JSON.GET-able.
+#[test]
+fn the_cli_and_the_server_share_one_keyspace() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    ok(d, &["put", "user:1", "alice"]);
+    let file = d.join("docs.jsonl");
+    std::fs::write(&file, "{\"id\":\"doc:1\",\"name\":\"ann\",\"n\":3}\n").unwrap();
+    ok(d, &["load", file.to_str().unwrap(), "--id-field", "id"]);
+    let server = Serve::start(d);
+    assert_eq!(server.call(&["GET", "user:1"]), "$5\r\nalice\r\n");
+    assert_eq!(
+        server.call(&["JSON.GET", "doc:1", "$.name"]),
+        "$7\r\n[\"ann\"]\r\n"
+    );
+    assert_eq!(server.call(&["SET", "from:server", "bob"]), "+OK\r\n");
+    assert_eq!(server.call(&["SET", "short", "x", "PX", "1"]), "+OK\r\n");
+    server.stop();
+    assert_eq!(ok(d, &["get", "from:server"]), "bob\n");
+    assert!(!strata(d, &["get", "short"]).status.success());
+    let scan = ok(d, &["scan"]);
+    assert_eq!(scan, "from:server\tbob\nuser:1\talice\n");
+    let doc = strata(d, &["get", "doc:1"]);
+    assert!(String::from_utf8_lossy(&doc.stderr).contains("JSON document"));
+}

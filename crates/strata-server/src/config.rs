@@ -5,7 +5,7 @@
 //! The file is flat TOML (or the same keys under a `[server]` table; other tables belong to other
 //! components and are ignored): `bind`, `port`, `appendfsync`, `requirepass`, `maxclients`,
 //! `proto-max-bulk-len` (bytes, or a string such as `"512mb"`), `timeout` (idle seconds),
-//! `background-nice`, `databases`.
+//! `background-nice`, `databases`, `text-port`.
 
 use std::path::{Path, PathBuf};
 
@@ -97,6 +97,10 @@ pub struct ServeArgs {
     /// Number of databases clients may SELECT, 1-256 [default: 16].
     #[arg(long, value_name = "N")]
     pub databases: Option<usize>,
+    /// Also answer seed 004's line protocol (`SET k v`, `GET k`, `DELETE k`) on this port
+    /// [default: off].
+    #[arg(long, value_name = "PORT")]
+    pub text_port: Option<u16>,
 }
 
 /// The settings a server runs with.
@@ -123,6 +127,8 @@ pub struct ServerConfig {
     /// Number of databases SELECT may choose from (Redis's `databases`), at most
     /// `keyspace::DATABASES_MAX`.
     pub databases: usize,
+    /// Port of seed 004's line protocol (`text.rs`); off when `None`.
+    pub text_port: Option<u16>,
 }
 
 impl Default for ServerConfig {
@@ -138,6 +144,7 @@ impl Default for ServerConfig {
             background_nice: BACKGROUND_NICE_DEFAULT,
             dir: None,
             databases: DATABASES_DEFAULT,
+            text_port: None,
         }
     }
 }
@@ -175,6 +182,9 @@ impl ServerConfig {
         }
         if let Some(v) = args.databases {
             config.databases = v;
+        }
+        if let Some(v) = args.text_port {
+            config.text_port = Some(v);
         }
         config
             .validate()
@@ -263,6 +273,12 @@ impl ServerConfig {
             "background-nice" => {
                 self.background_nice = i32::try_from(number(value)?)
                     .map_err(|_| format!("background-nice: {value} is out of range"))?
+            }
+            "text-port" => {
+                self.text_port = Some(
+                    u16::try_from(number(value)?)
+                        .map_err(|_| format!("text-port: {value} is out of range"))?,
+                )
             }
             "databases" => {
                 self.databases = usize::try_from(number(value)?)

@@ -146,6 +146,12 @@ pub(crate) async fn serve(
         queue: VecDeque::new(),
         output: BytesMut::new(),
     };
+    // Pub/Sub messages for this connection (`pubsub.rs`), written between batches.
+    let Some(mut mailbox) = batch.session.mailbox.take() else {
+        return;
+    };
+    let mailbox_bytes = batch.session.mailbox_bytes.clone();
+    let mailbox_overflowed = batch.session.mailbox_overflowed.clone();
     let mut parser = RequestParser::new();
     let mut input = BytesMut::with_capacity(READ_CHUNK_BYTES);
     let mut protocol_error: Option<String> = None;
@@ -252,6 +258,23 @@ pub(crate) async fn serve(
             }
         };
         tokio::select! {
+            m = mailbox.recv() => {
+                // Always `Some`: the session holds a sender. Encode this message and whatever
+                // else is queued, then write them (top of the loop).
+                let mut next = m;
+                while let Some(m) = next {
+                    mailbox_bytes.fetch_sub(m.bytes(), Ordering::AcqRel);
+                    message_reply(m).encode(batch.session.protocol, &mut batch.output);
+                    if batch.output.len() >= OUT_BYTES_SOFT_MAX {
+                        break;
+                    }
+                    next = mailbox.try_recv().ok();
+                }
+                if mailbox_overflowed.load(Ordering::Acquire) {
+                    tracing::warn!(%peer, "closing a subscriber that fell {} MiB behind", crate::pubsub::QUEUE_BYTES_MAX >> 20);
+                    return;
+                }
+            },
             r = read => match r {
                 Some(Ok(0)) => return,
                 Some(Ok(n)) => {
@@ -381,6 +404,23 @@ impl Batch {
             n += 1;
         }
         n
+    }
+}
+
+/// A published message as the push a subscriber receives.
+fn message_reply(m: crate::pubsub::Message) -> Reply {
+    match m.pattern {
+        None => Reply::Push(vec![
+            Reply::bulk("message"),
+            Reply::Bulk(m.channel),
+            Reply::Bulk(m.payload),
+        ]),
+        Some(p) => Reply::Push(vec![
+            Reply::bulk("pmessage"),
+            Reply::Bulk(p),
+            Reply::Bulk(m.channel),
+            Reply::Bulk(m.payload),
+        ]),
     }
 }
 

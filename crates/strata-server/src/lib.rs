@@ -26,9 +26,11 @@ pub mod glob;
 pub mod keyspace;
 mod ldouble;
 pub mod num;
+mod pubsub;
 pub mod resp;
 mod server;
 mod state;
+mod text;
 mod txn;
 
 use std::path::Path;

@@ -70,7 +70,25 @@ impl Server {
                 "listening on {local_addr} without a password: anyone who can reach this address can read and change all data"
             );
         }
+        let text_listener = match config.text_port {
+            Some(port) => {
+                let where_ = format!("{}:{port}", config.bind);
+                let l = TcpListener::bind((config.bind.as_str(), port))
+                    .await
+                    .map_err(|e| Error::io(format!("binding the text listener {where_}"), e))?;
+                let addr = l
+                    .local_addr()
+                    .map_err(|e| Error::io(format!("reading the address bound for {where_}"), e))?;
+                config.text_port = Some(addr.port());
+                tracing::info!("seed 004 line protocol on {addr}");
+                Some(l)
+            }
+            None => None,
+        };
         let shared = Arc::new(Shared::new(backend, config)?);
+        if let Some(l) = text_listener {
+            tokio::spawn(crate::text::accept_loop(l, shared.clone()));
+        }
         let (drain_tx, drained) = mpsc::channel(1);
         let accept_task = tokio::spawn(accept_loop(listener, shared.clone(), drain_tx));
         let expire_task = tokio::spawn(crate::expire::run(shared.clone()));
@@ -82,6 +100,11 @@ impl Server {
             expire_task,
             drained,
         })
+    }
+
+    /// The port of seed 004's line protocol, when enabled.
+    pub fn text_port(&self) -> Option<u16> {
+        self.shared.config().text_port
     }
 
     /// The address actually bound.
@@ -194,6 +217,7 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, drain: mpsc::Se
 /// A server running on its own thread with its own multi-thread runtime, for synchronous code.
 pub struct ServerThread {
     local_addr: SocketAddr,
+    text_port: Option<u16>,
     handle: ShutdownHandle,
     thread: std::thread::JoinHandle<Result<()>>,
 }
@@ -221,21 +245,31 @@ impl ServerThread {
                             return Ok(());
                         }
                     };
-                    let _ = ready_tx.send(Ok((server.local_addr(), server.shutdown_handle())));
+                    let _ = ready_tx.send(Ok((
+                        server.local_addr(),
+                        server.text_port(),
+                        server.shutdown_handle(),
+                    )));
                     server.shutdown_requested().await;
                     server.shutdown().await
                 })
             })
             .map_err(|e| Error::io("starting the server thread", e))?;
         match ready_rx.recv() {
-            Ok(Ok((local_addr, handle))) => Ok(ServerThread {
+            Ok(Ok((local_addr, text_port, handle))) => Ok(ServerThread {
                 local_addr,
+                text_port,
                 handle,
                 thread,
             }),
             Ok(Err(e)) => Err(e),
             Err(_) => Err(Error::command("server thread ended before it was ready")),
         }
+    }
+
+    /// The port of seed 004's line protocol, when enabled.
+    pub fn text_port(&self) -> Option<u16> {
+        self.text_port
     }
 
     /// The address the server listens on.

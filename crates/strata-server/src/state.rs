@@ -9,12 +9,13 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
 use crate::backend::KvBackend;
 use crate::config::ServerConfig;
 use crate::error::Result;
 use crate::keyspace::DbIndex;
+use crate::pubsub::{Mailbox, Message, PubSub, Subscriptions};
 use crate::resp::{Limits, Protocol};
 use crate::txn::{WatchFlag, Watches, Watching};
 
@@ -153,6 +154,8 @@ pub(crate) struct Shared {
     pub exec_lock: parking_lot::RwLock<()>,
     /// WATCHed keys; the backend above reports every write to it.
     pub watches: Arc<Watches>,
+    /// Pub/Sub subscriptions.
+    pub pubsub: Arc<PubSub>,
     /// `true` once shutdown was requested (SHUTDOWN, a signal, or `Server::shutdown`).
     pub shutdown: watch::Sender<bool>,
     pub started: Instant,
@@ -195,6 +198,7 @@ impl Shared {
             clients: Mutex::new(BTreeMap::new()),
             exec_lock: parking_lot::RwLock::new(()),
             watches,
+            pubsub: Arc::default(),
             shutdown,
             started: Instant::now(),
             next_client_id: AtomicU64::new(1),
@@ -299,6 +303,13 @@ pub(crate) struct Session {
     pub multi: Option<Multi>,
     /// Keys WATCHed since the last EXEC, DISCARD or UNWATCH.
     pub watch: Option<WatchState>,
+    /// Pub/Sub channels and patterns this connection listens to.
+    pub subs: Subscriptions,
+    /// The receiving end of this connection's mailbox, until its connection task takes it.
+    pub mailbox: Option<mpsc::UnboundedReceiver<Message>>,
+    /// The mailbox's byte count and overflow flag (shared with the senders).
+    pub mailbox_bytes: Arc<std::sync::atomic::AtomicUsize>,
+    pub mailbox_overflowed: Arc<AtomicBool>,
 }
 
 /// A transaction being queued.
@@ -328,7 +339,14 @@ impl Drop for WatchState {
 
 impl Session {
     pub fn new(id: u64, shared: &Shared) -> Self {
+        let (mailbox, rx) = Mailbox::new(id);
+        let mailbox_bytes = mailbox.queued_bytes.clone();
+        let mailbox_overflowed = mailbox.overflowed.clone();
         Session {
+            subs: Subscriptions::new(shared.pubsub.clone(), mailbox),
+            mailbox: Some(rx),
+            mailbox_bytes,
+            mailbox_overflowed,
             id,
             protocol: Protocol::Resp2,
             authenticated: shared.config().requirepass.is_none(),

@@ -26,7 +26,16 @@ pub(crate) static SPECS: &[Spec] = &[
     Spec { name: "client", arity: -2, flags: CONN, keys: (0, 0, 0), group: "connection", summary: "CLIENT ID, GETNAME, SETNAME, SETINFO, INFO, LIST.", handler: client },
 ];
 
-fn ping(_: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+fn ping(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    // A RESP2 connection in subscribed mode gets PING's answer in the shape of a message.
+    if ctx.session.protocol == crate::resp::Protocol::Resp2 && ctx.session.subs.count() > 0 {
+        let msg = match args {
+            [_] => Bytes::new(),
+            [_, msg] => msg.clone(),
+            _ => return Err(Error::WrongArity("ping".into())),
+        };
+        return Ok(Reply::Array(vec![Reply::bulk("pong"), Reply::Bulk(msg)]));
+    }
     match args {
         [_] => Ok(Reply::simple("PONG")),
         [_, msg] => Ok(Reply::Bulk(msg.clone())),

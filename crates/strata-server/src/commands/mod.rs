@@ -8,6 +8,7 @@
 pub mod connection;
 pub mod json;
 pub mod keys;
+pub mod pubsub;
 pub mod server;
 pub mod strings;
 pub mod transactions;
@@ -111,6 +112,7 @@ pub(crate) fn table() -> impl Iterator<Item = &'static Spec> {
         .chain(keys::SPECS)
         .chain(json::SPECS)
         .chain(transactions::SPECS)
+        .chain(pubsub::SPECS)
 }
 
 /// Finds a command by name, case-insensitively.
@@ -264,6 +266,15 @@ fn dispatch_checked(
     }
     if !ctx.session.authenticated && !NO_AUTH.contains(&spec.name) {
         return Err(Error::NoAuth);
+    }
+    if ctx.session.protocol == crate::resp::Protocol::Resp2
+        && ctx.session.subs.count() > 0
+        && !pubsub::ALLOWED_WHILE_SUBSCRIBED.contains(&spec.name)
+    {
+        return Err(Error::command(format!(
+            "Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+            spec.name
+        )));
     }
     if ctx.session.multi.is_some() && !NOT_QUEUED.contains(&spec.name) {
         if let Some(multi) = ctx.session.multi.as_mut() {

@@ -54,6 +54,12 @@ pub enum Reply {
     Map(Vec<(Reply, Reply)>),
     /// An unordered collection (RESP3 `~`; RESP2 an array).
     Set(Vec<Reply>),
+    /// Out-of-band data: pub/sub messages and subscription confirmations (RESP3 `>`; RESP2 an
+    /// array).
+    Push(Vec<Reply>),
+    /// Several replies sent one after the other, for commands that answer once per argument
+    /// (SUBSCRIBE a b).
+    Several(Vec<Reply>),
 }
 
 impl Reply {
@@ -117,6 +123,17 @@ impl Reply {
             Reply::Bool(b) => header(out, b':', i64::from(*b)),
             Reply::Array(items) => {
                 header(out, b'*', items.len() as i64);
+                for item in items {
+                    item.encode(proto, out);
+                }
+            }
+            Reply::Several(items) => {
+                for item in items {
+                    item.encode(proto, out);
+                }
+            }
+            Reply::Push(items) => {
+                header(out, if resp3 { b'>' } else { b'*' }, items.len() as i64);
                 for item in items {
                     item.encode(proto, out);
                 }

@@ -2,7 +2,7 @@
 //! free loopback port, and our server over the real engine get the same seeded random command
 //! sequences, per command family, over raw sockets; every reply must be equal byte for byte,
 //! in RESP2 and in RESP3. The only normalisation: replies whose order Redis leaves unspecified
-//! (KEYS) are compared as sorted lists.
+//! (KEYS, PUBSUB CHANNELS) are compared as sorted lists.
 //!
 //! `.ci/run` installs `redis-server`; without it these tests fail and say so.
 
@@ -188,8 +188,8 @@ pub struct Pair {
 
 /// Whether replies of this command are unordered lists (compared sorted).
 fn unordered(args: &[Vec<u8>]) -> bool {
-    args.first()
-        .is_some_and(|n| n.eq_ignore_ascii_case(b"KEYS"))
+    let is = |i: usize, w: &[u8]| args.get(i).is_some_and(|a| a.eq_ignore_ascii_case(w));
+    is(0, b"KEYS") || (is(0, b"PUBSUB") && is(1, b"CHANNELS"))
 }
 
 /// The elements of a flat RESP array reply, sorted (for unordered replies).
@@ -255,6 +255,42 @@ impl Pair {
         );
         self.compared += 1;
         theirs
+    }
+
+    /// Sends `args` on connection `conn` of both servers and compares the `n` replies it
+    /// brings (SUBSCRIBE answers once per channel).
+    pub fn check_n(&mut self, conn: usize, args: &[Vec<u8>], n: usize, context: &str) {
+        for side in 0..2 {
+            self.conns[side][conn].send(args);
+        }
+        self.compare_pending(
+            conn,
+            n,
+            false,
+            &format!("{context}, reply to {:?}", show(&args.concat())),
+        );
+    }
+
+    /// Reads `n` replies already on their way on connection `conn` of both servers (pushed
+    /// messages) and compares them, as a sorted list when `unordered` (Redis delivers a
+    /// message matching several patterns in its hash table's order).
+    pub fn compare_pending(&mut self, conn: usize, n: usize, unordered: bool, context: &str) {
+        let mut sides: Vec<Vec<Vec<u8>>> = (0..2)
+            .map(|side| (0..n).map(|_| self.conns[side][conn].reply()).collect())
+            .collect();
+        if unordered {
+            for s in &mut sides {
+                s.sort();
+            }
+        }
+        let show_all = |r: &Vec<Vec<u8>>| r.iter().map(|x| show(x)).collect::<Vec<_>>();
+        assert!(
+            sides[0] == sides[1],
+            "replies differ ({context}) on connection {conn}:\n redis:  {:?}\n strata: {:?}",
+            show_all(&sides[0]),
+            show_all(&sides[1])
+        );
+        self.compared += n;
     }
 
     /// Sends on both servers without comparing (HELLO, whose reply names the server).
@@ -655,4 +691,98 @@ fn expired_keys_vanish_like_in_redis() {
     pair.check(0, &words(&["SET", "unread", "v", "PX", "20"]), ctx);
     std::thread::sleep(Duration::from_millis(400));
     pair.check(0, &words(&["DBSIZE"]), ctx);
+}
+
+/// Pub/Sub: A subscribes to channels and patterns, B publishes and asks PUBSUB; every
+/// confirmation, message, count and refusal (RESP2's subscribed mode) must match.
+#[test]
+fn pubsub_matches_redis() {
+    let mut total = 0;
+    for (seed, resp3) in [(31u64, false), (32, true)] {
+        let mut pair = Pair::start();
+        if resp3 {
+            pair.send_both(0, &words(&["HELLO", "3"]));
+        }
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let channels = ["news", "news.uk", "sport", "n*x", "weather"];
+        let patterns = ["news*", "*", "s?ort", "n[a-e]ws", "none"];
+        let mut mine: Vec<&str> = Vec::new();
+        let mut pats: Vec<&str> = Vec::new();
+        for round in 0..400 {
+            let context = format!("pubsub, seed {seed}, round {round}");
+            match rng.gen_range(0..12) {
+                0 | 1 => {
+                    let n = rng.gen_range(1..3);
+                    let mut cmd = vec!["SUBSCRIBE"];
+                    for _ in 0..n {
+                        let c = channels[rng.gen_range(0..channels.len())];
+                        cmd.push(c);
+                        if !mine.contains(&c) {
+                            mine.push(c);
+                        }
+                    }
+                    pair.check_n(0, &words(&cmd), n, &context);
+                }
+                2 => {
+                    let p = patterns[rng.gen_range(0..patterns.len())];
+                    if !pats.contains(&p) {
+                        pats.push(p);
+                    }
+                    pair.check_n(0, &words(&["PSUBSCRIBE", p]), 1, &context);
+                }
+                3 => {
+                    let c = channels[rng.gen_range(0..channels.len())];
+                    mine.retain(|x| *x != c);
+                    pair.check_n(0, &words(&["UNSUBSCRIBE", c]), 1, &context);
+                }
+                4 if mine.len() <= 1 => {
+                    let n = mine.len().max(1);
+                    mine.clear();
+                    pair.check_n(0, &words(&["UNSUBSCRIBE"]), n, &context);
+                }
+                5 if pats.len() <= 1 => {
+                    let n = pats.len().max(1);
+                    pats.clear();
+                    pair.check_n(0, &words(&["PUNSUBSCRIBE"]), n, &context);
+                }
+                6 => {
+                    // Commands in subscribed mode: refused in RESP2, answered in RESP3.
+                    let c = [
+                        &["GET", "k"][..],
+                        &["PING"],
+                        &["PING", "hi"],
+                        &["SET", "k", "v"],
+                    ][rng.gen_range(0..4)];
+                    pair.check(0, &words(c), &context);
+                }
+                7 => {
+                    let sub = [
+                        &["PUBSUB", "NUMPAT"][..],
+                        &["PUBSUB", "NUMSUB", "news", "sport", "x"],
+                        &["PUBSUB", "CHANNELS"],
+                        &["PUBSUB", "CHANNELS", "n*"],
+                        &["PUBSUB", "NOPE"],
+                    ][rng.gen_range(0..5)];
+                    pair.check(1, &words(sub), &context);
+                }
+                _ => {
+                    let c = channels[rng.gen_range(0..channels.len())];
+                    let payload = format!("m{round}");
+                    let reply = pair.check(1, &words(&["PUBLISH", c, &payload]), &context);
+                    let n: usize = String::from_utf8_lossy(&reply[1..reply.len() - 2])
+                        .parse()
+                        .unwrap();
+                    pair.compare_pending(
+                        0,
+                        n,
+                        true,
+                        &format!("{context}, messages of PUBLISH {c}"),
+                    );
+                }
+            }
+        }
+        total += pair.compared;
+    }
+    eprintln!("pubsub: {total} replies compared with redis-server");
+    assert!(total >= 600);
 }

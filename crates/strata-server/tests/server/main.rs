@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod commands;
+mod compat;
 mod concurrency;
 mod differential;
 mod durability;
@@ -62,6 +63,11 @@ impl TestServer {
             db: Some(db),
             _dir: None,
         }
+    }
+
+    /// The port of seed 004's line protocol, when the config enabled it.
+    pub fn text_port(&self) -> Option<u16> {
+        self.thread.as_ref().and_then(ServerThread::text_port)
     }
 
     /// The engine under the server.

@@ -316,3 +316,108 @@ fn call_json(c: &mut redis::Connection) {
         .query(c)
         .unwrap();
 }
+
+/// A transaction cut by SIGKILL is all or nothing: a writer runs MULTI, SET of 20 keys to the
+/// same round number, EXEC, in a loop; after the kill every key holds the same round, at least
+/// the last one EXEC acknowledged.
+#[test]
+fn sigkill_leaves_each_exec_whole_or_absent() {
+    for round in 0..3 {
+        let dir = tempfile::tempdir().unwrap();
+        let server = ServerProcess::start(dir.path(), "everysec");
+        let acked = Arc::new(Mutex::new(0u64));
+        let stop = Arc::new(AtomicBool::new(false));
+        let writer = {
+            let mut c = server.client();
+            let (acked, stop) = (acked.clone(), stop.clone());
+            std::thread::spawn(move || {
+                for n in 1u64.. {
+                    if stop.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    let mut p = redis::pipe();
+                    p.atomic();
+                    for k in 0..20 {
+                        p.cmd("SET").arg(format!("key:{k}")).arg(n).ignore();
+                    }
+                    if p.query::<()>(&mut c).is_err() {
+                        return;
+                    }
+                    *acked.lock().unwrap() = n;
+                }
+            })
+        };
+        std::thread::sleep(Duration::from_millis(150 + 100 * round));
+        server.kill9();
+        stop.store(true, Ordering::Relaxed);
+        writer.join().unwrap();
+        let acked = *acked.lock().unwrap();
+        assert!(acked > 0, "no transaction acknowledged before the kill");
+        let server = ServerProcess::start(dir.path(), "everysec");
+        let mut c = server.client();
+        let values: Vec<Option<u64>> = (0..20)
+            .map(|k| c.get(format!("key:{k}")).unwrap())
+            .collect();
+        let first = values[0];
+        assert!(
+            values.iter().all(|v| *v == first),
+            "round {round}: a transaction survived in part: {values:?}"
+        );
+        assert!(
+            first.unwrap_or(0) >= acked,
+            "round {round}: acknowledged EXEC {acked} lost, found {first:?}"
+        );
+        server.terminate();
+    }
+}
+
+/// Expiry times survive SIGKILL and restart: keys whose time passed while the server was down
+/// are gone, the others keep their exact expiry time; keys without one stay.
+#[test]
+fn expiry_times_survive_sigkill_and_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = ServerProcess::start(dir.path(), "everysec");
+    let mut c = server.client();
+    let _: () = redis::cmd("SET")
+        .arg("short")
+        .arg("v")
+        .arg("PX")
+        .arg(300)
+        .query(&mut c)
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("long")
+        .arg("v")
+        .arg("EX")
+        .arg(1000)
+        .query(&mut c)
+        .unwrap();
+    let _: () = c.set("forever", "v").unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("persisted")
+        .arg("v")
+        .arg("PX")
+        .arg(300)
+        .query(&mut c)
+        .unwrap();
+    let _: i64 = redis::cmd("PERSIST")
+        .arg("persisted")
+        .query(&mut c)
+        .unwrap();
+    let long_at: i64 = redis::cmd("PEXPIRETIME").arg("long").query(&mut c).unwrap();
+    server.kill9();
+    std::thread::sleep(Duration::from_millis(400));
+    let server = ServerProcess::start(dir.path(), "everysec");
+    let mut c = server.client();
+    let short: Option<String> = c.get("short").unwrap();
+    assert_eq!(short, None);
+    let at: i64 = redis::cmd("PEXPIRETIME").arg("long").query(&mut c).unwrap();
+    assert_eq!(at, long_at);
+    let forever: i64 = redis::cmd("TTL").arg("forever").query(&mut c).unwrap();
+    assert_eq!(forever, -1);
+    let persisted: i64 = redis::cmd("TTL").arg("persisted").query(&mut c).unwrap();
+    assert_eq!(persisted, -1);
+    let dbsize: i64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
+    assert_eq!(dbsize, 3);
+    server.terminate();
+}

@@ -1,0 +1,278 @@
+//! Pub/Sub, in memory as in Redis: who listens to which channel or pattern, and delivery of
+//! published messages to each subscriber's connection. A connection owns a mailbox (an
+//! unbounded channel read by its task in `conn.rs`, bounded here in bytes: a subscriber that
+//! lets [`QUEUE_BYTES_MAX`] pile up is disconnected, as Redis's `client-output-buffer-limit
+//! pubsub` does) and a [`Subscriptions`] in its session, which leaves the registry when the
+//! connection ends.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use tokio::sync::mpsc;
+
+use crate::glob;
+use crate::state::lock;
+
+/// Most bytes of messages waiting for one subscriber (Redis's pubsub hard limit, 32 MB).
+pub(crate) const QUEUE_BYTES_MAX: usize = 32 << 20;
+
+/// A published message on its way to one subscriber.
+#[derive(Debug, Clone)]
+pub(crate) struct Message {
+    /// The pattern that matched (PSUBSCRIBE), if delivered through one.
+    pub pattern: Option<Bytes>,
+    pub channel: Bytes,
+    pub payload: Bytes,
+}
+
+impl Message {
+    pub fn bytes(&self) -> usize {
+        self.channel.len() + self.payload.len() + self.pattern.as_ref().map_or(0, Bytes::len)
+    }
+}
+
+/// One connection's delivery end.
+#[derive(Debug, Clone)]
+pub(crate) struct Mailbox {
+    client: u64,
+    tx: mpsc::UnboundedSender<Message>,
+    /// Bytes queued and not yet written to the socket.
+    pub queued_bytes: Arc<AtomicUsize>,
+    /// Set when the queue passed its bound: the connection closes.
+    pub overflowed: Arc<AtomicBool>,
+}
+
+impl Mailbox {
+    /// A mailbox for `client` and the receiving end its connection reads.
+    pub fn new(client: u64) -> (Mailbox, mpsc::UnboundedReceiver<Message>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (
+            Mailbox {
+                client,
+                tx,
+                queued_bytes: Arc::default(),
+                overflowed: Arc::default(),
+            },
+            rx,
+        )
+    }
+
+    /// Queues `m`; false when it was not delivered (the connection is gone or over its bound).
+    fn deliver(&self, m: Message) -> bool {
+        let n = m.bytes();
+        if self.queued_bytes.fetch_add(n, Ordering::AcqRel) + n > QUEUE_BYTES_MAX {
+            self.queued_bytes.fetch_sub(n, Ordering::AcqRel);
+            self.overflowed.store(true, Ordering::Release);
+            return false;
+        }
+        if self.tx.send(m).is_err() {
+            self.queued_bytes.fetch_sub(n, Ordering::AcqRel);
+            return false;
+        }
+        true
+    }
+}
+
+/// Every subscription of the server.
+#[derive(Default)]
+pub(crate) struct PubSub {
+    channels: Mutex<HashMap<Bytes, Vec<Mailbox>>>,
+    patterns: Mutex<Vec<(Bytes, Mailbox)>>,
+}
+
+impl PubSub {
+    /// Delivers `payload` to the subscribers of `channel` and of matching patterns; returns how
+    /// many received it (Redis counts a client once per matching subscription).
+    pub fn publish(&self, channel: &Bytes, payload: &Bytes) -> usize {
+        let mut n = 0;
+        if let Some(subs) = lock(&self.channels).get(channel) {
+            for s in subs {
+                let m = Message {
+                    pattern: None,
+                    channel: channel.clone(),
+                    payload: payload.clone(),
+                };
+                n += usize::from(s.deliver(m));
+            }
+        }
+        for (pattern, s) in lock(&self.patterns).iter() {
+            if glob::matches(pattern, channel, false) {
+                let m = Message {
+                    pattern: Some(pattern.clone()),
+                    channel: channel.clone(),
+                    payload: payload.clone(),
+                };
+                n += usize::from(s.deliver(m));
+            }
+        }
+        n
+    }
+
+    /// Channels with at least one subscriber, optionally matching `pattern`.
+    pub fn channels(&self, pattern: Option<&[u8]>) -> Vec<Bytes> {
+        lock(&self.channels)
+            .iter()
+            .filter(|(c, subs)| {
+                !subs.is_empty() && pattern.is_none_or(|p| glob::matches(p, c, false))
+            })
+            .map(|(c, _)| c.clone())
+            .collect()
+    }
+
+    /// Subscribers of `channel`.
+    pub fn numsub(&self, channel: &[u8]) -> usize {
+        lock(&self.channels).get(channel).map_or(0, Vec::len)
+    }
+
+    /// Pattern subscriptions, counted once per distinct pattern (as Redis does).
+    pub fn numpat(&self) -> usize {
+        let patterns = lock(&self.patterns);
+        let mut distinct: Vec<&Bytes> = patterns.iter().map(|(p, _)| p).collect();
+        distinct.sort();
+        distinct.dedup();
+        distinct.len()
+    }
+}
+
+/// One connection's subscriptions; leaves the registry when dropped.
+pub(crate) struct Subscriptions {
+    registry: Arc<PubSub>,
+    mailbox: Mailbox,
+    /// In subscription order.
+    pub channels: Vec<Bytes>,
+    pub patterns: Vec<Bytes>,
+}
+
+impl Subscriptions {
+    pub fn new(registry: Arc<PubSub>, mailbox: Mailbox) -> Self {
+        Subscriptions {
+            registry,
+            mailbox,
+            channels: Vec::new(),
+            patterns: Vec::new(),
+        }
+    }
+
+    /// Subscriptions of every kind (what SUBSCRIBE and UNSUBSCRIBE replies count).
+    pub fn count(&self) -> usize {
+        self.channels.len() + self.patterns.len()
+    }
+
+    /// Subscribes to `channel`; false if already subscribed.
+    pub fn subscribe(&mut self, channel: &Bytes) -> bool {
+        if self.channels.contains(channel) {
+            return false;
+        }
+        lock(&self.registry.channels)
+            .entry(channel.clone())
+            .or_default()
+            .push(self.mailbox.clone());
+        self.channels.push(channel.clone());
+        true
+    }
+
+    /// Unsubscribes from `channel`; false if not subscribed.
+    pub fn unsubscribe(&mut self, channel: &[u8]) -> bool {
+        let Some(at) = self.channels.iter().position(|c| c == channel) else {
+            return false;
+        };
+        self.channels.remove(at);
+        let mut channels = lock(&self.registry.channels);
+        if let Some(subs) = channels.get_mut(channel) {
+            subs.retain(|m| m.client != self.mailbox.client);
+            if subs.is_empty() {
+                channels.remove(channel);
+            }
+        }
+        true
+    }
+
+    /// Subscribes to `pattern`; false if already subscribed.
+    pub fn psubscribe(&mut self, pattern: &Bytes) -> bool {
+        if self.patterns.contains(pattern) {
+            return false;
+        }
+        lock(&self.registry.patterns).push((pattern.clone(), self.mailbox.clone()));
+        self.patterns.push(pattern.clone());
+        true
+    }
+
+    /// Unsubscribes from `pattern`; false if not subscribed.
+    pub fn punsubscribe(&mut self, pattern: &[u8]) -> bool {
+        let Some(at) = self.patterns.iter().position(|p| p == pattern) else {
+            return false;
+        };
+        self.patterns.remove(at);
+        lock(&self.registry.patterns)
+            .retain(|(p, m)| !(m.client == self.mailbox.client && p == pattern));
+        true
+    }
+}
+
+impl Drop for Subscriptions {
+    fn drop(&mut self) {
+        for c in std::mem::take(&mut self.channels) {
+            let mut channels = lock(&self.registry.channels);
+            if let Some(subs) = channels.get_mut(&c) {
+                subs.retain(|m| m.client != self.mailbox.client);
+                if subs.is_empty() {
+                    channels.remove(&c);
+                }
+            }
+        }
+        if !self.patterns.is_empty() {
+            lock(&self.registry.patterns).retain(|(_, m)| m.client != self.mailbox.client);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn messages_reach_channel_and_pattern_subscribers_until_they_leave() {
+        let registry = Arc::new(PubSub::default());
+        let (mb1, mut rx1) = Mailbox::new(1);
+        let (mb2, mut rx2) = Mailbox::new(2);
+        let mut s1 = Subscriptions::new(registry.clone(), mb1);
+        let mut s2 = Subscriptions::new(registry.clone(), mb2);
+        assert!(s1.subscribe(&Bytes::from_static(b"news")));
+        assert!(!s1.subscribe(&Bytes::from_static(b"news")));
+        assert!(s2.psubscribe(&Bytes::from_static(b"n*")));
+        let n = registry.publish(&Bytes::from_static(b"news"), &Bytes::from_static(b"hi"));
+        assert_eq!(n, 2);
+        assert_eq!(&rx1.try_recv().unwrap().payload[..], b"hi");
+        let m = rx2.try_recv().unwrap();
+        assert_eq!(m.pattern.as_deref(), Some(&b"n*"[..]));
+        assert_eq!(registry.numsub(b"news"), 1);
+        assert_eq!(registry.numpat(), 1);
+        drop(s2);
+        assert_eq!(registry.numpat(), 0);
+        assert!(s1.unsubscribe(b"news"));
+        assert!(registry.channels(None).is_empty());
+        assert_eq!(
+            registry.publish(&Bytes::from_static(b"news"), &Bytes::new()),
+            0
+        );
+    }
+
+    #[test]
+    fn a_subscriber_that_does_not_read_is_cut_off_at_the_bound() {
+        let registry = Arc::new(PubSub::default());
+        let (mb, _rx) = Mailbox::new(1);
+        let overflowed = mb.overflowed.clone();
+        let mut s = Subscriptions::new(registry.clone(), mb);
+        s.subscribe(&Bytes::from_static(b"c"));
+        let big = Bytes::from(vec![0u8; 1 << 20]);
+        let mut delivered = 0;
+        for _ in 0..40 {
+            delivered += registry.publish(&Bytes::from_static(b"c"), &big);
+        }
+        assert!((31..40).contains(&delivered), "{delivered}");
+        assert!(overflowed.load(Ordering::Acquire));
+    }
+}

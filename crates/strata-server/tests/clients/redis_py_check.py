@@ -1,0 +1,87 @@
+"""redis-py against a Strata server, as an application uses it: plain commands with TTLs,
+pipelines with and without MULTI/EXEC, a WATCH retry loop, JSON documents, pub/sub. Exits
+non-zero with the failing assertion. Usage: redis_py_check.py PORT"""
+import sys
+import time
+
+import redis
+
+port = int(sys.argv[1])
+r = redis.Redis(host="127.0.0.1", port=port, decode_responses=True)
+
+assert r.ping()
+assert r.set("user:1", "alice", ex=100)
+assert r.get("user:1") == "alice"
+assert 99 <= r.ttl("user:1") <= 100
+assert r.setex("session", 30, "token")
+assert r.expire("user:1", 50)
+assert r.persist("user:1")
+assert r.ttl("user:1") == -1
+assert r.set("cache", "v", px=50)
+time.sleep(0.1)
+assert r.get("cache") is None
+
+# pipeline() is transactional by default (MULTI ... EXEC).
+pipe = r.pipeline()
+pipe.set("a", 1).incr("a").get("a")
+assert pipe.execute() == [True, 2, "2"]
+pipe = r.pipeline(transaction=False)
+pipe.set("b", "x").append("b", "y").get("b")
+assert pipe.execute() == [True, 2, "xy"]
+
+
+def bump(p):
+    n = int(p.get("counter") or 0)
+    p.multi()
+    p.set("counter", n + 1)
+
+
+for _ in range(10):
+    r.transaction(bump, "counter")
+assert r.get("counter") == "10"
+
+# A watched key changed by someone else: the transaction is retried by redis-py.
+other = redis.Redis(host="127.0.0.1", port=port, decode_responses=True)
+with r.pipeline() as p:
+    p.watch("w")
+    other.set("w", "changed")
+    p.multi()
+    p.set("w", "mine")
+    try:
+        p.execute()
+        raise AssertionError("EXEC should have failed after a watched key changed")
+    except redis.WatchError:
+        pass
+assert r.get("w") == "changed"
+
+assert r.rename("a", "a2")
+assert r.exists("a") == 0 and r.get("a2") == "2"
+db1 = redis.Redis(host="127.0.0.1", port=port, db=1, decode_responses=True)
+assert db1.get("a2") is None
+assert r.move("a2", 1)
+assert db1.get("a2") == "2"
+
+# JSON documents through redis-py's json() (RedisJSON commands).
+r.json().set("doc", "$", {"name": "ann", "tags": ["x"], "n": 1})
+assert r.json().get("doc", "$.name") == ["ann"]
+r.json().numincrby("doc", "$.n", 2)
+assert r.json().get("doc") == {"name": "ann", "tags": ["x"], "n": 3}
+assert r.expire("doc", 100)
+assert 99 <= r.ttl("doc") <= 100
+
+# Pub/sub.
+p = r.pubsub()
+p.subscribe("news")
+assert p.get_message(timeout=2)["type"] == "subscribe"
+assert other.publish("news", "hello") == 1
+m = p.get_message(timeout=2)
+assert m["type"] == "message" and m["channel"] == "news" and m["data"] == "hello", m
+p.close()
+
+# RESP3.
+r3 = redis.Redis(host="127.0.0.1", port=port, protocol=3, decode_responses=True)
+assert r3.get("b") == "xy"
+pipe = r3.pipeline()
+pipe.set("c", "1").get("c")
+assert pipe.execute() == [True, "1"]
+print("redis-py", redis.__version__, "ok")
