@@ -10,48 +10,48 @@ use anyhow::Context;
 use strata_server::backend::{prefix_end, BatchOp, KvBackend};
 use strata_server::keyspace::{self, now_ms, string_key, KeyType, Record};
 
-/// The database the CLI reads and writes.
-const DB: keyspace::DbIndex = 0;
-
-/// Opens the keyspace of `db` (bringing an older layout to the current one first).
-pub fn prepare(db: &strata::Db) -> anyhow::Result<()> {
-    keyspace::prepare(db).context("preparing the keyspace")
+/// Opens the keyspace of `db` (bringing an older layout to the current one first) and returns
+/// the physical database that logical database 0 (the CLI's) maps to (SWAPDB changes it).
+pub fn prepare(db: &strata::Db) -> anyhow::Result<keyspace::DbIndex> {
+    keyspace::prepare(db).context("preparing the keyspace")?;
+    Ok(keyspace::read_db_map(db).context("reading the database map")?[0])
 }
 
 /// SET semantics: a JSON document of that name is replaced.
-pub fn put(db: &strata::Db, key: &str, value: &str) -> anyhow::Result<()> {
+pub fn put(db: &strata::Db, dbi: keyspace::DbIndex, key: &str, value: &str) -> anyhow::Result<()> {
     let mut ops = vec![BatchOp::Put(
-        string_key(DB, key.as_bytes()),
+        string_key(dbi, key.as_bytes()),
         Record::encode(value.as_bytes(), None),
     )];
-    if let Some(doc) = KeyType::Json.key(DB, key.as_bytes()) {
+    if let Some(doc) = KeyType::Json.key(dbi, key.as_bytes()) {
         ops.push(BatchOp::Delete(doc));
-        ops.push(BatchOp::Delete(keyspace::doc_ttl_key(DB, key.as_bytes())));
+        ops.push(BatchOp::Delete(keyspace::doc_ttl_key(dbi, key.as_bytes())));
     }
     KvBackend::write(db, ops)?;
     Ok(())
 }
 
 /// The string value of `key`; an error names a key that is absent or holds a document.
-pub fn get(db: &strata::Db, key: &str) -> anyhow::Result<Vec<u8>> {
+pub fn get(db: &strata::Db, dbi: keyspace::DbIndex, key: &str) -> anyhow::Result<Vec<u8>> {
     let now = now_ms();
-    if let Some(r) = keyspace::read_record(db, DB, key.as_bytes(), now)? {
+    if let Some(r) = keyspace::read_record(db, dbi, key.as_bytes(), now)? {
         return Ok(r.payload.to_vec());
     }
-    if keyspace::read_doc_bytes(db, DB, key.as_bytes(), now)?.is_some() {
+    if keyspace::read_doc_bytes(db, dbi, key.as_bytes(), now)?.is_some() {
         anyhow::bail!("{key} holds a JSON document: read it with `strata doc get {key}`");
     }
     anyhow::bail!("key not found: {key}")
 }
 
 /// Removes `key` whatever it holds; true if it existed.
-pub fn del(db: &strata::Db, key: &str) -> anyhow::Result<bool> {
-    Ok(keyspace::remove(db, DB, key.as_bytes(), now_ms(), true)?)
+pub fn del(db: &strata::Db, dbi: keyspace::DbIndex, key: &str) -> anyhow::Result<bool> {
+    Ok(keyspace::remove(db, dbi, key.as_bytes(), now_ms(), true)?)
 }
 
 /// Visits live string keys in `[start, end)` (or under `prefix`), in key order, at most `limit`.
 pub fn scan(
     db: &strata::Db,
+    dbi: keyspace::DbIndex,
     prefix: Option<&str>,
     start: Option<&str>,
     end: Option<&str>,
@@ -60,14 +60,14 @@ pub fn scan(
 ) -> anyhow::Result<()> {
     let (lo, hi) = match prefix {
         Some(p) => {
-            let lower = string_key(DB, p.as_bytes());
+            let lower = string_key(dbi, p.as_bytes());
             (Bound::Included(lower.clone()), prefix_end(&lower))
         }
         None => (
-            Bound::Included(string_key(DB, start.unwrap_or("").as_bytes())),
+            Bound::Included(string_key(dbi, start.unwrap_or("").as_bytes())),
             match end {
-                Some(e) => Bound::Excluded(string_key(DB, e.as_bytes())),
-                None => prefix_end(&string_key(DB, b"")),
+                Some(e) => Bound::Excluded(string_key(dbi, e.as_bytes())),
+                None => prefix_end(&string_key(dbi, b"")),
             },
         ),
     };
@@ -78,7 +78,7 @@ pub fn scan(
         if shown >= limit {
             return false;
         }
-        let Some(user) = KeyType::String.user_key(DB, k) else {
+        let Some(user) = KeyType::String.user_key(dbi, k) else {
             return true;
         };
         match Record::decode(bytes::Bytes::copy_from_slice(v)) {
@@ -98,6 +98,6 @@ pub fn scan(
 }
 
 /// An ingested `key<TAB>value` line as the engine entry of a database-0 string.
-pub fn ingest_entry(key: &[u8], value: &[u8]) -> (Vec<u8>, Vec<u8>) {
-    (string_key(DB, key), Record::encode(value, None))
+pub fn ingest_entry(dbi: keyspace::DbIndex, key: &[u8], value: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    (string_key(dbi, key), Record::encode(value, None))
 }

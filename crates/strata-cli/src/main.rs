@@ -148,23 +148,23 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Put { key, value } => {
             let db = open(&cli)?;
-            kv_cmd::prepare(&db)?;
-            kv_cmd::put(&db, key, value)?;
+            let dbi = kv_cmd::prepare(&db)?;
+            kv_cmd::put(&db, dbi, key, value)?;
             db.close()?;
             Ok(())
         }
         Command::Get { key } => {
             let db = open(&cli)?;
-            kv_cmd::prepare(&db)?;
-            let value = kv_cmd::get(&db, key);
+            let dbi = kv_cmd::prepare(&db)?;
+            let value = kv_cmd::get(&db, dbi, key);
             db.close()?;
             println!("{}", String::from_utf8_lossy(&value?));
             Ok(())
         }
         Command::Del { key } => {
             let db = open(&cli)?;
-            kv_cmd::prepare(&db)?;
-            kv_cmd::del(&db, key)?;
+            let dbi = kv_cmd::prepare(&db)?;
+            kv_cmd::del(&db, dbi, key)?;
             db.close()?;
             Ok(())
         }
@@ -175,9 +175,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             limit,
         } => {
             let db = open(&cli)?;
-            kv_cmd::prepare(&db)?;
+            let dbi = kv_cmd::prepare(&db)?;
             kv_cmd::scan(
                 &db,
+                dbi,
                 prefix.as_deref(),
                 start.as_deref(),
                 end.as_deref(),
@@ -237,7 +238,7 @@ fn ingest(cli: &Cli, file: &std::path::Path, run_mib: usize) -> anyhow::Result<(
         Box::new(std::io::BufReader::with_capacity(1 << 20, f))
     };
     let db = open(cli)?;
-    kv_cmd::prepare(&db)?;
+    let dbi = kv_cmd::prepare(&db)?;
     let sort_dir = cli.dir.join("ingest-sort.tmp");
     let mut sorter = strata::extsort::ExternalSorter::new(&sort_dir, run_mib << 20)?;
     let bar = indicatif::ProgressBar::new_spinner();
@@ -258,7 +259,7 @@ fn ingest(cli: &Cli, file: &std::path::Path, run_mib: usize) -> anyhow::Result<(
         };
         // Stored as strings of database 0, as `strata serve` stores them; the key prefix keeps
         // the sort order.
-        let (key, value) = kv_cmd::ingest_entry(&line[..tab], &line[tab + 1..]);
+        let (key, value) = kv_cmd::ingest_entry(dbi, &line[..tab], &line[tab + 1..]);
         sorter.add(&key, &value)?;
         n += 1;
         if n % 100_000 == 0 {

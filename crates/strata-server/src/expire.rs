@@ -27,10 +27,11 @@ pub(crate) fn cycle(shared: &Shared) -> Result<usize> {
     let databases = shared.config().databases;
     let mut examined = 0usize;
     let mut removed = 0usize;
-    for db in 0..databases {
-        let Ok(db) = DbIndex::try_from(db) else {
+    for logical in 0..databases {
+        let Ok(logical) = DbIndex::try_from(logical) else {
             break;
         };
+        let db = shared.physical_db(logical);
         loop {
             if examined >= KEYS_PER_TICK_MAX || started.elapsed() >= TICK_BUDGET {
                 return Ok(removed);

@@ -329,6 +329,46 @@ pub fn db_prefixes(db: DbIndex) -> Vec<Vec<u8>> {
     ]
 }
 
+/// The database map: logical database (what SELECT names) -> physical database (the byte in
+/// engine keys). SWAPDB swaps two entries; it is stored after the version byte of the format
+/// record (absent: the identity).
+pub type DbMap = [DbIndex; DATABASES_MAX];
+
+/// The identity map.
+pub fn identity_db_map() -> DbMap {
+    std::array::from_fn(|i| i as DbIndex)
+}
+
+/// Reads the database map (the identity when none was stored).
+pub fn read_db_map(b: &dyn KvBackend) -> Result<DbMap> {
+    let Some(v) = b.get(&FORMAT_KEY)? else {
+        return Ok(identity_db_map());
+    };
+    match v.len() {
+        1 => Ok(identity_db_map()),
+        n if n == 1 + DATABASES_MAX => {
+            let mut map = [0; DATABASES_MAX];
+            map.copy_from_slice(&v[1..]);
+            let mut seen = [false; DATABASES_MAX];
+            for &p in &map {
+                if std::mem::replace(&mut seen[usize::from(p)], true) {
+                    return Err(corrupt("the database map (not a permutation)"));
+                }
+            }
+            Ok(map)
+        }
+        _ => Err(corrupt("the keyspace format record (wrong length)")),
+    }
+}
+
+/// Stores the database map.
+pub fn write_db_map(b: &dyn KvBackend, map: &DbMap) -> Result<()> {
+    let mut v = Vec::with_capacity(1 + DATABASES_MAX);
+    v.push(KEYSPACE_FORMAT_VERSION);
+    v.extend_from_slice(map);
+    b.put(&FORMAT_KEY, &v)
+}
+
 /// Brings the store's keyspace to format 2 before the server uses it: a store without a format
 /// record that holds format-1 strings (`'s' name` -> raw bytes, written by earlier builds) has
 /// them rewritten as database-0 records, in batches; a store already at format 2 is left alone;

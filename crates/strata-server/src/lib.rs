@@ -20,6 +20,7 @@ pub mod backend;
 mod commands;
 pub mod config;
 mod conn;
+mod dump;
 pub mod error;
 mod expire;
 pub mod glob;

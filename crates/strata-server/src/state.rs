@@ -156,6 +156,9 @@ pub(crate) struct Shared {
     pub watches: Arc<Watches>,
     /// Pub/Sub subscriptions.
     pub pubsub: Arc<PubSub>,
+    /// Logical database -> physical database (`keyspace::DbMap`); changed only by SWAPDB,
+    /// under the exec lock held exclusively.
+    db_map: [std::sync::atomic::AtomicU8; crate::keyspace::DATABASES_MAX],
     /// `true` once shutdown was requested (SHUTDOWN, a signal, or `Server::shutdown`).
     pub shutdown: watch::Sender<bool>,
     pub started: Instant,
@@ -179,6 +182,7 @@ impl Shared {
     pub fn new(backend: Arc<dyn KvBackend>, config: ServerConfig) -> Result<Self> {
         let (shutdown, _) = watch::channel(false);
         crate::keyspace::prepare(backend.as_ref())?;
+        let db_map = crate::keyspace::read_db_map(backend.as_ref())?;
         let watches = Arc::new(Watches::default());
         let backend: Arc<dyn KvBackend> = Arc::new(Watching {
             inner: backend,
@@ -199,6 +203,7 @@ impl Shared {
             exec_lock: parking_lot::RwLock::new(()),
             watches,
             pubsub: Arc::default(),
+            db_map: db_map.map(std::sync::atomic::AtomicU8::new),
             shutdown,
             started: Instant::now(),
             next_client_id: AtomicU64::new(1),
@@ -271,6 +276,27 @@ impl Shared {
     /// then on.
     pub fn note_document(&self) {
         self.docs_may_exist.store(true, Ordering::Release);
+    }
+
+    /// The physical database (engine-key byte) of logical database `db`.
+    pub fn physical_db(&self, db: DbIndex) -> DbIndex {
+        self.db_map[usize::from(db)].load(Ordering::Relaxed)
+    }
+
+    /// The whole database map.
+    pub fn db_map(&self) -> crate::keyspace::DbMap {
+        std::array::from_fn(|i| self.db_map[i].load(Ordering::Relaxed))
+    }
+
+    /// Swaps two logical databases (SWAPDB): persisted first, then visible. The caller holds
+    /// the exec lock exclusively.
+    pub fn swap_databases(&self, a: DbIndex, b: DbIndex) -> Result<()> {
+        let mut map = self.db_map();
+        map.swap(usize::from(a), usize::from(b));
+        crate::keyspace::write_db_map(self.backend.as_ref(), &map)?;
+        self.db_map[usize::from(a)].store(map[usize::from(a)], Ordering::Relaxed);
+        self.db_map[usize::from(b)].store(map[usize::from(b)], Ordering::Relaxed);
+        Ok(())
     }
 
     pub fn note_writes(&self, n: u64) {

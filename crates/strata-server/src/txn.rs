@@ -214,6 +214,15 @@ impl Watches {
         }
     }
 
+    /// Marks every watcher (SWAPDB).
+    pub fn touch_all(&self) {
+        for flags in lock(&self.by_key).values() {
+            for f in flags {
+                f.store(true, Ordering::Release);
+            }
+        }
+    }
+
     /// Registers `flag` on `keys`.
     pub fn add(&self, keys: &[Vec<u8>], flag: &WatchFlag) {
         let mut by_key = lock(&self.by_key);

@@ -41,8 +41,12 @@ pub(crate) static SPECS: &[Spec] = &[
     Spec { name: "rename", arity: 3, flags: WRITE, keys: (1, 2, 1), group: "generic", summary: "Renames a key and overwrites the destination.", handler: rename },
     Spec { name: "renamenx", arity: 3, flags: &["write", "fast"], keys: (1, 2, 1), group: "generic", summary: "Renames a key only when the target key name doesn't exist.", handler: renamenx },
     Spec { name: "copy", arity: -3, flags: WRITE, keys: (1, 2, 1), group: "generic", summary: "Copies the value of a key to a new key.", handler: copy },
+    Spec { name: "swapdb", arity: 3, flags: &["write", "fast"], keys: (0, 0, 0), group: "server", summary: "Swaps two Redis databases.", handler: swapdb },
     Spec { name: "move", arity: 3, flags: &["write", "fast"], keys: (1, 1, 1), group: "generic", summary: "Moves a key to another database.", handler: move_cmd },
     Spec { name: "object", arity: -2, flags: READ, keys: (2, 2, 1), group: "generic", summary: "OBJECT ENCODING, FREQ, IDLETIME, REFCOUNT, HELP.", handler: object },
+    Spec { name: "dump", arity: 2, flags: READ, keys: (1, 1, 1), group: "generic", summary: "Returns a serialized representation of the value stored at a key.", handler: dump },
+    Spec { name: "restore", arity: -4, flags: WRITE, keys: (1, 1, 1), group: "generic", summary: "Creates a key from the serialized representation of a value.", handler: restore },
+    Spec { name: "wait", arity: 3, flags: &["noscript"], keys: (0, 0, 0), group: "generic", summary: "Waits for replicas (there are none: answers 0 at once).", handler: wait },
     Spec { name: "ttl", arity: 2, flags: READ_FAST, keys: (1, 1, 1), group: "generic", summary: "Returns the expiration time in seconds of a key.", handler: ttl },
     Spec { name: "pttl", arity: 2, flags: READ_FAST, keys: (1, 1, 1), group: "generic", summary: "Returns the expiration time in milliseconds of a key.", handler: pttl },
     Spec { name: "expiretime", arity: 2, flags: READ_FAST, keys: (1, 1, 1), group: "generic", summary: "Returns the expiration time of a key as a Unix timestamp (seconds).", handler: expiretime },
@@ -386,7 +390,21 @@ fn renamenx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     rename_generic(ctx, args, true)
 }
 
-/// A database number argument, with Redis's errors.
+fn swapdb(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let a = db_arg(ctx, &args[1], Error::command("invalid first DB index"))?;
+    let b = db_arg(ctx, &args[2], Error::command("invalid second DB index"))?;
+    if a != b {
+        // The dispatcher holds the exec lock exclusively. Clients see the swap at once, as in
+        // Redis, and every WATCH is invalidated (Redis invalidates those on keys of the two
+        // databases).
+        ctx.shared.swap_databases(a, b)?;
+        ctx.shared.watches.touch_all();
+        ctx.shared.note_writes(1);
+    }
+    Ok(Reply::ok())
+}
+
+/// A logical database number argument, with Redis's errors.
 pub(crate) fn db_arg(ctx: &Ctx<'_>, arg: &[u8], not_integer: Error) -> Result<DbIndex> {
     let n = int_arg(arg).map_err(|_| not_integer)?;
     match usize::try_from(n) {
@@ -406,7 +424,9 @@ fn copy(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         if is(&args[i], "REPLACE") {
             replace = true;
         } else if is(&args[i], "DB") && i + 1 < args.len() {
-            to_db = db_arg(ctx, &args[i + 1], Error::NotInteger)?;
+            to_db = ctx
+                .shared
+                .physical_db(db_arg(ctx, &args[i + 1], Error::NotInteger)?);
             i += 1;
         } else {
             return Err(Error::Syntax);
@@ -433,7 +453,9 @@ fn copy(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 
 fn move_cmd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let key = &args[1];
-    let to_db = db_arg(ctx, &args[2], Error::NotInteger)?;
+    let to_db = ctx
+        .shared
+        .physical_db(db_arg(ctx, &args[2], Error::NotInteger)?);
     if to_db == ctx.dbi() {
         return Err(Error::command(
             "source and destination objects are the same",
@@ -521,6 +543,110 @@ fn string_encoding(v: &[u8]) -> &'static str {
     } else {
         "raw"
     }
+}
+
+fn dump(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let Some(stored) = read_stored(ctx, ctx.dbi(), &args[1])? else {
+        return Ok(Reply::Nil);
+    };
+    let payload = match stored.kind {
+        KeyType::String => crate::dump::dump_string(&Record::decode(stored.bytes)?.payload),
+        KeyType::Json => {
+            let doc = strata_doc::decode_stored(&stored.bytes, &ctx.shared.names)?;
+            crate::dump::dump_json(strata_doc::to_json_string(&doc)?.as_bytes())
+        }
+    };
+    Ok(Reply::Bulk(Bytes::from(payload)))
+}
+
+fn restore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let (key, ttl_arg, payload) = (&args[1], &args[2], &args[3]);
+    let (mut replace, mut absttl) = (false, false);
+    let (mut idle, mut freq) = (false, false);
+    let mut i = 4;
+    while i < args.len() {
+        let more = i + 1 < args.len();
+        if is(&args[i], "REPLACE") {
+            replace = true;
+        } else if is(&args[i], "ABSTTL") {
+            absttl = true;
+        } else if is(&args[i], "IDLETIME") && more && !freq {
+            if int_arg(&args[i + 1])? < 0 {
+                return Err(Error::command("Invalid IDLETIME value, must be >= 0"));
+            }
+            idle = true;
+            i += 1;
+        } else if is(&args[i], "FREQ") && more && !idle {
+            if !(0..=255).contains(&int_arg(&args[i + 1])?) {
+                return Err(Error::command(
+                    "Invalid FREQ value, must be >= 0 and <= 255",
+                ));
+            }
+            freq = true;
+            i += 1;
+        } else {
+            return Err(Error::Syntax);
+        }
+        i += 1;
+    }
+    let db = ctx.dbi();
+    // The dispatcher holds the exec lock exclusively: the check and the batch are one step.
+    if !replace && keyspace::lookup(ctx.db(), db, key, now_ms(), docs(ctx))?.is_some() {
+        return Err(Error::Coded(
+            "BUSYKEY Target key name already exists.".into(),
+        ));
+    }
+    let ttl = int_arg(ttl_arg)?;
+    if ttl < 0 {
+        return Err(Error::command("Invalid TTL value, must be >= 0"));
+    }
+    let value = crate::dump::restore(payload)?;
+    let expire_at_ms = match (ttl, absttl) {
+        (0, _) => None,
+        (t, true) => Some(t as u64),
+        (t, false) => Some((t as u64).saturating_add(now_ms())),
+    };
+    let mut ops = Vec::new();
+    if replace {
+        ops_removing(ctx, db, key, &mut ops)?;
+    }
+    if expire_at_ms.is_some_and(|at| at <= now_ms()) {
+        // Already expired: only the removal (REPLACE) happens, as in Redis.
+        if !ops.is_empty() {
+            write_ops(ctx, ops)?;
+        }
+        return Ok(Reply::ok());
+    }
+    let stored = match value {
+        crate::dump::Restored::String(v) => Stored {
+            kind: KeyType::String,
+            bytes: Bytes::from(Record::encode(&v, expire_at_ms)),
+            expire_at_ms,
+        },
+        crate::dump::Restored::Json(text) => {
+            let doc = strata_doc::from_json_slice(&text)
+                .map_err(|_| Error::command("Bad data format"))?;
+            ctx.shared.note_document();
+            ctx.shared.names.intern_pending()?;
+            Stored {
+                kind: KeyType::Json,
+                bytes: Bytes::from(strata_doc::encode_stored(&doc, &ctx.shared.names)?),
+                expire_at_ms,
+            }
+        }
+    };
+    ops_storing(db, key, &stored, &mut ops)?;
+    write_ops(ctx, ops)?;
+    Ok(Reply::ok())
+}
+
+fn wait(_: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    // No replicas: as a Redis primary without replicas, after checking the arguments.
+    int_arg(&args[1])?;
+    if int_arg(&args[2])? < 0 {
+        return Err(Error::command("timeout is negative"));
+    }
+    Ok(Reply::Int(0))
 }
 
 fn keys(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {

@@ -65,9 +65,9 @@ impl<'a> Ctx<'a> {
         self.store
     }
 
-    /// The selected database.
+    /// The selected database, as the byte in engine keys (SWAPDB maps logical to physical).
     pub fn dbi(&self) -> DbIndex {
-        self.session.db
+        self.shared.physical_db(self.session.db)
     }
 }
 
@@ -315,6 +315,7 @@ const NOT_QUEUED: &[&str] = &[
 /// the exec lock exclusively, so no other write comes between their reads and their batch.
 const EXCLUSIVE: &[&str] = &[
     "exec", "msetnx", "rename", "renamenx", "move", "copy", "flushdb", "flushall", "swapdb",
+    "restore",
 ];
 
 /// True when `arg` equals `word`, ignoring ASCII case (option keywords such as `NX`).

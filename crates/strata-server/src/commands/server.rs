@@ -154,8 +154,10 @@ fn info_section(ctx: &Ctx<'_>, section: &str) -> Result<Vec<(String, String)>> {
             // Counting walks every key (the engine keeps no key count); INFO keyspace is O(keys).
             let now = keyspace::now_ms();
             let mut lines = Vec::new();
-            for db in 0..config.databases {
-                let db = keyspace::DbIndex::try_from(db).unwrap_or(keyspace::DbIndex::MAX);
+            for logical in 0..config.databases {
+                let logical =
+                    keyspace::DbIndex::try_from(logical).unwrap_or(keyspace::DbIndex::MAX);
+                let db = ctx.shared.physical_db(logical);
                 let (mut keys, mut expires, mut ttl_sum_ms) = (0u64, 0u64, 0u128);
                 for t in keyspace::KeyType::ALL {
                     keyspace::visit_keys(ctx.db(), db, t, b"", None, now, &mut |_, expiry| {
@@ -170,7 +172,7 @@ fn info_section(ctx: &Ctx<'_>, section: &str) -> Result<Vec<(String, String)>> {
                 if keys > 0 {
                     let avg_ttl = ttl_sum_ms.checked_div(u128::from(expires)).unwrap_or(0);
                     lines.push((
-                        format!("db{db}"),
+                        format!("db{logical}"),
                         format!("keys={keys},expires={expires},avg_ttl={avg_ttl}"),
                     ));
                 }
