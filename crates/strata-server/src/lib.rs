@@ -51,6 +51,8 @@ pub fn serve_blocking(args: ServeArgs, opts: strata::Options, dir: &Path) -> any
     let mut opts = opts;
     opts.sync = config.appendfsync.sync_mode();
     opts.background_nice = config.background_nice;
+    // Expired strings are reclaimed by compaction (`keyspace::ExpiredRecords`).
+    opts.compaction_filter = Some(Arc::new(keyspace::ExpiredRecords));
     tracing::info!(
         dir = %dir.display(),
         appendfsync = config.appendfsync.name(),

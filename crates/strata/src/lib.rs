@@ -59,7 +59,7 @@ pub use bytes::Bytes;
 pub use db::{Db, Scan};
 pub use error::{Error, Result};
 pub use journal::{deferring_log_writes, LogWrites};
-pub use options::{Compression, Engine, Options, SyncMode};
+pub use options::{CompactionFilter, Compression, Engine, Options, SyncMode};
 pub use snapshot::Snapshot;
 pub use stats::{LevelStats, PartitionStats, Stats};
 pub use txn::Transaction;

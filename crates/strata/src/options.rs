@@ -120,10 +120,25 @@ pub struct Options {
     /// ([`crate::vfs::RealFs`]); tests put [`crate::vfs::FaultFs`] here to cut the power or fail
     /// calls.
     pub fs: crate::vfs::SharedFs,
+    /// LSM: values that are dead although no newer write replaced them (expired keys): compaction
+    /// and value-log collection turn them into tombstones instead of copying them on. `None`
+    /// keeps everything.
+    pub compaction_filter: Option<std::sync::Arc<dyn CompactionFilter>>,
     /// Both engines: on a damaged record in a log or segment, keep the file up to the damage and
     /// drop the rest of that file (with a warning naming file, offset and bytes dropped) instead
     /// of refusing to open. Later files are still replayed.
     pub salvage: bool,
+}
+
+/// Decides that a stored value is dead, for [`Options::compaction_filter`] (RocksDB's
+/// compaction filter; Kvrocks drops expired keys with one). Called from background work on
+/// values that compaction copies (those stored in tables) and on the live values of a value log
+/// being collected; a dead one becomes a tombstone, so older versions below stay hidden, and
+/// the tombstone goes when nothing older remains below it. Must be monotonic: a value once dead
+/// is dead forever (readers must already treat it as absent: the filter only reclaims space).
+pub trait CompactionFilter: Send + Sync + std::fmt::Debug {
+    /// True when `value`, the newest version of `key` in what is being rewritten, is dead.
+    fn is_dead(&self, key: &[u8], value: &[u8]) -> bool;
 }
 
 impl Default for Options {
@@ -158,6 +173,7 @@ impl Default for Options {
             log_merge_dead_ratio: 0.5,
             salvage: false,
             fs: crate::vfs::real(),
+            compaction_filter: None,
         }
     }
 }

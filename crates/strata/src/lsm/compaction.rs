@@ -144,6 +144,12 @@ pub(crate) fn merge(
             for s in merged.take_shadowed() {
                 count(&s);
             }
+            // A value the filter declares dead becomes a tombstone (older versions below
+            // stay hidden).
+            let slot = match (&slot, &opts.compaction_filter) {
+                (Slot::Put(v), Some(f)) if f.is_dead(&key, v) => Slot::Delete,
+                _ => slot,
+            };
             if job.drop_tombstones && slot == Slot::Delete {
                 continue;
             }
@@ -301,7 +307,7 @@ impl Tree {
             .opts
             .value_log_gc_live_ratio
             .max(FULL_COMPACTION_GC_LIVE_RATIO);
-        while self.gc_value_log(ratio)? {}
+        while self.gc_value_log_with(ratio, true)? {}
         Ok(())
     }
 }

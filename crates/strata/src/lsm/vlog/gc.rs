@@ -21,8 +21,20 @@ impl Tree {
     /// again through the normal write path, the log is fsynced, and the value log leaves the
     /// version. Returns whether one was collected.
     pub(crate) fn gc_value_log(&self, live_ratio_below: f64) -> Result<bool> {
-        let Some(_g) = self.gc_lock.try_lock() else {
-            return Ok(false);
+        self.gc_value_log_with(live_ratio_below, false)
+    }
+
+    /// [`Self::gc_value_log`]; with `wait`, waits for a collection already running (a full
+    /// compaction must not stop early because a background worker holds the lock) instead of
+    /// returning `false`.
+    pub(crate) fn gc_value_log_with(&self, live_ratio_below: f64, wait: bool) -> Result<bool> {
+        let _g = if wait {
+            self.gc_lock.lock()
+        } else {
+            let Some(g) = self.gc_lock.try_lock() else {
+                return Ok(false);
+            };
+            g
         };
         let version = self.view.load().version.clone();
         let victim = version
@@ -54,8 +66,14 @@ impl Tree {
             let mut live: Vec<Entry<'_>> = Vec::with_capacity(pending.len());
             for (key, value, at) in pending.iter() {
                 if is_live(&view, key, *at)? {
-                    live.push((Kind::Put, key, value));
-                    rewritten += value.len() as u64;
+                    // A value the filter declares dead is written as a tombstone instead.
+                    match &self.opts.compaction_filter {
+                        Some(f) if f.is_dead(key, value) => live.push((Kind::Delete, key, &[])),
+                        _ => {
+                            live.push((Kind::Put, key, value));
+                            rewritten += value.len() as u64;
+                        }
+                    }
                 }
             }
             drop(view);

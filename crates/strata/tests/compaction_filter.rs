@@ -1,0 +1,134 @@
+//! `Options::compaction_filter`: values the filter declares dead disappear through compaction
+//! (table values) and value-log collection (separated values) without any write from the user,
+//! older versions below them stay hidden, and everything else is untouched. The model: a
+//! `BTreeMap` of what each key should read.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use strata::{CompactionFilter, Db, Options};
+
+/// Declares dead every value starting with `dead:`.
+#[derive(Debug)]
+struct DeadPrefix;
+
+impl CompactionFilter for DeadPrefix {
+    fn is_dead(&self, _key: &[u8], value: &[u8]) -> bool {
+        value.starts_with(b"dead:")
+    }
+}
+
+fn options(filter: bool) -> Options {
+    let mut o = Options::tiny();
+    o.partitions = 2;
+    if filter {
+        o.compaction_filter = Some(Arc::new(DeadPrefix));
+    }
+    o
+}
+
+fn check(db: &Db, model: &BTreeMap<Vec<u8>, Vec<u8>>, keys: usize) {
+    for i in 0..keys {
+        let k = format!("key{i:05}").into_bytes();
+        let got = db
+            .get(&k)
+            .unwrap()
+            .map(|v| String::from_utf8_lossy(&v).into_owned());
+        let want = model
+            .get(&k)
+            .map(|v| String::from_utf8_lossy(v).into_owned());
+        assert_eq!(
+            got.map(|g| g[..g.len().min(24)].to_string()),
+            want.map(|w| w[..w.len().min(24)].to_string()),
+            "key{i:05}"
+        );
+    }
+}
+
+/// Runs the scenario with values of `value_bytes` (small: kept in tables; large: in value
+/// logs) and returns what each key reads after a full compaction.
+fn scenario(filter: bool, value_bytes: usize) -> (Db, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), options(filter)).unwrap();
+    let pad = "p".repeat(value_bytes);
+    // Old versions, flushed below.
+    for i in 0..600 {
+        db.put(
+            format!("key{i:05}").as_bytes(),
+            format!("old:{i}:{pad}").as_bytes(),
+        )
+        .unwrap();
+    }
+    db.flush().unwrap();
+    // Newer versions: every third dead, every third live, the rest untouched.
+    for i in 0..600 {
+        let v = match i % 3 {
+            0 => format!("dead:{i}:{pad}"),
+            1 => format!("live:{i}:{pad}"),
+            _ => continue,
+        };
+        db.put(format!("key{i:05}").as_bytes(), v.as_bytes())
+            .unwrap();
+    }
+    db.flush().unwrap();
+    // The live keys rewritten, so the value logs of the second round are half dead and get
+    // collected by the full compaction below.
+    for i in (1..600).step_by(3) {
+        db.put(
+            format!("key{i:05}").as_bytes(),
+            format!("live:{i}:again:{pad}").as_bytes(),
+        )
+        .unwrap();
+    }
+    db.compact().unwrap();
+    (db, dir)
+}
+
+fn model(value_bytes: usize, filter: bool) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    let pad = "p".repeat(value_bytes);
+    let mut m = BTreeMap::new();
+    for i in 0..600 {
+        let k = format!("key{i:05}").into_bytes();
+        let v = match i % 3 {
+            0 if filter => continue,
+            0 => format!("dead:{i}:{pad}"),
+            1 => format!("live:{i}:again:{pad}"),
+            _ => format!("old:{i}:{pad}"),
+        };
+        m.insert(k, v.into_bytes());
+    }
+    m
+}
+
+#[test]
+fn dead_table_values_go_at_compaction_and_hide_older_versions() {
+    let (db, _dir) = scenario(true, 10);
+    check(&db, &model(10, true), 600);
+    // Without the filter everything stays (the filter, not something else, removed them).
+    let (plain, _d2) = scenario(false, 10);
+    check(&plain, &model(10, false), 600);
+    // And their bytes left the tables: about a third fewer entries' worth.
+    let (with, without) = (db.stats().disk_bytes(), plain.stats().disk_bytes());
+    assert!(
+        with < without,
+        "{with} bytes on disk with the filter, {without} without"
+    );
+}
+
+#[test]
+fn dead_values_in_value_logs_go_when_the_log_is_collected() {
+    let (db, _dir) = scenario(true, 1000);
+    check(&db, &model(1000, true), 600);
+    assert!(
+        db.stats().partitions.iter().any(|p| p.value_log_gcs > 0),
+        "no value log was collected"
+    );
+    let (plain, _d2) = scenario(false, 1000);
+    check(&plain, &model(1000, false), 600);
+    // Reopened, the same.
+    let dir = _dir;
+    drop(db);
+    let db = Db::open(dir.path(), options(true)).unwrap();
+    check(&db, &model(1000, true), 600);
+}
