@@ -7,6 +7,11 @@
 #   bench/redis-compare.sh            # 1 M requests per test, pipelines of 16 and 1, 2 rounds
 #   N=200000 ROUNDS=1 bench/redis-compare.sh
 #   STRATA_ARGS="--background-nice 0" bench/redis-compare.sh   # extra flags for strata serve
+#   TESTS=set,get bench/redis-compare.sh    # redis-benchmark tests (default set,get,incr,mset)
+#   OTHER_BIN=/path/to/older/strata bench/redis-compare.sh   # Strata against another Strata
+#                                                           # build instead of Redis
+#   OTHER_BIN=target/release/strata PRELOAD_OTHER="SET ttl:__rand_int__ v EX 100000" \
+#     bench/redis-compare.sh    # the same build, the second server holding 1 M keys with TTLs
 #
 # Needs redis-server and redis-benchmark (Debian: redis-server, redis-tools) and a release build
 # (`cargo build --release -p strata-cli`).
@@ -17,6 +22,10 @@ S=${STRATA_BIN:-./target/release/strata}
 N=${N:-1000000}
 ROUNDS=${ROUNDS:-2}
 PIPELINES=${PIPELINES:-"16 1"}
+TESTS=${TESTS:-set,get,incr,mset}
+OTHER_BIN=${OTHER_BIN:-}
+PRELOAD_OTHER=${PRELOAD_OTHER:-}
+PRELOAD_N=${PRELOAD_N:-1000000}
 CLIENTS=${CLIENTS:-50}
 VALUE_BYTES=${VALUE_BYTES:-1024}
 BENCH_DIR=${BENCH_DIR:-./bench-data}
@@ -52,18 +61,32 @@ start_servers() {
     ${STRATA_ARGS:-} &
   pids+=($!)
   STRATA_PID=$!
-  redis-server --port "$REDIS_PORT" --dir "$WORK/redis" --appendonly yes --appendfsync everysec \
-    --save "" --daemonize no --logfile "$WORK/redis.log" &
+  if [ -n "$OTHER_BIN" ]; then
+    # The "redis" column is another Strata build (A/B of two builds).
+    # shellcheck disable=SC2086
+    RUST_LOG=warn "$OTHER_BIN" --dir "$WORK/redis" serve --port "$REDIS_PORT" --appendfsync everysec \
+      ${STRATA_ARGS:-} &
+  else
+    redis-server --port "$REDIS_PORT" --dir "$WORK/redis" --appendonly yes --appendfsync everysec \
+      --save "" --daemonize no --logfile "$WORK/redis.log" &
+  fi
   pids+=($!)
   REDIS_PID=$!
   wait_port "$STRATA_PORT"
   wait_port "$REDIS_PORT"
+  if [ -n "$PRELOAD_OTHER" ]; then
+    echo "== preloading the second server: $PRELOAD_OTHER x $PRELOAD_N" >&2
+    # shellcheck disable=SC2086 # the command's words
+    redis-benchmark -p "$REDIS_PORT" -n "$PRELOAD_N" -r 100000000 -c "$CLIENTS" -P 16 -q \
+      $PRELOAD_OTHER >/dev/null
+  fi
 }
 
 rss_mib() { awk '/VmHWM/ {printf "%.0f", $2 / 1024}' "/proc/$1/status"; }
 disk_mib() { du -sm "$1" | cut -f1; }
 
 declare -A rps
+declare -a test_names=()
 start_servers
 echo "# $(date -u +%FT%TZ) N=$N clients=$CLIENTS value=$VALUE_BYTES B, $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)" >>"$CSV"
 for round in $(seq 1 "$ROUNDS"); do
@@ -80,8 +103,9 @@ for round in $(seq 1 "$ROUNDS"); do
         [ "$test" = test ] && continue
         echo "$server,P$p,round$round,$line" >>"$CSV"
         key="$server P$p $test"
+        [[ " ${test_names[*]} " == *" ${test// /_} "* ]] || test_names+=("${test// /_}")
         rps[$key]="${rps[$key]:-} $value"
-      done < <(redis-benchmark -p "$port" -t set,get -n "$N" -r 1000000 -d "$VALUE_BYTES" \
+      done < <(redis-benchmark -p "$port" -t "$TESTS" -n "$N" -r 1000000 -d "$VALUE_BYTES" \
         -c "$CLIENTS" -P "$p" --csv -q 2>/dev/null)
     done
   done
@@ -97,7 +121,8 @@ echo
 echo "| test | pipeline | strata requests/s | redis requests/s | strata / redis |"
 echo "| --- | --- | ---: | ---: | ---: |"
 for p in $PIPELINES; do
-  for test in SET GET; do
+  for t in "${test_names[@]}"; do
+    test=${t//_/ }
     s=$(echo "${rps[strata P$p $test]:-0}" | median)
     r=$(echo "${rps[redis P$p $test]:-0}" | median)
     ratio=$(awk -v s="$s" -v r="$r" 'BEGIN {if (r > 0) printf "%.2f", s / r; else print "-"}')

@@ -139,6 +139,12 @@ impl Record {
     pub fn expired(&self, now_ms: u64) -> bool {
         self.expire_at_ms.is_some_and(|at| at <= now_ms)
     }
+
+    /// Whether the key is gone now; reads the clock only for a record with an expiry time
+    /// (the common GET of a key without one costs no clock read).
+    pub fn expired_now(&self) -> bool {
+        self.expire_at_ms.is_some_and(|at| at <= now_ms())
+    }
 }
 
 /// The expiry time in a raw record, without decoding the rest (`Err` when damaged).

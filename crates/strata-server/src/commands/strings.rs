@@ -9,8 +9,8 @@ use super::{int_arg, is, Ctx, Spec, READ, READ_FAST, WRITE, WRITE_FAST};
 use crate::backend::{BatchOp, Write};
 use crate::error::{Error, Result};
 use crate::keyspace::{
-    doc_expiry, doc_ttl_key, expiry_index_key, lookup, now_ms, read_doc_bytes, read_record,
-    string_key, KeyType, Record,
+    doc_expiry, doc_ttl_key, expiry_index_key, lookup, now_ms, read_doc_bytes, string_key, KeyType,
+    Record,
 };
 use crate::ldouble::{LdError, LongDouble};
 use crate::num::parse_i64;
@@ -82,19 +82,25 @@ fn max_string_error() -> Error {
 
 /// Reads a string key; WRONGTYPE if the name holds a document.
 pub(crate) fn read_string(ctx: &Ctx<'_>, key: &[u8]) -> Result<Option<Bytes>> {
-    let now = now_ms();
-    if let Some(r) = read_record(ctx.db(), ctx.dbi(), key, now)? {
-        return Ok(Some(r.payload));
+    if let Some(v) = ctx.db().get(&string_key(ctx.dbi(), key))? {
+        let r = Record::decode(v)?;
+        if !r.expired_now() {
+            return Ok(Some(r.payload));
+        }
     }
-    if json_exists(ctx, key, now)? {
+    if json_exists(ctx, key)? {
         return Err(Error::WrongType);
     }
     Ok(None)
 }
 
-/// Whether `key` names a live JSON document (no lookup while the store has none).
-fn json_exists(ctx: &Ctx<'_>, key: &[u8], now: u64) -> Result<bool> {
-    Ok(ctx.shared.docs_may_exist() && read_doc_bytes(ctx.db(), ctx.dbi(), key, now)?.is_some())
+/// Whether `key` names a live JSON document (no lookup, and no clock read, while the store has
+/// none).
+fn json_exists(ctx: &Ctx<'_>, key: &[u8]) -> Result<bool> {
+    Ok(
+        ctx.shared.docs_may_exist()
+            && read_doc_bytes(ctx.db(), ctx.dbi(), key, now_ms())?.is_some(),
+    )
 }
 
 /// Engine writes that remove the document named `key` (live or expired) with its expiry record,
@@ -134,8 +140,7 @@ pub(crate) fn modify_string<T>(
     new_expiry: Option<u64>,
     mut f: impl FnMut(Option<(&[u8], Option<u64>)>) -> Result<(StrWrite, T)>,
 ) -> Result<T> {
-    let now = now_ms();
-    if json_exists(ctx, key, now)? {
+    if json_exists(ctx, key)? {
         return Err(Error::WrongType);
     }
     if let Some(at) = new_expiry {
@@ -147,7 +152,7 @@ pub(crate) fn modify_string<T>(
         let old = match old {
             Some(bytes) => {
                 let r = Record::decode(Bytes::copy_from_slice(bytes))?;
-                (!r.expired(now)).then_some(r)
+                (!r.expired_now()).then_some(r)
             }
             None => None,
         };
@@ -352,7 +357,7 @@ fn set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         overwrite_string(ctx, key, value, at)?;
         return Ok(Reply::ok());
     }
-    if json_exists(ctx, key, now_ms())? {
+    if json_exists(ctx, key)? {
         if o.get {
             return Err(Error::WrongType);
         }
@@ -402,7 +407,7 @@ fn psetex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 }
 
 fn setnx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
-    if json_exists(ctx, &args[1], now_ms())? {
+    if json_exists(ctx, &args[1])? {
         return Ok(Reply::Int(0));
     }
     let set = modify_string(ctx, &args[1], None, |old| {
@@ -438,11 +443,10 @@ fn mget(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     // Like Redis, a key of another type reads as nil here instead of failing the whole call.
     // The keys are read at one snapshot, so an MSET or EXEC is seen whole or not at all.
     let keys: Vec<Vec<u8>> = args[1..].iter().map(|k| string_key(ctx.dbi(), k)).collect();
-    let now = now_ms();
     let mut out = Vec::with_capacity(keys.len());
     for v in ctx.db().multi_get(&keys)? {
         let live = match v {
-            Some(v) => Some(Record::decode(v)?).filter(|r| !r.expired(now)),
+            Some(v) => Some(Record::decode(v)?).filter(|r| !r.expired_now()),
             None => None,
         };
         out.push(Reply::bulk_or_nil(live.map(|r| r.payload)));
