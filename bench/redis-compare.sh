@@ -10,8 +10,9 @@
 #   TESTS=set,get bench/redis-compare.sh    # redis-benchmark tests (default set,get,incr,mset)
 #   OTHER_BIN=/path/to/older/strata bench/redis-compare.sh   # Strata against another Strata
 #                                                           # build instead of Redis
-#   OTHER_BIN=target/release/strata PRELOAD_OTHER="SET ttl:__rand_int__ v EX 100000" \
-#     bench/redis-compare.sh    # the same build, the second server holding 1 M keys with TTLs
+#   OTHER_BIN=target/release/strata PRELOAD_STRATA="SET ttl:__rand_int__ v" \
+#     PRELOAD_OTHER="SET ttl:__rand_int__ v EX 100000" bench/redis-compare.sh
+#       # the same build twice, both holding 1 M more keys, the second's with TTLs
 #
 # Needs redis-server and redis-benchmark (Debian: redis-server, redis-tools) and a release build
 # (`cargo build --release -p strata-cli`).
@@ -25,6 +26,7 @@ PIPELINES=${PIPELINES:-"16 1"}
 TESTS=${TESTS:-set,get,incr,mset}
 OTHER_BIN=${OTHER_BIN:-}
 PRELOAD_OTHER=${PRELOAD_OTHER:-}
+PRELOAD_STRATA=${PRELOAD_STRATA:-}
 PRELOAD_N=${PRELOAD_N:-1000000}
 CLIENTS=${CLIENTS:-50}
 VALUE_BYTES=${VALUE_BYTES:-1024}
@@ -74,12 +76,13 @@ start_servers() {
   REDIS_PID=$!
   wait_port "$STRATA_PORT"
   wait_port "$REDIS_PORT"
-  if [ -n "$PRELOAD_OTHER" ]; then
-    echo "== preloading the second server: $PRELOAD_OTHER x $PRELOAD_N" >&2
+  for pre in "$STRATA_PORT:$PRELOAD_STRATA" "$REDIS_PORT:$PRELOAD_OTHER"; do
+    [ -n "${pre#*:}" ] || continue
+    echo "== preloading port ${pre%%:*}: ${pre#*:} x $PRELOAD_N" >&2
     # shellcheck disable=SC2086 # the command's words
-    redis-benchmark -p "$REDIS_PORT" -n "$PRELOAD_N" -r 100000000 -c "$CLIENTS" -P 16 -q \
-      $PRELOAD_OTHER >/dev/null
-  fi
+    redis-benchmark -p "${pre%%:*}" -n "$PRELOAD_N" -r 100000000 -c "$CLIENTS" -P 16 -q \
+      ${pre#*:} >/dev/null
+  done
 }
 
 rss_mib() { awk '/VmHWM/ {printf "%.0f", $2 / 1024}' "/proc/$1/status"; }

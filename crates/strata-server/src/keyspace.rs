@@ -335,6 +335,29 @@ pub fn expiry_index_key(db: DbIndex, at_ms: u64, user_key: &[u8]) -> Vec<u8> {
     k
 }
 
+/// The database and time of an expiry index entry's engine key, if it is one.
+pub fn parse_expiry_index_key(engine_key: &[u8]) -> Option<(DbIndex, u64)> {
+    let rest = engine_key.strip_prefix(&EXPIRY_INDEX_PREFIX)?;
+    let (&db, rest) = rest.split_first()?;
+    let (at, _) = rest.split_first_chunk::<8>()?;
+    Some((db, u64::from_be_bytes(*at)))
+}
+
+/// The earliest time in `db`'s expiry index (stale entries included), if any.
+pub fn first_expiry(b: &dyn KvBackend, db: DbIndex) -> Result<Option<u64>> {
+    let prefix = expiry_index_prefix(db);
+    let mut first = None;
+    b.scan(
+        Bound::Included(prefix.clone()),
+        prefix_end(&prefix),
+        &mut |k, _| {
+            first = parse_expiry_index_key(k).map(|(_, at)| at);
+            false
+        },
+    )?;
+    Ok(first)
+}
+
 /// The prefix of `db`'s expiry index.
 fn expiry_index_prefix(db: DbIndex) -> Vec<u8> {
     vec![EXPIRY_INDEX_PREFIX[0], EXPIRY_INDEX_PREFIX[1], db]

@@ -17,7 +17,7 @@ use crate::error::Result;
 use crate::keyspace::DbIndex;
 use crate::pubsub::{Mailbox, Message, PubSub, Subscriptions};
 use crate::resp::{Limits, Protocol};
-use crate::txn::{WatchFlag, Watches, Watching};
+use crate::txn::{ExpiryDue, WatchFlag, Watches, Watching};
 
 /// Locks a mutex, ignoring poisoning: every section guarded here leaves its data consistent at
 /// every step, so a panic elsewhere does not make it unusable.
@@ -156,6 +156,8 @@ pub(crate) struct Shared {
     pub watches: Arc<Watches>,
     /// Pub/Sub subscriptions.
     pub pubsub: Arc<PubSub>,
+    /// When each database next has an expiry due (`txn::ExpiryDue`).
+    pub expiry_due: Arc<ExpiryDue>,
     /// Logical database -> physical database (`keyspace::DbMap`); changed only by SWAPDB,
     /// under the exec lock held exclusively.
     db_map: [std::sync::atomic::AtomicU8; crate::keyspace::DATABASES_MAX],
@@ -184,9 +186,11 @@ impl Shared {
         crate::keyspace::prepare(backend.as_ref())?;
         let db_map = crate::keyspace::read_db_map(backend.as_ref())?;
         let watches = Arc::new(Watches::default());
+        let expiry_due = Arc::new(ExpiryDue::default());
         let backend: Arc<dyn KvBackend> = Arc::new(Watching {
             inner: backend,
             watches: watches.clone(),
+            due: expiry_due.clone(),
         });
         let names = Arc::new(strata_doc::KeyNames::open(Arc::new(
             crate::keyspace::BackendNames(Arc::clone(&backend)),
@@ -203,6 +207,7 @@ impl Shared {
             exec_lock: parking_lot::RwLock::new(()),
             watches,
             pubsub: Arc::default(),
+            expiry_due,
             db_map: db_map.map(std::sync::atomic::AtomicU8::new),
             shutdown,
             started: Instant::now(),

@@ -249,10 +249,61 @@ impl Watches {
     }
 }
 
-/// The server's backend with every write reported to [`Watches`].
+/// The server's backend with every write reported to [`Watches`], and every expiry index entry
+/// written reported to [`ExpiryDue`] (so active expiry knows when a database next has work).
 pub(crate) struct Watching {
     pub inner: Arc<dyn KvBackend>,
     pub watches: Arc<Watches>,
+    pub due: Arc<ExpiryDue>,
+}
+
+/// Per physical database, a time before which no expiry index entry is due: active expiry
+/// skips the database until then (no engine scan while nothing can be due). Lowered after
+/// every index entry written (once it is visible to scans); set by active expiry from the
+/// index's first entry, unless an entry was written while it looked (the generation tells).
+pub(crate) struct ExpiryDue {
+    /// `(next due time, generation)` per database.
+    slots: Vec<parking_lot::Mutex<(u64, u64)>>,
+}
+
+impl Default for ExpiryDue {
+    fn default() -> Self {
+        // Unknown at start: every database is looked at once.
+        ExpiryDue {
+            slots: (0..crate::keyspace::DATABASES_MAX)
+                .map(|_| parking_lot::Mutex::new((0, 0)))
+                .collect(),
+        }
+    }
+}
+
+impl ExpiryDue {
+    /// The time before which nothing in `db` is due, and the generation to settle with.
+    pub fn next(&self, db: crate::keyspace::DbIndex) -> (u64, u64) {
+        *self.slots[usize::from(db)].lock()
+    }
+
+    /// An index entry for `at` was written in `db` and is visible.
+    pub fn note(&self, db: crate::keyspace::DbIndex, at: u64) {
+        let mut slot = self.slots[usize::from(db)].lock();
+        slot.0 = slot.0.min(at);
+        slot.1 += 1;
+    }
+
+    /// Active expiry found the first entry of `db` at `at` (`u64::MAX`: none), having read
+    /// generation `generation` before it looked; kept only if nothing was written since.
+    pub fn settle(&self, db: crate::keyspace::DbIndex, generation: u64, at: u64) {
+        let mut slot = self.slots[usize::from(db)].lock();
+        if slot.1 == generation {
+            slot.0 = at;
+        }
+    }
+
+    fn observe(&self, key: &[u8]) {
+        if let Some((db, at)) = crate::keyspace::parse_expiry_index_key(key) {
+            self.note(db, at);
+        }
+    }
 }
 
 impl KvBackend for Watching {
@@ -262,6 +313,7 @@ impl KvBackend for Watching {
 
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         self.inner.put(key, value)?;
+        self.due.observe(key);
         self.watches.touch([key]);
         Ok(())
     }
@@ -273,8 +325,20 @@ impl KvBackend for Watching {
     }
 
     fn write(&self, ops: Vec<BatchOp>) -> Result<()> {
+        // Index entries are reported once written (visible to active expiry's scans).
+        let due: Vec<(crate::keyspace::DbIndex, u64)> = ops
+            .iter()
+            .filter_map(|op| match op {
+                BatchOp::Put(k, _) => crate::keyspace::parse_expiry_index_key(k),
+                BatchOp::Delete(_) => None,
+            })
+            .collect();
         if self.watches.entries.load(Ordering::Acquire) == 0 {
-            return self.inner.write(ops);
+            self.inner.write(ops)?;
+            for (db, at) in due {
+                self.due.note(db, at);
+            }
+            return Ok(());
         }
         let keys: Vec<Vec<u8>> = ops
             .iter()
@@ -283,6 +347,9 @@ impl KvBackend for Watching {
             })
             .collect();
         self.inner.write(ops)?;
+        for (db, at) in due {
+            self.due.note(db, at);
+        }
         self.watches.touch(keys.iter().map(Vec::as_slice));
         Ok(())
     }
@@ -406,6 +473,7 @@ mod tests {
         let b = Watching {
             inner: Arc::new(MemoryBackend::new()),
             watches: watches.clone(),
+            due: Arc::default(),
         };
         let flag: WatchFlag = Arc::default();
         let keys = vec![b"a".to_vec()];
