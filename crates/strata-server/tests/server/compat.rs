@@ -91,13 +91,53 @@ fn redis_py_works_unchanged() {
     );
 }
 
-/// Seed 004's client, one connection per command as `echo 'SET hello world' | nc` does.
+/// Seed 004's client, one connection per command as `echo 'SET hello world' | nc` does, on
+/// both engines (the seed's own store is a log-structured hash store).
 #[test]
 fn seed_004_line_protocol_shares_the_keyspace() {
-    let server = TestServer::start_with(ServerConfig {
+    let config = ServerConfig {
         text_port: Some(0),
         ..ServerConfig::default()
-    });
+    };
+    seed_004_on(TestServer::start_with(config.clone()));
+    seed_004_on(TestServer::start_log_engine(config));
+}
+
+/// Transactions, expiry and databases on the log engine too (its limits: RELIABILITY.md).
+#[test]
+fn the_log_engine_serves_transactions_expiry_and_databases() {
+    let server = TestServer::start_log_engine(ServerConfig::default());
+    let mut c = server.client();
+    let (a, b): (i64, String) = redis::pipe()
+        .atomic()
+        .cmd("INCR")
+        .arg("n")
+        .cmd("SET")
+        .arg("s")
+        .arg("v")
+        .arg("GET")
+        .cmd("GET")
+        .arg("s")
+        .query::<(i64, Option<String>, String)>(&mut c)
+        .map(|(a, _, b)| (a, b))
+        .unwrap();
+    assert_eq!((a, b.as_str()), (1, "v"));
+    let _: () = redis::cmd("SET")
+        .arg("t")
+        .arg("x")
+        .arg("PX")
+        .arg(30)
+        .query(&mut c)
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(60));
+    let t: Option<String> = c.get("t").unwrap();
+    assert_eq!(t, None);
+    let _: () = redis::cmd("SELECT").arg(3).query(&mut c).unwrap();
+    let s: Option<String> = c.get("s").unwrap();
+    assert_eq!(s, None);
+}
+
+fn seed_004_on(server: TestServer) {
     let port = server.text_port().unwrap();
     let say = |line: &str| {
         let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();

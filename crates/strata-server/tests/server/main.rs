@@ -44,9 +44,28 @@ impl TestServer {
         s
     }
 
+    /// A server on a fresh database of the log engine (`Engine::Log`).
+    pub fn start_log_engine(config: ServerConfig) -> TestServer {
+        let dir = tempfile::tempdir().unwrap();
+        let mut options = strata::Options::tiny();
+        options.engine = strata::Engine::Log;
+        let mut s = Self::start_with_options(dir.path(), config, options);
+        s._dir = Some(dir);
+        s
+    }
+
     /// A server on the database in `dir`, which outlives the server.
     pub fn start_in(dir: &Path, config: ServerConfig) -> TestServer {
-        let mut options = strata::Options::tiny();
+        Self::start_with_options(dir, config, strata::Options::tiny())
+    }
+
+    /// A server on the database in `dir` opened with `options` (sync mode from `config`).
+    pub fn start_with_options(
+        dir: &Path,
+        config: ServerConfig,
+        options: strata::Options,
+    ) -> TestServer {
+        let mut options = options;
         options.sync = config.appendfsync.sync_mode();
         let db = Arc::new(strata::Db::open(dir, options).unwrap());
         let config = ServerConfig {
