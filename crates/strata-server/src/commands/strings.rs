@@ -261,6 +261,14 @@ fn getex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         }
         return Err(Error::Syntax);
     }
+    if word.is_none() {
+        return get(ctx, args);
+    }
+    // Redis answers nil for a missing key (and WRONGTYPE for another type) before it looks at
+    // the time.
+    if read_string(ctx, &args[1])?.is_none() {
+        return Ok(Reply::Nil);
+    }
     let change: Option<Option<u64>> = match (word, time_at) {
         (None, _) => None,
         (Some("PERSIST"), _) => Some(None),

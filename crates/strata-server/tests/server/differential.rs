@@ -527,6 +527,16 @@ impl Gen {
     }
 }
 
+/// Extra seeds per family from `STRATA_DIFF_SEEDS` (default 0), for longer hunts:
+/// `STRATA_DIFF_SEEDS=50 cargo test -p strata-server --test server differential`.
+fn extra_seeds(base: u64) -> Vec<(u64, bool)> {
+    let n: u64 = std::env::var("STRATA_DIFF_SEEDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    (0..n).map(|i| (base + 1000 + i, i % 2 == 1)).collect()
+}
+
 /// Runs `n` commands of one family on connection A of both servers.
 fn run_family(
     family: &str,
@@ -572,21 +582,29 @@ fn run_family(
 #[test]
 fn string_commands_match_redis() {
     let mut total = 0;
-    for (seed, resp3) in [(1, false), (2, true), (3, false)] {
-        total += run_family("strings", seed, 1500, resp3, Gen::strings);
+    let seeds = [(1, false), (2, true), (3, false), (4, true), (5, false)];
+    for (seed, resp3) in seeds.into_iter().chain(extra_seeds(1)) {
+        total += run_family("strings", seed, 4000, resp3, Gen::strings);
     }
     eprintln!("strings: {total} commands compared with redis-server");
-    assert!(total >= 4500);
+    assert!(total >= 20_000);
 }
 
 #[test]
 fn keyspace_and_expiry_commands_match_redis() {
     let mut total = 0;
-    for (seed, resp3) in [(11, false), (12, true), (13, false)] {
-        total += run_family("keyspace", seed, 1500, resp3, Gen::keyspace);
+    let seeds = [
+        (11, false),
+        (12, true),
+        (13, false),
+        (14, true),
+        (15, false),
+    ];
+    for (seed, resp3) in seeds.into_iter().chain(extra_seeds(11)) {
+        total += run_family("keyspace", seed, 4000, resp3, Gen::keyspace);
     }
     eprintln!("keyspace and expiry: {total} commands compared with redis-server");
-    assert!(total >= 4500);
+    assert!(total >= 20_000);
 }
 
 /// Transactions with a second client racing: WATCH, writes from B, MULTI/EXEC/DISCARD on A,
@@ -594,7 +612,8 @@ fn keyspace_and_expiry_commands_match_redis() {
 #[test]
 fn transactions_match_redis() {
     let mut total = 0;
-    for (seed, resp3) in [(21u64, false), (22, true)] {
+    let seeds = [(21u64, false), (22, true), (23, false), (24, true)];
+    for (seed, resp3) in seeds.into_iter().chain(extra_seeds(21)) {
         let mut pair = Pair::start();
         if resp3 {
             pair.send_both(0, &words(&["HELLO", "3"]));
@@ -634,10 +653,12 @@ fn transactions_match_redis() {
                     4 => g.keyspace(),
                     _ => g.strings(),
                 };
+                // (KEYS inside EXEC: its order is Redis's hash order, not comparable there.)
                 if c[0] == "RANDOMKEY_IF_ONE"
                     || c[0] == "OBJECT"
                     || c[0] == "DELETE_NOT_A_COMMAND"
                     || c[0] == "FLUSHDB"
+                    || c[0] == "KEYS"
                 {
                     continue;
                 }
@@ -662,7 +683,7 @@ fn transactions_match_redis() {
         total += pair.compared;
     }
     eprintln!("transactions: {total} commands compared with redis-server");
-    assert!(total >= 2000);
+    assert!(total >= 6000);
 }
 
 /// Keys with short expiry times, read after they pass: both servers must see them gone (lazy
@@ -704,7 +725,8 @@ fn expired_keys_vanish_like_in_redis() {
 #[test]
 fn pubsub_matches_redis() {
     let mut total = 0;
-    for (seed, resp3) in [(31u64, false), (32, true)] {
+    let seeds = [(31u64, false), (32, true), (33, false), (34, true)];
+    for (seed, resp3) in seeds.into_iter().chain(extra_seeds(31)) {
         let mut pair = Pair::start();
         if resp3 {
             pair.send_both(0, &words(&["HELLO", "3"]));
@@ -790,7 +812,7 @@ fn pubsub_matches_redis() {
         total += pair.compared;
     }
     eprintln!("pubsub: {total} replies compared with redis-server");
-    assert!(total >= 600);
+    assert!(total >= 2000);
 }
 
 /// DUMP and RESTORE against Redis both ways: payloads are equal byte for byte except for
