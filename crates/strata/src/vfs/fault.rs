@@ -489,3 +489,46 @@ impl FileSystem for FaultFs {
         self.0.real.is_dir(path)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// Two fsyncs of one file overlap: one begins when the file has 6 bytes, another begins
+    /// later (11 bytes) and ends first. The earlier one ending last must not shrink what the
+    /// later one made durable; a cut of the file does shrink it.
+    #[test]
+    fn an_earlier_fsync_ending_last_does_not_shrink_durability() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = FaultFs::new(dir.path()).unwrap();
+        let path = dir.path().join("f");
+        let inner = fs.0.real.create_new(&path).unwrap();
+        let f = FaultFile {
+            fs: fs.clone(),
+            id: {
+                let mut st = fs.0.state.lock();
+                let id = st.new_id();
+                st.durable.insert(id, Vec::new());
+                st.names.insert(path.clone(), id);
+                id
+            },
+            inner,
+        };
+        fs.sync_dir(dir.path()).unwrap();
+        f.inner.append(b"first").unwrap();
+        f.inner.append(b" more").unwrap();
+        // The later fsync (all 10 bytes) ends first, then the earlier one (5 bytes).
+        f.mark_durable(10).unwrap();
+        f.mark_durable(5).unwrap();
+        f.inner.append(b" unsynced").unwrap();
+        fs.power_cut().unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"first more");
+        // After a cut, a shorter durable length is the truth.
+        f.inner.set_len(3).unwrap();
+        f.mark_durable(3).unwrap();
+        f.inner.append(b"zzzzzzzzzz").unwrap();
+        fs.power_cut().unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"fir");
+    }
+}
