@@ -56,6 +56,8 @@ pub(crate) fn cycle(shared: &Shared) -> Result<usize> {
             // Writes hold the exec lock's shared side, like every command (`txn.rs`).
             let _guard = shared.exec_lock.read();
             for (entry, _, key) in due {
+                // (A document and its expiry record go together: `Shared::doc_locks`.)
+                let _doc_guard = shared.doc_lock(db, &key);
                 if keyspace::expire_if_due(shared.backend.as_ref(), db, &key, now)? {
                     removed += 1;
                 }
@@ -160,5 +162,130 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(40));
         assert_eq!(cycle(&shared).unwrap(), 1);
         assert_eq!(backend.get(&string_key(0, b"k")).unwrap(), None);
+    }
+
+    /// A backend that, on the active expiry thread's first read of a document's expiry record,
+    /// returns what it read only after the test says so (or 300 ms pass): the window in which a
+    /// JSON.SET of that expired document may run.
+    struct PausingBackend {
+        inner: MemoryBackend,
+        paused: std::sync::Mutex<bool>,
+        resume: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
+    }
+
+    impl KvBackend for PausingBackend {
+        fn get(&self, key: &[u8]) -> crate::error::Result<Option<bytes::Bytes>> {
+            let v = self.inner.get(key)?;
+            let on_expiry_thread = std::thread::current().name() == Some("expiry-under-test");
+            if on_expiry_thread && key == keyspace::doc_ttl_key(0, b"doc").as_slice() {
+                let mut paused = self.paused.lock().unwrap();
+                if !*paused {
+                    *paused = true;
+                    let resume = self.resume.lock().unwrap();
+                    let _ = resume.recv_timeout(std::time::Duration::from_millis(300));
+                }
+            }
+            Ok(v)
+        }
+        fn put(&self, k: &[u8], v: &[u8]) -> crate::error::Result<()> {
+            self.inner.put(k, v)
+        }
+        fn delete(&self, k: &[u8]) -> crate::error::Result<()> {
+            self.inner.delete(k)
+        }
+        fn write(&self, ops: Vec<BatchOp>) -> crate::error::Result<()> {
+            self.inner.write(ops)
+        }
+        fn update(
+            &self,
+            k: &[u8],
+            f: &mut crate::backend::UpdateFn<'_>,
+        ) -> crate::error::Result<()> {
+            self.inner.update(k, f)
+        }
+        fn scan(
+            &self,
+            start: std::ops::Bound<Vec<u8>>,
+            end: std::ops::Bound<Vec<u8>>,
+            visit: &mut crate::backend::VisitFn<'_>,
+        ) -> crate::error::Result<()> {
+            self.inner.scan(start, end, visit)
+        }
+        fn flush(&self) -> crate::error::Result<()> {
+            Ok(())
+        }
+        fn sync(&self) -> crate::error::Result<()> {
+            Ok(())
+        }
+        fn writes_would_wait(&self) -> bool {
+            false
+        }
+        fn stats_lines(&self) -> Vec<(String, String)> {
+            Vec::new()
+        }
+    }
+
+    /// Found by reading: active expiry read an expired document's time, a JSON.SET then
+    /// replaced the document, and active expiry deleted the new one. The document's stripe lock
+    /// makes the two take turns; the new document survives.
+    #[test]
+    fn active_expiry_never_deletes_a_document_written_after_it_looked() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let backend = Arc::new(PausingBackend {
+            inner: MemoryBackend::new(),
+            paused: std::sync::Mutex::new(false),
+            resume: std::sync::Mutex::new(rx),
+        });
+        let shared = Arc::new(Shared::new(backend.clone(), ServerConfig::default()).unwrap());
+        let run = |words: &[&str]| {
+            let args: Vec<bytes::Bytes> = words
+                .iter()
+                .map(|w| bytes::Bytes::from(w.to_string()))
+                .collect();
+            let mut session = crate::state::Session::new(1, &shared);
+            let mut ctx =
+                crate::commands::Ctx::new(&shared, &mut session, crate::commands::Locking::Wait);
+            crate::commands::execute(&mut ctx, &args)
+        };
+        assert_eq!(
+            run(&["JSON.SET", "doc", "$", "1"]),
+            crate::resp::Reply::ok()
+        );
+        assert_eq!(run(&["PEXPIRE", "doc", "20"]), crate::resp::Reply::Int(1));
+        std::thread::sleep(std::time::Duration::from_millis(40));
+        let expiry = {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name("expiry-under-test".into())
+                .spawn(move || cycle(&shared).unwrap())
+                .unwrap()
+        };
+        // Give active expiry time to reach its pause, then write the document anew.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let writer = {
+            let shared = shared.clone();
+            std::thread::spawn(move || {
+                let args: Vec<bytes::Bytes> = ["JSON.SET", "doc", "$", "2"]
+                    .iter()
+                    .map(|w| bytes::Bytes::from(w.to_string()))
+                    .collect();
+                let mut session = crate::state::Session::new(2, &shared);
+                let mut ctx = crate::commands::Ctx::new(
+                    &shared,
+                    &mut session,
+                    crate::commands::Locking::Wait,
+                );
+                crate::commands::execute(&mut ctx, &args)
+            })
+        };
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let _ = tx.send(());
+        expiry.join().unwrap();
+        assert_eq!(writer.join().unwrap(), crate::resp::Reply::ok());
+        assert_eq!(
+            run(&["JSON.GET", "doc"]),
+            crate::resp::Reply::Bulk(bytes::Bytes::from_static(b"2"))
+        );
+        assert_eq!(run(&["TTL", "doc"]), crate::resp::Reply::Int(-1));
     }
 }

@@ -142,6 +142,9 @@ impl CursorTable {
     }
 }
 
+/// Stripes of `Shared::doc_locks`.
+const DOC_LOCK_STRIPES: usize = 64;
+
 /// State shared by all connections of one server.
 pub(crate) struct Shared {
     pub backend: Arc<dyn KvBackend>,
@@ -158,6 +161,10 @@ pub(crate) struct Shared {
     pub pubsub: Arc<PubSub>,
     /// When each database next has an expiry due (`txn::ExpiryDue`).
     pub expiry_due: Arc<ExpiryDue>,
+    /// Striped locks over document names: a document and its expiry record are two engine
+    /// keys, so every change that reads one and writes both (JSON writes, EXPIRE/PERSIST on a
+    /// document, DEL, active expiry) holds its name's stripe.
+    doc_locks: Vec<parking_lot::Mutex<()>>,
     /// Logical database -> physical database (`keyspace::DbMap`); changed only by SWAPDB,
     /// under the exec lock held exclusively.
     db_map: [std::sync::atomic::AtomicU8; crate::keyspace::DATABASES_MAX],
@@ -208,6 +215,9 @@ impl Shared {
             watches,
             pubsub: Arc::default(),
             expiry_due,
+            doc_locks: (0..DOC_LOCK_STRIPES)
+                .map(|_| parking_lot::Mutex::new(()))
+                .collect(),
             db_map: db_map.map(std::sync::atomic::AtomicU8::new),
             shutdown,
             started: Instant::now(),
@@ -281,6 +291,14 @@ impl Shared {
     /// then on.
     pub fn note_document(&self) {
         self.docs_may_exist.store(true, Ordering::Release);
+    }
+
+    /// The stripe lock of document `name` in physical database `db` (see `doc_locks`).
+    pub fn doc_lock(&self, db: DbIndex, name: &[u8]) -> parking_lot::MutexGuard<'_, ()> {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (db, name).hash(&mut h);
+        self.doc_locks[(h.finish() % DOC_LOCK_STRIPES as u64) as usize].lock()
     }
 
     /// The physical database (engine-key byte) of logical database `db`.

@@ -134,6 +134,8 @@ fn modify_doc<T>(
     if read_record(ctx.db(), db, key, now)?.is_some() {
         return Err(Error::WrongType);
     }
+    // The document and its expiry record change together (`Shared::doc_locks`).
+    let _doc_guard = ctx.shared.doc_lock(db, key);
     let engine_key = KeyType::Json
         .key(db, key)
         .ok_or_else(|| Error::command("JSON keys must be valid UTF-8"))?;

@@ -65,6 +65,8 @@ fn docs(ctx: &Ctx<'_>) -> bool {
 fn del(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let now = now_ms();
     let removed = if args.len() == 2 {
+        // (A document and its expiry record go together: `Shared::doc_locks`.)
+        let _doc_guard = docs(ctx).then(|| ctx.shared.doc_lock(ctx.dbi(), &args[1]));
         i64::from(keyspace::remove(
             ctx.db(),
             ctx.dbi(),
@@ -203,6 +205,8 @@ fn change_expiry(
         }
         return Ok(outcome);
     }
+    // The document and its expiry record change together (`Shared::doc_locks`).
+    let _doc_guard = ctx.shared.doc_lock(db, key);
     if read_doc_bytes(ctx.db(), db, key, now)?.is_none() {
         return Ok(None);
     }
