@@ -247,7 +247,13 @@ pub(crate) async fn serve(
             return;
         }
         input.reserve(READ_CHUNK_BYTES);
-        let idle_secs = shared.idle_timeout_secs();
+        // Subscribers wait for messages, not for their own requests: Redis exempts them from
+        // the idle timeout.
+        let idle_secs = if batch.session.subs.count() > 0 {
+            0
+        } else {
+            shared.idle_timeout_secs()
+        };
         let read = async {
             if idle_secs == 0 {
                 Some(stream.read_buf(&mut input).await)

@@ -202,6 +202,26 @@ fn idle_clients_are_disconnected_after_timeout() {
     );
 }
 
+/// Subscribers are exempt from the idle timeout (as in Redis): one that sends nothing for twice
+/// the timeout still gets its messages.
+#[test]
+fn subscribers_outlive_the_idle_timeout() {
+    let server = TestServer::start_with(ServerConfig {
+        timeout_secs: 1,
+        ..ServerConfig::default()
+    });
+    let mut s = server.raw();
+    s.write_all(b"SUBSCRIBE news\r\n").unwrap();
+    let confirm = "*3\r\n$9\r\nsubscribe\r\n$4\r\nnews\r\n:1\r\n";
+    assert_eq!(read_exact_text(&mut s, confirm.len()), confirm);
+    std::thread::sleep(Duration::from_millis(2200));
+    let mut publisher = server.raw();
+    publisher.write_all(b"PUBLISH news hello\r\n").unwrap();
+    assert_eq!(read_exact_text(&mut publisher, 4), ":1\r\n");
+    let message = "*3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$5\r\nhello\r\n";
+    assert_eq!(read_exact_text(&mut s, message.len()), message);
+}
+
 #[test]
 fn pipelined_sets_before_auth_are_all_refused() {
     let server = TestServer::start_with(ServerConfig {
