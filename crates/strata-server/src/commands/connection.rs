@@ -22,6 +22,7 @@ pub(crate) static SPECS: &[Spec] = &[
     Spec { name: "quit", arity: -1, flags: &["noscript", "loading", "stale", "fast", "no_auth"], keys: (0, 0, 0), group: "connection", summary: "Closes the connection.", handler: quit },
     Spec { name: "hello", arity: -1, flags: &["noscript", "loading", "stale", "fast", "no_auth"], keys: (0, 0, 0), group: "connection", summary: "Handshakes with the server: protocol version, authentication, client name.", handler: hello },
     Spec { name: "auth", arity: -2, flags: &["noscript", "loading", "stale", "fast", "no_auth"], keys: (0, 0, 0), group: "connection", summary: "Authenticates the connection.", handler: auth },
+    Spec { name: "reset", arity: 1, flags: &["noscript", "loading", "stale", "fast", "no_auth"], keys: (0, 0, 0), group: "connection", summary: "Resets the connection: transaction, watches, subscriptions, database, protocol, name, authentication.", handler: reset },
     Spec { name: "select", arity: 2, flags: CONN, keys: (0, 0, 0), group: "connection", summary: "Changes the selected database.", handler: select },
     Spec { name: "client", arity: -2, flags: CONN, keys: (0, 0, 0), group: "connection", summary: "CLIENT ID, GETNAME, SETNAME, SETINFO, INFO, LIST.", handler: client },
 ];
@@ -50,6 +51,26 @@ fn echo(_: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 fn quit(ctx: &mut Ctx<'_>, _: &[Bytes]) -> Result<Reply> {
     ctx.session.after_reply = AfterReply::Close;
     Ok(Reply::ok())
+}
+
+fn reset(ctx: &mut Ctx<'_>, _: &[Bytes]) -> Result<Reply> {
+    let s = &mut *ctx.session;
+    s.multi = None;
+    s.watch = None;
+    for channel in s.subs.channels.clone() {
+        s.subs.unsubscribe(&channel);
+    }
+    for pattern in s.subs.patterns.clone() {
+        s.subs.punsubscribe(&pattern);
+    }
+    s.db = 0;
+    s.protocol = crate::resp::Protocol::Resp2;
+    s.authenticated = ctx.shared.config().requirepass.is_none();
+    set_name(ctx, Bytes::new());
+    if let Some(entry) = lock(&ctx.shared.clients).get_mut(&ctx.session.id) {
+        entry.protocol = crate::resp::Protocol::Resp2;
+    }
+    Ok(Reply::simple("RESET"))
 }
 
 /// Compares secrets in time independent of where they differ.

@@ -101,7 +101,7 @@ pub(crate) const CONN: &[&str] = &["fast", "noscript", "loading", "stale"];
 pub(crate) const ADMIN: &[&str] = &["admin", "noscript", "loading", "stale"];
 
 /// Commands allowed before AUTH (Redis's `no-auth` flag).
-const NO_AUTH: &[&str] = &["auth", "hello", "quit"];
+const NO_AUTH: &[&str] = &["auth", "hello", "quit", "reset"];
 
 /// The whole table, in COMMAND's order.
 pub(crate) fn table() -> impl Iterator<Item = &'static Spec> {

@@ -687,6 +687,14 @@ fn transactions_match_redis() {
                 let c: Vec<&str> = c.iter().map(String::as_str).collect();
                 pair.check(0, &words(&c), &context);
             }
+            if g.rng.gen_bool(0.05) {
+                // RESET in the middle of a transaction discards it (and SELECTs 0).
+                pair.check(0, &words(&["RESET"]), &context);
+                if resp3 {
+                    pair.send_both(0, &words(&["HELLO", "3"]));
+                }
+                pair.check(0, &words(&["MULTI"]), &context);
+            }
             let end = if g.rng.gen_bool(0.15) {
                 "DISCARD"
             } else {
