@@ -130,6 +130,7 @@ pub(crate) async fn serve(
             name: None,
             connected_at: Instant::now(),
             protocol: Default::default(),
+            db: 0,
         },
     );
     let _registration = Registration {

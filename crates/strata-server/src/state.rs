@@ -68,6 +68,8 @@ pub(crate) struct ClientEntry {
     pub name: Option<Bytes>,
     pub connected_at: Instant,
     pub protocol: Protocol,
+    /// The selected (logical) database.
+    pub db: DbIndex,
 }
 
 /// Where a SCAN stopped: the namespace index and the last user key examined in it (`None`: the

@@ -69,6 +69,7 @@ fn reset(ctx: &mut Ctx<'_>, _: &[Bytes]) -> Result<Reply> {
     set_name(ctx, Bytes::new());
     if let Some(entry) = lock(&ctx.shared.clients).get_mut(&ctx.session.id) {
         entry.protocol = crate::resp::Protocol::Resp2;
+        entry.db = 0;
     }
     Ok(Reply::simple("RESET"))
 }
@@ -110,6 +111,9 @@ fn auth(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 fn select(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let db = super::keys::db_arg(ctx, &args[1], Error::NotInteger)?;
     ctx.session.db = db;
+    if let Some(entry) = lock(&ctx.shared.clients).get_mut(&ctx.session.id) {
+        entry.db = db;
+    }
     Ok(Reply::ok())
 }
 
@@ -277,10 +281,11 @@ fn client_line(id: u64, e: &ClientEntry) -> String {
         .map(|n| String::from_utf8_lossy(n).into_owned())
         .unwrap_or_default();
     format!(
-        "id={id} addr={} laddr={} name={name} age={} db=0 resp={}\n",
+        "id={id} addr={} laddr={} name={name} age={} db={} resp={}\n",
         e.peer,
         e.local,
         e.connected_at.elapsed().as_secs(),
+        e.db,
         e.protocol.version()
     )
 }

@@ -148,6 +148,10 @@ fn connection_and_server_commands() {
         e("ERR DB index is out of range")
     );
     assert_eq!(call(&mut c, &["SELECT", "0"]), ok());
+    assert_eq!(call(&mut c, &["SELECT", "3"]), ok());
+    let client_info: String = redis::cmd("CLIENT").arg("INFO").query(&mut c).unwrap();
+    assert!(client_info.contains(" db=3 "), "{client_info}");
+    assert_eq!(call(&mut c, &["SELECT", "0"]), ok());
     assert_eq!(call(&mut c, &["CLIENT", "SETNAME", "tester"]), ok());
     assert_eq!(call(&mut c, &["CLIENT", "GETNAME"]), b("tester"));
     assert!(matches!(call(&mut c, &["CLIENT", "ID"]), Ok(Value::Int(n)) if n > 0));
