@@ -203,7 +203,9 @@ impl<'a> Reader<'a> {
 
 /// LZF decompression (the format of liblzf, which Redis uses for long strings).
 fn lzf_decompress(input: &[u8], len: usize) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(len);
+    // The declared length is not trusted for the allocation: LZF expands at most 264 bytes per
+    // 2 input bytes, so a length beyond that is a lie found once the input runs out.
+    let mut out = Vec::with_capacity(len.min(input.len().saturating_mul(132)));
     let mut i = 0;
     while i < input.len() {
         let ctrl = usize::from(input[i]);
@@ -314,6 +316,15 @@ mod tests {
         let j = dump_json(br#"{"a":1}"#);
         assert_eq!(restore(&j).unwrap(), Restored::Json(br#"{"a":1}"#.to_vec()));
         assert!(restore(b"short").is_err());
+    }
+
+    #[test]
+    fn a_declared_length_the_data_cannot_fill_is_bad_data() {
+        // 0xC3, compressed length 2, declared length 500 MB, a 2-byte literal run.
+        let mut body = vec![TYPE_STRING, 0xC3, 2, 0x80];
+        body.extend_from_slice(&500_000_000u32.to_be_bytes());
+        body.extend_from_slice(&[0x00, b'a']);
+        assert!(restore(&finish(body)).is_err());
     }
 
     #[test]
