@@ -67,6 +67,8 @@ const DOC_STRING_TAG: u8 = 0x40;
 const HEADER_HAS_EXPIRY: u8 = 0x80;
 /// Header bits naming the kind of record.
 const HEADER_KIND_MASK: u8 = 0x0f;
+/// Header bits recording how a string was made (`Encoding`).
+const HEADER_ENCODING_MASK: u8 = 0x30;
 /// Kind of a record holding a string.
 const KIND_STRING: u8 = 0;
 
@@ -83,6 +85,38 @@ pub fn is_internal(engine_key: &[u8]) -> bool {
     engine_key == NAMES_KEY || engine_key == FORMAT_KEY
 }
 
+/// How a string was made, for OBJECT ENCODING (Redis's encoding depends on the command that
+/// wrote the value, not only on its bytes). Header bits 4-5.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Encoding {
+    /// Written whole (SET and its kin, INCR, RESTORE): `int`, `embstr` or `raw` by content.
+    #[default]
+    ByContent,
+    /// Grown or patched in place (APPEND to an existing key, SETRANGE): `raw`.
+    Raw,
+    /// Made from a float (INCRBYFLOAT): `embstr` or `raw` by length, never `int`.
+    NotInt,
+}
+
+impl Encoding {
+    fn bits(self) -> u8 {
+        match self {
+            Encoding::ByContent => 0,
+            Encoding::Raw => 1 << 4,
+            Encoding::NotInt => 2 << 4,
+        }
+    }
+
+    fn from_header(header: u8) -> Option<Encoding> {
+        match header & HEADER_ENCODING_MASK {
+            0 => Some(Encoding::ByContent),
+            0x10 => Some(Encoding::Raw),
+            0x20 => Some(Encoding::NotInt),
+            _ => None,
+        }
+    }
+}
+
 /// A stored string with its expiry time.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {
@@ -90,16 +124,23 @@ pub struct Record {
     pub expire_at_ms: Option<u64>,
     /// The string's bytes.
     pub payload: Bytes,
+    /// How it was made (OBJECT ENCODING).
+    pub encoding: Encoding,
 }
 
 impl Record {
-    /// Encodes a string record.
+    /// Encodes a string record written whole.
     pub fn encode(payload: &[u8], expire_at_ms: Option<u64>) -> Vec<u8> {
+        Self::encode_as(payload, expire_at_ms, Encoding::ByContent)
+    }
+
+    /// Encodes a string record made as `encoding` says.
+    pub fn encode_as(payload: &[u8], expire_at_ms: Option<u64>, encoding: Encoding) -> Vec<u8> {
         let mut out = Vec::with_capacity(payload.len() + 9);
         match expire_at_ms {
-            None => out.push(KIND_STRING),
+            None => out.push(KIND_STRING | encoding.bits()),
             Some(at) => {
-                out.push(KIND_STRING | HEADER_HAS_EXPIRY);
+                out.push(KIND_STRING | HEADER_HAS_EXPIRY | encoding.bits());
                 out.extend_from_slice(&at.to_le_bytes());
             }
         }
@@ -112,17 +153,12 @@ impl Record {
         let header = *bytes
             .first()
             .ok_or_else(|| corrupt("an empty key record (no header byte)"))?;
-        if header & HEADER_KIND_MASK != KIND_STRING
-            || header & !(HEADER_KIND_MASK | HEADER_HAS_EXPIRY) != 0
-        {
-            return Err(corrupt(&format!(
-                "a key record with unknown header byte {header:#04x}"
-            )));
-        }
+        let encoding = check_header(header)?;
         if header & HEADER_HAS_EXPIRY == 0 {
             return Ok(Record {
                 expire_at_ms: None,
                 payload: bytes.slice(1..),
+                encoding,
             });
         }
         let at: [u8; 8] = bytes
@@ -132,6 +168,7 @@ impl Record {
         Ok(Record {
             expire_at_ms: Some(u64::from_le_bytes(at)),
             payload: bytes.slice(9..),
+            encoding,
         })
     }
 
@@ -153,13 +190,7 @@ fn record_expiry(bytes: &[u8]) -> Result<Option<u64>> {
     let header = *bytes
         .first()
         .ok_or_else(|| corrupt("an empty key record (no header byte)"))?;
-    if header & HEADER_KIND_MASK != KIND_STRING
-        || header & !(HEADER_KIND_MASK | HEADER_HAS_EXPIRY) != 0
-    {
-        return Err(corrupt(&format!(
-            "a key record with unknown header byte {header:#04x}"
-        )));
-    }
+    check_header(header)?;
     if header & HEADER_HAS_EXPIRY == 0 {
         return Ok(None);
     }
@@ -168,6 +199,17 @@ fn record_expiry(bytes: &[u8]) -> Result<Option<u64>> {
         .and_then(|b| b.try_into().ok())
         .ok_or_else(|| corrupt("a key record cut inside its expiry time"))?;
     Ok(Some(u64::from_le_bytes(at)))
+}
+
+/// The encoding bits of a valid string record's header; names an unknown header.
+fn check_header(header: u8) -> Result<Encoding> {
+    let known = HEADER_KIND_MASK | HEADER_HAS_EXPIRY | HEADER_ENCODING_MASK;
+    match Encoding::from_header(header) {
+        Some(e) if header & HEADER_KIND_MASK == KIND_STRING && header & !known == 0 => Ok(e),
+        _ => Err(corrupt(&format!(
+            "a key record with unknown header byte {header:#04x}"
+        ))),
+    }
 }
 
 fn corrupt(what: &str) -> Error {
@@ -771,6 +813,14 @@ mod tests {
         assert!(Record::decode(Bytes::from_static(&[0x40])).is_err());
         let r = Record::decode(Bytes::from(Record::encode(b"x", Some(10)))).unwrap();
         assert!(r.expired(10) && !r.expired(9));
+        for e in [Encoding::ByContent, Encoding::Raw, Encoding::NotInt] {
+            let r = Record::decode(Bytes::from(Record::encode_as(b"v", Some(5), e))).unwrap();
+            assert_eq!(
+                (r.encoding, r.expire_at_ms, &r.payload[..]),
+                (e, Some(5), &b"v"[..])
+            );
+        }
+        assert!(Record::decode(Bytes::from_static(&[0x30, b'v'])).is_err());
         // The header-only reader agrees with the full decoder on every one-byte change.
         let rec = Record::encode(b"payload", Some(1_700_000_000_000));
         for i in 0..rec.len() {

@@ -196,7 +196,7 @@ fn change_expiry(
         } else if r.expire_at_ms == when {
             Write::Keep
         } else {
-            Write::Put(Record::encode(&r.payload, when))
+            Write::Put(Record::encode_as(&r.payload, when, r.encoding))
         })
     })?;
     if outcome.is_some() || !docs(ctx) {
@@ -481,6 +481,9 @@ fn move_cmd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 
 fn object(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let sub = &args[1];
+    if is(sub, "HELP") && args.len() > 2 {
+        return Err(Error::WrongArity("object|help".into()));
+    }
     if is(sub, "HELP") {
         let lines = [
             "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -504,11 +507,17 @@ fn object(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         ));
     }
     let known = ["ENCODING", "FREQ", "IDLETIME", "REFCOUNT"];
-    if args.len() != 3 || !known.iter().any(|w| is(sub, w)) {
+    if !known.iter().any(|w| is(sub, w)) {
         return Err(Error::UnknownSubcommand {
             container: "OBJECT",
             sub: text(sub),
         });
+    }
+    if args.len() != 3 {
+        return Err(Error::WrongArity(format!(
+            "object|{}",
+            text(sub).to_ascii_lowercase()
+        )));
     }
     let Some(stored) = read_stored(ctx, ctx.dbi(), &args[2])? else {
         return Ok(Reply::Nil);
@@ -528,24 +537,23 @@ fn object(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     Ok(Reply::text(match stored.kind {
         KeyType::Json => "raw",
         KeyType::String => {
-            let value = Record::decode(stored.bytes)?.payload;
-            string_encoding(&value)
+            let r = Record::decode(stored.bytes)?;
+            string_encoding(&r.payload, r.encoding)
         }
     }))
 }
 
-/// What Redis reports for a string set with SET: `int` for a canonical 64-bit integer, `embstr`
-/// up to 44 bytes, `raw` beyond (strings grown by APPEND or SETRANGE report `raw` in Redis
-/// whatever their length; here they report by length).
-fn string_encoding(v: &[u8]) -> &'static str {
+/// What Redis reports for a string: written whole (SET...), `int` for a canonical 64-bit
+/// integer of at most 20 bytes, `embstr` up to 44 bytes, `raw` beyond; grown in place (APPEND
+/// to a key, SETRANGE) `raw`; made from a float (INCRBYFLOAT) `embstr` or `raw` by length.
+fn string_encoding(v: &[u8], made: keyspace::Encoding) -> &'static str {
     let canonical_int =
         v.len() <= 20 && crate::num::parse_i64(v).is_some_and(|n| n.to_string().as_bytes() == v);
-    if canonical_int {
-        "int"
-    } else if v.len() <= 44 {
-        "embstr"
-    } else {
-        "raw"
+    match made {
+        keyspace::Encoding::Raw => "raw",
+        keyspace::Encoding::ByContent if canonical_int => "int",
+        _ if v.len() <= 44 => "embstr",
+        _ => "raw",
     }
 }
 

@@ -8,6 +8,7 @@ use bytes::Bytes;
 use super::{int_arg, is, Ctx, Spec, READ, READ_FAST, WRITE, WRITE_FAST};
 use crate::backend::{BatchOp, Write};
 use crate::error::{Error, Result};
+use crate::keyspace::Encoding;
 use crate::keyspace::{
     doc_expiry, doc_ttl_key, expiry_index_key, lookup, now_ms, read_doc_bytes, string_key, KeyType,
     Record,
@@ -125,8 +126,13 @@ fn doc_removal(ctx: &Ctx<'_>, key: &[u8]) -> Result<Vec<BatchOp>> {
 pub(crate) enum StrWrite {
     /// Leave the key as it is.
     Keep,
-    /// Store this value with this expiry.
+    /// Store this value with this expiry (written whole: OBJECT ENCODING by content).
     Put(Vec<u8>, Expiry),
+    /// Store this value with this expiry, made as `Encoding` says (APPEND, SETRANGE,
+    /// INCRBYFLOAT).
+    PutAs(Vec<u8>, Expiry, Encoding),
+    /// Keep the value (and how it was made), change its expiry (GETEX).
+    Retime(Expiry),
     /// Remove the key.
     Delete,
 }
@@ -164,14 +170,23 @@ pub(crate) fn modify_string<T>(
                 wrote = true;
                 Write::Delete
             }
-            StrWrite::Put(v, expiry) => {
-                wrote = true;
-                let at = match expiry {
+            write => {
+                let at_of = |expiry: Expiry| match expiry {
                     Expiry::None => None,
                     Expiry::Keep => old.as_ref().and_then(|r| r.expire_at_ms),
                     Expiry::At(at) => Some(at),
                 };
-                Write::Put(Record::encode(&v, at))
+                let (value, at, encoding) = match write {
+                    StrWrite::Put(v, e) => (v, at_of(e), Encoding::ByContent),
+                    StrWrite::PutAs(v, e, enc) => (v, at_of(e), enc),
+                    StrWrite::Retime(e) => match &old {
+                        Some(r) => (r.payload.to_vec(), at_of(e), r.encoding),
+                        None => return Ok(Write::Keep),
+                    },
+                    StrWrite::Keep | StrWrite::Delete => return Ok(Write::Keep),
+                };
+                wrote = true;
+                Write::Put(Record::encode_as(&value, at, encoding))
             }
         })
     })?;
@@ -293,7 +308,7 @@ fn getex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         Ok(match old {
             Some((v, at)) if at == change => (StrWrite::Keep, Some(Bytes::copy_from_slice(v))),
             Some((v, _)) => (
-                StrWrite::Put(v.to_vec(), change.map_or(Expiry::None, Expiry::At)),
+                StrWrite::Retime(change.map_or(Expiry::None, Expiry::At)),
                 Some(Bytes::copy_from_slice(v)),
             ),
             None => (StrWrite::Keep, None),
@@ -567,7 +582,10 @@ fn incrbyfloat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         };
         let next = current.add(&delta).map_err(|_| nan_or_inf())?;
         let text = next.to_redis_string();
-        Ok((StrWrite::Put(text.clone().into_bytes(), Expiry::Keep), text))
+        Ok((
+            StrWrite::PutAs(text.clone().into_bytes(), Expiry::Keep, Encoding::NotInt),
+            text,
+        ))
     })?;
     Ok(Reply::text(text))
 }
@@ -576,6 +594,12 @@ fn append(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let max = ctx.shared.config().proto_max_bulk_len_bytes;
     let suffix = &args[2];
     let len = modify_string(ctx, &args[1], None, |old| {
+        // Appending to a key makes Redis's string `raw`; a new key is written whole.
+        let encoding = if old.is_some() {
+            Encoding::Raw
+        } else {
+            Encoding::ByContent
+        };
         let old = old.map_or(&[][..], |(v, _)| v);
         if old.len() + suffix.len() > max {
             return Err(max_string_error());
@@ -584,7 +608,7 @@ fn append(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         v.extend_from_slice(old);
         v.extend_from_slice(suffix);
         let len = v.len();
-        Ok((StrWrite::Put(v, Expiry::Keep), len))
+        Ok((StrWrite::PutAs(v, Expiry::Keep, encoding), len))
     })?;
     Ok(Reply::Int(len as i64))
 }
@@ -644,7 +668,7 @@ fn setrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         }
         v[offset..end].copy_from_slice(patch);
         let len = v.len();
-        Ok((StrWrite::Put(v, Expiry::Keep), len))
+        Ok((StrWrite::PutAs(v, Expiry::Keep, Encoding::Raw), len))
     })?;
     Ok(Reply::Int(len as i64))
 }
