@@ -144,6 +144,9 @@ impl CursorTable {
     }
 }
 
+/// A computed INFO keyspace section: when, what it cost, the lines.
+pub(crate) type KeyspaceInfo = (Instant, std::time::Duration, Vec<(String, String)>);
+
 /// Stripes of `Shared::doc_locks`.
 const DOC_LOCK_STRIPES: usize = 64;
 
@@ -161,6 +164,8 @@ pub(crate) struct Shared {
     pub watches: Arc<Watches>,
     /// Pub/Sub subscriptions.
     pub pubsub: Arc<PubSub>,
+    /// INFO keyspace's last result: when, what computing it cost, the lines.
+    pub keyspace_info: Mutex<Option<KeyspaceInfo>>,
     /// When each database next has an expiry due (`txn::ExpiryDue`).
     pub expiry_due: Arc<ExpiryDue>,
     /// Striped locks over document names: a document and its expiry record are two engine
@@ -216,6 +221,7 @@ impl Shared {
             exec_lock: parking_lot::RwLock::new(()),
             watches,
             pubsub: Arc::default(),
+            keyspace_info: Mutex::new(None),
             expiry_due,
             doc_locks: (0..DOC_LOCK_STRIPES)
                 .map(|_| parking_lot::Mutex::new(()))

@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 
@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::glob;
 use crate::keyspace;
 use crate::resp::Reply;
+use crate::state::lock;
 use crate::state::{unix_secs, AfterReply};
 
 #[rustfmt::skip]
@@ -68,6 +69,52 @@ fn info(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     }
     Ok(Reply::text(out))
 }
+
+/// INFO keyspace: keys, keys with an expiry time and their average time left, per database.
+/// Counting walks every key (the engine keeps no count): a result that took more than
+/// `KEYSPACE_EXACT_COST_MAX` to compute is reused for `KEYSPACE_REUSE_FACTOR` times that, so
+/// monitoring that polls INFO costs at most about 1 % of a core however large the store; small
+/// stores always get exact counts (and DBSIZE is always exact).
+fn keyspace_lines(ctx: &Ctx<'_>, config: &ServerConfig) -> Result<Vec<(String, String)>> {
+    let mut cache = lock(&ctx.shared.keyspace_info);
+    if let Some((at, cost, lines)) = cache.as_ref() {
+        if *cost > KEYSPACE_EXACT_COST_MAX && at.elapsed() < *cost * KEYSPACE_REUSE_FACTOR {
+            return Ok(lines.clone());
+        }
+    }
+    let started = Instant::now();
+    let now = keyspace::now_ms();
+    let mut lines = Vec::new();
+    for logical in 0..config.databases {
+        let logical = keyspace::DbIndex::try_from(logical).unwrap_or(keyspace::DbIndex::MAX);
+        let db = ctx.shared.physical_db(logical);
+        let (mut keys, mut expires, mut ttl_sum_ms) = (0u64, 0u64, 0u128);
+        for t in keyspace::KeyType::ALL {
+            keyspace::visit_keys(ctx.db(), db, t, b"", None, now, &mut |_, expiry| {
+                keys += 1;
+                if let Some(at) = expiry {
+                    expires += 1;
+                    ttl_sum_ms += u128::from(at.saturating_sub(now));
+                }
+                true
+            })?;
+        }
+        if keys > 0 {
+            let avg_ttl = ttl_sum_ms.checked_div(u128::from(expires)).unwrap_or(0);
+            lines.push((
+                format!("db{logical}"),
+                format!("keys={keys},expires={expires},avg_ttl={avg_ttl}"),
+            ));
+        }
+    }
+    *cache = Some((Instant::now(), started.elapsed(), lines.clone()));
+    Ok(lines)
+}
+
+/// How many times its own computing time an expensive INFO keyspace result is reused.
+const KEYSPACE_REUSE_FACTOR: u32 = 100;
+/// INFO keyspace results cheaper than this are never reused.
+const KEYSPACE_EXACT_COST_MAX: Duration = Duration::from_millis(10);
 
 fn info_section(ctx: &Ctx<'_>, section: &str) -> Result<Vec<(String, String)>> {
     let s = ctx.shared;
@@ -150,35 +197,7 @@ fn info_section(ctx: &Ctx<'_>, section: &str) -> Result<Vec<(String, String)>> {
                 c.protocol_errors.load(Ordering::Relaxed).to_string(),
             ),
         ],
-        "keyspace" => {
-            // Counting walks every key (the engine keeps no key count); INFO keyspace is O(keys).
-            let now = keyspace::now_ms();
-            let mut lines = Vec::new();
-            for logical in 0..config.databases {
-                let logical =
-                    keyspace::DbIndex::try_from(logical).unwrap_or(keyspace::DbIndex::MAX);
-                let db = ctx.shared.physical_db(logical);
-                let (mut keys, mut expires, mut ttl_sum_ms) = (0u64, 0u64, 0u128);
-                for t in keyspace::KeyType::ALL {
-                    keyspace::visit_keys(ctx.db(), db, t, b"", None, now, &mut |_, expiry| {
-                        keys += 1;
-                        if let Some(at) = expiry {
-                            expires += 1;
-                            ttl_sum_ms += u128::from(at.saturating_sub(now));
-                        }
-                        true
-                    })?;
-                }
-                if keys > 0 {
-                    let avg_ttl = ttl_sum_ms.checked_div(u128::from(expires)).unwrap_or(0);
-                    lines.push((
-                        format!("db{logical}"),
-                        format!("keys={keys},expires={expires},avg_ttl={avg_ttl}"),
-                    ));
-                }
-            }
-            lines
-        }
+        "keyspace" => keyspace_lines(ctx, &config)?,
         "engine" => {
             let mut lines = vec![kv(
                 "dir",
@@ -568,5 +587,34 @@ mod tests {
             h.session.after_reply,
             crate::state::AfterReply::CloseSilently
         );
+    }
+
+    /// INFO keyspace reuses a result only when computing it was expensive, and not for longer
+    /// than its reuse window.
+    #[test]
+    fn expensive_keyspace_counts_are_reused_cheap_ones_never() {
+        use std::time::{Duration, Instant};
+        let mut h = Harness::new();
+        h.run(&["SET", "k", "v"]);
+        let fake = vec![("db9".to_string(), "keys=42,expires=0,avg_ttl=0".to_string())];
+        let info = |h: &mut Harness| match h.run(&["INFO", "keyspace"]) {
+            Reply::Bulk(b) => String::from_utf8_lossy(&b).into_owned(),
+            other => panic!("{other:?}"),
+        };
+        // A result that took a second to compute: reused.
+        *crate::state::lock(&h.shared.keyspace_info) =
+            Some((Instant::now(), Duration::from_secs(1), fake.clone()));
+        assert!(info(&mut h).contains("db9:keys=42"));
+        // One that took a millisecond: counted again.
+        *crate::state::lock(&h.shared.keyspace_info) =
+            Some((Instant::now(), Duration::from_millis(1), fake.clone()));
+        assert!(info(&mut h).contains("db0:keys=1,"));
+        // An expensive one past its window (100 x its cost): counted again.
+        *crate::state::lock(&h.shared.keyspace_info) = Some((
+            Instant::now() - Duration::from_secs(3),
+            Duration::from_millis(20),
+            fake,
+        ));
+        assert!(info(&mut h).contains("db0:keys=1,"));
     }
 }
