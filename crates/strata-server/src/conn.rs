@@ -397,12 +397,7 @@ impl Batch {
     /// How many commands at the head of the queue are plain `SET key value` that may run as one
     /// engine write (bounded in count and bytes so one write stays small).
     fn plain_set_run(&self) -> usize {
-        // Not in MULTI (SETs are queued) nor with subscriptions (RESP2 refuses SET then): the
-        // dispatcher decides those.
-        if !self.session.authenticated
-            || self.session.multi.is_some()
-            || self.session.subs.count() > 0
-        {
+        if !self.session.plain_sets_run_now() {
             return 0;
         }
         let mut bytes = 0usize;

@@ -679,15 +679,34 @@ pub fn visit_keys(
 
 /// Numbers of live keys and of live keys with an expiry time in `db` (a walk: O(keys)).
 pub fn count(b: &dyn KvBackend, db: DbIndex, now: u64) -> Result<(u64, u64)> {
-    let (mut keys, mut expires) = (0u64, 0u64);
-    for t in KeyType::ALL {
-        visit_keys(b, db, t, b"", None, now, &mut |_, expiry| {
-            keys += 1;
-            expires += u64::from(expiry.is_some());
+    tally(b, db, now).map(|t| (t.keys, t.expires))
+}
+
+/// What INFO keyspace reports of a database.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// Live keys.
+    pub keys: u64,
+    /// Live keys with an expiry time.
+    pub expires: u64,
+    /// Their times left, summed (ms).
+    pub ttl_left_ms: u128,
+}
+
+/// Counts `db`'s live keys (a walk: O(keys)).
+pub fn tally(b: &dyn KvBackend, db: DbIndex, now: u64) -> Result<Tally> {
+    let mut t = Tally::default();
+    for kind in KeyType::ALL {
+        visit_keys(b, db, kind, b"", None, now, &mut |_, expiry| {
+            t.keys += 1;
+            if let Some(at) = expiry {
+                t.expires += 1;
+                t.ttl_left_ms += u128::from(at.saturating_sub(now));
+            }
             true
         })?;
     }
-    Ok((keys, expires))
+    Ok(t)
 }
 
 /// Whether the store holds at least one JSON document in any database (one step of a scan

@@ -179,6 +179,12 @@ impl Subscriptions {
             return false;
         };
         self.channels.remove(at);
+        self.leave_channel(channel);
+        true
+    }
+
+    /// Takes this connection's mailbox off `channel` in the registry.
+    fn leave_channel(&self, channel: &[u8]) {
         let mut channels = lock(&self.registry.channels);
         if let Some(subs) = channels.get_mut(channel) {
             subs.retain(|m| m.client != self.mailbox.client);
@@ -186,7 +192,16 @@ impl Subscriptions {
                 channels.remove(channel);
             }
         }
-        true
+    }
+
+    /// Leaves every channel and pattern (RESET, and the end of the connection).
+    pub fn clear(&mut self) {
+        for c in std::mem::take(&mut self.channels) {
+            self.leave_channel(&c);
+        }
+        if !std::mem::take(&mut self.patterns).is_empty() {
+            lock(&self.registry.patterns).retain(|(_, m)| m.client != self.mailbox.client);
+        }
     }
 
     /// Subscribes to `pattern`; false if already subscribed.
@@ -213,18 +228,7 @@ impl Subscriptions {
 
 impl Drop for Subscriptions {
     fn drop(&mut self) {
-        for c in std::mem::take(&mut self.channels) {
-            let mut channels = lock(&self.registry.channels);
-            if let Some(subs) = channels.get_mut(&c) {
-                subs.retain(|m| m.client != self.mailbox.client);
-                if subs.is_empty() {
-                    channels.remove(&c);
-                }
-            }
-        }
-        if !self.patterns.is_empty() {
-            lock(&self.registry.patterns).retain(|(_, m)| m.client != self.mailbox.client);
-        }
+        self.clear();
     }
 }
 

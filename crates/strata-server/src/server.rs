@@ -165,24 +165,37 @@ impl Server {
     }
 }
 
-async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, drain: mpsc::Sender<()>) {
-    let mut shutdown: watch::Receiver<bool> = shared.shutdown.subscribe();
+/// The next connection on `listener`, or `None` once shutdown is requested. A failed accept
+/// (out of descriptors, a connection reset before it was taken) is logged and retried after
+/// [`ACCEPT_RETRY_DELAY`]. Both listeners (RESP and seed 004's lines) take connections here.
+pub(crate) async fn next_connection(
+    listener: &TcpListener,
+    shutdown: &mut watch::Receiver<bool>,
+    what: &str,
+) -> Option<(tokio::net::TcpStream, std::net::SocketAddr)> {
     loop {
         if *shutdown.borrow() {
-            return;
+            return None;
         }
         let accepted = tokio::select! {
             r = listener.accept() => r,
-            _ = shutdown.changed() => return,
+            _ = shutdown.changed() => return None,
         };
-        let (stream, peer) = match accepted {
-            Ok(pair) => pair,
+        match accepted {
+            Ok(pair) => return Some(pair),
             Err(e) => {
-                tracing::warn!("accept failed: {e}");
+                tracing::warn!("{what}: accept failed: {e}");
                 tokio::time::sleep(ACCEPT_RETRY_DELAY).await;
-                continue;
             }
-        };
+        }
+    }
+}
+
+async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, drain: mpsc::Sender<()>) {
+    let mut shutdown: watch::Receiver<bool> = shared.shutdown.subscribe();
+    while let Some((stream, peer)) =
+        next_connection(&listener, &mut shutdown, "RESP listener").await
+    {
         shared
             .counters
             .total_connections

@@ -395,6 +395,15 @@ impl Drop for WatchState {
 }
 
 impl Session {
+    /// Whether a plain `SET key value` from this connection would simply run: authenticated,
+    /// not queued by MULTI, not refused by RESP2's subscribed mode. The connection merges runs
+    /// of such SETs into one engine write without going through the dispatcher, so this is
+    /// the dispatcher's gate for them (`commands::dispatch_checked`), kept beside the state
+    /// it reads; any new per-session rule there must be added here.
+    pub fn plain_sets_run_now(&self) -> bool {
+        self.authenticated && self.multi.is_none() && self.subs.count() == 0
+    }
+
     pub fn new(id: u64, shared: &Shared) -> Self {
         let (mailbox, rx) = Mailbox::new(id);
         let mailbox_bytes = mailbox.queued_bytes.clone();

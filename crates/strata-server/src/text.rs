@@ -22,23 +22,10 @@ const LINE_BYTES_MAX: usize = crate::resp::parse::INLINE_BYTES_MAX;
 /// Accepts text-protocol connections until shutdown.
 pub(crate) async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     let mut shutdown = shared.shutdown.subscribe();
-    loop {
-        if *shutdown.borrow() {
-            return;
-        }
-        let accepted = tokio::select! {
-            r = listener.accept() => r,
-            _ = shutdown.changed() => return,
-        };
-        match accepted {
-            Ok((stream, peer)) => {
-                tokio::spawn(serve(stream, shared.clone(), peer));
-            }
-            Err(e) => {
-                tracing::warn!("text listener: accept failed: {e}");
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-            }
-        }
+    while let Some((stream, peer)) =
+        crate::server::next_connection(&listener, &mut shutdown, "text listener").await
+    {
+        tokio::spawn(serve(stream, shared.clone(), peer));
     }
 }
 
