@@ -57,12 +57,7 @@ fn reset(ctx: &mut Ctx<'_>, _: &[Bytes]) -> Result<Reply> {
     let s = &mut *ctx.session;
     s.multi = None;
     s.watch = None;
-    for channel in s.subs.channels.clone() {
-        s.subs.unsubscribe(&channel);
-    }
-    for pattern in s.subs.patterns.clone() {
-        s.subs.punsubscribe(&pattern);
-    }
+    s.subs.clear();
     s.db = 0;
     s.protocol = crate::resp::Protocol::Resp2;
     s.authenticated = ctx.shared.config().requirepass.is_none();
@@ -237,7 +232,7 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
                 .get(&ctx.session.id)
                 .map(|e| client_line(ctx.session.id, e))
                 .unwrap_or_default();
-            Ok(Reply::text(line))
+            Ok(Reply::Verbatim(line))
         }
         "list" => {
             let clients = lock(&ctx.shared.clients);
@@ -245,7 +240,7 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             for (id, e) in clients.iter() {
                 out.push_str(&client_line(*id, e));
             }
-            Ok(Reply::text(out))
+            Ok(Reply::Verbatim(out))
         }
         "help" => Ok(Reply::Array(
             [

@@ -500,7 +500,7 @@ fn object(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             "    Return the number of references of the value associated with the specified",
             "    <key>.",
             "HELP",
-            "    Print this help.",
+            "    Prints this help.",
         ];
         return Ok(Reply::Array(
             lines.iter().map(|l| Reply::Simple((*l).into())).collect(),

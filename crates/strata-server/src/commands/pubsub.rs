@@ -68,37 +68,38 @@ fn psubscribe(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 }
 
 fn unsubscribe(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
-    let subs = &mut ctx.session.subs;
-    let names: Vec<Bytes> = if args.len() > 1 {
-        args[1..].to_vec()
-    } else {
-        subs.channels.clone()
-    };
-    if names.is_empty() {
-        return Ok(confirmation("unsubscribe", None, subs.count()));
-    }
-    let mut out = Vec::with_capacity(names.len());
-    for channel in names {
-        subs.unsubscribe(&channel);
-        out.push(confirmation("unsubscribe", Some(channel), subs.count()));
-    }
-    Ok(Reply::Several(out))
+    leave(ctx, args, false)
 }
 
 fn punsubscribe(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
-    let subs = &mut ctx.session.subs;
-    let names: Vec<Bytes> = if args.len() > 1 {
-        args[1..].to_vec()
+    leave(ctx, args, true)
+}
+
+/// UNSUBSCRIBE / PUNSUBSCRIBE: the names given, or every one the connection has (one
+/// confirmation each; a single one with a nil name when it has none).
+fn leave(ctx: &mut Ctx<'_>, args: &[Bytes], patterns: bool) -> Result<Reply> {
+    let kind = if patterns {
+        "punsubscribe"
     } else {
-        subs.patterns.clone()
+        "unsubscribe"
+    };
+    let subs = &mut ctx.session.subs;
+    let names: Vec<Bytes> = match (args.len() > 1, patterns) {
+        (true, _) => args[1..].to_vec(),
+        (false, false) => subs.channels.clone(),
+        (false, true) => subs.patterns.clone(),
     };
     if names.is_empty() {
-        return Ok(confirmation("punsubscribe", None, subs.count()));
+        return Ok(confirmation(kind, None, subs.count()));
     }
     let mut out = Vec::with_capacity(names.len());
-    for pattern in names {
-        subs.punsubscribe(&pattern);
-        out.push(confirmation("punsubscribe", Some(pattern), subs.count()));
+    for name in names {
+        if patterns {
+            subs.punsubscribe(&name);
+        } else {
+            subs.unsubscribe(&name);
+        }
+        out.push(confirmation(kind, Some(name), subs.count()));
     }
     Ok(Reply::Several(out))
 }
@@ -142,7 +143,7 @@ fn pubsub(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
                 "SHARDNUMSUB [<shardchannel> ...]",
                 "    Return the number of subscribers for the specified shard level channel(s)",
                 "HELP",
-                "    Print this help.",
+                "    Prints this help.",
             ]
             .iter()
             .map(|l| Reply::Simple((*l).into()))

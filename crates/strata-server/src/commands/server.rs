@@ -67,7 +67,7 @@ fn info(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             let _ = write!(out, "{k}:{v}\r\n");
         }
     }
-    Ok(Reply::text(out))
+    Ok(Reply::Verbatim(out))
 }
 
 /// INFO keyspace: keys, keys with an expiry time and their average time left, per database.
@@ -87,23 +87,15 @@ fn keyspace_lines(ctx: &Ctx<'_>, config: &ServerConfig) -> Result<Vec<(String, S
     let mut lines = Vec::new();
     for logical in 0..config.databases {
         let logical = keyspace::DbIndex::try_from(logical).unwrap_or(keyspace::DbIndex::MAX);
-        let db = ctx.shared.physical_db(logical);
-        let (mut keys, mut expires, mut ttl_sum_ms) = (0u64, 0u64, 0u128);
-        for t in keyspace::KeyType::ALL {
-            keyspace::visit_keys(ctx.db(), db, t, b"", None, now, &mut |_, expiry| {
-                keys += 1;
-                if let Some(at) = expiry {
-                    expires += 1;
-                    ttl_sum_ms += u128::from(at.saturating_sub(now));
-                }
-                true
-            })?;
-        }
-        if keys > 0 {
-            let avg_ttl = ttl_sum_ms.checked_div(u128::from(expires)).unwrap_or(0);
+        let t = keyspace::tally(ctx.db(), ctx.shared.physical_db(logical), now)?;
+        if t.keys > 0 {
+            let avg_ttl = t
+                .ttl_left_ms
+                .checked_div(u128::from(t.expires))
+                .unwrap_or(0);
             lines.push((
                 format!("db{logical}"),
-                format!("keys={keys},expires={expires},avg_ttl={avg_ttl}"),
+                format!("keys={},expires={},avg_ttl={avg_ttl}", t.keys, t.expires),
             ));
         }
     }
@@ -494,7 +486,8 @@ mod tests {
     fn text_of(r: Reply) -> String {
         match r {
             Reply::Bulk(b) => String::from_utf8(b.to_vec()).unwrap_or_default(),
-            other => panic!("expected a bulk reply, got {other:?}"),
+            Reply::Verbatim(t) => t,
+            other => panic!("expected a text reply, got {other:?}"),
         }
     }
 
@@ -597,10 +590,7 @@ mod tests {
         let mut h = Harness::new();
         h.run(&["SET", "k", "v"]);
         let fake = vec![("db9".to_string(), "keys=42,expires=0,avg_ttl=0".to_string())];
-        let info = |h: &mut Harness| match h.run(&["INFO", "keyspace"]) {
-            Reply::Bulk(b) => String::from_utf8_lossy(&b).into_owned(),
-            other => panic!("{other:?}"),
-        };
+        let info = |h: &mut Harness| text_of(h.run(&["INFO", "keyspace"]));
         // A result that took a second to compute: reused.
         *crate::state::lock(&h.shared.keyspace_info) =
             Some((Instant::now(), Duration::from_secs(1), fake.clone()));

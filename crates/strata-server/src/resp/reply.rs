@@ -57,6 +57,9 @@ pub enum Reply {
     /// Out-of-band data: pub/sub messages and subscription confirmations (RESP3 `>`; RESP2 an
     /// array).
     Push(Vec<Reply>),
+    /// Text for people (INFO, CLIENT LIST): RESP3's verbatim string `=N\r\ntxt:...`, RESP2's
+    /// bulk string.
+    Verbatim(String),
     /// Several replies sent one after the other, for commands that answer once per argument
     /// (SUBSCRIBE a b).
     Several(Vec<Reply>),
@@ -127,6 +130,13 @@ impl Reply {
                     item.encode(proto, out);
                 }
             }
+            Reply::Verbatim(t) if resp3 => {
+                header(out, b'=', t.len() as i64 + 4);
+                out.put_slice(b"txt:");
+                out.put_slice(t.as_bytes());
+                out.put_slice(b"\r\n");
+            }
+            Reply::Verbatim(t) => bulk(out, t.as_bytes()),
             Reply::Several(items) => {
                 for item in items {
                     item.encode(proto, out);

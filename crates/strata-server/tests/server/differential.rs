@@ -950,3 +950,36 @@ fn dump_and_restore_match_redis_both_ways() {
         pair.compared
     );
 }
+
+/// Replies that the random families do not reach or cannot compare there: help texts,
+/// RANDOMKEY with zero and one key, OBJECT FREQ/IDLETIME, INFO keyspace without expiry times.
+/// (OBJECT REFCOUNT is left out: Redis answers 2147483647 for its shared small integers.)
+#[test]
+fn help_texts_randomkey_object_and_info_keyspace_match_redis() {
+    for resp3 in [false, true] {
+        let mut pair = Pair::start();
+        if resp3 {
+            pair.send_both(0, &words(&["HELLO", "3"]));
+        }
+        let ctx = "scripted";
+        for c in [
+            &["OBJECT", "HELP"][..],
+            &["PUBSUB", "HELP"],
+            &["RANDOMKEY"],
+            &["SET", "only", "7"],
+            &["RANDOMKEY"],
+            &["OBJECT", "IDLETIME", "only"],
+            &["OBJECT", "FREQ", "only"],
+            &["OBJECT", "IDLETIME", "missing"],
+            &["SET", "a", "x"],
+            &["SELECT", "2"],
+            &["MSET", "b", "1", "c", "2"],
+            &["INFO", "keyspace"],
+            &["SWAPDB", "0", "2"],
+            &["INFO", "keyspace"],
+            &["DBSIZE"],
+        ] {
+            pair.check(0, &words(c), ctx);
+        }
+    }
+}

@@ -29,6 +29,26 @@ fn data_survives_a_restart_on_the_same_directory() {
     assert_eq!(call(&mut c, &["DBSIZE"]), Ok(redis::Value::Int(501)));
 }
 
+/// SWAPDB's database map is persisted: after a restart the swapped databases stay swapped
+/// (their keys were never moved, only the map).
+#[test]
+fn swapped_databases_stay_swapped_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start_in(dir.path(), ServerConfig::default());
+    let mut c = server.client();
+    let _: () = c.set("zero", "was in 0").unwrap();
+    assert_eq!(call(&mut c, &["SWAPDB", "0", "1"]), Ok(redis::Value::Okay));
+    drop(c);
+    server.stop();
+
+    let server = TestServer::start_in(dir.path(), ServerConfig::default());
+    let mut c = server.client();
+    assert_eq!(call(&mut c, &["GET", "zero"]), Ok(redis::Value::Nil));
+    assert_eq!(call(&mut c, &["SELECT", "1"]), Ok(redis::Value::Okay));
+    let v: String = c.get("zero").unwrap();
+    assert_eq!(v, "was in 0");
+}
+
 #[test]
 fn shutdown_command_stops_the_server_and_keeps_acknowledged_writes() {
     let dir = tempfile::tempdir().unwrap();
