@@ -225,7 +225,7 @@ fn corrupt(what: &str) -> Error {
 pub struct ExpiredRecords;
 
 impl strata::CompactionFilter for ExpiredRecords {
-    fn is_dead(&self, key: &[u8], value: &[u8]) -> bool {
+    fn is_dead(&self, key: &[u8], value: &[u8], _: &dyn strata::SettledRead) -> bool {
         key.first() == Some(&KEY_PREFIX)
             && key.len() >= 2
             && record_expiry(value).is_ok_and(|at| at.is_some_and(|at| at <= now_ms()))

@@ -82,6 +82,7 @@ impl Db {
             options.partitions,
             options.engine,
             options.create_if_missing,
+            options.key_router.as_deref(),
         )?;
         let opts = Arc::new(options);
         let cache = Arc::new(BlockCache::new(opts.block_cache_bytes));
@@ -230,12 +231,12 @@ impl Db {
     }
 
     fn partition(&self, key: &[u8]) -> &Partition {
-        &self.inner.partitions[meta::partition_of(key, self.inner.partitions.len())]
+        &self.inner.partitions[self.partition_of(key)]
     }
 
     /// The partition `key` is routed to.
     pub fn partition_of(&self, key: &[u8]) -> usize {
-        meta::partition_of(key, self.inner.partitions.len())
+        meta::route(&self.inner.opts, key, self.inner.partitions.len())
     }
 
     /// Stores `value` under `key`.
@@ -289,7 +290,7 @@ impl Db {
         let n = self.inner.partitions.len();
         let mut by_part: Vec<Vec<Entry<'_>>> = vec![Vec::new(); n];
         for (kind, k, v) in &batch.ops {
-            by_part[meta::partition_of(k, n)].push((*kind, k, v));
+            by_part[meta::route(&self.inner.opts, k, n)].push((*kind, k, v));
         }
         let spanned = by_part.iter().filter(|e| !e.is_empty()).count();
         if spanned > 1 && self.inner.opts.engine == Engine::Lsm {
@@ -353,6 +354,55 @@ impl Db {
         self.check_sizes(key, &[])?;
         self.partition(key)
             .update(key, f, |k, v| self.check_sizes(k, v))
+    }
+
+    /// Atomic read-modify-write of a group of keys that share `route_key`'s partition (a
+    /// [`crate::KeyRouter`] puts such groups together): `f` reads any of them through the
+    /// function it is given (the newest state) and returns the batch to apply, while the
+    /// partition admits no other write. A read or write of a key of another partition is an
+    /// [`Error::InvalidArgument`] and nothing is written. Whatever `f` returns besides the
+    /// batch is handed back.
+    pub fn update_group<T>(
+        &self,
+        route_key: &[u8],
+        f: impl FnOnce(&dyn Fn(&[u8]) -> Result<Option<Bytes>>) -> Result<(WriteBatch, T)>,
+    ) -> Result<T> {
+        self.check()?;
+        let p = self.partition_of(route_key);
+        let foreign = |key: &[u8]| -> Result<()> {
+            let q = self.partition_of(key);
+            if q == p {
+                return Ok(());
+            }
+            Err(Error::InvalidArgument(format!(
+                "update_group: key {} routes to partition {q}, the group's to {p}",
+                key.escape_ascii()
+            )))
+        };
+        self.inner.partitions[p].update_group(
+            |read| {
+                f(&|key: &[u8]| {
+                    foreign(key)?;
+                    read(key)
+                })
+            },
+            |batch| {
+                let mut total = 0usize;
+                for (_, k, v) in &batch.ops {
+                    foreign(k)?;
+                    self.check_sizes(k, v)?;
+                    total += k.len() + v.len();
+                }
+                if total > BATCH_BYTES_MAX {
+                    return Err(Error::LimitExceeded {
+                        what: "write batch",
+                        actual: total,
+                        max: BATCH_BYTES_MAX,
+                    });
+                }
+                Ok(())
+            },
+        )
     }
 
     /// Keys and values in `range`, in key order across all partitions.
@@ -664,5 +714,40 @@ mod tests {
         assert_eq!(prefix_successor(b"a\xff"), Some(Bytes::from_static(b"b")));
         assert_eq!(prefix_successor(b"\xff\xff"), None);
         assert_eq!(prefix_successor(b""), None);
+    }
+
+    /// What a compaction filter reads through `SettledRead`: a key's table state only while no
+    /// memtable holds a version of it, and nothing for a key of another partition.
+    #[test]
+    fn settled_reads_see_flushed_state_only() {
+        use crate::options::SettledRead;
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let mut o = Options::tiny();
+        o.partitions = 2;
+        let db = Db::open(dir.path(), o).unwrap_or_else(|e| panic!("{e}"));
+        let key = b"k";
+        let p = db.partition_of(key);
+        let other = (0..100u32)
+            .map(|i| format!("o{i}").into_bytes())
+            .find(|k| db.partition_of(k) != p)
+            .unwrap_or_default();
+        let tree = |db: &Db| db.inner().partitions[p].lsm().map(|t| t as *const Tree);
+        let read = |db: &Db, k: &[u8]| -> Option<Option<Vec<u8>>> {
+            let t = db.inner().partitions[p].lsm()?;
+            t.settled(k).map(|v| v.map(|b| b.to_vec()))
+        };
+        assert!(tree(&db).is_some());
+        assert_eq!(read(&db, key), Some(None), "never written: settled absent");
+        db.put(key, b"v1").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(read(&db, key), None, "in the memtable: unsettled");
+        db.flush().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(read(&db, key), Some(Some(b"v1".to_vec())));
+        db.delete(key).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(read(&db, key), None, "deleted in memory only");
+        db.flush().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(read(&db, key), Some(None));
+        db.put(&other, b"x").unwrap_or_else(|e| panic!("{e}"));
+        db.flush().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(read(&db, &other), None, "another partition's key");
     }
 }

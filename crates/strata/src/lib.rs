@@ -59,7 +59,9 @@ pub use bytes::Bytes;
 pub use db::{Db, Scan};
 pub use error::{Error, Result};
 pub use journal::{deferring_log_writes, LogWrites};
-pub use options::{CompactionFilter, Compression, Engine, Options, SyncMode};
+pub use options::{
+    CompactionFilter, Compression, Engine, KeyRouter, Options, SettledRead, SyncMode,
+};
 pub use snapshot::Snapshot;
 pub use stats::{LevelStats, PartitionStats, Stats};
 pub use txn::Transaction;

@@ -2,18 +2,23 @@
 //!
 //! Layout (28 bytes, little-endian): magic `b"STRATADB"` (8), format version u32, partition
 //! count u32, hash id u32, engine id u32 (0 = LSM, 1 = log), CRC32C of the preceding 24 bytes u32.
-//! Hash id 1 means: partition = xxh3_64(key, seed 0) mod partitions.
+//! Hash id 1 means: partition = xxh3_64(key, seed 0) mod partitions. Format 2 (written only for
+//! a store with a [`KeyRouter`]) allows any hash id of at least 2: the id of the router, whose
+//! `route(key)` replaces xxh3_64. Format 1 stays the format of stores without one, so earlier
+//! builds still open them.
 
 use std::path::Path;
 
 use crate::error::{Error, IoContext, Result};
-use crate::options::Engine;
+use crate::options::{Engine, KeyRouter, Options};
 use crate::util::coding::Reader;
 use crate::util::fsutil;
 use crate::vfs::FileSystem;
 
-/// Version of the `STRATA` metadata file.
-pub const META_FORMAT_VERSION: u32 = 1;
+/// Version of the `STRATA` metadata file (2 when a key router is recorded, else 1).
+pub const META_FORMAT_VERSION: u32 = 2;
+/// The version of a store routed by the default rule.
+const META_FORMAT_VERSION_PLAIN: u32 = 1;
 const META_MAGIC: &[u8; 8] = b"STRATADB";
 const HASH_XXH3_MOD: u32 = 1;
 pub(crate) const META_FILE: &str = "STRATA";
@@ -25,6 +30,18 @@ pub fn partition_of(key: &[u8], partitions: usize) -> usize {
     (xxhash_rust::xxh3::xxh3_64(key) % partitions as u64) as usize
 }
 
+/// The partition of `key` under `opts`' routing (its key router, or [`partition_of`]).
+pub(crate) fn route(opts: &Options, key: &[u8], partitions: usize) -> usize {
+    match &opts.key_router {
+        Some(r) => (r.route(key) % partitions as u64) as usize,
+        None => partition_of(key, partitions),
+    }
+}
+
+fn hash_id(router: Option<&dyn KeyRouter>) -> u32 {
+    router.map_or(HASH_XXH3_MOD, |r| r.id())
+}
+
 /// Reads the metadata file, creating it when the directory is new. Returns the partition count.
 pub(crate) fn open_or_create(
     fs: &dyn FileSystem,
@@ -32,11 +49,13 @@ pub(crate) fn open_or_create(
     partitions: usize,
     engine: Engine,
     create: bool,
+    router: Option<&dyn KeyRouter>,
 ) -> Result<usize> {
     let path = dir.join(META_FILE);
+    let hash = hash_id(router);
     match fs.read(&path) {
         Ok(bytes) => {
-            let (found, found_engine) = decode(&bytes).ok_or_else(|| {
+            let (found, found_engine, found_hash) = decode(&bytes).ok_or_else(|| {
                 Error::corruption(&path, 0, "bad STRATA metadata (checksum, magic or version)")
             })?;
             if found_engine != engine {
@@ -51,6 +70,19 @@ pub(crate) fn open_or_create(
                     dir.display()
                 )));
             }
+            if found_hash != hash {
+                if found_hash != HASH_XXH3_MOD {
+                    return Err(Error::InvalidArgument(format!(
+                        "{} routes keys with key router {found_hash} but was opened with {}; \
+                         open it with the same key router",
+                        dir.display(),
+                        describe_router(hash)
+                    )));
+                }
+                // A store routed by the default adopts the router (its contract: existing keys
+                // route as before).
+                fsutil::write_atomically(fs, dir, META_FILE, &encode(found, engine, hash))?;
+            }
             Ok(found)
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -60,7 +92,7 @@ pub(crate) fn open_or_create(
                     dir.display()
                 )));
             }
-            fsutil::write_atomically(fs, dir, META_FILE, &encode(partitions, engine))?;
+            fsutil::write_atomically(fs, dir, META_FILE, &encode(partitions, engine, hash))?;
             Ok(partitions)
         }
         Err(e) => Err(e).at(&path),
@@ -72,7 +104,7 @@ pub(crate) fn read_partitions(fs: &dyn FileSystem, dir: &Path) -> Result<Option<
     let path = dir.join(META_FILE);
     match fs.read(&path) {
         Ok(bytes) => decode(&bytes)
-            .map(|(p, _)| Some(p))
+            .map(|(p, _, _)| Some(p))
             .ok_or_else(|| Error::corruption(&path, 0, "bad STRATA metadata")),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e).at(&path),
@@ -84,7 +116,7 @@ pub(crate) fn read_engine(fs: &dyn FileSystem, dir: &Path) -> Result<Option<Engi
     let path = dir.join(META_FILE);
     match fs.read(&path) {
         Ok(bytes) => decode(&bytes)
-            .map(|(_, e)| Some(e))
+            .map(|(_, e, _)| Some(e))
             .ok_or_else(|| Error::corruption(&path, 0, "bad STRATA metadata")),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e).at(&path),
@@ -98,28 +130,49 @@ fn engine_id(engine: Engine) -> u32 {
     }
 }
 
-fn encode(partitions: usize, engine: Engine) -> Vec<u8> {
+fn describe_router(hash: u32) -> String {
+    if hash == HASH_XXH3_MOD {
+        "no key router".to_string()
+    } else {
+        format!("key router {hash}")
+    }
+}
+
+fn encode(partitions: usize, engine: Engine, hash: u32) -> Vec<u8> {
+    let version = if hash == HASH_XXH3_MOD {
+        META_FORMAT_VERSION_PLAIN
+    } else {
+        META_FORMAT_VERSION
+    };
     let mut b = Vec::with_capacity(28);
     b.extend_from_slice(META_MAGIC);
-    b.extend_from_slice(&META_FORMAT_VERSION.to_le_bytes());
+    b.extend_from_slice(&version.to_le_bytes());
     b.extend_from_slice(&(partitions as u32).to_le_bytes());
-    b.extend_from_slice(&HASH_XXH3_MOD.to_le_bytes());
+    b.extend_from_slice(&hash.to_le_bytes());
     b.extend_from_slice(&engine_id(engine).to_le_bytes());
     let crc = crc32c::crc32c(&b);
     b.extend_from_slice(&crc.to_le_bytes());
     b
 }
 
-fn decode(bytes: &[u8]) -> Option<(usize, Engine)> {
+/// `(partitions, engine, hash id)` of a valid file.
+fn decode(bytes: &[u8]) -> Option<(usize, Engine, u32)> {
     if bytes.len() != 28 || crc32c::crc32c(&bytes[..24]).to_le_bytes() != bytes[24..28] {
         return None;
     }
     let mut r = Reader::new(bytes);
-    if r.bytes(8)? != META_MAGIC || r.u32()? != META_FORMAT_VERSION {
+    if r.bytes(8)? != META_MAGIC {
         return None;
     }
+    let version = r.u32()?;
     let partitions = r.u32()? as usize;
-    if r.u32()? != HASH_XXH3_MOD || partitions == 0 {
+    let hash = r.u32()?;
+    let hash_ok = match version {
+        META_FORMAT_VERSION_PLAIN => hash == HASH_XXH3_MOD,
+        META_FORMAT_VERSION => hash > HASH_XXH3_MOD,
+        _ => false,
+    };
+    if !hash_ok || partitions == 0 {
         return None;
     }
     let engine = match r.u32()? {
@@ -127,7 +180,7 @@ fn decode(bytes: &[u8]) -> Option<(usize, Engine)> {
         1 => Engine::Log,
         _ => return None,
     };
-    Some((partitions, engine))
+    Some((partitions, engine, hash))
 }
 
 #[cfg(test)]
@@ -136,13 +189,23 @@ mod tests {
 
     #[test]
     fn every_flipped_byte_is_detected() {
-        let good = encode(8, Engine::Log);
-        assert_eq!(decode(&good), Some((8, Engine::Log)));
-        for i in 0..good.len() {
-            let mut b = good.clone();
-            b[i] ^= 0x10;
-            assert_eq!(decode(&b), None, "flip at {i}");
+        for hash in [HASH_XXH3_MOD, 0x5354_0001] {
+            let good = encode(8, Engine::Log, hash);
+            assert_eq!(decode(&good), Some((8, Engine::Log, hash)));
+            for i in 0..good.len() {
+                let mut b = good.clone();
+                b[i] ^= 0x10;
+                assert_eq!(decode(&b), None, "flip at {i}");
+            }
         }
+        // A plain store is written as format 1 (earlier builds open it); format 1 with a
+        // router id, or format 2 without one, is refused.
+        assert_eq!(encode(1, Engine::Lsm, HASH_XXH3_MOD)[8], 1);
+        let mut b = encode(1, Engine::Lsm, 7);
+        b[8] = 1;
+        let crc = crc32c::crc32c(&b[..24]);
+        b[24..].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(decode(&b), None);
     }
 
     #[test]

@@ -124,6 +124,12 @@ pub struct Options {
     /// and value-log collection turn them into tombstones instead of copying them on. `None`
     /// keeps everything.
     pub compaction_filter: Option<std::sync::Arc<dyn CompactionFilter>>,
+    /// How keys are routed to partitions. `None`: by the hash of the whole key. A router may
+    /// send groups of keys to one partition (every element of one Redis hash), so that
+    /// [`crate::Db::update_group`] can change them together and a compaction filter can read
+    /// their shared metadata. Recorded in the `STRATA` file at creation (or the first open with a
+    /// router) and required at every later open.
+    pub key_router: Option<std::sync::Arc<dyn KeyRouter>>,
     /// Both engines: on a damaged record in a log or segment, keep the file up to the damage and
     /// drop the rest of that file (with a warning naming file, offset and bytes dropped) instead
     /// of refusing to open. Later files are still replayed.
@@ -138,7 +144,32 @@ pub struct Options {
 /// is dead forever (readers must already treat it as absent: the filter only reclaims space).
 pub trait CompactionFilter: Send + Sync + std::fmt::Debug {
     /// True when `value`, the newest version of `key` in what is being rewritten, is dead.
-    fn is_dead(&self, key: &[u8], value: &[u8]) -> bool;
+    /// `settled` reads other keys of the same partition (see [`SettledRead`]).
+    fn is_dead(&self, key: &[u8], value: &[u8], settled: &dyn SettledRead) -> bool;
+}
+
+/// Reads, for a [`CompactionFilter`], keys of the partition being compacted whose state is
+/// *settled*: not written since the last flush, so what the tables hold is both the newest
+/// version and durable (a power cut cannot bring back an older one). A filter that drops
+/// values because of another key (elements of a deleted collection) decides on settled state
+/// only; otherwise a crash could restore the other key while its elements are already gone.
+pub trait SettledRead {
+    /// `Some(value or None for absent)` when `key` is settled; `None` when it was written since
+    /// the last flush, could not be read, or lives in another partition: keep the value then.
+    fn settled(&self, key: &[u8]) -> Option<Option<bytes::Bytes>>;
+}
+
+/// Routes keys to partitions (the [`Options::key_router`]): partition = `route(key) % partitions`.
+/// Must be a pure function of the key, stable across versions of the program, and send every
+/// key that already exists in a store it is first opened with where the default does (its
+/// `xxh3_64` of the whole key): a router adopted by an existing store changes the routing of
+/// new kinds of keys only.
+pub trait KeyRouter: Send + Sync + std::fmt::Debug {
+    /// Names the routing rule in the `STRATA` file: at least 2 (1 is the default rule), never
+    /// reused for a different rule.
+    fn id(&self) -> u32;
+    /// The 64-bit hash that picks the partition of `key`.
+    fn route(&self, key: &[u8]) -> u64;
 }
 
 impl Default for Options {
@@ -174,6 +205,7 @@ impl Default for Options {
             salvage: false,
             fs: crate::vfs::real(),
             compaction_filter: None,
+            key_router: None,
         }
     }
 }
@@ -254,6 +286,9 @@ impl Options {
         }
         if self.value_bytes_max > u32::MAX as usize / 2 {
             return bad("value_bytes_max must be below 2 GiB");
+        }
+        if self.key_router.as_ref().is_some_and(|r| r.id() < 2) {
+            return bad("a key router's id must be at least 2 (1 is the default routing)");
         }
         Ok(())
     }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::batch::{Entry, Update};
+use crate::batch::{Entry, Update, WriteBatch};
 use crate::error::Result;
 use crate::hashlog::LogStore;
 use crate::journal;
@@ -83,6 +83,17 @@ impl Partition {
         match self {
             Partition::Lsm(t) => journal::update(&**t, key, f, check),
             Partition::Log(l) => journal::update(&**l, key, f, check),
+        }
+    }
+
+    pub(crate) fn update_group<T>(
+        &self,
+        decide: impl FnOnce(&journal::GroupRead<'_>) -> Result<(WriteBatch, T)>,
+        check: impl Fn(&WriteBatch) -> Result<()>,
+    ) -> Result<T> {
+        match self {
+            Partition::Lsm(t) => journal::update_group(&**t, decide, check),
+            Partition::Log(l) => journal::update_group(&**l, decide, check),
         }
     }
 

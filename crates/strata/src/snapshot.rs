@@ -70,7 +70,7 @@ impl Snapshot {
 
     /// The value of `key` at the snapshot.
     pub fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
-        let p = meta::partition_of(key, self.views.len());
+        let p = meta::route(&self.inner.opts, key, self.views.len());
         self.tree(p)?.get_at(&self.views[p], key, self.seq)
     }
 

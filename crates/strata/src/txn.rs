@@ -92,7 +92,7 @@ impl<'db> Transaction<'db> {
         };
         let mut by_part: BTreeMap<usize, Vec<Entry<'_>>> = BTreeMap::new();
         for key in self.reads.keys() {
-            by_part.entry(meta::partition_of(key, n)).or_default();
+            by_part.entry(meta::route(&inner.opts, key, n)).or_default();
         }
         for (key, value) in &self.writes {
             let entry = match value {
@@ -100,7 +100,7 @@ impl<'db> Transaction<'db> {
                 None => (Kind::Delete, &key[..], &[][..]),
             };
             by_part
-                .entry(meta::partition_of(key, n))
+                .entry(meta::route(&inner.opts, key, n))
                 .or_default()
                 .push(entry);
         }
@@ -111,7 +111,7 @@ impl<'db> Transaction<'db> {
         let seq = self.snapshot.seq();
         journal::write_across(&parts, || {
             for (key, seen) in &self.reads {
-                let t = tree(meta::partition_of(key, n))?;
+                let t = tree(meta::route(&inner.opts, key, n))?;
                 let changed = t.changed_in_memory_since(key, seq)
                     || t.get_at(&t.pinned_view(), key, u64::MAX)? != *seen;
                 if changed {

@@ -14,7 +14,7 @@ use strata::{CompactionFilter, Db, Options};
 struct DeadPrefix;
 
 impl CompactionFilter for DeadPrefix {
-    fn is_dead(&self, _key: &[u8], value: &[u8]) -> bool {
+    fn is_dead(&self, _key: &[u8], value: &[u8], _: &dyn strata::SettledRead) -> bool {
         value.starts_with(b"dead:")
     }
 }

@@ -26,7 +26,7 @@ use parking_lot::{Mutex, MutexGuard};
 
 use bytes::Bytes;
 
-use crate::batch::{encode_batch, BatchHeader, Entry, Kind, Update};
+use crate::batch::{encode_batch, BatchHeader, Entry, Kind, Update, WriteBatch};
 use crate::error::{Error, IoContext, Result};
 
 use crate::options::SyncMode;
@@ -283,6 +283,45 @@ pub(crate) fn update<T, E: Journaled>(
                 Some(apply_one(engine, &mut st, &[(Kind::Put, key, &v)])?)
             }
             Update::Delete => Some(apply_one(engine, &mut st, &[(Kind::Delete, key, &[])])?),
+        };
+        (applied, out)
+    };
+    if let Some(applied) = applied {
+        complete(engine, &applied)?;
+    }
+    Ok(out)
+}
+
+/// What [`update_group`]'s decision reads keys with (under the write lock).
+pub(crate) type GroupRead<'a> = dyn Fn(&[u8]) -> Result<Option<Bytes>> + 'a;
+
+/// Atomic read-modify-write of several keys of one partition: under the write lock, `decide`
+/// reads any keys it needs (the newest state, as [`update`] does) and returns the batch to apply;
+/// `check` vets the batch before it is applied. Commit after the lock, as for plain writes.
+pub(crate) fn update_group<T, E: Journaled>(
+    engine: &E,
+    decide: impl FnOnce(&GroupRead<'_>) -> Result<(WriteBatch, T)>,
+    check: impl Fn(&WriteBatch) -> Result<()>,
+) -> Result<T> {
+    engine.admit_write()?;
+    let journal = engine.journal();
+    let (applied, out) = {
+        let mut st = journal.lock();
+        journal.check_writable(&st)?;
+        let (batch, out) = {
+            let locked: &JournalState = &st;
+            decide(&|key: &[u8]| engine.get_locked(key, locked))?
+        };
+        check(&batch)?;
+        let applied = if batch.is_empty() {
+            None
+        } else {
+            let entries: Vec<Entry<'_>> = batch
+                .ops
+                .iter()
+                .map(|(kind, k, v)| (*kind, &k[..], &v[..]))
+                .collect();
+            Some(apply_one(engine, &mut st, &entries)?)
         };
         (applied, out)
     };

@@ -117,6 +117,7 @@ pub(crate) fn merge(
     opts: &Options,
     mut new_table: impl FnMut() -> Result<TableBuilder>,
     mut finished: impl FnMut(TableMeta) -> Result<()>,
+    settled: &dyn crate::options::SettledRead,
 ) -> Result<DeadValueBytes> {
     let mut dead = DeadValueBytes::new();
     let mut count = |slot: &Slot| {
@@ -147,7 +148,7 @@ pub(crate) fn merge(
             // A value the filter declares dead becomes a tombstone (older versions below
             // stay hidden).
             let slot = match (&slot, &opts.compaction_filter) {
-                (Slot::Put(v), Some(f)) if f.is_dead(&key, v) => Slot::Delete,
+                (Slot::Put(v), Some(f)) if f.is_dead(&key, v, settled) => Slot::Delete,
                 _ => slot,
             };
             if job.drop_tombstones && slot == Slot::Delete {
@@ -230,6 +231,7 @@ impl Tree {
                 outputs.push(Arc::new(t));
                 Ok(())
             },
+            self,
         )
         .and_then(|dead| {
             crate::util::fsutil::sync_dir(&*self.opts.fs, &self.sst_dir).map(|()| dead)

@@ -12,7 +12,7 @@ use super::tree::Tree;
 use super::version::Version;
 use super::LEVELS;
 use crate::error::Result;
-use crate::meta::partition_of;
+use crate::meta;
 use crate::util::fsutil;
 
 /// Writes `sorted` (strictly increasing keys, checked by the caller's iterator) into new tables
@@ -40,7 +40,7 @@ pub(crate) fn ingest_sorted<K: AsRef<[u8]>, V: AsRef<[u8]>>(
     for kv in sorted {
         let (k, v) = kv?;
         let (k, v) = (k.as_ref(), v.as_ref());
-        let p = partition_of(k, n);
+        let p = meta::route(&trees[0].opts, k, n);
         let b = match builders[p].as_mut() {
             Some(b) => b,
             None => builders[p].insert(trees[p].new_table()?),

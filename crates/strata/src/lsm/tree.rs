@@ -277,6 +277,23 @@ impl Tree {
         self.view_lock.lock()
     }
 
+    /// `key` as the tables hold it when no memtable has a version of it (see
+    /// [`crate::SettledRead`]); `Ok(None)` when it is unsettled.
+    fn settled_get(&self, key: &[u8]) -> Result<Option<Option<Bytes>>> {
+        let v = self.view.load();
+        let in_memory = std::iter::once(&v.active)
+            .chain(v.immutables.iter())
+            .any(|m| m.newest_seq(key).is_some());
+        if in_memory {
+            return Ok(None);
+        }
+        Ok(Some(match lookup_tables(&v.version, key)? {
+            None | Some(Slot::Delete) => None,
+            Some(Slot::Put(b)) => Some(b),
+            Some(Slot::Pointer(p)) => Some(resolve_pointer(&self.wal_dir, &v.version, &p)?),
+        }))
+    }
+
     /// Whether `key` has a version newer than `seq` in the current memtables (optimistic
     /// transactions; the caller holds the journal lock). Versions flushed into tables since
     /// carry no sequence number: the caller compares values for those.
@@ -480,20 +497,35 @@ pub(super) fn lookup(v: &View, key: &[u8], at: u64) -> Result<Option<Slot>> {
             return Ok(Some(s));
         }
     }
+    lookup_tables(&v.version, key)
+}
+
+/// The newest version of `key` in the tables of `version` (memtables not consulted).
+fn lookup_tables(version: &Version, key: &[u8]) -> Result<Option<Slot>> {
     let h = bloom::hash(key);
-    for t in &v.version.levels[0] {
+    for t in &version.levels[0] {
         if let Some(s) = t.get(key, h)? {
             return Ok(Some(s));
         }
     }
     for level in 1..LEVELS {
-        if let Some(t) = v.version.find_in_level(level, key) {
+        if let Some(t) = version.find_in_level(level, key) {
             if let Some(s) = t.get(key, h)? {
                 return Ok(Some(s));
             }
         }
     }
     Ok(None)
+}
+
+impl crate::options::SettledRead for Tree {
+    fn settled(&self, key: &[u8]) -> Option<Option<Bytes>> {
+        // A key of another partition is not in these tables: "absent" would be a lie.
+        if crate::meta::route(&self.opts, key, self.opts.partitions) != self.id {
+            return None;
+        }
+        self.settled_get(key).ok().flatten()
+    }
 }
 
 /// Reads a separated value from the value logs of `version`.

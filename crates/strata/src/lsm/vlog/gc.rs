@@ -68,7 +68,9 @@ impl Tree {
                 if is_live(&view, key, *at)? {
                     // A value the filter declares dead is written as a tombstone instead.
                     match &self.opts.compaction_filter {
-                        Some(f) if f.is_dead(key, value) => live.push((Kind::Delete, key, &[])),
+                        Some(f) if f.is_dead(key, value, self) => {
+                            live.push((Kind::Delete, key, &[]))
+                        }
                         _ => {
                             live.push((Kind::Put, key, value));
                             rewritten += value.len() as u64;

@@ -1,0 +1,218 @@
+//! `Options::key_router`, `Db::update_group` and the settled reads a compaction filter gets:
+//! keys a router groups live in one partition, change together, and a filter may drop a
+//! group's members once their shared record is durably gone.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use strata::{CompactionFilter, Db, Engine, KeyRouter, Options, SettledRead, WriteBatch};
+
+/// Routes `m<group>/<member>` with the group's head key `h<group>`; every other key whole.
+#[derive(Debug)]
+struct ByGroup(u32);
+
+fn group_of(key: &[u8]) -> Option<&[u8]> {
+    let rest = key.strip_prefix(b"m")?;
+    let slash = rest.iter().position(|&b| b == b'/')?;
+    Some(&rest[..slash])
+}
+
+impl KeyRouter for ByGroup {
+    fn id(&self) -> u32 {
+        self.0
+    }
+    fn route(&self, key: &[u8]) -> u64 {
+        match group_of(key) {
+            Some(g) => xxhash_rust::xxh3::xxh3_64(&[b"h", g].concat()),
+            None => xxhash_rust::xxh3::xxh3_64(key),
+        }
+    }
+}
+
+fn options(router: Option<u32>) -> Options {
+    let mut o = Options::tiny();
+    o.partitions = 8;
+    o.key_router = router.map(|id| Arc::new(ByGroup(id)) as Arc<dyn KeyRouter>);
+    o
+}
+
+#[test]
+fn a_router_groups_keys_and_is_required_once_recorded() {
+    for engine in [Engine::Lsm, Engine::Log] {
+        let dir = tempfile::tempdir().unwrap();
+        // A store made without a router, with keys the router routes as before.
+        let mut o = options(None);
+        o.engine = engine;
+        let db = Db::open(dir.path(), o.clone()).unwrap();
+        for i in 0..200 {
+            db.put(format!("h{i}").as_bytes(), b"head").unwrap();
+        }
+        db.close().unwrap();
+        // Opened with a router: it is adopted, old keys are found, groups share a partition.
+        let mut ro = options(Some(7));
+        ro.engine = engine;
+        let db = Db::open(dir.path(), ro.clone()).unwrap();
+        for i in 0..200 {
+            let head = format!("h{i}");
+            assert_eq!(&db.get(head.as_bytes()).unwrap().unwrap()[..], b"head");
+            for m in 0..5 {
+                let member = format!("m{i}/{m}");
+                assert_eq!(
+                    db.partition_of(member.as_bytes()),
+                    db.partition_of(head.as_bytes())
+                );
+                db.put(member.as_bytes(), b"x").unwrap();
+            }
+        }
+        // Without the router, or with another, the store refuses to open.
+        db.close().unwrap();
+        let err = Db::open(dir.path(), o.clone()).err().unwrap().to_string();
+        assert!(err.contains("key router 7"), "{err}");
+        let mut other = options(Some(8));
+        other.engine = engine;
+        assert!(Db::open(dir.path(), other).is_err());
+        let db = Db::open(dir.path(), ro).unwrap();
+        assert_eq!(&db.get(b"m3/4").unwrap().unwrap()[..], b"x");
+        db.close().unwrap();
+    }
+    // Router ids 0 and 1 are not routers.
+    let dir = tempfile::tempdir().unwrap();
+    assert!(Db::open(dir.path(), options(Some(1))).is_err());
+}
+
+#[test]
+fn group_updates_are_atomic_and_stay_in_their_partition() {
+    for engine in [Engine::Lsm, Engine::Log] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut o = options(Some(9));
+        o.engine = engine;
+        let db = Arc::new(Db::open(dir.path(), o).unwrap());
+        // Threads add members to shared groups; the head counts them. Without atomicity the
+        // count and the members disagree.
+        let threads: Vec<_> = (0..4)
+            .map(|t| {
+                let db = db.clone();
+                std::thread::spawn(move || {
+                    for i in 0..300 {
+                        let g = i % 7;
+                        let head = format!("h{g}");
+                        db.update_group(head.as_bytes(), |read| {
+                            let n = read(head.as_bytes())?
+                                .map_or(0, |v| u64::from_le_bytes(v[..].try_into().unwrap()));
+                            let mut b = WriteBatch::new();
+                            b.put(format!("m{g}/{t}-{i}"), b"1");
+                            b.put(&head, (n + 1).to_le_bytes());
+                            Ok((b, ()))
+                        })
+                        .unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        for g in 0..7 {
+            let head = db.get(format!("h{g}").as_bytes()).unwrap().unwrap();
+            let n = u64::from_le_bytes(head[..].try_into().unwrap());
+            let members = db.scan_prefix(format!("m{g}/").as_bytes()).count() as u64;
+            assert_eq!(n, members, "group {g}");
+        }
+        assert_eq!(db.scan_prefix(b"m").count(), 1200);
+        // A key of another partition is refused, and nothing of the batch is written.
+        let (a, b) = (0..100)
+            .map(|i| format!("h{i}"))
+            .find_map(|k| (db.partition_of(k.as_bytes()) != db.partition_of(b"h0")).then_some(k))
+            .map(|k| (b"h0".to_vec(), k.into_bytes()))
+            .unwrap();
+        let err = db.update_group(&a, |_| {
+            let mut w = WriteBatch::new();
+            w.put(&a, b"changed");
+            w.put(&b, b"elsewhere");
+            Ok((w, ()))
+        });
+        assert!(matches!(err, Err(strata::Error::InvalidArgument(_))));
+        assert_ne!(db.get(&a).unwrap().as_deref(), Some(&b"changed"[..]));
+        assert!(db
+            .update_group(&a, |read| read(&b).map(|_| (WriteBatch::new(), ())))
+            .is_err());
+    }
+}
+
+/// Drops a member when its group's head is settled and absent (the metadata-driven filter a
+/// Redis hash needs).
+#[derive(Debug, Default)]
+struct OrphanMembers;
+
+impl CompactionFilter for OrphanMembers {
+    fn is_dead(&self, key: &[u8], _value: &[u8], settled: &dyn SettledRead) -> bool {
+        let Some(g) = group_of(key) else {
+            return false;
+        };
+        settled
+            .settled(&[b"h", g].concat())
+            .is_some_and(|head| head.is_none())
+    }
+}
+
+#[test]
+fn a_filter_drops_the_members_of_deleted_heads() {
+    let dir = tempfile::tempdir().unwrap();
+    let filter = Arc::new(OrphanMembers);
+    let mut o = options(Some(9));
+    o.partitions = 2;
+    o.compaction_filter = Some(filter.clone());
+    let db = Db::open(dir.path(), o).unwrap();
+    let pad = "v".repeat(150); // above the tiny separation threshold: value logs too
+    let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+    for g in 0..40 {
+        let mut b = WriteBatch::new();
+        b.put(format!("h{g}"), b"head");
+        model.insert(format!("h{g}").into_bytes(), b"head".to_vec());
+        for m in 0..30 {
+            let v = if m % 2 == 0 {
+                pad.clone()
+            } else {
+                format!("{m}")
+            };
+            b.put(format!("m{g}/{m:02}"), &v);
+            model.insert(format!("m{g}/{m:02}").into_bytes(), v.into_bytes());
+        }
+        db.write(b).unwrap();
+    }
+    db.flush().unwrap();
+    // Heads of even groups go; the deletes sit in the memtable: unsettled, nothing dropped.
+    for g in (0..40).step_by(2) {
+        db.delete(format!("h{g}").as_bytes()).unwrap();
+        model.remove(format!("h{g}").as_bytes());
+    }
+    db.compact().unwrap();
+    // Compaction flushes first, so the deletes are settled by the time tables merge: every
+    // member of a deleted group is gone; the rest untouched.
+    for g in 0..40 {
+        for m in 0..30 {
+            let k = format!("m{g}/{m:02}");
+            let got = db.get(k.as_bytes()).unwrap();
+            if g % 2 == 0 {
+                assert_eq!(got, None, "{k}");
+                model.remove(k.as_bytes());
+            } else {
+                assert_eq!(
+                    got.as_deref(),
+                    model.get(k.as_bytes()).map(|v| &v[..]),
+                    "{k}"
+                );
+            }
+        }
+    }
+    assert_eq!(db.get(b"h1").unwrap().as_deref(), Some(&b"head"[..]));
+    assert_eq!(db.scan_prefix(b"m").count(), 20 * 30);
+    assert_eq!(
+        db.scan::<&[u8], _>(..)
+            .map(|e| e.unwrap())
+            .map(|(k, v)| (k.to_vec(), v.to_vec()))
+            .collect::<BTreeMap<_, _>>(),
+        model
+    );
+}
