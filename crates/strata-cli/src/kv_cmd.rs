@@ -8,7 +8,7 @@ use std::ops::Bound;
 
 use anyhow::Context;
 use strata_server::backend::{prefix_end, BatchOp, KvBackend};
-use strata_server::keyspace::{self, now_ms, string_key, KeyType, Record};
+use strata_server::keyspace::{self, now_ms, string_key, KeyType, Record, Space};
 
 /// Opens the keyspace of `db` (bringing an older layout to the current one first) and returns
 /// the physical database that logical database 0 (the CLI's) maps to (SWAPDB changes it).
@@ -23,7 +23,7 @@ pub fn put(db: &strata::Db, dbi: keyspace::DbIndex, key: &str, value: &str) -> a
         string_key(dbi, key.as_bytes()),
         Record::encode(value.as_bytes(), None),
     )];
-    if let Some(doc) = KeyType::Json.key(dbi, key.as_bytes()) {
+    if let Some(doc) = Space::Docs.key(dbi, key.as_bytes()) {
         ops.push(BatchOp::Delete(doc));
         ops.push(BatchOp::Delete(keyspace::doc_ttl_key(dbi, key.as_bytes())));
     }
@@ -35,6 +35,12 @@ pub fn put(db: &strata::Db, dbi: keyspace::DbIndex, key: &str, value: &str) -> a
 pub fn get(db: &strata::Db, dbi: keyspace::DbIndex, key: &str) -> anyhow::Result<Vec<u8>> {
     let now = now_ms();
     if let Some(r) = keyspace::read_record(db, dbi, key.as_bytes(), now)? {
+        if r.kind != KeyType::String {
+            anyhow::bail!(
+                "{key} holds a {}: read it over the protocol (`redis-cli`)",
+                r.kind.name()
+            );
+        }
         return Ok(r.payload.to_vec());
     }
     if keyspace::read_doc_bytes(db, dbi, key.as_bytes(), now)?.is_some() {
@@ -48,7 +54,8 @@ pub fn del(db: &strata::Db, dbi: keyspace::DbIndex, key: &str) -> anyhow::Result
     Ok(keyspace::remove(db, dbi, key.as_bytes(), now_ms(), true)?)
 }
 
-/// Visits live string keys in `[start, end)` (or under `prefix`), in key order, at most `limit`.
+/// Visits live string keys in `[start, end)` (or under `prefix`), in key order, at most `limit`
+/// (keys holding other kinds are passed over).
 pub fn scan(
     db: &strata::Db,
     dbi: keyspace::DbIndex,
@@ -78,11 +85,11 @@ pub fn scan(
         if shown >= limit {
             return false;
         }
-        let Some(user) = KeyType::String.user_key(dbi, k) else {
+        let Some(user) = Space::Records.user_key(dbi, k) else {
             return true;
         };
         match Record::decode(bytes::Bytes::copy_from_slice(v)) {
-            Ok(r) if r.expired(now) => true,
+            Ok(r) if r.expired(now) || r.kind != KeyType::String => true,
             Ok(r) => {
                 out(&user, &r.payload);
                 shown += 1;

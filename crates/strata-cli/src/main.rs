@@ -133,7 +133,9 @@ fn options(cli: &Cli) -> strata::Options {
         o.compression = strata::Compression::Lz4;
     }
     o.salvage = cli.salvage;
-    o
+    // Every command works on the server's keyspace (a store that recorded the server's key
+    // router refuses to open without it).
+    strata_server::store_options(o)
 }
 
 fn open(cli: &Cli) -> anyhow::Result<strata::Db> {

@@ -38,6 +38,13 @@ pub enum BatchOp {
 /// error aborts the update without writing.
 pub type UpdateFn<'a> = dyn FnMut(Option<&[u8]>) -> Result<Write> + 'a;
 
+/// How [`KvBackend::update_group`]'s callback reads keys of the group (the newest state).
+pub type GroupRead<'a> = dyn Fn(&[u8]) -> Result<Option<Bytes>> + 'a;
+
+/// A callback of [`KvBackend::update_group`]: reads what it needs, returns the writes.
+/// Returning an error aborts without writing.
+pub type GroupFn<'a> = dyn FnMut(&GroupRead<'_>) -> Result<Vec<BatchOp>> + 'a;
+
 /// A callback of [`KvBackend::scan`]: sees one entry in key order; returns `false` to stop.
 pub type VisitFn<'a> = dyn FnMut(&[u8], &[u8]) -> bool + 'a;
 
@@ -53,6 +60,10 @@ pub trait KvBackend: Send + Sync {
     fn write(&self, ops: Vec<BatchOp>) -> Result<()>;
     /// Reads `key` and writes what `f` decides, with no other write to `key` in between.
     fn update(&self, key: &[u8], f: &mut UpdateFn<'_>) -> Result<()>;
+    /// Reads keys of one routing group (`route`'s partition: a Redis key's record and its
+    /// elements, see `collection.rs`) and writes what `f` decides, atomically, with no other
+    /// write to that partition in between.
+    fn update_group(&self, route: &[u8], f: &mut GroupFn<'_>) -> Result<()>;
     /// The values of `keys`, read at one point in time where the backend can (an engine
     /// snapshot), so a batch written meanwhile is seen whole or not at all.
     fn multi_get(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Bytes>>> {
@@ -118,6 +129,28 @@ impl KvBackend for strata::Db {
                 Write::Delete => strata::Update::Delete,
             };
             Ok((update, ()))
+        })?;
+        failure.map_or(Ok(()), Err)
+    }
+
+    fn update_group(&self, route: &[u8], f: &mut GroupFn<'_>) -> Result<()> {
+        // As in `update`: the command's own error travels beside the engine's callback.
+        let mut failure = None;
+        strata::Db::update_group(self, route, |read| {
+            let ops = f(&|k: &[u8]| read(k).map_err(crate::error::Error::Engine));
+            let mut batch = strata::WriteBatch::new();
+            match ops {
+                Ok(ops) => {
+                    for op in ops {
+                        match op {
+                            BatchOp::Put(k, v) => batch.put(k, v),
+                            BatchOp::Delete(k) => batch.delete(k),
+                        };
+                    }
+                }
+                Err(e) => failure = Some(e),
+            }
+            Ok((batch, ()))
         })?;
         failure.map_or(Ok(()), Err)
     }
@@ -201,17 +234,7 @@ impl KvBackend for MemoryBackend {
     }
 
     fn write(&self, ops: Vec<BatchOp>) -> Result<()> {
-        let mut map = self.map();
-        for op in ops {
-            match op {
-                BatchOp::Put(k, v) => {
-                    map.insert(k, Bytes::from(v));
-                }
-                BatchOp::Delete(k) => {
-                    map.remove(&k);
-                }
-            }
-        }
+        apply_ops(&mut self.map(), ops);
         Ok(())
     }
 
@@ -226,6 +249,16 @@ impl KvBackend for MemoryBackend {
                 map.remove(key);
             }
         }
+        Ok(())
+    }
+
+    fn update_group(&self, _route: &[u8], f: &mut GroupFn<'_>) -> Result<()> {
+        let mut map = self.map();
+        let ops = {
+            let snapshot = &*map;
+            f(&|k: &[u8]| Ok(snapshot.get(k).cloned()))?
+        };
+        apply_ops(&mut map, ops);
         Ok(())
     }
 
@@ -276,6 +309,19 @@ impl KvBackend for MemoryBackend {
 
     fn stats_lines(&self) -> Vec<(String, String)> {
         vec![("backend".into(), "memory".into())]
+    }
+}
+
+fn apply_ops(map: &mut BTreeMap<Vec<u8>, Bytes>, ops: Vec<BatchOp>) {
+    for op in ops {
+        match op {
+            BatchOp::Put(k, v) => {
+                map.insert(k, Bytes::from(v));
+            }
+            BatchOp::Delete(k) => {
+                map.remove(&k);
+            }
+        }
     }
 }
 

@@ -17,6 +17,10 @@ use crate::error::{Error, Result};
 
 /// RDB type of a string.
 pub(crate) const TYPE_STRING: u8 = 0;
+/// RDB type of a hash as field/value strings (what DUMP writes here for every hash).
+pub(crate) const TYPE_HASH: u8 = 4;
+/// RDB type of a hash as one listpack (what Redis 7 DUMPs for small hashes; RESTORE reads it).
+pub(crate) const TYPE_HASH_LISTPACK: u8 = 16;
 /// This server's type for a JSON document (JSON text).
 pub(crate) const TYPE_STRATA_JSON: u8 = 0xE0;
 /// RDB version written in payloads (Redis 7.0's), and the newest accepted.
@@ -110,10 +114,24 @@ pub(crate) fn dump_json(text: &[u8]) -> Vec<u8> {
     finish(out)
 }
 
+/// The payload of a hash (RDB type 4: the count, then each field and value as strings).
+/// Redis writes small hashes as one listpack (type 16) instead; both read the other's.
+pub(crate) fn dump_hash(fields: &[(bytes::Bytes, bytes::Bytes)]) -> Vec<u8> {
+    let mut out = vec![TYPE_HASH];
+    push_length(&mut out, fields.len());
+    for (f, v) in fields {
+        push_string(&mut out, f);
+        push_string(&mut out, v);
+    }
+    finish(out)
+}
+
 /// A value read from a payload.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Restored {
     String(Vec<u8>),
+    /// Fields and values, duplicates refused.
+    Hash(Vec<(bytes::Bytes, bytes::Bytes)>),
     /// JSON text.
     Json(Vec<u8>),
 }
@@ -247,12 +265,115 @@ pub(crate) fn restore(payload: &[u8]) -> Result<Restored> {
             let n = r.length().and_then(Result::ok).ok_or_else(bad)?;
             Restored::Json(r.take(n).ok_or_else(bad)?.to_vec())
         }
+        TYPE_HASH => {
+            let n = r.length().and_then(Result::ok).ok_or_else(bad)?;
+            // Each pair takes at least 2 bytes: a count the payload cannot hold is refused
+            // before anything is allocated for it.
+            if n > r.bytes.len() / 2 {
+                return Err(bad());
+            }
+            let mut pairs = Vec::with_capacity(n);
+            for _ in 0..n {
+                let f = r.string().ok_or_else(bad)?;
+                let v = r.string().ok_or_else(bad)?;
+                pairs.push((bytes::Bytes::from(f), bytes::Bytes::from(v)));
+            }
+            Restored::Hash(unique_fields(pairs).ok_or_else(bad)?)
+        }
+        TYPE_HASH_LISTPACK => {
+            let lp = r.string().ok_or_else(bad)?;
+            let items = listpack_entries(&lp).ok_or_else(bad)?;
+            if items.len() % 2 != 0 {
+                return Err(bad());
+            }
+            let pairs = items
+                .chunks_exact(2)
+                .map(|p| {
+                    (
+                        bytes::Bytes::from(p[0].clone()),
+                        bytes::Bytes::from(p[1].clone()),
+                    )
+                })
+                .collect();
+            Restored::Hash(unique_fields(pairs).ok_or_else(bad)?)
+        }
         _ => return Err(bad()),
     };
     if !r.bytes.is_empty() {
         return Err(bad());
     }
     Ok(value)
+}
+
+/// `pairs` if no field repeats (Redis refuses a payload with a duplicate field), and not empty.
+fn unique_fields(
+    pairs: Vec<(bytes::Bytes, bytes::Bytes)>,
+) -> Option<Vec<(bytes::Bytes, bytes::Bytes)>> {
+    let mut seen = std::collections::HashSet::with_capacity(pairs.len());
+    let unique = pairs.iter().all(|(f, _)| seen.insert(f.clone()));
+    (unique && !pairs.is_empty()).then_some(pairs)
+}
+
+/// The entries of a listpack (Redis's compact list encoding, `listpack.md` in Redis): total
+/// bytes u32 LE, entry count u16 LE, entries, `0xFF`. Each entry is an encoding byte (small
+/// integers and string lengths), its data, and a back-length of 1-5 bytes. Integers come back
+/// as their decimal text, as Redis's commands see them. `None` when anything does not add up.
+fn listpack_entries(lp: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let total = u32::from_le_bytes(lp.get(..4)?.try_into().ok()?) as usize;
+    if total != lp.len() || *lp.last()? != 0xFF {
+        return None;
+    }
+    let mut i = 6;
+    let mut out = Vec::new();
+    let sign_extend = |v: u64, bits: u32| -> i64 {
+        let shift = 64 - bits;
+        ((v << shift) as i64) >> shift
+    };
+    while *lp.get(i)? != 0xFF {
+        let b = lp[i];
+        let (entry, len) = if b & 0x80 == 0 {
+            (i64::from(b & 0x7f).to_string().into_bytes(), 1)
+        } else if b & 0xC0 == 0x80 {
+            let n = usize::from(b & 0x3f);
+            (lp.get(i + 1..i + 1 + n)?.to_vec(), 1 + n)
+        } else if b & 0xE0 == 0xC0 {
+            let v = (u64::from(b & 0x1f) << 8) | u64::from(*lp.get(i + 1)?);
+            (sign_extend(v, 13).to_string().into_bytes(), 2)
+        } else if b & 0xF0 == 0xE0 {
+            let n = (usize::from(b & 0x0f) << 8) | usize::from(*lp.get(i + 1)?);
+            (lp.get(i + 2..i + 2 + n)?.to_vec(), 2 + n)
+        } else {
+            let int = |n: usize| -> Option<Vec<u8>> {
+                let mut le = [0u8; 8];
+                le[..n].copy_from_slice(lp.get(i + 1..i + 1 + n)?);
+                let v = sign_extend(u64::from_le_bytes(le), 8 * n as u32);
+                Some(v.to_string().into_bytes())
+            };
+            match b {
+                0xF0 => {
+                    let n = u32::from_le_bytes(lp.get(i + 1..i + 5)?.try_into().ok()?) as usize;
+                    (lp.get(i + 5..i + 5 + n)?.to_vec(), 5 + n)
+                }
+                0xF1 => (int(2)?, 3),
+                0xF2 => (int(3)?, 4),
+                0xF3 => (int(4)?, 5),
+                0xF4 => (int(8)?, 9),
+                _ => return None,
+            }
+        };
+        // The back-length: `len` in 7-bit groups, 1 to 5 bytes.
+        let back = match len {
+            0..=127 => 1,
+            128..=16_383 => 2,
+            16_384..=2_097_151 => 3,
+            2_097_152..=268_435_455 => 4,
+            _ => 5,
+        };
+        i = i.checked_add(len + back)?;
+        out.push(entry);
+    }
+    let count = u16::from_le_bytes(lp.get(4..6)?.try_into().ok()?);
+    (i + 1 == lp.len() && (count == u16::MAX || usize::from(count) == out.len())).then_some(out)
 }
 
 #[cfg(test)]
@@ -313,6 +434,20 @@ mod tests {
                 assert!(restore(&bad).is_err(), "flipped byte {i} of {v:?} accepted");
             }
         }
+        let fields: Vec<(bytes::Bytes, bytes::Bytes)> = (0..50)
+            .map(|i| (format!("f{i}").into(), i.to_string().repeat(i % 4).into()))
+            .collect();
+        let p = dump_hash(&fields);
+        assert_eq!(restore(&p).unwrap(), Restored::Hash(fields));
+        for i in 0..p.len() {
+            let mut bad = p.clone();
+            bad[i] ^= 0x08;
+            assert!(restore(&bad).is_err(), "flipped byte {i} of a hash accepted");
+        }
+        // A repeated field, and an empty hash, are bad data (Redis refuses both).
+        let dup = vec![("a".into(), "1".into()), ("a".into(), "2".into())];
+        assert!(restore(&dump_hash(&dup)).is_err());
+        assert!(restore(&dump_hash(&[])).is_err());
         let j = dump_json(br#"{"a":1}"#);
         assert_eq!(restore(&j).unwrap(), Restored::Json(br#"{"a":1}"#.to_vec()));
         assert!(restore(b"short").is_err());

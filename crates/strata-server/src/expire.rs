@@ -203,6 +203,13 @@ mod tests {
         ) -> crate::error::Result<()> {
             self.inner.update(k, f)
         }
+        fn update_group(
+            &self,
+            route: &[u8],
+            f: &mut crate::backend::GroupFn<'_>,
+        ) -> crate::error::Result<()> {
+            self.inner.update_group(route, f)
+        }
         fn scan(
             &self,
             start: std::ops::Bound<Vec<u8>>,

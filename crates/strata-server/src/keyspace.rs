@@ -37,8 +37,11 @@ pub type DbIndex = u8;
 /// Most databases a server may have (`databases` setting).
 pub const DATABASES_MAX: usize = 256;
 
-/// The keyspace format this build writes.
-pub const KEYSPACE_FORMAT_VERSION: u8 = 2;
+/// The keyspace format this build writes (3: format 2 plus hashes, `collection.rs`).
+pub const KEYSPACE_FORMAT_VERSION: u8 = 3;
+/// Format 2 differs from 3 only in holding no collections: it is upgraded by rewriting the
+/// version byte.
+const KEYSPACE_FORMAT_NO_COLLECTIONS: u8 = 2;
 
 /// Engine key of the keyspace format record.
 pub const FORMAT_KEY: [u8; 2] = [0xff, b'K'];
@@ -71,6 +74,8 @@ const HEADER_KIND_MASK: u8 = 0x0f;
 const HEADER_ENCODING_MASK: u8 = 0x30;
 /// Kind of a record holding a string.
 const KIND_STRING: u8 = 0;
+/// Kind of a record holding a hash's metadata (`collection.rs`; its fields are other keys).
+const KIND_HASH: u8 = 1;
 
 /// Current time in unix milliseconds.
 pub fn now_ms() -> u64 {
@@ -117,12 +122,14 @@ impl Encoding {
     }
 }
 
-/// A stored string with its expiry time.
+/// A stored record: a string, or a collection's metadata, with its expiry time.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {
+    /// What the record holds: [`KeyType::String`] or [`KeyType::Hash`].
+    pub kind: KeyType,
     /// Unix milliseconds after which the key is gone; `None`: never.
     pub expire_at_ms: Option<u64>,
-    /// The string's bytes.
+    /// The string's bytes (a collection: its metadata, see `collection.rs`).
     pub payload: Bytes,
     /// How it was made (OBJECT ENCODING).
     pub encoding: Encoding,
@@ -136,26 +143,33 @@ impl Record {
 
     /// Encodes a string record made as `encoding` says.
     pub fn encode_as(payload: &[u8], expire_at_ms: Option<u64>, encoding: Encoding) -> Vec<u8> {
-        let mut out = Vec::with_capacity(payload.len() + 9);
-        match expire_at_ms {
-            None => out.push(KIND_STRING | encoding.bits()),
-            Some(at) => {
-                out.push(KIND_STRING | HEADER_HAS_EXPIRY | encoding.bits());
-                out.extend_from_slice(&at.to_le_bytes());
-            }
-        }
-        out.extend_from_slice(payload);
-        out
+        encode_record(KIND_STRING | encoding.bits(), payload, expire_at_ms)
     }
 
-    /// Decodes a record without copying the payload.
+    /// Encodes a hash's metadata record. `encoding`: [`Encoding::Raw`] once the hash outgrew
+    /// Redis's compact encoding (OBJECT ENCODING `hashtable`), else [`Encoding::ByContent`].
+    pub fn encode_hash(meta: &[u8], expire_at_ms: Option<u64>, encoding: Encoding) -> Vec<u8> {
+        encode_record(KIND_HASH | encoding.bits(), meta, expire_at_ms)
+    }
+
+    /// This record with another expiry time (same kind, encoding and payload).
+    pub fn with_expiry(&self, expire_at_ms: Option<u64>) -> Vec<u8> {
+        let header = match self.kind {
+            KeyType::Hash => KIND_HASH,
+            _ => KIND_STRING,
+        } | self.encoding.bits();
+        encode_record(header, &self.payload, expire_at_ms)
+    }
+
+    /// Decodes a record of any kind without copying the payload.
     pub fn decode(bytes: Bytes) -> Result<Record> {
         let header = *bytes
             .first()
             .ok_or_else(|| corrupt("an empty key record (no header byte)"))?;
-        let encoding = check_header(header)?;
+        let (kind, encoding) = check_header(header)?;
         if header & HEADER_HAS_EXPIRY == 0 {
             return Ok(Record {
+                kind,
                 expire_at_ms: None,
                 payload: bytes.slice(1..),
                 encoding,
@@ -166,10 +180,20 @@ impl Record {
             .and_then(|b| b.try_into().ok())
             .ok_or_else(|| corrupt("a key record cut inside its expiry time"))?;
         Ok(Record {
+            kind,
             expire_at_ms: Some(u64::from_le_bytes(at)),
             payload: bytes.slice(9..),
             encoding,
         })
+    }
+
+    /// Decodes a record that must hold a string: WRONGTYPE for a collection's.
+    pub fn decode_string(bytes: Bytes) -> Result<Record> {
+        let r = Self::decode(bytes)?;
+        if r.kind != KeyType::String {
+            return Err(Error::WrongType);
+        }
+        Ok(r)
     }
 
     /// Whether the key is gone at `now_ms`.
@@ -184,8 +208,29 @@ impl Record {
     }
 }
 
+fn encode_record(header: u8, payload: &[u8], expire_at_ms: Option<u64>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(payload.len() + 9);
+    match expire_at_ms {
+        None => out.push(header),
+        Some(at) => {
+            out.push(header | HEADER_HAS_EXPIRY);
+            out.extend_from_slice(&at.to_le_bytes());
+        }
+    }
+    out.extend_from_slice(payload);
+    out
+}
+
+/// The kind of a raw record, without decoding the rest (`Err` when damaged).
+pub(crate) fn record_kind(bytes: &[u8]) -> Result<KeyType> {
+    let header = *bytes
+        .first()
+        .ok_or_else(|| corrupt("an empty key record (no header byte)"))?;
+    Ok(check_header(header)?.0)
+}
+
 /// The expiry time in a raw record, without decoding the rest (`Err` when damaged).
-fn record_expiry(bytes: &[u8]) -> Result<Option<u64>> {
+pub(crate) fn record_expiry(bytes: &[u8]) -> Result<Option<u64>> {
     // The header alone, without copying the record (compaction's filter calls this per value).
     let header = *bytes
         .first()
@@ -201,11 +246,17 @@ fn record_expiry(bytes: &[u8]) -> Result<Option<u64>> {
     Ok(Some(u64::from_le_bytes(at)))
 }
 
-/// The encoding bits of a valid string record's header; names an unknown header.
-fn check_header(header: u8) -> Result<Encoding> {
+/// The kind and encoding bits of a valid record's header; names an unknown header.
+fn check_header(header: u8) -> Result<(KeyType, Encoding)> {
     let known = HEADER_KIND_MASK | HEADER_HAS_EXPIRY | HEADER_ENCODING_MASK;
-    match Encoding::from_header(header) {
-        Some(e) if header & HEADER_KIND_MASK == KIND_STRING && header & !known == 0 => Ok(e),
+    let kind = match header & HEADER_KIND_MASK {
+        KIND_STRING => Some(KeyType::String),
+        // A hash's encoding bits: ByContent, or Raw once it outgrew the compact encoding.
+        KIND_HASH if header & HEADER_ENCODING_MASK <= Encoding::Raw.bits() => Some(KeyType::Hash),
+        _ => None,
+    };
+    match (kind, Encoding::from_header(header)) {
+        (Some(k), Some(e)) if header & !known == 0 => Ok((k, e)),
         _ => Err(corrupt(&format!(
             "a key record with unknown header byte {header:#04x}"
         ))),
@@ -216,19 +267,36 @@ fn corrupt(what: &str) -> Error {
     Error::command(format!("stored data is damaged: {what}"))
 }
 
-/// The engine's compaction filter for a server's store: a string record whose expiry time has
-/// passed is dead, so compaction and value-log collection reclaim its bytes without a write
-/// (Kvrocks does the same with RocksDB's compaction filter). Documents are left to active
-/// expiry (their time is another record). Set by `strata serve` only: raw engine keys that
-/// start with `'k'` in a store that is not a server's would be read as records.
+/// The engine's compaction filter for a server's store (Kvrocks does the same with RocksDB's):
+/// - a string record whose expiry time has passed is dead, so compaction and value-log
+///   collection reclaim its bytes without a write; a collection's record likewise, but only
+///   [`crate::collection::EXPIRED_ELEMENTS_GRACE_MS`] after its time;
+/// - an element whose Redis key's record (settled) no longer owns it is dead
+///   ([`crate::collection::element_is_dead`]).
+///
+/// Documents are left to active expiry (their time is another record). Set by `strata serve`
+/// only: raw engine keys that start with `'k'` or `'m'` in a store that is not a server's would
+/// be read as records.
 #[derive(Debug, Default)]
-pub struct ExpiredRecords;
+pub struct DeadKeys;
 
-impl strata::CompactionFilter for ExpiredRecords {
-    fn is_dead(&self, key: &[u8], value: &[u8], _: &dyn strata::SettledRead) -> bool {
-        key.first() == Some(&KEY_PREFIX)
-            && key.len() >= 2
-            && record_expiry(value).is_ok_and(|at| at.is_some_and(|at| at <= now_ms()))
+impl strata::CompactionFilter for DeadKeys {
+    fn is_dead(&self, key: &[u8], value: &[u8], settled: &dyn strata::SettledRead) -> bool {
+        match key.first() {
+            Some(&KEY_PREFIX) if key.len() >= 2 => {
+                let grace = match record_kind(value) {
+                    Ok(KeyType::String) => 0,
+                    Ok(_) => crate::collection::EXPIRED_ELEMENTS_GRACE_MS,
+                    Err(_) => return false,
+                };
+                record_expiry(value)
+                    .is_ok_and(|at| at.is_some_and(|at| at.saturating_add(grace) <= now_ms()))
+            }
+            Some(&crate::collection::ELEMENT_PREFIX) => {
+                crate::collection::element_is_dead(key, settled, now_ms())
+            }
+            _ => false,
+        }
     }
 }
 
@@ -280,28 +348,54 @@ impl NameStorage for BackendNames {
 pub enum KeyType {
     /// A binary-safe string.
     String,
+    /// A hash: field -> value (its metadata is a record, each field its own engine key).
+    Hash,
     /// A JSON document (RedisJSON's type).
     Json,
 }
 
 impl KeyType {
-    /// Every kind, in scan order.
-    pub const ALL: [KeyType; 2] = [KeyType::String, KeyType::Json];
+    /// Every kind.
+    pub const ALL: [KeyType; 3] = [KeyType::String, KeyType::Hash, KeyType::Json];
 
     /// The name TYPE reports.
     pub fn name(self) -> &'static str {
         match self {
             KeyType::String => "string",
+            KeyType::Hash => "hash",
             KeyType::Json => "ReJSON-RL",
         }
     }
 
-    /// The engine key of a Redis key of this kind in `db`; `None` when this kind cannot hold
+    /// The engine-key space holding keys of this kind.
+    pub fn space(self) -> Space {
+        match self {
+            KeyType::String | KeyType::Hash => Space::Records,
+            KeyType::Json => Space::Docs,
+        }
+    }
+}
+
+/// The two places Redis keys live in the engine: records (`'k' db name`: strings and the
+/// metadata of collections, so one name holds one of them) and documents (strata-doc's keys).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Space {
+    /// `'k' db name` -> [`Record`].
+    Records,
+    /// Documents where `DocStore` keeps them (database 0) or under `0xFF 'd' db`.
+    Docs,
+}
+
+impl Space {
+    /// Both spaces, in scan order.
+    pub const ALL: [Space; 2] = [Space::Records, Space::Docs];
+
+    /// The engine key of a Redis key in this space in `db`; `None` when this space cannot hold
     /// such a name (document names must be UTF-8, as strata-doc keys are text).
     pub fn key(self, db: DbIndex, user_key: &[u8]) -> Option<Vec<u8>> {
         match self {
-            KeyType::String => Some(string_key(db, user_key)),
-            KeyType::Json => {
+            Space::Records => Some(string_key(db, user_key)),
+            Space::Docs => {
                 let name = std::str::from_utf8(user_key).ok()?;
                 let key = DocStore::engine_key(&Doc::String(name.to_string())).ok()?;
                 Some(doc_key_in(db, key))
@@ -309,12 +403,12 @@ impl KeyType {
         }
     }
 
-    /// The engine-key prefix shared by every key of this kind in `db` whose name starts with
+    /// The engine-key prefix shared by every key of this space in `db` whose name starts with
     /// `user_prefix`.
     pub fn prefix(self, db: DbIndex, user_prefix: &[u8]) -> Vec<u8> {
         match self {
-            KeyType::String => string_key(db, user_prefix),
-            KeyType::Json => {
+            Space::Records => string_key(db, user_prefix),
+            Space::Docs => {
                 let mut p = Vec::with_capacity(user_prefix.len() + 5);
                 p.extend_from_slice(&DOC_KEY_PREFIX);
                 p.push(DOC_STRING_TAG);
@@ -329,15 +423,15 @@ impl KeyType {
         }
     }
 
-    /// The Redis key an engine key of this kind in `db` stands for; `None` for entries under the
-    /// prefix that are not Redis keys (documents keyed by numbers or arrays, loaded by other
+    /// The Redis key an engine key of this space in `db` stands for; `None` for entries under
+    /// the prefix that are not Redis keys (documents keyed by numbers or arrays, loaded by other
     /// tools).
     pub fn user_key(self, db: DbIndex, engine_key: &[u8]) -> Option<Vec<u8>> {
         match self {
-            KeyType::String => engine_key
+            Space::Records => engine_key
                 .strip_prefix(&[KEY_PREFIX, db])
                 .map(<[u8]>::to_vec),
-            KeyType::Json => {
+            Space::Docs => {
                 let docstore_key = if db == 0 {
                     engine_key.to_vec()
                 } else {
@@ -428,7 +522,7 @@ fn expiry_index_prefix(db: DbIndex) -> Vec<u8> {
 pub fn db_prefixes(db: DbIndex) -> Vec<Vec<u8>> {
     vec![
         vec![KEY_PREFIX, db],
-        KeyType::Json.prefix(db, b""),
+        Space::Docs.prefix(db, b""),
         vec![DOC_TTL_PREFIX[0], DOC_TTL_PREFIX[1], db],
         expiry_index_prefix(db),
     ]
@@ -483,6 +577,14 @@ pub fn prepare(b: &dyn KvBackend) -> Result<()> {
     if let Some(v) = b.get(&FORMAT_KEY)? {
         return match v.first() {
             Some(&KEYSPACE_FORMAT_VERSION) => Ok(()),
+            Some(&KEYSPACE_FORMAT_NO_COLLECTIONS) => {
+                let mut v = v.to_vec();
+                v[0] = KEYSPACE_FORMAT_VERSION;
+                b.put(&FORMAT_KEY, &v)?;
+                b.sync()?;
+                tracing::info!("keyspace format 2 -> 3 (collections)");
+                Ok(())
+            }
             Some(&other) if other > KEYSPACE_FORMAT_VERSION => Err(Error::command(format!(
                 "the store's keyspace format is {other}, newer than this build's \
                  {KEYSPACE_FORMAT_VERSION}: use a newer strata"
@@ -558,7 +660,7 @@ pub fn read_doc_bytes(
     key: &[u8],
     now: u64,
 ) -> Result<Option<Bytes>> {
-    let Some(k) = KeyType::Json.key(db, key) else {
+    let Some(k) = Space::Docs.key(db, key) else {
         return Ok(None);
     };
     let Some(v) = b.get(&k)? else {
@@ -580,7 +682,7 @@ pub fn lookup(
     docs: bool,
 ) -> Result<Option<(KeyType, Option<u64>)>> {
     if let Some(r) = read_record(b, db, key, now)? {
-        return Ok(Some((KeyType::String, r.expire_at_ms)));
+        return Ok(Some((r.kind, r.expire_at_ms)));
     }
     if docs && read_doc_bytes(b, db, key, now)?.is_some() {
         return Ok(Some((KeyType::Json, doc_expiry(b, db, key)?)));
@@ -605,7 +707,7 @@ pub fn remove(b: &dyn KvBackend, db: DbIndex, key: &[u8], now: u64, docs: bool) 
     if !docs {
         return Ok(removed);
     }
-    let Some(doc) = KeyType::Json.key(db, key) else {
+    let Some(doc) = Space::Docs.key(db, key) else {
         return Ok(removed);
     };
     let expiry = doc_expiry(b, db, key)?;
@@ -623,17 +725,20 @@ pub fn remove(b: &dyn KvBackend, db: DbIndex, key: &[u8], now: u64, docs: bool) 
     Ok(removed)
 }
 
-/// Visits the live user keys of kind `t` in `db` that start with `prefix` and sort after `after`
-/// (exclusive), in engine order, with their expiry times, until `visit` returns false. Expired
-/// keys are passed over (and count as examined through `examined`).
+/// What [`visit_keys`] calls per key: name, kind, expiry time; false stops the walk.
+pub type KeyVisitor<'a> = dyn FnMut(&[u8], KeyType, Option<u64>) -> bool + 'a;
+
+/// Visits the live user keys of space `t` in `db` that start with `prefix` and sort after
+/// `after` (exclusive), in engine order, with their kinds and expiry times, until `visit`
+/// returns false. Expired keys are passed over.
 pub fn visit_keys(
     b: &dyn KvBackend,
     db: DbIndex,
-    t: KeyType,
+    t: Space,
     prefix: &[u8],
     after: Option<&[u8]>,
     now: u64,
-    visit: &mut dyn FnMut(&[u8], Option<u64>) -> bool,
+    visit: &mut KeyVisitor<'_>,
 ) -> Result<()> {
     let lower = t.prefix(db, prefix);
     let start = match after.and_then(|a| t.key(db, a)) {
@@ -647,15 +752,15 @@ pub fn visit_keys(
             return true;
         };
         match t {
-            KeyType::String => match record_expiry(v) {
-                Ok(expiry) if expiry.is_some_and(|at| at <= now) => true,
-                Ok(expiry) => visit(&user, expiry),
+            Space::Records => match record_kind(v).and_then(|k| Ok((k, record_expiry(v)?))) {
+                Ok((_, expiry)) if expiry.is_some_and(|at| at <= now) => true,
+                Ok((kind, expiry)) => visit(&user, kind, expiry),
                 Err(e) => {
                     failure = Some(e);
                     false
                 }
             },
-            KeyType::Json => {
+            Space::Docs => {
                 // Expiry times of documents are other records: collected, read after the scan.
                 docs.push(user);
                 true
@@ -670,7 +775,7 @@ pub fn visit_keys(
         if expiry.is_some_and(|at| at <= now) {
             continue;
         }
-        if !visit(&user, expiry) {
+        if !visit(&user, KeyType::Json, expiry) {
             break;
         }
     }
@@ -696,8 +801,8 @@ pub struct Tally {
 /// Counts `db`'s live keys (a walk: O(keys)).
 pub fn tally(b: &dyn KvBackend, db: DbIndex, now: u64) -> Result<Tally> {
     let mut t = Tally::default();
-    for kind in KeyType::ALL {
-        visit_keys(b, db, kind, b"", None, now, &mut |_, expiry| {
+    for space in Space::ALL {
+        visit_keys(b, db, space, b"", None, now, &mut |_, _, expiry| {
             t.keys += 1;
             if let Some(at) = expiry {
                 t.expires += 1;
@@ -772,7 +877,7 @@ pub fn expire_if_due(b: &dyn KvBackend, db: DbIndex, key: &[u8], now: u64) -> Re
     if let Some(at) = doc_expiry(b, db, key)? {
         if at <= now {
             let mut ops = vec![BatchOp::Delete(doc_ttl_key(db, key))];
-            if let Some(doc) = KeyType::Json.key(db, key) {
+            if let Some(doc) = Space::Docs.key(db, key) {
                 removed |= b.get(&doc)?.is_some();
                 ops.push(BatchOp::Delete(doc));
             }
@@ -793,10 +898,10 @@ mod tests {
         let names = ["", "a", "ab", "a\0b", "user:1", "user:10", "üñí", "a\0"];
         for db in [0u8, 1, 15] {
             for name in names {
-                let full = KeyType::Json.key(db, name.as_bytes()).unwrap();
-                assert_eq!(KeyType::Json.user_key(db, &full).unwrap(), name.as_bytes());
+                let full = Space::Docs.key(db, name.as_bytes()).unwrap();
+                assert_eq!(Space::Docs.user_key(db, &full).unwrap(), name.as_bytes());
                 for other in names {
-                    let p = KeyType::Json.prefix(db, other.as_bytes());
+                    let p = Space::Docs.prefix(db, other.as_bytes());
                     assert_eq!(
                         full.starts_with(&p),
                         name.as_bytes().starts_with(other.as_bytes()),
@@ -806,15 +911,15 @@ mod tests {
             }
         }
         assert_eq!(
-            KeyType::Json.key(0, b"k").unwrap(),
+            Space::Docs.key(0, b"k").unwrap(),
             DocStore::engine_key(&Doc::String("k".into())).unwrap()
         );
-        assert_eq!(KeyType::Json.key(0, b"\xff"), None);
+        assert_eq!(Space::Docs.key(0, b"\xff"), None);
         assert_eq!(
-            KeyType::String.user_key(3, &string_key(3, b"k")).unwrap(),
+            Space::Records.user_key(3, &string_key(3, b"k")).unwrap(),
             b"k"
         );
-        assert_eq!(KeyType::String.user_key(2, &string_key(3, b"k")), None);
+        assert_eq!(Space::Records.user_key(2, &string_key(3, b"k")), None);
     }
 
     #[test]
@@ -882,7 +987,7 @@ mod tests {
     fn compaction_reclaims_expired_records() {
         let dir = tempfile::tempdir().unwrap();
         let mut opts = strata::Options::tiny();
-        opts.compaction_filter = Some(Arc::new(ExpiredRecords));
+        opts.compaction_filter = Some(Arc::new(DeadKeys));
         let db = strata::Db::open(dir.path(), opts).unwrap();
         let past = now_ms() - 1000;
         let future = now_ms() + 3_600_000;

@@ -17,6 +17,7 @@
 #![forbid(unsafe_code)]
 
 pub mod backend;
+pub mod collection;
 mod commands;
 pub mod config;
 mod conn;
@@ -42,6 +43,16 @@ pub use config::{AppendFsync, ServeArgs, ServerConfig};
 pub use error::{Error, Result};
 pub use server::{Server, ServerThread, ShutdownHandle};
 
+/// `opts` as a server's store needs them; every program that opens a server's data directory
+/// (`strata serve`, the CLI, tests) uses them: the key router that keeps a hash's fields in its
+/// key's partition (`collection::ServerRouter`, recorded in the store) and the compaction filter
+/// that reclaims expired keys and disowned fields (`keyspace::DeadKeys`).
+pub fn store_options(mut opts: strata::Options) -> strata::Options {
+    opts.compaction_filter = Some(Arc::new(keyspace::DeadKeys));
+    opts.key_router = Some(Arc::new(collection::ServerRouter));
+    opts
+}
+
 /// Runs `strata serve`: opens the engine in `dir` with `opts` (its durability mode replaced by
 /// `--appendfsync`), serves until SIGINT, SIGTERM or the SHUTDOWN command, then stops accepting,
 /// lets in-flight commands finish, syncs the write-ahead logs and closes the engine.
@@ -51,8 +62,7 @@ pub fn serve_blocking(args: ServeArgs, opts: strata::Options, dir: &Path) -> any
     let mut opts = opts;
     opts.sync = config.appendfsync.sync_mode();
     opts.background_nice = config.background_nice;
-    // Expired strings are reclaimed by compaction (`keyspace::ExpiredRecords`).
-    opts.compaction_filter = Some(Arc::new(keyspace::ExpiredRecords));
+    let opts = store_options(opts);
     tracing::info!(
         dir = %dir.display(),
         appendfsync = config.appendfsync.name(),

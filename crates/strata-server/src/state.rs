@@ -191,6 +191,8 @@ pub(crate) struct Shared {
     /// Documents written around the server (a `DocStore` on the same engine while it serves) are
     /// not noticed until restart.
     docs_may_exist: AtomicBool,
+    /// Versions for new incarnations of collections (`collection.rs`).
+    pub versions: crate::collection::Versions,
 }
 
 impl Shared {
@@ -233,6 +235,7 @@ impl Shared {
             last_save_unix_secs: AtomicU64::new(unix_secs()),
             dirty: AtomicU64::new(0),
             bgsave_running: Arc::new(AtomicBool::new(false)),
+            versions: crate::collection::Versions::default(),
         })
     }
 

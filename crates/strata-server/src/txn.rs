@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 
-use crate::backend::{BatchOp, KvBackend, UpdateFn, VisitFn, Write};
+use crate::backend::{BatchOp, GroupFn, KvBackend, UpdateFn, VisitFn, Write};
 use crate::error::Result;
 use crate::state::lock;
 
@@ -115,6 +115,12 @@ impl KvBackend for Overlay<'_> {
             Write::Delete => self.set(key, None),
         }
         Ok(())
+    }
+
+    fn update_group(&self, _route: &[u8], f: &mut GroupFn<'_>) -> Result<()> {
+        // EXEC holds the exec lock exclusively: nothing else writes while the overlay runs.
+        let ops = f(&|k: &[u8]| self.get(k))?;
+        self.write(ops)
     }
 
     fn multi_get(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Bytes>>> {
@@ -363,6 +369,28 @@ impl KvBackend for Watching {
         })?;
         if wrote {
             self.watches.touch([key]);
+        }
+        Ok(())
+    }
+
+    fn update_group(&self, route: &[u8], f: &mut GroupFn<'_>) -> Result<()> {
+        // A group's writes always include its route key's record or its elements; watchers
+        // register the record's key (the Redis key), so that is the key marked.
+        let watched = self.watches.entries.load(Ordering::Acquire) != 0;
+        let mut keys: Vec<Vec<u8>> = Vec::new();
+        self.inner.update_group(route, &mut |read| {
+            let ops = f(read)?;
+            keys.clear();
+            if watched && !ops.is_empty() {
+                keys.extend(ops.iter().map(|op| match op {
+                    BatchOp::Put(k, _) | BatchOp::Delete(k) => k.clone(),
+                }));
+                keys.push(route.to_vec());
+            }
+            Ok(ops)
+        })?;
+        if !keys.is_empty() {
+            self.watches.touch(keys.iter().map(Vec::as_slice));
         }
         Ok(())
     }

@@ -18,7 +18,7 @@ use strata_doc::{
 use super::{is, Ctx, Spec, READ, READ_FAST, WRITE};
 use crate::backend::Write;
 use crate::error::{Error, Result};
-use crate::keyspace::{doc_expiry, doc_ttl_key, now_ms, read_doc_bytes, read_record, KeyType};
+use crate::keyspace::{doc_expiry, doc_ttl_key, now_ms, read_doc_bytes, read_record, Space};
 use crate::resp::Reply;
 
 #[rustfmt::skip]
@@ -136,7 +136,7 @@ fn modify_doc<T>(
     }
     // The document and its expiry record change together (`Shared::doc_locks`).
     let _doc_guard = ctx.shared.doc_lock(db, key);
-    let engine_key = KeyType::Json
+    let engine_key = Space::Docs
         .key(db, key)
         .ok_or_else(|| Error::command("JSON keys must be valid UTF-8"))?;
     // A document past its expiry time is gone: removed first, so that what is written now

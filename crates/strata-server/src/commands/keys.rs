@@ -15,11 +15,12 @@ use rand::Rng;
 use super::strings::expiry_arg;
 use super::{int_arg, is, text, Ctx, Spec, READ, READ_FAST, WRITE};
 use crate::backend::{prefix_end, BatchOp, Write};
+use crate::collection::{element_key, read_fields, HashMeta};
 use crate::error::{Error, Result};
 use crate::glob;
 use crate::keyspace::{
     self, doc_expiry, doc_ttl_key, expiry_index_key, now_ms, read_doc_bytes, string_key, DbIndex,
-    KeyType, Record,
+    KeyType, Record, Space,
 };
 use crate::resp::Reply;
 use crate::state::{lock, ScanPosition};
@@ -98,7 +99,7 @@ fn ops_removing(ctx: &Ctx<'_>, db: DbIndex, key: &[u8], ops: &mut Vec<BatchOp>) 
     let live = keyspace::lookup(ctx.db(), db, key, now_ms(), docs(ctx))?.is_some();
     ops.push(BatchOp::Delete(string_key(db, key)));
     if docs(ctx) {
-        ops.extend(KeyType::Json.key(db, key).map(BatchOp::Delete));
+        ops.extend(Space::Docs.key(db, key).map(BatchOp::Delete));
         ops.push(BatchOp::Delete(doc_ttl_key(db, key)));
     }
     Ok(live)
@@ -196,7 +197,7 @@ fn change_expiry(
         } else if r.expire_at_ms == when {
             Write::Keep
         } else {
-            Write::Put(Record::encode_as(&r.payload, when, r.encoding))
+            Write::Put(r.with_expiry(when))
         })
     })?;
     if outcome.is_some() || !docs(ctx) {
@@ -217,7 +218,7 @@ fn change_expiry(
     match when {
         _ if past => {
             let mut ops = vec![BatchOp::Delete(doc_ttl_key(db, key))];
-            ops.extend(KeyType::Json.key(db, key).map(BatchOp::Delete));
+            ops.extend(Space::Docs.key(db, key).map(BatchOp::Delete));
             ctx.db().write(ops)?;
         }
         Some(at) => ctx.db().put(&doc_ttl_key(db, key), &at.to_le_bytes())?,
@@ -294,9 +295,11 @@ fn pexpireat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 /// A live key's stored form, to copy elsewhere.
 struct Stored {
     kind: KeyType,
-    /// The engine value (a string record, or the document's encoding).
+    /// The engine value (a string record, a hash's record, or the document's encoding).
     bytes: Bytes,
     expire_at_ms: Option<u64>,
+    /// A hash's fields and values.
+    fields: Vec<(Bytes, Bytes)>,
 }
 
 fn read_stored(ctx: &Ctx<'_>, db: DbIndex, key: &[u8]) -> Result<Option<Stored>> {
@@ -304,10 +307,18 @@ fn read_stored(ctx: &Ctx<'_>, db: DbIndex, key: &[u8]) -> Result<Option<Stored>>
     if let Some(v) = ctx.db().get(&string_key(db, key))? {
         let r = Record::decode(v.clone())?;
         if !r.expired(now) {
+            let fields = match r.kind {
+                KeyType::Hash => {
+                    let meta = HashMeta::decode(&r.payload)?;
+                    read_fields(ctx.db(), db, key, meta.version)?
+                }
+                _ => Vec::new(),
+            };
             return Ok(Some(Stored {
-                kind: KeyType::String,
+                kind: r.kind,
                 bytes: v,
                 expire_at_ms: r.expire_at_ms,
+                fields,
             }));
         }
     }
@@ -319,20 +330,45 @@ fn read_stored(ctx: &Ctx<'_>, db: DbIndex, key: &[u8]) -> Result<Option<Stored>>
             kind: KeyType::Json,
             bytes,
             expire_at_ms: doc_expiry(ctx.db(), db, key)?,
+            fields: Vec::new(),
         })),
         None => Ok(None),
     }
 }
 
 /// The writes storing `stored` as `key` in `db` (after the writes removing what it held).
-fn ops_storing(db: DbIndex, key: &[u8], stored: &Stored, ops: &mut Vec<BatchOp>) -> Result<()> {
+fn ops_storing(
+    ctx: &Ctx<'_>,
+    db: DbIndex,
+    key: &[u8],
+    stored: &Stored,
+    ops: &mut Vec<BatchOp>,
+) -> Result<()> {
     if let Some(at) = stored.expire_at_ms {
         ops.push(BatchOp::Put(expiry_index_key(db, at, key), Vec::new()));
     }
     match stored.kind {
         KeyType::String => ops.push(BatchOp::Put(string_key(db, key), stored.bytes.to_vec())),
+        KeyType::Hash => {
+            // A new incarnation under the new name: its own version, its own fields.
+            let r = Record::decode(stored.bytes.clone())?;
+            let meta = HashMeta {
+                version: ctx.shared.versions.next(),
+                count: stored.fields.len() as u64,
+            };
+            ops.push(BatchOp::Put(
+                string_key(db, key),
+                Record::encode_hash(&meta.encode(), r.expire_at_ms, r.encoding),
+            ));
+            for (f, v) in &stored.fields {
+                ops.push(BatchOp::Put(
+                    element_key(db, key, meta.version, f),
+                    v.to_vec(),
+                ));
+            }
+        }
         KeyType::Json => {
-            let k = KeyType::Json
+            let k = Space::Docs
                 .key(db, key)
                 .ok_or_else(|| Error::command("JSON keys must be valid UTF-8"))?;
             ops.push(BatchOp::Put(k, stored.bytes.to_vec()));
@@ -381,7 +417,7 @@ fn rename_generic(ctx: &mut Ctx<'_>, args: &[Bytes], nx: bool) -> Result<Reply> 
     let mut ops = Vec::new();
     ops_removing(ctx, db, dst, &mut ops)?;
     ops_removing(ctx, db, src, &mut ops)?;
-    ops_storing(db, dst, &stored, &mut ops)?;
+    ops_storing(ctx, db, dst, &stored, &mut ops)?;
     write_ops(ctx, ops)?;
     Ok(if nx { Reply::Int(1) } else { Reply::ok() })
 }
@@ -450,7 +486,7 @@ fn copy(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         return Ok(Reply::Int(0));
     }
     ops_removing(ctx, to_db, dst, &mut ops)?;
-    ops_storing(to_db, dst, &stored, &mut ops)?;
+    ops_storing(ctx, to_db, dst, &stored, &mut ops)?;
     write_ops(ctx, ops)?;
     Ok(Reply::Int(1))
 }
@@ -474,7 +510,7 @@ fn move_cmd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let mut ops = Vec::new();
     ops_removing(ctx, to_db, key, &mut ops)?;
     ops_removing(ctx, ctx.dbi(), key, &mut ops)?;
-    ops_storing(to_db, key, &stored, &mut ops)?;
+    ops_storing(ctx, to_db, key, &stored, &mut ops)?;
     write_ops(ctx, ops)?;
     Ok(Reply::Int(1))
 }
@@ -536,6 +572,13 @@ fn object(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     }
     Ok(Reply::text(match stored.kind {
         KeyType::Json => "raw",
+        KeyType::Hash => {
+            if Record::decode(stored.bytes)?.encoding == keyspace::Encoding::Raw {
+                "hashtable"
+            } else {
+                "listpack"
+            }
+        }
         KeyType::String => {
             let r = Record::decode(stored.bytes)?;
             string_encoding(&r.payload, r.encoding)
@@ -563,6 +606,7 @@ fn dump(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     };
     let payload = match stored.kind {
         KeyType::String => crate::dump::dump_string(&Record::decode(stored.bytes)?.payload),
+        KeyType::Hash => crate::dump::dump_hash(&stored.fields),
         KeyType::Json => {
             let doc = strata_doc::decode_stored(&stored.bytes, &ctx.shared.names)?;
             crate::dump::dump_json(strata_doc::to_json_string(&doc)?.as_bytes())
@@ -634,7 +678,25 @@ fn restore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             kind: KeyType::String,
             bytes: Bytes::from(Record::encode(&v, expire_at_ms)),
             expire_at_ms,
+            fields: Vec::new(),
         },
+        crate::dump::Restored::Hash(fields) => {
+            let big = fields.len() as u64 > super::hashes::LISTPACK_ENTRIES_MAX
+                || fields
+                    .iter()
+                    .any(|(f, v)| f.len().max(v.len()) > super::hashes::LISTPACK_VALUE_BYTES_MAX);
+            let encoding = if big {
+                keyspace::Encoding::Raw
+            } else {
+                keyspace::Encoding::ByContent
+            };
+            Stored {
+                kind: KeyType::Hash,
+                bytes: Bytes::from(Record::encode_hash(&[], expire_at_ms, encoding)),
+                expire_at_ms,
+                fields,
+            }
+        }
         crate::dump::Restored::Json(text) => {
             let doc = strata_doc::from_json_slice(&text)
                 .map_err(|_| Error::command("Bad data format"))?;
@@ -644,10 +706,11 @@ fn restore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
                 kind: KeyType::Json,
                 bytes: Bytes::from(strata_doc::encode_stored(&doc, &ctx.shared.names)?),
                 expire_at_ms,
+                fields: Vec::new(),
             }
         }
     };
-    ops_storing(db, key, &stored, &mut ops)?;
+    ops_storing(ctx, db, key, &stored, &mut ops)?;
     write_ops(ctx, ops)?;
     Ok(Reply::ok())
 }
@@ -666,8 +729,8 @@ fn keys(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let prefix = glob::literal_prefix(pattern);
     let now = now_ms();
     let mut out = Vec::new();
-    for t in KeyType::ALL {
-        keyspace::visit_keys(ctx.db(), ctx.dbi(), t, prefix, None, now, &mut |k, _| {
+    for t in Space::ALL {
+        keyspace::visit_keys(ctx.db(), ctx.dbi(), t, prefix, None, now, &mut |k, _, _| {
             if glob::matches(pattern, k, false) {
                 out.push(Reply::Bulk(Bytes::copy_from_slice(k)));
             }
@@ -690,8 +753,8 @@ fn randomkey(ctx: &mut Ctx<'_>, _: &[Bytes]) -> Result<Reply> {
     let db = ctx.dbi();
     let point: [u8; 8] = rand::thread_rng().gen();
     let mut found = None;
-    for t in KeyType::ALL {
-        keyspace::visit_keys(ctx.db(), db, t, b"", Some(&point), now, &mut |k, _| {
+    for t in Space::ALL {
+        keyspace::visit_keys(ctx.db(), db, t, b"", Some(&point), now, &mut |k, _, _| {
             found = Some(Bytes::copy_from_slice(k));
             false
         })?;
@@ -700,8 +763,8 @@ fn randomkey(ctx: &mut Ctx<'_>, _: &[Bytes]) -> Result<Reply> {
         }
     }
     if found.is_none() {
-        for t in KeyType::ALL {
-            keyspace::visit_keys(ctx.db(), db, t, b"", None, now, &mut |k, _| {
+        for t in Space::ALL {
+            keyspace::visit_keys(ctx.db(), db, t, b"", None, now, &mut |k, _, _| {
                 found = Some(Bytes::copy_from_slice(k));
                 false
             })?;
@@ -759,9 +822,9 @@ fn scan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let mut next: Option<ScanPosition> = None;
     let mut namespace = start.namespace;
     let mut after = start.after_key;
-    while namespace < KeyType::ALL.len() {
-        let t = KeyType::ALL[namespace];
-        if only.is_some_and(|o| o != Some(t)) {
+    while namespace < Space::ALL.len() {
+        let t = Space::ALL[namespace];
+        if only.is_some_and(|o| o.is_none_or(|o| o.space() != t)) {
             namespace += 1;
             after = None;
             continue;
@@ -775,14 +838,15 @@ fn scan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             prefix,
             after.as_deref(),
             now,
-            &mut |k, _| {
+            &mut |k, kind, _| {
                 if budget == 0 {
                     more = true;
                     return false;
                 }
                 budget -= 1;
                 last = Some(k.to_vec());
-                if pattern.is_none_or(|p| glob::matches(p, k, false)) {
+                let wanted = only.is_none_or(|o| o == Some(kind));
+                if wanted && pattern.is_none_or(|p| glob::matches(p, k, false)) {
                     found.push(Reply::Bulk(Bytes::copy_from_slice(k)));
                 }
                 true
@@ -797,7 +861,7 @@ fn scan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         }
         namespace += 1;
         after = None;
-        if budget == 0 && namespace < KeyType::ALL.len() {
+        if budget == 0 && namespace < Space::ALL.len() {
             next = Some(ScanPosition {
                 namespace,
                 after_key: None,

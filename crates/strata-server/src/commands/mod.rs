@@ -6,6 +6,7 @@
 //! COMMAND COUNT/INFO/DOCS, so what clients discover is what the dispatcher runs.
 
 pub mod connection;
+pub mod hashes;
 pub mod json;
 pub mod keys;
 pub mod pubsub;
@@ -110,6 +111,7 @@ pub(crate) fn table() -> impl Iterator<Item = &'static Spec> {
         .chain(server::SPECS)
         .chain(strings::SPECS)
         .chain(keys::SPECS)
+        .chain(hashes::SPECS)
         .chain(json::SPECS)
         .chain(transactions::SPECS)
         .chain(pubsub::SPECS)

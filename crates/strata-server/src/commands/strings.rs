@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::keyspace::Encoding;
 use crate::keyspace::{
     doc_expiry, doc_ttl_key, expiry_index_key, lookup, now_ms, read_doc_bytes, string_key, KeyType,
-    Record,
+    Record, Space,
 };
 use crate::ldouble::{LdError, LongDouble};
 use crate::num::parse_i64;
@@ -86,6 +86,9 @@ pub(crate) fn read_string(ctx: &Ctx<'_>, key: &[u8]) -> Result<Option<Bytes>> {
     if let Some(v) = ctx.db().get(&string_key(ctx.dbi(), key))? {
         let r = Record::decode(v)?;
         if !r.expired_now() {
+            if r.kind != KeyType::String {
+                return Err(Error::WrongType);
+            }
             return Ok(Some(r.payload));
         }
     }
@@ -97,7 +100,7 @@ pub(crate) fn read_string(ctx: &Ctx<'_>, key: &[u8]) -> Result<Option<Bytes>> {
 
 /// Whether `key` names a live JSON document (no lookup, and no clock read, while the store has
 /// none).
-fn json_exists(ctx: &Ctx<'_>, key: &[u8]) -> Result<bool> {
+pub(crate) fn json_exists(ctx: &Ctx<'_>, key: &[u8]) -> Result<bool> {
     Ok(
         ctx.shared.docs_may_exist()
             && read_doc_bytes(ctx.db(), ctx.dbi(), key, now_ms())?.is_some(),
@@ -111,7 +114,7 @@ fn doc_removal(ctx: &Ctx<'_>, key: &[u8]) -> Result<Vec<BatchOp>> {
         return Ok(Vec::new());
     }
     let mut ops = Vec::new();
-    if let Some(doc) = KeyType::Json.key(ctx.dbi(), key) {
+    if let Some(doc) = Space::Docs.key(ctx.dbi(), key) {
         if ctx.db().get(&doc)?.is_some() {
             ops.push(BatchOp::Delete(doc));
             if doc_expiry(ctx.db(), ctx.dbi(), key)?.is_some() {
@@ -158,7 +161,13 @@ pub(crate) fn modify_string<T>(
         let old = match old {
             Some(bytes) => {
                 let r = Record::decode(Bytes::copy_from_slice(bytes))?;
-                (!r.expired_now()).then_some(r)
+                if r.expired_now() {
+                    None
+                } else if r.kind != KeyType::String {
+                    return Err(Error::WrongType);
+                } else {
+                    Some(r)
+                }
             }
             None => None,
         };
@@ -469,7 +478,9 @@ fn mget(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let mut out = Vec::with_capacity(keys.len());
     for v in ctx.db().multi_get(&keys)? {
         let live = match v {
-            Some(v) => Some(Record::decode(v)?).filter(|r| !r.expired_now()),
+            Some(v) => {
+                Some(Record::decode(v)?).filter(|r| r.kind == KeyType::String && !r.expired_now())
+            }
             None => None,
         };
         out.push(Reply::bulk_or_nil(live.map(|r| r.payload)));

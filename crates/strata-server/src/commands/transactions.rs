@@ -11,7 +11,7 @@ use bytes::Bytes;
 
 use super::{count_command, dispatch, resolve, Ctx, Locking, Spec};
 use crate::error::{Error, Result};
-use crate::keyspace::{self, doc_ttl_key, now_ms, string_key, DbIndex, KeyType};
+use crate::keyspace::{self, doc_ttl_key, now_ms, string_key, DbIndex, Space};
 use crate::resp::Reply;
 use crate::state::{Multi, WatchState};
 use crate::txn::Overlay;
@@ -51,7 +51,7 @@ fn unwatch(ctx: &mut Ctx<'_>, _: &[Bytes]) -> Result<Reply> {
 /// The engine keys a write to `key` in `db` may touch.
 fn engine_keys(db: DbIndex, key: &[u8]) -> Vec<Vec<u8>> {
     let mut keys = vec![string_key(db, key), doc_ttl_key(db, key)];
-    keys.extend(KeyType::Json.key(db, key));
+    keys.extend(Space::Docs.key(db, key));
     keys
 }
 
@@ -62,7 +62,7 @@ fn stored_but_expired(ctx: &Ctx<'_>, db: DbIndex, key: &[u8], now: u64) -> Resul
         return Ok(false);
     }
     let string = ctx.db().get(&string_key(db, key))?.is_some();
-    let doc = match KeyType::Json.key(db, key) {
+    let doc = match Space::Docs.key(db, key) {
         Some(k) => ctx.db().get(&k)?.is_some(),
         None => false,
     };

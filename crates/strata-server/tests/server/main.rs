@@ -8,6 +8,7 @@ mod compat;
 mod concurrency;
 mod differential;
 mod durability;
+mod hashes;
 mod json;
 mod parser_props;
 mod placement;
@@ -65,7 +66,7 @@ impl TestServer {
         config: ServerConfig,
         options: strata::Options,
     ) -> TestServer {
-        let mut options = options;
+        let mut options = strata_server::store_options(options);
         options.sync = config.appendfsync.sync_mode();
         let db = Arc::new(strata::Db::open(dir, options).unwrap());
         let config = ServerConfig {

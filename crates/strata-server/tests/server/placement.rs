@@ -48,6 +48,13 @@ impl KvBackend for ColdKeys {
     fn update(&self, key: &[u8], f: &mut UpdateFn<'_>) -> strata_server::Result<()> {
         self.inner.update(key, f)
     }
+    fn update_group(
+        &self,
+        route: &[u8],
+        f: &mut strata_server::backend::GroupFn<'_>,
+    ) -> strata_server::Result<()> {
+        self.inner.update_group(route, f)
+    }
     fn scan(
         &self,
         start: Bound<Vec<u8>>,

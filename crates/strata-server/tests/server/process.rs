@@ -421,3 +421,77 @@ fn expiry_times_survive_sigkill_and_restart() {
     assert_eq!(dbsize, 3);
     server.terminate();
 }
+
+/// Hash writes survive SIGKILL whole: every acknowledged HSET's field is there after the
+/// restart, and each hash's count (its record) agrees with the fields found (the record and
+/// the fields of one command are one atomic batch).
+#[test]
+fn hash_writes_survive_sigkill_with_counts_that_match_their_fields() {
+    for round in 0..2 {
+        let dir = tempfile::tempdir().unwrap();
+        let server = ServerProcess::start(dir.path(), "everysec");
+        let acked = Arc::new(Mutex::new(0u64));
+        let stop = Arc::new(AtomicBool::new(false));
+        let writer = {
+            let mut c = server.client();
+            let (acked, stop) = (acked.clone(), stop.clone());
+            std::thread::spawn(move || {
+                for n in 1u64.. {
+                    if stop.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    // Two fields per command, and every tenth command removes one again.
+                    let key = format!("h{}", n % 4);
+                    let set: redis::RedisResult<i64> = redis::cmd("HSET")
+                        .arg(&key)
+                        .arg(format!("f{n}"))
+                        .arg(n)
+                        .arg(format!("g{n}"))
+                        .arg(n)
+                        .query(&mut c);
+                    if set.is_err() {
+                        return;
+                    }
+                    if n % 10 == 0 {
+                        let del: redis::RedisResult<i64> = redis::cmd("HDEL")
+                            .arg(&key)
+                            .arg(format!("g{n}"))
+                            .query(&mut c);
+                        if del.is_err() {
+                            return;
+                        }
+                    }
+                    *acked.lock().unwrap() = n;
+                }
+            })
+        };
+        std::thread::sleep(Duration::from_millis(200 + 150 * round));
+        server.kill9();
+        stop.store(true, Ordering::Relaxed);
+        writer.join().unwrap();
+        let acked = *acked.lock().unwrap();
+        assert!(acked > 0, "no HSET acknowledged before the kill");
+        let server = ServerProcess::start(dir.path(), "everysec");
+        let mut c = server.client();
+        for h in 0..4 {
+            let key = format!("h{h}");
+            let fields: HashMap<String, u64> = c.hgetall(&key).unwrap();
+            let len: usize = c.hlen(&key).unwrap();
+            assert_eq!(
+                len,
+                fields.len(),
+                "round {round}: {key}'s count and fields disagree"
+            );
+            for n in (1..=acked).filter(|n| n % 4 == h) {
+                assert_eq!(
+                    fields.get(&format!("f{n}")),
+                    Some(&n),
+                    "round {round}: f{n} lost"
+                );
+                let g = fields.get(&format!("g{n}"));
+                assert_eq!(g, (n % 10 != 0).then_some(&n), "round {round}: g{n}");
+            }
+        }
+        server.terminate();
+    }
+}

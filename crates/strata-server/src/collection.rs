@@ -1,0 +1,324 @@
+//! Collections on the LSM (hashes today; sets, sorted sets and lists take the same shape): one
+//! metadata record per Redis key and one engine key per element, as Kvrocks lays them out on
+//! RocksDB. `docs/format.md` gives every byte.
+//!
+//! - The metadata is the key's record, `'k' db name` (the same engine key a string has, so a
+//!   name holds one or the other, and SET over a hash simply replaces it): record kind 1, the
+//!   expiry time, then `version` (u64 LE) and `count` (u64 LE, the number of fields).
+//! - A field is `'m' db len(u32 BE) name version(u64 BE) field` -> value. All fields of one
+//!   incarnation of a key are one prefix, so HGETALL is one prefix scan in field order.
+//! - [`ServerRouter`] routes an element key by its Redis key's record key, so a key's record and
+//!   all its elements live in one engine partition: HSET reads and writes them in one atomic
+//!   [`KvBackend::update_group`], and the compaction filter reads the record beside them.
+//! - Deleting, overwriting or expiring a hash touches the record only. A new incarnation gets a
+//!   new `version`, so fields of the old one are invisible at once; compaction drops them
+//!   ([`element_is_dead`]) once the record that disowns them is settled (flushed and
+//!   unchanged since), never a scan at delete time.
+//!
+//! Versions come from [`Versions`]: the clock in ms shifted left 16 bits, then counting up,
+//! so they grow across restarts (a clock that steps back further than the uptime could reuse a
+//! version whose fields have not yet been compacted away; Kvrocks takes the same risk).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::Bytes;
+
+use crate::backend::{prefix_end, KvBackend};
+use crate::error::{Error, Result};
+use crate::keyspace::{now_ms, string_key, DbIndex, KeyType, Record};
+
+/// First byte of an element's engine key.
+pub const ELEMENT_PREFIX: u8 = b'm';
+
+/// The key router id `strata serve` records in the store (`STRATA` file): "SR" + rule 1.
+pub const SERVER_ROUTER_ID: u32 = 0x5352_0001;
+
+/// An expired collection's elements are dropped by compaction only this long after its
+/// expiry time: a command that read the record live just before the time may still be
+/// writing it back (EXPIRE extending it), and must not find its elements gone.
+pub const EXPIRED_ELEMENTS_GRACE_MS: u64 = 60_000;
+
+/// Routes the server's keys: an element by its Redis key's record key (`'k' db name`), every
+/// other key by itself, both with xxh3-64 as the engine's default does, so records, documents
+/// and everything written before collections existed stay where they were.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ServerRouter;
+
+impl strata::KeyRouter for ServerRouter {
+    fn id(&self) -> u32 {
+        SERVER_ROUTER_ID
+    }
+
+    fn route(&self, key: &[u8]) -> u64 {
+        match parse_element_key(key) {
+            Some(e) => {
+                // xxh3 of `'k' db name`, without building it.
+                let mut h = xxhash_rust::xxh3::Xxh3::new();
+                h.update(&[crate::keyspace::KEY_PREFIX, e.db]);
+                h.update(e.name);
+                h.digest()
+            }
+            None => xxhash_rust::xxh3::xxh3_64(key),
+        }
+    }
+}
+
+/// A hash's metadata (the payload of its record).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HashMeta {
+    /// The incarnation whose elements are live.
+    pub version: u64,
+    /// Number of fields.
+    pub count: u64,
+}
+
+/// Bytes of an encoded [`HashMeta`].
+const HASH_META_BYTES: usize = 16;
+
+impl HashMeta {
+    /// The record payload.
+    pub fn encode(&self) -> [u8; HASH_META_BYTES] {
+        let mut out = [0; HASH_META_BYTES];
+        out[..8].copy_from_slice(&self.version.to_le_bytes());
+        out[8..].copy_from_slice(&self.count.to_le_bytes());
+        out
+    }
+
+    /// Decodes a record payload; names damage.
+    pub fn decode(payload: &[u8]) -> Result<HashMeta> {
+        let (v, c) = payload
+            .split_first_chunk::<8>()
+            .and_then(|(v, rest)| Some((v, rest.first_chunk::<8>()?)))
+            .filter(|_| payload.len() == HASH_META_BYTES)
+            .ok_or_else(|| {
+                Error::command("stored data is damaged: a hash record of the wrong length")
+            })?;
+        Ok(HashMeta {
+            version: u64::from_le_bytes(*v),
+            count: u64::from_le_bytes(*c),
+        })
+    }
+}
+
+/// Hands out element versions (see the module comment).
+#[derive(Debug)]
+pub struct Versions(AtomicU64);
+
+impl Default for Versions {
+    fn default() -> Self {
+        Versions(AtomicU64::new(now_ms() << 16))
+    }
+}
+
+impl Versions {
+    /// A version no earlier call (in this process or an earlier one) returned.
+    pub fn next(&self) -> u64 {
+        let floor = now_ms() << 16;
+        let prev = self
+            .0
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| {
+                Some(v.max(floor).saturating_add(1))
+            })
+            .unwrap_or(floor);
+        prev.max(floor).saturating_add(1)
+    }
+}
+
+/// The parts of an element key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ElementKey<'a> {
+    /// Physical database.
+    pub db: DbIndex,
+    /// The Redis key.
+    pub name: &'a [u8],
+    /// The incarnation.
+    pub version: u64,
+    /// Field (hash).
+    pub sub: &'a [u8],
+}
+
+/// The prefix of every element of incarnation `version` of `name` in `db`.
+pub fn element_prefix(db: DbIndex, name: &[u8], version: u64) -> Vec<u8> {
+    let mut k = Vec::with_capacity(name.len() + 14 + 16);
+    k.push(ELEMENT_PREFIX);
+    k.push(db);
+    // Names are bounded by the engine's key limit (64 KiB) long before u32.
+    k.extend_from_slice(&u32::try_from(name.len()).unwrap_or(u32::MAX).to_be_bytes());
+    k.extend_from_slice(name);
+    k.extend_from_slice(&version.to_be_bytes());
+    k
+}
+
+/// The engine key of element `sub` of incarnation `version` of `name` in `db`.
+pub fn element_key(db: DbIndex, name: &[u8], version: u64, sub: &[u8]) -> Vec<u8> {
+    let mut k = element_prefix(db, name, version);
+    k.extend_from_slice(sub);
+    k
+}
+
+/// Splits an element key; `None` for any other key.
+pub fn parse_element_key(key: &[u8]) -> Option<ElementKey<'_>> {
+    let rest = key.strip_prefix(&[ELEMENT_PREFIX])?;
+    let (&db, rest) = rest.split_first()?;
+    let (len, rest) = rest.split_first_chunk::<4>()?;
+    let len = usize::try_from(u32::from_be_bytes(*len)).ok()?;
+    let name = rest.get(..len)?;
+    let (version, sub) = rest.get(len..)?.split_first_chunk::<8>()?;
+    Some(ElementKey {
+        db,
+        name,
+        version: u64::from_be_bytes(*version),
+        sub,
+    })
+}
+
+/// Whether an element is dead (its key's record, settled, disowns it): for the server's
+/// compaction filter. Unsettled or unreadable records keep the element.
+pub fn element_is_dead(key: &[u8], settled: &dyn strata::SettledRead, now: u64) -> bool {
+    let Some(e) = parse_element_key(key) else {
+        return false;
+    };
+    let Some(record) = settled.settled(&string_key(e.db, e.name)) else {
+        return false;
+    };
+    let Some(record) = record else {
+        return true;
+    };
+    let Ok(r) = Record::decode(record) else {
+        return false;
+    };
+    match r.kind {
+        KeyType::Hash => match HashMeta::decode(&r.payload) {
+            Ok(m) => {
+                m.version != e.version
+                    || r.expire_at_ms
+                        .is_some_and(|at| at.saturating_add(EXPIRED_ELEMENTS_GRACE_MS) <= now)
+            }
+            Err(_) => false,
+        },
+        // The name now holds a string.
+        _ => true,
+    }
+}
+
+/// A live hash's record as read: its expiry and metadata.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LiveHash {
+    /// Expiry time, if any.
+    pub expire_at_ms: Option<u64>,
+    /// Version and count.
+    pub meta: HashMeta,
+}
+
+/// Interprets `name`'s record for a hash command: `None` when absent or expired, WRONGTYPE
+/// when it holds another kind.
+pub fn live_hash(record: Option<Bytes>, now: u64) -> Result<Option<LiveHash>> {
+    let Some(bytes) = record else {
+        return Ok(None);
+    };
+    let r = Record::decode(bytes)?;
+    if r.expired(now) {
+        return Ok(None);
+    }
+    if r.kind != KeyType::Hash {
+        return Err(Error::WrongType);
+    }
+    Ok(Some(LiveHash {
+        expire_at_ms: r.expire_at_ms,
+        meta: HashMeta::decode(&r.payload)?,
+    }))
+}
+
+/// Reads the live hash `name` in `db` (WRONGTYPE for another kind).
+pub fn read_hash(
+    b: &dyn KvBackend,
+    db: DbIndex,
+    name: &[u8],
+    now: u64,
+) -> Result<Option<LiveHash>> {
+    live_hash(b.get(&string_key(db, name))?, now)
+}
+
+/// Visits the fields of incarnation `version` of `name` in `db` in field order until `visit`
+/// returns false.
+pub fn visit_fields(
+    b: &dyn KvBackend,
+    db: DbIndex,
+    name: &[u8],
+    version: u64,
+    visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+) -> Result<()> {
+    let prefix = element_prefix(db, name, version);
+    let skip = prefix.len();
+    b.scan(
+        std::ops::Bound::Included(prefix.clone()),
+        prefix_end(&prefix),
+        &mut |k, v| visit(k.get(skip..).unwrap_or_default(), v),
+    )
+}
+
+/// All fields and values of incarnation `version` of `name` in `db`.
+pub fn read_fields(
+    b: &dyn KvBackend,
+    db: DbIndex,
+    name: &[u8],
+    version: u64,
+) -> Result<Vec<(Bytes, Bytes)>> {
+    let mut out = Vec::new();
+    visit_fields(b, db, name, version, &mut |f, v| {
+        out.push((Bytes::copy_from_slice(f), Bytes::copy_from_slice(v)));
+        true
+    })?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use strata::KeyRouter;
+
+    #[test]
+    fn element_keys_round_trip_and_route_with_their_record() {
+        for name in [&b""[..], b"h", b"\xff\x00name", &[7u8; 300]] {
+            for sub in [&b""[..], b"f", b"\x00\xff"] {
+                let k = element_key(3, name, 0x0102_0304_0506_0708, sub);
+                let e = parse_element_key(&k).unwrap();
+                assert_eq!(
+                    (e.db, e.name, e.version, e.sub),
+                    (3, name, 0x0102_0304_0506_0708, sub)
+                );
+                assert!(k.starts_with(&element_prefix(3, name, e.version)));
+                assert_eq!(
+                    ServerRouter.route(&k),
+                    xxhash_rust::xxh3::xxh3_64(&string_key(3, name))
+                );
+            }
+        }
+        // Every other key routes as the engine's default would.
+        for k in [&b"kname"[..], b"\xff\xffD", b"m", b"m\x00\x00\x00\x00\x09x"] {
+            assert_eq!(ServerRouter.route(k), xxhash_rust::xxh3::xxh3_64(k));
+        }
+        // A field prefix of one name never covers another name's elements.
+        let a = element_prefix(0, b"ab", 1);
+        assert!(!element_key(0, b"a", 1, b"b").starts_with(&a));
+    }
+
+    #[test]
+    fn metadata_round_trips_and_versions_grow() {
+        let m = HashMeta {
+            version: 42,
+            count: 7,
+        };
+        assert_eq!(HashMeta::decode(&m.encode()).unwrap(), m);
+        assert!(HashMeta::decode(&m.encode()[..15]).is_err());
+        let v = Versions::default();
+        let mut last = 0;
+        for _ in 0..1000 {
+            let n = v.next();
+            assert!(n > last);
+            last = n;
+        }
+        assert!(last >= now_ms() << 16);
+    }
+}
