@@ -63,19 +63,19 @@ impl strata::KeyRouter for ServerRouter {
     }
 }
 
-/// A hash's metadata (the payload of its record).
+/// A collection's metadata (the payload of its record).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HashMeta {
+pub struct Meta {
     /// The incarnation whose elements are live.
     pub version: u64,
-    /// Number of fields.
+    /// Number of elements (fields, members).
     pub count: u64,
 }
 
-/// Bytes of an encoded [`HashMeta`].
+/// Bytes of an encoded [`Meta`].
 const HASH_META_BYTES: usize = 16;
 
-impl HashMeta {
+impl Meta {
     /// The record payload.
     pub fn encode(&self) -> [u8; HASH_META_BYTES] {
         let mut out = [0; HASH_META_BYTES];
@@ -85,7 +85,7 @@ impl HashMeta {
     }
 
     /// Decodes a record payload; names damage.
-    pub fn decode(payload: &[u8]) -> Result<HashMeta> {
+    pub fn decode(payload: &[u8]) -> Result<Meta> {
         let (v, c) = payload
             .split_first_chunk::<8>()
             .and_then(|(v, rest)| Some((v, rest.first_chunk::<8>()?)))
@@ -93,7 +93,7 @@ impl HashMeta {
             .ok_or_else(|| {
                 Error::command("stored data is damaged: a hash record of the wrong length")
             })?;
-        Ok(HashMeta {
+        Ok(Meta {
             version: u64::from_le_bytes(*v),
             count: u64::from_le_bytes(*c),
         })
@@ -188,7 +188,7 @@ pub fn element_is_dead(key: &[u8], settled: &dyn strata::SettledRead, now: u64) 
         return false;
     };
     match r.kind {
-        KeyType::Hash => match HashMeta::decode(&r.payload) {
+        KeyType::Hash | KeyType::Set => match Meta::decode(&r.payload) {
             Ok(m) => {
                 m.version != e.version
                     || r.expire_at_ms
@@ -201,18 +201,20 @@ pub fn element_is_dead(key: &[u8], settled: &dyn strata::SettledRead, now: u64) 
     }
 }
 
-/// A live hash's record as read: its expiry and metadata.
+/// A live collection's record as read: its expiry and metadata.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LiveHash {
+pub struct Live {
     /// Expiry time, if any.
     pub expire_at_ms: Option<u64>,
     /// Version and count.
-    pub meta: HashMeta,
+    pub meta: Meta,
+    /// Whether it outgrew Redis's compact encoding (OBJECT ENCODING).
+    pub big: bool,
 }
 
-/// Interprets `name`'s record for a hash command: `None` when absent or expired, WRONGTYPE
-/// when it holds another kind.
-pub fn live_hash(record: Option<Bytes>, now: u64) -> Result<Option<LiveHash>> {
+/// Interprets `name`'s record for a command on collections of `kind`: `None` when absent or
+/// expired, WRONGTYPE when it holds another kind.
+pub fn live(record: Option<Bytes>, now: u64, kind: KeyType) -> Result<Option<Live>> {
     let Some(bytes) = record else {
         return Ok(None);
     };
@@ -220,52 +222,133 @@ pub fn live_hash(record: Option<Bytes>, now: u64) -> Result<Option<LiveHash>> {
     if r.expired(now) {
         return Ok(None);
     }
-    if r.kind != KeyType::Hash {
+    if r.kind != kind {
         return Err(Error::WrongType);
     }
-    Ok(Some(LiveHash {
+    Ok(Some(Live {
         expire_at_ms: r.expire_at_ms,
-        meta: HashMeta::decode(&r.payload)?,
+        meta: Meta::decode(&r.payload)?,
+        big: r.encoding == crate::keyspace::Encoding::Raw,
     }))
 }
 
-/// Reads the live hash `name` in `db` (WRONGTYPE for another kind).
-pub fn read_hash(
+/// Reads the live collection `name` of `kind` in `db` (WRONGTYPE for another kind).
+pub fn read_live(
     b: &dyn KvBackend,
     db: DbIndex,
     name: &[u8],
     now: u64,
-) -> Result<Option<LiveHash>> {
-    live_hash(b.get(&string_key(db, name))?, now)
+    kind: KeyType,
+) -> Result<Option<Live>> {
+    live(b.get(&string_key(db, name))?, now, kind)
 }
 
-/// Visits the fields of incarnation `version` of `name` in `db` in field order until `visit`
-/// returns false.
-pub fn visit_fields(
+/// Visits the elements (field and value, or member and nothing) of incarnation `version` of
+/// `name` in `db` in byte order until `visit` returns false.
+pub fn visit_elements(
     b: &dyn KvBackend,
     db: DbIndex,
     name: &[u8],
     version: u64,
     visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
 ) -> Result<()> {
-    let prefix = element_prefix(db, name, version);
-    let skip = prefix.len();
-    b.scan(
-        std::ops::Bound::Included(prefix.clone()),
-        prefix_end(&prefix),
-        &mut |k, v| visit(k.get(skip..).unwrap_or_default(), v),
-    )
+    visit_elements_from(b, db, name, version, std::ops::Bound::Unbounded, visit)
 }
 
-/// All fields and values of incarnation `version` of `name` in `db`.
-pub fn read_fields(
+/// [`visit_elements`] from `start` (an element bound) on: a page of a scan, or a window at a
+/// random point.
+pub fn visit_elements_from(
+    b: &dyn KvBackend,
+    db: DbIndex,
+    name: &[u8],
+    version: u64,
+    start: std::ops::Bound<&[u8]>,
+    visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+) -> Result<()> {
+    let prefix = element_prefix(db, name, version);
+    let skip = prefix.len();
+    let at = |sub: &[u8]| [&prefix[..], sub].concat();
+    let lower = match start {
+        std::ops::Bound::Included(s) => std::ops::Bound::Included(at(s)),
+        std::ops::Bound::Excluded(s) => std::ops::Bound::Excluded(at(s)),
+        std::ops::Bound::Unbounded => std::ops::Bound::Included(prefix.clone()),
+    };
+    b.scan(lower, prefix_end(&prefix), &mut |k, v| {
+        visit(k.get(skip..).unwrap_or_default(), v)
+    })
+}
+
+/// Up to `want` elements of incarnation `version` of `name` (holding `count` in all) for
+/// SPOP, SRANDMEMBER and HRANDFIELD: all of them, uniformly shuffled, when the collection has
+/// at most [`SAMPLE_WINDOW`] elements; otherwise a window of that many read from a random
+/// point (wrapping to the start), shuffled: bounded work, but not uniform (Kvrocks takes the
+/// first elements).
+pub fn sample_elements(
+    b: &dyn KvBackend,
+    db: DbIndex,
+    name: &[u8],
+    version: u64,
+    count: u64,
+) -> Result<Vec<(Bytes, Bytes)>> {
+    use rand::seq::SliceRandom;
+    use rand::Rng;
+    let mut rng = rand::thread_rng();
+    let point: Option<[u8; 8]> = (count > SAMPLE_WINDOW as u64).then(|| rng.gen());
+    let lower = point.as_ref().map_or(std::ops::Bound::Unbounded, |p| {
+        std::ops::Bound::Included(&p[..])
+    });
+    let mut out: Vec<(Bytes, Bytes)> = Vec::new();
+    visit_elements_from(b, db, name, version, lower, &mut |f, v| {
+        out.push((Bytes::copy_from_slice(f), Bytes::copy_from_slice(v)));
+        out.len() < SAMPLE_WINDOW
+    })?;
+    if let Some(p) = point {
+        if out.len() < SAMPLE_WINDOW {
+            // Wrap around: from the first element up to where the window began.
+            visit_elements(b, db, name, version, &mut |f, v| {
+                if f >= &p[..] || out.len() >= SAMPLE_WINDOW {
+                    return false;
+                }
+                out.push((Bytes::copy_from_slice(f), Bytes::copy_from_slice(v)));
+                true
+            })?;
+        }
+    }
+    out.shuffle(&mut rng);
+    Ok(out)
+}
+
+/// Shuffled candidates for a random pick of `want` distinct elements of `live` (SPOP,
+/// SRANDMEMBER, HRANDFIELD): every element when `want` reaches the size or exceeds the sample
+/// window (the reply is that large anyway), else [`sample_elements`].
+pub fn random_elements(
+    b: &dyn KvBackend,
+    db: DbIndex,
+    name: &[u8],
+    live: &Live,
+    want: u64,
+) -> Result<Vec<(Bytes, Bytes)>> {
+    use rand::seq::SliceRandom;
+    if want >= live.meta.count || want > SAMPLE_WINDOW as u64 {
+        let mut all = read_elements(b, db, name, live.meta.version)?;
+        all.shuffle(&mut rand::thread_rng());
+        return Ok(all);
+    }
+    sample_elements(b, db, name, live.meta.version, live.meta.count)
+}
+
+/// Elements SPOP, SRANDMEMBER and HRANDFIELD sample from a large collection.
+pub const SAMPLE_WINDOW: usize = 1024;
+
+/// All elements of incarnation `version` of `name` in `db`.
+pub fn read_elements(
     b: &dyn KvBackend,
     db: DbIndex,
     name: &[u8],
     version: u64,
 ) -> Result<Vec<(Bytes, Bytes)>> {
     let mut out = Vec::new();
-    visit_fields(b, db, name, version, &mut |f, v| {
+    visit_elements(b, db, name, version, &mut |f, v| {
         out.push((Bytes::copy_from_slice(f), Bytes::copy_from_slice(v)));
         true
     })?;
@@ -306,12 +389,12 @@ mod tests {
 
     #[test]
     fn metadata_round_trips_and_versions_grow() {
-        let m = HashMeta {
+        let m = Meta {
             version: 42,
             count: 7,
         };
-        assert_eq!(HashMeta::decode(&m.encode()).unwrap(), m);
-        assert!(HashMeta::decode(&m.encode()[..15]).is_err());
+        assert_eq!(Meta::decode(&m.encode()).unwrap(), m);
+        assert!(Meta::decode(&m.encode()[..15]).is_err());
         let v = Versions::default();
         let mut last = 0;
         for _ in 0..1000 {

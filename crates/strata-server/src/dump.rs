@@ -17,6 +17,11 @@ use crate::error::{Error, Result};
 
 /// RDB type of a string.
 pub(crate) const TYPE_STRING: u8 = 0;
+/// RDB type of a set as member strings (what DUMP writes here for every set).
+pub(crate) const TYPE_SET: u8 = 2;
+/// RDB type of a set of integers as one intset (what Redis 7.0 DUMPs for small integer sets;
+/// RESTORE reads it).
+pub(crate) const TYPE_SET_INTSET: u8 = 11;
 /// RDB type of a hash as field/value strings (what DUMP writes here for every hash).
 pub(crate) const TYPE_HASH: u8 = 4;
 /// RDB type of a hash as one listpack (what Redis 7 DUMPs for small hashes; RESTORE reads it).
@@ -126,12 +131,25 @@ pub(crate) fn dump_hash(fields: &[(bytes::Bytes, bytes::Bytes)]) -> Vec<u8> {
     finish(out)
 }
 
+/// The payload of a set (RDB type 2: the count, then each member as a string; the element
+/// pairs' values are ignored). Redis writes sets of integers as one intset (type 11) instead.
+pub(crate) fn dump_set(members: &[(bytes::Bytes, bytes::Bytes)]) -> Vec<u8> {
+    let mut out = vec![TYPE_SET];
+    push_length(&mut out, members.len());
+    for (m, _) in members {
+        push_string(&mut out, m);
+    }
+    finish(out)
+}
+
 /// A value read from a payload.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Restored {
     String(Vec<u8>),
     /// Fields and values, duplicates refused.
     Hash(Vec<(bytes::Bytes, bytes::Bytes)>),
+    /// Members, duplicates refused.
+    Set(Vec<bytes::Bytes>),
     /// JSON text.
     Json(Vec<u8>),
 }
@@ -280,6 +298,31 @@ pub(crate) fn restore(payload: &[u8]) -> Result<Restored> {
             }
             Restored::Hash(unique_fields(pairs).ok_or_else(bad)?)
         }
+        TYPE_SET => {
+            let n = r.length().and_then(Result::ok).ok_or_else(bad)?;
+            if n > r.bytes.len() {
+                return Err(bad());
+            }
+            let mut members = Vec::with_capacity(n);
+            for _ in 0..n {
+                members.push((
+                    bytes::Bytes::from(r.string().ok_or_else(bad)?),
+                    bytes::Bytes::new(),
+                ));
+            }
+            let members = unique_fields(members).ok_or_else(bad)?;
+            Restored::Set(members.into_iter().map(|(m, _)| m).collect())
+        }
+        TYPE_SET_INTSET => {
+            let blob = r.string().ok_or_else(bad)?;
+            let members = intset_members(&blob).ok_or_else(bad)?;
+            let members: Vec<_> = members
+                .into_iter()
+                .map(|m| (m, bytes::Bytes::new()))
+                .collect();
+            let members = unique_fields(members).ok_or_else(bad)?;
+            Restored::Set(members.into_iter().map(|(m, _)| m).collect())
+        }
         TYPE_HASH_LISTPACK => {
             let lp = r.string().ok_or_else(bad)?;
             let items = listpack_entries(&lp).ok_or_else(bad)?;
@@ -312,6 +355,29 @@ fn unique_fields(
     let mut seen = std::collections::HashSet::with_capacity(pairs.len());
     let unique = pairs.iter().all(|(f, _)| seen.insert(f.clone()));
     (unique && !pairs.is_empty()).then_some(pairs)
+}
+
+/// The members of an intset (Redis's sorted integer array): encoding u32 LE (bytes per
+/// integer: 2, 4 or 8), count u32 LE, then the integers little-endian, as decimal text.
+fn intset_members(blob: &[u8]) -> Option<Vec<bytes::Bytes>> {
+    let width = u32::from_le_bytes(blob.get(..4)?.try_into().ok()?) as usize;
+    let count = u32::from_le_bytes(blob.get(4..8)?.try_into().ok()?) as usize;
+    if !matches!(width, 2 | 4 | 8) || blob.len() != 8 + width.checked_mul(count)? {
+        return None;
+    }
+    Some(
+        blob[8..]
+            .chunks_exact(width)
+            .map(|c| {
+                let n = match width {
+                    2 => i64::from(i16::from_le_bytes([c[0], c[1]])),
+                    4 => i64::from(i32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+                    _ => i64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]),
+                };
+                bytes::Bytes::from(n.to_string())
+            })
+            .collect(),
+    )
 }
 
 /// The entries of a listpack (Redis's compact list encoding, `listpack.md` in Redis): total
@@ -442,7 +508,10 @@ mod tests {
         for i in 0..p.len() {
             let mut bad = p.clone();
             bad[i] ^= 0x08;
-            assert!(restore(&bad).is_err(), "flipped byte {i} of a hash accepted");
+            assert!(
+                restore(&bad).is_err(),
+                "flipped byte {i} of a hash accepted"
+            );
         }
         // A repeated field, and an empty hash, are bad data (Redis refuses both).
         let dup = vec![("a".into(), "1".into()), ("a".into(), "2".into())];

@@ -76,6 +76,8 @@ const HEADER_ENCODING_MASK: u8 = 0x30;
 const KIND_STRING: u8 = 0;
 /// Kind of a record holding a hash's metadata (`collection.rs`; its fields are other keys).
 const KIND_HASH: u8 = 1;
+/// Kind of a record holding a set's metadata (its members are other keys).
+const KIND_SET: u8 = 2;
 
 /// Current time in unix milliseconds.
 pub fn now_ms() -> u64 {
@@ -125,7 +127,7 @@ impl Encoding {
 /// A stored record: a string, or a collection's metadata, with its expiry time.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {
-    /// What the record holds: [`KeyType::String`] or [`KeyType::Hash`].
+    /// What the record holds: [`KeyType::String`], or a collection's metadata.
     pub kind: KeyType,
     /// Unix milliseconds after which the key is gone; `None`: never.
     pub expire_at_ms: Option<u64>,
@@ -146,18 +148,21 @@ impl Record {
         encode_record(KIND_STRING | encoding.bits(), payload, expire_at_ms)
     }
 
-    /// Encodes a hash's metadata record. `encoding`: [`Encoding::Raw`] once the hash outgrew
-    /// Redis's compact encoding (OBJECT ENCODING `hashtable`), else [`Encoding::ByContent`].
-    pub fn encode_hash(meta: &[u8], expire_at_ms: Option<u64>, encoding: Encoding) -> Vec<u8> {
-        encode_record(KIND_HASH | encoding.bits(), meta, expire_at_ms)
+    /// Encodes a collection's metadata record (`kind`: a collection type). `encoding`:
+    /// [`Encoding::Raw`] once the collection outgrew Redis's compact encoding (OBJECT ENCODING
+    /// `hashtable`), else [`Encoding::ByContent`].
+    pub fn encode_collection(
+        kind: KeyType,
+        meta: &[u8],
+        expire_at_ms: Option<u64>,
+        encoding: Encoding,
+    ) -> Vec<u8> {
+        encode_record(kind_bits(kind) | encoding.bits(), meta, expire_at_ms)
     }
 
     /// This record with another expiry time (same kind, encoding and payload).
     pub fn with_expiry(&self, expire_at_ms: Option<u64>) -> Vec<u8> {
-        let header = match self.kind {
-            KeyType::Hash => KIND_HASH,
-            _ => KIND_STRING,
-        } | self.encoding.bits();
+        let header = kind_bits(self.kind) | self.encoding.bits();
         encode_record(header, &self.payload, expire_at_ms)
     }
 
@@ -208,6 +213,15 @@ impl Record {
     }
 }
 
+/// The header's kind bits of a record holding `kind` (documents have no record).
+fn kind_bits(kind: KeyType) -> u8 {
+    match kind {
+        KeyType::Hash => KIND_HASH,
+        KeyType::Set => KIND_SET,
+        KeyType::String | KeyType::Json => KIND_STRING,
+    }
+}
+
 fn encode_record(header: u8, payload: &[u8], expire_at_ms: Option<u64>) -> Vec<u8> {
     let mut out = Vec::with_capacity(payload.len() + 9);
     match expire_at_ms {
@@ -251,8 +265,9 @@ fn check_header(header: u8) -> Result<(KeyType, Encoding)> {
     let known = HEADER_KIND_MASK | HEADER_HAS_EXPIRY | HEADER_ENCODING_MASK;
     let kind = match header & HEADER_KIND_MASK {
         KIND_STRING => Some(KeyType::String),
-        // A hash's encoding bits: ByContent, or Raw once it outgrew the compact encoding.
+        // A collection's encoding bits: ByContent, or Raw once it outgrew the compact encoding.
         KIND_HASH if header & HEADER_ENCODING_MASK <= Encoding::Raw.bits() => Some(KeyType::Hash),
+        KIND_SET if header & HEADER_ENCODING_MASK <= Encoding::Raw.bits() => Some(KeyType::Set),
         _ => None,
     };
     match (kind, Encoding::from_header(header)) {
@@ -350,19 +365,22 @@ pub enum KeyType {
     String,
     /// A hash: field -> value (its metadata is a record, each field its own engine key).
     Hash,
+    /// A set of members (a record, each member its own engine key).
+    Set,
     /// A JSON document (RedisJSON's type).
     Json,
 }
 
 impl KeyType {
     /// Every kind.
-    pub const ALL: [KeyType; 3] = [KeyType::String, KeyType::Hash, KeyType::Json];
+    pub const ALL: [KeyType; 4] = [KeyType::String, KeyType::Hash, KeyType::Set, KeyType::Json];
 
     /// The name TYPE reports.
     pub fn name(self) -> &'static str {
         match self {
             KeyType::String => "string",
             KeyType::Hash => "hash",
+            KeyType::Set => "set",
             KeyType::Json => "ReJSON-RL",
         }
     }
@@ -370,7 +388,7 @@ impl KeyType {
     /// The engine-key space holding keys of this kind.
     pub fn space(self) -> Space {
         match self {
-            KeyType::String | KeyType::Hash => Space::Records,
+            KeyType::String | KeyType::Hash | KeyType::Set => Space::Records,
             KeyType::Json => Space::Docs,
         }
     }

@@ -10,22 +10,16 @@
 //! Fields come back in byte order (HGETALL, HKEYS, HVALS, HSCAN), where Redis answers in
 //! insertion order for small hashes and hash order for large ones; Redis promises no order.
 
-use std::collections::BTreeMap;
-
 use bytes::Bytes;
-use rand::seq::SliceRandom;
 use rand::Rng;
 
-use super::strings::json_exists;
+use super::collections::{modify, Edit};
 use super::{int_arg, is, Ctx, Spec, READ, READ_FAST, WRITE_FAST};
-use crate::backend::{BatchOp, GroupRead};
-use crate::collection::{element_key, read_fields, read_hash, visit_fields, HashMeta, LiveHash};
+use crate::collection::{element_key, random_elements, read_elements, Live};
 use crate::error::{Error, Result};
-use crate::glob;
-use crate::keyspace::{now_ms, string_key, DbIndex, Encoding, Record};
+use crate::keyspace::KeyType;
 use crate::ldouble::{LdError, LongDouble};
 use crate::resp::Reply;
-use crate::state::{lock, ScanPosition};
 
 #[rustfmt::skip]
 pub(crate) static SPECS: &[Spec] = &[
@@ -47,168 +41,18 @@ pub(crate) static SPECS: &[Spec] = &[
     Spec { name: "hscan", arity: -3, flags: READ, keys: (1, 1, 1), group: "hash", summary: "Iterates over fields and values of a hash.", handler: hscan },
 ];
 
-/// `hash-max-listpack-entries` and `hash-max-listpack-value` as the reference redis-server 7.0
-/// reports them (512 and 64): a hash within
-/// both reports OBJECT ENCODING `listpack`; one that ever outgrew them `hashtable` (Redis never
-/// converts back).
-pub(crate) const LISTPACK_ENTRIES_MAX: u64 = 512;
-pub(crate) const LISTPACK_VALUE_BYTES_MAX: usize = 64;
-
-/// A hash being changed inside one `update_group`: pending field writes over what the store
-/// holds, the field count kept as they are made.
-struct HashEdit<'r, 'a> {
-    read: &'r GroupRead<'a>,
-    db: DbIndex,
-    name: &'r [u8],
-    /// The hash as found (`None`: absent or expired).
-    found: Option<LiveHash>,
-    /// Whether the found record said `hashtable`.
-    found_big: bool,
-    version: u64,
-    count: u64,
-    big: bool,
-    /// Field -> new value (`None`: removed).
-    pending: BTreeMap<Vec<u8>, Option<Bytes>>,
-}
-
-impl HashEdit<'_, '_> {
-    fn get(&self, field: &[u8]) -> Result<Option<Bytes>> {
-        if let Some(v) = self.pending.get(field) {
-            return Ok(v.clone());
-        }
-        if self.found.is_none() {
-            return Ok(None);
-        }
-        (self.read)(&element_key(self.db, self.name, self.version, field))
-    }
-
-    /// Sets a field; true when it is new.
-    fn set(&mut self, field: &[u8], value: Bytes) -> Result<bool> {
-        let new = self.get(field)?.is_none();
-        if new {
-            self.count += 1;
-        }
-        self.big |= self.count > LISTPACK_ENTRIES_MAX
-            || field.len() > LISTPACK_VALUE_BYTES_MAX
-            || value.len() > LISTPACK_VALUE_BYTES_MAX;
-        self.pending.insert(field.to_vec(), Some(value));
-        Ok(new)
-    }
-
-    /// Removes a field; true when it existed.
-    fn remove(&mut self, field: &[u8]) -> Result<bool> {
-        let existed = self.get(field)?.is_some();
-        if existed {
-            self.count -= 1;
-            self.pending.insert(field.to_vec(), None);
-        }
-        Ok(existed)
-    }
-
-    /// The engine writes that make the edit.
-    fn finish(self) -> Vec<BatchOp> {
-        if self.pending.is_empty() {
-            return Vec::new();
-        }
-        let record_key = string_key(self.db, self.name);
-        if self.count == 0 {
-            // The record goes; the fields of this version are disowned with it (compaction
-            // drops them), so no per-field delete is written.
-            return if self.found.is_some() {
-                vec![BatchOp::Delete(record_key)]
-            } else {
-                Vec::new()
-            };
-        }
-        let mut ops = Vec::with_capacity(self.pending.len() + 1);
-        let unchanged = self
-            .found
-            .is_some_and(|f| f.meta.count == self.count && f.meta.version == self.version)
-            && self.found_big == self.big;
-        if !unchanged {
-            let meta = HashMeta {
-                version: self.version,
-                count: self.count,
-            };
-            let expiry = self.found.and_then(|f| f.expire_at_ms);
-            let encoding = if self.big {
-                Encoding::Raw
-            } else {
-                Encoding::ByContent
-            };
-            ops.push(BatchOp::Put(
-                record_key,
-                Record::encode_hash(&meta.encode(), expiry, encoding),
-            ));
-        }
-        for (field, value) in self.pending {
-            let k = element_key(self.db, self.name, self.version, &field);
-            ops.push(match value {
-                Some(v) => BatchOp::Put(k, v.to_vec()),
-                None => BatchOp::Delete(k),
-            });
-        }
-        ops
-    }
-}
-
-/// Runs `f` on the hash `key` of the selected database as one atomic read-modify-write.
-/// WRONGTYPE when the name holds a string or a document. `create` false: `f` sees an absent
-/// hash only if it exists (commands that never create one return early on `None` anyway).
+/// The hash `key` of the selected database as one atomic read-modify-write.
 fn modify_hash<T>(
     ctx: &Ctx<'_>,
     key: &[u8],
-    mut f: impl FnMut(&mut HashEdit<'_, '_>) -> Result<T>,
+    f: impl FnMut(&mut Edit<'_, '_>) -> Result<T>,
 ) -> Result<T> {
-    if json_exists(ctx, key)? {
-        return Err(Error::WrongType);
-    }
-    let db = ctx.dbi();
-    let record_key = string_key(db, key);
-    let now = now_ms();
-    let mut out = None;
-    let mut wrote = false;
-    ctx.db().update_group(&record_key, &mut |read| {
-        let record = read(&record_key)?;
-        let found_big = record
-            .as_ref()
-            .and_then(|r| Record::decode(r.clone()).ok())
-            .is_some_and(|r| r.encoding == Encoding::Raw);
-        let found = crate::collection::live_hash(record, now)?;
-        let (version, count) = match found {
-            Some(h) => (h.meta.version, h.meta.count),
-            None => (ctx.shared.versions.next(), 0),
-        };
-        let mut edit = HashEdit {
-            read,
-            db,
-            name: key,
-            found,
-            found_big: found.is_some() && found_big,
-            version,
-            count,
-            big: found.is_some() && found_big,
-            pending: BTreeMap::new(),
-        };
-        out = Some(f(&mut edit)?);
-        let ops = edit.finish();
-        wrote = !ops.is_empty();
-        Ok(ops)
-    })?;
-    if wrote {
-        ctx.shared.note_writes(1);
-    }
-    out.ok_or_else(|| Error::command("internal error: hash update did not run"))
+    modify(ctx, key, KeyType::Hash, f)
 }
 
-/// The live hash `key` of the selected database for a read command (WRONGTYPE for another
-/// kind, documents included).
-fn read_live(ctx: &Ctx<'_>, key: &[u8]) -> Result<Option<LiveHash>> {
-    let found = read_hash(ctx.db(), ctx.dbi(), key, now_ms())?;
-    if found.is_none() && json_exists(ctx, key)? {
-        return Err(Error::WrongType);
-    }
-    Ok(found)
+/// The live hash `key` of the selected database for a read command.
+fn read_live(ctx: &Ctx<'_>, key: &[u8]) -> Result<Option<Live>> {
+    super::collections::read_live(ctx, key, KeyType::Hash)
 }
 
 fn field_pairs(args: &[Bytes], name: &str) -> Result<Vec<(Bytes, Bytes)>> {
@@ -312,7 +156,7 @@ fn hlen(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 /// Every field and value of the live hash `key` (empty when absent).
 fn all_fields(ctx: &Ctx<'_>, key: &[u8]) -> Result<Vec<(Bytes, Bytes)>> {
     match read_live(ctx, key)? {
-        Some(h) => read_fields(ctx.db(), ctx.dbi(), key, h.meta.version),
+        Some(h) => read_elements(ctx.db(), ctx.dbi(), key, h.meta.version),
         None => Ok(Vec::new()),
     }
 }
@@ -387,11 +231,8 @@ fn hrandfield(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         let Some(h) = read_live(ctx, key)? else {
             return Ok(Reply::Nil);
         };
-        let fields = read_fields(ctx.db(), ctx.dbi(), key, h.meta.version)?;
-        let pick = fields
-            .choose(&mut rand::thread_rng())
-            .map(|(f, _)| f.clone());
-        return Ok(Reply::bulk_or_nil(pick));
+        let pick = random_elements(ctx.db(), ctx.dbi(), key, &h, 1)?;
+        return Ok(Reply::bulk_or_nil(pick.into_iter().next().map(|(f, _)| f)));
     };
     let count = int_arg(count_arg)?;
     if count == i64::MIN {
@@ -413,7 +254,9 @@ fn hrandfield(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     if count == 0 {
         return Ok(Reply::Array(Vec::new()));
     }
-    let fields = read_fields(ctx.db(), ctx.dbi(), key, h.meta.version)?;
+    // Negative: repetition allowed, picked from a sample (or all of a small hash).
+    let want = if count < 0 { 1 } else { count.unsigned_abs() };
+    let fields = random_elements(ctx.db(), ctx.dbi(), key, &h, want)?;
     let mut rng = rand::thread_rng();
     let picked: Vec<&(Bytes, Bytes)> = if count < 0 {
         let n = usize::try_from(count.unsigned_abs()).unwrap_or(usize::MAX);
@@ -423,14 +266,7 @@ fn hrandfield(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             .collect()
     } else {
         let n = usize::try_from(count).unwrap_or(usize::MAX);
-        if n >= fields.len() {
-            fields.iter().collect()
-        } else {
-            let mut all: Vec<&(Bytes, Bytes)> = fields.iter().collect();
-            all.shuffle(&mut rng);
-            all.truncate(n);
-            all
-        }
+        fields.iter().take(n).collect()
     };
     Ok(Reply::Array(if with_values {
         picked
@@ -459,81 +295,8 @@ fn pair_reply(ctx: &Ctx<'_>, f: &Bytes, v: &Bytes) -> Vec<Reply> {
     }
 }
 
-/// HSCAN's default COUNT.
-const HSCAN_COUNT_DEFAULT: usize = 10;
-
 fn hscan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
-    let key = &args[1];
-    let cursor: u64 = std::str::from_utf8(&args[2])
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| Error::command("invalid cursor"))?;
-    // Redis's order: the cursor, then the key (absent: an empty answer, whatever the options
-    // say), then the options.
-    let empty = || Reply::Array(vec![Reply::text("0".to_string()), Reply::Array(Vec::new())]);
-    let Some(h) = read_live(ctx, key)? else {
-        return Ok(empty());
-    };
-    let mut pattern: Option<&[u8]> = None;
-    let mut count = HSCAN_COUNT_DEFAULT;
-    let mut i = 3;
-    while i < args.len() {
-        let value = args.get(i + 1).ok_or(Error::Syntax)?;
-        if is(&args[i], "MATCH") {
-            pattern = Some(value);
-        } else if is(&args[i], "COUNT") {
-            count = match int_arg(value)? {
-                n if n >= 1 => usize::try_from(n).unwrap_or(usize::MAX),
-                _ => return Err(Error::Syntax),
-            };
-        } else {
-            return Err(Error::Syntax);
-        }
-        i += 2;
-    }
-    let after = if cursor == 0 {
-        None
-    } else {
-        lock(&ctx.shared.cursors)
-            .get(cursor)
-            .ok_or_else(|| Error::command("invalid cursor"))?
-            .after_key
-    };
-    // A hash Redis keeps as a listpack is returned whole in one call (cursor 0), whatever
-    // COUNT says; larger ones page by COUNT fields.
-    let whole = h.meta.count <= LISTPACK_ENTRIES_MAX;
-    let mut found = Vec::new();
-    let mut last: Option<Vec<u8>> = None;
-    let mut more = false;
-    let mut examined = 0usize;
-    visit_fields(ctx.db(), ctx.dbi(), key, h.meta.version, &mut |f, v| {
-        if after.as_deref().is_some_and(|a| f <= a) {
-            return true;
-        }
-        if !whole && examined == count {
-            more = true;
-            return false;
-        }
-        examined += 1;
-        last = Some(f.to_vec());
-        if pattern.is_none_or(|p| glob::matches(p, f, false)) {
-            found.push(Reply::Bulk(Bytes::copy_from_slice(f)));
-            found.push(Reply::Bulk(Bytes::copy_from_slice(v)));
-        }
-        true
-    })?;
-    let cursor = if more {
-        lock(&ctx.shared.cursors).insert(ScanPosition {
-            namespace: 0,
-            after_key: last,
-        })
-    } else {
-        0
-    };
-    Ok(Reply::Array(vec![
-        Reply::text(cursor.to_string()),
-        Reply::Array(found),
-    ]))
+    super::collections::scan_elements(ctx, args, KeyType::Hash)
 }
 
 #[cfg(test)]

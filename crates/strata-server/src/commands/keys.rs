@@ -15,7 +15,7 @@ use rand::Rng;
 use super::strings::expiry_arg;
 use super::{int_arg, is, text, Ctx, Spec, READ, READ_FAST, WRITE};
 use crate::backend::{prefix_end, BatchOp, Write};
-use crate::collection::{element_key, read_fields, HashMeta};
+use crate::collection::{element_key, read_elements, Meta};
 use crate::error::{Error, Result};
 use crate::glob;
 use crate::keyspace::{
@@ -95,7 +95,12 @@ fn del(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 }
 
 /// Appends the writes that remove `key` from `db` whatever it holds; true if it was live.
-fn ops_removing(ctx: &Ctx<'_>, db: DbIndex, key: &[u8], ops: &mut Vec<BatchOp>) -> Result<bool> {
+pub(crate) fn ops_removing(
+    ctx: &Ctx<'_>,
+    db: DbIndex,
+    key: &[u8],
+    ops: &mut Vec<BatchOp>,
+) -> Result<bool> {
     let live = keyspace::lookup(ctx.db(), db, key, now_ms(), docs(ctx))?.is_some();
     ops.push(BatchOp::Delete(string_key(db, key)));
     if docs(ctx) {
@@ -308,9 +313,9 @@ fn read_stored(ctx: &Ctx<'_>, db: DbIndex, key: &[u8]) -> Result<Option<Stored>>
         let r = Record::decode(v.clone())?;
         if !r.expired(now) {
             let fields = match r.kind {
-                KeyType::Hash => {
-                    let meta = HashMeta::decode(&r.payload)?;
-                    read_fields(ctx.db(), db, key, meta.version)?
+                KeyType::Hash | KeyType::Set => {
+                    let meta = Meta::decode(&r.payload)?;
+                    read_elements(ctx.db(), db, key, meta.version)?
                 }
                 _ => Vec::new(),
             };
@@ -349,16 +354,16 @@ fn ops_storing(
     }
     match stored.kind {
         KeyType::String => ops.push(BatchOp::Put(string_key(db, key), stored.bytes.to_vec())),
-        KeyType::Hash => {
-            // A new incarnation under the new name: its own version, its own fields.
+        KeyType::Hash | KeyType::Set => {
+            // A new incarnation under the new name: its own version, its own elements.
             let r = Record::decode(stored.bytes.clone())?;
-            let meta = HashMeta {
+            let meta = Meta {
                 version: ctx.shared.versions.next(),
                 count: stored.fields.len() as u64,
             };
             ops.push(BatchOp::Put(
                 string_key(db, key),
-                Record::encode_hash(&meta.encode(), r.expire_at_ms, r.encoding),
+                Record::encode_collection(r.kind, &meta.encode(), r.expire_at_ms, r.encoding),
             ));
             for (f, v) in &stored.fields {
                 ops.push(BatchOp::Put(
@@ -572,11 +577,12 @@ fn object(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     }
     Ok(Reply::text(match stored.kind {
         KeyType::Json => "raw",
-        KeyType::Hash => {
-            if Record::decode(stored.bytes)?.encoding == keyspace::Encoding::Raw {
-                "hashtable"
-            } else {
-                "listpack"
+        KeyType::Hash | KeyType::Set => {
+            let big = Record::decode(stored.bytes)?.encoding == keyspace::Encoding::Raw;
+            match (stored.kind, big) {
+                (_, true) => "hashtable",
+                (KeyType::Hash, false) => "listpack",
+                _ => "intset",
             }
         }
         KeyType::String => {
@@ -607,6 +613,7 @@ fn dump(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let payload = match stored.kind {
         KeyType::String => crate::dump::dump_string(&Record::decode(stored.bytes)?.payload),
         KeyType::Hash => crate::dump::dump_hash(&stored.fields),
+        KeyType::Set => crate::dump::dump_set(&stored.fields),
         KeyType::Json => {
             let doc = strata_doc::decode_stored(&stored.bytes, &ctx.shared.names)?;
             crate::dump::dump_json(strata_doc::to_json_string(&doc)?.as_bytes())
@@ -681,10 +688,10 @@ fn restore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             fields: Vec::new(),
         },
         crate::dump::Restored::Hash(fields) => {
-            let big = fields.len() as u64 > super::hashes::LISTPACK_ENTRIES_MAX
-                || fields
-                    .iter()
-                    .any(|(f, v)| f.len().max(v.len()) > super::hashes::LISTPACK_VALUE_BYTES_MAX);
+            let big = fields.len() as u64 > super::collections::LISTPACK_ENTRIES_MAX
+                || fields.iter().any(|(f, v)| {
+                    f.len().max(v.len()) > super::collections::LISTPACK_VALUE_BYTES_MAX
+                });
             let encoding = if big {
                 keyspace::Encoding::Raw
             } else {
@@ -692,9 +699,36 @@ fn restore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             };
             Stored {
                 kind: KeyType::Hash,
-                bytes: Bytes::from(Record::encode_hash(&[], expire_at_ms, encoding)),
+                bytes: Bytes::from(Record::encode_collection(
+                    KeyType::Hash,
+                    &[],
+                    expire_at_ms,
+                    encoding,
+                )),
                 expire_at_ms,
                 fields,
+            }
+        }
+        crate::dump::Restored::Set(members) => {
+            let big = members.len() as u64 > super::collections::INTSET_ENTRIES_MAX
+                || !members
+                    .iter()
+                    .all(|m| super::collections::is_intset_member(m));
+            let encoding = if big {
+                keyspace::Encoding::Raw
+            } else {
+                keyspace::Encoding::ByContent
+            };
+            Stored {
+                kind: KeyType::Set,
+                bytes: Bytes::from(Record::encode_collection(
+                    KeyType::Set,
+                    &[],
+                    expire_at_ms,
+                    encoding,
+                )),
+                expire_at_ms,
+                fields: members.into_iter().map(|m| (m, Bytes::new())).collect(),
             }
         }
         crate::dump::Restored::Json(text) => {

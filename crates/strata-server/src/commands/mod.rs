@@ -5,12 +5,14 @@
 //! (INFO, CONFIG, COMMAND, SAVE...), [`strings`], [`keys`] and [`json`]. The same table answers
 //! COMMAND COUNT/INFO/DOCS, so what clients discover is what the dispatcher runs.
 
+pub mod collections;
 pub mod connection;
 pub mod hashes;
 pub mod json;
 pub mod keys;
 pub mod pubsub;
 pub mod server;
+pub mod sets;
 pub mod strings;
 pub mod transactions;
 
@@ -112,6 +114,7 @@ pub(crate) fn table() -> impl Iterator<Item = &'static Spec> {
         .chain(strings::SPECS)
         .chain(keys::SPECS)
         .chain(hashes::SPECS)
+        .chain(sets::SPECS)
         .chain(json::SPECS)
         .chain(transactions::SPECS)
         .chain(pubsub::SPECS)
@@ -316,8 +319,20 @@ const NOT_QUEUED: &[&str] = &[
 /// Commands that check several keys before writing them, or write a whole database: they hold
 /// the exec lock exclusively, so no other write comes between their reads and their batch.
 const EXCLUSIVE: &[&str] = &[
-    "exec", "msetnx", "rename", "renamenx", "move", "copy", "flushdb", "flushall", "swapdb",
+    "exec",
+    "msetnx",
+    "rename",
+    "renamenx",
+    "move",
+    "copy",
+    "flushdb",
+    "flushall",
+    "swapdb",
     "restore",
+    "smove",
+    "sunionstore",
+    "sinterstore",
+    "sdiffstore",
 ];
 
 /// True when `arg` equals `word`, ignoring ASCII case (option keywords such as `NX`).

@@ -266,7 +266,19 @@ fn canonical(args: &[Vec<u8>], reply: &[u8]) -> Vec<u8> {
     let mut r = Resp::parse(reply, &mut 0);
     let with_values = args.iter().any(|a| a.eq_ignore_ascii_case(b"WITHVALUES"));
     let flat_pairs = matches!(&r, Resp::Agg(h, _) if h[0] == b'*');
-    if is(0, b"HKEYS") || is(0, b"HVALS") || (is(0, b"HRANDFIELD") && !with_values) {
+    let whole_sets = [
+        &b"SMEMBERS"[..],
+        b"SUNION",
+        b"SINTER",
+        b"SDIFF",
+        b"SRANDMEMBER",
+        b"SPOP",
+    ];
+    if is(0, b"HKEYS")
+        || is(0, b"HVALS")
+        || (is(0, b"HRANDFIELD") && !with_values)
+        || whole_sets.iter().any(|w| is(0, w))
+    {
         r.sort_chunks(1);
     } else if is(0, b"HGETALL") {
         r.sort_chunks(2);
@@ -275,10 +287,10 @@ fn canonical(args: &[Vec<u8>], reply: &[u8]) -> Vec<u8> {
         let resp2_pairs =
             matches!(&r, Resp::Agg(_, items) if items.iter().all(|i| matches!(i, Resp::Leaf(_))));
         r.sort_chunks(if resp2_pairs && flat_pairs { 2 } else { 1 });
-    } else if is(0, b"HSCAN") {
+    } else if is(0, b"HSCAN") || is(0, b"SSCAN") {
         if let Resp::Agg(_, items) = &mut r {
             if let Some(found) = items.get_mut(1) {
-                found.sort_chunks(2);
+                found.sort_chunks(if is(0, b"HSCAN") { 2 } else { 1 });
             }
         }
     }
@@ -646,6 +658,103 @@ impl Gen {
         }
     }
 
+    /// A set member: a few names and integers (Redis keeps all-integer sets as intsets).
+    fn member(&mut self) -> String {
+        match self.rng.gen_range(0..12) {
+            0..=3 => format!("m{}", self.rng.gen_range(0..6)),
+            4..=8 => self.rng.gen_range(-3..5).to_string(),
+            9 => "007".into(),
+            10 => "9223372036854775807".into(),
+            _ => String::new(),
+        }
+    }
+
+    fn sets(&mut self) -> Vec<String> {
+        let k = self.key();
+        let m = self.member();
+        let n = self.rng.gen_range(1..4);
+        let more = |g: &mut Gen, c: &mut Vec<String>| {
+            for _ in 0..g.rng.gen_range(0..3) {
+                c.push(g.member());
+            }
+        };
+        let keys = |g: &mut Gen, c: &mut Vec<String>| {
+            for _ in 0..n {
+                c.push(g.key());
+            }
+        };
+        let mut c: Vec<String> = match self.rng.gen_range(0..34) {
+            0..=5 => vec!["SADD".into(), k, m],
+            6 | 7 => vec!["SREM".into(), k, m],
+            8 => vec!["SISMEMBER".into(), k, m],
+            9 => vec!["SMISMEMBER".into(), k, m],
+            10 => vec!["SCARD".into(), k],
+            11 | 12 => vec!["SMEMBERS".into(), k],
+            13 => {
+                let count = ["1000", "0", "x", "-9223372036854775808"][self.rng.gen_range(0..4)];
+                vec!["SRANDMEMBER".into(), k, count.into()]
+            }
+            14 => {
+                let count = ["1000", "0", "-1", "x"][self.rng.gen_range(0..4)];
+                vec!["SPOP".into(), k, count.into()]
+            }
+            15 => vec!["SMOVE".into(), k, self.key(), m],
+            16 => vec!["SUNION".into(), k],
+            17 => vec!["SINTER".into(), k],
+            18 => vec!["SDIFF".into(), k],
+            19 => vec!["SUNIONSTORE".into(), k, self.key()],
+            20 => vec!["SINTERSTORE".into(), k, self.key()],
+            21 => vec!["SDIFFSTORE".into(), k, self.key()],
+            22 => {
+                let numkeys = ["1", "2", "0", "9", "x"][self.rng.gen_range(0..5)];
+                let mut c = vec!["SINTERCARD".into(), numkeys.into(), k, self.key()];
+                if self.rng.gen_bool(0.4) {
+                    c.extend([
+                        "LIMIT".into(),
+                        ["1", "0", "-1", "x"][self.rng.gen_range(0..4)].into(),
+                    ]);
+                }
+                return c;
+            }
+            23 => {
+                let mut c = vec!["SSCAN".into(), k, "0".into()];
+                if self.rng.gen_bool(0.4) {
+                    c.extend(["MATCH".into(), "m*".into()]);
+                }
+                let count = ["1000", "1000", "0", "x"][self.rng.gen_range(0..4)];
+                c.extend(["COUNT".into(), count.into()]);
+                return c;
+            }
+            24 => vec!["OBJECT".into(), "ENCODING".into(), k],
+            25 => vec!["TYPE".into(), k],
+            26 => vec!["SET".into(), k, self.value()],
+            27 => vec!["HSET".into(), k, "f".into(), "v".into()],
+            28 => vec!["DEL".into(), k],
+            29 => vec!["RENAME".into(), k, self.key()],
+            30 => {
+                // Beyond 512 integers (Redis's `hashtable` encoding).
+                let mut c = vec!["SADD".into(), k];
+                c.extend((0..520).map(|i| i.to_string()));
+                return c;
+            }
+            // Without a count both answer a random member: compared on an absent key only.
+            31 => vec![
+                ["SPOP", "SRANDMEMBER"][self.rng.gen_range(0..2)].into(),
+                "nosuch".into(),
+            ],
+            32 => vec!["EXPIRE".into(), k, "1000".into()],
+            _ => vec!["SADD".into(), k],
+        };
+        match c[0].as_str() {
+            "SADD" | "SREM" | "SMISMEMBER" if c.len() > 2 => more(self, &mut c),
+            "SUNION" | "SINTER" | "SDIFF" | "SUNIONSTORE" | "SINTERSTORE" | "SDIFFSTORE" => {
+                keys(self, &mut c)
+            }
+            _ => {}
+        }
+        c
+    }
+
     fn hashes(&mut self) -> Vec<String> {
         let k = self.key();
         let f = self.field();
@@ -841,6 +950,17 @@ fn hash_commands_match_redis() {
         total += run_family("hashes", seed, 4000, resp3, Gen::hashes);
     }
     eprintln!("hashes: {total} commands compared with redis-server");
+    assert!(total >= 16_000);
+}
+
+#[test]
+fn set_commands_match_redis() {
+    let mut total = 0;
+    let seeds = [(31, false), (32, true), (33, false), (34, true)];
+    for (seed, resp3) in seeds.into_iter().chain(extra_seeds(31)) {
+        total += run_family("sets", seed, 4000, resp3, Gen::sets);
+    }
+    eprintln!("sets: {total} commands compared with redis-server");
     assert!(total >= 16_000);
 }
 
@@ -1216,6 +1336,39 @@ fn dump_and_restore_match_redis_both_ways() {
         let mut cmd = words(&["RESTORE", "hdmg", "0"]);
         cmd.push(damaged);
         pair.check(0, &cmd, ctx);
+    }
+    // Sets: Redis DUMPs a set of integers as an intset (RDB type 11, 2/4/8-byte integers) and
+    // any other as member strings (type 2); ours writes type 2 always.
+    let sets: Vec<Vec<String>> = vec![
+        vec!["1".into(), "2".into(), "-3".into()],
+        vec!["70000".into(), "-5".into()],
+        vec![
+            "9223372036854775807".into(),
+            "-9223372036854775808".into(),
+            "0".into(),
+        ],
+        vec!["a".into(), "1".into(), String::new()],
+        (0..600).map(|i| i.to_string()).collect(),
+    ];
+    for (i, members) in sets.iter().enumerate() {
+        let src = format!("ssrc{i}");
+        let mut cmd = words(&["SADD", &src]);
+        cmd.extend(members.iter().map(|w| w.as_bytes().to_vec()));
+        pair.check(0, &cmd, ctx);
+        let payload_of = |reply: &[u8]| -> Vec<u8> {
+            let header_end = reply.iter().position(|&b| b == b'\n').unwrap() + 1;
+            reply[header_end..reply.len() - 2].to_vec()
+        };
+        let theirs = payload_of(&pair.conns[0][0].call(&words(&["DUMP", &src])));
+        let mine = payload_of(&pair.conns[1][0].call(&words(&["DUMP", &src])));
+        for (who, payload) in [("theirs", theirs), ("ours", mine)] {
+            let dst = format!("sdst{i}{who}");
+            let mut cmd = words(&["RESTORE", &dst, "0"]);
+            cmd.push(payload);
+            pair.check(0, &cmd, ctx);
+            pair.check(0, &words(&["SMEMBERS", &dst]), ctx);
+            pair.check(0, &words(&["OBJECT", "ENCODING", &dst]), ctx);
+        }
     }
     pair.check(0, &words(&["DUMP", "nosuchkey"]), ctx);
     pair.check(0, &words(&["WAIT", "0", "0"]), ctx);

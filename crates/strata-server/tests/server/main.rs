@@ -3,12 +3,12 @@
 //! binary (one link step) with a module per concern.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod collections;
 mod commands;
 mod compat;
 mod concurrency;
 mod differential;
 mod durability;
-mod hashes;
 mod json;
 mod parser_props;
 mod placement;

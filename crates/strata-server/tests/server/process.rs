@@ -495,3 +495,73 @@ fn hash_writes_survive_sigkill_with_counts_that_match_their_fields() {
         server.terminate();
     }
 }
+
+/// SMOVE changes two sets, in two partitions, in one batch: after SIGKILL every token is in
+/// exactly one of the two sets, and each acknowledged move is there.
+#[test]
+fn smove_survives_sigkill_whole() {
+    const TOKENS: u64 = 20;
+    let dir = tempfile::tempdir().unwrap();
+    let server = ServerProcess::start(dir.path(), "everysec");
+    let mut c = server.client();
+    for t in 0..TOKENS {
+        let _: i64 = c.sadd("left", t).unwrap();
+    }
+    let acked = Arc::new(Mutex::new(0u64));
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (acked, stop) = (acked.clone(), stop.clone());
+        std::thread::spawn(move || {
+            for n in 0u64.. {
+                if stop.load(Ordering::Relaxed) {
+                    return;
+                }
+                let t = n % TOKENS;
+                let (from, to) = if (n / TOKENS) % 2 == 0 {
+                    ("left", "right")
+                } else {
+                    ("right", "left")
+                };
+                match redis::cmd("SMOVE")
+                    .arg(from)
+                    .arg(to)
+                    .arg(t)
+                    .query::<i64>(&mut c)
+                {
+                    Ok(1) => *acked.lock().unwrap() = n + 1,
+                    Ok(other) => panic!("SMOVE of token {t} from {from} answered {other}"),
+                    Err(_) => return,
+                }
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    server.kill9();
+    stop.store(true, Ordering::Relaxed);
+    writer.join().unwrap();
+    let server = ServerProcess::start(dir.path(), "everysec");
+    let mut c = server.client();
+    let left: std::collections::BTreeSet<u64> = c.smembers("left").unwrap();
+    let right: std::collections::BTreeSet<u64> = c.smembers("right").unwrap();
+    assert_eq!(
+        left.len() + right.len(),
+        TOKENS as usize,
+        "left {left:?} right {right:?}"
+    );
+    assert!(left.is_disjoint(&right), "a token in both sets");
+    // The sets are as the acknowledged moves left them, or one move further (a move applied
+    // but not yet acknowledged when the process died). After `k` moves, token `t` has moved
+    // `k / TOKENS` times, once more if `t < k % TOKENS`: an odd count puts it on the right.
+    let acked = *acked.lock().unwrap();
+    assert!(acked > 0, "no SMOVE acknowledged");
+    let right_after = |k: u64| -> std::collections::BTreeSet<u64> {
+        (0..TOKENS)
+            .filter(|t| (k / TOKENS + u64::from(*t < k % TOKENS)) % 2 == 1)
+            .collect()
+    };
+    assert!(
+        right == right_after(acked) || right == right_after(acked + 1),
+        "after {acked} acknowledged moves: right {right:?}"
+    );
+    server.terminate();
+}

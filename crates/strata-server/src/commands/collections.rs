@@ -1,0 +1,325 @@
+//! What the commands of every collection type share (`collection.rs` has the layout): an
+//! atomic edit of one collection inside one `update_group`, and reading a live collection with
+//! Redis's WRONGTYPE rule.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+
+use super::strings::json_exists;
+use super::{int_arg, is, Ctx};
+use crate::backend::{BatchOp, GroupRead};
+use crate::collection::{element_key, read_live as read_record, visit_elements_from, Live, Meta};
+use crate::error::{Error, Result};
+use crate::glob;
+use crate::keyspace::{now_ms, string_key, DbIndex, Encoding, KeyType, Record};
+use crate::resp::Reply;
+use crate::state::{lock, ScanPosition};
+
+/// Redis's compact-encoding limits as the reference redis-server 7.0 reports them:
+/// `hash-max-listpack-entries` 512 and `hash-max-listpack-value` 64 bytes (a hash within both
+/// is a `listpack`), `set-max-intset-entries` 512 (a set of integers within it is an
+/// `intset`). A collection that ever outgrew them is a `hashtable` (Redis never converts back).
+pub(crate) const LISTPACK_ENTRIES_MAX: u64 = 512;
+pub(crate) const LISTPACK_VALUE_BYTES_MAX: usize = 64;
+pub(crate) const INTSET_ENTRIES_MAX: u64 = 512;
+
+/// Whether a collection of `kind` holding `count` elements, one of them `sub` -> `value`, is
+/// past Redis's compact encoding.
+pub(crate) fn outgrows(kind: KeyType, count: u64, sub: &[u8], value: &[u8]) -> bool {
+    match kind {
+        KeyType::Set => count > INTSET_ENTRIES_MAX || !is_intset_member(sub),
+        _ => {
+            count > LISTPACK_ENTRIES_MAX
+                || sub.len() > LISTPACK_VALUE_BYTES_MAX
+                || value.len() > LISTPACK_VALUE_BYTES_MAX
+        }
+    }
+}
+
+/// Whether Redis's intset can hold `member`: a canonical decimal 64-bit integer.
+pub(crate) fn is_intset_member(member: &[u8]) -> bool {
+    member.len() <= 20
+        && crate::num::parse_i64(member).is_some_and(|n| n.to_string().as_bytes() == member)
+}
+
+/// A collection being changed inside one `update_group`: pending element writes over what
+/// the store holds, the count kept as they are made.
+pub(crate) struct Edit<'r, 'a> {
+    read: &'r GroupRead<'a>,
+    kind: KeyType,
+    db: DbIndex,
+    name: &'r [u8],
+    /// The collection as found (`None`: absent or expired).
+    pub found: Option<Live>,
+    version: u64,
+    count: u64,
+    big: bool,
+    /// Element -> new value (`None`: removed).
+    pending: BTreeMap<Vec<u8>, Option<Bytes>>,
+}
+
+impl Edit<'_, '_> {
+    /// The element's value (a set member's is empty), pending writes first.
+    pub fn get(&self, sub: &[u8]) -> Result<Option<Bytes>> {
+        if let Some(v) = self.pending.get(sub) {
+            return Ok(v.clone());
+        }
+        if self.found.is_none() {
+            return Ok(None);
+        }
+        (self.read)(&element_key(self.db, self.name, self.version, sub))
+    }
+
+    /// Sets an element; true when it is new.
+    pub fn set(&mut self, sub: &[u8], value: Bytes) -> Result<bool> {
+        let new = self.get(sub)?.is_none();
+        if new {
+            self.count += 1;
+        }
+        self.big |= outgrows(self.kind, self.count, sub, &value);
+        self.pending.insert(sub.to_vec(), Some(value));
+        Ok(new)
+    }
+
+    /// Removes an element; true when it existed.
+    pub fn remove(&mut self, sub: &[u8]) -> Result<bool> {
+        let existed = self.get(sub)?.is_some();
+        if existed {
+            self.count -= 1;
+            self.pending.insert(sub.to_vec(), None);
+        }
+        Ok(existed)
+    }
+
+    /// Elements after pending writes.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// The engine writes that make the edit.
+    fn finish(self) -> Vec<BatchOp> {
+        if self.pending.is_empty() {
+            return Vec::new();
+        }
+        let record_key = string_key(self.db, self.name);
+        if self.count == 0 {
+            // The record goes; the elements of this version are disowned with it (compaction
+            // drops them), so no per-element delete is written.
+            return if self.found.is_some() {
+                vec![BatchOp::Delete(record_key)]
+            } else {
+                Vec::new()
+            };
+        }
+        let mut ops = Vec::with_capacity(self.pending.len() + 1);
+        let unchanged = self.found.is_some_and(|f| {
+            f.meta.count == self.count && f.meta.version == self.version && f.big == self.big
+        });
+        if !unchanged {
+            let meta = Meta {
+                version: self.version,
+                count: self.count,
+            };
+            let expiry = self.found.and_then(|f| f.expire_at_ms);
+            let encoding = if self.big {
+                Encoding::Raw
+            } else {
+                Encoding::ByContent
+            };
+            ops.push(BatchOp::Put(
+                record_key,
+                Record::encode_collection(self.kind, &meta.encode(), expiry, encoding),
+            ));
+        }
+        for (sub, value) in self.pending {
+            let k = element_key(self.db, self.name, self.version, &sub);
+            ops.push(match value {
+                Some(v) => BatchOp::Put(k, v.to_vec()),
+                None => BatchOp::Delete(k),
+            });
+        }
+        ops
+    }
+}
+
+/// Starts an edit of `key` whose record read `record` (`fresh`: as if the key were absent,
+/// for commands that replace whatever it holds).
+fn start<'r, 'a>(
+    ctx: &Ctx<'_>,
+    read: &'r GroupRead<'a>,
+    key: &'r [u8],
+    kind: KeyType,
+    record: Option<Bytes>,
+    fresh: bool,
+) -> Result<Edit<'r, 'a>> {
+    let found = if fresh {
+        None
+    } else {
+        crate::collection::live(record, now_ms(), kind)?
+    };
+    let (version, count, big) = match found {
+        Some(h) => (h.meta.version, h.meta.count, h.big),
+        None => (ctx.shared.versions.next(), 0, false),
+    };
+    Ok(Edit {
+        read,
+        kind,
+        db: ctx.dbi(),
+        name: key,
+        found,
+        version,
+        count,
+        big,
+        pending: BTreeMap::new(),
+    })
+}
+
+/// Runs `f` on the collection `key` of `kind` in the selected database as one atomic
+/// read-modify-write (one `update_group` on the key's partition). WRONGTYPE when the name holds
+/// another kind or a document. `f` sees `found: None` for an absent key; if it adds elements,
+/// the key is created with a new version.
+pub(crate) fn modify<T>(
+    ctx: &Ctx<'_>,
+    key: &[u8],
+    kind: KeyType,
+    mut f: impl FnMut(&mut Edit<'_, '_>) -> Result<T>,
+) -> Result<T> {
+    if json_exists(ctx, key)? {
+        return Err(Error::WrongType);
+    }
+    let record_key = string_key(ctx.dbi(), key);
+    let mut out = None;
+    let mut wrote = false;
+    ctx.db().update_group(&record_key, &mut |read| {
+        let mut edit = start(ctx, read, key, kind, read(&record_key)?, false)?;
+        out = Some(f(&mut edit)?);
+        let ops = edit.finish();
+        wrote = !ops.is_empty();
+        Ok(ops)
+    })?;
+    if wrote {
+        ctx.shared.note_writes(1);
+    }
+    out.ok_or_else(|| Error::command("internal error: the collection update did not run"))
+}
+
+/// [`modify`] for a command that holds the exec lock exclusively and writes several keys in
+/// one batch (SMOVE, SUNIONSTORE...): returns the writes instead of applying them. `fresh`:
+/// start from an absent key whatever `key` holds (the caller removes what was there).
+pub(crate) fn plan<T>(
+    ctx: &Ctx<'_>,
+    key: &[u8],
+    kind: KeyType,
+    fresh: bool,
+    f: impl FnOnce(&mut Edit<'_, '_>) -> Result<T>,
+) -> Result<(T, Vec<BatchOp>)> {
+    if !fresh && json_exists(ctx, key)? {
+        return Err(Error::WrongType);
+    }
+    let record_key = string_key(ctx.dbi(), key);
+    let read = |k: &[u8]| ctx.db().get(k);
+    let record = if fresh {
+        None
+    } else {
+        ctx.db().get(&record_key)?
+    };
+    let mut edit = start(ctx, &read, key, kind, record, fresh)?;
+    let out = f(&mut edit)?;
+    Ok((out, edit.finish()))
+}
+
+/// The live collection `key` of `kind` in the selected database for a read command
+/// (WRONGTYPE for another kind, documents included).
+pub(crate) fn read_live(ctx: &Ctx<'_>, key: &[u8], kind: KeyType) -> Result<Option<Live>> {
+    let found = read_record(ctx.db(), ctx.dbi(), key, now_ms(), kind)?;
+    if found.is_none() && json_exists(ctx, key)? {
+        return Err(Error::WrongType);
+    }
+    Ok(found)
+}
+
+/// HSCAN's and SSCAN's default COUNT.
+const SCAN_COUNT_DEFAULT: usize = 10;
+
+/// HSCAN / SSCAN `key cursor [MATCH pattern] [COUNT n]`: a collection in Redis's compact
+/// encoding is returned whole in one call (cursor 0), whatever COUNT says, as Redis does; a
+/// larger one pages by COUNT elements, its cursor naming the last element returned
+/// (`state::CursorTable`). Hashes answer field and value, sets the member.
+pub(crate) fn scan_elements(ctx: &Ctx<'_>, args: &[Bytes], kind: KeyType) -> Result<Reply> {
+    let key = &args[1];
+    let cursor: u64 = std::str::from_utf8(&args[2])
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| Error::command("invalid cursor"))?;
+    // Redis's order: the cursor, then the key (absent: an empty answer, whatever the options
+    // say), then the options.
+    let Some(live) = read_live(ctx, key, kind)? else {
+        return Ok(Reply::Array(vec![
+            Reply::text("0".to_string()),
+            Reply::Array(Vec::new()),
+        ]));
+    };
+    let mut pattern: Option<&[u8]> = None;
+    let mut count = SCAN_COUNT_DEFAULT;
+    let mut i = 3;
+    while i < args.len() {
+        let value = args.get(i + 1).ok_or(Error::Syntax)?;
+        if is(&args[i], "MATCH") {
+            pattern = Some(value);
+        } else if is(&args[i], "COUNT") {
+            count = match int_arg(value)? {
+                n if n >= 1 => usize::try_from(n).unwrap_or(usize::MAX),
+                _ => return Err(Error::Syntax),
+            };
+        } else {
+            return Err(Error::Syntax);
+        }
+        i += 2;
+    }
+    let after = if cursor == 0 {
+        None
+    } else {
+        lock(&ctx.shared.cursors)
+            .get(cursor)
+            .ok_or_else(|| Error::command("invalid cursor"))?
+            .after_key
+    };
+    let whole = !live.big;
+    let with_values = kind == KeyType::Hash;
+    let mut found = Vec::new();
+    let mut last: Option<Vec<u8>> = None;
+    let mut more = false;
+    let mut examined = 0usize;
+    let start = after
+        .as_deref()
+        .map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded);
+    let (db, version) = (ctx.dbi(), live.meta.version);
+    visit_elements_from(ctx.db(), db, key, version, start, &mut |sub, value| {
+        if !whole && examined == count {
+            more = true;
+            return false;
+        }
+        examined += 1;
+        last = Some(sub.to_vec());
+        if pattern.is_none_or(|p| glob::matches(p, sub, false)) {
+            found.push(Reply::Bulk(Bytes::copy_from_slice(sub)));
+            if with_values {
+                found.push(Reply::Bulk(Bytes::copy_from_slice(value)));
+            }
+        }
+        true
+    })?;
+    let cursor = if more {
+        lock(&ctx.shared.cursors).insert(ScanPosition {
+            namespace: 0,
+            after_key: last,
+        })
+    } else {
+        0
+    };
+    Ok(Reply::Array(vec![
+        Reply::text(cursor.to_string()),
+        Reply::Array(found),
+    ]))
+}

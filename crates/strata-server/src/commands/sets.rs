@@ -1,0 +1,400 @@
+//! Set commands: SADD SREM SISMEMBER SMISMEMBER SCARD SMEMBERS SRANDMEMBER SPOP SMOVE SUNION
+//! SINTER SDIFF SUNIONSTORE SINTERSTORE SDIFFSTORE SINTERCARD SSCAN, with redis-server 7.0's
+//! replies and errors.
+//!
+//! A set is a record plus one engine key per member with an empty value (`collection.rs`).
+//! Single-key writes are one atomic `update_group`; SMOVE and the STORE commands hold the exec
+//! lock exclusively and write every key they change in one batch. Members come back in byte
+//! order (Redis: an intset's numeric order, or its hash table's).
+
+use std::collections::BTreeSet;
+
+use bytes::Bytes;
+use rand::Rng;
+
+use super::collections::{modify, plan, read_live};
+use super::{int_arg, is, Ctx, Spec, READ, READ_FAST, WRITE, WRITE_FAST};
+use crate::collection::{element_key, random_elements, read_elements};
+use crate::error::{Error, Result};
+use crate::keyspace::KeyType;
+use crate::resp::Reply;
+
+#[rustfmt::skip]
+pub(crate) static SPECS: &[Spec] = &[
+    Spec { name: "sadd", arity: -3, flags: WRITE_FAST, keys: (1, 1, 1), group: "set", summary: "Adds one or more members to a set.", handler: sadd },
+    Spec { name: "srem", arity: -3, flags: &["write", "fast"], keys: (1, 1, 1), group: "set", summary: "Removes one or more members from a set. Deletes the set if the last member was removed.", handler: srem },
+    Spec { name: "sismember", arity: 3, flags: READ_FAST, keys: (1, 1, 1), group: "set", summary: "Determines whether a member belongs to a set.", handler: sismember },
+    Spec { name: "smismember", arity: -3, flags: READ_FAST, keys: (1, 1, 1), group: "set", summary: "Determines whether multiple members belong to a set.", handler: smismember },
+    Spec { name: "scard", arity: 2, flags: READ_FAST, keys: (1, 1, 1), group: "set", summary: "Returns the number of members in a set.", handler: scard },
+    Spec { name: "smembers", arity: 2, flags: READ, keys: (1, 1, 1), group: "set", summary: "Returns all members of a set.", handler: smembers },
+    Spec { name: "srandmember", arity: -2, flags: READ, keys: (1, 1, 1), group: "set", summary: "Get one or multiple random members from a set.", handler: srandmember },
+    Spec { name: "spop", arity: -2, flags: &["write", "fast"], keys: (1, 1, 1), group: "set", summary: "Returns one or more random members from a set after removing them. Deletes the set if the last member was popped.", handler: spop },
+    Spec { name: "smove", arity: 4, flags: WRITE_FAST, keys: (1, 2, 1), group: "set", summary: "Moves a member from one set to another.", handler: smove },
+    Spec { name: "sunion", arity: -2, flags: READ, keys: (1, -1, 1), group: "set", summary: "Returns the union of multiple sets.", handler: sunion },
+    Spec { name: "sinter", arity: -2, flags: READ, keys: (1, -1, 1), group: "set", summary: "Returns the intersect of multiple sets.", handler: sinter },
+    Spec { name: "sdiff", arity: -2, flags: READ, keys: (1, -1, 1), group: "set", summary: "Returns the difference of multiple sets.", handler: sdiff },
+    Spec { name: "sunionstore", arity: -3, flags: WRITE, keys: (1, -1, 1), group: "set", summary: "Stores the union of multiple sets in a key.", handler: sunionstore },
+    Spec { name: "sinterstore", arity: -3, flags: WRITE, keys: (1, -1, 1), group: "set", summary: "Stores the intersect of multiple sets in a key.", handler: sinterstore },
+    Spec { name: "sdiffstore", arity: -3, flags: WRITE, keys: (1, -1, 1), group: "set", summary: "Stores the difference of multiple sets in a key.", handler: sdiffstore },
+    Spec { name: "sintercard", arity: -3, flags: READ, keys: (0, 0, 0), group: "set", summary: "Returns the number of members of the intersect of multiple sets.", handler: sintercard },
+    Spec { name: "sscan", arity: -3, flags: READ, keys: (1, 1, 1), group: "set", summary: "Iterates over members of a set.", handler: sscan },
+];
+
+fn sadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let added = modify(ctx, &args[1], KeyType::Set, |s| {
+        let mut added = 0;
+        for m in &args[2..] {
+            added += i64::from(s.set(m, Bytes::new())?);
+        }
+        Ok(added)
+    })?;
+    Ok(Reply::Int(added))
+}
+
+fn srem(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    if read_live(ctx, &args[1], KeyType::Set)?.is_none() {
+        return Ok(Reply::Int(0));
+    }
+    let removed = modify(ctx, &args[1], KeyType::Set, |s| {
+        if s.found.is_none() {
+            return Ok(0);
+        }
+        let mut removed = 0;
+        for m in &args[2..] {
+            removed += i64::from(s.remove(m)?);
+        }
+        Ok(removed)
+    })?;
+    Ok(Reply::Int(removed))
+}
+
+/// Which of `members` the live set `key` holds (all false when absent), read at one snapshot.
+fn contains(ctx: &Ctx<'_>, key: &[u8], members: &[Bytes]) -> Result<Vec<bool>> {
+    let Some(s) = read_live(ctx, key, KeyType::Set)? else {
+        return Ok(vec![false; members.len()]);
+    };
+    let keys: Vec<Vec<u8>> = members
+        .iter()
+        .map(|m| element_key(ctx.dbi(), key, s.meta.version, m))
+        .collect();
+    Ok(ctx
+        .db()
+        .multi_get(&keys)?
+        .into_iter()
+        .map(|v| v.is_some())
+        .collect())
+}
+
+fn sismember(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let found = contains(ctx, &args[1], &args[2..3])?;
+    Ok(Reply::Int(i64::from(found.first() == Some(&true))))
+}
+
+fn smismember(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let found = contains(ctx, &args[1], &args[2..])?;
+    Ok(Reply::Array(
+        found
+            .into_iter()
+            .map(|f| Reply::Int(i64::from(f)))
+            .collect(),
+    ))
+}
+
+fn scard(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let n = read_live(ctx, &args[1], KeyType::Set)?.map_or(0, |s| s.meta.count);
+    Ok(Reply::Int(i64::try_from(n).unwrap_or(i64::MAX)))
+}
+
+/// The members of the live set `key` (empty when absent; WRONGTYPE for another kind).
+fn members(ctx: &Ctx<'_>, key: &[u8]) -> Result<Vec<Bytes>> {
+    match read_live(ctx, key, KeyType::Set)? {
+        Some(s) => Ok(read_elements(ctx.db(), ctx.dbi(), key, s.meta.version)?
+            .into_iter()
+            .map(|(m, _)| m)
+            .collect()),
+        None => Ok(Vec::new()),
+    }
+}
+
+fn set_reply(members: impl IntoIterator<Item = Bytes>) -> Reply {
+    Reply::Set(members.into_iter().map(Reply::Bulk).collect())
+}
+
+fn smembers(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    Ok(set_reply(members(ctx, &args[1])?))
+}
+
+/// A count argument in `-i64::MAX..=i64::MAX`, with Redis's messages.
+fn signed_count(arg: &[u8]) -> Result<i64> {
+    let n = int_arg(arg)?;
+    if n == i64::MIN {
+        return Err(Error::command(
+            "value is out of range, value must between -9223372036854775807 and 9223372036854775807",
+        ));
+    }
+    Ok(n)
+}
+
+/// Most members SRANDMEMBER with a negative count returns.
+const REPLY_ELEMENTS_MAX: usize = 1 << 24;
+
+fn srandmember(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let key = &args[1];
+    let mut rng = rand::thread_rng();
+    let Some(count_arg) = args.get(2) else {
+        let Some(s) = read_live(ctx, key, KeyType::Set)? else {
+            return Ok(Reply::Nil);
+        };
+        let pick = random_elements(ctx.db(), ctx.dbi(), key, &s, 1)?;
+        return Ok(Reply::bulk_or_nil(pick.into_iter().next().map(|(m, _)| m)));
+    };
+    if args.len() > 3 {
+        return Err(Error::Syntax);
+    }
+    let count = signed_count(count_arg)?;
+    let Some(s) = read_live(ctx, key, KeyType::Set)? else {
+        return Ok(Reply::Array(Vec::new()));
+    };
+    if count == 0 {
+        return Ok(Reply::Array(Vec::new()));
+    }
+    // Negative: repetition allowed, picked from a sample (or all of a small set).
+    let want = if count < 0 { 1 } else { count.unsigned_abs() };
+    let all: Vec<Bytes> = random_elements(ctx.db(), ctx.dbi(), key, &s, want)?
+        .into_iter()
+        .map(|(m, _)| m)
+        .collect();
+    if count < 0 {
+        let n = usize::try_from(count.unsigned_abs()).unwrap_or(usize::MAX);
+        return Ok(Reply::Array(
+            (0..n.min(REPLY_ELEMENTS_MAX))
+                .filter_map(|_| all.get(rng.gen_range(0..all.len().max(1))).cloned())
+                .map(Reply::Bulk)
+                .collect(),
+        ));
+    }
+    let n = usize::try_from(count).unwrap_or(usize::MAX);
+    if n >= all.len() {
+        return Ok(Reply::Array(all.into_iter().map(Reply::Bulk).collect()));
+    }
+    let mut picked: Vec<Bytes> = all;
+    picked.truncate(n);
+    Ok(Reply::Array(picked.into_iter().map(Reply::Bulk).collect()))
+}
+
+fn spop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let key = &args[1];
+    let count = match args.get(2) {
+        None => None,
+        Some(_) if args.len() > 3 => return Err(Error::Syntax),
+        Some(c) => match crate::num::parse_i64(c) {
+            Some(n) if n >= 0 => Some(usize::try_from(n).unwrap_or(usize::MAX)),
+            _ => return Err(Error::command("value is out of range, must be positive")),
+        },
+    };
+    let Some(s) = read_live(ctx, key, KeyType::Set)? else {
+        return Ok(match count {
+            None => Reply::Nil,
+            Some(_) => Reply::Set(Vec::new()),
+        });
+    };
+    if count == Some(0) {
+        return Ok(Reply::Set(Vec::new()));
+    }
+    // The members are read first, then removed by one atomic update that checks each is still
+    // there (a concurrent SREM or SPOP may have taken some: they are passed over).
+    let want = count.unwrap_or(1);
+    let candidates: Vec<Bytes> = random_elements(
+        ctx.db(),
+        ctx.dbi(),
+        key,
+        &s,
+        u64::try_from(want).unwrap_or(u64::MAX),
+    )?
+    .into_iter()
+    .map(|(m, _)| m)
+    .collect();
+    let popped = modify(ctx, key, KeyType::Set, |e| {
+        let mut popped = Vec::new();
+        if e.found.is_none() {
+            return Ok(popped);
+        }
+        for m in &candidates {
+            if popped.len() == want {
+                break;
+            }
+            if e.remove(m)? {
+                popped.push(m.clone());
+            }
+        }
+        Ok(popped)
+    })?;
+    Ok(match count {
+        None => Reply::bulk_or_nil(popped.into_iter().next()),
+        Some(_) => set_reply(popped),
+    })
+}
+
+fn smove(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    // The dispatcher holds the exec lock exclusively: the reads below stay true until the one
+    // batch that changes both sets is written.
+    let (src, dst, member) = (&args[1], &args[2], &args[3]);
+    let Some(_) = read_live(ctx, src, KeyType::Set)? else {
+        return Ok(Reply::Int(0));
+    };
+    read_live(ctx, dst, KeyType::Set)?;
+    if src == dst {
+        return Ok(Reply::Int(i64::from(contains(ctx, src, &args[3..4])?[0])));
+    }
+    let (removed, mut ops) = plan(ctx, src, KeyType::Set, false, |e| e.remove(member))?;
+    if !removed {
+        return Ok(Reply::Int(0));
+    }
+    let (_, added) = plan(ctx, dst, KeyType::Set, false, |e| {
+        e.set(member, Bytes::new())
+    })?;
+    ops.extend(added);
+    ctx.db().write(ops)?;
+    ctx.shared.note_writes(1);
+    Ok(Reply::Int(1))
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Union,
+    Inter,
+    Diff,
+}
+
+/// The result of `op` over the sets `keys` (absent keys are empty sets). Every key is
+/// type-checked before any result, as in Redis.
+fn combine(ctx: &Ctx<'_>, keys: &[Bytes], op: Op) -> Result<BTreeSet<Bytes>> {
+    let mut sets = Vec::with_capacity(keys.len());
+    for k in keys {
+        sets.push(read_live(ctx, k, KeyType::Set)?.map(|s| (k, s)));
+    }
+    let read = |k: &[u8], version: u64| -> Result<BTreeSet<Bytes>> {
+        Ok(read_elements(ctx.db(), ctx.dbi(), k, version)?
+            .into_iter()
+            .map(|(m, _)| m)
+            .collect())
+    };
+    let mut out: BTreeSet<Bytes> = BTreeSet::new();
+    match op {
+        Op::Union => {
+            for (k, s) in sets.iter().flatten() {
+                out.extend(read(k, s.meta.version)?);
+            }
+        }
+        Op::Inter => {
+            if sets.iter().any(Option::is_none) {
+                return Ok(out);
+            }
+            // Smallest first: the result only shrinks.
+            let mut present: Vec<_> = sets.iter().flatten().collect();
+            present.sort_by_key(|(_, s)| s.meta.count);
+            for (i, (k, s)) in present.iter().enumerate() {
+                let members = read(k, s.meta.version)?;
+                out = if i == 0 {
+                    members
+                } else {
+                    out.intersection(&members).cloned().collect()
+                };
+                if out.is_empty() {
+                    break;
+                }
+            }
+        }
+        Op::Diff => {
+            if let Some(Some((k, s))) = sets.first() {
+                out = read(k, s.meta.version)?;
+                for (k, s) in sets[1..].iter().flatten() {
+                    if out.is_empty() {
+                        break;
+                    }
+                    for m in read(k, s.meta.version)? {
+                        out.remove(&m);
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn sunion(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    Ok(set_reply(combine(ctx, &args[1..], Op::Union)?))
+}
+
+fn sinter(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    Ok(set_reply(combine(ctx, &args[1..], Op::Inter)?))
+}
+
+fn sdiff(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    Ok(set_reply(combine(ctx, &args[1..], Op::Diff)?))
+}
+
+/// The STORE variants: the destination is replaced by the result (whatever it held), or
+/// deleted when the result is empty; one batch. The dispatcher holds the exec lock exclusively.
+fn store(ctx: &Ctx<'_>, args: &[Bytes], op: Op) -> Result<Reply> {
+    let dst = &args[1];
+    let result = combine(ctx, &args[2..], op)?;
+    let mut ops = Vec::new();
+    super::keys::ops_removing(ctx, ctx.dbi(), dst, &mut ops)?;
+    let (n, added) = plan(ctx, dst, KeyType::Set, true, |e| {
+        for m in &result {
+            e.set(m, Bytes::new())?;
+        }
+        Ok(e.count())
+    })?;
+    ops.extend(added);
+    ctx.db().write(ops)?;
+    ctx.shared.note_writes(1);
+    Ok(Reply::Int(i64::try_from(n).unwrap_or(i64::MAX)))
+}
+
+fn sunionstore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    store(ctx, args, Op::Union)
+}
+
+fn sinterstore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    store(ctx, args, Op::Inter)
+}
+
+fn sdiffstore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    store(ctx, args, Op::Diff)
+}
+
+fn sintercard(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let numkeys_error = || Error::command("numkeys should be greater than 0");
+    let numkeys = crate::num::parse_i64(&args[1]).ok_or_else(numkeys_error)?;
+    if numkeys < 1 {
+        return Err(numkeys_error());
+    }
+    let numkeys = usize::try_from(numkeys).unwrap_or(usize::MAX);
+    if numkeys > args.len() - 2 {
+        return Err(Error::command(
+            "Number of keys can't be greater than number of args",
+        ));
+    }
+    let mut limit = 0usize;
+    let mut i = 2 + numkeys;
+    while i < args.len() {
+        if is(&args[i], "LIMIT") && i + 1 < args.len() {
+            limit = match crate::num::parse_i64(&args[i + 1]) {
+                Some(n) if n >= 0 => usize::try_from(n).unwrap_or(usize::MAX),
+                _ => return Err(Error::command("LIMIT can't be negative")),
+            };
+            i += 2;
+        } else {
+            return Err(Error::Syntax);
+        }
+    }
+    let n = combine(ctx, &args[2..2 + numkeys], Op::Inter)?.len();
+    let n = if limit > 0 { n.min(limit) } else { n };
+    Ok(Reply::Int(n as i64))
+}
+
+fn sscan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    super::collections::scan_elements(ctx, args, KeyType::Set)
+}

@@ -1,0 +1,343 @@
+//! Hashes and sets on the engine: the storage layout against a model through flushes,
+//! compactions and restarts, and deleting a large hash (one write; compaction reclaims the
+//! fields).
+
+use std::collections::BTreeMap;
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use redis::Commands;
+use strata_server::ServerConfig;
+
+use crate::TestServer;
+
+type Model = BTreeMap<String, BTreeMap<String, String>>;
+
+fn check(c: &mut redis::Connection, model: &Model, keys: usize, when: &str) {
+    for k in 0..keys {
+        let key = format!("h{k}");
+        let got: BTreeMap<String, String> = c.hgetall(&key).unwrap();
+        let want = model.get(&key).cloned().unwrap_or_default();
+        assert_eq!(got, want, "{key} {when}");
+        let len: usize = c.hlen(&key).unwrap();
+        assert_eq!(len, want.len(), "HLEN {key} {when}");
+    }
+}
+
+/// Random hash writes over a few keys with tiny memtables (many flushes and compactions),
+/// the server restarted between rounds: every hash equals the model each time.
+#[test]
+fn hashes_match_a_model_through_flushes_compactions_and_restarts() {
+    const KEYS: usize = 12;
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = SmallRng::seed_from_u64(7);
+    let mut model = Model::new();
+    for round in 0..3 {
+        let server = TestServer::start_in(dir.path(), ServerConfig::default());
+        let mut c = server.client();
+        check(&mut c, &model, KEYS, &format!("after restart {round}"));
+        for _ in 0..1500 {
+            let key = format!("h{}", rng.gen_range(0..KEYS));
+            let field = format!("f{}", rng.gen_range(0..40));
+            let value = "v".repeat(rng.gen_range(0..200)) + &rng.gen_range(0..1000).to_string();
+            match rng.gen_range(0..10) {
+                0..=4 => {
+                    let _: i64 = c.hset(&key, &field, &value).unwrap();
+                    model.entry(key).or_default().insert(field, value);
+                }
+                5 | 6 => {
+                    let _: i64 = c.hdel(&key, &field).unwrap();
+                    if let Some(h) = model.get_mut(&key) {
+                        h.remove(&field);
+                        if h.is_empty() {
+                            model.remove(&key);
+                        }
+                    }
+                }
+                7 => {
+                    let n: i64 = c.hincr(&key, "n", 3).unwrap();
+                    let h = model.entry(key).or_default();
+                    let old: i64 = h.get("n").map_or(0, |v| v.parse().unwrap());
+                    assert_eq!(n, old + 3);
+                    h.insert("n".into(), n.to_string());
+                }
+                8 => {
+                    let _: i64 = c.del(&key).unwrap();
+                    model.remove(&key);
+                }
+                _ => {
+                    let to = format!("h{}", rng.gen_range(0..KEYS));
+                    let renamed: redis::RedisResult<()> = c.rename(&key, &to);
+                    match model.remove(&key) {
+                        Some(h) => {
+                            renamed.unwrap();
+                            model.insert(to, h);
+                        }
+                        None => assert!(renamed.is_err()),
+                    }
+                }
+            }
+        }
+        check(&mut c, &model, KEYS, &format!("in round {round}"));
+        server.db().compact().unwrap();
+        check(
+            &mut c,
+            &model,
+            KEYS,
+            &format!("after compaction in round {round}"),
+        );
+        drop(c);
+        server.stop();
+    }
+}
+
+/// Random set writes (SADD, SREM, SPOP of all, SMOVE, SUNIONSTORE, DEL) over a few keys with
+/// tiny memtables, restarted between rounds: every set equals the model each time.
+#[test]
+fn sets_match_a_model_through_flushes_compactions_and_restarts() {
+    use std::collections::BTreeSet;
+    const KEYS: usize = 8;
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = SmallRng::seed_from_u64(9);
+    let mut model: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let check =
+        |c: &mut redis::Connection, model: &BTreeMap<String, BTreeSet<String>>, when: &str| {
+            for k in 0..KEYS {
+                let key = format!("s{k}");
+                let got: BTreeSet<String> = c.smembers(&key).unwrap();
+                assert_eq!(
+                    got,
+                    model.get(&key).cloned().unwrap_or_default(),
+                    "{key} {when}"
+                );
+                let n: usize = c.scard(&key).unwrap();
+                assert_eq!(n, got.len(), "SCARD {key} {when}");
+            }
+        };
+    for round in 0..3 {
+        let server = TestServer::start_in(dir.path(), ServerConfig::default());
+        let mut c = server.client();
+        check(&mut c, &model, &format!("after restart {round}"));
+        for _ in 0..1500 {
+            let key = format!("s{}", rng.gen_range(0..KEYS));
+            let member = format!(
+                "{}{}",
+                "m".repeat(rng.gen_range(0..150)),
+                rng.gen_range(0..60)
+            );
+            let remove = |model: &mut BTreeMap<String, BTreeSet<String>>, key: &str, m: &str| {
+                if let Some(s) = model.get_mut(key) {
+                    s.remove(m);
+                    if s.is_empty() {
+                        model.remove(key);
+                    }
+                }
+            };
+            match rng.gen_range(0..10) {
+                0..=4 => {
+                    let _: i64 = c.sadd(&key, &member).unwrap();
+                    model.entry(key).or_default().insert(member);
+                }
+                5 => {
+                    let _: i64 = c.srem(&key, &member).unwrap();
+                    remove(&mut model, &key, &member);
+                }
+                6 => {
+                    let to = format!("s{}", rng.gen_range(0..KEYS));
+                    let moved: i64 = c.smove(&key, &to, &member).unwrap();
+                    let had = model.get(&key).is_some_and(|s| s.contains(&member));
+                    assert_eq!(moved == 1, had, "SMOVE {key} {to} {member}");
+                    if had && key != to {
+                        remove(&mut model, &key, &member);
+                        model.entry(to).or_default().insert(member);
+                    }
+                }
+                7 => {
+                    let (a, b) = (
+                        format!("s{}", rng.gen_range(0..KEYS)),
+                        format!("s{}", rng.gen_range(0..KEYS)),
+                    );
+                    let n: usize = c.sunionstore(&key, &[&a, &b]).unwrap();
+                    let union: BTreeSet<String> = model
+                        .get(&a)
+                        .into_iter()
+                        .chain(model.get(&b))
+                        .flatten()
+                        .cloned()
+                        .collect();
+                    assert_eq!(n, union.len());
+                    if union.is_empty() {
+                        model.remove(&key);
+                    } else {
+                        model.insert(key, union);
+                    }
+                }
+                8 => {
+                    let popped: Vec<String> = redis::cmd("SPOP")
+                        .arg(&key)
+                        .arg(1000)
+                        .query(&mut c)
+                        .unwrap();
+                    let want: Vec<String> = model
+                        .remove(&key)
+                        .map(|s| s.into_iter().collect())
+                        .unwrap_or_default();
+                    let mut popped = popped;
+                    popped.sort();
+                    assert_eq!(popped, want);
+                }
+                _ => {
+                    let _: i64 = c.del(&key).unwrap();
+                    model.remove(&key);
+                }
+            }
+        }
+        check(&mut c, &model, &format!("in round {round}"));
+        server.db().compact().unwrap();
+        check(
+            &mut c,
+            &model,
+            &format!("after compaction in round {round}"),
+        );
+        drop(c);
+        server.stop();
+    }
+}
+
+/// Engine keys that are hash fields (`'m'` + ...), live or not yet reclaimed.
+fn field_keys(db: &strata::Db) -> usize {
+    db.scan_prefix(b"m").count()
+}
+
+#[test]
+fn deleting_a_large_hash_is_one_write_and_compaction_reclaims_its_fields() {
+    const FIELDS: usize = 100_000;
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = strata::Options::tiny();
+    options.memtable_bytes_max = 4 << 20;
+    options.table_bytes_target = 4 << 20;
+    options.level1_bytes_target = 16 << 20;
+    let server = TestServer::start_with_options(dir.path(), ServerConfig::default(), options);
+    let mut c = server.client();
+    for chunk in 0..FIELDS / 1000 {
+        let mut cmd = redis::cmd("HSET");
+        cmd.arg("big");
+        for i in chunk * 1000..(chunk + 1) * 1000 {
+            cmd.arg(format!("field:{i:06}")).arg(format!("value:{i}"));
+        }
+        let added: usize = cmd.query(&mut c).unwrap();
+        assert_eq!(added, 1000);
+    }
+    let _: () = c.set("other", "stays").unwrap();
+    assert_eq!(c.hlen::<_, usize>("big").unwrap(), FIELDS);
+    assert_eq!(field_keys(server.db()), FIELDS);
+    // DEL writes the record's tombstone only: every field is still in the engine, unseen.
+    assert_eq!(c.del::<_, i64>("big").unwrap(), 1);
+    assert_eq!(c.exists::<_, i64>("big").unwrap(), 0);
+    assert_eq!(c.hlen::<_, usize>("big").unwrap(), 0);
+    assert_eq!(field_keys(server.db()), FIELDS);
+    // A new incarnation under the same name, before compaction, sees none of the old fields
+    // and keeps its own through compaction.
+    let _: i64 = c.hset("big", "field:000001", "new").unwrap();
+    let all: BTreeMap<String, String> = c.hgetall("big").unwrap();
+    assert_eq!(all.len(), 1);
+    server.db().compact().unwrap();
+    assert_eq!(field_keys(server.db()), 1, "old fields not reclaimed");
+    let all: BTreeMap<String, String> = c.hgetall("big").unwrap();
+    assert_eq!(
+        all.into_iter().collect::<Vec<_>>(),
+        vec![("field:000001".to_string(), "new".to_string())]
+    );
+    assert_eq!(c.get::<_, String>("other").unwrap(), "stays");
+    // A hash replaced by a string loses its fields the same way.
+    let _: i64 = c.hset("h2", "a", "1").unwrap();
+    let _: () = c.set("big", "now a string").unwrap();
+    server.db().compact().unwrap();
+    assert_eq!(field_keys(server.db()), 1, "only h2's field is left");
+    drop(c);
+    server.stop();
+}
+
+/// Large collections (past Redis's compact encodings): SSCAN and HSCAN page by COUNT and see
+/// every element exactly once; SPOP, SRANDMEMBER and HRANDFIELD draw from a window of the
+/// collection (bounded work) and still answer with distinct, live elements.
+#[test]
+fn large_collections_scan_in_pages_and_sample_at_random() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    const N: usize = 3000;
+    for chunk in 0..N / 500 {
+        let members: Vec<String> = (chunk * 500..(chunk + 1) * 500)
+            .map(|i| format!("member:{i:05}"))
+            .collect();
+        let _: i64 = c.sadd("big", &members).unwrap();
+        let pairs: Vec<(String, usize)> = (chunk * 500..(chunk + 1) * 500)
+            .map(|i| (format!("f{i:05}"), i))
+            .collect();
+        let _: () = c.hset_multiple("bigh", &pairs).unwrap();
+    }
+    for (cmd, key, per) in [("SSCAN", "big", 1), ("HSCAN", "bigh", 2)] {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut cursor = "0".to_string();
+        let mut calls = 0;
+        loop {
+            let (next, items): (String, Vec<String>) = redis::cmd(cmd)
+                .arg(key)
+                .arg(&cursor)
+                .arg("COUNT")
+                .arg(100)
+                .query(&mut c)
+                .unwrap();
+            assert!(items.len() <= 100 * per, "{cmd} page of {}", items.len());
+            for item in items.chunks(per) {
+                assert!(
+                    seen.insert(item[0].clone()),
+                    "{cmd} returned {} twice",
+                    item[0]
+                );
+            }
+            calls += 1;
+            if next == "0" {
+                break;
+            }
+            cursor = next;
+        }
+        assert_eq!(seen.len(), N, "{cmd}");
+        assert!(calls >= N / 100, "{cmd} answered in {calls} calls");
+    }
+    let mut popped = std::collections::BTreeSet::new();
+    for _ in 0..200 {
+        let m: String = c.spop("big").unwrap();
+        assert!(popped.insert(m.clone()), "SPOP returned {m} twice");
+        assert!(!c.sismember::<_, _, bool>("big", &m).unwrap());
+    }
+    assert_eq!(c.scard::<_, usize>("big").unwrap(), N - 200);
+    let some: Vec<String> = c.srandmember_multiple("big", 50).unwrap();
+    assert_eq!(
+        some.iter().collect::<std::collections::BTreeSet<_>>().len(),
+        50
+    );
+    for m in &some {
+        assert!(c.sismember::<_, _, bool>("big", m).unwrap());
+    }
+    let repeated: Vec<String> = redis::cmd("SRANDMEMBER")
+        .arg("big")
+        .arg(-5000)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(repeated.len(), 5000);
+    let fields: Vec<String> = redis::cmd("HRANDFIELD")
+        .arg("bigh")
+        .arg(20)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(
+        fields
+            .iter()
+            .collect::<std::collections::BTreeSet<_>>()
+            .len(),
+        20
+    );
+    drop(c);
+    server.stop();
+}
