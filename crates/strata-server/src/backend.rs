@@ -76,6 +76,17 @@ pub trait KvBackend: Send + Sync {
         end: Bound<Vec<u8>>,
         visit: &mut VisitFn<'_>,
     ) -> Result<()>;
+    /// [`KvBackend::scan`] of a range whose keys all route with `route` (a collection's
+    /// elements, `collection.rs`): the engine reads only that key's partition.
+    fn scan_group(
+        &self,
+        _route: &[u8],
+        start: Bound<Vec<u8>>,
+        end: Bound<Vec<u8>>,
+        visit: &mut VisitFn<'_>,
+    ) -> Result<()> {
+        self.scan(start, end, visit)
+    }
     /// Makes everything written so far durable in table files (SAVE).
     fn flush(&self) -> Result<()>;
     /// Forces the write-ahead logs to stable storage.
@@ -173,6 +184,22 @@ impl KvBackend for strata::Db {
         visit: &mut VisitFn<'_>,
     ) -> Result<()> {
         for entry in strata::Db::scan(self, (start, end)) {
+            let (k, v) = entry?;
+            if !visit(&k, &v) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn scan_group(
+        &self,
+        route: &[u8],
+        start: Bound<Vec<u8>>,
+        end: Bound<Vec<u8>>,
+        visit: &mut VisitFn<'_>,
+    ) -> Result<()> {
+        for entry in strata::Db::scan_routed(self, route, (start, end)) {
             let (k, v) = entry?;
             if !visit(&k, &v) {
                 break;

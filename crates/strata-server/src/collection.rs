@@ -1,17 +1,20 @@
-//! Collections on the LSM (hashes today; sets, sorted sets and lists take the same shape): one
+//! Collections on the LSM (hashes and sets; sorted sets and lists will take the same shape): one
 //! metadata record per Redis key and one engine key per element, as Kvrocks lays them out on
 //! RocksDB. `docs/format.md` gives every byte.
 //!
 //! - The metadata is the key's record, `'k' db name` (the same engine key a string has, so a
-//!   name holds one or the other, and SET over a hash simply replaces it): record kind 1, the
-//!   expiry time, then `version` (u64 LE) and `count` (u64 LE, the number of fields).
-//! - A field is `'m' db len(u32 BE) name version(u64 BE) field` -> value. All fields of one
-//!   incarnation of a key are one prefix, so HGETALL is one prefix scan in field order.
+//!   name holds one or the other, and SET over a hash simply replaces it): record kind 1 (hash)
+//!   or 2 (set), the expiry time, then `version` (u64 LE) and `count` (u64 LE, the number of
+//!   elements).
+//! - An element (hash field, set member) is `'m' db len(u32 BE) name version(u64 BE)
+//!   position(u64 BE) element` -> value (empty for a set member), `position` being the
+//!   element's xxh3-64. All elements of one incarnation of a key are one prefix, so HGETALL is
+//!   one prefix scan, in hash order (Redis promises no order either).
 //! - [`ServerRouter`] routes an element key by its Redis key's record key, so a key's record and
 //!   all its elements live in one engine partition: HSET reads and writes them in one atomic
 //!   [`KvBackend::update_group`], and the compaction filter reads the record beside them.
-//! - Deleting, overwriting or expiring a hash touches the record only. A new incarnation gets a
-//!   new `version`, so fields of the old one are invisible at once; compaction drops them
+//! - Deleting, overwriting or expiring a collection touches the record only. A new incarnation
+//!   gets a new `version`, so elements of the old one are invisible at once; compaction drops them
 //!   ([`element_is_dead`]) once the record that disowns them is settled (flushed and
 //!   unchanged since), never a scan at delete time.
 //!
@@ -100,6 +103,87 @@ impl Meta {
     }
 }
 
+/// A list's metadata: like [`Meta`], plus the position of its first element. Elements sit at
+/// `head .. head + count`; LPUSH takes `head - 1`, RPUSH `head + count`. A new list starts at
+/// [`LIST_HEAD_START`], the middle of the u64 range, so both ends have room.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListMeta {
+    /// The incarnation whose elements are live.
+    pub version: u64,
+    /// Number of elements.
+    pub count: u64,
+    /// Position of the first element.
+    pub head: u64,
+}
+
+/// Where a new list's first element goes.
+pub const LIST_HEAD_START: u64 = 1 << 63;
+
+/// Bytes of an encoded [`ListMeta`].
+const LIST_META_BYTES: usize = 24;
+
+impl ListMeta {
+    /// The record payload.
+    pub fn encode(&self) -> [u8; LIST_META_BYTES] {
+        let mut out = [0; LIST_META_BYTES];
+        out[..8].copy_from_slice(&self.version.to_le_bytes());
+        out[8..16].copy_from_slice(&self.count.to_le_bytes());
+        out[16..].copy_from_slice(&self.head.to_le_bytes());
+        out
+    }
+
+    /// Decodes a record payload; names damage.
+    pub fn decode(payload: &[u8]) -> Result<ListMeta> {
+        let word = |i: usize| -> Option<u64> {
+            Some(u64::from_le_bytes(payload.get(i..i + 8)?.try_into().ok()?))
+        };
+        match (payload.len(), word(0), word(8), word(16)) {
+            (LIST_META_BYTES, Some(version), Some(count), Some(head)) => Ok(ListMeta {
+                version,
+                count,
+                head,
+            }),
+            _ => Err(Error::command(
+                "stored data is damaged: a list record of the wrong length",
+            )),
+        }
+    }
+}
+
+/// The engine key of the list element at `position` of incarnation `version` of `name`:
+/// the element prefix and the position (u64 big-endian), so a list is in order.
+pub fn list_key(db: DbIndex, name: &[u8], version: u64, position: u64) -> Vec<u8> {
+    let mut k = element_prefix(db, name, version);
+    k.extend_from_slice(&position.to_be_bytes());
+    k
+}
+
+/// The values at positions `from..to` of incarnation `version` of `name`, in order (one scan
+/// of the key's partition).
+pub fn list_range(
+    b: &dyn KvBackend,
+    db: DbIndex,
+    name: &[u8],
+    version: u64,
+    from: u64,
+    to: u64,
+) -> Result<Vec<Bytes>> {
+    let mut out = Vec::new();
+    if from >= to {
+        return Ok(out);
+    }
+    b.scan_group(
+        &string_key(db, name),
+        std::ops::Bound::Included(list_key(db, name, version, from)),
+        std::ops::Bound::Excluded(list_key(db, name, version, to)),
+        &mut |_, v| {
+            out.push(Bytes::copy_from_slice(v));
+            true
+        },
+    )?;
+    Ok(out)
+}
+
 /// Hands out element versions (see the module comment).
 #[derive(Debug)]
 pub struct Versions(AtomicU64);
@@ -133,7 +217,7 @@ pub struct ElementKey<'a> {
     pub name: &'a [u8],
     /// The incarnation.
     pub version: u64,
-    /// Field (hash).
+    /// The element (hash field, set member), after its position.
     pub sub: &'a [u8],
 }
 
@@ -149,9 +233,18 @@ pub fn element_prefix(db: DbIndex, name: &[u8], version: u64) -> Vec<u8> {
     k
 }
 
+/// Where element `sub` sits among its collection's elements: `xxh3_64(sub)`, big-endian, so
+/// elements are in hash order. A random position then lands on a uniformly random element
+/// (SPOP, SRANDMEMBER, HRANDFIELD need no walk from the start), and removals spread over the
+/// range instead of piling tombstones up at its head.
+pub fn element_position(sub: &[u8]) -> [u8; 8] {
+    xxhash_rust::xxh3::xxh3_64(sub).to_be_bytes()
+}
+
 /// The engine key of element `sub` of incarnation `version` of `name` in `db`.
 pub fn element_key(db: DbIndex, name: &[u8], version: u64, sub: &[u8]) -> Vec<u8> {
     let mut k = element_prefix(db, name, version);
+    k.extend_from_slice(&element_position(sub));
     k.extend_from_slice(sub);
     k
 }
@@ -163,7 +256,8 @@ pub fn parse_element_key(key: &[u8]) -> Option<ElementKey<'_>> {
     let (len, rest) = rest.split_first_chunk::<4>()?;
     let len = usize::try_from(u32::from_be_bytes(*len)).ok()?;
     let name = rest.get(..len)?;
-    let (version, sub) = rest.get(len..)?.split_first_chunk::<8>()?;
+    let (version, rest) = rest.get(len..)?.split_first_chunk::<8>()?;
+    let (_position, sub) = rest.split_first_chunk::<8>()?;
     Some(ElementKey {
         db,
         name,
@@ -188,6 +282,14 @@ pub fn element_is_dead(key: &[u8], settled: &dyn strata::SettledRead, now: u64) 
         return false;
     };
     match r.kind {
+        KeyType::List => match ListMeta::decode(&r.payload) {
+            Ok(m) => {
+                m.version != e.version
+                    || r.expire_at_ms
+                        .is_some_and(|at| at.saturating_add(EXPIRED_ELEMENTS_GRACE_MS) <= now)
+            }
+            Err(_) => false,
+        },
         KeyType::Hash | KeyType::Set => match Meta::decode(&r.payload) {
             Ok(m) => {
                 m.version != e.version
@@ -252,64 +354,82 @@ pub fn visit_elements(
     version: u64,
     visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
 ) -> Result<()> {
-    visit_elements_from(b, db, name, version, std::ops::Bound::Unbounded, visit)
+    visit_elements_from(b, db, name, version, None, visit)
 }
 
-/// [`visit_elements`] from `start` (an element bound) on: a page of a scan, or a window at a
-/// random point.
+/// [`visit_elements`] after element `after` (exclusive; `None`: from the first): the next page
+/// of a scan. Elements come in position order ([`element_position`]).
 pub fn visit_elements_from(
     b: &dyn KvBackend,
     db: DbIndex,
     name: &[u8],
     version: u64,
-    start: std::ops::Bound<&[u8]>,
+    after: Option<&[u8]>,
+    visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+) -> Result<()> {
+    let lower = match after {
+        Some(sub) => std::ops::Bound::Excluded(element_key(db, name, version, sub)),
+        None => std::ops::Bound::Included(element_prefix(db, name, version)),
+    };
+    visit_range(b, db, name, version, lower, visit)
+}
+
+/// Visits the elements from engine-key bound `lower` to the end of the collection's range.
+fn visit_range(
+    b: &dyn KvBackend,
+    db: DbIndex,
+    name: &[u8],
+    version: u64,
+    lower: std::ops::Bound<Vec<u8>>,
     visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
 ) -> Result<()> {
     let prefix = element_prefix(db, name, version);
     let skip = prefix.len();
-    let at = |sub: &[u8]| [&prefix[..], sub].concat();
-    let lower = match start {
-        std::ops::Bound::Included(s) => std::ops::Bound::Included(at(s)),
-        std::ops::Bound::Excluded(s) => std::ops::Bound::Excluded(at(s)),
-        std::ops::Bound::Unbounded => std::ops::Bound::Included(prefix.clone()),
-    };
-    b.scan(lower, prefix_end(&prefix), &mut |k, v| {
-        visit(k.get(skip..).unwrap_or_default(), v)
+    // Every element routes with the record (`ServerRouter`): one partition to read.
+    let route = string_key(db, name);
+    b.scan_group(&route, lower, prefix_end(&prefix), &mut |k, v| {
+        let rest = k.get(skip..).unwrap_or_default();
+        visit(rest.get(8..).unwrap_or_default(), v)
     })
 }
 
 /// Up to `want` elements of incarnation `version` of `name` (holding `count` in all) for
 /// SPOP, SRANDMEMBER and HRANDFIELD: all of them, uniformly shuffled, when the collection has
-/// at most [`SAMPLE_WINDOW`] elements; otherwise a window of that many read from a random
-/// point (wrapping to the start), shuffled: bounded work, but not uniform (Kvrocks takes the
-/// first elements).
+/// at most `window` elements; otherwise the `window` elements that follow a random position
+/// (wrapping to the start), shuffled. Positions are hashes, so the window starts at a
+/// uniformly random element; the pick is not exactly uniform (an element after a wide gap
+/// between positions starts windows more often), but the work is bounded and every element can
+/// come up.
 pub fn sample_elements(
     b: &dyn KvBackend,
     db: DbIndex,
     name: &[u8],
     version: u64,
     count: u64,
+    window: usize,
 ) -> Result<Vec<(Bytes, Bytes)>> {
     use rand::seq::SliceRandom;
     use rand::Rng;
     let mut rng = rand::thread_rng();
-    let point: Option<[u8; 8]> = (count > SAMPLE_WINDOW as u64).then(|| rng.gen());
-    let lower = point.as_ref().map_or(std::ops::Bound::Unbounded, |p| {
-        std::ops::Bound::Included(&p[..])
-    });
+    let point: Option<[u8; 8]> = (count > window as u64).then(|| rng.gen());
+    let prefix = element_prefix(db, name, version);
+    let lower = match point {
+        Some(p) => std::ops::Bound::Included([&prefix[..], &p[..]].concat()),
+        None => std::ops::Bound::Included(prefix),
+    };
     let mut out: Vec<(Bytes, Bytes)> = Vec::new();
-    visit_elements_from(b, db, name, version, lower, &mut |f, v| {
-        out.push((Bytes::copy_from_slice(f), Bytes::copy_from_slice(v)));
-        out.len() < SAMPLE_WINDOW
+    visit_range(b, db, name, version, lower, &mut |sub, v| {
+        out.push((Bytes::copy_from_slice(sub), Bytes::copy_from_slice(v)));
+        out.len() < window
     })?;
     if let Some(p) = point {
-        if out.len() < SAMPLE_WINDOW {
+        if out.len() < window {
             // Wrap around: from the first element up to where the window began.
-            visit_elements(b, db, name, version, &mut |f, v| {
-                if f >= &p[..] || out.len() >= SAMPLE_WINDOW {
+            visit_elements(b, db, name, version, &mut |sub, v| {
+                if element_position(sub) >= p || out.len() >= window {
                     return false;
                 }
-                out.push((Bytes::copy_from_slice(f), Bytes::copy_from_slice(v)));
+                out.push((Bytes::copy_from_slice(sub), Bytes::copy_from_slice(v)));
                 true
             })?;
         }
@@ -334,11 +454,19 @@ pub fn random_elements(
         all.shuffle(&mut rand::thread_rng());
         return Ok(all);
     }
-    sample_elements(b, db, name, live.meta.version, live.meta.count)
+    // One element (SPOP, SRANDMEMBER without a count): a short window is enough to mix.
+    let window = if want == 1 {
+        SINGLE_PICK_WINDOW
+    } else {
+        SAMPLE_WINDOW
+    };
+    sample_elements(b, db, name, live.meta.version, live.meta.count, window)
 }
 
 /// Elements SPOP, SRANDMEMBER and HRANDFIELD sample from a large collection.
 pub const SAMPLE_WINDOW: usize = 1024;
+/// Elements read to pick one at random from a large collection.
+pub const SINGLE_PICK_WINDOW: usize = 16;
 
 /// All elements of incarnation `version` of `name` in `db`.
 pub fn read_elements(

@@ -17,6 +17,13 @@ use crate::error::{Error, Result};
 
 /// RDB type of a string.
 pub(crate) const TYPE_STRING: u8 = 0;
+/// RDB type of a list as element strings (what DUMP writes here for every list; Redis 7.0
+/// reads it).
+pub(crate) const TYPE_LIST: u8 = 1;
+/// RDB type of a list as quicklist nodes (what Redis 7.0 DUMPs; RESTORE reads it): the node
+/// count, then per node its container (1: one plain element, 2: a listpack of elements) and
+/// the node as a string.
+pub(crate) const TYPE_LIST_QUICKLIST_2: u8 = 18;
 /// RDB type of a set as member strings (what DUMP writes here for every set).
 pub(crate) const TYPE_SET: u8 = 2;
 /// RDB type of a set of integers as one intset (what Redis 7.0 DUMPs for small integer sets;
@@ -131,6 +138,17 @@ pub(crate) fn dump_hash(fields: &[(bytes::Bytes, bytes::Bytes)]) -> Vec<u8> {
     finish(out)
 }
 
+/// The payload of a list (RDB type 1: the count, then each element as a string; the pairs'
+/// second halves are ignored).
+pub(crate) fn dump_list(elements: &[(bytes::Bytes, bytes::Bytes)]) -> Vec<u8> {
+    let mut out = vec![TYPE_LIST];
+    push_length(&mut out, elements.len());
+    for (e, _) in elements {
+        push_string(&mut out, e);
+    }
+    finish(out)
+}
+
 /// The payload of a set (RDB type 2: the count, then each member as a string; the element
 /// pairs' values are ignored). Redis writes sets of integers as one intset (type 11) instead.
 pub(crate) fn dump_set(members: &[(bytes::Bytes, bytes::Bytes)]) -> Vec<u8> {
@@ -150,6 +168,8 @@ pub(crate) enum Restored {
     Hash(Vec<(bytes::Bytes, bytes::Bytes)>),
     /// Members, duplicates refused.
     Set(Vec<bytes::Bytes>),
+    /// Elements in order.
+    List(Vec<bytes::Bytes>),
     /// JSON text.
     Json(Vec<u8>),
 }
@@ -297,6 +317,40 @@ pub(crate) fn restore(payload: &[u8]) -> Result<Restored> {
                 pairs.push((bytes::Bytes::from(f), bytes::Bytes::from(v)));
             }
             Restored::Hash(unique_fields(pairs).ok_or_else(bad)?)
+        }
+        TYPE_LIST => {
+            let n = r.length().and_then(Result::ok).ok_or_else(bad)?;
+            if n == 0 || n > r.bytes.len() {
+                return Err(bad());
+            }
+            let mut elements = Vec::with_capacity(n);
+            for _ in 0..n {
+                elements.push(bytes::Bytes::from(r.string().ok_or_else(bad)?));
+            }
+            Restored::List(elements)
+        }
+        TYPE_LIST_QUICKLIST_2 => {
+            let nodes = r.length().and_then(Result::ok).ok_or_else(bad)?;
+            if nodes == 0 || nodes > r.bytes.len() {
+                return Err(bad());
+            }
+            let mut elements = Vec::new();
+            for _ in 0..nodes {
+                let container = r.length().and_then(Result::ok).ok_or_else(bad)?;
+                let node = r.string().ok_or_else(bad)?;
+                match container {
+                    1 => elements.push(bytes::Bytes::from(node)),
+                    2 => {
+                        let items = listpack_entries(&node).ok_or_else(bad)?;
+                        if items.is_empty() {
+                            return Err(bad());
+                        }
+                        elements.extend(items.into_iter().map(bytes::Bytes::from));
+                    }
+                    _ => return Err(bad()),
+                }
+            }
+            Restored::List(elements)
         }
         TYPE_SET => {
             let n = r.length().and_then(Result::ok).ok_or_else(bad)?;

@@ -78,6 +78,8 @@ const KIND_STRING: u8 = 0;
 const KIND_HASH: u8 = 1;
 /// Kind of a record holding a set's metadata (its members are other keys).
 const KIND_SET: u8 = 2;
+/// Kind of a record holding a list's metadata (its elements are other keys).
+const KIND_LIST: u8 = 3;
 
 /// Current time in unix milliseconds.
 pub fn now_ms() -> u64 {
@@ -218,6 +220,7 @@ fn kind_bits(kind: KeyType) -> u8 {
     match kind {
         KeyType::Hash => KIND_HASH,
         KeyType::Set => KIND_SET,
+        KeyType::List => KIND_LIST,
         KeyType::String | KeyType::Json => KIND_STRING,
     }
 }
@@ -268,6 +271,7 @@ fn check_header(header: u8) -> Result<(KeyType, Encoding)> {
         // A collection's encoding bits: ByContent, or Raw once it outgrew the compact encoding.
         KIND_HASH if header & HEADER_ENCODING_MASK <= Encoding::Raw.bits() => Some(KeyType::Hash),
         KIND_SET if header & HEADER_ENCODING_MASK <= Encoding::Raw.bits() => Some(KeyType::Set),
+        KIND_LIST if header & HEADER_ENCODING_MASK == 0 => Some(KeyType::List),
         _ => None,
     };
     match (kind, Encoding::from_header(header)) {
@@ -367,13 +371,21 @@ pub enum KeyType {
     Hash,
     /// A set of members (a record, each member its own engine key).
     Set,
+    /// A list (a record, each element its own engine key by position).
+    List,
     /// A JSON document (RedisJSON's type).
     Json,
 }
 
 impl KeyType {
     /// Every kind.
-    pub const ALL: [KeyType; 4] = [KeyType::String, KeyType::Hash, KeyType::Set, KeyType::Json];
+    pub const ALL: [KeyType; 5] = [
+        KeyType::String,
+        KeyType::Hash,
+        KeyType::Set,
+        KeyType::List,
+        KeyType::Json,
+    ];
 
     /// The name TYPE reports.
     pub fn name(self) -> &'static str {
@@ -381,6 +393,7 @@ impl KeyType {
             KeyType::String => "string",
             KeyType::Hash => "hash",
             KeyType::Set => "set",
+            KeyType::List => "list",
             KeyType::Json => "ReJSON-RL",
         }
     }
@@ -388,7 +401,7 @@ impl KeyType {
     /// The engine-key space holding keys of this kind.
     pub fn space(self) -> Space {
         match self {
-            KeyType::String | KeyType::Hash | KeyType::Set => Space::Records,
+            KeyType::String | KeyType::Hash | KeyType::Set | KeyType::List => Space::Records,
             KeyType::Json => Space::Docs,
         }
     }
@@ -951,7 +964,21 @@ mod tests {
         }
         assert!(Record::decode(Bytes::new()).is_err());
         assert!(Record::decode(Bytes::from_static(&[0x80, 1, 2])).is_err());
-        assert!(Record::decode(Bytes::from_static(&[0x03, 1])).is_err());
+        // Unknown kinds, and collection kinds with encoding bits they never carry.
+        assert!(Record::decode(Bytes::from_static(&[0x0f, 1])).is_err());
+        assert!(Record::decode(Bytes::from_static(&[0x04, 1])).is_err());
+        assert!(Record::decode(Bytes::from_static(&[0x13, 1])).is_err());
+        assert!(Record::decode(Bytes::from_static(&[0x21, 1])).is_err());
+        for (header, kind) in [
+            (0x01, KeyType::Hash),
+            (0x12, KeyType::Set),
+            (0x03, KeyType::List),
+        ] {
+            assert_eq!(
+                Record::decode(Bytes::from(vec![header])).unwrap().kind,
+                kind
+            );
+        }
         assert!(Record::decode(Bytes::from_static(&[0x40])).is_err());
         let r = Record::decode(Bytes::from(Record::encode(b"x", Some(10)))).unwrap();
         assert!(r.expired(10) && !r.expired(9));

@@ -408,6 +408,16 @@ impl KvBackend for Watching {
         self.inner.scan(start, end, visit)
     }
 
+    fn scan_group(
+        &self,
+        route: &[u8],
+        start: Bound<Vec<u8>>,
+        end: Bound<Vec<u8>>,
+        visit: &mut VisitFn<'_>,
+    ) -> Result<()> {
+        self.inner.scan_group(route, start, end, visit)
+    }
+
     fn flush(&self) -> Result<()> {
         self.inner.flush()
     }

@@ -419,6 +419,36 @@ impl Db {
         self.scan_bounds(lower, upper)
     }
 
+    /// Keys and values in `range` of `route_key`'s partition only, in key order: for a range
+    /// every key of which routes with `route_key` (a [`crate::KeyRouter`] group, such as a
+    /// Redis hash's fields), this is [`Db::scan`] without visiting the other partitions. Keys of
+    /// the range that route elsewhere are not seen. The LSM engine reads at one point in time,
+    /// as [`Db::scan`] does.
+    pub fn scan_routed<K: AsRef<[u8]>, R: RangeBounds<K>>(
+        &self,
+        route_key: &[u8],
+        range: R,
+    ) -> Scan {
+        if let Err(e) = self.check() {
+            return Scan::failed(e);
+        }
+        let (lower, upper) = range_bounds(range);
+        let partition = &self.inner.partitions[self.partition_of(route_key)];
+        if let Some(tree) = partition.lsm() {
+            let view = {
+                let _held = tree.hold_view();
+                (tree.pinned_view(), self.inner.seqs.visible())
+            };
+            return Scan::new(MergeIter::new(vec![
+                tree.iter_at(view.0, view.1, lower, upper)
+            ]));
+        }
+        match partition.iter_log(lower, upper) {
+            Some(it) => Scan::new(MergeIter::new(vec![it])),
+            None => Scan::failed(Error::InvalidArgument("no engine for the partition".into())),
+        }
+    }
+
     fn scan_bounds(&self, lower: Bound<Bytes>, upper: Bound<Bytes>) -> Scan {
         if let Err(e) = self.check() {
             return Scan::failed(e);

@@ -120,6 +120,19 @@ fn group_updates_are_atomic_and_stay_in_their_partition() {
             assert_eq!(n, members, "group {g}");
         }
         assert_eq!(db.scan_prefix(b"m").count(), 1200);
+        // A group's range read in its partition alone equals the scan of every partition.
+        for g in 0..7 {
+            let prefix = format!("m{g}/").into_bytes();
+            let mut end = prefix.clone();
+            *end.last_mut().unwrap() += 1;
+            let all: Vec<_> = db.scan_prefix(&prefix).map(|e| e.unwrap()).collect();
+            let routed: Vec<_> = db
+                .scan_routed(format!("h{g}").as_bytes(), prefix.clone()..end)
+                .map(|e| e.unwrap())
+                .collect();
+            assert_eq!(routed, all, "group {g}");
+            assert!(!all.is_empty());
+        }
         // A key of another partition is refused, and nothing of the batch is written.
         let (a, b) = (0..100)
             .map(|i| format!("h{i}"))

@@ -291,25 +291,29 @@ pub(crate) fn scan_elements(ctx: &Ctx<'_>, args: &[Bytes], kind: KeyType) -> Res
     let mut last: Option<Vec<u8>> = None;
     let mut more = false;
     let mut examined = 0usize;
-    let start = after
-        .as_deref()
-        .map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded);
     let (db, version) = (ctx.dbi(), live.meta.version);
-    visit_elements_from(ctx.db(), db, key, version, start, &mut |sub, value| {
-        if !whole && examined == count {
-            more = true;
-            return false;
-        }
-        examined += 1;
-        last = Some(sub.to_vec());
-        if pattern.is_none_or(|p| glob::matches(p, sub, false)) {
-            found.push(Reply::Bulk(Bytes::copy_from_slice(sub)));
-            if with_values {
-                found.push(Reply::Bulk(Bytes::copy_from_slice(value)));
+    visit_elements_from(
+        ctx.db(),
+        db,
+        key,
+        version,
+        after.as_deref(),
+        &mut |sub, value| {
+            if !whole && examined == count {
+                more = true;
+                return false;
             }
-        }
-        true
-    })?;
+            examined += 1;
+            last = Some(sub.to_vec());
+            if pattern.is_none_or(|p| glob::matches(p, sub, false)) {
+                found.push(Reply::Bulk(Bytes::copy_from_slice(sub)));
+                if with_values {
+                    found.push(Reply::Bulk(Bytes::copy_from_slice(value)));
+                }
+            }
+            true
+        },
+    )?;
     let cursor = if more {
         lock(&ctx.shared.cursors).insert(ScanPosition {
             namespace: 0,

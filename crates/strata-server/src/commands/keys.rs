@@ -15,7 +15,9 @@ use rand::Rng;
 use super::strings::expiry_arg;
 use super::{int_arg, is, text, Ctx, Spec, READ, READ_FAST, WRITE};
 use crate::backend::{prefix_end, BatchOp, Write};
-use crate::collection::{element_key, read_elements, Meta};
+use crate::collection::{
+    element_key, list_key, list_range, read_elements, ListMeta, Meta, LIST_HEAD_START,
+};
 use crate::error::{Error, Result};
 use crate::glob;
 use crate::keyspace::{
@@ -303,7 +305,8 @@ struct Stored {
     /// The engine value (a string record, a hash's record, or the document's encoding).
     bytes: Bytes,
     expire_at_ms: Option<u64>,
-    /// A hash's fields and values.
+    /// A collection's elements: a hash's fields and values, a set's members (empty values), a
+    /// list's elements in order (empty values).
     fields: Vec<(Bytes, Bytes)>,
 }
 
@@ -316,6 +319,14 @@ fn read_stored(ctx: &Ctx<'_>, db: DbIndex, key: &[u8]) -> Result<Option<Stored>>
                 KeyType::Hash | KeyType::Set => {
                     let meta = Meta::decode(&r.payload)?;
                     read_elements(ctx.db(), db, key, meta.version)?
+                }
+                KeyType::List => {
+                    let m = ListMeta::decode(&r.payload)?;
+                    let end = m.head.saturating_add(m.count);
+                    list_range(ctx.db(), db, key, m.version, m.head, end)?
+                        .into_iter()
+                        .map(|v| (v, Bytes::new()))
+                        .collect()
                 }
                 _ => Vec::new(),
             };
@@ -354,6 +365,24 @@ fn ops_storing(
     }
     match stored.kind {
         KeyType::String => ops.push(BatchOp::Put(string_key(db, key), stored.bytes.to_vec())),
+        KeyType::List => {
+            let r = Record::decode(stored.bytes.clone())?;
+            let meta = ListMeta {
+                version: ctx.shared.versions.next(),
+                count: stored.fields.len() as u64,
+                head: LIST_HEAD_START,
+            };
+            ops.push(BatchOp::Put(
+                string_key(db, key),
+                Record::encode_collection(r.kind, &meta.encode(), r.expire_at_ms, r.encoding),
+            ));
+            for (i, (v, _)) in stored.fields.iter().enumerate() {
+                ops.push(BatchOp::Put(
+                    list_key(db, key, meta.version, meta.head + i as u64),
+                    v.to_vec(),
+                ));
+            }
+        }
         KeyType::Hash | KeyType::Set => {
             // A new incarnation under the new name: its own version, its own elements.
             let r = Record::decode(stored.bytes.clone())?;
@@ -577,6 +606,7 @@ fn object(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     }
     Ok(Reply::text(match stored.kind {
         KeyType::Json => "raw",
+        KeyType::List => "quicklist",
         KeyType::Hash | KeyType::Set => {
             let big = Record::decode(stored.bytes)?.encoding == keyspace::Encoding::Raw;
             match (stored.kind, big) {
@@ -614,6 +644,7 @@ fn dump(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         KeyType::String => crate::dump::dump_string(&Record::decode(stored.bytes)?.payload),
         KeyType::Hash => crate::dump::dump_hash(&stored.fields),
         KeyType::Set => crate::dump::dump_set(&stored.fields),
+        KeyType::List => crate::dump::dump_list(&stored.fields),
         KeyType::Json => {
             let doc = strata_doc::decode_stored(&stored.bytes, &ctx.shared.names)?;
             crate::dump::dump_json(strata_doc::to_json_string(&doc)?.as_bytes())
@@ -709,6 +740,17 @@ fn restore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
                 fields,
             }
         }
+        crate::dump::Restored::List(elements) => Stored {
+            kind: KeyType::List,
+            bytes: Bytes::from(Record::encode_collection(
+                KeyType::List,
+                &[],
+                expire_at_ms,
+                keyspace::Encoding::ByContent,
+            )),
+            expire_at_ms,
+            fields: elements.into_iter().map(|e| (e, Bytes::new())).collect(),
+        },
         crate::dump::Restored::Set(members) => {
             let big = members.len() as u64 > super::collections::INTSET_ENTRIES_MAX
                 || !members

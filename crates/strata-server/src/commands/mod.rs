@@ -10,6 +10,7 @@ pub mod connection;
 pub mod hashes;
 pub mod json;
 pub mod keys;
+pub mod lists;
 pub mod pubsub;
 pub mod server;
 pub mod sets;
@@ -115,6 +116,7 @@ pub(crate) fn table() -> impl Iterator<Item = &'static Spec> {
         .chain(keys::SPECS)
         .chain(hashes::SPECS)
         .chain(sets::SPECS)
+        .chain(lists::SPECS)
         .chain(json::SPECS)
         .chain(transactions::SPECS)
         .chain(pubsub::SPECS)

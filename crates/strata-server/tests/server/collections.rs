@@ -341,3 +341,118 @@ fn large_collections_scan_in_pages_and_sample_at_random() {
     drop(c);
     server.stop();
 }
+
+/// Random list writes at both ends and in the middle (LINSERT, LREM, LSET, LTRIM) with tiny
+/// memtables, restarted between rounds: every list equals a `VecDeque` model each time.
+#[test]
+fn lists_match_a_model_through_flushes_compactions_and_restarts() {
+    use std::collections::VecDeque;
+    const KEYS: usize = 6;
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = SmallRng::seed_from_u64(11);
+    let mut model: BTreeMap<String, VecDeque<String>> = BTreeMap::new();
+    let check =
+        |c: &mut redis::Connection, model: &BTreeMap<String, VecDeque<String>>, when: &str| {
+            for k in 0..KEYS {
+                let key = format!("l{k}");
+                let got: Vec<String> = c.lrange(&key, 0, -1).unwrap();
+                let want: Vec<String> = model
+                    .get(&key)
+                    .map(|l| l.iter().cloned().collect())
+                    .unwrap_or_default();
+                assert_eq!(got, want, "{key} {when}");
+                assert_eq!(
+                    c.llen::<_, usize>(&key).unwrap(),
+                    want.len(),
+                    "LLEN {key} {when}"
+                );
+            }
+        };
+    for round in 0..3 {
+        let server = TestServer::start_in(dir.path(), ServerConfig::default());
+        let mut c = server.client();
+        check(&mut c, &model, &format!("after restart {round}"));
+        for _ in 0..2000 {
+            let key = format!("l{}", rng.gen_range(0..KEYS));
+            let v = format!(
+                "{}{}",
+                "v".repeat(rng.gen_range(0..120)),
+                rng.gen_range(0..20)
+            );
+            let empty_goes = |model: &mut BTreeMap<String, VecDeque<String>>, key: &str| {
+                if model.get(key).is_some_and(VecDeque::is_empty) {
+                    model.remove(key);
+                }
+            };
+            match rng.gen_range(0..12) {
+                0..=2 => {
+                    let _: i64 = c.lpush(&key, &v).unwrap();
+                    model.entry(key).or_default().push_front(v);
+                }
+                3..=5 => {
+                    let _: i64 = c.rpush(&key, &v).unwrap();
+                    model.entry(key).or_default().push_back(v);
+                }
+                6 => {
+                    let got: Option<String> = c.lpop(&key, None).unwrap();
+                    let want = model.get_mut(&key).and_then(VecDeque::pop_front);
+                    assert_eq!(got, want);
+                    empty_goes(&mut model, &key);
+                }
+                7 => {
+                    let got: Option<String> = c.rpop(&key, None).unwrap();
+                    let want = model.get_mut(&key).and_then(VecDeque::pop_back);
+                    assert_eq!(got, want);
+                    empty_goes(&mut model, &key);
+                }
+                8 => {
+                    // LTRIM to the last 5 (the capped-list pattern).
+                    let _: () = c.ltrim(&key, -5, -1).unwrap();
+                    if let Some(l) = model.get_mut(&key) {
+                        while l.len() > 5 {
+                            l.pop_front();
+                        }
+                    }
+                }
+                9 => {
+                    let len = model.get(&key).map_or(0, VecDeque::len);
+                    if len > 0 {
+                        let i = rng.gen_range(0..len);
+                        let _: () = c.lset(&key, i as isize, &v).unwrap();
+                        model.get_mut(&key).unwrap()[i] = v;
+                    }
+                }
+                10 => {
+                    let pivot = model.get(&key).and_then(|l| l.get(l.len() / 2)).cloned();
+                    if let Some(pivot) = pivot {
+                        let n: i64 = c.linsert_before(&key, &pivot, &v).unwrap();
+                        let l = model.get_mut(&key).unwrap();
+                        let at = l.iter().position(|x| *x == pivot).unwrap();
+                        l.insert(at, v);
+                        assert_eq!(n as usize, l.len());
+                    }
+                }
+                _ => {
+                    let target = model.get(&key).and_then(|l| l.front()).cloned();
+                    if let Some(target) = target {
+                        let n: usize = c.lrem(&key, 0, &target).unwrap();
+                        let l = model.get_mut(&key).unwrap();
+                        let before = l.len();
+                        l.retain(|x| *x != target);
+                        assert_eq!(n, before - l.len());
+                        empty_goes(&mut model, &key);
+                    }
+                }
+            }
+        }
+        check(&mut c, &model, &format!("in round {round}"));
+        server.db().compact().unwrap();
+        check(
+            &mut c,
+            &model,
+            &format!("after compaction in round {round}"),
+        );
+        drop(c);
+        server.stop();
+    }
+}

@@ -755,6 +755,98 @@ impl Gen {
         c
     }
 
+    fn index(&mut self) -> String {
+        match self.rng.gen_range(0..12) {
+            0 => "x".into(),
+            1 => "9223372036854775807".into(),
+            2 => "-9223372036854775808".into(),
+            _ => self.rng.gen_range(-6..7).to_string(),
+        }
+    }
+
+    fn lists(&mut self) -> Vec<String> {
+        let k = self.key();
+        let e = format!("e{}", self.rng.gen_range(0..5));
+        match self.rng.gen_range(0..36) {
+            0..=3 => {
+                let mut c = vec![["LPUSH", "RPUSH"][self.rng.gen_range(0..2)].into(), k, e];
+                for _ in 0..self.rng.gen_range(0..3) {
+                    c.push(format!("e{}", self.rng.gen_range(0..5)));
+                }
+                c
+            }
+            4 => vec![["LPUSHX", "RPUSHX"][self.rng.gen_range(0..2)].into(), k, e],
+            5 | 6 => vec![["LPOP", "RPOP"][self.rng.gen_range(0..2)].into(), k],
+            7 => {
+                let count = ["0", "1", "3", "100", "-1", "x"][self.rng.gen_range(0..6)];
+                vec![
+                    ["LPOP", "RPOP"][self.rng.gen_range(0..2)].into(),
+                    k,
+                    count.into(),
+                ]
+            }
+            8 => vec!["LLEN".into(), k],
+            9..=11 => vec!["LRANGE".into(), k, self.index(), self.index()],
+            12 => vec!["LRANGE".into(), k, "0".into(), "-1".into()],
+            13 => vec!["LINDEX".into(), k, self.index()],
+            14 => vec!["LSET".into(), k, self.index(), e],
+            15 => vec![
+                "LINSERT".into(),
+                k,
+                ["BEFORE", "AFTER", "MIDDLE"][self.rng.gen_range(0..3)].into(),
+                format!("e{}", self.rng.gen_range(0..5)),
+                e,
+            ],
+            16 => vec!["LREM".into(), k, self.rng.gen_range(-3..4).to_string(), e],
+            17 => vec!["LTRIM".into(), k, self.index(), self.index()],
+            18 | 19 => {
+                let mut c = vec!["LPOS".into(), k, e];
+                for _ in 0..self.rng.gen_range(0..3) {
+                    match self.rng.gen_range(0..4) {
+                        0 => c.extend([
+                            "RANK".into(),
+                            ["1", "-1", "2", "-2", "0", "x"][self.rng.gen_range(0..6)].into(),
+                        ]),
+                        1 => c.extend([
+                            "COUNT".into(),
+                            ["0", "1", "2", "-1"][self.rng.gen_range(0..4)].into(),
+                        ]),
+                        2 => c.extend([
+                            "MAXLEN".into(),
+                            ["0", "2", "5", "-1"][self.rng.gen_range(0..4)].into(),
+                        ]),
+                        _ => c.push("BOGUS".into()),
+                    }
+                }
+                c
+            }
+            20 => vec![
+                "LMOVE".into(),
+                k,
+                self.key(),
+                ["LEFT", "RIGHT", "UP"][self.rng.gen_range(0..3)].into(),
+                ["LEFT", "RIGHT"][self.rng.gen_range(0..2)].into(),
+            ],
+            21 => vec!["RPOPLPUSH".into(), k, self.key()],
+            22 => vec!["TYPE".into(), k],
+            23 => vec!["OBJECT".into(), "ENCODING".into(), k],
+            24 => vec!["SET".into(), k, self.value()],
+            25 => vec!["SADD".into(), k, "m".into()],
+            26 => vec!["DEL".into(), k],
+            27 => vec!["RENAME".into(), k, self.key()],
+            28 => vec!["COPY".into(), k, self.key(), "REPLACE".into()],
+            29 => vec!["EXPIRE".into(), k, "1000".into()],
+            30 => vec!["GET".into(), k],
+            31 => vec!["LPOP".into(), k, "1".into(), "2".into()],
+            32 => {
+                let mut c = vec!["RPUSH".into(), k];
+                c.extend((0..40).map(|i| format!("e{}", i % 5)));
+                c
+            }
+            _ => vec!["LRANGE".into(), k, "-100".into(), "100".into()],
+        }
+    }
+
     fn hashes(&mut self) -> Vec<String> {
         let k = self.key();
         let f = self.field();
@@ -961,6 +1053,17 @@ fn set_commands_match_redis() {
         total += run_family("sets", seed, 4000, resp3, Gen::sets);
     }
     eprintln!("sets: {total} commands compared with redis-server");
+    assert!(total >= 16_000);
+}
+
+#[test]
+fn list_commands_match_redis() {
+    let mut total = 0;
+    let seeds = [(41, false), (42, true), (43, false), (44, true)];
+    for (seed, resp3) in seeds.into_iter().chain(extra_seeds(41)) {
+        total += run_family("lists", seed, 4000, resp3, Gen::lists);
+    }
+    eprintln!("lists: {total} commands compared with redis-server");
     assert!(total >= 16_000);
 }
 
@@ -1278,9 +1381,11 @@ fn dump_and_restore_match_redis_both_ways() {
         pair.check(0, &cmd, ctx);
         pair.check(0, &words(&["GET", "ours"]), ctx);
     }
+    // Collections: each written on both servers, DUMPed by each, and both payloads restored on
+    // both (Redis's own encodings: listpacks, intsets, quicklists, LZF; ours: RDB types 4, 2
+    // and 1), then read back whole.
     // Hashes: Redis DUMPs a small hash as a listpack (RDB type 16, integers packed, short
-    // strings LZF-compressed or not) and a large one as field/value strings (type 4); ours
-    // writes type 4 always. Each restores on both servers, with the same contents and encoding.
+    // strings LZF-compressed or not) and a large one as field/value strings (type 4).
     let hashes: Vec<Vec<String>> = vec![
         vec!["f".into(), "v".into()],
         vec![
@@ -1310,35 +1415,7 @@ fn dump_and_restore_match_redis_both_ways() {
             .flat_map(|i| [format!("f{i}"), "abc".repeat(5)])
             .collect(),
     ];
-    for (i, fields) in hashes.iter().enumerate() {
-        let src = format!("hsrc{i}");
-        let mut cmd = words(&["HSET", &src]);
-        cmd.extend(fields.iter().map(|w| w.as_bytes().to_vec()));
-        pair.check(0, &cmd, ctx);
-        let payload_of = |reply: &[u8]| -> Vec<u8> {
-            let header_end = reply.iter().position(|&b| b == b'\n').unwrap() + 1;
-            reply[header_end..reply.len() - 2].to_vec()
-        };
-        let theirs = payload_of(&pair.conns[0][0].call(&words(&["DUMP", &src])));
-        let mine = payload_of(&pair.conns[1][0].call(&words(&["DUMP", &src])));
-        for (who, payload) in [("theirs", theirs.clone()), ("ours", mine)] {
-            let dst = format!("hdst{i}{who}");
-            let mut cmd = words(&["RESTORE", &dst, "0"]);
-            cmd.push(payload);
-            pair.check(0, &cmd, ctx);
-            pair.check(0, &words(&["HGETALL", &dst]), ctx);
-            pair.check(0, &words(&["HLEN", &dst]), ctx);
-            pair.check(0, &words(&["OBJECT", "ENCODING", &dst]), ctx);
-        }
-        let mut damaged = theirs;
-        let at = damaged.len() / 2;
-        damaged[at] ^= 1;
-        let mut cmd = words(&["RESTORE", "hdmg", "0"]);
-        cmd.push(damaged);
-        pair.check(0, &cmd, ctx);
-    }
-    // Sets: Redis DUMPs a set of integers as an intset (RDB type 11, 2/4/8-byte integers) and
-    // any other as member strings (type 2); ours writes type 2 always.
+    // Sets: an intset (RDB type 11, 2/4/8-byte integers) for integers, else member strings.
     let sets: Vec<Vec<String>> = vec![
         vec!["1".into(), "2".into(), "-3".into()],
         vec!["70000".into(), "-5".into()],
@@ -1350,24 +1427,47 @@ fn dump_and_restore_match_redis_both_ways() {
         vec!["a".into(), "1".into(), String::new()],
         (0..600).map(|i| i.to_string()).collect(),
     ];
-    for (i, members) in sets.iter().enumerate() {
-        let src = format!("ssrc{i}");
-        let mut cmd = words(&["SADD", &src]);
-        cmd.extend(members.iter().map(|w| w.as_bytes().to_vec()));
-        pair.check(0, &cmd, ctx);
-        let payload_of = |reply: &[u8]| -> Vec<u8> {
-            let header_end = reply.iter().position(|&b| b == b'\n').unwrap() + 1;
-            reply[header_end..reply.len() - 2].to_vec()
-        };
-        let theirs = payload_of(&pair.conns[0][0].call(&words(&["DUMP", &src])));
-        let mine = payload_of(&pair.conns[1][0].call(&words(&["DUMP", &src])));
-        for (who, payload) in [("theirs", theirs), ("ours", mine)] {
-            let dst = format!("sdst{i}{who}");
-            let mut cmd = words(&["RESTORE", &dst, "0"]);
-            cmd.push(payload);
+    // Lists: quicklist nodes (RDB type 18: listpacks, or plain nodes for large elements).
+    let lists: Vec<Vec<String>> = vec![
+        vec!["a".into(), "1".into(), "-70000".into(), String::new()],
+        (0..300).map(|i| format!("element-{i}")).collect(),
+        vec!["y".repeat(9000), "z".into()],
+        (0..50).map(|_| "abcabcabcabc".into()).collect(),
+    ];
+    let kinds: [(&str, &[&str], &Vec<Vec<String>>); 3] = [
+        ("HSET", &["HGETALL"], &hashes),
+        ("SADD", &["SMEMBERS"], &sets),
+        ("RPUSH", &["LRANGE", "0", "-1"], &lists),
+    ];
+    for (create, read, values) in kinds {
+        for (i, elements) in values.iter().enumerate() {
+            let src = format!("{create}-src{i}");
+            let mut cmd = words(&[create, &src]);
+            cmd.extend(elements.iter().map(|w| w.as_bytes().to_vec()));
             pair.check(0, &cmd, ctx);
-            pair.check(0, &words(&["SMEMBERS", &dst]), ctx);
-            pair.check(0, &words(&["OBJECT", "ENCODING", &dst]), ctx);
+            let payload_of = |reply: &[u8]| -> Vec<u8> {
+                let header_end = reply.iter().position(|&b| b == b'\n').unwrap() + 1;
+                reply[header_end..reply.len() - 2].to_vec()
+            };
+            let theirs = payload_of(&pair.conns[0][0].call(&words(&["DUMP", &src])));
+            let mine = payload_of(&pair.conns[1][0].call(&words(&["DUMP", &src])));
+            for (who, payload) in [("theirs", theirs.clone()), ("ours", mine)] {
+                let dst = format!("{create}-dst{i}{who}");
+                let mut cmd = words(&["RESTORE", &dst, "0"]);
+                cmd.push(payload);
+                pair.check(0, &cmd, ctx);
+                let mut cmd = words(&read[..1]);
+                cmd.push(dst.as_bytes().to_vec());
+                cmd.extend(words(&read[1..]));
+                pair.check(0, &cmd, ctx);
+                pair.check(0, &words(&["OBJECT", "ENCODING", &dst]), ctx);
+            }
+            let mut damaged = theirs;
+            let at = damaged.len() / 2;
+            damaged[at] ^= 1;
+            let mut cmd = words(&["RESTORE", "damaged", "0"]);
+            cmd.push(damaged);
+            pair.check(0, &cmd, ctx);
         }
     }
     pair.check(0, &words(&["DUMP", "nosuchkey"]), ctx);

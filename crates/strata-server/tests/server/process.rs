@@ -565,3 +565,72 @@ fn smove_survives_sigkill_whole() {
     );
     server.terminate();
 }
+
+/// A queue on a list survives SIGKILL: every acknowledged RPUSH is there unless an
+/// acknowledged LPOP took it, and the list holds a contiguous run of the pushed numbers (the
+/// record and the element of each command are one batch).
+#[test]
+fn list_queue_survives_sigkill() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = ServerProcess::start(dir.path(), "everysec");
+    let pushed = Arc::new(Mutex::new(0u64));
+    let popped = Arc::new(Mutex::new(0u64));
+    let stop = Arc::new(AtomicBool::new(false));
+    let producer = {
+        let mut c = server.client();
+        let (pushed, stop) = (pushed.clone(), stop.clone());
+        std::thread::spawn(move || {
+            for n in 1u64.. {
+                if stop.load(Ordering::Relaxed) || c.rpush::<_, _, i64>("queue", n).is_err() {
+                    return;
+                }
+                *pushed.lock().unwrap() = n;
+            }
+        })
+    };
+    let consumer = {
+        let mut c = server.client();
+        let (popped, stop) = (popped.clone(), stop.clone());
+        std::thread::spawn(move || loop {
+            if stop.load(Ordering::Relaxed) {
+                return;
+            }
+            match c.lpop::<_, Option<u64>>("queue", None) {
+                Ok(Some(n)) => {
+                    let mut p = popped.lock().unwrap();
+                    assert_eq!(n, *p + 1, "popped out of order");
+                    *p = n;
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(1)),
+                Err(_) => return,
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(400));
+    server.kill9();
+    stop.store(true, Ordering::Relaxed);
+    producer.join().unwrap();
+    consumer.join().unwrap();
+    let (pushed, popped) = (*pushed.lock().unwrap(), *popped.lock().unwrap());
+    assert!(pushed > 0, "nothing pushed");
+    let server = ServerProcess::start(dir.path(), "everysec");
+    let mut c = server.client();
+    let left: Vec<u64> = c.lrange("queue", 0, -1).unwrap();
+    let len: usize = c.llen("queue").unwrap();
+    assert_eq!(len, left.len());
+    // At most one push and one pop were in flight when the process died.
+    let first = left.first().copied().unwrap_or(popped + 1);
+    assert!(
+        first == popped + 1 || first == popped + 2,
+        "first {first}, popped {popped}"
+    );
+    for (i, n) in left.iter().enumerate() {
+        assert_eq!(*n, first + i as u64, "a hole in the queue: {left:?}");
+    }
+    let last = left.last().copied().unwrap_or(first - 1);
+    assert!(
+        last == pushed || last == pushed + 1,
+        "last {last}, pushed {pushed}"
+    );
+    server.terminate();
+}

@@ -1,0 +1,685 @@
+//! List commands: LPUSH RPUSH LPUSHX RPUSHX LPOP RPOP LLEN LRANGE LINDEX LSET LINSERT LREM
+//! LTRIM LPOS LMOVE RPOPLPUSH, with redis-server 7.0's replies and errors.
+//!
+//! A list is a record (version, count, head position) plus one engine key per element at its
+//! position (`collection::list_key`): pushes and pops at either end write one element and the
+//! record; LINDEX and LSET touch one element; LRANGE is one scan of the key's partition.
+//! LINSERT and LREM rewrite the list as a new incarnation (Kvrocks shifts elements the same
+//! way: O(length)); LTRIM deletes what it cuts. Every write is one atomic `update_group`;
+//! LMOVE between two lists holds the exec lock exclusively and writes both in one batch.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+
+use super::strings::json_exists;
+use super::{int_arg, is, Ctx, Spec, READ, READ_FAST, WRITE, WRITE_FAST};
+use crate::backend::{BatchOp, GroupRead};
+use crate::collection::{list_key, list_range, ListMeta, LIST_HEAD_START};
+use crate::error::{Error, Result};
+use crate::keyspace::{now_ms, string_key, DbIndex, Encoding, KeyType, Record};
+use crate::resp::Reply;
+
+#[rustfmt::skip]
+pub(crate) static SPECS: &[Spec] = &[
+    Spec { name: "lpush", arity: -3, flags: WRITE_FAST, keys: (1, 1, 1), group: "list", summary: "Prepends one or more elements to a list. Creates the key if it doesn't exist.", handler: lpush },
+    Spec { name: "rpush", arity: -3, flags: WRITE_FAST, keys: (1, 1, 1), group: "list", summary: "Appends one or more elements to a list. Creates the key if it doesn't exist.", handler: rpush },
+    Spec { name: "lpushx", arity: -3, flags: WRITE_FAST, keys: (1, 1, 1), group: "list", summary: "Prepends one or more elements to a list only when the list exists.", handler: lpushx },
+    Spec { name: "rpushx", arity: -3, flags: WRITE_FAST, keys: (1, 1, 1), group: "list", summary: "Appends an element to a list only when the list exists.", handler: rpushx },
+    Spec { name: "lpop", arity: -2, flags: &["write", "fast"], keys: (1, 1, 1), group: "list", summary: "Returns the first elements in a list after removing it. Deletes the list if the last element was popped.", handler: lpop },
+    Spec { name: "rpop", arity: -2, flags: &["write", "fast"], keys: (1, 1, 1), group: "list", summary: "Returns and removes the last elements of a list. Deletes the list if the last element was popped.", handler: rpop },
+    Spec { name: "llen", arity: 2, flags: READ_FAST, keys: (1, 1, 1), group: "list", summary: "Returns the length of a list.", handler: llen },
+    Spec { name: "lrange", arity: 4, flags: READ, keys: (1, 1, 1), group: "list", summary: "Returns a range of elements from a list.", handler: lrange },
+    Spec { name: "lindex", arity: 3, flags: READ, keys: (1, 1, 1), group: "list", summary: "Returns an element from a list by its index.", handler: lindex },
+    Spec { name: "lset", arity: 4, flags: WRITE, keys: (1, 1, 1), group: "list", summary: "Sets the value of an element in a list by its index.", handler: lset },
+    Spec { name: "linsert", arity: 5, flags: WRITE, keys: (1, 1, 1), group: "list", summary: "Inserts an element before or after another element in a list.", handler: linsert },
+    Spec { name: "lrem", arity: 4, flags: &["write"], keys: (1, 1, 1), group: "list", summary: "Removes elements from a list. Deletes the list if the last element was removed.", handler: lrem },
+    Spec { name: "ltrim", arity: 4, flags: &["write"], keys: (1, 1, 1), group: "list", summary: "Removes elements from both ends a list. Deletes the list if all elements were trimmed.", handler: ltrim },
+    Spec { name: "lpos", arity: -3, flags: READ, keys: (1, 1, 1), group: "list", summary: "Returns the index of matching elements in a list.", handler: lpos },
+    Spec { name: "lmove", arity: 5, flags: WRITE, keys: (1, 2, 1), group: "list", summary: "Returns an element after popping it from one list and pushing it to another. Deletes the list if the last element was moved.", handler: lmove },
+    Spec { name: "rpoplpush", arity: 3, flags: WRITE, keys: (1, 2, 1), group: "list", summary: "Returns the last element of a list after removing and pushing it to another list. Deletes the list if the last element was popped.", handler: rpoplpush },
+];
+
+/// A list as found: its expiry and metadata.
+#[derive(Debug, Clone, Copy)]
+struct Found {
+    expire_at_ms: Option<u64>,
+    meta: ListMeta,
+}
+
+/// Interprets a record for a list command: `None` when absent or expired, WRONGTYPE for
+/// another kind.
+fn found(record: Option<Bytes>, now: u64) -> Result<Option<Found>> {
+    let Some(bytes) = record else {
+        return Ok(None);
+    };
+    let r = Record::decode(bytes)?;
+    if r.expired(now) {
+        return Ok(None);
+    }
+    if r.kind != KeyType::List {
+        return Err(Error::WrongType);
+    }
+    Ok(Some(Found {
+        expire_at_ms: r.expire_at_ms,
+        meta: ListMeta::decode(&r.payload)?,
+    }))
+}
+
+/// The live list `key` of the selected database for a read command.
+fn read_list(ctx: &Ctx<'_>, key: &[u8]) -> Result<Option<Found>> {
+    let f = found(ctx.db().get(&string_key(ctx.dbi(), key))?, now_ms())?;
+    if f.is_none() && json_exists(ctx, key)? {
+        return Err(Error::WrongType);
+    }
+    Ok(f)
+}
+
+/// A list being changed inside one atomic update: pending element writes by position, the
+/// head and count kept as they are made; or, after [`ListEdit::replace`], a whole new
+/// incarnation.
+struct ListEdit<'r, 'a> {
+    ctx: &'r Ctx<'r>,
+    read: &'r GroupRead<'a>,
+    db: DbIndex,
+    name: &'r [u8],
+    found: Option<Found>,
+    version: u64,
+    head: u64,
+    count: u64,
+    pending: BTreeMap<u64, Option<Bytes>>,
+    replaced: Option<Vec<Bytes>>,
+}
+
+impl ListEdit<'_, '_> {
+    fn exists(&self) -> bool {
+        self.found.is_some()
+    }
+
+    /// The element at `index` from the head (0-based).
+    fn get(&self, index: u64) -> Result<Option<Bytes>> {
+        if index >= self.count {
+            return Ok(None);
+        }
+        let at = self.head.wrapping_add(index);
+        if let Some(v) = self.pending.get(&at) {
+            return Ok(v.clone());
+        }
+        (self.read)(&list_key(self.db, self.name, self.version, at))
+    }
+
+    fn push(&mut self, left: bool, value: Bytes) {
+        let at = if left {
+            self.head = self.head.wrapping_sub(1);
+            self.head
+        } else {
+            self.head.wrapping_add(self.count)
+        };
+        self.count += 1;
+        self.pending.insert(at, Some(value));
+    }
+
+    fn pop(&mut self, left: bool) -> Result<Option<Bytes>> {
+        if self.count == 0 {
+            return Ok(None);
+        }
+        let index = if left { 0 } else { self.count - 1 };
+        let value = self.get(index)?;
+        let at = self.head.wrapping_add(index);
+        self.pending.insert(at, None);
+        if left {
+            self.head = self.head.wrapping_add(1);
+        }
+        self.count -= 1;
+        Ok(value)
+    }
+
+    fn set(&mut self, index: u64, value: Bytes) {
+        self.pending
+            .insert(self.head.wrapping_add(index), Some(value));
+    }
+
+    /// Every element, in order (pending writes included).
+    fn all(&self) -> Result<Vec<Bytes>> {
+        let Some(f) = self.found else {
+            return Ok(Vec::new());
+        };
+        let stored = list_range(
+            self.ctx.db(),
+            self.db,
+            self.name,
+            f.meta.version,
+            f.meta.head,
+            f.meta.head.wrapping_add(f.meta.count),
+        )?;
+        // Only whole-list commands call this, before any other change.
+        debug_assert!(self.pending.is_empty());
+        Ok(stored)
+    }
+
+    /// Drops elements `0..keep_from` and `keep_to..count` (positions from the head).
+    fn trim(&mut self, keep_from: u64, keep_to: u64) {
+        for index in (0..keep_from).chain(keep_to..self.count) {
+            self.pending.insert(self.head.wrapping_add(index), None);
+        }
+        self.head = self.head.wrapping_add(keep_from);
+        self.count = keep_to.saturating_sub(keep_from);
+    }
+
+    /// Replaces the whole list (a new incarnation; the old elements are disowned).
+    fn replace(&mut self, values: Vec<Bytes>) {
+        self.count = values.len() as u64;
+        self.replaced = Some(values);
+    }
+
+    fn finish(self) -> Vec<BatchOp> {
+        let record_key = string_key(self.db, self.name);
+        let expiry = self.found.and_then(|f| f.expire_at_ms);
+        let record = |meta: ListMeta| {
+            BatchOp::Put(
+                record_key.clone(),
+                Record::encode_collection(
+                    KeyType::List,
+                    &meta.encode(),
+                    expiry,
+                    Encoding::ByContent,
+                ),
+            )
+        };
+        if let Some(values) = self.replaced {
+            if values.is_empty() {
+                return if self.found.is_some() {
+                    vec![BatchOp::Delete(record_key.clone())]
+                } else {
+                    Vec::new()
+                };
+            }
+            let meta = ListMeta {
+                version: self.ctx.shared.versions.next(),
+                count: values.len() as u64,
+                head: LIST_HEAD_START,
+            };
+            let mut ops = vec![record(meta)];
+            for (i, v) in values.into_iter().enumerate() {
+                let k = list_key(self.db, self.name, meta.version, meta.head + i as u64);
+                ops.push(BatchOp::Put(k, v.to_vec()));
+            }
+            return ops;
+        }
+        if self.pending.is_empty() {
+            return Vec::new();
+        }
+        if self.count == 0 {
+            // The record goes; the popped elements were the last ones.
+            return if self.found.is_some() {
+                vec![BatchOp::Delete(record_key.clone())]
+            } else {
+                Vec::new()
+            };
+        }
+        let meta = ListMeta {
+            version: self.version,
+            count: self.count,
+            head: self.head,
+        };
+        let mut ops = Vec::with_capacity(self.pending.len() + 1);
+        if self.found.is_none_or(|f| f.meta != meta) {
+            ops.push(record(meta));
+        }
+        for (at, value) in self.pending {
+            let k = list_key(self.db, self.name, self.version, at);
+            ops.push(match value {
+                Some(v) => BatchOp::Put(k, v.to_vec()),
+                None => BatchOp::Delete(k),
+            });
+        }
+        ops
+    }
+}
+
+fn start<'r, 'a>(
+    ctx: &'r Ctx<'r>,
+    read: &'r GroupRead<'a>,
+    key: &'r [u8],
+    record: Option<Bytes>,
+) -> Result<ListEdit<'r, 'a>> {
+    let found = found(record, now_ms())?;
+    let (version, head, count) = match found {
+        Some(f) => (f.meta.version, f.meta.head, f.meta.count),
+        None => (ctx.shared.versions.next(), LIST_HEAD_START, 0),
+    };
+    Ok(ListEdit {
+        ctx,
+        read,
+        db: ctx.dbi(),
+        name: key,
+        found,
+        version,
+        head,
+        count,
+        pending: BTreeMap::new(),
+        replaced: None,
+    })
+}
+
+/// Runs `f` on the list `key` as one atomic read-modify-write (WRONGTYPE for another kind).
+fn modify<'c, T>(
+    ctx: &'c Ctx<'c>,
+    key: &'c [u8],
+    mut f: impl FnMut(&mut ListEdit<'_, '_>) -> Result<T>,
+) -> Result<T> {
+    if json_exists(ctx, key)? {
+        return Err(Error::WrongType);
+    }
+    let record_key = string_key(ctx.dbi(), key);
+    let mut out = None;
+    let mut wrote = false;
+    ctx.db().update_group(&record_key, &mut |read| {
+        let mut edit = start(ctx, read, key, read(&record_key)?)?;
+        out = Some(f(&mut edit)?);
+        let ops = edit.finish();
+        wrote = !ops.is_empty();
+        Ok(ops)
+    })?;
+    if wrote {
+        ctx.shared.note_writes(1);
+    }
+    out.ok_or_else(|| Error::command("internal error: the list update did not run"))
+}
+
+/// [`modify`] returning the writes instead of applying them (LMOVE: the caller holds the exec
+/// lock exclusively and writes both lists in one batch).
+fn plan<'c, T>(
+    ctx: &'c Ctx<'c>,
+    key: &'c [u8],
+    f: impl FnOnce(&mut ListEdit<'_, '_>) -> Result<T>,
+) -> Result<(T, Vec<BatchOp>)> {
+    if json_exists(ctx, key)? {
+        return Err(Error::WrongType);
+    }
+    let read = |k: &[u8]| ctx.db().get(k);
+    let record = ctx.db().get(&string_key(ctx.dbi(), key))?;
+    let mut edit = start(ctx, &read, key, record)?;
+    let out = f(&mut edit)?;
+    Ok((out, edit.finish()))
+}
+
+fn push(ctx: &Ctx<'_>, args: &[Bytes], left: bool, only_existing: bool) -> Result<Reply> {
+    let n = modify(ctx, &args[1], |l| {
+        if only_existing && !l.exists() {
+            return Ok(0);
+        }
+        for v in &args[2..] {
+            l.push(left, v.clone());
+        }
+        Ok(l.count)
+    })?;
+    Ok(Reply::Int(i64::try_from(n).unwrap_or(i64::MAX)))
+}
+
+fn lpush(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    push(ctx, args, true, false)
+}
+
+fn rpush(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    push(ctx, args, false, false)
+}
+
+fn lpushx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    push(ctx, args, true, true)
+}
+
+fn rpushx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    push(ctx, args, false, true)
+}
+
+fn pop(ctx: &Ctx<'_>, args: &[Bytes], left: bool) -> Result<Reply> {
+    let name = if left { "lpop" } else { "rpop" };
+    if args.len() > 3 {
+        return Err(Error::WrongArity(name.into()));
+    }
+    let count = match args.get(2) {
+        None => None,
+        Some(c) => match crate::num::parse_i64(c) {
+            Some(n) if n >= 0 => Some(usize::try_from(n).unwrap_or(usize::MAX)),
+            _ => return Err(Error::command("value is out of range, must be positive")),
+        },
+    };
+    if read_list(ctx, &args[1])?.is_none() {
+        return Ok(if count.is_some() {
+            Reply::NilArray
+        } else {
+            Reply::Nil
+        });
+    }
+    let popped = modify(ctx, &args[1], |l| {
+        let mut out = Vec::new();
+        if !l.exists() {
+            return Ok(None);
+        }
+        for _ in 0..count.unwrap_or(1) {
+            match l.pop(left)? {
+                Some(v) => out.push(v),
+                None => break,
+            }
+        }
+        Ok(Some(out))
+    })?;
+    Ok(match (popped, count) {
+        (None, Some(_)) => Reply::NilArray,
+        (None, None) => Reply::Nil,
+        (Some(v), None) => Reply::bulk_or_nil(v.into_iter().next()),
+        (Some(v), Some(_)) => Reply::Array(v.into_iter().map(Reply::Bulk).collect()),
+    })
+}
+
+fn lpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    pop(ctx, args, true)
+}
+
+fn rpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    pop(ctx, args, false)
+}
+
+fn llen(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let n = read_list(ctx, &args[1])?.map_or(0, |f| f.meta.count);
+    Ok(Reply::Int(i64::try_from(n).unwrap_or(i64::MAX)))
+}
+
+/// Redis's index arithmetic: a negative index counts from the end.
+fn absolute(index: i64, len: u64) -> i64 {
+    if index < 0 {
+        index.saturating_add(i64::try_from(len).unwrap_or(i64::MAX))
+    } else {
+        index
+    }
+}
+
+/// `start..=stop` (Redis's inclusive, negative-from-the-end range) as `from..to` positions
+/// from the head, clamped to the list; empty when nothing is in range.
+fn span(start: i64, stop: i64, len: u64) -> (u64, u64) {
+    let len_i = i64::try_from(len).unwrap_or(i64::MAX);
+    let start = absolute(start, len).max(0);
+    let stop = absolute(stop, len);
+    if start > stop || start >= len_i {
+        return (0, 0);
+    }
+    let stop = stop.min(len_i - 1);
+    (start as u64, stop as u64 + 1)
+}
+
+fn lrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let (start, stop) = (int_arg(&args[2])?, int_arg(&args[3])?);
+    let Some(f) = read_list(ctx, &args[1])? else {
+        return Ok(Reply::Array(Vec::new()));
+    };
+    let (from, to) = span(start, stop, f.meta.count);
+    let values = list_range(
+        ctx.db(),
+        ctx.dbi(),
+        &args[1],
+        f.meta.version,
+        f.meta.head.wrapping_add(from),
+        f.meta.head.wrapping_add(to),
+    )?;
+    Ok(Reply::Array(values.into_iter().map(Reply::Bulk).collect()))
+}
+
+fn lindex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    // Redis's order: the key (absent: nil, another kind: WRONGTYPE), then the index.
+    let Some(f) = read_list(ctx, &args[1])? else {
+        return Ok(Reply::Nil);
+    };
+    let index = int_arg(&args[2])?;
+    let i = absolute(index, f.meta.count);
+    if i < 0 || i as u64 >= f.meta.count {
+        return Ok(Reply::Nil);
+    }
+    let k = list_key(
+        ctx.dbi(),
+        &args[1],
+        f.meta.version,
+        f.meta.head.wrapping_add(i as u64),
+    );
+    Ok(Reply::bulk_or_nil(ctx.db().get(&k)?))
+}
+
+fn lset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    // Redis's order: the key (absent: "no such key"), its type, then the index.
+    modify(ctx, &args[1], |l| {
+        if !l.exists() {
+            return Err(Error::command("no such key"));
+        }
+        let index = int_arg(&args[2])?;
+        let i = absolute(index, l.count);
+        if i < 0 || i as u64 >= l.count {
+            return Err(Error::command("index out of range"));
+        }
+        l.set(i as u64, args[3].clone());
+        Ok(())
+    })?;
+    Ok(Reply::ok())
+}
+
+fn ltrim(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let (start, stop) = (int_arg(&args[2])?, int_arg(&args[3])?);
+    if read_list(ctx, &args[1])?.is_none() {
+        return Ok(Reply::ok());
+    }
+    modify(ctx, &args[1], |l| {
+        if l.exists() {
+            let (from, to) = span(start, stop, l.count);
+            l.trim(from, to);
+        }
+        Ok(())
+    })?;
+    Ok(Reply::ok())
+}
+
+fn lrem(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let count = int_arg(&args[2])?;
+    let target = &args[3];
+    if read_list(ctx, &args[1])?.is_none() {
+        return Ok(Reply::Int(0));
+    }
+    let removed = modify(ctx, &args[1], |l| {
+        if !l.exists() {
+            return Ok(0);
+        }
+        let all = l.all()?;
+        let limit = if count == 0 {
+            usize::MAX
+        } else {
+            usize::try_from(count.unsigned_abs()).unwrap_or(usize::MAX)
+        };
+        let mut removed = 0usize;
+        let mut keep = vec![true; all.len()];
+        let indexes: Box<dyn Iterator<Item = usize>> = if count < 0 {
+            Box::new((0..all.len()).rev())
+        } else {
+            Box::new(0..all.len())
+        };
+        for i in indexes {
+            if removed == limit {
+                break;
+            }
+            if all[i] == *target {
+                keep[i] = false;
+                removed += 1;
+            }
+        }
+        if removed > 0 {
+            let rest = all
+                .into_iter()
+                .zip(keep)
+                .filter_map(|(v, k)| k.then_some(v))
+                .collect();
+            l.replace(rest);
+        }
+        Ok(removed)
+    })?;
+    Ok(Reply::Int(removed as i64))
+}
+
+fn linsert(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let after = if is(&args[2], "AFTER") {
+        true
+    } else if is(&args[2], "BEFORE") {
+        false
+    } else {
+        return Err(Error::Syntax);
+    };
+    if read_list(ctx, &args[1])?.is_none() {
+        return Ok(Reply::Int(0));
+    }
+    let n = modify(ctx, &args[1], |l| {
+        if !l.exists() {
+            return Ok(0);
+        }
+        let mut all = l.all()?;
+        let Some(i) = all.iter().position(|v| *v == args[3]) else {
+            return Ok(-1);
+        };
+        all.insert(if after { i + 1 } else { i }, args[4].clone());
+        let n = all.len() as i64;
+        l.replace(all);
+        Ok(n)
+    })?;
+    Ok(Reply::Int(n))
+}
+
+fn lpos(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let mut rank: i64 = 1;
+    let mut count: Option<u64> = None;
+    let mut maxlen: u64 = 0;
+    let mut j = 3;
+    while j < args.len() {
+        let more = j + 1 < args.len();
+        let positive = |arg: &[u8], what: &str| -> Result<u64> {
+            match crate::num::parse_i64(arg) {
+                Some(n) if n >= 0 => Ok(n as u64),
+                _ => Err(Error::command(format!("{what} can't be negative"))),
+            }
+        };
+        if is(&args[j], "RANK") && more {
+            rank = int_arg(&args[j + 1])?;
+            if rank == i64::MIN {
+                return Err(Error::command(
+                    "value is out of range, value must between -9223372036854775807 and 9223372036854775807",
+                ));
+            }
+            if rank == 0 {
+                return Err(Error::command(
+                    "RANK can't be zero: use 1 to start from the first match, 2 from the second ... or use negative to start from the end of the list",
+                ));
+            }
+        } else if is(&args[j], "COUNT") && more {
+            count = Some(positive(&args[j + 1], "COUNT")?);
+        } else if is(&args[j], "MAXLEN") && more {
+            maxlen = positive(&args[j + 1], "MAXLEN")?;
+        } else {
+            return Err(Error::Syntax);
+        }
+        j += 2;
+    }
+    let Some(f) = read_list(ctx, &args[1])? else {
+        return Ok(if count.is_some() {
+            Reply::Array(Vec::new())
+        } else {
+            Reply::Nil
+        });
+    };
+    let all = list_range(
+        ctx.db(),
+        ctx.dbi(),
+        &args[1],
+        f.meta.version,
+        f.meta.head,
+        f.meta.head.wrapping_add(f.meta.count),
+    )?;
+    let len = all.len();
+    let order: Box<dyn Iterator<Item = usize>> = if rank < 0 {
+        Box::new((0..len).rev())
+    } else {
+        Box::new(0..len)
+    };
+    let skip = rank.unsigned_abs() - 1;
+    let mut matches = 0u64;
+    let mut found = Vec::new();
+    for (examined, i) in order.enumerate() {
+        if maxlen != 0 && examined as u64 >= maxlen {
+            break;
+        }
+        if all[i] != args[2] {
+            continue;
+        }
+        matches += 1;
+        if matches > skip {
+            found.push(Reply::Int(i as i64));
+            let wanted = count.unwrap_or(1);
+            if wanted != 0 && found.len() as u64 >= wanted {
+                break;
+            }
+        }
+    }
+    Ok(match count {
+        Some(_) => Reply::Array(found),
+        None => found.into_iter().next().unwrap_or(Reply::Nil),
+    })
+}
+
+fn side(arg: &[u8]) -> Result<bool> {
+    if is(arg, "LEFT") {
+        Ok(true)
+    } else if is(arg, "RIGHT") {
+        Ok(false)
+    } else {
+        Err(Error::Syntax)
+    }
+}
+
+fn lmove_generic(
+    ctx: &Ctx<'_>,
+    src: &[u8],
+    dst: &[u8],
+    from_left: bool,
+    to_left: bool,
+) -> Result<Reply> {
+    // The dispatcher holds the exec lock exclusively: the reads below stay true until the one
+    // batch that changes both lists is written.
+    let Some(_) = read_list(ctx, src)? else {
+        return Ok(Reply::Nil);
+    };
+    if src == dst {
+        let v = modify(ctx, src, |l| {
+            let v = l.pop(from_left)?;
+            if let Some(v) = &v {
+                l.push(to_left, v.clone());
+            }
+            Ok(v)
+        })?;
+        return Ok(Reply::bulk_or_nil(v));
+    }
+    read_list(ctx, dst)?;
+    let (value, mut ops) = plan(ctx, src, |l| l.pop(from_left))?;
+    let Some(value) = value else {
+        return Ok(Reply::Nil);
+    };
+    let (_, pushed) = plan(ctx, dst, |l| {
+        l.push(to_left, value.clone());
+        Ok(())
+    })?;
+    ops.extend(pushed);
+    ctx.db().write(ops)?;
+    ctx.shared.note_writes(1);
+    Ok(Reply::Bulk(value))
+}
+
+fn lmove(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let (from_left, to_left) = (side(&args[3])?, side(&args[4])?);
+    lmove_generic(ctx, &args[1], &args[2], from_left, to_left)
+}
+
+fn rpoplpush(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    lmove_generic(ctx, &args[1], &args[2], false, true)
+}
