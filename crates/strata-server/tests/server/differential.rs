@@ -1434,10 +1434,10 @@ fn dump_and_restore_match_redis_both_ways() {
         vec!["y".repeat(9000), "z".into()],
         (0..50).map(|_| "abcabcabcabc".into()).collect(),
     ];
-    let kinds: [(&str, &[&str], &Vec<Vec<String>>); 3] = [
-        ("HSET", &["HGETALL"], &hashes),
-        ("SADD", &["SMEMBERS"], &sets),
-        ("RPUSH", &["LRANGE", "0", "-1"], &lists),
+    let kinds = [
+        ("HSET", &["HGETALL"][..], &hashes),
+        ("SADD", &["SMEMBERS"][..], &sets),
+        ("RPUSH", &["LRANGE", "0", "-1"][..], &lists),
     ];
     for (create, read, values) in kinds {
         for (i, elements) in values.iter().enumerate() {
