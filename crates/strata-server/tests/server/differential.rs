@@ -1510,3 +1510,68 @@ fn help_texts_randomkey_object_and_info_keyspace_match_redis() {
         }
     }
 }
+
+/// Collections inside MULTI/EXEC (the overlay reads its own writes: a field set earlier in the
+/// transaction is seen by HGETALL, SCARD, LRANGE later in it), WATCH on a collection that
+/// another client changes, SCAN TYPE over every kind, and keyspace commands across the types.
+#[test]
+fn collections_in_transactions_and_keyspace_commands_match_redis() {
+    for resp3 in [false, true] {
+        let mut pair = Pair::start();
+        if resp3 {
+            pair.send_both(0, &words(&["HELLO", "3"]));
+        }
+        let ctx = "collections scripted";
+        let script: &[&[&str]] = &[
+            &["MULTI"],
+            &["HSET", "h", "a", "1", "b", "2"],
+            &["HINCRBY", "h", "a", "5"],
+            // (Inside EXEC the reply is one array: reads whose order differs are left out.)
+            &["HGET", "h", "a"],
+            &["HLEN", "h"],
+            &["SADD", "s", "x", "y"],
+            &["SREM", "s", "x"],
+            &["SMEMBERS", "s"],
+            &["RPUSH", "l", "1", "2", "3"],
+            &["LPOP", "l"],
+            &["LRANGE", "l", "0", "-1"],
+            &["SET", "str", "v"],
+            &["HSET", "str", "f", "v"],
+            &["EXEC"],
+            &["HGETALL", "h"],
+            &["SMEMBERS", "s"],
+            &["LRANGE", "l", "0", "-1"],
+            &["SCAN", "0", "TYPE", "hash", "COUNT", "100"],
+            &["SCAN", "0", "TYPE", "set", "COUNT", "100"],
+            &["SCAN", "0", "TYPE", "list", "COUNT", "100"],
+            &["SCAN", "0", "TYPE", "string", "COUNT", "100"],
+            &["DBSIZE"],
+            &["INFO", "keyspace"],
+            &["RENAME", "h", "h2"],
+            &["HGETALL", "h2"],
+            &["MOVE", "s", "1"],
+            &["SELECT", "1"],
+            &["SMEMBERS", "s"],
+            &["SELECT", "0"],
+            &["EXPIRE", "l", "100"],
+            &["TTL", "l"],
+            &["PERSIST", "l"],
+            &["TTL", "l"],
+            &["TYPE", "l"],
+            &["FLUSHDB"],
+            &["HGETALL", "h2"],
+            &["EXISTS", "l", "h2", "str"],
+        ];
+        for c in script {
+            pair.check(0, &words(c), ctx);
+        }
+        // WATCH a hash; another client changes a field; EXEC fails on both.
+        pair.check(0, &words(&["HSET", "w", "f", "1"]), ctx);
+        pair.check(0, &words(&["WATCH", "w"]), ctx);
+        pair.check(1, &words(&["HSET", "w", "f", "2"]), ctx);
+        pair.check(0, &words(&["MULTI"]), ctx);
+        pair.check(0, &words(&["HSET", "w", "g", "3"]), ctx);
+        pair.check(0, &words(&["EXEC"]), ctx);
+        pair.check(0, &words(&["HGETALL", "w"]), ctx);
+    }
+}
