@@ -106,7 +106,7 @@ for round in $(seq 1 "$ROUNDS"); do
         [ "$test" = test ] && continue
         echo "$server,P$p,round$round,$line" >>"$CSV"
         key="$server P$p $test"
-        [[ " ${test_names[*]} " == *" ${test// /_} "* ]] || test_names+=("${test// /_}")
+        [[ " ${test_names[*]} " == *" ${test// /+} "* ]] || test_names+=("${test// /+}")
         rps[$key]="${rps[$key]:-} $value"
       done < <(redis-benchmark -p "$port" -t "$TESTS" -n "$N" -r 1000000 -d "$VALUE_BYTES" \
         -c "$CLIENTS" -P "$p" --csv -q 2>/dev/null)
@@ -125,7 +125,7 @@ echo "| test | pipeline | strata requests/s | redis requests/s | strata / redis 
 echo "| --- | --- | ---: | ---: | ---: |"
 for p in $PIPELINES; do
   for t in "${test_names[@]}"; do
-    test=${t//_/ }
+    test=${t//+/ }
     s=$(echo "${rps[strata P$p $test]:-0}" | median)
     r=$(echo "${rps[redis P$p $test]:-0}" | median)
     ratio=$(awk -v s="$s" -v r="$r" 'BEGIN {if (r > 0) printf "%.2f", s / r; else print "-"}')
