@@ -106,6 +106,10 @@ enum Step {
     NeedInput,
     /// Output passed its soft limit with commands still queued: write, then keep running.
     OutputFull,
+    /// The command at the head of the queue blocks (BLPOP with nothing to take,
+    /// `Session::blocked`): write what is pending, then wait for a list push, its deadline or
+    /// input, and run it again.
+    Blocked,
 }
 
 /// Serves one accepted connection until the client leaves, breaks the protocol, idles out, or the
@@ -153,6 +157,7 @@ pub(crate) async fn serve(
     };
     let mailbox_bytes = batch.session.mailbox_bytes.clone();
     let mailbox_overflowed = batch.session.mailbox_overflowed.clone();
+    let mut list_pushes = shared.list_pushes.subscribe();
     let mut parser = RequestParser::new();
     let mut input = BytesMut::with_capacity(READ_CHUNK_BYTES);
     let mut protocol_error: Option<String> = None;
@@ -241,7 +246,11 @@ pub(crate) async fn serve(
             let _ = stream.shutdown().await;
             return;
         }
-        if matches!(step, Step::OutputFull) || !input_drained {
+        let blocked = batch
+            .session
+            .blocked
+            .filter(|_| matches!(step, Step::Blocked));
+        if blocked.is_none() && (matches!(step, Step::OutputFull) || !input_drained) {
             continue;
         }
         if *shutdown.borrow() {
@@ -250,7 +259,7 @@ pub(crate) async fn serve(
         input.reserve(READ_CHUNK_BYTES);
         // Subscribers wait for messages, not for their own requests: Redis exempts them from
         // the idle timeout.
-        let idle_secs = if batch.session.subs.count() > 0 {
+        let idle_secs = if batch.session.subs.count() > 0 || blocked.is_some() {
             0
         } else {
             shared.idle_timeout_secs()
@@ -264,7 +273,26 @@ pub(crate) async fn serve(
                     .ok()
             }
         };
+        // A blocked command waits for a write that may have added to a list, or its deadline;
+        // then it runs again (the loop's top). Input keeps being read meanwhile (queued behind
+        // it), so a client that leaves is noticed and its command never takes an element.
+        let list_pushed = async {
+            match blocked {
+                Some(b) => {
+                    let _ = list_pushes.wait_for(|n| *n != b.seen_pushes).await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
+        let deadline = async {
+            match blocked.and_then(|b| b.deadline) {
+                Some(d) => tokio::time::sleep_until(tokio::time::Instant::from_std(d)).await,
+                None => std::future::pending::<()>().await,
+            }
+        };
         tokio::select! {
+            () = list_pushed => {},
+            () = deadline => {},
             m = mailbox.recv() => {
                 // Always `Some`: the session holds a sender. Encode this message and whatever
                 // else is queued, then write them (top of the loop).
@@ -375,6 +403,11 @@ impl Batch {
             } else {
                 execute(&mut ctx, &args)
             };
+            if self.session.blocked.is_some() {
+                // Nothing to answer yet: the command runs again when a list may have grown.
+                self.queue.push_front(args);
+                return Some(Step::Blocked);
+            }
             match self.session.after_reply {
                 AfterReply::CloseSilently => {
                     self.queue.clear();

@@ -193,9 +193,17 @@ pub(crate) struct Shared {
     docs_may_exist: AtomicBool,
     /// Versions for new incarnations of collections (`collection.rs`).
     pub versions: crate::collection::Versions,
+    /// Counts writes that may have added elements to a list; connections blocked in BLPOP,
+    /// BRPOP or BLMOVE wait for it to change, then look again.
+    pub list_pushes: watch::Sender<u64>,
 }
 
 impl Shared {
+    /// Wakes connections blocked on lists: a write may have added elements.
+    pub fn note_list_push(&self) {
+        self.list_pushes.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
     /// Reads the key names of stored documents from `backend`.
     pub fn new(backend: Arc<dyn KvBackend>, config: ServerConfig) -> Result<Self> {
         let (shutdown, _) = watch::channel(false);
@@ -236,6 +244,7 @@ impl Shared {
             dirty: AtomicU64::new(0),
             bgsave_running: Arc::new(AtomicBool::new(false)),
             versions: crate::collection::Versions::default(),
+            list_pushes: watch::channel(0).0,
         })
     }
 
@@ -370,6 +379,18 @@ pub(crate) struct Session {
     /// The mailbox's byte count and overflow flag (shared with the senders).
     pub mailbox_bytes: Arc<std::sync::atomic::AtomicUsize>,
     pub mailbox_overflowed: Arc<AtomicBool>,
+    /// Set by a blocking command (BLPOP...) that found nothing to take: its connection waits
+    /// (without a thread) until a list may have grown or the time is up, then runs it again.
+    pub blocked: Option<Blocked>,
+}
+
+/// Why and until when a connection waits for a list (see `commands/lists.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Blocked {
+    /// `Shared::list_pushes` when the command looked: any later push wakes the connection.
+    pub seen_pushes: u64,
+    /// When the command answers its timeout reply (`None`: never).
+    pub deadline: Option<Instant>,
 }
 
 /// A transaction being queued.
@@ -424,6 +445,7 @@ impl Session {
             db: 0,
             multi: None,
             watch: None,
+            blocked: None,
         }
     }
 }

@@ -430,6 +430,8 @@ fn write_ops(ctx: &Ctx<'_>, ops: Vec<BatchOp>) -> Result<()> {
     }
     ctx.db().write(last.into_values().collect())?;
     ctx.shared.note_writes(1);
+    // RENAME, COPY, MOVE, RESTORE may have put a list under a name a client waits on.
+    ctx.shared.note_list_push();
     Ok(())
 }
 
@@ -472,6 +474,7 @@ fn swapdb(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         // Redis, and every WATCH is invalidated (Redis invalidates those on keys of the two
         // databases).
         ctx.shared.swap_databases(a, b)?;
+        ctx.shared.note_list_push();
         ctx.shared.watches.touch_all();
         ctx.shared.note_writes(1);
     }

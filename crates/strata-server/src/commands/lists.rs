@@ -37,6 +37,10 @@ pub(crate) static SPECS: &[Spec] = &[
     Spec { name: "ltrim", arity: 4, flags: &["write"], keys: (1, 1, 1), group: "list", summary: "Removes elements from both ends a list. Deletes the list if all elements were trimmed.", handler: ltrim },
     Spec { name: "lpos", arity: -3, flags: READ, keys: (1, 1, 1), group: "list", summary: "Returns the index of matching elements in a list.", handler: lpos },
     Spec { name: "lmove", arity: 5, flags: WRITE, keys: (1, 2, 1), group: "list", summary: "Returns an element after popping it from one list and pushing it to another. Deletes the list if the last element was moved.", handler: lmove },
+    Spec { name: "blpop", arity: -3, flags: &["write", "noscript", "blocking"], keys: (1, -2, 1), group: "list", summary: "Removes and returns the first element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped.", handler: blpop },
+    Spec { name: "brpop", arity: -3, flags: &["write", "noscript", "blocking"], keys: (1, -2, 1), group: "list", summary: "Removes and returns the last element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped.", handler: brpop },
+    Spec { name: "blmove", arity: 6, flags: &["write", "denyoom", "noscript", "blocking"], keys: (1, 2, 1), group: "list", summary: "Pops an element from a list, pushes it to another list and returns it. Blocks until an element is available otherwise. Deletes the list if the last element was moved.", handler: blmove },
+    Spec { name: "brpoplpush", arity: 4, flags: &["write", "denyoom", "noscript", "blocking"], keys: (1, 2, 1), group: "list", summary: "Pops an element from a list, pushes it to another list and returns it. Block until an element is available otherwise. Deletes the list if the last element was popped.", handler: brpoplpush },
     Spec { name: "rpoplpush", arity: 3, flags: WRITE, keys: (1, 2, 1), group: "list", summary: "Returns the last element of a list after removing and pushing it to another list. Deletes the list if the last element was popped.", handler: rpoplpush },
 ];
 
@@ -314,6 +318,9 @@ fn push(ctx: &Ctx<'_>, args: &[Bytes], left: bool, only_existing: bool) -> Resul
         }
         Ok(l.count)
     })?;
+    if n > 0 {
+        ctx.shared.note_list_push();
+    }
     Ok(Reply::Int(i64::try_from(n).unwrap_or(i64::MAX)))
 }
 
@@ -545,6 +552,9 @@ fn linsert(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         l.replace(all);
         Ok(n)
     })?;
+    if n > 0 {
+        ctx.shared.note_list_push();
+    }
     Ok(Reply::Int(n))
 }
 
@@ -658,12 +668,26 @@ fn lmove_generic(
             }
             Ok(v)
         })?;
+        if v.is_some() {
+            ctx.shared.note_list_push();
+        }
         return Ok(Reply::bulk_or_nil(v));
     }
     read_list(ctx, dst)?;
+    lmove_pop_push(ctx, src, dst, from_left, to_left).map(Reply::bulk_or_nil)
+}
+
+/// Moves one element from `src` to `dst` (two lists) in one batch; `None` when `src` is empty.
+fn lmove_pop_push(
+    ctx: &Ctx<'_>,
+    src: &[u8],
+    dst: &[u8],
+    from_left: bool,
+    to_left: bool,
+) -> Result<Option<Bytes>> {
     let (value, mut ops) = plan(ctx, src, |l| l.pop(from_left))?;
     let Some(value) = value else {
-        return Ok(Reply::Nil);
+        return Ok(None);
     };
     let (_, pushed) = plan(ctx, dst, |l| {
         l.push(to_left, value.clone());
@@ -672,7 +696,8 @@ fn lmove_generic(
     ops.extend(pushed);
     ctx.db().write(ops)?;
     ctx.shared.note_writes(1);
-    Ok(Reply::Bulk(value))
+    ctx.shared.note_list_push();
+    Ok(Some(value))
 }
 
 fn lmove(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
@@ -682,4 +707,109 @@ fn lmove(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 
 fn rpoplpush(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     lmove_generic(ctx, &args[1], &args[2], false, true)
+}
+
+/// A blocking command's timeout: seconds as a float, 0 for none; Redis's errors. Returns the
+/// deadline (`None`: wait for ever).
+fn timeout_arg(arg: &[u8]) -> Result<Option<std::time::Instant>> {
+    let secs = crate::num::parse_f64(arg)
+        .filter(|s| s.is_finite())
+        .ok_or_else(|| Error::command("timeout is not a float or out of range"))?;
+    if secs < 0.0 {
+        return Err(Error::command("timeout is negative"));
+    }
+    if secs == 0.0 {
+        return Ok(None);
+    }
+    let wait = std::time::Duration::try_from_secs_f64(secs)
+        .map_err(|_| Error::command("timeout is out of range"))?;
+    Ok(Some(std::time::Instant::now() + wait))
+}
+
+/// What a blocking command does when there is nothing to take: inside EXEC (Redis does not
+/// block there) answer `in_exec`; once its time is up, a null array (Redis's timeout reply);
+/// otherwise mark the session blocked (the connection waits for a push or the deadline, then
+/// runs the command again; `conn.rs`) and answer nothing yet.
+fn block_or_time_out(
+    ctx: &mut Ctx<'_>,
+    seen_pushes: u64,
+    deadline: Option<std::time::Instant>,
+    in_exec: Reply,
+) -> Result<Reply> {
+    if ctx.locking == super::Locking::Held {
+        return Ok(in_exec);
+    }
+    if deadline.is_some_and(|d| d <= std::time::Instant::now()) {
+        return Ok(Reply::NilArray);
+    }
+    ctx.session.blocked = Some(crate::state::Blocked {
+        seen_pushes,
+        deadline,
+    });
+    Ok(Reply::Nil)
+}
+
+/// The deadline a blocked command keeps across its retries: the first run computes it from the
+/// timeout argument; a retry reuses it (`Session::blocked` survives until the command answers).
+fn deadline_of(ctx: &Ctx<'_>, arg: &[u8]) -> Result<Option<std::time::Instant>> {
+    match ctx.session.blocked {
+        Some(b) => Ok(b.deadline),
+        None => timeout_arg(arg),
+    }
+}
+
+fn bpop(ctx: &mut Ctx<'_>, args: &[Bytes], left: bool) -> Result<Reply> {
+    let keys = &args[1..args.len() - 1];
+    let deadline = deadline_of(ctx, &args[args.len() - 1])?;
+    ctx.session.blocked = None;
+    let seen = *ctx.shared.list_pushes.borrow();
+    // Redis's order: every key is looked at (WRONGTYPE for another kind) until one has an
+    // element, which is popped.
+    for key in keys {
+        if read_list(ctx, key)?.is_none() {
+            continue;
+        }
+        let popped = modify(ctx, key, |l| l.pop(left))?;
+        if let Some(v) = popped {
+            return Ok(Reply::Array(vec![Reply::Bulk(key.clone()), Reply::Bulk(v)]));
+        }
+    }
+    block_or_time_out(ctx, seen, deadline, Reply::NilArray)
+}
+
+fn blpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    bpop(ctx, args, true)
+}
+
+fn brpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    bpop(ctx, args, false)
+}
+
+fn bmove(
+    ctx: &mut Ctx<'_>,
+    src: &[u8],
+    dst: &[u8],
+    from_left: bool,
+    to_left: bool,
+    timeout: &[u8],
+) -> Result<Reply> {
+    let deadline = deadline_of(ctx, timeout)?;
+    ctx.session.blocked = None;
+    let seen = *ctx.shared.list_pushes.borrow();
+    if read_list(ctx, src)?.is_some() {
+        let reply = lmove_generic(ctx, src, dst, from_left, to_left)?;
+        if reply != Reply::Nil {
+            return Ok(reply);
+        }
+    }
+    block_or_time_out(ctx, seen, deadline, Reply::Nil)
+}
+
+fn blmove(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let (from_left, to_left) = (side(&args[3])?, side(&args[4])?);
+    bmove(ctx, &args[1], &args[2], from_left, to_left, &args[5])
+}
+
+fn brpoplpush(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    bmove(ctx, &args[1], &args[2], false, true, &args[3])
 }

@@ -139,6 +139,8 @@ fn exec(ctx: &mut Ctx<'_>, _: &[Bytes]) -> Result<Reply> {
         }
     }
     overlay.commit()?;
+    // A queued push reached the store only now: wake blocked lists' readers after it.
+    ctx.shared.note_list_push();
     Ok(Reply::Array(replies))
 }
 

@@ -456,3 +456,29 @@ fn lists_match_a_model_through_flushes_compactions_and_restarts() {
         server.stop();
     }
 }
+
+/// A client that disconnects while blocked in BLPOP takes nothing: the element pushed after it
+/// left is still there. A blocked client does not hold up the others.
+#[test]
+fn a_blocked_client_that_leaves_takes_nothing() {
+    use std::io::Write as _;
+    let server = TestServer::start();
+    let mut blocked = server.raw();
+    blocked
+        .write_all(b"*3\r\n$5\r\nBLPOP\r\n$1\r\nq\r\n$1\r\n0\r\n")
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let mut c = server.client();
+    let _: () = c.set("other", "works").unwrap();
+    assert_eq!(c.get::<_, String>("other").unwrap(), "works");
+    drop(blocked);
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let _: i64 = c.rpush("q", "x").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    assert_eq!(
+        c.lrange::<_, Vec<String>>("q", 0, -1).unwrap(),
+        vec!["x".to_string()]
+    );
+    drop(c);
+    server.stop();
+}

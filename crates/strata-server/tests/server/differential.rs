@@ -767,7 +767,7 @@ impl Gen {
     fn lists(&mut self) -> Vec<String> {
         let k = self.key();
         let e = format!("e{}", self.rng.gen_range(0..5));
-        match self.rng.gen_range(0..36) {
+        match self.rng.gen_range(0..37) {
             0..=3 => {
                 let mut c = vec![["LPUSH", "RPUSH"][self.rng.gen_range(0..2)].into(), k, e];
                 for _ in 0..self.rng.gen_range(0..3) {
@@ -842,6 +842,22 @@ impl Gen {
                 let mut c = vec!["RPUSH".into(), k];
                 c.extend((0..40).map(|i| format!("e{}", i % 5)));
                 c
+            }
+            33 => {
+                // Blocking pops that find an element, or time out at once (10 ms).
+                let timeout = ["0.01", "0.01", "x", "-1"][self.rng.gen_range(0..4)];
+                match self.rng.gen_range(0..3) {
+                    0 => vec!["BLPOP".into(), k, self.key(), timeout.into()],
+                    1 => vec!["BRPOP".into(), k, timeout.into()],
+                    _ => vec![
+                        "BLMOVE".into(),
+                        k,
+                        self.key(),
+                        ["LEFT", "RIGHT"][self.rng.gen_range(0..2)].into(),
+                        ["LEFT", "RIGHT", "UP"][self.rng.gen_range(0..3)].into(),
+                        timeout.into(),
+                    ],
+                }
             }
             _ => vec!["LRANGE".into(), k, "-100".into(), "100".into()],
         }
@@ -1573,5 +1589,54 @@ fn collections_in_transactions_and_keyspace_commands_match_redis() {
         pair.check(0, &words(&["HSET", "w", "g", "3"]), ctx);
         pair.check(0, &words(&["EXEC"]), ctx);
         pair.check(0, &words(&["HGETALL", "w"]), ctx);
+    }
+}
+
+/// A client blocked in BLPOP, BRPOP or BLMOVE is woken by another client's push and answers as
+/// Redis does; a blocked client that times out answers nil; inside MULTI they do not block.
+#[test]
+fn blocking_list_commands_wake_like_redis() {
+    for resp3 in [false, true] {
+        let mut pair = Pair::start();
+        if resp3 {
+            pair.send_both(0, &words(&["HELLO", "3"]));
+            pair.send_both(1, &words(&["HELLO", "3"]));
+        }
+        let ctx = "blocking";
+        for (block, push) in [
+            (
+                &["BLPOP", "q1", "q2", "0"][..],
+                &["RPUSH", "q2", "a", "b"][..],
+            ),
+            (&["BRPOP", "q3", "5"], &["LPUSH", "q3", "x", "y"]),
+            (
+                &["BLMOVE", "q4", "dst", "RIGHT", "LEFT", "0"],
+                &["RPUSH", "q4", "m"],
+            ),
+            (&["BRPOPLPUSH", "q5", "dst", "0"], &["RPUSH", "q5", "n"]),
+        ] {
+            // Connection A blocks (no reply yet); B pushes; A's reply arrives.
+            for side in 0..2 {
+                pair.conns[side][0].send(&words(block));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            pair.check(1, &words(push), ctx);
+            pair.compare_pending(0, 1, false, &format!("{ctx}: {block:?} woken by {push:?}"));
+        }
+        for c in [
+            &["LRANGE", "q2", "0", "-1"][..],
+            &["LRANGE", "dst", "0", "-1"],
+            &["BLPOP", "empty", "0.05"],
+            &["BLMOVE", "empty", "dst", "LEFT", "LEFT", "0.05"],
+            &["MULTI"],
+            &["BLPOP", "empty", "0"],
+            &["BRPOPLPUSH", "empty", "dst", "0"],
+            &["EXEC"],
+            &["SET", "str", "v"],
+            &["BLPOP", "str", "0"],
+            &["BLPOP", "empty", "str", "0"],
+        ] {
+            pair.check(0, &words(c), ctx);
+        }
     }
 }
