@@ -97,9 +97,6 @@ fn hsetnx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 }
 
 fn hdel(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
-    if read_live(ctx, &args[1])?.is_none() {
-        return Ok(Reply::Int(0));
-    }
     let removed = modify_hash(ctx, &args[1], |h| {
         if h.found.is_none() {
             return Ok(0);

@@ -352,13 +352,7 @@ fn pop(ctx: &Ctx<'_>, args: &[Bytes], left: bool) -> Result<Reply> {
             _ => return Err(Error::command("value is out of range, must be positive")),
         },
     };
-    if read_list(ctx, &args[1])?.is_none() {
-        return Ok(if count.is_some() {
-            Reply::NilArray
-        } else {
-            Reply::Nil
-        });
-    }
+    // One atomic read-and-pop (an absent list writes nothing).
     let popped = modify(ctx, &args[1], |l| {
         let mut out = Vec::new();
         if !l.exists() {
@@ -470,9 +464,6 @@ fn lset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 
 fn ltrim(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let (start, stop) = (int_arg(&args[2])?, int_arg(&args[3])?);
-    if read_list(ctx, &args[1])?.is_none() {
-        return Ok(Reply::ok());
-    }
     modify(ctx, &args[1], |l| {
         if l.exists() {
             let (from, to) = span(start, stop, l.count);
@@ -486,9 +477,6 @@ fn ltrim(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 fn lrem(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let count = int_arg(&args[2])?;
     let target = &args[3];
-    if read_list(ctx, &args[1])?.is_none() {
-        return Ok(Reply::Int(0));
-    }
     let removed = modify(ctx, &args[1], |l| {
         if !l.exists() {
             return Ok(0);
@@ -536,9 +524,6 @@ fn linsert(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     } else {
         return Err(Error::Syntax);
     };
-    if read_list(ctx, &args[1])?.is_none() {
-        return Ok(Reply::Int(0));
-    }
     let n = modify(ctx, &args[1], |l| {
         if !l.exists() {
             return Ok(0);

@@ -52,9 +52,6 @@ fn sadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 }
 
 fn srem(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
-    if read_live(ctx, &args[1], KeyType::Set)?.is_none() {
-        return Ok(Reply::Int(0));
-    }
     let removed = modify(ctx, &args[1], KeyType::Set, |s| {
         if s.found.is_none() {
             return Ok(0);
