@@ -184,6 +184,88 @@ pub fn list_range(
     Ok(out)
 }
 
+/// A sorted set's member entry: `prefix 'M' member` -> the score (f64 bits, little-endian).
+pub fn zset_member_key(db: DbIndex, name: &[u8], version: u64, member: &[u8]) -> Vec<u8> {
+    let mut k = element_prefix(db, name, version);
+    k.push(b'M');
+    k.extend_from_slice(member);
+    k
+}
+
+/// A sorted set's score entry: `prefix 'S' score member` -> empty, `score` encoded so that
+/// byte order is numeric order ([`score_order_bytes`]): the set in ZRANGE order.
+pub fn zset_score_key(
+    db: DbIndex,
+    name: &[u8],
+    version: u64,
+    score: f64,
+    member: &[u8],
+) -> Vec<u8> {
+    let mut k = zset_score_prefix(db, name, version);
+    k.extend_from_slice(&score_order_bytes(score));
+    k.extend_from_slice(member);
+    k
+}
+
+/// The prefix of a sorted set's score entries.
+pub fn zset_score_prefix(db: DbIndex, name: &[u8], version: u64) -> Vec<u8> {
+    let mut k = element_prefix(db, name, version);
+    k.push(b'S');
+    k
+}
+
+/// A score as 8 bytes whose byte order is the scores' numeric order (-0 sorts as 0, so ties
+/// between them order by member as in Redis).
+pub fn score_order_bytes(score: f64) -> [u8; 8] {
+    let score = if score == 0.0 { 0.0 } else { score };
+    let bits = score.to_bits();
+    let ordered = if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits | 1 << 63
+    };
+    ordered.to_be_bytes()
+}
+
+/// The score of [`score_order_bytes`].
+pub fn score_from_order_bytes(b: [u8; 8]) -> f64 {
+    let ordered = u64::from_be_bytes(b);
+    let bits = if ordered >> 63 == 1 {
+        ordered & !(1 << 63)
+    } else {
+        !ordered
+    };
+    f64::from_bits(bits)
+}
+
+/// Every (member, score) of incarnation `version` of the sorted set `name`, in score order
+/// (ties by member), read in one scan of its partition.
+pub fn zset_entries(
+    b: &dyn KvBackend,
+    db: DbIndex,
+    name: &[u8],
+    version: u64,
+) -> Result<Vec<(Bytes, f64)>> {
+    let prefix = zset_score_prefix(db, name, version);
+    let skip = prefix.len();
+    let mut out = Vec::new();
+    b.scan_group(
+        &string_key(db, name),
+        std::ops::Bound::Included(prefix.clone()),
+        prefix_end(&prefix),
+        &mut |k, _| {
+            if let Some((score, member)) = k.get(skip..).and_then(|r| r.split_first_chunk::<8>()) {
+                out.push((
+                    Bytes::copy_from_slice(member),
+                    score_from_order_bytes(*score),
+                ));
+            }
+            true
+        },
+    )?;
+    Ok(out)
+}
+
 /// Hands out element versions (see the module comment).
 #[derive(Debug)]
 pub struct Versions(AtomicU64);
@@ -217,7 +299,8 @@ pub struct ElementKey<'a> {
     pub name: &'a [u8],
     /// The incarnation.
     pub version: u64,
-    /// The element (hash field, set member), after its position.
+    /// What follows the version: a hash field's or set member's position and bytes, a list
+    /// index, a sorted set's member or score entry.
     pub sub: &'a [u8],
 }
 
@@ -256,8 +339,7 @@ pub fn parse_element_key(key: &[u8]) -> Option<ElementKey<'_>> {
     let (len, rest) = rest.split_first_chunk::<4>()?;
     let len = usize::try_from(u32::from_be_bytes(*len)).ok()?;
     let name = rest.get(..len)?;
-    let (version, rest) = rest.get(len..)?.split_first_chunk::<8>()?;
-    let (_position, sub) = rest.split_first_chunk::<8>()?;
+    let (version, sub) = rest.get(len..)?.split_first_chunk::<8>()?;
     Some(ElementKey {
         db,
         name,
@@ -290,7 +372,7 @@ pub fn element_is_dead(key: &[u8], settled: &dyn strata::SettledRead, now: u64) 
             }
             Err(_) => false,
         },
-        KeyType::Hash | KeyType::Set => match Meta::decode(&r.payload) {
+        KeyType::Hash | KeyType::Set | KeyType::Zset => match Meta::decode(&r.payload) {
             Ok(m) => {
                 m.version != e.version
                     || r.expire_at_ms

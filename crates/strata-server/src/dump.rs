@@ -24,6 +24,11 @@ pub(crate) const TYPE_LIST: u8 = 1;
 /// count, then per node its container (1: one plain element, 2: a listpack of elements) and
 /// the node as a string.
 pub(crate) const TYPE_LIST_QUICKLIST_2: u8 = 18;
+/// RDB type of a sorted set as member strings and binary scores (what DUMP writes here).
+pub(crate) const TYPE_ZSET_2: u8 = 5;
+/// RDB type of a sorted set as one listpack of member, score pairs (what Redis 7.0 DUMPs for
+/// small sorted sets; RESTORE reads it).
+pub(crate) const TYPE_ZSET_LISTPACK: u8 = 17;
 /// RDB type of a set as member strings (what DUMP writes here for every set).
 pub(crate) const TYPE_SET: u8 = 2;
 /// RDB type of a set of integers as one intset (what Redis 7.0 DUMPs for small integer sets;
@@ -149,6 +154,18 @@ pub(crate) fn dump_list(elements: &[(bytes::Bytes, bytes::Bytes)]) -> Vec<u8> {
     finish(out)
 }
 
+/// The payload of a sorted set (RDB type 5: the count, then each member as a string and its
+/// score as a little-endian f64); `entries` hold the scores' LE bytes.
+pub(crate) fn dump_zset(entries: &[(bytes::Bytes, bytes::Bytes)]) -> Vec<u8> {
+    let mut out = vec![TYPE_ZSET_2];
+    push_length(&mut out, entries.len());
+    for (m, score) in entries {
+        push_string(&mut out, m);
+        out.extend_from_slice(score);
+    }
+    finish(out)
+}
+
 /// The payload of a set (RDB type 2: the count, then each member as a string; the element
 /// pairs' values are ignored). Redis writes sets of integers as one intset (type 11) instead.
 pub(crate) fn dump_set(members: &[(bytes::Bytes, bytes::Bytes)]) -> Vec<u8> {
@@ -161,7 +178,7 @@ pub(crate) fn dump_set(members: &[(bytes::Bytes, bytes::Bytes)]) -> Vec<u8> {
 }
 
 /// A value read from a payload.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq)]
 pub(crate) enum Restored {
     String(Vec<u8>),
     /// Fields and values, duplicates refused.
@@ -170,6 +187,8 @@ pub(crate) enum Restored {
     Set(Vec<bytes::Bytes>),
     /// Elements in order.
     List(Vec<bytes::Bytes>),
+    /// Members and scores, duplicates refused.
+    Zset(Vec<(bytes::Bytes, f64)>),
     /// JSON text.
     Json(Vec<u8>),
 }
@@ -317,6 +336,51 @@ pub(crate) fn restore(payload: &[u8]) -> Result<Restored> {
                 pairs.push((bytes::Bytes::from(f), bytes::Bytes::from(v)));
             }
             Restored::Hash(unique_fields(pairs).ok_or_else(bad)?)
+        }
+        TYPE_ZSET_2 => {
+            let n = r.length().and_then(Result::ok).ok_or_else(bad)?;
+            if n == 0 || n > r.bytes.len() / 9 {
+                return Err(bad());
+            }
+            let mut entries = Vec::with_capacity(n);
+            for _ in 0..n {
+                let m = bytes::Bytes::from(r.string().ok_or_else(bad)?);
+                let score: [u8; 8] = r.take(8).and_then(|b| b.try_into().ok()).ok_or_else(bad)?;
+                let score = f64::from_le_bytes(score);
+                if score.is_nan() {
+                    return Err(bad());
+                }
+                entries.push((m, bytes::Bytes::copy_from_slice(&score.to_le_bytes())));
+            }
+            let entries = unique_fields(entries).ok_or_else(bad)?;
+            Restored::Zset(
+                entries
+                    .into_iter()
+                    .map(|(m, s)| (m, f64::from_le_bytes(s[..].try_into().unwrap_or_default())))
+                    .collect(),
+            )
+        }
+        TYPE_ZSET_LISTPACK => {
+            let lp = r.string().ok_or_else(bad)?;
+            let items = listpack_entries(&lp).ok_or_else(bad)?;
+            if items.len() % 2 != 0 {
+                return Err(bad());
+            }
+            let mut entries = Vec::with_capacity(items.len() / 2);
+            for pair in items.chunks_exact(2) {
+                let score = crate::num::parse_f64(&pair[1]).ok_or_else(bad)?;
+                entries.push((
+                    bytes::Bytes::from(pair[0].clone()),
+                    bytes::Bytes::copy_from_slice(&score.to_le_bytes()),
+                ));
+            }
+            let entries = unique_fields(entries).ok_or_else(bad)?;
+            Restored::Zset(
+                entries
+                    .into_iter()
+                    .map(|(m, s)| (m, f64::from_le_bytes(s[..].try_into().unwrap_or_default())))
+                    .collect(),
+            )
         }
         TYPE_LIST => {
             let n = r.length().and_then(Result::ok).ok_or_else(bad)?;

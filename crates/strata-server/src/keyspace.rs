@@ -80,6 +80,8 @@ const KIND_HASH: u8 = 1;
 const KIND_SET: u8 = 2;
 /// Kind of a record holding a list's metadata (its elements are other keys).
 const KIND_LIST: u8 = 3;
+/// Kind of a record holding a sorted set's metadata (its members and scores are other keys).
+const KIND_ZSET: u8 = 4;
 
 /// Current time in unix milliseconds.
 pub fn now_ms() -> u64 {
@@ -221,6 +223,7 @@ fn kind_bits(kind: KeyType) -> u8 {
         KeyType::Hash => KIND_HASH,
         KeyType::Set => KIND_SET,
         KeyType::List => KIND_LIST,
+        KeyType::Zset => KIND_ZSET,
         KeyType::String | KeyType::Json => KIND_STRING,
     }
 }
@@ -272,6 +275,7 @@ fn check_header(header: u8) -> Result<(KeyType, Encoding)> {
         KIND_HASH if header & HEADER_ENCODING_MASK <= Encoding::Raw.bits() => Some(KeyType::Hash),
         KIND_SET if header & HEADER_ENCODING_MASK <= Encoding::Raw.bits() => Some(KeyType::Set),
         KIND_LIST if header & HEADER_ENCODING_MASK == 0 => Some(KeyType::List),
+        KIND_ZSET if header & HEADER_ENCODING_MASK <= Encoding::Raw.bits() => Some(KeyType::Zset),
         _ => None,
     };
     match (kind, Encoding::from_header(header)) {
@@ -373,17 +377,20 @@ pub enum KeyType {
     Set,
     /// A list (a record, each element its own engine key by position).
     List,
+    /// A sorted set (a record; per member a member->score entry and a score-ordered entry).
+    Zset,
     /// A JSON document (RedisJSON's type).
     Json,
 }
 
 impl KeyType {
     /// Every kind.
-    pub const ALL: [KeyType; 5] = [
+    pub const ALL: [KeyType; 6] = [
         KeyType::String,
         KeyType::Hash,
         KeyType::Set,
         KeyType::List,
+        KeyType::Zset,
         KeyType::Json,
     ];
 
@@ -394,6 +401,7 @@ impl KeyType {
             KeyType::Hash => "hash",
             KeyType::Set => "set",
             KeyType::List => "list",
+            KeyType::Zset => "zset",
             KeyType::Json => "ReJSON-RL",
         }
     }
@@ -401,7 +409,9 @@ impl KeyType {
     /// The engine-key space holding keys of this kind.
     pub fn space(self) -> Space {
         match self {
-            KeyType::String | KeyType::Hash | KeyType::Set | KeyType::List => Space::Records,
+            KeyType::String | KeyType::Hash | KeyType::Set | KeyType::List | KeyType::Zset => {
+                Space::Records
+            }
             KeyType::Json => Space::Docs,
         }
     }

@@ -65,6 +65,48 @@ pub fn format_f64(v: f64) -> String {
     }
 }
 
+/// Formats a double as Redis 7.0's replies do (`addReplyDouble`: C's `%.17g`): 17 significant
+/// digits, trailing zeros dropped, exponent form below 1e-4 and from 1e17 (`1e+20`), `inf`,
+/// `-inf`.
+pub fn format_g17(v: f64) -> String {
+    if v.is_nan() {
+        return "nan".into();
+    }
+    if v.is_infinite() {
+        return if v > 0.0 { "inf" } else { "-inf" }.into();
+    }
+    if v == 0.0 {
+        return if v.is_sign_negative() { "-0" } else { "0" }.into();
+    }
+    // `{:.16e}`: one digit, the point, 16 digits, `e`, the exponent: 17 significant digits,
+    // rounded as printf rounds them.
+    let sci = format!("{:.16e}", v.abs());
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    let sign = if v < 0.0 { "-" } else { "" };
+    if !(-4..17).contains(&exp) {
+        let (first, rest) = digits.split_at(1);
+        let rest = rest.trim_end_matches('0');
+        let point = if rest.is_empty() { "" } else { "." };
+        let esign = if exp < 0 { '-' } else { '+' };
+        return format!("{sign}{first}{point}{rest}e{esign}{:02}", exp.abs());
+    }
+    let text = if exp >= 0 {
+        let (int, frac) = digits.split_at(exp as usize + 1);
+        let frac = frac.trim_end_matches('0');
+        if frac.is_empty() {
+            int.to_string()
+        } else {
+            format!("{int}.{frac}")
+        }
+    } else {
+        let zeros = "0".repeat((-exp - 1) as usize);
+        format!("0.{zeros}{}", digits.trim_end_matches('0'))
+    };
+    format!("{sign}{text}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -104,5 +146,29 @@ mod tests {
         assert_eq!(format_f64(3.0), "3");
         assert_eq!(format_f64(5000.0), "5000");
         assert_eq!(format_f64(-0.0), "0");
+    }
+
+    /// Known outputs of C's `printf("%.17g")` (glibc).
+    #[test]
+    fn g17_matches_printf() {
+        for (v, want) in [
+            (1.1, "1.1000000000000001"),
+            (0.1, "0.10000000000000001"),
+            (2.0, "2"),
+            (1e20, "1e+20"),
+            (1e17, "1e+17"),
+            (1e16, "10000000000000000"),
+            (123456.789, "123456.789"),
+            (0.0001, "0.0001"),
+            (0.00001, "1.0000000000000001e-05"),
+            (-2.5, "-2.5"),
+            (1.5e-10, "1.5e-10"),
+            (f64::INFINITY, "inf"),
+            (f64::NEG_INFINITY, "-inf"),
+            (0.0, "0"),
+            (3.0e300, "3.0000000000000001e+300"),
+        ] {
+            assert_eq!(format_g17(v), want, "{v}");
+        }
     }
 }

@@ -16,7 +16,8 @@ use super::strings::expiry_arg;
 use super::{int_arg, is, text, Ctx, Spec, READ, READ_FAST, WRITE};
 use crate::backend::{prefix_end, BatchOp, Write};
 use crate::collection::{
-    element_key, list_key, list_range, read_elements, ListMeta, Meta, LIST_HEAD_START,
+    element_key, list_key, list_range, read_elements, zset_entries, zset_member_key,
+    zset_score_key, ListMeta, Meta, LIST_HEAD_START,
 };
 use crate::error::{Error, Result};
 use crate::glob;
@@ -320,6 +321,13 @@ fn read_stored(ctx: &Ctx<'_>, db: DbIndex, key: &[u8]) -> Result<Option<Stored>>
                     let meta = Meta::decode(&r.payload)?;
                     read_elements(ctx.db(), db, key, meta.version)?
                 }
+                KeyType::Zset => {
+                    let meta = Meta::decode(&r.payload)?;
+                    zset_entries(ctx.db(), db, key, meta.version)?
+                        .into_iter()
+                        .map(|(m, score)| (m, Bytes::copy_from_slice(&score.to_le_bytes())))
+                        .collect()
+                }
                 KeyType::List => {
                     let m = ListMeta::decode(&r.payload)?;
                     let end = m.head.saturating_add(m.count);
@@ -365,6 +373,31 @@ fn ops_storing(
     }
     match stored.kind {
         KeyType::String => ops.push(BatchOp::Put(string_key(db, key), stored.bytes.to_vec())),
+        KeyType::Zset => {
+            let r = Record::decode(stored.bytes.clone())?;
+            let meta = Meta {
+                version: ctx.shared.versions.next(),
+                count: stored.fields.len() as u64,
+            };
+            ops.push(BatchOp::Put(
+                string_key(db, key),
+                Record::encode_collection(r.kind, &meta.encode(), r.expire_at_ms, r.encoding),
+            ));
+            for (m, score) in &stored.fields {
+                let score =
+                    f64::from_le_bytes(score[..].try_into().map_err(|_| {
+                        Error::command("stored data is damaged: a sorted set score")
+                    })?);
+                ops.push(BatchOp::Put(
+                    zset_member_key(db, key, meta.version, m),
+                    score.to_le_bytes().to_vec(),
+                ));
+                ops.push(BatchOp::Put(
+                    zset_score_key(db, key, meta.version, score, m),
+                    Vec::new(),
+                ));
+            }
+        }
         KeyType::List => {
             let r = Record::decode(stored.bytes.clone())?;
             let meta = ListMeta {
@@ -610,6 +643,13 @@ fn object(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     Ok(Reply::text(match stored.kind {
         KeyType::Json => "raw",
         KeyType::List => "quicklist",
+        KeyType::Zset => {
+            if Record::decode(stored.bytes)?.encoding == keyspace::Encoding::Raw {
+                "skiplist"
+            } else {
+                "listpack"
+            }
+        }
         KeyType::Hash | KeyType::Set => {
             let big = Record::decode(stored.bytes)?.encoding == keyspace::Encoding::Raw;
             match (stored.kind, big) {
@@ -648,6 +688,7 @@ fn dump(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         KeyType::Hash => crate::dump::dump_hash(&stored.fields),
         KeyType::Set => crate::dump::dump_set(&stored.fields),
         KeyType::List => crate::dump::dump_list(&stored.fields),
+        KeyType::Zset => crate::dump::dump_zset(&stored.fields),
         KeyType::Json => {
             let doc = strata_doc::decode_stored(&stored.bytes, &ctx.shared.names)?;
             crate::dump::dump_json(strata_doc::to_json_string(&doc)?.as_bytes())
@@ -741,6 +782,31 @@ fn restore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
                 )),
                 expire_at_ms,
                 fields,
+            }
+        }
+        crate::dump::Restored::Zset(entries) => {
+            let big = entries.len() as u64 > super::zsets::LISTPACK_ENTRIES_MAX
+                || entries
+                    .iter()
+                    .any(|(m, _)| m.len() > super::collections::LISTPACK_VALUE_BYTES_MAX);
+            let encoding = if big {
+                keyspace::Encoding::Raw
+            } else {
+                keyspace::Encoding::ByContent
+            };
+            Stored {
+                kind: KeyType::Zset,
+                bytes: Bytes::from(Record::encode_collection(
+                    KeyType::Zset,
+                    &[],
+                    expire_at_ms,
+                    encoding,
+                )),
+                expire_at_ms,
+                fields: entries
+                    .into_iter()
+                    .map(|(m, s)| (m, Bytes::copy_from_slice(&s.to_le_bytes())))
+                    .collect(),
             }
         }
         crate::dump::Restored::List(elements) => Stored {

@@ -16,6 +16,7 @@ pub mod server;
 pub mod sets;
 pub mod strings;
 pub mod transactions;
+pub mod zsets;
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -117,6 +118,7 @@ pub(crate) fn table() -> impl Iterator<Item = &'static Spec> {
         .chain(hashes::SPECS)
         .chain(sets::SPECS)
         .chain(lists::SPECS)
+        .chain(zsets::SPECS)
         .chain(json::SPECS)
         .chain(transactions::SPECS)
         .chain(pubsub::SPECS)

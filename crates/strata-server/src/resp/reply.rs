@@ -7,8 +7,6 @@ use std::borrow::Cow;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use crate::num::format_f64;
-
 /// The protocol version a connection speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Protocol {
@@ -109,13 +107,8 @@ impl Reply {
             Reply::NilArray if resp3 => out.put_slice(b"_\r\n"),
             Reply::NilArray => out.put_slice(b"*-1\r\n"),
             Reply::Double(d) => {
-                let text = if d.is_nan() {
-                    "nan".to_string()
-                } else if d.is_infinite() {
-                    if *d > 0.0 { "inf" } else { "-inf" }.to_string()
-                } else {
-                    format_f64(*d)
-                };
+                // As Redis 7.0's addReplyDouble: `%.17g`.
+                let text = crate::num::format_g17(*d);
                 if resp3 {
                     line(out, b',', &text);
                 } else {

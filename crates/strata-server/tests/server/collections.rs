@@ -482,3 +482,101 @@ fn a_blocked_client_that_leaves_takes_nothing() {
     drop(c);
     server.stop();
 }
+
+/// Random sorted set writes (ZADD with its flags, ZINCRBY, ZREM, ZPOPMIN, ZREMRANGEBYSCORE)
+/// with tiny memtables, restarted between rounds: every sorted set equals a model (member ->
+/// score) each time, in score order.
+#[test]
+fn sorted_sets_match_a_model_through_flushes_compactions_and_restarts() {
+    const KEYS: usize = 6;
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = SmallRng::seed_from_u64(13);
+    let mut model: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
+    let ordered = |z: &BTreeMap<String, i64>| -> Vec<(String, i64)> {
+        let mut v: Vec<(String, i64)> = z.iter().map(|(m, s)| (m.clone(), *s)).collect();
+        v.sort_by(|a, b| a.1.cmp(&b.1).then(a.0.cmp(&b.0)));
+        v
+    };
+    let check =
+        |c: &mut redis::Connection, model: &BTreeMap<String, BTreeMap<String, i64>>, when: &str| {
+            for k in 0..KEYS {
+                let key = format!("z{k}");
+                let got: Vec<(String, i64)> = c.zrange_withscores(&key, 0, -1).unwrap();
+                let want = model.get(&key).map(ordered).unwrap_or_default();
+                assert_eq!(got, want, "{key} {when}");
+            }
+        };
+    for round in 0..3 {
+        let server = TestServer::start_in(dir.path(), ServerConfig::default());
+        let mut c = server.client();
+        check(&mut c, &model, &format!("after restart {round}"));
+        for _ in 0..1500 {
+            let key = format!("z{}", rng.gen_range(0..KEYS));
+            let member = format!(
+                "{}{}",
+                "m".repeat(rng.gen_range(0..80)),
+                rng.gen_range(0..30)
+            );
+            let score: i64 = rng.gen_range(-50..50);
+            match rng.gen_range(0..8) {
+                0..=3 => {
+                    let _: i64 = c.zadd(&key, &member, score).unwrap();
+                    model.entry(key).or_default().insert(member, score);
+                }
+                4 => {
+                    let n: i64 = c.zincr(&key, &member, score).unwrap();
+                    let z = model.entry(key).or_default();
+                    let v = z.entry(member).or_insert(0);
+                    *v += score;
+                    assert_eq!(n, *v);
+                }
+                5 => {
+                    let _: i64 = c.zrem(&key, &member).unwrap();
+                    if let Some(z) = model.get_mut(&key) {
+                        z.remove(&member);
+                        if z.is_empty() {
+                            model.remove(&key);
+                        }
+                    }
+                }
+                6 => {
+                    let got: Vec<(String, i64)> = c.zpopmin(&key, 2).unwrap();
+                    let want: Vec<(String, i64)> = model
+                        .get(&key)
+                        .map(ordered)
+                        .unwrap_or_default()
+                        .into_iter()
+                        .take(2)
+                        .collect();
+                    assert_eq!(got, want);
+                    if let Some(z) = model.get_mut(&key) {
+                        for (m, _) in &want {
+                            z.remove(m);
+                        }
+                        if z.is_empty() {
+                            model.remove(&key);
+                        }
+                    }
+                }
+                _ => {
+                    let _: i64 = c.zrembyscore(&key, -10, 10).unwrap();
+                    if let Some(z) = model.get_mut(&key) {
+                        z.retain(|_, s| !(-10..=10).contains(s));
+                        if z.is_empty() {
+                            model.remove(&key);
+                        }
+                    }
+                }
+            }
+        }
+        check(&mut c, &model, &format!("in round {round}"));
+        server.db().compact().unwrap();
+        check(
+            &mut c,
+            &model,
+            &format!("after compaction in round {round}"),
+        );
+        drop(c);
+        server.stop();
+    }
+}

@@ -755,6 +755,161 @@ impl Gen {
         c
     }
 
+    fn score(&mut self) -> String {
+        match self.rng.gen_range(0..14) {
+            0 => "1.1".into(),
+            1 => "-2.5".into(),
+            2 => "+inf".into(),
+            3 => "-inf".into(),
+            4 => "x".into(),
+            5 => "1e20".into(),
+            6 => "0.1".into(),
+            7 => "nan".into(),
+            _ => self.rng.gen_range(-5..6).to_string(),
+        }
+    }
+
+    fn score_bound(&mut self) -> String {
+        match self.rng.gen_range(0..8) {
+            0 => "-inf".into(),
+            1 => "+inf".into(),
+            2 => format!("({}", self.rng.gen_range(-5..6)),
+            3 => "(1.1".into(),
+            4 => "x".into(),
+            _ => self.rng.gen_range(-5..6).to_string(),
+        }
+    }
+
+    fn zsets(&mut self) -> Vec<String> {
+        let k = self.key();
+        let m = format!("m{}", self.rng.gen_range(0..7));
+        let withscores = |g: &mut Gen, c: &mut Vec<String>| {
+            if g.rng.gen_bool(0.5) {
+                c.push("WITHSCORES".into());
+            }
+        };
+        let limit = |g: &mut Gen, c: &mut Vec<String>| {
+            if g.rng.gen_bool(0.3) {
+                c.extend([
+                    "LIMIT".into(),
+                    ["0", "1", "-1", "2"][g.rng.gen_range(0..4)].into(),
+                    ["1", "2", "-1", "0"][g.rng.gen_range(0..4)].into(),
+                ]);
+            }
+        };
+        match self.rng.gen_range(0..36) {
+            0..=5 => {
+                let mut c = vec!["ZADD".into(), k];
+                for _ in 0..self.rng.gen_range(0..3) {
+                    c.push(["NX", "XX", "GT", "LT", "CH", "INCR"][self.rng.gen_range(0..6)].into());
+                }
+                c.push(self.score());
+                c.push(m);
+                if self.rng.gen_bool(0.3) {
+                    c.push(self.score());
+                    c.push(format!("m{}", self.rng.gen_range(0..7)));
+                }
+                c
+            }
+            6 => vec!["ZINCRBY".into(), k, self.score(), m],
+            7 => vec!["ZSCORE".into(), k, m],
+            8 => vec!["ZMSCORE".into(), k, m, "m1".into(), "zz".into()],
+            9 => vec!["ZCARD".into(), k],
+            10 => vec!["ZCOUNT".into(), k, self.score_bound(), self.score_bound()],
+            11 => vec![["ZRANK", "ZREVRANK"][self.rng.gen_range(0..2)].into(), k, m],
+            12..=14 => {
+                let mut c = vec!["ZRANGE".into(), k, self.index(), self.index()];
+                if self.rng.gen_bool(0.3) {
+                    c.push("REV".into());
+                }
+                withscores(self, &mut c);
+                c
+            }
+            15 | 16 => {
+                let mut c = vec![
+                    "ZRANGE".into(),
+                    k,
+                    self.score_bound(),
+                    self.score_bound(),
+                    "BYSCORE".into(),
+                ];
+                if self.rng.gen_bool(0.4) {
+                    c.push("REV".into());
+                }
+                limit(self, &mut c);
+                withscores(self, &mut c);
+                c
+            }
+            17 => {
+                let mut c = vec![
+                    "ZRANGEBYSCORE".into(),
+                    k,
+                    self.score_bound(),
+                    self.score_bound(),
+                ];
+                withscores(self, &mut c);
+                limit(self, &mut c);
+                c
+            }
+            18 => {
+                let mut c = vec![
+                    "ZREVRANGEBYSCORE".into(),
+                    k,
+                    self.score_bound(),
+                    self.score_bound(),
+                ];
+                withscores(self, &mut c);
+                limit(self, &mut c);
+                c
+            }
+            19 => {
+                let mut c = vec!["ZREVRANGE".into(), k, self.index(), self.index()];
+                withscores(self, &mut c);
+                c
+            }
+            20 => vec!["ZREM".into(), k, m, "m2".into()],
+            21 => vec!["ZREMRANGEBYRANK".into(), k, self.index(), self.index()],
+            22 => vec![
+                "ZREMRANGEBYSCORE".into(),
+                k,
+                self.score_bound(),
+                self.score_bound(),
+            ],
+            23 | 24 => {
+                let mut c = vec![["ZPOPMIN", "ZPOPMAX"][self.rng.gen_range(0..2)].into(), k];
+                if self.rng.gen_bool(0.5) {
+                    c.push(["0", "1", "2", "10", "-1", "x"][self.rng.gen_range(0..6)].into());
+                }
+                c
+            }
+            25 => vec!["TYPE".into(), k],
+            26 => vec!["OBJECT".into(), "ENCODING".into(), k],
+            27 => vec!["SET".into(), k, self.value()],
+            28 => vec!["DEL".into(), k],
+            29 => vec!["RENAME".into(), k, self.key()],
+            30 => vec!["COPY".into(), k, self.key(), "REPLACE".into()],
+            31 => {
+                // Past 128 members (Redis's `skiplist` encoding).
+                let mut c = vec!["ZADD".into(), k];
+                for i in 0..130 {
+                    c.push((i % 17).to_string());
+                    c.push(format!("big{i}"));
+                }
+                c
+            }
+            32 => vec!["ZADD".into(), k, "1".into()],
+            33 => vec!["ZADD".into(), k, "NX".into(), "XX".into(), "1".into(), m],
+            34 => vec!["EXPIRE".into(), k, "1000".into()],
+            _ => vec![
+                "ZRANGE".into(),
+                k,
+                "0".into(),
+                "-1".into(),
+                "WITHSCORES".into(),
+            ],
+        }
+    }
+
     fn index(&mut self) -> String {
         match self.rng.gen_range(0..12) {
             0 => "x".into(),
@@ -1081,6 +1236,64 @@ fn list_commands_match_redis() {
     }
     eprintln!("lists: {total} commands compared with redis-server");
     assert!(total >= 16_000);
+}
+
+#[test]
+fn sorted_set_commands_match_redis() {
+    let mut total = 0;
+    let seeds = [(51, false), (52, true), (53, false), (54, true)];
+    for (seed, resp3) in seeds.into_iter().chain(extra_seeds(51)) {
+        total += run_family("zsets", seed, 4000, resp3, Gen::zsets);
+    }
+    eprintln!("sorted sets: {total} commands compared with redis-server");
+    assert!(total >= 16_000);
+}
+
+/// Lexicographical ranges are defined when every member has the same score (Redis walks its
+/// skiplist assuming it): compared on such a set.
+#[test]
+fn sorted_set_lex_ranges_match_redis() {
+    for resp3 in [false, true] {
+        let mut pair = Pair::start();
+        if resp3 {
+            pair.send_both(0, &words(&["HELLO", "3"]));
+        }
+        let ctx = "lex";
+        pair.check(
+            0,
+            &words(&[
+                "ZADD", "z", "0", "a", "0", "b", "0", "c", "0", "d", "0", "e", "0", "ab",
+            ]),
+            ctx,
+        );
+        let bounds = [
+            "-", "+", "[a", "(a", "[b", "(c", "[ab", "(e", "[z", "x", "a",
+        ];
+        for lo in bounds {
+            for hi in bounds {
+                pair.check(0, &words(&["ZRANGEBYLEX", "z", lo, hi]), ctx);
+                pair.check(0, &words(&["ZREVRANGEBYLEX", "z", hi, lo]), ctx);
+                pair.check(0, &words(&["ZLEXCOUNT", "z", lo, hi]), ctx);
+                pair.check(
+                    0,
+                    &words(&["ZRANGE", "z", lo, hi, "BYLEX", "LIMIT", "1", "2"]),
+                    ctx,
+                );
+            }
+        }
+        pair.check(
+            0,
+            &words(&["ZRANGE", "z", "-", "+", "BYLEX", "WITHSCORES"]),
+            ctx,
+        );
+        pair.check(
+            0,
+            &words(&["ZRANGE", "z", "0", "1", "LIMIT", "0", "1"]),
+            ctx,
+        );
+        pair.check(0, &words(&["ZREMRANGEBYLEX", "z", "[b", "(d"]), ctx);
+        pair.check(0, &words(&["ZRANGE", "z", "0", "-1"]), ctx);
+    }
 }
 
 /// Transactions with a second client racing: WATCH, writes from B, MULTI/EXEC/DISCARD on A,
@@ -1450,7 +1663,31 @@ fn dump_and_restore_match_redis_both_ways() {
         vec!["y".repeat(9000), "z".into()],
         (0..50).map(|_| "abcabcabcabc".into()).collect(),
     ];
+    // Sorted sets: a listpack of member, score pairs (RDB type 17) for small ones, members and
+    // binary scores (type 5) for large ones; ours writes type 5 always.
+    let zsets: Vec<Vec<String>> = vec![
+        vec![
+            "1".into(),
+            "a".into(),
+            "2.5".into(),
+            "b".into(),
+            "-inf".into(),
+            "c".into(),
+        ],
+        vec![
+            "1e20".into(),
+            "x".into(),
+            "0.1".into(),
+            "y".into(),
+            "-7".into(),
+            "z".into(),
+        ],
+        (0..200)
+            .flat_map(|i| [format!("{}", i % 13), format!("member{i}")])
+            .collect(),
+    ];
     let kinds = [
+        ("ZADD", &["ZRANGE", "0", "-1", "WITHSCORES"][..], &zsets),
         ("HSET", &["HGETALL"][..], &hashes),
         ("SADD", &["SMEMBERS"][..], &sets),
         ("RPUSH", &["LRANGE", "0", "-1"][..], &lists),

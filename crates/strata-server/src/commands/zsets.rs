@@ -1,0 +1,797 @@
+//! Sorted set commands: ZADD (NX XX GT LT CH INCR), ZINCRBY, ZSCORE, ZMSCORE, ZCARD, ZCOUNT,
+//! ZLEXCOUNT, ZRANK, ZREVRANK, ZRANGE (BYSCORE BYLEX REV LIMIT WITHSCORES), ZRANGEBYSCORE,
+//! ZREVRANGEBYSCORE, ZRANGEBYLEX, ZREVRANGEBYLEX, ZREVRANGE, ZREM, ZREMRANGEBYRANK,
+//! ZREMRANGEBYSCORE, ZREMRANGEBYLEX, ZPOPMIN, ZPOPMAX, with redis-server 7.0's replies.
+//!
+//! A sorted set is a record plus, per member, a member entry (member -> score) and a score
+//! entry (score, member in byte order: ZRANGE order) (`collection.rs`). Writes are one atomic
+//! `update_group` each. Ranges read the score entries in one scan of the key's partition; ranks
+//! and index ranges count from the start (O(n), as Kvrocks without its rank index).
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+
+use super::strings::json_exists;
+use super::{int_arg, is, Ctx, Spec, READ, READ_FAST, WRITE_FAST};
+use crate::backend::{BatchOp, GroupRead};
+use crate::collection::{zset_entries, zset_member_key, zset_score_key, Live, Meta};
+use crate::error::{Error, Result};
+use crate::keyspace::{now_ms, string_key, DbIndex, Encoding, KeyType, Record};
+use crate::resp::{Protocol, Reply};
+
+#[rustfmt::skip]
+pub(crate) static SPECS: &[Spec] = &[
+    Spec { name: "zadd", arity: -4, flags: WRITE_FAST, keys: (1, 1, 1), group: "sorted_set", summary: "Adds one or more members to a sorted set, or updates their scores. Creates the key if it doesn't exist.", handler: zadd },
+    Spec { name: "zincrby", arity: 4, flags: WRITE_FAST, keys: (1, 1, 1), group: "sorted_set", summary: "Increments the score of a member in a sorted set.", handler: zincrby },
+    Spec { name: "zscore", arity: 3, flags: READ_FAST, keys: (1, 1, 1), group: "sorted_set", summary: "Returns the score of a member in a sorted set.", handler: zscore },
+    Spec { name: "zmscore", arity: -3, flags: READ_FAST, keys: (1, 1, 1), group: "sorted_set", summary: "Returns the score of one or more members in a sorted set.", handler: zmscore },
+    Spec { name: "zcard", arity: 2, flags: READ_FAST, keys: (1, 1, 1), group: "sorted_set", summary: "Returns the number of members in a sorted set.", handler: zcard },
+    Spec { name: "zcount", arity: 4, flags: READ_FAST, keys: (1, 1, 1), group: "sorted_set", summary: "Returns the count of members in a sorted set that have scores within a range.", handler: zcount },
+    Spec { name: "zlexcount", arity: 4, flags: READ_FAST, keys: (1, 1, 1), group: "sorted_set", summary: "Returns the number of members in a sorted set within a lexicographical range.", handler: zlexcount },
+    Spec { name: "zrank", arity: 3, flags: READ_FAST, keys: (1, 1, 1), group: "sorted_set", summary: "Returns the index of a member in a sorted set ordered by ascending scores.", handler: zrank },
+    Spec { name: "zrevrank", arity: 3, flags: READ_FAST, keys: (1, 1, 1), group: "sorted_set", summary: "Returns the index of a member in a sorted set ordered by descending scores.", handler: zrevrank },
+    Spec { name: "zrange", arity: -4, flags: READ, keys: (1, 1, 1), group: "sorted_set", summary: "Returns members in a sorted set within a range of indexes, scores or lexicographical order.", handler: zrange },
+    Spec { name: "zrangebyscore", arity: -4, flags: READ, keys: (1, 1, 1), group: "sorted_set", summary: "Returns members in a sorted set within a range of scores.", handler: zrangebyscore },
+    Spec { name: "zrevrangebyscore", arity: -4, flags: READ, keys: (1, 1, 1), group: "sorted_set", summary: "Returns members in a sorted set within a range of scores in reverse order.", handler: zrevrangebyscore },
+    Spec { name: "zrangebylex", arity: -4, flags: READ, keys: (1, 1, 1), group: "sorted_set", summary: "Returns members in a sorted set within a lexicographical range.", handler: zrangebylex },
+    Spec { name: "zrevrangebylex", arity: -4, flags: READ, keys: (1, 1, 1), group: "sorted_set", summary: "Returns members in a sorted set within a lexicographical range in reverse order.", handler: zrevrangebylex },
+    Spec { name: "zrevrange", arity: -4, flags: READ, keys: (1, 1, 1), group: "sorted_set", summary: "Returns members in a sorted set within a range of indexes in reverse order.", handler: zrevrange },
+    Spec { name: "zrem", arity: -3, flags: &["write", "fast"], keys: (1, 1, 1), group: "sorted_set", summary: "Removes one or more members from a sorted set. Deletes the sorted set if all members were removed.", handler: zrem },
+    Spec { name: "zremrangebyrank", arity: 4, flags: &["write"], keys: (1, 1, 1), group: "sorted_set", summary: "Removes members in a sorted set within a range of indexes. Deletes the sorted set if all members were removed.", handler: zremrangebyrank },
+    Spec { name: "zremrangebyscore", arity: 4, flags: &["write"], keys: (1, 1, 1), group: "sorted_set", summary: "Removes members in a sorted set within a range of scores. Deletes the sorted set if all members were removed.", handler: zremrangebyscore },
+    Spec { name: "zremrangebylex", arity: 4, flags: &["write"], keys: (1, 1, 1), group: "sorted_set", summary: "Removes members in a sorted set within a lexicographical range. Deletes the sorted set if all members were removed.", handler: zremrangebylex },
+    Spec { name: "zpopmin", arity: -2, flags: &["write", "fast"], keys: (1, 1, 1), group: "sorted_set", summary: "Returns the lowest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped.", handler: zpopmin },
+    Spec { name: "zpopmax", arity: -2, flags: &["write", "fast"], keys: (1, 1, 1), group: "sorted_set", summary: "Returns the highest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped.", handler: zpopmax },
+];
+
+/// `zset-max-listpack-entries` and `zset-max-listpack-value` of the reference redis-server 7.0
+/// (128 and 64): within both a sorted set is a `listpack`, past either a `skiplist` for good.
+pub(crate) const LISTPACK_ENTRIES_MAX: u64 = 128;
+const LISTPACK_VALUE_BYTES_MAX: usize = 64;
+
+/// A sorted set being changed inside one atomic update.
+struct ZEdit<'r, 'a> {
+    read: &'r GroupRead<'a>,
+    db: DbIndex,
+    name: &'r [u8],
+    found: Option<Live>,
+    version: u64,
+    count: u64,
+    big: bool,
+    /// Member -> (old score as stored, new score or `None` for removed).
+    pending: BTreeMap<Bytes, (Option<f64>, Option<f64>)>,
+}
+
+impl ZEdit<'_, '_> {
+    fn score(&self, member: &[u8]) -> Result<Option<f64>> {
+        if let Some((_, new)) = self.pending.get(member) {
+            return Ok(*new);
+        }
+        self.stored_score(member)
+    }
+
+    fn stored_score(&self, member: &[u8]) -> Result<Option<f64>> {
+        if self.found.is_none() {
+            return Ok(None);
+        }
+        match (self.read)(&zset_member_key(self.db, self.name, self.version, member))? {
+            Some(v) => Ok(Some(decode_score(&v)?)),
+            None => Ok(None),
+        }
+    }
+
+    fn set(&mut self, member: &Bytes, score: f64) -> Result<()> {
+        let old = self.stored_score(member)?;
+        let entry = self.pending.entry(member.clone()).or_insert((old, old));
+        if entry.1.is_none() {
+            self.count += 1;
+        }
+        entry.1 = Some(score);
+        self.big |= self.count > LISTPACK_ENTRIES_MAX || member.len() > LISTPACK_VALUE_BYTES_MAX;
+        Ok(())
+    }
+
+    fn remove(&mut self, member: &Bytes) -> Result<bool> {
+        let old = self.stored_score(member)?;
+        let entry = self.pending.entry(member.clone()).or_insert((old, old));
+        let existed = entry.1.is_some();
+        if existed {
+            self.count -= 1;
+            entry.1 = None;
+        }
+        Ok(existed)
+    }
+
+    fn finish(self) -> Vec<BatchOp> {
+        let changed: Vec<_> = self
+            .pending
+            .into_iter()
+            .filter(|(_, (old, new))| old != new)
+            .collect();
+        if changed.is_empty() {
+            return Vec::new();
+        }
+        let record_key = string_key(self.db, self.name);
+        if self.count == 0 {
+            return if self.found.is_some() {
+                vec![BatchOp::Delete(record_key)]
+            } else {
+                Vec::new()
+            };
+        }
+        let mut ops = Vec::with_capacity(2 * changed.len() + 1);
+        let unchanged_record = self.found.is_some_and(|f| {
+            f.meta.count == self.count && f.big == self.big && f.meta.version == self.version
+        });
+        if !unchanged_record {
+            let meta = Meta {
+                version: self.version,
+                count: self.count,
+            };
+            let encoding = if self.big {
+                Encoding::Raw
+            } else {
+                Encoding::ByContent
+            };
+            let expiry = self.found.and_then(|f| f.expire_at_ms);
+            ops.push(BatchOp::Put(
+                record_key,
+                Record::encode_collection(KeyType::Zset, &meta.encode(), expiry, encoding),
+            ));
+        }
+        for (member, (old, new)) in changed {
+            if let Some(old) = old {
+                ops.push(BatchOp::Delete(zset_score_key(
+                    self.db,
+                    self.name,
+                    self.version,
+                    old,
+                    &member,
+                )));
+            }
+            let mk = zset_member_key(self.db, self.name, self.version, &member);
+            match new {
+                Some(score) => {
+                    ops.push(BatchOp::Put(mk, score.to_le_bytes().to_vec()));
+                    ops.push(BatchOp::Put(
+                        zset_score_key(self.db, self.name, self.version, score, &member),
+                        Vec::new(),
+                    ));
+                }
+                None => ops.push(BatchOp::Delete(mk)),
+            }
+        }
+        ops
+    }
+}
+
+fn decode_score(v: &[u8]) -> Result<f64> {
+    let b: [u8; 8] = v
+        .try_into()
+        .map_err(|_| Error::command("stored data is damaged: a sorted set score"))?;
+    Ok(f64::from_le_bytes(b))
+}
+
+/// Runs `f` on the sorted set `key` as one atomic read-modify-write (WRONGTYPE for another
+/// kind).
+fn modify<T>(
+    ctx: &Ctx<'_>,
+    key: &[u8],
+    mut f: impl FnMut(&mut ZEdit<'_, '_>) -> Result<T>,
+) -> Result<T> {
+    if json_exists(ctx, key)? {
+        return Err(Error::WrongType);
+    }
+    let db = ctx.dbi();
+    let record_key = string_key(db, key);
+    let now = now_ms();
+    let mut out = None;
+    let mut wrote = false;
+    ctx.db().update_group(&record_key, &mut |read| {
+        let found = crate::collection::live(read(&record_key)?, now, KeyType::Zset)?;
+        let (version, count, big) = match found {
+            Some(z) => (z.meta.version, z.meta.count, z.big),
+            None => (ctx.shared.versions.next(), 0, false),
+        };
+        let mut edit = ZEdit {
+            read,
+            db,
+            name: key,
+            found,
+            version,
+            count,
+            big,
+            pending: BTreeMap::new(),
+        };
+        out = Some(f(&mut edit)?);
+        let ops = edit.finish();
+        wrote = !ops.is_empty();
+        Ok(ops)
+    })?;
+    if wrote {
+        ctx.shared.note_writes(1);
+    }
+    out.ok_or_else(|| Error::command("internal error: the sorted set update did not run"))
+}
+
+fn read_live(ctx: &Ctx<'_>, key: &[u8]) -> Result<Option<Live>> {
+    super::collections::read_live(ctx, key, KeyType::Zset)
+}
+
+/// Every (member, score) of the live sorted set `key`, in order (empty when absent).
+fn entries(ctx: &Ctx<'_>, key: &[u8]) -> Result<Vec<(Bytes, f64)>> {
+    match read_live(ctx, key)? {
+        Some(z) => zset_entries(ctx.db(), ctx.dbi(), key, z.meta.version),
+        None => Ok(Vec::new()),
+    }
+}
+
+/// A score argument as ZADD reads it (`getDoubleFromObject`: strtod, no spaces, no NaN, and
+/// no overflow or underflow of a finite number).
+fn score_arg(arg: &[u8]) -> Result<f64> {
+    let v = crate::num::parse_f64(arg).ok_or(Error::NotFloat)?;
+    let text = String::from_utf8_lossy(arg).to_ascii_lowercase();
+    let word = text.trim_start_matches(['+', '-']);
+    if v.is_infinite() && word != "inf" && word != "infinity" {
+        return Err(Error::NotFloat);
+    }
+    if v == 0.0
+        && text
+            .split(['e', 'x'])
+            .next()
+            .is_some_and(|m| m.chars().any(|c| ('1'..='9').contains(&c)))
+    {
+        return Err(Error::NotFloat);
+    }
+    Ok(v)
+}
+
+fn zadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let (mut nx, mut xx, mut gt, mut lt, mut ch, mut incr) =
+        (false, false, false, false, false, false);
+    let mut i = 2;
+    while i < args.len() {
+        let a = &args[i];
+        if is(a, "NX") {
+            nx = true;
+        } else if is(a, "XX") {
+            xx = true;
+        } else if is(a, "GT") {
+            gt = true;
+        } else if is(a, "LT") {
+            lt = true;
+        } else if is(a, "CH") {
+            ch = true;
+        } else if is(a, "INCR") {
+            incr = true;
+        } else {
+            break;
+        }
+        i += 1;
+    }
+    let pairs = &args[i..];
+    if pairs.is_empty() || pairs.len() % 2 != 0 {
+        return Err(Error::Syntax);
+    }
+    if nx && xx {
+        return Err(Error::command(
+            "XX and NX options at the same time are not compatible",
+        ));
+    }
+    if (nx && (gt || lt)) || (gt && lt) {
+        return Err(Error::command(
+            "GT, LT, and/or NX options at the same time are not compatible",
+        ));
+    }
+    if incr && pairs.len() > 2 {
+        return Err(Error::command(
+            "INCR option supports a single increment-element pair",
+        ));
+    }
+    let mut items = Vec::with_capacity(pairs.len() / 2);
+    for p in pairs.chunks_exact(2) {
+        items.push((score_arg(&p[0])?, p[1].clone()));
+    }
+    let outcome = modify(ctx, &args[1], |z| {
+        if z.found.is_none() && xx {
+            return Ok((0, None));
+        }
+        let mut changed = 0i64;
+        let mut last = None;
+        for (score, member) in &items {
+            let current = z.score(member)?;
+            let mut new = *score;
+            match current {
+                Some(cur) => {
+                    if nx {
+                        last = None;
+                        continue;
+                    }
+                    if incr {
+                        new += cur;
+                        if new.is_nan() {
+                            return Err(Error::command("resulting score is not a number (NaN)"));
+                        }
+                    }
+                    if (gt && new <= cur) || (lt && new >= cur) {
+                        last = None;
+                        continue;
+                    }
+                    if new != cur {
+                        z.set(member, new)?;
+                        if ch {
+                            changed += 1;
+                        }
+                    }
+                    last = Some(new);
+                }
+                None => {
+                    if xx {
+                        last = None;
+                        continue;
+                    }
+                    z.set(member, new)?;
+                    changed += 1;
+                    last = Some(new);
+                }
+            }
+        }
+        Ok((changed, last))
+    })?;
+    Ok(if incr {
+        outcome.1.map_or(Reply::Nil, Reply::Double)
+    } else {
+        Reply::Int(outcome.0)
+    })
+}
+
+fn zincrby(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let delta = score_arg(&args[2])?;
+    let member = args[3].clone();
+    let score = modify(ctx, &args[1], |z| {
+        let new = z.score(&member)?.unwrap_or(0.0) + delta;
+        if new.is_nan() {
+            return Err(Error::command("resulting score is not a number (NaN)"));
+        }
+        z.set(&member, new)?;
+        Ok(new)
+    })?;
+    Ok(Reply::Double(score))
+}
+
+fn scores(ctx: &Ctx<'_>, key: &[u8], members: &[Bytes]) -> Result<Vec<Option<f64>>> {
+    let Some(z) = read_live(ctx, key)? else {
+        return Ok(vec![None; members.len()]);
+    };
+    let keys: Vec<Vec<u8>> = members
+        .iter()
+        .map(|m| zset_member_key(ctx.dbi(), key, z.meta.version, m))
+        .collect();
+    ctx.db()
+        .multi_get(&keys)?
+        .into_iter()
+        .map(|v| v.map(|v| decode_score(&v)).transpose())
+        .collect()
+}
+
+fn zscore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let s = scores(ctx, &args[1], &args[2..3])?;
+    Ok(s.into_iter()
+        .next()
+        .flatten()
+        .map_or(Reply::Nil, Reply::Double))
+}
+
+fn zmscore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let s = scores(ctx, &args[1], &args[2..])?;
+    Ok(Reply::Array(
+        s.into_iter()
+            .map(|s| s.map_or(Reply::Nil, Reply::Double))
+            .collect(),
+    ))
+}
+
+fn zcard(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let n = read_live(ctx, &args[1])?.map_or(0, |z| z.meta.count);
+    Ok(Reply::Int(i64::try_from(n).unwrap_or(i64::MAX)))
+}
+
+/// One end of a score range (`zslParseRangeItem`): `(x` exclusive, `-inf`/`+inf`.
+fn score_bound(arg: &[u8]) -> Option<(f64, bool)> {
+    let (text, exclusive) = match arg.strip_prefix(b"(") {
+        Some(rest) => (rest, true),
+        None => (arg, false),
+    };
+    crate::num::parse_f64(text).map(|v| (v, exclusive))
+}
+
+/// A score range: `min`, `max` (value, exclusive).
+#[derive(Clone, Copy)]
+struct ScoreRange {
+    min: (f64, bool),
+    max: (f64, bool),
+}
+
+impl ScoreRange {
+    fn parse(min: &[u8], max: &[u8]) -> Result<Self> {
+        match (score_bound(min), score_bound(max)) {
+            (Some(min), Some(max)) => Ok(ScoreRange { min, max }),
+            _ => Err(Error::command("min or max is not a float")),
+        }
+    }
+
+    fn contains(&self, s: f64) -> bool {
+        let above = if self.min.1 {
+            s > self.min.0
+        } else {
+            s >= self.min.0
+        };
+        let below = if self.max.1 {
+            s < self.max.0
+        } else {
+            s <= self.max.0
+        };
+        above && below
+    }
+}
+
+/// One end of a lex range (`zslParseLexRangeItem`): `-`, `+`, `[x`, `(x`.
+#[derive(Clone, Debug)]
+enum LexBound {
+    MinusInf,
+    PlusInf,
+    Incl(Bytes),
+    Excl(Bytes),
+}
+
+fn lex_bound(arg: &Bytes) -> Option<LexBound> {
+    match arg.first() {
+        Some(b'-') if arg.len() == 1 => Some(LexBound::MinusInf),
+        Some(b'+') if arg.len() == 1 => Some(LexBound::PlusInf),
+        Some(b'[') => Some(LexBound::Incl(arg.slice(1..))),
+        Some(b'(') => Some(LexBound::Excl(arg.slice(1..))),
+        _ => None,
+    }
+}
+
+#[derive(Clone)]
+struct LexRange {
+    min: LexBound,
+    max: LexBound,
+}
+
+impl LexRange {
+    fn parse(min: &Bytes, max: &Bytes) -> Result<Self> {
+        match (lex_bound(min), lex_bound(max)) {
+            (Some(min), Some(max)) => Ok(LexRange { min, max }),
+            _ => Err(Error::command("min or max not valid string range item")),
+        }
+    }
+
+    fn contains(&self, m: &[u8]) -> bool {
+        let above = match &self.min {
+            LexBound::MinusInf => true,
+            LexBound::PlusInf => false,
+            LexBound::Incl(b) => m >= &b[..],
+            LexBound::Excl(b) => m > &b[..],
+        };
+        let below = match &self.max {
+            LexBound::MinusInf => false,
+            LexBound::PlusInf => true,
+            LexBound::Incl(b) => m <= &b[..],
+            LexBound::Excl(b) => m < &b[..],
+        };
+        above && below
+    }
+}
+
+fn zcount(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let range = ScoreRange::parse(&args[2], &args[3])?;
+    let n = entries(ctx, &args[1])?
+        .iter()
+        .filter(|(_, s)| range.contains(*s))
+        .count();
+    Ok(Reply::Int(n as i64))
+}
+
+fn zlexcount(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let range = LexRange::parse(&args[2], &args[3])?;
+    let n = entries(ctx, &args[1])?
+        .iter()
+        .filter(|(m, _)| range.contains(m))
+        .count();
+    Ok(Reply::Int(n as i64))
+}
+
+fn rank(ctx: &Ctx<'_>, args: &[Bytes], rev: bool) -> Result<Reply> {
+    let all = entries(ctx, &args[1])?;
+    Ok(match all.iter().position(|(m, _)| *m == args[2]) {
+        Some(i) if rev => Reply::Int((all.len() - 1 - i) as i64),
+        Some(i) => Reply::Int(i as i64),
+        None => Reply::Nil,
+    })
+}
+
+fn zrank(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    rank(ctx, args, false)
+}
+
+fn zrevrank(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    rank(ctx, args, true)
+}
+
+/// What a range selects.
+enum By {
+    Rank(i64, i64),
+    Score(ScoreRange),
+    Lex(LexRange),
+}
+
+/// Redis's `zrangeGenericCommand`: options after the two range arguments, then the range, then
+/// the key. `fixed`: the command names the kind of range (ZRANGEBYSCORE...), so BYSCORE,
+/// BYLEX and REV are not options.
+fn range_command(
+    ctx: &Ctx<'_>,
+    args: &[Bytes],
+    mut kind: Option<&str>,
+    mut rev: bool,
+) -> Result<Reply> {
+    let fixed = kind.is_some() || rev;
+    let (mut withscores, mut limit): (bool, Option<(i64, i64)>) = (false, None);
+    let mut j = 4;
+    while j < args.len() {
+        let left = args.len() - j - 1;
+        if is(&args[j], "WITHSCORES") {
+            withscores = true;
+        } else if is(&args[j], "LIMIT") && left >= 2 {
+            limit = Some((int_arg(&args[j + 1])?, int_arg(&args[j + 2])?));
+            j += 2;
+        } else if !fixed && kind.is_none() && is(&args[j], "BYSCORE") {
+            kind = Some("score");
+        } else if !fixed && kind.is_none() && is(&args[j], "BYLEX") {
+            kind = Some("lex");
+        } else if !fixed && !rev && is(&args[j], "REV") {
+            rev = true;
+        } else {
+            return Err(Error::Syntax);
+        }
+        j += 1;
+    }
+    if limit.is_some() && kind.is_none() {
+        return Err(Error::command(
+            "syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX",
+        ));
+    }
+    if withscores && kind == Some("lex") {
+        return Err(Error::command(
+            "syntax error, WITHSCORES not supported in combination with BYLEX",
+        ));
+    }
+    let (lo, hi) = if rev && kind.is_some() {
+        (&args[3], &args[2])
+    } else {
+        (&args[2], &args[3])
+    };
+    let by = match kind {
+        None => By::Rank(int_arg(lo)?, int_arg(hi)?),
+        Some("score") => By::Score(ScoreRange::parse(lo, hi)?),
+        _ => By::Lex(LexRange::parse(lo, hi)?),
+    };
+    let mut all = entries(ctx, &args[1])?;
+    if rev {
+        all.reverse();
+    }
+    let selected: Vec<(Bytes, f64)> = match by {
+        By::Rank(start, stop) => {
+            let len = all.len() as i64;
+            let start = if start < 0 { start + len } else { start }.max(0);
+            let stop = if stop < 0 { stop + len } else { stop };
+            if start > stop || start >= len {
+                Vec::new()
+            } else {
+                let stop = stop.min(len - 1);
+                all[start as usize..=stop as usize].to_vec()
+            }
+        }
+        By::Score(r) => all.into_iter().filter(|(_, s)| r.contains(*s)).collect(),
+        By::Lex(r) => all.into_iter().filter(|(m, _)| r.contains(m)).collect(),
+    };
+    let selected = match limit {
+        Some((offset, _)) if offset < 0 => Vec::new(),
+        Some((offset, count)) => {
+            let it = selected
+                .into_iter()
+                .skip(usize::try_from(offset).unwrap_or(usize::MAX));
+            if count < 0 {
+                it.collect()
+            } else {
+                it.take(usize::try_from(count).unwrap_or(usize::MAX))
+                    .collect()
+            }
+        }
+        None => selected,
+    };
+    Ok(entries_reply(ctx, selected, withscores))
+}
+
+/// Members, with their scores when asked: RESP2 one flat array, RESP3 an array of pairs.
+fn entries_reply(ctx: &Ctx<'_>, entries: Vec<(Bytes, f64)>, withscores: bool) -> Reply {
+    let resp3 = ctx.session.protocol == Protocol::Resp3;
+    let mut out = Vec::with_capacity(entries.len() * if withscores { 2 } else { 1 });
+    for (m, s) in entries {
+        match (withscores, resp3) {
+            (false, _) => out.push(Reply::Bulk(m)),
+            (true, true) => out.push(Reply::Array(vec![Reply::Bulk(m), Reply::Double(s)])),
+            (true, false) => {
+                out.push(Reply::Bulk(m));
+                out.push(Reply::Double(s));
+            }
+        }
+    }
+    Reply::Array(out)
+}
+
+fn zrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    range_command(ctx, args, None, false)
+}
+
+fn zrangebyscore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    range_command(ctx, args, Some("score"), false)
+}
+
+fn zrevrangebyscore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    range_command(ctx, args, Some("score"), true)
+}
+
+fn zrangebylex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    range_command(ctx, args, Some("lex"), false)
+}
+
+fn zrevrangebylex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    range_command(ctx, args, Some("lex"), true)
+}
+
+fn zrevrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    // ZREVRANGE key start stop [WITHSCORES]: ranks, reversed.
+    let mut rev_args = args.to_vec();
+    if rev_args.len() > 5 || (rev_args.len() == 5 && !is(&rev_args[4], "WITHSCORES")) {
+        return Err(Error::Syntax);
+    }
+    rev_args.truncate(5);
+    range_rank_rev(ctx, &rev_args)
+}
+
+fn range_rank_rev(ctx: &Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let withscores = args.len() == 5;
+    let (start, stop) = (int_arg(&args[2])?, int_arg(&args[3])?);
+    let mut all = entries(ctx, &args[1])?;
+    all.reverse();
+    let len = all.len() as i64;
+    let start = if start < 0 { start + len } else { start }.max(0);
+    let stop = if stop < 0 { stop + len } else { stop };
+    let selected = if start > stop || start >= len {
+        Vec::new()
+    } else {
+        all[start as usize..=stop.min(len - 1) as usize].to_vec()
+    };
+    Ok(entries_reply(ctx, selected, withscores))
+}
+
+fn zrem(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let n = modify(ctx, &args[1], |z| {
+        let mut n = 0;
+        if z.found.is_none() {
+            return Ok(0);
+        }
+        for m in &args[2..] {
+            n += i64::from(z.remove(m)?);
+        }
+        Ok(n)
+    })?;
+    Ok(Reply::Int(n))
+}
+
+/// Removes the members `pick` selects from the live sorted set (in order), atomically.
+fn remove_where(
+    ctx: &Ctx<'_>,
+    key: &[u8],
+    pick: impl Fn(&[(Bytes, f64)]) -> Vec<Bytes>,
+) -> Result<i64> {
+    modify(ctx, key, |z| {
+        let Some(found) = z.found else {
+            return Ok(0);
+        };
+        let all = zset_entries(ctx.db(), z.db, z.name, found.meta.version)?;
+        let mut n = 0;
+        for m in pick(&all) {
+            n += i64::from(z.remove(&m)?);
+        }
+        Ok(n)
+    })
+}
+
+fn zremrangebyrank(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let (start, stop) = (int_arg(&args[2])?, int_arg(&args[3])?);
+    let n = remove_where(ctx, &args[1], |all| {
+        let len = all.len() as i64;
+        let start = if start < 0 { start + len } else { start }.max(0);
+        let stop = if stop < 0 { stop + len } else { stop };
+        if start > stop || start >= len {
+            return Vec::new();
+        }
+        all[start as usize..=stop.min(len - 1) as usize]
+            .iter()
+            .map(|(m, _)| m.clone())
+            .collect()
+    })?;
+    Ok(Reply::Int(n))
+}
+
+fn zremrangebyscore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let range = ScoreRange::parse(&args[2], &args[3])?;
+    let n = remove_where(ctx, &args[1], |all| {
+        all.iter()
+            .filter(|(_, s)| range.contains(*s))
+            .map(|(m, _)| m.clone())
+            .collect()
+    })?;
+    Ok(Reply::Int(n))
+}
+
+fn zremrangebylex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let range = LexRange::parse(&args[2], &args[3])?;
+    let n = remove_where(ctx, &args[1], |all| {
+        all.iter()
+            .filter(|(m, _)| range.contains(m))
+            .map(|(m, _)| m.clone())
+            .collect()
+    })?;
+    Ok(Reply::Int(n))
+}
+
+fn zpop(ctx: &Ctx<'_>, args: &[Bytes], max: bool) -> Result<Reply> {
+    if args.len() > 3 {
+        return Err(Error::Syntax);
+    }
+    let count = match args.get(2) {
+        None => None,
+        Some(c) => match crate::num::parse_i64(c) {
+            Some(n) if n >= 0 => Some(usize::try_from(n).unwrap_or(usize::MAX)),
+            _ => return Err(Error::command("value is out of range, must be positive")),
+        },
+    };
+    let popped = modify(ctx, &args[1], |z| {
+        let Some(found) = z.found else {
+            return Ok(Vec::new());
+        };
+        let mut all = zset_entries(ctx.db(), z.db, z.name, found.meta.version)?;
+        if max {
+            all.reverse();
+        }
+        all.truncate(count.unwrap_or(1));
+        for (m, _) in &all {
+            z.remove(m)?;
+        }
+        Ok(all)
+    })?;
+    let resp3 = ctx.session.protocol == Protocol::Resp3;
+    let mut out = Vec::new();
+    for (m, s) in popped {
+        if count.is_some() && resp3 {
+            out.push(Reply::Array(vec![Reply::Bulk(m), Reply::Double(s)]));
+        } else {
+            out.push(Reply::Bulk(m));
+            out.push(Reply::Double(s));
+        }
+    }
+    Ok(Reply::Array(out))
+}
+
+fn zpopmin(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    zpop(ctx, args, false)
+}
+
+fn zpopmax(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    zpop(ctx, args, true)
+}
