@@ -577,10 +577,9 @@ mod tests {
             for sub in [&b""[..], b"f", b"\x00\xff"] {
                 let k = element_key(3, name, 0x0102_0304_0506_0708, sub);
                 let e = parse_element_key(&k).unwrap();
-                assert_eq!(
-                    (e.db, e.name, e.version, e.sub),
-                    (3, name, 0x0102_0304_0506_0708, sub)
-                );
+                assert_eq!((e.db, e.name, e.version), (3, name, 0x0102_0304_0506_0708));
+                // After the version: the element's position, then the element.
+                assert_eq!(e.sub, [&element_position(sub)[..], sub].concat());
                 assert!(k.starts_with(&element_prefix(3, name, e.version)));
                 assert_eq!(
                     ServerRouter.route(&k),
@@ -588,6 +587,42 @@ mod tests {
                 );
             }
         }
+        // List and sorted set entries route with their record too.
+        for k in [
+            list_key(3, b"l", 9, LIST_HEAD_START),
+            zset_member_key(3, b"z", 9, b"m"),
+            zset_score_key(3, b"z", 9, -1.5, b"m"),
+        ] {
+            let e = parse_element_key(&k).unwrap();
+            assert_eq!(
+                ServerRouter.route(&k),
+                xxhash_rust::xxh3::xxh3_64(&string_key(3, e.name))
+            );
+        }
+        // Scores keep their order as bytes; -0 sorts as 0.
+        let scores = [
+            f64::NEG_INFINITY,
+            -1e300,
+            -2.5,
+            -1e-300,
+            0.0,
+            1e-300,
+            1.0,
+            2.5,
+            f64::INFINITY,
+        ];
+        for w in scores.windows(2) {
+            assert!(
+                score_order_bytes(w[0]) < score_order_bytes(w[1]),
+                "{} < {}",
+                w[0],
+                w[1]
+            );
+        }
+        for s in scores {
+            assert_eq!(score_from_order_bytes(score_order_bytes(s)), s);
+        }
+        assert_eq!(score_order_bytes(-0.0), score_order_bytes(0.0));
         // Every other key routes as the engine's default would.
         for k in [&b"kname"[..], b"\xff\xffD", b"m", b"m\x00\x00\x00\x00\x09x"] {
             assert_eq!(ServerRouter.route(k), xxhash_rust::xxh3::xxh3_64(k));

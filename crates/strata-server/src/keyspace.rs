@@ -976,7 +976,7 @@ mod tests {
         assert!(Record::decode(Bytes::from_static(&[0x80, 1, 2])).is_err());
         // Unknown kinds, and collection kinds with encoding bits they never carry.
         assert!(Record::decode(Bytes::from_static(&[0x0f, 1])).is_err());
-        assert!(Record::decode(Bytes::from_static(&[0x04, 1])).is_err());
+        assert!(Record::decode(Bytes::from_static(&[0x05, 1])).is_err());
         assert!(Record::decode(Bytes::from_static(&[0x13, 1])).is_err());
         assert!(Record::decode(Bytes::from_static(&[0x21, 1])).is_err());
         for (header, kind) in [
