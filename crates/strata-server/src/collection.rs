@@ -246,6 +246,18 @@ pub fn zset_entries(
     name: &[u8],
     version: u64,
 ) -> Result<Vec<(Bytes, f64)>> {
+    zset_first_entries(b, db, name, version, usize::MAX)
+}
+
+/// The first `limit` (member, score) of the sorted set in score order: a scan that stops
+/// there (ZPOPMIN reads what it pops, not the whole set).
+pub fn zset_first_entries(
+    b: &dyn KvBackend,
+    db: DbIndex,
+    name: &[u8],
+    version: u64,
+    limit: usize,
+) -> Result<Vec<(Bytes, f64)>> {
     let prefix = zset_score_prefix(db, name, version);
     let skip = prefix.len();
     let mut out = Vec::new();
@@ -260,7 +272,7 @@ pub fn zset_entries(
                     score_from_order_bytes(*score),
                 ));
             }
-            true
+            out.len() < limit
         },
     )?;
     Ok(out)

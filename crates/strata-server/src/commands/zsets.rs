@@ -15,7 +15,9 @@ use bytes::Bytes;
 use super::strings::json_exists;
 use super::{int_arg, is, Ctx, Spec, READ, READ_FAST, WRITE_FAST};
 use crate::backend::{BatchOp, GroupRead};
-use crate::collection::{zset_entries, zset_member_key, zset_score_key, Live, Meta};
+use crate::collection::{
+    zset_entries, zset_first_entries, zset_member_key, zset_score_key, Live, Meta,
+};
 use crate::error::{Error, Result};
 use crate::keyspace::{now_ms, string_key, DbIndex, Encoding, KeyType, Record};
 use crate::resp::{Protocol, Reply};
@@ -765,11 +767,17 @@ fn zpop(ctx: &Ctx<'_>, args: &[Bytes], max: bool) -> Result<Reply> {
         let Some(found) = z.found else {
             return Ok(Vec::new());
         };
-        let mut all = zset_entries(ctx.db(), z.db, z.name, found.meta.version)?;
-        if max {
+        let want = count.unwrap_or(1);
+        // The lowest scores are a bounded scan from the start; the highest need the whole set
+        // (no reverse scan yet).
+        let mut all = if max {
+            let mut all = zset_entries(ctx.db(), z.db, z.name, found.meta.version)?;
             all.reverse();
-        }
-        all.truncate(count.unwrap_or(1));
+            all
+        } else {
+            zset_first_entries(ctx.db(), z.db, z.name, found.meta.version, want)?
+        };
+        all.truncate(want);
         for (m, _) in &all {
             z.remove(m)?;
         }
