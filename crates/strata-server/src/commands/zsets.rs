@@ -1,7 +1,8 @@
 //! Sorted set commands: ZADD (NX XX GT LT CH INCR), ZINCRBY, ZSCORE, ZMSCORE, ZCARD, ZCOUNT,
 //! ZLEXCOUNT, ZRANK, ZREVRANK, ZRANGE (BYSCORE BYLEX REV LIMIT WITHSCORES), ZRANGEBYSCORE,
 //! ZREVRANGEBYSCORE, ZRANGEBYLEX, ZREVRANGEBYLEX, ZREVRANGE, ZREM, ZREMRANGEBYRANK,
-//! ZREMRANGEBYSCORE, ZREMRANGEBYLEX, ZPOPMIN, ZPOPMAX, with redis-server 7.0's replies.
+//! ZREMRANGEBYSCORE, ZREMRANGEBYLEX, ZPOPMIN, ZPOPMAX, ZRANDMEMBER, ZSCAN, with redis-server
+//! 7.0's replies.
 //!
 //! A sorted set is a record plus, per member, a member entry (member -> score) and a score
 //! entry (score, member in byte order: ZRANGE order) (`collection.rs`). Writes are one atomic
@@ -44,6 +45,8 @@ pub(crate) static SPECS: &[Spec] = &[
     Spec { name: "zremrangebyscore", arity: 4, flags: &["write"], keys: (1, 1, 1), group: "sorted_set", summary: "Removes members in a sorted set within a range of scores. Deletes the sorted set if all members were removed.", handler: zremrangebyscore },
     Spec { name: "zremrangebylex", arity: 4, flags: &["write"], keys: (1, 1, 1), group: "sorted_set", summary: "Removes members in a sorted set within a lexicographical range. Deletes the sorted set if all members were removed.", handler: zremrangebylex },
     Spec { name: "zpopmin", arity: -2, flags: &["write", "fast"], keys: (1, 1, 1), group: "sorted_set", summary: "Returns the lowest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped.", handler: zpopmin },
+    Spec { name: "zrandmember", arity: -2, flags: READ, keys: (1, 1, 1), group: "sorted_set", summary: "Returns one or more random members from a sorted set.", handler: zrandmember },
+    Spec { name: "zscan", arity: -3, flags: READ, keys: (1, 1, 1), group: "sorted_set", summary: "Iterates over members and scores of a sorted set.", handler: zscan },
     Spec { name: "zpopmax", arity: -2, flags: &["write", "fast"], keys: (1, 1, 1), group: "sorted_set", summary: "Returns the highest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped.", handler: zpopmax },
 ];
 
@@ -802,4 +805,149 @@ fn zpopmin(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 
 fn zpopmax(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     zpop(ctx, args, true)
+}
+
+fn zrandmember(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    use rand::seq::SliceRandom;
+    use rand::Rng;
+    let key = &args[1];
+    let mut rng = rand::thread_rng();
+    let Some(count_arg) = args.get(2) else {
+        let all = entries(ctx, key)?;
+        return Ok(Reply::bulk_or_nil(
+            all.choose(&mut rng).map(|(m, _)| m.clone()),
+        ));
+    };
+    let count = int_arg(count_arg)?;
+    if count == i64::MIN {
+        return Err(Error::command(
+            "value is out of range, value must between -9223372036854775807 and 9223372036854775807",
+        ));
+    }
+    let withscores = match args.get(3) {
+        None => false,
+        Some(w) if args.len() == 4 && is(w, "WITHSCORES") => true,
+        Some(_) => return Err(Error::Syntax),
+    };
+    if withscores && !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&count) {
+        return Err(Error::command("value is out of range"));
+    }
+    if read_live(ctx, key)?.is_none() || count == 0 {
+        return Ok(Reply::Array(Vec::new()));
+    }
+    // Every member is read (O(n)); a large set would want the sampling hashes and sets use.
+    let mut all = entries(ctx, key)?;
+    let picked: Vec<(Bytes, f64)> = if count < 0 {
+        let n = usize::try_from(count.unsigned_abs()).unwrap_or(usize::MAX);
+        (0..n.min(REPLY_ELEMENTS_MAX))
+            .filter_map(|_| all.get(rng.gen_range(0..all.len().max(1))).cloned())
+            .collect()
+    } else {
+        all.shuffle(&mut rng);
+        all.truncate(usize::try_from(count).unwrap_or(usize::MAX));
+        all
+    };
+    Ok(entries_reply(ctx, picked, withscores))
+}
+
+/// Most members ZRANDMEMBER with a negative count returns.
+const REPLY_ELEMENTS_MAX: usize = 1 << 24;
+
+/// ZSCAN's default COUNT.
+const ZSCAN_COUNT_DEFAULT: usize = 10;
+
+fn zscan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let key = &args[1];
+    let cursor: u64 = std::str::from_utf8(&args[2])
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| Error::command("invalid cursor"))?;
+    let Some(z) = read_live(ctx, key)? else {
+        return Ok(Reply::Array(vec![
+            Reply::text("0".to_string()),
+            Reply::Array(Vec::new()),
+        ]));
+    };
+    let mut pattern: Option<&[u8]> = None;
+    let mut count = ZSCAN_COUNT_DEFAULT;
+    let mut i = 3;
+    while i < args.len() {
+        let value = args.get(i + 1).ok_or(Error::Syntax)?;
+        if is(&args[i], "MATCH") {
+            pattern = Some(value);
+        } else if is(&args[i], "COUNT") {
+            count = match int_arg(value)? {
+                n if n >= 1 => usize::try_from(n).unwrap_or(usize::MAX),
+                _ => return Err(Error::Syntax),
+            };
+        } else {
+            return Err(Error::Syntax);
+        }
+        i += 2;
+    }
+    let after = if cursor == 0 {
+        None
+    } else {
+        crate::state::lock(&ctx.shared.cursors)
+            .get(cursor)
+            .ok_or_else(|| Error::command("invalid cursor"))?
+            .after_key
+    };
+    // A listpack is returned whole in one call, as Redis does; a skiplist pages by COUNT,
+    // in member order (the member entries).
+    let whole = !z.big;
+    let (db, version) = (ctx.dbi(), z.meta.version);
+    let prefix = zset_member_key(db, key, version, b"");
+    let skip = prefix.len();
+    let lower = match &after {
+        Some(m) => std::ops::Bound::Excluded(zset_member_key(db, key, version, m)),
+        None => std::ops::Bound::Included(prefix.clone()),
+    };
+    let mut found = Vec::new();
+    let mut last: Option<Vec<u8>> = None;
+    let mut more = false;
+    let mut examined = 0usize;
+    let mut failure = None;
+    ctx.db().scan_group(
+        &string_key(db, key),
+        lower,
+        crate::backend::prefix_end(&prefix),
+        &mut |k, v| {
+            if !whole && examined == count {
+                more = true;
+                return false;
+            }
+            examined += 1;
+            let member = k.get(skip..).unwrap_or_default();
+            last = Some(member.to_vec());
+            if pattern.is_none_or(|p| crate::glob::matches(p, member, false)) {
+                match decode_score(v) {
+                    Ok(score) => {
+                        found.push(Reply::Bulk(Bytes::copy_from_slice(member)));
+                        found.push(Reply::Bulk(Bytes::from(crate::num::format_g17(score))));
+                    }
+                    Err(e) => {
+                        failure = Some(e);
+                        return false;
+                    }
+                }
+            }
+            true
+        },
+    )?;
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    let cursor = if more {
+        crate::state::lock(&ctx.shared.cursors).insert(crate::state::ScanPosition {
+            namespace: 0,
+            after_key: last,
+        })
+    } else {
+        0
+    };
+    Ok(Reply::Array(vec![
+        Reply::text(cursor.to_string()),
+        Reply::Array(found),
+    ]))
 }

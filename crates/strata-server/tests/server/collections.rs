@@ -275,8 +275,16 @@ fn large_collections_scan_in_pages_and_sample_at_random() {
             .map(|i| (format!("f{i:05}"), i))
             .collect();
         let _: () = c.hset_multiple("bigh", &pairs).unwrap();
+        let scored: Vec<(usize, String)> = (chunk * 500..(chunk + 1) * 500)
+            .map(|i| (i % 7, format!("z{i:05}")))
+            .collect();
+        let _: i64 = c.zadd_multiple("bigz", &scored).unwrap();
     }
-    for (cmd, key, per) in [("SSCAN", "big", 1), ("HSCAN", "bigh", 2)] {
+    for (cmd, key, per) in [
+        ("SSCAN", "big", 1),
+        ("HSCAN", "bigh", 2),
+        ("ZSCAN", "bigz", 2),
+    ] {
         let mut seen = std::collections::BTreeSet::new();
         let mut cursor = "0".to_string();
         let mut calls = 0;

@@ -264,7 +264,9 @@ impl Resp {
 fn canonical(args: &[Vec<u8>], reply: &[u8]) -> Vec<u8> {
     let is = |i: usize, w: &[u8]| args.get(i).is_some_and(|a| a.eq_ignore_ascii_case(w));
     let mut r = Resp::parse(reply, &mut 0);
-    let with_values = args.iter().any(|a| a.eq_ignore_ascii_case(b"WITHVALUES"));
+    let with_values = args
+        .iter()
+        .any(|a| a.eq_ignore_ascii_case(b"WITHVALUES") || a.eq_ignore_ascii_case(b"WITHSCORES"));
     let flat_pairs = matches!(&r, Resp::Agg(h, _) if h[0] == b'*');
     let whole_sets = [
         &b"SMEMBERS"[..],
@@ -276,21 +278,21 @@ fn canonical(args: &[Vec<u8>], reply: &[u8]) -> Vec<u8> {
     ];
     if is(0, b"HKEYS")
         || is(0, b"HVALS")
-        || (is(0, b"HRANDFIELD") && !with_values)
+        || ((is(0, b"HRANDFIELD") || is(0, b"ZRANDMEMBER")) && !with_values)
         || whole_sets.iter().any(|w| is(0, w))
     {
         r.sort_chunks(1);
     } else if is(0, b"HGETALL") {
         r.sort_chunks(2);
-    } else if is(0, b"HRANDFIELD") {
+    } else if is(0, b"HRANDFIELD") || is(0, b"ZRANDMEMBER") {
         // RESP2: flat field/value pairs; RESP3: an array of pair arrays.
         let resp2_pairs =
             matches!(&r, Resp::Agg(_, items) if items.iter().all(|i| matches!(i, Resp::Leaf(_))));
         r.sort_chunks(if resp2_pairs && flat_pairs { 2 } else { 1 });
-    } else if is(0, b"HSCAN") || is(0, b"SSCAN") {
+    } else if is(0, b"HSCAN") || is(0, b"SSCAN") || is(0, b"ZSCAN") {
         if let Resp::Agg(_, items) = &mut r {
             if let Some(found) = items.get_mut(1) {
-                found.sort_chunks(if is(0, b"HSCAN") { 2 } else { 1 });
+                found.sort_chunks(if is(0, b"SSCAN") { 1 } else { 2 });
             }
         }
     }
@@ -797,7 +799,7 @@ impl Gen {
                 ]);
             }
         };
-        match self.rng.gen_range(0..36) {
+        match self.rng.gen_range(0..38) {
             0..=5 => {
                 let mut c = vec!["ZADD".into(), k];
                 for _ in 0..self.rng.gen_range(0..3) {
@@ -900,6 +902,26 @@ impl Gen {
             32 => vec!["ZADD".into(), k, "1".into()],
             33 => vec!["ZADD".into(), k, "NX".into(), "XX".into(), "1".into(), m],
             34 => vec!["EXPIRE".into(), k, "1000".into()],
+            35 => {
+                // Deterministic forms only: a count past the size returns every member.
+                let count = ["1000", "0", "x", "-9223372036854775808"][self.rng.gen_range(0..4)];
+                let mut c = vec!["ZRANDMEMBER".into(), k, count.into()];
+                match self.rng.gen_range(0..3) {
+                    0 => c.push("WITHSCORES".into()),
+                    1 => c.push("WITHVALUES".into()),
+                    _ => {}
+                }
+                c
+            }
+            36 => {
+                let mut c = vec!["ZSCAN".into(), k, "0".into()];
+                if self.rng.gen_bool(0.4) {
+                    c.extend(["MATCH".into(), "m*".into()]);
+                }
+                let count = ["1000", "1000", "0", "x"][self.rng.gen_range(0..4)];
+                c.extend(["COUNT".into(), count.into()]);
+                c
+            }
             _ => vec![
                 "ZRANGE".into(),
                 k,
