@@ -183,13 +183,7 @@ impl KvBackend for strata::Db {
         end: Bound<Vec<u8>>,
         visit: &mut VisitFn<'_>,
     ) -> Result<()> {
-        for entry in strata::Db::scan(self, (start, end)) {
-            let (k, v) = entry?;
-            if !visit(&k, &v) {
-                break;
-            }
-        }
-        Ok(())
+        visit_scan(strata::Db::scan(self, (start, end)), visit)
     }
 
     fn scan_group(
@@ -199,13 +193,7 @@ impl KvBackend for strata::Db {
         end: Bound<Vec<u8>>,
         visit: &mut VisitFn<'_>,
     ) -> Result<()> {
-        for entry in strata::Db::scan_routed(self, route, (start, end)) {
-            let (k, v) = entry?;
-            if !visit(&k, &v) {
-                break;
-            }
-        }
-        Ok(())
+        visit_scan(strata::Db::scan_routed(self, route, (start, end)), visit)
     }
 
     fn flush(&self) -> Result<()> {
@@ -337,6 +325,17 @@ impl KvBackend for MemoryBackend {
     fn stats_lines(&self) -> Vec<(String, String)> {
         vec![("backend".into(), "memory".into())]
     }
+}
+
+/// Feeds an engine scan to `visit` until it returns false.
+fn visit_scan(scan: strata::Scan, visit: &mut VisitFn<'_>) -> Result<()> {
+    for entry in scan {
+        let (k, v) = entry?;
+        if !visit(&k, &v) {
+            break;
+        }
+    }
+    Ok(())
 }
 
 fn apply_ops(map: &mut BTreeMap<Vec<u8>, Bytes>, ops: Vec<BatchOp>) {

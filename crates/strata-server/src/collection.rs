@@ -76,12 +76,12 @@ pub struct Meta {
 }
 
 /// Bytes of an encoded [`Meta`].
-const HASH_META_BYTES: usize = 16;
+const META_BYTES: usize = 16;
 
 impl Meta {
     /// The record payload.
-    pub fn encode(&self) -> [u8; HASH_META_BYTES] {
-        let mut out = [0; HASH_META_BYTES];
+    pub fn encode(&self) -> [u8; META_BYTES] {
+        let mut out = [0; META_BYTES];
         out[..8].copy_from_slice(&self.version.to_le_bytes());
         out[8..].copy_from_slice(&self.count.to_le_bytes());
         out
@@ -92,9 +92,9 @@ impl Meta {
         let (v, c) = payload
             .split_first_chunk::<8>()
             .and_then(|(v, rest)| Some((v, rest.first_chunk::<8>()?)))
-            .filter(|_| payload.len() == HASH_META_BYTES)
+            .filter(|_| payload.len() == META_BYTES)
             .ok_or_else(|| {
-                Error::command("stored data is damaged: a hash record of the wrong length")
+                Error::command("stored data is damaged: a collection record of the wrong length")
             })?;
         Ok(Meta {
             version: u64::from_le_bytes(*v),
@@ -276,6 +276,30 @@ pub fn zset_first_entries(
         },
     )?;
     Ok(out)
+}
+
+/// Visits a sorted set's member entries (member, score bytes) in member order after member
+/// `after` (exclusive; `None`: from the first) until `visit` returns false: ZSCAN's pages.
+pub fn visit_zset_members_from(
+    b: &dyn KvBackend,
+    db: DbIndex,
+    name: &[u8],
+    version: u64,
+    after: Option<&[u8]>,
+    visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+) -> Result<()> {
+    let prefix = zset_member_key(db, name, version, b"");
+    let skip = prefix.len();
+    let lower = match after {
+        Some(m) => std::ops::Bound::Excluded(zset_member_key(db, name, version, m)),
+        None => std::ops::Bound::Included(prefix.clone()),
+    };
+    b.scan_group(
+        &string_key(db, name),
+        lower,
+        prefix_end(&prefix),
+        &mut |k, v| visit(k.get(skip..).unwrap_or_default(), v),
+    )
 }
 
 /// Hands out element versions (see the module comment).

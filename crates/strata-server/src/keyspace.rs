@@ -196,15 +196,6 @@ impl Record {
         })
     }
 
-    /// Decodes a record that must hold a string: WRONGTYPE for a collection's.
-    pub fn decode_string(bytes: Bytes) -> Result<Record> {
-        let r = Self::decode(bytes)?;
-        if r.kind != KeyType::String {
-            return Err(Error::WrongType);
-        }
-        Ok(r)
-    }
-
     /// Whether the key is gone at `now_ms`.
     pub fn expired(&self, now_ms: u64) -> bool {
         self.expire_at_ms.is_some_and(|at| at <= now_ms)

@@ -9,7 +9,9 @@ use bytes::Bytes;
 use super::strings::json_exists;
 use super::{int_arg, is, Ctx};
 use crate::backend::{BatchOp, GroupRead};
-use crate::collection::{element_key, read_live as read_record, visit_elements_from, Live, Meta};
+use crate::collection::{
+    element_key, read_live as read_record, visit_elements_from, visit_zset_members_from, Live, Meta,
+};
 use crate::error::{Error, Result};
 use crate::glob;
 use crate::keyspace::{now_ms, string_key, DbIndex, Encoding, KeyType, Record};
@@ -239,13 +241,14 @@ pub(crate) fn read_live(ctx: &Ctx<'_>, key: &[u8], kind: KeyType) -> Result<Opti
     Ok(found)
 }
 
-/// HSCAN's and SSCAN's default COUNT.
+/// HSCAN's, SSCAN's and ZSCAN's default COUNT.
 const SCAN_COUNT_DEFAULT: usize = 10;
 
-/// HSCAN / SSCAN `key cursor [MATCH pattern] [COUNT n]`: a collection in Redis's compact
-/// encoding is returned whole in one call (cursor 0), whatever COUNT says, as Redis does; a
-/// larger one pages by COUNT elements, its cursor naming the last element returned
-/// (`state::CursorTable`). Hashes answer field and value, sets the member.
+/// HSCAN / SSCAN / ZSCAN `key cursor [MATCH pattern] [COUNT n]`: a collection in Redis's
+/// compact encoding is returned whole in one call (cursor 0), whatever COUNT says, as Redis
+/// does; a larger one pages by COUNT elements, its cursor naming the last element returned
+/// (`state::CursorTable`). Hashes answer field and value, sets the member, sorted sets the
+/// member and its score (`%.17g`, as Redis's `d2string`).
 pub(crate) fn scan_elements(ctx: &Ctx<'_>, args: &[Bytes], kind: KeyType) -> Result<Reply> {
     let key = &args[1];
     let cursor: u64 = std::str::from_utf8(&args[2])
@@ -286,34 +289,46 @@ pub(crate) fn scan_elements(ctx: &Ctx<'_>, args: &[Bytes], kind: KeyType) -> Res
             .after_key
     };
     let whole = !live.big;
-    let with_values = kind == KeyType::Hash;
     let mut found = Vec::new();
     let mut last: Option<Vec<u8>> = None;
     let mut more = false;
     let mut examined = 0usize;
+    let mut failure = None;
     let (db, version) = (ctx.dbi(), live.meta.version);
-    visit_elements_from(
-        ctx.db(),
-        db,
-        key,
-        version,
-        after.as_deref(),
-        &mut |sub, value| {
-            if !whole && examined == count {
-                more = true;
-                return false;
+    let mut visit = |sub: &[u8], value: &[u8]| {
+        if !whole && examined == count {
+            more = true;
+            return false;
+        }
+        examined += 1;
+        last = Some(sub.to_vec());
+        if pattern.is_none_or(|p| glob::matches(p, sub, false)) {
+            found.push(Reply::Bulk(Bytes::copy_from_slice(sub)));
+            match kind {
+                KeyType::Hash => found.push(Reply::Bulk(Bytes::copy_from_slice(value))),
+                KeyType::Zset => match <[u8; 8]>::try_from(value) {
+                    Ok(score) => found.push(Reply::Bulk(Bytes::from(crate::num::format_g17(
+                        f64::from_le_bytes(score),
+                    )))),
+                    Err(_) => {
+                        failure =
+                            Some(Error::command("stored data is damaged: a sorted set score"));
+                        return false;
+                    }
+                },
+                _ => {}
             }
-            examined += 1;
-            last = Some(sub.to_vec());
-            if pattern.is_none_or(|p| glob::matches(p, sub, false)) {
-                found.push(Reply::Bulk(Bytes::copy_from_slice(sub)));
-                if with_values {
-                    found.push(Reply::Bulk(Bytes::copy_from_slice(value)));
-                }
-            }
-            true
-        },
-    )?;
+        }
+        true
+    };
+    if kind == KeyType::Zset {
+        visit_zset_members_from(ctx.db(), db, key, version, after.as_deref(), &mut visit)?;
+    } else {
+        visit_elements_from(ctx.db(), db, key, version, after.as_deref(), &mut visit)?;
+    }
+    if let Some(e) = failure {
+        return Err(e);
+    }
     let cursor = if more {
         lock(&ctx.shared.cursors).insert(ScanPosition {
             namespace: 0,

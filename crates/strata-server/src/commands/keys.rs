@@ -373,65 +373,46 @@ fn ops_storing(
     }
     match stored.kind {
         KeyType::String => ops.push(BatchOp::Put(string_key(db, key), stored.bytes.to_vec())),
-        KeyType::Zset => {
-            let r = Record::decode(stored.bytes.clone())?;
-            let meta = Meta {
-                version: ctx.shared.versions.next(),
-                count: stored.fields.len() as u64,
-            };
-            ops.push(BatchOp::Put(
-                string_key(db, key),
-                Record::encode_collection(r.kind, &meta.encode(), r.expire_at_ms, r.encoding),
-            ));
-            for (m, score) in &stored.fields {
-                let score =
-                    f64::from_le_bytes(score[..].try_into().map_err(|_| {
-                        Error::command("stored data is damaged: a sorted set score")
-                    })?);
-                ops.push(BatchOp::Put(
-                    zset_member_key(db, key, meta.version, m),
-                    score.to_le_bytes().to_vec(),
-                ));
-                ops.push(BatchOp::Put(
-                    zset_score_key(db, key, meta.version, score, m),
-                    Vec::new(),
-                ));
-            }
-        }
-        KeyType::List => {
-            let r = Record::decode(stored.bytes.clone())?;
-            let meta = ListMeta {
-                version: ctx.shared.versions.next(),
-                count: stored.fields.len() as u64,
-                head: LIST_HEAD_START,
-            };
-            ops.push(BatchOp::Put(
-                string_key(db, key),
-                Record::encode_collection(r.kind, &meta.encode(), r.expire_at_ms, r.encoding),
-            ));
-            for (i, (v, _)) in stored.fields.iter().enumerate() {
-                ops.push(BatchOp::Put(
-                    list_key(db, key, meta.version, meta.head + i as u64),
-                    v.to_vec(),
-                ));
-            }
-        }
-        KeyType::Hash | KeyType::Set => {
+        KeyType::Hash | KeyType::Set | KeyType::List | KeyType::Zset => {
             // A new incarnation under the new name: its own version, its own elements.
             let r = Record::decode(stored.bytes.clone())?;
-            let meta = Meta {
-                version: ctx.shared.versions.next(),
-                count: stored.fields.len() as u64,
+            let version = ctx.shared.versions.next();
+            let count = stored.fields.len() as u64;
+            let meta = match r.kind {
+                KeyType::List => ListMeta {
+                    version,
+                    count,
+                    head: LIST_HEAD_START,
+                }
+                .encode()
+                .to_vec(),
+                _ => Meta { version, count }.encode().to_vec(),
             };
             ops.push(BatchOp::Put(
                 string_key(db, key),
-                Record::encode_collection(r.kind, &meta.encode(), r.expire_at_ms, r.encoding),
+                Record::encode_collection(r.kind, &meta, r.expire_at_ms, r.encoding),
             ));
-            for (f, v) in &stored.fields {
-                ops.push(BatchOp::Put(
-                    element_key(db, key, meta.version, f),
-                    v.to_vec(),
-                ));
+            for (i, (e, v)) in stored.fields.iter().enumerate() {
+                match r.kind {
+                    KeyType::List => ops.push(BatchOp::Put(
+                        list_key(db, key, version, LIST_HEAD_START + i as u64),
+                        e.to_vec(),
+                    )),
+                    KeyType::Zset => {
+                        let score = f64::from_le_bytes(v[..].try_into().map_err(|_| {
+                            Error::command("stored data is damaged: a sorted set score")
+                        })?);
+                        ops.push(BatchOp::Put(
+                            zset_member_key(db, key, version, e),
+                            score.to_le_bytes().to_vec(),
+                        ));
+                        ops.push(BatchOp::Put(
+                            zset_score_key(db, key, version, score, e),
+                            Vec::new(),
+                        ));
+                    }
+                    _ => ops.push(BatchOp::Put(element_key(db, key, version, e), v.to_vec())),
+                }
             }
         }
         KeyType::Json => {
