@@ -73,33 +73,105 @@ pub struct Meta {
     pub version: u64,
     /// Number of elements (fields, members).
     pub count: u64,
+    /// No live element sits below it (see [`Floor`]).
+    pub floor: Floor,
 }
 
-/// Bytes of an encoded [`Meta`].
+/// Bytes of an encoded [`Meta`] without a floor.
 const META_BYTES: usize = 16;
 
 impl Meta {
-    /// The record payload.
-    pub fn encode(&self) -> [u8; META_BYTES] {
-        let mut out = [0; META_BYTES];
-        out[..8].copy_from_slice(&self.version.to_le_bytes());
-        out[8..].copy_from_slice(&self.count.to_le_bytes());
+    /// A new incarnation's metadata: no floor.
+    pub fn new(version: u64, count: u64) -> Meta {
+        Meta {
+            version,
+            count,
+            floor: Floor::default(),
+        }
+    }
+
+    /// The record payload: version, count, then the floor's bytes (none for an empty floor,
+    /// so a collection that never popped encodes as before floors existed).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(META_BYTES + self.floor.as_bytes().len());
+        out.extend_from_slice(&self.version.to_le_bytes());
+        out.extend_from_slice(&self.count.to_le_bytes());
+        out.extend_from_slice(self.floor.as_bytes());
         out
     }
 
     /// Decodes a record payload; names damage.
     pub fn decode(payload: &[u8]) -> Result<Meta> {
-        let (v, c) = payload
-            .split_first_chunk::<8>()
-            .and_then(|(v, rest)| Some((v, rest.first_chunk::<8>()?)))
-            .filter(|_| payload.len() == META_BYTES)
-            .ok_or_else(|| {
-                Error::command("stored data is damaged: a collection record of the wrong length")
-            })?;
+        let damaged =
+            || Error::command("stored data is damaged: a collection record of the wrong length");
+        let (v, rest) = payload.split_first_chunk::<8>().ok_or_else(damaged)?;
+        let (c, floor) = rest.split_first_chunk::<8>().ok_or_else(damaged)?;
+        if floor.len() > FLOOR_BYTES_MAX {
+            return Err(damaged());
+        }
         Ok(Meta {
             version: u64::from_le_bytes(*v),
             count: u64::from_le_bytes(*c),
+            floor: Floor::of(floor),
         })
+    }
+}
+
+/// Most bytes a [`Floor`] keeps: a set's position (8), or a sorted set's `'S'`, score (8) and
+/// the first 31 bytes of the member.
+pub const FLOOR_BYTES_MAX: usize = 40;
+
+/// A lower bound on a collection's live elements, kept in its record so that draining pops
+/// do not walk the tombstones of the elements popped before them (an LSM keeps a deleted
+/// element's tombstone until compaction reaches the bottom; a scan from the start would step
+/// over every one): every live element's key suffix after the version (a set's or hash's
+/// `position element`, a sorted set's score entry `'S' score member`) is at or above it.
+/// SPOP and ZPOPMIN raise it past what they pop; adding an element below it lowers it to
+/// that element; a new incarnation has none (empty: below everything). A prefix of a key is
+/// at or below the key, so truncating to [`FLOOR_BYTES_MAX`] keeps the bound true.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Floor {
+    len: u8,
+    bytes: [u8; FLOOR_BYTES_MAX],
+}
+
+impl Default for Floor {
+    /// No bound.
+    fn default() -> Self {
+        Floor::of(&[])
+    }
+}
+
+impl Floor {
+    /// The floor at `suffix` (its first [`FLOOR_BYTES_MAX`] bytes).
+    pub fn of(suffix: &[u8]) -> Floor {
+        let n = suffix.len().min(FLOOR_BYTES_MAX);
+        let mut bytes = [0; FLOOR_BYTES_MAX];
+        bytes[..n].copy_from_slice(&suffix[..n]);
+        // n <= FLOOR_BYTES_MAX < 256.
+        Floor {
+            len: n as u8,
+            bytes,
+        }
+    }
+
+    /// The bound's bytes (empty: no bound).
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+
+    /// Keeps the bound true when an element with key suffix `suffix` is added.
+    pub fn lower_to(&mut self, suffix: &[u8]) {
+        if suffix < self.as_bytes() {
+            *self = Floor::of(suffix);
+        }
+    }
+
+    /// Raises the bound to `suffix`, which the caller knows no live element is below.
+    pub fn raise_to(&mut self, suffix: &[u8]) {
+        if suffix > self.as_bytes() {
+            *self = Floor::of(suffix);
+        }
     }
 }
 
@@ -238,32 +310,40 @@ pub fn score_from_order_bytes(b: [u8; 8]) -> f64 {
     f64::from_bits(bits)
 }
 
-/// Every (member, score) of incarnation `version` of the sorted set `name`, in score order
-/// (ties by member), read in one scan of its partition.
+/// Every (member, score) of the sorted set `name` (metadata `meta`), in score order (ties by
+/// member), read in one scan of its partition from its floor.
 pub fn zset_entries(
     b: &dyn KvBackend,
     db: DbIndex,
     name: &[u8],
-    version: u64,
+    meta: &Meta,
 ) -> Result<Vec<(Bytes, f64)>> {
-    zset_first_entries(b, db, name, version, usize::MAX)
+    zset_first_entries(b, db, name, meta, usize::MAX)
 }
 
-/// The first `limit` (member, score) of the sorted set in score order: a scan that stops
-/// there (ZPOPMIN reads what it pops, not the whole set).
+/// The first `limit` (member, score) of the sorted set in score order: a scan from its floor
+/// that stops there (ZPOPMIN reads what it pops, not the whole set, nor what it popped before).
 pub fn zset_first_entries(
     b: &dyn KvBackend,
     db: DbIndex,
     name: &[u8],
-    version: u64,
+    meta: &Meta,
     limit: usize,
 ) -> Result<Vec<(Bytes, f64)>> {
-    let prefix = zset_score_prefix(db, name, version);
+    let prefix = zset_score_prefix(db, name, meta.version);
+    // The score prefix ends in 'S', the floor's first byte: the floor goes after the rest.
+    let from = match meta.floor.as_bytes().split_first() {
+        Some((b'S', rest)) => [&prefix[..], rest].concat(),
+        _ => prefix.clone(),
+    };
     let skip = prefix.len();
     let mut out = Vec::new();
+    if limit == 0 {
+        return Ok(out);
+    }
     b.scan_group(
         &string_key(db, name),
-        std::ops::Bound::Included(prefix.clone()),
+        std::ops::Bound::Included(from),
         prefix_end(&prefix),
         &mut |k, _| {
             if let Some((score, member)) = k.get(skip..).and_then(|r| r.split_first_chunk::<8>()) {
@@ -276,6 +356,22 @@ pub fn zset_first_entries(
         },
     )?;
     Ok(out)
+}
+
+/// A sorted set score entry's key suffix after the version (`'S' score member`): what its
+/// [`Floor`] bounds.
+pub fn zset_score_suffix(score: f64, member: &[u8]) -> Vec<u8> {
+    let mut s = Vec::with_capacity(9 + member.len());
+    s.push(b'S');
+    s.extend_from_slice(&score_order_bytes(score));
+    s.extend_from_slice(member);
+    s
+}
+
+/// A hash's or set's element key suffix after the version (`position element`): what its
+/// [`Floor`] bounds.
+pub fn element_suffix(sub: &[u8]) -> Vec<u8> {
+    [&element_position(sub)[..], sub].concat()
 }
 
 /// Visits a sorted set's member entries (member, score bytes) in member order after member
@@ -463,16 +559,16 @@ pub fn read_live(
     live(b.get(&string_key(db, name))?, now, kind)
 }
 
-/// Visits the elements (field and value, or member and nothing) of incarnation `version` of
-/// `name` in `db` in byte order until `visit` returns false.
+/// Visits the elements (field and value, or member and nothing) of the collection `name`
+/// (metadata `meta`) in `db` in position order, from its floor, until `visit` returns false.
 pub fn visit_elements(
     b: &dyn KvBackend,
     db: DbIndex,
     name: &[u8],
-    version: u64,
+    meta: &Meta,
     visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
 ) -> Result<()> {
-    visit_elements_from(b, db, name, version, None, visit)
+    visit_elements_from(b, db, name, meta, None, visit)
 }
 
 /// [`visit_elements`] after element `after` (exclusive; `None`: from the first): the next page
@@ -481,15 +577,27 @@ pub fn visit_elements_from(
     b: &dyn KvBackend,
     db: DbIndex,
     name: &[u8],
-    version: u64,
+    meta: &Meta,
     after: Option<&[u8]>,
     visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
 ) -> Result<()> {
+    let floor = [
+        &element_prefix(db, name, meta.version)[..],
+        meta.floor.as_bytes(),
+    ]
+    .concat();
     let lower = match after {
-        Some(sub) => std::ops::Bound::Excluded(element_key(db, name, version, sub)),
-        None => std::ops::Bound::Included(element_prefix(db, name, version)),
+        Some(sub) => {
+            let after = element_key(db, name, meta.version, sub);
+            if after >= floor {
+                std::ops::Bound::Excluded(after)
+            } else {
+                std::ops::Bound::Included(floor)
+            }
+        }
+        None => std::ops::Bound::Included(floor),
     };
-    visit_range(b, db, name, version, lower, visit)
+    visit_range(b, db, name, meta.version, lower, visit)
 }
 
 /// Visits the elements from engine-key bound `lower` to the end of the collection's range.
@@ -511,10 +619,10 @@ fn visit_range(
     })
 }
 
-/// Up to `want` elements of incarnation `version` of `name` (holding `count` in all) for
-/// SPOP, SRANDMEMBER and HRANDFIELD: all of them, uniformly shuffled, when the collection has
-/// at most `window` elements; otherwise the `window` elements that follow a random position
-/// (wrapping to the start), shuffled. Positions are hashes, so the window starts at a
+/// Up to `window` elements of the collection `name` (metadata `meta`) for SRANDMEMBER and
+/// HRANDFIELD: all of them, uniformly shuffled, when the collection has at most `window`
+/// elements; otherwise the `window` elements that follow a random position at or above the
+/// floor (wrapping to the floor), shuffled. Positions are hashes, so the window starts at a
 /// uniformly random element; the pick is not exactly uniform (an element after a wide gap
 /// between positions starts windows more often), but the work is bounded and every element can
 /// come up.
@@ -522,28 +630,34 @@ pub fn sample_elements(
     b: &dyn KvBackend,
     db: DbIndex,
     name: &[u8],
-    version: u64,
-    count: u64,
+    meta: &Meta,
     window: usize,
 ) -> Result<Vec<(Bytes, Bytes)>> {
     use rand::seq::SliceRandom;
     use rand::Rng;
     let mut rng = rand::thread_rng();
-    let point: Option<[u8; 8]> = (count > window as u64).then(|| rng.gen());
-    let prefix = element_prefix(db, name, version);
-    let lower = match point {
-        Some(p) => std::ops::Bound::Included([&prefix[..], &p[..]].concat()),
-        None => std::ops::Bound::Included(prefix),
-    };
+    let floor = meta.floor.as_bytes();
+    let point: Option<[u8; 8]> = (meta.count > window as u64)
+        .then(|| rng.gen::<[u8; 8]>())
+        .filter(|p| &p[..] > floor);
+    let prefix = element_prefix(db, name, meta.version);
+    let lower = [&prefix[..], point.as_ref().map_or(floor, |p| &p[..])].concat();
     let mut out: Vec<(Bytes, Bytes)> = Vec::new();
-    visit_range(b, db, name, version, lower, &mut |sub, v| {
-        out.push((Bytes::copy_from_slice(sub), Bytes::copy_from_slice(v)));
-        out.len() < window
-    })?;
+    visit_range(
+        b,
+        db,
+        name,
+        meta.version,
+        std::ops::Bound::Included(lower),
+        &mut |sub, v| {
+            out.push((Bytes::copy_from_slice(sub), Bytes::copy_from_slice(v)));
+            out.len() < window
+        },
+    )?;
     if let Some(p) = point {
         if out.len() < window {
-            // Wrap around: from the first element up to where the window began.
-            visit_elements(b, db, name, version, &mut |sub, v| {
+            // Wrap around: from the floor up to where the window began.
+            visit_elements(b, db, name, meta, &mut |sub, v| {
                 if element_position(sub) >= p || out.len() >= window {
                     return false;
                 }
@@ -556,9 +670,9 @@ pub fn sample_elements(
     Ok(out)
 }
 
-/// Shuffled candidates for a random pick of `want` distinct elements of `live` (SPOP,
-/// SRANDMEMBER, HRANDFIELD): every element when `want` reaches the size or exceeds the sample
-/// window (the reply is that large anyway), else [`sample_elements`].
+/// Shuffled candidates for a random pick of `want` distinct elements of `live` (SRANDMEMBER,
+/// HRANDFIELD): every element when `want` reaches the size or exceeds the sample window (the
+/// reply is that large anyway), else [`sample_elements`].
 pub fn random_elements(
     b: &dyn KvBackend,
     db: DbIndex,
@@ -568,17 +682,17 @@ pub fn random_elements(
 ) -> Result<Vec<(Bytes, Bytes)>> {
     use rand::seq::SliceRandom;
     if want >= live.meta.count || want > SAMPLE_WINDOW as u64 {
-        let mut all = read_elements(b, db, name, live.meta.version)?;
+        let mut all = read_elements(b, db, name, &live.meta)?;
         all.shuffle(&mut rand::thread_rng());
         return Ok(all);
     }
-    // One element (SPOP, SRANDMEMBER without a count): a short window is enough to mix.
+    // One element (SRANDMEMBER without a count): a short window is enough to mix.
     let window = if want == 1 {
         SINGLE_PICK_WINDOW
     } else {
         SAMPLE_WINDOW
     };
-    sample_elements(b, db, name, live.meta.version, live.meta.count, window)
+    sample_elements(b, db, name, &live.meta, window)
 }
 
 /// Elements SPOP, SRANDMEMBER and HRANDFIELD sample from a large collection.
@@ -586,15 +700,15 @@ pub const SAMPLE_WINDOW: usize = 1024;
 /// Elements read to pick one at random from a large collection.
 pub const SINGLE_PICK_WINDOW: usize = 16;
 
-/// All elements of incarnation `version` of `name` in `db`.
+/// All elements of the collection `name` (metadata `meta`) in `db`.
 pub fn read_elements(
     b: &dyn KvBackend,
     db: DbIndex,
     name: &[u8],
-    version: u64,
+    meta: &Meta,
 ) -> Result<Vec<(Bytes, Bytes)>> {
     let mut out = Vec::new();
-    visit_elements(b, db, name, version, &mut |f, v| {
+    visit_elements(b, db, name, meta, &mut |f, v| {
         out.push((Bytes::copy_from_slice(f), Bytes::copy_from_slice(v)));
         true
     })?;
@@ -670,12 +784,13 @@ mod tests {
 
     #[test]
     fn metadata_round_trips_and_versions_grow() {
-        let m = Meta {
-            version: 42,
-            count: 7,
-        };
+        let mut m = Meta::new(42, 7);
+        assert_eq!(m.encode().len(), 16);
         assert_eq!(Meta::decode(&m.encode()).unwrap(), m);
         assert!(Meta::decode(&m.encode()[..15]).is_err());
+        m.floor = Floor::of(b"floor");
+        assert_eq!(Meta::decode(&m.encode()).unwrap(), m);
+        assert!(Meta::decode(&[&m.encode()[..], &[0; FLOOR_BYTES_MAX][..]].concat()).is_err());
         let v = Versions::default();
         let mut last = 0;
         for _ in 0..1000 {

@@ -1,4 +1,4 @@
-//! How Redis keys map to engine keys (keyspace format 2; `docs/format.md` gives every byte).
+//! How Redis keys map to engine keys (keyspace format 4; `docs/format.md` gives every byte).
 //!
 //! - A Redis string in database `db` is the engine key `'k' db name` whose value is a
 //!   [`Record`]: one header byte (kind, and whether an expiry time follows), the expiry time
@@ -37,11 +37,13 @@ pub type DbIndex = u8;
 /// Most databases a server may have (`databases` setting).
 pub const DATABASES_MAX: usize = 256;
 
-/// The keyspace format this build writes (3: format 2 plus hashes, `collection.rs`).
-pub const KEYSPACE_FORMAT_VERSION: u8 = 3;
-/// Format 2 differs from 3 only in holding no collections: it is upgraded by rewriting the
-/// version byte.
+/// The keyspace format this build writes (4: format 3 plus a floor at the end of a hash's,
+/// set's or sorted set's record, `collection::Floor`).
+pub const KEYSPACE_FORMAT_VERSION: u8 = 4;
+/// Format 2 differs from 4 only in holding no collections, format 3 only in records without a
+/// floor (which format 4 reads as "no floor"): both are upgraded by rewriting the version byte.
 const KEYSPACE_FORMAT_NO_COLLECTIONS: u8 = 2;
+const KEYSPACE_FORMAT_NO_FLOORS: u8 = 3;
 
 /// Engine key of the keyspace format record.
 pub const FORMAT_KEY: [u8; 2] = [0xff, b'K'];
@@ -600,21 +602,21 @@ pub fn write_db_map(b: &dyn KvBackend, map: &DbMap) -> Result<()> {
     b.put(&FORMAT_KEY, &v)
 }
 
-/// Brings the store's keyspace to format 2 before the server uses it: a store without a format
-/// record that holds format-1 strings (`'s' name` -> raw bytes, written by earlier builds) has
-/// them rewritten as database-0 records, in batches; a store already at format 2 is left alone;
-/// a newer format is refused. Safe to interrupt: each batch writes the new keys and syncs before
+/// Brings the store's keyspace to the current format before the server uses it: a store without
+/// a format record that holds format-1 strings (`'s' name` -> raw bytes, written by earlier
+/// builds) has them rewritten as database-0 records, in batches; formats 2 and 3 get their
+/// version byte rewritten (everything they hold reads as format 4); a newer format is refused. Safe to interrupt: each batch writes the new keys and syncs before
 /// deleting the old ones, and a restart continues with the old keys that are left.
 pub fn prepare(b: &dyn KvBackend) -> Result<()> {
     if let Some(v) = b.get(&FORMAT_KEY)? {
         return match v.first() {
             Some(&KEYSPACE_FORMAT_VERSION) => Ok(()),
-            Some(&KEYSPACE_FORMAT_NO_COLLECTIONS) => {
+            Some(&old @ (KEYSPACE_FORMAT_NO_COLLECTIONS | KEYSPACE_FORMAT_NO_FLOORS)) => {
                 let mut v = v.to_vec();
                 v[0] = KEYSPACE_FORMAT_VERSION;
                 b.put(&FORMAT_KEY, &v)?;
                 b.sync()?;
-                tracing::info!("keyspace format 2 -> 3 (collections)");
+                tracing::info!("keyspace format {old} -> {KEYSPACE_FORMAT_VERSION}");
                 Ok(())
             }
             Some(&other) if other > KEYSPACE_FORMAT_VERSION => Err(Error::command(format!(
@@ -1025,6 +1027,30 @@ mod tests {
         assert!(read_record(&b, 0, b"x", 0).unwrap().is_some());
         b.put(&FORMAT_KEY, &[KEYSPACE_FORMAT_VERSION + 1]).unwrap();
         assert!(prepare(&b).is_err());
+    }
+
+    /// Formats 2 and 3 open as format 4 (version byte rewritten); a format-3 collection
+    /// record (no floor) reads with no floor, so nothing it holds is skipped.
+    #[test]
+    fn older_formats_are_upgraded_in_place() {
+        for old in [KEYSPACE_FORMAT_NO_COLLECTIONS, KEYSPACE_FORMAT_NO_FLOORS] {
+            let b = MemoryBackend::new();
+            b.put(&FORMAT_KEY, &[old]).unwrap();
+            let mut meta = Vec::new();
+            meta.extend_from_slice(&7u64.to_le_bytes());
+            meta.extend_from_slice(&2u64.to_le_bytes());
+            let record = Record::encode_collection(KeyType::Set, &meta, None, Encoding::ByContent);
+            b.put(&string_key(0, b"set"), &record).unwrap();
+            prepare(&b).unwrap();
+            assert_eq!(
+                &b.get(&FORMAT_KEY).unwrap().unwrap()[..],
+                &[KEYSPACE_FORMAT_VERSION]
+            );
+            let r = read_record(&b, 0, b"set", 0).unwrap().unwrap();
+            let m = crate::collection::Meta::decode(&r.payload).unwrap();
+            assert_eq!(m, crate::collection::Meta::new(7, 2));
+            assert!(m.floor.as_bytes().is_empty());
+        }
     }
 
     /// Expired records leave the engine at compaction with no write and no index entry (the

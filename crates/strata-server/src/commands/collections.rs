@@ -10,7 +10,8 @@ use super::strings::json_exists;
 use super::{int_arg, is, Ctx};
 use crate::backend::{BatchOp, GroupRead};
 use crate::collection::{
-    element_key, read_live as read_record, visit_elements_from, visit_zset_members_from, Live, Meta,
+    element_key, element_suffix, read_live as read_record, visit_elements_from,
+    visit_zset_members_from, Floor, Live, Meta,
 };
 use crate::error::{Error, Result};
 use crate::glob;
@@ -57,6 +58,7 @@ pub(crate) struct Edit<'r, 'a> {
     version: u64,
     count: u64,
     big: bool,
+    floor: Floor,
     /// Element -> new value (`None`: removed).
     pending: BTreeMap<Vec<u8>, Option<Bytes>>,
 }
@@ -78,6 +80,7 @@ impl Edit<'_, '_> {
         let new = self.get(sub)?.is_none();
         if new {
             self.count += 1;
+            self.floor.lower_to(&element_suffix(sub));
         }
         self.big |= outgrows(self.kind, self.count, sub, &value);
         self.pending.insert(sub.to_vec(), Some(value));
@@ -92,6 +95,21 @@ impl Edit<'_, '_> {
             self.pending.insert(sub.to_vec(), None);
         }
         Ok(existed)
+    }
+
+    /// Raises the collection's floor to element `sub`, which the caller knows no live element
+    /// is below once this edit is written (SPOP: it read every element below from the floor).
+    pub fn raise_floor(&mut self, sub: &[u8]) {
+        self.floor.raise_to(&element_suffix(sub));
+    }
+
+    /// The collection's metadata as it stands (what the reads of an edit start from).
+    pub fn meta(&self) -> Meta {
+        Meta {
+            version: self.version,
+            count: self.count,
+            floor: self.floor,
+        }
     }
 
     /// Elements after pending writes.
@@ -115,14 +133,11 @@ impl Edit<'_, '_> {
             };
         }
         let mut ops = Vec::with_capacity(self.pending.len() + 1);
-        let unchanged = self.found.is_some_and(|f| {
-            f.meta.count == self.count && f.meta.version == self.version && f.big == self.big
-        });
+        let meta = self.meta();
+        let unchanged = self
+            .found
+            .is_some_and(|f| f.meta == meta && f.big == self.big);
         if !unchanged {
-            let meta = Meta {
-                version: self.version,
-                count: self.count,
-            };
             let expiry = self.found.and_then(|f| f.expire_at_ms);
             let encoding = if self.big {
                 Encoding::Raw
@@ -160,9 +175,9 @@ fn start<'r, 'a>(
     } else {
         crate::collection::live(record, now_ms(), kind)?
     };
-    let (version, count, big) = match found {
-        Some(h) => (h.meta.version, h.meta.count, h.big),
-        None => (ctx.shared.versions.next(), 0, false),
+    let (meta, big) = match found {
+        Some(h) => (h.meta, h.big),
+        None => (Meta::new(ctx.shared.versions.next(), 0), false),
     };
     Ok(Edit {
         read,
@@ -170,9 +185,10 @@ fn start<'r, 'a>(
         db: ctx.dbi(),
         name: key,
         found,
-        version,
-        count,
+        version: meta.version,
+        count: meta.count,
         big,
+        floor: meta.floor,
         pending: BTreeMap::new(),
     })
 }
@@ -294,7 +310,7 @@ pub(crate) fn scan_elements(ctx: &Ctx<'_>, args: &[Bytes], kind: KeyType) -> Res
     let mut more = false;
     let mut examined = 0usize;
     let mut failure = None;
-    let (db, version) = (ctx.dbi(), live.meta.version);
+    let db = ctx.dbi();
     let mut visit = |sub: &[u8], value: &[u8]| {
         if !whole && examined == count {
             more = true;
@@ -322,9 +338,16 @@ pub(crate) fn scan_elements(ctx: &Ctx<'_>, args: &[Bytes], kind: KeyType) -> Res
         true
     };
     if kind == KeyType::Zset {
-        visit_zset_members_from(ctx.db(), db, key, version, after.as_deref(), &mut visit)?;
+        visit_zset_members_from(
+            ctx.db(),
+            db,
+            key,
+            live.meta.version,
+            after.as_deref(),
+            &mut visit,
+        )?;
     } else {
-        visit_elements_from(ctx.db(), db, key, version, after.as_deref(), &mut visit)?;
+        visit_elements_from(ctx.db(), db, key, &live.meta, after.as_deref(), &mut visit)?;
     }
     if let Some(e) = failure {
         return Err(e);

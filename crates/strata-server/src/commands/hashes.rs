@@ -153,7 +153,7 @@ fn hlen(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 /// Every field and value of the live hash `key` (empty when absent).
 fn all_fields(ctx: &Ctx<'_>, key: &[u8]) -> Result<Vec<(Bytes, Bytes)>> {
     match read_live(ctx, key)? {
-        Some(h) => read_elements(ctx.db(), ctx.dbi(), key, h.meta.version),
+        Some(h) => read_elements(ctx.db(), ctx.dbi(), key, &h.meta),
         None => Ok(Vec::new()),
     }
 }

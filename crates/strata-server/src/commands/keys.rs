@@ -319,11 +319,11 @@ fn read_stored(ctx: &Ctx<'_>, db: DbIndex, key: &[u8]) -> Result<Option<Stored>>
             let fields = match r.kind {
                 KeyType::Hash | KeyType::Set => {
                     let meta = Meta::decode(&r.payload)?;
-                    read_elements(ctx.db(), db, key, meta.version)?
+                    read_elements(ctx.db(), db, key, &meta)?
                 }
                 KeyType::Zset => {
                     let meta = Meta::decode(&r.payload)?;
-                    zset_entries(ctx.db(), db, key, meta.version)?
+                    zset_entries(ctx.db(), db, key, &meta)?
                         .into_iter()
                         .map(|(m, score)| (m, Bytes::copy_from_slice(&score.to_le_bytes())))
                         .collect()
@@ -386,7 +386,7 @@ fn ops_storing(
                 }
                 .encode()
                 .to_vec(),
-                _ => Meta { version, count }.encode().to_vec(),
+                _ => Meta::new(version, count).encode(),
             };
             ops.push(BatchOp::Put(
                 string_key(db, key),

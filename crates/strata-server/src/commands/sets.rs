@@ -10,11 +10,12 @@
 use std::collections::BTreeSet;
 
 use bytes::Bytes;
+use rand::seq::SliceRandom;
 use rand::Rng;
 
 use super::collections::{modify, plan, read_live};
 use super::{int_arg, is, Ctx, Spec, READ, READ_FAST, WRITE, WRITE_FAST};
-use crate::collection::{element_key, random_elements, read_elements};
+use crate::collection::{element_key, random_elements, read_elements, visit_elements, Meta};
 use crate::error::{Error, Result};
 use crate::keyspace::KeyType;
 use crate::resp::Reply;
@@ -105,7 +106,7 @@ fn scard(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 /// The members of the live set `key` (empty when absent; WRONGTYPE for another kind).
 fn members(ctx: &Ctx<'_>, key: &[u8]) -> Result<Vec<Bytes>> {
     match read_live(ctx, key, KeyType::Set)? {
-        Some(s) => Ok(read_elements(ctx.db(), ctx.dbi(), key, s.meta.version)?
+        Some(s) => Ok(read_elements(ctx.db(), ctx.dbi(), key, &s.meta)?
             .into_iter()
             .map(|(m, _)| m)
             .collect()),
@@ -131,6 +132,9 @@ fn signed_count(arg: &[u8]) -> Result<i64> {
     }
     Ok(n)
 }
+
+/// Fewest members SPOP chooses among.
+const SPOP_WINDOW_MIN: usize = 16;
 
 /// Most members SRANDMEMBER with a negative count returns.
 const REPLY_ELEMENTS_MAX: usize = 1 << 24;
@@ -189,40 +193,45 @@ fn spop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             _ => return Err(Error::command("value is out of range, must be positive")),
         },
     };
-    let Some(s) = read_live(ctx, key, KeyType::Set)? else {
+    if read_live(ctx, key, KeyType::Set)?.is_none() {
         return Ok(match count {
             None => Reply::Nil,
             Some(_) => Reply::Set(Vec::new()),
         });
-    };
+    }
     if count == Some(0) {
         return Ok(Reply::Set(Vec::new()));
     }
-    // The members are read first, then removed by one atomic update that checks each is still
-    // there (a concurrent SREM or SPOP may have taken some: they are passed over).
     let want = count.unwrap_or(1);
-    let candidates: Vec<Bytes> = random_elements(
-        ctx.db(),
-        ctx.dbi(),
-        key,
-        &s,
-        u64::try_from(want).unwrap_or(u64::MAX),
-    )?
-    .into_iter()
-    .map(|(m, _)| m)
-    .collect();
     let popped = modify(ctx, key, KeyType::Set, |e| {
         let mut popped = Vec::new();
         if e.found.is_none() {
             return Ok(popped);
         }
-        for m in &candidates {
-            if popped.len() == want {
-                break;
+        // Candidates: the members from the set's floor on (its first in position order, which
+        // is hash order: random with respect to the members), twice as many as wanted and at
+        // least a few, a random choice of them popped. The floor then rises to the first
+        // candidate left: the next pop reads none of the tombstones this one leaves, however
+        // many pops came before (a random start would step over ever more of them as the set
+        // drains). The read runs under the update's lock, so every candidate is live.
+        let window = want.saturating_mul(2).max(SPOP_WINDOW_MIN);
+        let mut seen: Vec<Bytes> = Vec::new();
+        visit_elements(ctx.db(), ctx.dbi(), key, &e.meta(), &mut |m, _| {
+            seen.push(Bytes::copy_from_slice(m));
+            seen.len() < window
+        })?;
+        let mut order: Vec<usize> = (0..seen.len()).collect();
+        order.shuffle(&mut rand::thread_rng());
+        let mut taken = vec![false; seen.len()];
+        for i in order.into_iter().take(want) {
+            if e.remove(&seen[i])? {
+                taken[i] = true;
+                popped.push(seen[i].clone());
             }
-            if e.remove(m)? {
-                popped.push(m.clone());
-            }
+        }
+        let first_left = seen.iter().zip(&taken).find(|(_, t)| !**t).map(|(m, _)| m);
+        if let Some(m) = first_left.or(seen.last()) {
+            e.raise_floor(m);
         }
         Ok(popped)
     })?;
@@ -270,8 +279,8 @@ fn combine(ctx: &Ctx<'_>, keys: &[Bytes], op: Op) -> Result<BTreeSet<Bytes>> {
     for k in keys {
         sets.push(read_live(ctx, k, KeyType::Set)?.map(|s| (k, s)));
     }
-    let read = |k: &[u8], version: u64| -> Result<BTreeSet<Bytes>> {
-        Ok(read_elements(ctx.db(), ctx.dbi(), k, version)?
+    let read = |k: &[u8], meta: &Meta| -> Result<BTreeSet<Bytes>> {
+        Ok(read_elements(ctx.db(), ctx.dbi(), k, meta)?
             .into_iter()
             .map(|(m, _)| m)
             .collect())
@@ -280,7 +289,7 @@ fn combine(ctx: &Ctx<'_>, keys: &[Bytes], op: Op) -> Result<BTreeSet<Bytes>> {
     match op {
         Op::Union => {
             for (k, s) in sets.iter().flatten() {
-                out.extend(read(k, s.meta.version)?);
+                out.extend(read(k, &s.meta)?);
             }
         }
         Op::Inter => {
@@ -291,7 +300,7 @@ fn combine(ctx: &Ctx<'_>, keys: &[Bytes], op: Op) -> Result<BTreeSet<Bytes>> {
             let mut present: Vec<_> = sets.iter().flatten().collect();
             present.sort_by_key(|(_, s)| s.meta.count);
             for (i, (k, s)) in present.iter().enumerate() {
-                let members = read(k, s.meta.version)?;
+                let members = read(k, &s.meta)?;
                 out = if i == 0 {
                     members
                 } else {
@@ -304,12 +313,12 @@ fn combine(ctx: &Ctx<'_>, keys: &[Bytes], op: Op) -> Result<BTreeSet<Bytes>> {
         }
         Op::Diff => {
             if let Some(Some((k, s))) = sets.first() {
-                out = read(k, s.meta.version)?;
+                out = read(k, &s.meta)?;
                 for (k, s) in sets[1..].iter().flatten() {
                     if out.is_empty() {
                         break;
                     }
-                    for m in read(k, s.meta.version)? {
+                    for m in read(k, &s.meta)? {
                         out.remove(&m);
                     }
                 }

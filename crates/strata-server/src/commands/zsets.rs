@@ -17,7 +17,8 @@ use super::strings::json_exists;
 use super::{int_arg, is, Ctx, Spec, READ, READ_FAST, WRITE_FAST};
 use crate::backend::{BatchOp, GroupRead};
 use crate::collection::{
-    zset_entries, zset_first_entries, zset_member_key, zset_score_key, Live, Meta,
+    zset_entries, zset_first_entries, zset_member_key, zset_score_key, zset_score_suffix, Floor,
+    Live, Meta,
 };
 use crate::error::{Error, Result};
 use crate::keyspace::{now_ms, string_key, DbIndex, Encoding, KeyType, Record};
@@ -64,6 +65,7 @@ struct ZEdit<'r, 'a> {
     version: u64,
     count: u64,
     big: bool,
+    floor: Floor,
     /// Member -> (old score as stored, new score or `None` for removed).
     pending: BTreeMap<Bytes, (Option<f64>, Option<f64>)>,
 }
@@ -91,6 +93,9 @@ impl ZEdit<'_, '_> {
         let entry = self.pending.entry(member.clone()).or_insert((old, old));
         if entry.1.is_none() {
             self.count += 1;
+        }
+        if entry.1 != Some(score) {
+            self.floor.lower_to(&zset_score_suffix(score, member));
         }
         entry.1 = Some(score);
         self.big |= self.count > LISTPACK_ENTRIES_MAX || member.len() > LISTPACK_VALUE_BYTES_MAX;
@@ -126,14 +131,15 @@ impl ZEdit<'_, '_> {
             };
         }
         let mut ops = Vec::with_capacity(2 * changed.len() + 1);
-        let unchanged_record = self.found.is_some_and(|f| {
-            f.meta.count == self.count && f.big == self.big && f.meta.version == self.version
-        });
+        let meta = Meta {
+            version: self.version,
+            count: self.count,
+            floor: self.floor,
+        };
+        let unchanged_record = self
+            .found
+            .is_some_and(|f| f.meta == meta && f.big == self.big);
         if !unchanged_record {
-            let meta = Meta {
-                version: self.version,
-                count: self.count,
-            };
             let encoding = if self.big {
                 Encoding::Raw
             } else {
@@ -195,18 +201,19 @@ fn modify<T>(
     let mut wrote = false;
     ctx.db().update_group(&record_key, &mut |read| {
         let found = crate::collection::live(read(&record_key)?, now, KeyType::Zset)?;
-        let (version, count, big) = match found {
-            Some(z) => (z.meta.version, z.meta.count, z.big),
-            None => (ctx.shared.versions.next(), 0, false),
+        let (meta, big) = match found {
+            Some(z) => (z.meta, z.big),
+            None => (Meta::new(ctx.shared.versions.next(), 0), false),
         };
         let mut edit = ZEdit {
             read,
             db,
             name: key,
             found,
-            version,
-            count,
+            version: meta.version,
+            count: meta.count,
             big,
+            floor: meta.floor,
             pending: BTreeMap::new(),
         };
         out = Some(f(&mut edit)?);
@@ -227,7 +234,7 @@ fn read_live(ctx: &Ctx<'_>, key: &[u8]) -> Result<Option<Live>> {
 /// Every (member, score) of the live sorted set `key`, in order (empty when absent).
 fn entries(ctx: &Ctx<'_>, key: &[u8]) -> Result<Vec<(Bytes, f64)>> {
     match read_live(ctx, key)? {
-        Some(z) => zset_entries(ctx.db(), ctx.dbi(), key, z.meta.version),
+        Some(z) => zset_entries(ctx.db(), ctx.dbi(), key, &z.meta),
         None => Ok(Vec::new()),
     }
 }
@@ -707,7 +714,7 @@ fn remove_where(
         let Some(found) = z.found else {
             return Ok(0);
         };
-        let all = zset_entries(ctx.db(), z.db, z.name, found.meta.version)?;
+        let all = zset_entries(ctx.db(), z.db, z.name, &found.meta)?;
         let mut n = 0;
         for m in pick(&all) {
             n += i64::from(z.remove(&m)?);
@@ -774,15 +781,21 @@ fn zpop(ctx: &Ctx<'_>, args: &[Bytes], max: bool) -> Result<Reply> {
         // The lowest scores are a bounded scan from the start; the highest need the whole set
         // (no reverse scan yet).
         let mut all = if max {
-            let mut all = zset_entries(ctx.db(), z.db, z.name, found.meta.version)?;
+            let mut all = zset_entries(ctx.db(), z.db, z.name, &found.meta)?;
             all.reverse();
             all
         } else {
-            zset_first_entries(ctx.db(), z.db, z.name, found.meta.version, want)?
+            zset_first_entries(ctx.db(), z.db, z.name, &found.meta, want)?
         };
         all.truncate(want);
         for (m, _) in &all {
             z.remove(m)?;
+        }
+        if !max {
+            // Everything up to the last popped entry is gone: later pops start after it.
+            if let Some((m, s)) = all.last() {
+                z.floor.raise_to(&zset_score_suffix(*s, m));
+            }
         }
         Ok(all)
     })?;

@@ -91,7 +91,7 @@ fn hashes_match_a_model_through_flushes_compactions_and_restarts() {
     }
 }
 
-/// Random set writes (SADD, SREM, SPOP of all, SMOVE, SUNIONSTORE, DEL) over a few keys with
+/// Random set writes (SADD, SREM, SPOP of a few and of all, SMOVE, SUNIONSTORE, DEL) over a few keys with
 /// tiny memtables, restarted between rounds: every set equals the model each time.
 #[test]
 fn sets_match_a_model_through_flushes_compactions_and_restarts() {
@@ -170,6 +170,24 @@ fn sets_match_a_model_through_flushes_compactions_and_restarts() {
                         model.remove(&key);
                     } else {
                         model.insert(key, union);
+                    }
+                }
+                8 if rng.gen_bool(0.7) => {
+                    // A few members: distinct, all from the set, as many as it had up to
+                    // the count; the floor they leave must hide none of the rest.
+                    let n = rng.gen_range(1..4);
+                    let popped: Vec<String> =
+                        redis::cmd("SPOP").arg(&key).arg(n).query(&mut c).unwrap();
+                    let had = model.get(&key).map_or(0, BTreeSet::len);
+                    assert_eq!(popped.len(), n.min(had), "SPOP {key} {n}");
+                    let distinct: BTreeSet<&String> = popped.iter().collect();
+                    assert_eq!(distinct.len(), popped.len(), "SPOP {key} {n}: {popped:?}");
+                    for m in &popped {
+                        assert!(
+                            model.get(&key).is_some_and(|s| s.contains(m)),
+                            "SPOP {key} gave {m}, not a member"
+                        );
+                        remove(&mut model, &key, m);
                     }
                 }
                 8 => {
