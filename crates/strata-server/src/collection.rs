@@ -279,6 +279,16 @@ pub fn zset_score_key(
     k
 }
 
+/// A sorted set score entry's value: empty, but for a score of -0, its 8 bytes (the entry's
+/// key orders -0 as 0, as Redis does, so the sign is kept here; Redis replies `-0`).
+pub fn zset_score_value(score: f64) -> Vec<u8> {
+    if score == 0.0 && score.is_sign_negative() {
+        score.to_le_bytes().to_vec()
+    } else {
+        Vec::new()
+    }
+}
+
 /// The prefix of a sorted set's score entries.
 pub fn zset_score_prefix(db: DbIndex, name: &[u8], version: u64) -> Vec<u8> {
     let mut k = element_prefix(db, name, version);
@@ -345,12 +355,13 @@ pub fn zset_first_entries(
         &string_key(db, name),
         std::ops::Bound::Included(from),
         prefix_end(&prefix),
-        &mut |k, _| {
+        &mut |k, v| {
             if let Some((score, member)) = k.get(skip..).and_then(|r| r.split_first_chunk::<8>()) {
-                out.push((
-                    Bytes::copy_from_slice(member),
-                    score_from_order_bytes(*score),
-                ));
+                let score = match <[u8; 8]>::try_from(v) {
+                    Ok(signed) => f64::from_le_bytes(signed),
+                    Err(_) => score_from_order_bytes(*score),
+                };
+                out.push((Bytes::copy_from_slice(member), score));
             }
             out.len() < limit
         },

@@ -408,7 +408,7 @@ fn ops_storing(
                         ));
                         ops.push(BatchOp::Put(
                             zset_score_key(db, key, version, score, e),
-                            Vec::new(),
+                            crate::collection::zset_score_value(score),
                         ));
                     }
                     _ => ops.push(BatchOp::Put(element_key(db, key, version, e), v.to_vec())),

@@ -337,6 +337,10 @@ const EXCLUSIVE: &[&str] = &[
     "sunionstore",
     "sinterstore",
     "sdiffstore",
+    "zunionstore",
+    "zinterstore",
+    "zdiffstore",
+    "zrangestore",
 ];
 
 /// True when `arg` equals `word`, ignoring ASCII case (option keywords such as `NX`).

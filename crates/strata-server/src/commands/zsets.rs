@@ -1,8 +1,8 @@
 //! Sorted set commands: ZADD (NX XX GT LT CH INCR), ZINCRBY, ZSCORE, ZMSCORE, ZCARD, ZCOUNT,
 //! ZLEXCOUNT, ZRANK, ZREVRANK, ZRANGE (BYSCORE BYLEX REV LIMIT WITHSCORES), ZRANGEBYSCORE,
 //! ZREVRANGEBYSCORE, ZRANGEBYLEX, ZREVRANGEBYLEX, ZREVRANGE, ZREM, ZREMRANGEBYRANK,
-//! ZREMRANGEBYSCORE, ZREMRANGEBYLEX, ZPOPMIN, ZPOPMAX, ZRANDMEMBER, ZSCAN, with redis-server
-//! 7.0's replies.
+//! ZREMRANGEBYSCORE, ZREMRANGEBYLEX, ZPOPMIN, ZPOPMAX, ZRANDMEMBER, ZSCAN, ZUNION, ZINTER,
+//! ZDIFF (and their STORE forms), ZINTERCARD, ZRANGESTORE, with redis-server 7.0's replies.
 //!
 //! A sorted set is a record plus, per member, a member entry (member -> score) and a score
 //! entry (score, member in byte order: ZRANGE order) (`collection.rs`). Writes are one atomic
@@ -14,11 +14,11 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 
 use super::strings::json_exists;
-use super::{int_arg, is, Ctx, Spec, READ, READ_FAST, WRITE_FAST};
+use super::{int_arg, is, Ctx, Spec, READ, READ_FAST, WRITE, WRITE_FAST};
 use crate::backend::{BatchOp, GroupRead};
 use crate::collection::{
-    zset_entries, zset_first_entries, zset_member_key, zset_score_key, zset_score_suffix, Floor,
-    Live, Meta,
+    zset_entries, zset_first_entries, zset_member_key, zset_score_key, zset_score_suffix,
+    zset_score_value, Floor, Live, Meta,
 };
 use crate::error::{Error, Result};
 use crate::keyspace::{now_ms, string_key, DbIndex, Encoding, KeyType, Record};
@@ -48,6 +48,14 @@ pub(crate) static SPECS: &[Spec] = &[
     Spec { name: "zpopmin", arity: -2, flags: &["write", "fast"], keys: (1, 1, 1), group: "sorted_set", summary: "Returns the lowest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped.", handler: zpopmin },
     Spec { name: "zrandmember", arity: -2, flags: READ, keys: (1, 1, 1), group: "sorted_set", summary: "Returns one or more random members from a sorted set.", handler: zrandmember },
     Spec { name: "zscan", arity: -3, flags: READ, keys: (1, 1, 1), group: "sorted_set", summary: "Iterates over members and scores of a sorted set.", handler: zscan },
+    Spec { name: "zunionstore", arity: -4, flags: WRITE, keys: (1, 1, 1), group: "sorted_set", summary: "Stores the union of multiple sorted sets in a key.", handler: zunionstore },
+    Spec { name: "zinterstore", arity: -4, flags: WRITE, keys: (1, 1, 1), group: "sorted_set", summary: "Stores the intersect of multiple sorted sets in a key.", handler: zinterstore },
+    Spec { name: "zdiffstore", arity: -4, flags: WRITE, keys: (1, 1, 1), group: "sorted_set", summary: "Stores the difference of multiple sorted sets in a key.", handler: zdiffstore },
+    Spec { name: "zunion", arity: -3, flags: READ, keys: (0, 0, 0), group: "sorted_set", summary: "Returns the union of multiple sorted sets.", handler: zunion },
+    Spec { name: "zinter", arity: -3, flags: READ, keys: (0, 0, 0), group: "sorted_set", summary: "Returns the intersect of multiple sorted sets.", handler: zinter },
+    Spec { name: "zdiff", arity: -3, flags: READ, keys: (0, 0, 0), group: "sorted_set", summary: "Returns the difference between multiple sorted sets.", handler: zdiff },
+    Spec { name: "zintercard", arity: -3, flags: READ, keys: (0, 0, 0), group: "sorted_set", summary: "Returns the number of members of the intersect of multiple sorted sets.", handler: zintercard },
+    Spec { name: "zrangestore", arity: -5, flags: WRITE, keys: (1, 2, 1), group: "sorted_set", summary: "Stores a range of members from sorted set in a key.", handler: zrangestore },
     Spec { name: "zpopmax", arity: -2, flags: &["write", "fast"], keys: (1, 1, 1), group: "sorted_set", summary: "Returns the highest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped.", handler: zpopmax },
 ];
 
@@ -94,11 +102,19 @@ impl ZEdit<'_, '_> {
         if entry.1.is_none() {
             self.count += 1;
         }
+        self.big |= self.count > LISTPACK_ENTRIES_MAX || member.len() > LISTPACK_VALUE_BYTES_MAX;
+        // A listpack keeps an integral score as an integer, so Redis turns -0 into 0 there (a
+        // skiplist keeps it).
+        let score = if score == 0.0 && !self.big {
+            0.0
+        } else {
+            score
+        };
+        // An equal score (0 and -0 too) changes nothing, as in Redis.
         if entry.1 != Some(score) {
             self.floor.lower_to(&zset_score_suffix(score, member));
+            entry.1 = Some(score);
         }
-        entry.1 = Some(score);
-        self.big |= self.count > LISTPACK_ENTRIES_MAX || member.len() > LISTPACK_VALUE_BYTES_MAX;
         Ok(())
     }
 
@@ -167,7 +183,7 @@ impl ZEdit<'_, '_> {
                     ops.push(BatchOp::Put(mk, score.to_le_bytes().to_vec()));
                     ops.push(BatchOp::Put(
                         zset_score_key(self.db, self.name, self.version, score, &member),
-                        Vec::new(),
+                        zset_score_value(score),
                     ));
                 }
                 None => ops.push(BatchOp::Delete(mk)),
@@ -362,7 +378,8 @@ fn zincrby(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let delta = score_arg(&args[2])?;
     let member = args[3].clone();
     let score = modify(ctx, &args[1], |z| {
-        let new = z.score(&member)?.unwrap_or(0.0) + delta;
+        // A new member takes the increment itself (-0 stays -0, as in Redis).
+        let new = z.score(&member)?.map_or(delta, |s| s + delta);
         if new.is_nan() {
             return Err(Error::command("resulting score is not a number (NaN)"));
         }
@@ -543,18 +560,26 @@ enum By {
 /// Redis's `zrangeGenericCommand`: options after the two range arguments, then the range, then
 /// the key. `fixed`: the command names the kind of range (ZRANGEBYSCORE...), so BYSCORE,
 /// BYLEX and REV are not options.
-fn range_command(
+fn range_command(ctx: &Ctx<'_>, args: &[Bytes], kind: Option<&str>, rev: bool) -> Result<Reply> {
+    let (selected, withscores) = select_range(ctx, args, kind, rev, false)?;
+    Ok(entries_reply(ctx, selected, withscores))
+}
+
+/// What a ZRANGE-family command selects, and whether it asked for scores. `store`: ZRANGESTORE
+/// (its arguments without the destination), where WITHSCORES is no option.
+fn select_range(
     ctx: &Ctx<'_>,
     args: &[Bytes],
     mut kind: Option<&str>,
     mut rev: bool,
-) -> Result<Reply> {
+    store: bool,
+) -> Result<(Vec<(Bytes, f64)>, bool)> {
     let fixed = kind.is_some() || rev;
     let (mut withscores, mut limit): (bool, Option<(i64, i64)>) = (false, None);
     let mut j = 4;
     while j < args.len() {
         let left = args.len() - j - 1;
-        if is(&args[j], "WITHSCORES") {
+        if !store && is(&args[j], "WITHSCORES") {
             withscores = true;
         } else if is(&args[j], "LIMIT") && left >= 2 {
             limit = Some((int_arg(&args[j + 1])?, int_arg(&args[j + 2])?));
@@ -624,7 +649,7 @@ fn range_command(
         }
         None => selected,
     };
-    Ok(entries_reply(ctx, selected, withscores))
+    Ok((selected, withscores))
 }
 
 /// Members, with their scores when asked: RESP2 one flat array, RESP3 an array of pairs.
@@ -861,6 +886,351 @@ fn zrandmember(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         all
     };
     Ok(entries_reply(ctx, picked, withscores))
+}
+
+/// ZUNION, ZINTER and ZDIFF.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SetOp {
+    Union,
+    Inter,
+    Diff,
+}
+
+/// How ZUNION and ZINTER combine a member's scores (AGGREGATE).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Aggregate {
+    Sum,
+    Min,
+    Max,
+}
+
+impl Aggregate {
+    /// Redis's `zunionInterAggregate`: a sum of +inf and -inf is 0.
+    fn apply(self, target: &mut f64, value: f64) {
+        match self {
+            Aggregate::Sum => {
+                *target += value;
+                if target.is_nan() {
+                    *target = 0.0;
+                }
+            }
+            Aggregate::Min => {
+                if value < *target {
+                    *target = value;
+                }
+            }
+            Aggregate::Max => {
+                if value > *target {
+                    *target = value;
+                }
+            }
+        }
+    }
+}
+
+/// An input of ZUNION / ZINTER / ZDIFF: a sorted set's members and scores, or a set's members
+/// with score 1 (Redis takes both), absent keys empty; WRONGTYPE for any other kind.
+fn source(ctx: &Ctx<'_>, key: &[u8]) -> Result<Vec<(Bytes, f64)>> {
+    let db = ctx.dbi();
+    if let Some(bytes) = ctx.db().get(&string_key(db, key))? {
+        let r = Record::decode(bytes)?;
+        if !r.expired(now_ms()) {
+            return match r.kind {
+                KeyType::Zset => zset_entries(ctx.db(), db, key, &Meta::decode(&r.payload)?),
+                KeyType::Set => Ok(crate::collection::read_elements(
+                    ctx.db(),
+                    db,
+                    key,
+                    &Meta::decode(&r.payload)?,
+                )?
+                .into_iter()
+                .map(|(m, _)| (m, 1.0))
+                .collect()),
+                _ => Err(Error::WrongType),
+            };
+        }
+    }
+    if json_exists(ctx, key)? {
+        return Err(Error::WrongType);
+    }
+    Ok(Vec::new())
+}
+
+/// What a ZUNION-family command computed.
+enum Combined {
+    /// Members and scores in ZRANGE order, and whether WITHSCORES was asked.
+    Entries(Vec<(Bytes, f64)>, bool),
+    /// ZINTERCARD's count.
+    Count(usize),
+}
+
+/// Redis's `zunionInterDiffGenericCommand`: `args[numkeys_at]` is numkeys, the keys follow,
+/// then the options (WEIGHTS and AGGREGATE but for ZDIFF, WITHSCORES without a destination,
+/// LIMIT for ZINTERCARD). Checks in Redis's order: numkeys, every key's type, the options.
+fn combine(
+    ctx: &Ctx<'_>,
+    args: &[Bytes],
+    numkeys_at: usize,
+    op: SetOp,
+    store: bool,
+    count_only: bool,
+) -> Result<Combined> {
+    let numkeys = int_arg(&args[numkeys_at])?;
+    if numkeys < 1 {
+        return Err(Error::command(format!(
+            "at least 1 input key is needed for '{}' command",
+            String::from_utf8_lossy(&args[0]).to_ascii_lowercase()
+        )));
+    }
+    let first = numkeys_at + 1;
+    let numkeys = usize::try_from(numkeys).unwrap_or(usize::MAX);
+    if numkeys > args.len() - first {
+        return Err(Error::Syntax);
+    }
+    let mut sources = Vec::with_capacity(numkeys);
+    for key in &args[first..first + numkeys] {
+        sources.push((source(ctx, key)?, 1.0f64));
+    }
+    let (mut aggregate, mut withscores, mut limit) = (Aggregate::Sum, false, 0usize);
+    let mut j = first + numkeys;
+    while j < args.len() {
+        let remaining = args.len() - j;
+        let combining = op != SetOp::Diff && !count_only;
+        if combining && remaining > numkeys && is(&args[j], "WEIGHTS") {
+            for (i, (_, weight)) in sources.iter_mut().enumerate() {
+                *weight = score_arg(&args[j + 1 + i])
+                    .map_err(|_| Error::command("weight value is not a float"))?;
+            }
+            j += 1 + numkeys;
+        } else if combining && remaining >= 2 && is(&args[j], "AGGREGATE") {
+            let a = &args[j + 1];
+            aggregate = if is(a, "SUM") {
+                Aggregate::Sum
+            } else if is(a, "MIN") {
+                Aggregate::Min
+            } else if is(a, "MAX") {
+                Aggregate::Max
+            } else {
+                return Err(Error::Syntax);
+            };
+            j += 2;
+        } else if !store && !count_only && is(&args[j], "WITHSCORES") {
+            withscores = true;
+            j += 1;
+        } else if count_only && remaining >= 2 && is(&args[j], "LIMIT") {
+            limit = match crate::num::parse_i64(&args[j + 1]) {
+                Some(n) if n >= 0 => usize::try_from(n).unwrap_or(usize::MAX),
+                _ => return Err(Error::command("LIMIT can't be negative")),
+            };
+            j += 2;
+        } else {
+            return Err(Error::Syntax);
+        }
+    }
+    let weighted = |score: f64, weight: f64| {
+        let s = score * weight;
+        if s.is_nan() {
+            0.0
+        } else {
+            s
+        }
+    };
+    let mut out: Vec<(Bytes, f64)> = match op {
+        SetOp::Inter | SetOp::Union => {
+            // Smallest input first, as Redis (a stable sort, as glibc's qsort): the order in
+            // which a member's scores are summed (+inf plus -inf is 0, so it can matter).
+            sources.sort_by_key(|(entries, _)| entries.len());
+            let lookups: Vec<std::collections::HashMap<&Bytes, f64>> = sources
+                .iter()
+                .map(|(entries, _)| entries.iter().map(|(m, s)| (m, *s)).collect())
+                .collect();
+            let mut acc: BTreeMap<Bytes, f64> = BTreeMap::new();
+            if op == SetOp::Inter {
+                let Some(((smallest, w0), rest)) = sources.split_first() else {
+                    return Ok(Combined::Count(0));
+                };
+                let mut found = 0usize;
+                'members: for (m, s) in smallest {
+                    let mut score = weighted(*s, *w0);
+                    for (i, (_, w)) in rest.iter().enumerate() {
+                        match lookups[i + 1].get(m) {
+                            Some(v) => aggregate.apply(&mut score, *v * *w),
+                            None => continue 'members,
+                        }
+                    }
+                    found += 1;
+                    if count_only {
+                        if limit > 0 && found >= limit {
+                            break;
+                        }
+                        continue;
+                    }
+                    acc.insert(m.clone(), score);
+                }
+                if count_only {
+                    return Ok(Combined::Count(found));
+                }
+            } else {
+                for (entries, w) in &sources {
+                    for (m, s) in entries {
+                        let score = weighted(*s, *w);
+                        match acc.get_mut(m) {
+                            Some(target) => aggregate.apply(target, score),
+                            None => {
+                                acc.insert(m.clone(), score);
+                            }
+                        }
+                    }
+                }
+            }
+            acc.into_iter().collect()
+        }
+        SetOp::Diff => {
+            let Some(((base, _), rest)) = sources.split_first() else {
+                return Ok(Combined::Entries(Vec::new(), withscores));
+            };
+            let others: std::collections::HashSet<&Bytes> = rest
+                .iter()
+                .flat_map(|(e, _)| e.iter().map(|(m, _)| m))
+                .collect();
+            base.iter()
+                .filter(|(m, _)| !others.contains(m))
+                .cloned()
+                .collect()
+        }
+    };
+    // ZRANGE order: by score, ties by member.
+    out.sort_by(|a, b| {
+        a.1.partial_cmp(&b.1)
+            .unwrap_or(std::cmp::Ordering::Equal)
+            .then_with(|| a.0.cmp(&b.0))
+    });
+    Ok(Combined::Entries(out, withscores))
+}
+
+/// Replaces `dst` (whatever it held, its expiry too) by a sorted set of `entries`, or deletes
+/// it when there are none: one batch. The dispatcher holds the exec lock exclusively. The first
+/// `listpack_entries` entries went into a listpack in Redis, which keeps -0 as 0 (`ZEdit::set`).
+fn store_entries(
+    ctx: &Ctx<'_>,
+    dst: &[u8],
+    entries: &[(Bytes, f64)],
+    listpack_entries: usize,
+) -> Result<Reply> {
+    let db = ctx.dbi();
+    let mut ops = Vec::with_capacity(2 * entries.len() + 3);
+    super::keys::ops_removing(ctx, db, dst, &mut ops)?;
+    if !entries.is_empty() {
+        let meta = Meta::new(ctx.shared.versions.next(), entries.len() as u64);
+        let big = meta.count > LISTPACK_ENTRIES_MAX
+            || entries
+                .iter()
+                .any(|(m, _)| m.len() > LISTPACK_VALUE_BYTES_MAX);
+        let encoding = if big {
+            Encoding::Raw
+        } else {
+            Encoding::ByContent
+        };
+        ops.push(BatchOp::Put(
+            string_key(db, dst),
+            Record::encode_collection(KeyType::Zset, &meta.encode(), None, encoding),
+        ));
+        for (i, (m, score)) in entries.iter().enumerate() {
+            let score = &if *score == 0.0 && i < listpack_entries {
+                0.0
+            } else {
+                *score
+            };
+            ops.push(BatchOp::Put(
+                zset_member_key(db, dst, meta.version, m),
+                score.to_le_bytes().to_vec(),
+            ));
+            ops.push(BatchOp::Put(
+                zset_score_key(db, dst, meta.version, *score, m),
+                zset_score_value(*score),
+            ));
+        }
+    }
+    ctx.db().write(ops)?;
+    ctx.shared.note_writes(1);
+    Ok(Reply::Int(entries.len() as i64))
+}
+
+fn combine_reply(ctx: &Ctx<'_>, args: &[Bytes], op: SetOp) -> Result<Reply> {
+    match combine(ctx, args, 1, op, false, false)? {
+        Combined::Entries(entries, withscores) => Ok(entries_reply(ctx, entries, withscores)),
+        Combined::Count(n) => Ok(Reply::Int(n as i64)),
+    }
+}
+
+fn combine_store(ctx: &Ctx<'_>, args: &[Bytes], op: SetOp) -> Result<Reply> {
+    match combine(ctx, args, 2, op, true, false)? {
+        Combined::Entries(entries, _) => {
+            // Redis builds the result as a skiplist, then makes it a listpack if small enough.
+            let small = entries.len() as u64 <= LISTPACK_ENTRIES_MAX
+                && entries
+                    .iter()
+                    .all(|(m, _)| m.len() <= LISTPACK_VALUE_BYTES_MAX);
+            let listpack_entries = if small { entries.len() } else { 0 };
+            store_entries(ctx, &args[1], &entries, listpack_entries)
+        }
+        Combined::Count(n) => Ok(Reply::Int(n as i64)),
+    }
+}
+
+fn zunion(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    combine_reply(ctx, args, SetOp::Union)
+}
+
+fn zinter(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    combine_reply(ctx, args, SetOp::Inter)
+}
+
+fn zdiff(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    combine_reply(ctx, args, SetOp::Diff)
+}
+
+fn zunionstore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    combine_store(ctx, args, SetOp::Union)
+}
+
+fn zinterstore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    combine_store(ctx, args, SetOp::Inter)
+}
+
+fn zdiffstore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    combine_store(ctx, args, SetOp::Diff)
+}
+
+fn zintercard(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    match combine(ctx, args, 1, SetOp::Inter, false, true)? {
+        Combined::Count(n) => Ok(Reply::Int(n as i64)),
+        Combined::Entries(entries, _) => Ok(Reply::Int(entries.len() as i64)),
+    }
+}
+
+/// ZRANGESTORE dst src min max [BYSCORE | BYLEX] [REV] [LIMIT offset count]: ZRANGE's
+/// selection, stored.
+fn zrangestore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let mut range_args = Vec::with_capacity(args.len() - 1);
+    range_args.push(args[0].clone());
+    range_args.extend_from_slice(&args[2..]);
+    let (selected, _) = select_range(ctx, &range_args, None, false, true)?;
+    // Redis starts the destination as a listpack unless a rank range is known to be longer,
+    // and adds the members in order, converting before the first that does not fit.
+    let by_rank = !args[5..].iter().any(|a| is(a, "BYSCORE") || is(a, "BYLEX"));
+    let listpack_entries = if by_rank && selected.len() as u64 > LISTPACK_ENTRIES_MAX {
+        0
+    } else {
+        selected
+            .iter()
+            .enumerate()
+            .position(|(i, (m, _))| {
+                i as u64 >= LISTPACK_ENTRIES_MAX || m.len() > LISTPACK_VALUE_BYTES_MAX
+            })
+            .unwrap_or(selected.len())
+    };
+    store_entries(ctx, &args[1], &selected, listpack_entries)
 }
 
 /// Most members ZRANDMEMBER with a negative count returns.

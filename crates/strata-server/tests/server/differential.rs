@@ -358,6 +358,16 @@ impl Pair {
             theirs == mine
         };
         let cmd: Vec<String> = args.iter().map(|a| show(a)).collect();
+        // STRATA_DIFF_TRACE=<text>: print every command whose context holds <text> (e.g.
+        // "seed 1078") with Redis's reply, to read the history of a difference.
+        if let Ok(t) = std::env::var("STRATA_DIFF_TRACE") {
+            if context.contains(&t) {
+                eprintln!(
+                    "TRACE {cmd:?} -> {}",
+                    show(&theirs).chars().take(200).collect::<String>()
+                );
+            }
+        }
         assert!(
             same,
             "replies differ ({context}) for {cmd:?} on connection {conn}:\n redis:  {}\n strata: {}",
@@ -758,7 +768,7 @@ impl Gen {
     }
 
     fn score(&mut self) -> String {
-        match self.rng.gen_range(0..14) {
+        match self.rng.gen_range(0..15) {
             0 => "1.1".into(),
             1 => "-2.5".into(),
             2 => "+inf".into(),
@@ -767,6 +777,7 @@ impl Gen {
             5 => "1e20".into(),
             6 => "0.1".into(),
             7 => "nan".into(),
+            8 => "-0".into(),
             _ => self.rng.gen_range(-5..6).to_string(),
         }
     }
@@ -799,7 +810,7 @@ impl Gen {
                 ]);
             }
         };
-        match self.rng.gen_range(0..38) {
+        match self.rng.gen_range(0..46) {
             0..=5 => {
                 let mut c = vec!["ZADD".into(), k];
                 for _ in 0..self.rng.gen_range(0..3) {
@@ -922,6 +933,24 @@ impl Gen {
                 c.extend(["COUNT".into(), count.into()]);
                 c
             }
+            37..=41 => self.zset_combination(k),
+            42 => vec!["SADD".into(), k, m, "m3".into()],
+            43 => {
+                let mut c = vec!["ZRANGESTORE".into(), k, self.key()];
+                if self.rng.gen_bool(0.5) {
+                    c.extend([self.index(), self.index()]);
+                } else {
+                    c.extend([self.score_bound(), self.score_bound(), "BYSCORE".into()]);
+                    limit(self, &mut c);
+                }
+                if self.rng.gen_bool(0.3) {
+                    c.push("REV".into());
+                }
+                if self.rng.gen_bool(0.1) {
+                    c.push("WITHSCORES".into());
+                }
+                c
+            }
             _ => vec![
                 "ZRANGE".into(),
                 k,
@@ -930,6 +959,59 @@ impl Gen {
                 "WITHSCORES".into(),
             ],
         }
+    }
+
+    /// ZUNION / ZINTER / ZDIFF, their STORE forms and ZINTERCARD, with good and bad numkeys,
+    /// weights and options, over sorted sets, sets, strings and absent keys.
+    fn zset_combination(&mut self, k: String) -> Vec<String> {
+        let name = [
+            "ZUNIONSTORE",
+            "ZINTERSTORE",
+            "ZDIFFSTORE",
+            "ZUNION",
+            "ZINTER",
+            "ZDIFF",
+            "ZINTERCARD",
+        ][self.rng.gen_range(0..7)];
+        let mut c = vec![name.to_string()];
+        if name.ends_with("STORE") {
+            c.push(k);
+        }
+        let n = self.rng.gen_range(1..4usize);
+        c.push(match self.rng.gen_range(0..30) {
+            0 => "0".into(),
+            1 => "-1".into(),
+            2 => "x".into(),
+            3 => (n + 2).to_string(),
+            _ => n.to_string(),
+        });
+        for _ in 0..n {
+            c.push(self.key());
+        }
+        let combining = !matches!(name, "ZDIFF" | "ZDIFFSTORE" | "ZINTERCARD");
+        if combining && self.rng.gen_bool(0.4) {
+            c.push("WEIGHTS".into());
+            let weights = if self.rng.gen_bool(0.1) { n - 1 } else { n };
+            for _ in 0..weights {
+                let w = ["2", "-1", "0", "0.5", "inf", "-inf", "1", "3", "x"];
+                let upto = if self.rng.gen_bool(0.9) { 8 } else { 9 };
+                c.push(w[self.rng.gen_range(0..upto)].into());
+            }
+        }
+        if combining && self.rng.gen_bool(0.4) {
+            c.push("AGGREGATE".into());
+            let upto = if self.rng.gen_bool(0.9) { 3 } else { 4 };
+            c.push(["SUM", "min", "MAX", "avg"][self.rng.gen_range(0..upto)].into());
+        }
+        if name == "ZINTERCARD" && self.rng.gen_bool(0.5) {
+            c.push("LIMIT".into());
+            c.push(["0", "1", "2", "-1", "x"][self.rng.gen_range(0..5)].into());
+        }
+        let store = name.ends_with("STORE") || name == "ZINTERCARD";
+        if self.rng.gen_bool(if store { 0.03 } else { 0.5 }) {
+            c.push("WITHSCORES".into());
+        }
+        c
     }
 
     fn index(&mut self) -> String {
