@@ -10,6 +10,8 @@
 #   TESTS=set,get bench/redis-compare.sh    # redis-benchmark tests (default set,get,incr,mset)
 #   OTHER_BIN=/path/to/older/strata bench/redis-compare.sh   # Strata against another Strata
 #                                                           # build instead of Redis
+#   OTHER_BIN=target/release/strata STRATA_ARGS="--io-threads 1" OTHER_ARGS="" \
+#     bench/redis-compare.sh                                # one build, two settings
 #   OTHER_BIN=target/release/strata PRELOAD_STRATA="SET ttl:__rand_int__ v" \
 #     PRELOAD_OTHER="SET ttl:__rand_int__ v EX 100000" bench/redis-compare.sh
 #       # the same build twice, both holding 1 M more keys, the second's with TTLs
@@ -67,7 +69,7 @@ start_servers() {
     # The "redis" column is another Strata build (A/B of two builds).
     # shellcheck disable=SC2086
     RUST_LOG=warn "$OTHER_BIN" --dir "$WORK/redis" serve --port "$REDIS_PORT" --appendfsync everysec \
-      ${STRATA_ARGS:-} &
+      ${OTHER_ARGS-${STRATA_ARGS:-}} &
   else
     redis-server --port "$REDIS_PORT" --dir "$WORK/redis" --appendonly yes --appendfsync everysec \
       --save "" --daemonize no --logfile "$WORK/redis.log" &

@@ -49,7 +49,7 @@ pub type GroupFn<'a> = dyn FnMut(&GroupRead<'_>) -> Result<Vec<BatchOp>> + 'a;
 pub type VisitFn<'a> = dyn FnMut(&[u8], &[u8]) -> bool + 'a;
 
 /// The key/value operations the server needs.
-pub trait KvBackend: Send + Sync {
+pub trait KvBackend {
     /// The value of `key`.
     fn get(&self, key: &[u8]) -> Result<Option<Bytes>>;
     /// Stores `value` under `key`.
@@ -96,6 +96,68 @@ pub trait KvBackend: Send + Sync {
     fn writes_would_wait(&self) -> bool;
     /// `name: value` statistics for INFO.
     fn stats_lines(&self) -> Vec<(String, String)>;
+    /// Runs `body` on a backend that holds the write lock of `route`'s partition across the
+    /// writes `body` makes through it (`strata::Db::hold_group`): a pipeline of commands on one
+    /// key takes the lock once instead of handing it between threads at every command. Each
+    /// write is still atomic and visible to the next. Through that backend, a write of a key
+    /// in another partition is refused with [`crate::error::Error::WouldWait`], nothing
+    /// written (the caller runs that command again without the hold). `false`, without running
+    /// `body`: this backend cannot hold (the caller runs the commands as usual).
+    fn hold_group(&self, _route: &[u8], _body: &mut dyn FnMut(&dyn KvBackend)) -> Result<bool> {
+        Ok(false)
+    }
+}
+
+/// The batch of `ops`.
+fn engine_batch(ops: Vec<BatchOp>) -> strata::WriteBatch {
+    let mut batch = strata::WriteBatch::new();
+    for op in ops {
+        match op {
+            BatchOp::Put(k, v) => batch.put(k, v),
+            BatchOp::Delete(k) => batch.delete(k),
+        };
+    }
+    batch
+}
+
+/// A [`KvBackend::update_group`] through an engine group update (`run`: `Db::update_group` or
+/// `GroupHold::update_group`): the command's own error travels beside the engine's callback,
+/// and the engine is told to write nothing.
+fn group_update(
+    f: &mut GroupFn<'_>,
+    run: impl FnOnce(
+        &mut dyn FnMut(
+            &dyn Fn(&[u8]) -> strata::Result<Option<Bytes>>,
+        ) -> strata::Result<(strata::WriteBatch, ())>,
+    ) -> strata::Result<()>,
+) -> Result<()> {
+    let mut failure = None;
+    run(&mut |read| {
+        let ops = f(&|k: &[u8]| read(k).map_err(crate::error::Error::Engine));
+        match ops {
+            Ok(ops) => Ok((engine_batch(ops), ())),
+            Err(e) => {
+                failure = Some(e);
+                Ok((strata::WriteBatch::new(), ()))
+            }
+        }
+    })?;
+    failure.map_or(Ok(()), Err)
+}
+
+/// A [`KvBackend::update`] as a group update of its one key (see [`group_update`]).
+fn update_as_group<'a, 'f>(
+    key: &'a [u8],
+    f: &'a mut UpdateFn<'f>,
+) -> impl FnMut(&GroupRead<'_>) -> Result<Vec<BatchOp>> + use<'a, 'f> {
+    move |read| {
+        let old = read(key)?;
+        Ok(match f(old.as_deref())? {
+            Write::Keep => Vec::new(),
+            Write::Put(v) => vec![BatchOp::Put(key.to_vec(), v)],
+            Write::Delete => vec![BatchOp::Delete(key.to_vec())],
+        })
+    }
 }
 
 impl KvBackend for strata::Db {
@@ -112,14 +174,7 @@ impl KvBackend for strata::Db {
     }
 
     fn write(&self, ops: Vec<BatchOp>) -> Result<()> {
-        let mut batch = strata::WriteBatch::new();
-        for op in ops {
-            match op {
-                BatchOp::Put(k, v) => batch.put(k, v),
-                BatchOp::Delete(k) => batch.delete(k),
-            };
-        }
-        Ok(strata::Db::write(self, batch)?)
+        Ok(strata::Db::write(self, engine_batch(ops))?)
     }
 
     fn update(&self, key: &[u8], f: &mut UpdateFn<'_>) -> Result<()> {
@@ -145,25 +200,7 @@ impl KvBackend for strata::Db {
     }
 
     fn update_group(&self, route: &[u8], f: &mut GroupFn<'_>) -> Result<()> {
-        // As in `update`: the command's own error travels beside the engine's callback.
-        let mut failure = None;
-        strata::Db::update_group(self, route, |read| {
-            let ops = f(&|k: &[u8]| read(k).map_err(crate::error::Error::Engine));
-            let mut batch = strata::WriteBatch::new();
-            match ops {
-                Ok(ops) => {
-                    for op in ops {
-                        match op {
-                            BatchOp::Put(k, v) => batch.put(k, v),
-                            BatchOp::Delete(k) => batch.delete(k),
-                        };
-                    }
-                }
-                Err(e) => failure = Some(e),
-            }
-            Ok((batch, ()))
-        })?;
-        failure.map_or(Ok(()), Err)
+        group_update(f, |decide| strata::Db::update_group(self, route, decide))
     }
 
     fn multi_get(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Bytes>>> {
@@ -210,6 +247,119 @@ impl KvBackend for strata::Db {
 
     fn stats_lines(&self) -> Vec<(String, String)> {
         self.stats().lines()
+    }
+
+    fn hold_group(&self, route: &[u8], body: &mut dyn FnMut(&dyn KvBackend)) -> Result<bool> {
+        strata::Db::hold_group(self, route, |hold| {
+            body(&HeldDb {
+                db: self,
+                hold: parking_lot::Mutex::new(hold),
+            })
+        })?;
+        Ok(true)
+    }
+}
+
+/// The engine with one partition's write lock held (`KvBackend::hold_group`): writes of that
+/// partition go through the hold, writes of any other are refused (`WouldWait`), reads go to
+/// the engine as usual (the LSM reads without the lock).
+struct HeldDb<'a, 'h> {
+    db: &'a strata::Db,
+    /// Only the thread running the hold's body uses it: the lock is never contended.
+    hold: parking_lot::Mutex<&'a mut strata::GroupHold<'h>>,
+}
+
+impl HeldDb<'_, '_> {
+    /// Runs a group update of `route`'s group under the hold, or refuses a key the hold does
+    /// not cover.
+    fn held_update(&self, route: &[u8], f: &mut GroupFn<'_>) -> Result<()> {
+        let mut hold = self.hold.lock();
+        if !hold.holds(route) {
+            return Err(crate::error::Error::WouldWait);
+        }
+        group_update(f, |decide| hold.update_group(route, decide))
+    }
+}
+
+impl KvBackend for HeldDb<'_, '_> {
+    fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
+        KvBackend::get(self.db, key)
+    }
+
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.write(vec![BatchOp::Put(key.to_vec(), value.to_vec())])
+    }
+
+    fn delete(&self, key: &[u8]) -> Result<()> {
+        self.write(vec![BatchOp::Delete(key.to_vec())])
+    }
+
+    fn write(&self, ops: Vec<BatchOp>) -> Result<()> {
+        let Some(BatchOp::Put(route, _) | BatchOp::Delete(route)) = ops.first() else {
+            return Ok(());
+        };
+        let route = route.clone();
+        let mut ops = Some(ops);
+        // Keys of another partition are refused by the engine's check (InvalidArgument): ask
+        // first, so the command can run again without the hold instead.
+        {
+            let hold = self.hold.lock();
+            let all_held = ops.iter().flatten().all(|op| match op {
+                BatchOp::Put(k, _) | BatchOp::Delete(k) => hold.holds(k),
+            });
+            if !all_held {
+                return Err(crate::error::Error::WouldWait);
+            }
+        }
+        self.held_update(&route, &mut |_| Ok(ops.take().unwrap_or_default()))
+    }
+
+    fn update(&self, key: &[u8], f: &mut UpdateFn<'_>) -> Result<()> {
+        self.held_update(key, &mut update_as_group(key, f))
+    }
+
+    fn update_group(&self, route: &[u8], f: &mut GroupFn<'_>) -> Result<()> {
+        self.held_update(route, f)
+    }
+
+    fn multi_get(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Bytes>>> {
+        KvBackend::multi_get(self.db, keys)
+    }
+
+    fn scan(
+        &self,
+        start: Bound<Vec<u8>>,
+        end: Bound<Vec<u8>>,
+        visit: &mut VisitFn<'_>,
+    ) -> Result<()> {
+        KvBackend::scan(self.db, start, end, visit)
+    }
+
+    fn scan_group(
+        &self,
+        route: &[u8],
+        start: Bound<Vec<u8>>,
+        end: Bound<Vec<u8>>,
+        visit: &mut VisitFn<'_>,
+    ) -> Result<()> {
+        KvBackend::scan_group(self.db, route, start, end, visit)
+    }
+
+    fn flush(&self) -> Result<()> {
+        // A flush takes the write lock the hold has.
+        Err(crate::error::Error::WouldWait)
+    }
+
+    fn sync(&self) -> Result<()> {
+        Err(crate::error::Error::WouldWait)
+    }
+
+    fn writes_would_wait(&self) -> bool {
+        false
+    }
+
+    fn stats_lines(&self) -> Vec<(String, String)> {
+        self.db.stats().lines()
     }
 }
 
@@ -367,6 +517,55 @@ pub fn prefix_end(prefix: &[u8]) -> Bound<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Through a hold, writes of the held partition land (and are read back at once, also by
+    /// plain reads), a write touching another partition is refused as `WouldWait` with nothing
+    /// of it written, and a memory backend cannot hold.
+    #[test]
+    #[allow(clippy::unwrap_used)]
+    fn a_held_partition_takes_its_own_writes_and_refuses_others() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = strata::Db::open(dir.path(), strata::Options::tiny()).unwrap();
+        let own = b"kown".to_vec();
+        let other = (0..100)
+            .map(|i| format!("kother{i}").into_bytes())
+            .find(|k| db.partition_of(k) != db.partition_of(&own))
+            .unwrap();
+        let mut ran = false;
+        let held = KvBackend::hold_group(&db, &own, &mut |store| {
+            ran = true;
+            store.put(&own, b"1").unwrap();
+            assert_eq!(store.get(&own).unwrap().as_deref(), Some(&b"1"[..]));
+            let mut bump =
+                |old: Option<&[u8]>| Ok(Write::Put([old.unwrap_or_default(), b"2"].concat()));
+            store.update(&own, &mut bump).unwrap();
+            assert_eq!(
+                KvBackend::get(&db, &own).unwrap().as_deref(),
+                Some(&b"12"[..])
+            );
+            let both = vec![
+                BatchOp::Put(own.clone(), b"x".to_vec()),
+                BatchOp::Put(other.clone(), b"x".to_vec()),
+            ];
+            assert!(matches!(
+                store.write(both),
+                Err(crate::error::Error::WouldWait)
+            ));
+            assert!(matches!(
+                store.put(&other, b"x"),
+                Err(crate::error::Error::WouldWait)
+            ));
+        })
+        .unwrap();
+        assert!(held && ran);
+        assert_eq!(
+            KvBackend::get(&db, &own).unwrap().as_deref(),
+            Some(&b"12"[..])
+        );
+        assert_eq!(KvBackend::get(&db, &other).unwrap(), None);
+        let memory = MemoryBackend::new();
+        assert!(!memory.hold_group(b"k", &mut |_| panic!("ran")).unwrap());
+    }
 
     #[test]
     fn prefix_end_is_the_next_prefix() {

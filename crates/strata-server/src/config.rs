@@ -5,7 +5,7 @@
 //! The file is flat TOML (or the same keys under a `[server]` table; other tables belong to other
 //! components and are ignored): `bind`, `port`, `appendfsync`, `requirepass`, `maxclients`,
 //! `proto-max-bulk-len` (bytes, or a string such as `"512mb"`), `timeout` (idle seconds),
-//! `background-nice`, `databases`, `text-port`.
+//! `background-nice`, `databases`, `text-port`, `io-threads`.
 
 use std::path::{Path, PathBuf};
 
@@ -62,6 +62,9 @@ pub const BACKGROUND_NICE_DEFAULT: i32 = 10;
 /// Databases a server offers unless told otherwise (Redis's default).
 pub const DATABASES_DEFAULT: usize = 16;
 
+/// Most threads `io-threads` may ask for.
+pub const IO_THREADS_MAX: usize = 256;
+
 /// Flags of `strata serve`. Unset flags fall back to the config file, then to the default shown.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct ServeArgs {
@@ -101,6 +104,11 @@ pub struct ServeArgs {
     /// [default: off].
     #[arg(long, value_name = "PORT")]
     pub text_port: Option<u16>,
+    /// Threads serving client connections: their network I/O and the commands that need not
+    /// wait for the disk, 1-256 [default: half the cores, at least 1; the rest are left to
+    /// flushes, compactions and clients on the same machine].
+    #[arg(long, value_name = "N")]
+    pub io_threads: Option<usize>,
 }
 
 /// The settings a server runs with.
@@ -129,6 +137,8 @@ pub struct ServerConfig {
     pub databases: usize,
     /// Port of seed 004's line protocol (`text.rs`); off when `None`.
     pub text_port: Option<u16>,
+    /// Threads serving connections (`None`: `default_io_threads`, half the cores).
+    pub io_threads: Option<usize>,
 }
 
 impl Default for ServerConfig {
@@ -145,6 +155,7 @@ impl Default for ServerConfig {
             dir: None,
             databases: DATABASES_DEFAULT,
             text_port: None,
+            io_threads: None,
         }
     }
 }
@@ -186,6 +197,9 @@ impl ServerConfig {
         if let Some(v) = args.text_port {
             config.text_port = Some(v);
         }
+        if let Some(v) = args.io_threads {
+            config.io_threads = Some(v);
+        }
         config
             .validate()
             .map_err(|reason| Error::Config { file: None, reason })?;
@@ -202,6 +216,12 @@ impl ServerConfig {
         }
         if !(0..=19).contains(&self.background_nice) {
             return Err("background-nice must be between 0 and 19".into());
+        }
+        if self
+            .io_threads
+            .is_some_and(|n| !(1..=IO_THREADS_MAX).contains(&n))
+        {
+            return Err(format!("io-threads must be between 1 and {IO_THREADS_MAX}"));
         }
         if !(1..=crate::keyspace::DATABASES_MAX).contains(&self.databases) {
             return Err(format!(
@@ -284,6 +304,12 @@ impl ServerConfig {
                 self.databases = usize::try_from(number(value)?)
                     .map_err(|_| format!("databases: {value} is out of range"))?
             }
+            "io-threads" => {
+                self.io_threads = Some(
+                    usize::try_from(number(value)?)
+                        .map_err(|_| format!("io-threads: {value} is out of range"))?,
+                )
+            }
             other => return Err(format!("unknown setting '{other}'")),
         }
         self.validate()
@@ -337,7 +363,7 @@ mod tests {
         let file = dir.path().join("strata.toml");
         std::fs::write(
             &file,
-            "port = 7000\ntimeout = 5\nproto-max-bulk-len = \"1mb\"\n[server]\nappendfsync = \"always\"\n[engine]\npartitions = 8\n",
+            "port = 7000\ntimeout = 5\nio-threads = 3\nproto-max-bulk-len = \"1mb\"\n[server]\nappendfsync = \"always\"\n[engine]\npartitions = 8\n",
         )
         .unwrap();
         let args = ServeArgs {
@@ -353,6 +379,15 @@ mod tests {
         assert_eq!(c.bind, "127.0.0.1");
         assert_eq!(c.maxclients, 10_000);
         assert_eq!(c.background_nice, 10);
+        assert_eq!(c.io_threads, Some(3));
+        let zero = ServeArgs {
+            io_threads: Some(0),
+            ..ServeArgs::default()
+        };
+        assert!(ServerConfig::from_args(&zero)
+            .unwrap_err()
+            .to_string()
+            .contains("io-threads must be between 1 and 256"));
 
         std::fs::write(&file, "prot = 1\n").unwrap();
         let err = ServerConfig::from_args(&args).unwrap_err().to_string();

@@ -318,7 +318,7 @@ impl strata::CompactionFilter for DeadKeys {
 
 /// The server's backend as the keeper of strata-doc's key-name record (so documents written over
 /// the protocol share names with `DocStore`).
-pub struct BackendNames(pub Arc<dyn KvBackend>);
+pub struct BackendNames(pub Arc<dyn KvBackend + Send + Sync>);
 
 fn to_doc_error(e: Error) -> strata_doc::Error {
     match e {

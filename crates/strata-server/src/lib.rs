@@ -73,13 +73,13 @@ pub fn serve_blocking(args: ServeArgs, opts: strata::Options, dir: &Path) -> any
         strata::Db::open(dir, opts)
             .map_err(|e| anyhow::anyhow!("opening the database in {}: {e}", dir.display()))?,
     );
-    let workers = std::thread::available_parallelism().map_or(2, |n| n.get().max(2));
+    let workers = config.io_threads.unwrap_or_else(default_io_threads);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
         .thread_name("strata-server")
         .enable_all()
         .build()?;
-    let backend: Arc<dyn KvBackend> = db.clone();
+    let backend: Arc<dyn KvBackend + Send + Sync> = db.clone();
     let served = runtime.block_on(async {
         let server = Server::bind(config, backend).await?;
         tracing::info!(
@@ -128,4 +128,13 @@ async fn termination_signal() -> std::io::Result<&'static str> {
     {
         tokio::signal::ctrl_c().await.map(|()| "Ctrl-C")
     }
+}
+
+/// Connection threads when `io-threads` is not set: half the cores, at least one. The other
+/// half is left to the engine's flush and compaction threads and to clients on the same machine:
+/// on 2 cores with `redis-benchmark` beside the server, one connection thread served
+/// redis-benchmark's default tests at 1.03-1.83x the requests of two (`-P 16`; GET and
+/// LRANGE at 0.90, BENCHMARKS.md).
+pub fn default_io_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
 }

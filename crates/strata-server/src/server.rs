@@ -52,7 +52,10 @@ impl ShutdownHandle {
 impl Server {
     /// Binds `config.bind:config.port` (port 0 picks a free port) and starts accepting. Must be
     /// called inside a tokio runtime (any flavor: engine calls run on its blocking pool).
-    pub async fn bind(config: ServerConfig, backend: Arc<dyn KvBackend>) -> Result<Server> {
+    pub async fn bind(
+        config: ServerConfig,
+        backend: Arc<dyn KvBackend + Send + Sync>,
+    ) -> Result<Server> {
         let mut config = config;
         config
             .validate()
@@ -237,7 +240,10 @@ pub struct ServerThread {
 
 impl ServerThread {
     /// Starts a server on a new thread; returns once it is listening.
-    pub fn start(config: ServerConfig, backend: Arc<dyn KvBackend>) -> Result<ServerThread> {
+    pub fn start(
+        config: ServerConfig,
+        backend: Arc<dyn KvBackend + Send + Sync>,
+    ) -> Result<ServerThread> {
         // Sockets and parsing only (engine calls run on the blocking pool): two workers suffice.
         const WORKER_THREADS: usize = 2;
         let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -152,7 +152,7 @@ const DOC_LOCK_STRIPES: usize = 64;
 
 /// State shared by all connections of one server.
 pub(crate) struct Shared {
-    pub backend: Arc<dyn KvBackend>,
+    pub backend: Arc<dyn KvBackend + Send + Sync>,
     config: RwLock<ServerConfig>,
     pub counters: Counters,
     pub cursors: Mutex<CursorTable>,
@@ -205,13 +205,13 @@ impl Shared {
     }
 
     /// Reads the key names of stored documents from `backend`.
-    pub fn new(backend: Arc<dyn KvBackend>, config: ServerConfig) -> Result<Self> {
+    pub fn new(backend: Arc<dyn KvBackend + Send + Sync>, config: ServerConfig) -> Result<Self> {
         let (shutdown, _) = watch::channel(false);
         crate::keyspace::prepare(backend.as_ref())?;
         let db_map = crate::keyspace::read_db_map(backend.as_ref())?;
         let watches = Arc::new(Watches::default());
         let expiry_due = Arc::new(ExpiryDue::default());
-        let backend: Arc<dyn KvBackend> = Arc::new(Watching {
+        let backend: Arc<dyn KvBackend + Send + Sync> = Arc::new(Watching {
             inner: backend,
             watches: watches.clone(),
             due: expiry_due.clone(),

@@ -258,7 +258,7 @@ impl Watches {
 /// The server's backend with every write reported to [`Watches`], and every expiry index entry
 /// written reported to [`ExpiryDue`] (so active expiry knows when a database next has work).
 pub(crate) struct Watching {
-    pub inner: Arc<dyn KvBackend>,
+    pub inner: Arc<dyn KvBackend + Send + Sync>,
     pub watches: Arc<Watches>,
     pub due: Arc<ExpiryDue>,
 }
@@ -312,7 +312,95 @@ impl ExpiryDue {
     }
 }
 
+impl Watching {
+    /// The reporting over this backend.
+    fn view(&self) -> Watched<'_> {
+        Watched {
+            inner: self.inner.as_ref(),
+            watches: &self.watches,
+            due: &self.due,
+        }
+    }
+}
+
+/// What [`Watching`] does, over any backend: the server's, or the one holding a partition's
+/// lock during [`KvBackend::hold_group`].
+struct Watched<'a> {
+    inner: &'a dyn KvBackend,
+    watches: &'a Watches,
+    due: &'a ExpiryDue,
+}
+
 impl KvBackend for Watching {
+    fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
+        self.view().get(key)
+    }
+
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.view().put(key, value)
+    }
+
+    fn delete(&self, key: &[u8]) -> Result<()> {
+        self.view().delete(key)
+    }
+
+    fn write(&self, ops: Vec<BatchOp>) -> Result<()> {
+        self.view().write(ops)
+    }
+
+    fn update(&self, key: &[u8], f: &mut UpdateFn<'_>) -> Result<()> {
+        self.view().update(key, f)
+    }
+
+    fn update_group(&self, route: &[u8], f: &mut GroupFn<'_>) -> Result<()> {
+        self.view().update_group(route, f)
+    }
+
+    fn multi_get(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Bytes>>> {
+        self.view().multi_get(keys)
+    }
+
+    fn scan(
+        &self,
+        start: Bound<Vec<u8>>,
+        end: Bound<Vec<u8>>,
+        visit: &mut VisitFn<'_>,
+    ) -> Result<()> {
+        self.view().scan(start, end, visit)
+    }
+
+    fn scan_group(
+        &self,
+        route: &[u8],
+        start: Bound<Vec<u8>>,
+        end: Bound<Vec<u8>>,
+        visit: &mut VisitFn<'_>,
+    ) -> Result<()> {
+        self.view().scan_group(route, start, end, visit)
+    }
+
+    fn flush(&self) -> Result<()> {
+        self.view().flush()
+    }
+
+    fn sync(&self) -> Result<()> {
+        self.view().sync()
+    }
+
+    fn writes_would_wait(&self) -> bool {
+        self.view().writes_would_wait()
+    }
+
+    fn stats_lines(&self) -> Vec<(String, String)> {
+        self.view().stats_lines()
+    }
+
+    fn hold_group(&self, route: &[u8], body: &mut dyn FnMut(&dyn KvBackend)) -> Result<bool> {
+        self.view().hold_group(route, body)
+    }
+}
+
+impl KvBackend for Watched<'_> {
     fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
         self.inner.get(key)
     }
@@ -432,6 +520,17 @@ impl KvBackend for Watching {
 
     fn stats_lines(&self) -> Vec<(String, String)> {
         self.inner.stats_lines()
+    }
+
+    fn hold_group(&self, route: &[u8], body: &mut dyn FnMut(&dyn KvBackend)) -> Result<bool> {
+        let (watches, due) = (self.watches, self.due);
+        self.inner.hold_group(route, &mut |held| {
+            body(&Watched {
+                inner: held,
+                watches,
+                due,
+            })
+        })
     }
 }
 

@@ -275,18 +275,7 @@ impl Db {
     /// Applies a batch: atomically per partition (see [`WriteBatch`]).
     pub fn write(&self, batch: WriteBatch) -> Result<()> {
         self.check()?;
-        let mut total = 0usize;
-        for (_, k, v) in &batch.ops {
-            self.check_sizes(k, v)?;
-            total += k.len() + v.len();
-        }
-        if total > BATCH_BYTES_MAX {
-            return Err(Error::LimitExceeded {
-                what: "write batch",
-                actual: total,
-                max: BATCH_BYTES_MAX,
-            });
-        }
+        self.check_batch(&batch, None)?;
         let n = self.inner.partitions.len();
         let mut by_part: Vec<Vec<Entry<'_>>> = vec![Vec::new(); n];
         for (kind, k, v) in &batch.ops {
@@ -369,40 +358,72 @@ impl Db {
     ) -> Result<T> {
         self.check()?;
         let p = self.partition_of(route_key);
-        let foreign = |key: &[u8]| -> Result<()> {
-            let q = self.partition_of(key);
-            if q == p {
-                return Ok(());
-            }
-            Err(Error::InvalidArgument(format!(
-                "update_group: key {} routes to partition {q}, the group's to {p}",
-                key.escape_ascii()
-            )))
-        };
         self.inner.partitions[p].update_group(
             |read| {
                 f(&|key: &[u8]| {
-                    foreign(key)?;
+                    self.group_member(p, key)?;
                     read(key)
                 })
             },
-            |batch| {
-                let mut total = 0usize;
-                for (_, k, v) in &batch.ops {
-                    foreign(k)?;
-                    self.check_sizes(k, v)?;
-                    total += k.len() + v.len();
-                }
-                if total > BATCH_BYTES_MAX {
-                    return Err(Error::LimitExceeded {
-                        what: "write batch",
-                        actual: total,
-                        max: BATCH_BYTES_MAX,
-                    });
-                }
-                Ok(())
-            },
+            |batch| self.check_batch(batch, Some(p)),
         )
+    }
+
+    /// Runs `body` with the write lock of `route_key`'s partition held across the
+    /// [`GroupHold::update_group`] calls it makes: each is atomic and visible to the next, as
+    /// separate [`Db::update_group`] calls would be, but the lock is taken once (a server
+    /// running a pipeline of commands on one key serves them without handing the lock to
+    /// another thread between commands). They are committed (made as durable as
+    /// `Options::sync` promises) together before this returns. `body` must not write through
+    /// the `Db` itself meanwhile: a write to this partition would wait for the lock `body`
+    /// holds; [`GroupHold::holds`] tells which keys the hold can write.
+    pub fn hold_group<T>(
+        &self,
+        route_key: &[u8],
+        body: impl FnOnce(&mut GroupHold<'_>) -> T,
+    ) -> Result<T> {
+        self.check()?;
+        let p = self.partition_of(route_key);
+        self.inner.partitions[p].hold(|held| {
+            body(&mut GroupHold {
+                db: self,
+                partition: p,
+                held,
+            })
+        })
+    }
+
+    /// `key` belongs to partition `p`'s group, or the error naming both.
+    fn group_member(&self, p: usize, key: &[u8]) -> Result<()> {
+        let q = self.partition_of(key);
+        if q == p {
+            return Ok(());
+        }
+        Err(Error::InvalidArgument(format!(
+            "update_group: key {} routes to partition {q}, the group's to {p}",
+            key.escape_ascii()
+        )))
+    }
+
+    /// Vets a batch: sizes within the limits and, for a group update (`group`: its
+    /// partition), every key in that partition.
+    fn check_batch(&self, batch: &WriteBatch, group: Option<usize>) -> Result<()> {
+        let mut total = 0usize;
+        for (_, k, v) in &batch.ops {
+            if let Some(p) = group {
+                self.group_member(p, k)?;
+            }
+            self.check_sizes(k, v)?;
+            total += k.len() + v.len();
+        }
+        if total > BATCH_BYTES_MAX {
+            return Err(Error::LimitExceeded {
+                what: "write batch",
+                actual: total,
+                max: BATCH_BYTES_MAX,
+            });
+        }
+        Ok(())
     }
 
     /// Keys and values in `range`, in key order across all partitions.
@@ -695,6 +716,50 @@ fn prefix_successor(prefix: &[u8]) -> Option<Bytes> {
         }
     }
     None
+}
+
+/// A partition's write lock held by [`Db::hold_group`].
+pub struct GroupHold<'a> {
+    db: &'a Db,
+    partition: usize,
+    held: &'a mut dyn crate::journal::HeldUpdates,
+}
+
+impl GroupHold<'_> {
+    /// Whether `key` is in the held partition (what [`GroupHold::update_group`] may read and
+    /// write).
+    pub fn holds(&self, key: &[u8]) -> bool {
+        self.db.partition_of(key) == self.partition
+    }
+
+    /// [`Db::update_group`] under the held lock: `route_key` must be in the held partition
+    /// ([`Error::InvalidArgument`] otherwise, nothing written).
+    pub fn update_group<T>(
+        &mut self,
+        route_key: &[u8],
+        f: impl FnOnce(&dyn Fn(&[u8]) -> Result<Option<Bytes>>) -> Result<(WriteBatch, T)>,
+    ) -> Result<T> {
+        let (db, p) = (self.db, self.partition);
+        db.check()?;
+        db.group_member(p, route_key)?;
+        let mut f = Some(f);
+        let mut out = None;
+        self.held.update(
+            &mut |read| {
+                let f = f.take().ok_or_else(|| {
+                    Error::InvalidArgument("a group update decided twice".to_string())
+                })?;
+                let (batch, o) = f(&|key: &[u8]| {
+                    db.group_member(p, key)?;
+                    read(key)
+                })?;
+                out = Some(o);
+                Ok(batch)
+            },
+            &|batch| db.check_batch(batch, Some(p)),
+        )?;
+        out.ok_or_else(|| Error::InvalidArgument("a group update did not decide".to_string()))
+    }
 }
 
 /// Iterator over a key range of the database, in key order. Yields `Err` once and stops if a

@@ -56,7 +56,7 @@ pub mod vfs;
 pub use batch::Update;
 pub use batch::WriteBatch;
 pub use bytes::Bytes;
-pub use db::{Db, Scan};
+pub use db::{Db, GroupHold, Scan};
 pub use error::{Error, Result};
 pub use journal::{deferring_log_writes, LogWrites};
 pub use options::{

@@ -97,6 +97,18 @@ impl Partition {
         }
     }
 
+    /// Runs `body` with this partition's write lock held across the updates it makes
+    /// (`journal::hold`).
+    pub(crate) fn hold<T>(
+        &self,
+        body: impl FnOnce(&mut dyn journal::HeldUpdates) -> T,
+    ) -> Result<T> {
+        match self {
+            Partition::Lsm(t) => journal::hold(&**t, body),
+            Partition::Log(l) => journal::hold(&**l, body),
+        }
+    }
+
     /// Entries in range, key order, of the hash engine (the LSM scans at a snapshot, see
     /// `snapshot.rs`).
     pub(crate) fn iter_log(&self, lower: Bound<Bytes>, upper: Bound<Bytes>) -> Option<EntryIter> {

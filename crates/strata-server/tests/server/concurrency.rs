@@ -86,3 +86,51 @@ fn pipelined_sets_merged_into_one_write_behave_like_single_sets() {
     let n: i64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
     assert_eq!(n, 1_000);
 }
+
+/// Clients pipelining writes to one hot key at once (runs that the server serves under one
+/// hold of the key's partition lock, from both network threads): no write is lost or doubled,
+/// and each pipeline's replies count up as its own writes land between the others'.
+#[test]
+fn clients_pipelining_on_one_hot_key_lose_no_write() {
+    const CLIENTS: usize = 16;
+    const PIPELINES: usize = 20;
+    const PER_PIPELINE: usize = 25;
+    let server = TestServer::start();
+    let url = server.url();
+    let workers: Vec<_> = (0..CLIENTS)
+        .map(|c| {
+            let url = url.clone();
+            std::thread::spawn(move || {
+                let mut conn = redis::Client::open(url).unwrap().get_connection().unwrap();
+                for p in 0..PIPELINES {
+                    // Runs of one key each.
+                    let mut pipe = redis::pipe();
+                    for i in 0..PER_PIPELINE {
+                        pipe.cmd("SADD").arg("hotset").arg(format!("{c}-{p}-{i}"));
+                    }
+                    for _ in 0..PER_PIPELINE {
+                        pipe.cmd("HINCRBY").arg("hothash").arg("n").arg(1);
+                    }
+                    for _ in 0..PER_PIPELINE {
+                        pipe.cmd("RPUSH").arg("hotlist").arg(c);
+                    }
+                    let replies: Vec<i64> = pipe.query(&mut conn).unwrap();
+                    let (added, rest) = replies.split_at(PER_PIPELINE);
+                    assert!(added.iter().all(|&n| n == 1), "each member is new");
+                    // Counters and list lengths only grow within a pipeline.
+                    for seen in rest.chunks(PER_PIPELINE) {
+                        assert!(seen.windows(2).all(|x| x[0] < x[1]), "{seen:?}");
+                    }
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+    let total = (CLIENTS * PIPELINES * PER_PIPELINE) as i64;
+    let mut c = server.client();
+    assert_eq!(c.scard::<_, i64>("hotset").unwrap(), total);
+    assert_eq!(c.hget::<_, _, i64>("hothash", "n").unwrap(), total);
+    assert_eq!(c.llen::<_, i64>("hotlist").unwrap(), total);
+}

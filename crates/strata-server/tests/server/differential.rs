@@ -1868,6 +1868,76 @@ fn help_texts_randomkey_object_and_info_keyspace_match_redis() {
     }
 }
 
+/// Pipelines of writes to one hot key (which the server runs back to back under one hold of
+/// the key's partition lock, `conn.rs`), mostly of one type with some of another (WRONGTYPE),
+/// the odd DEL or read between (which ends a run): every reply of every pipeline and the key's
+/// state after each equal redis-server's.
+#[test]
+fn pipelined_writes_to_one_key_match_redis() {
+    let mut compared = 0;
+    for (seed, resp3) in [(61u64, false), (62, true)]
+        .into_iter()
+        .chain(extra_seeds(61))
+    {
+        let mut pair = Pair::start();
+        if resp3 {
+            pair.send_both(0, &words(&["HELLO", "3"]));
+        }
+        let mut rng = SmallRng::seed_from_u64(seed);
+        for round in 0..60 {
+            let kind = rng.gen_range(0..5);
+            let mut pipeline: Vec<Vec<Vec<u8>>> = Vec::new();
+            for _ in 0..rng.gen_range(2..70) {
+                let k = if rng.gen_bool(0.92) {
+                    kind
+                } else {
+                    rng.gen_range(0..6)
+                };
+                let m = format!("m{}", rng.gen_range(0..12));
+                let n = rng.gen_range(-3..8).to_string();
+                let cmd: Vec<String> = match (k, rng.gen_range(0..4)) {
+                    (0, 0) => vec!["SREM".into(), "hot".into(), m],
+                    (0, _) => vec!["SADD".into(), "hot".into(), m, "m1".into()],
+                    (1, 0) => vec!["HDEL".into(), "hot".into(), m],
+                    (1, 1) => vec!["HINCRBY".into(), "hot".into(), m, n],
+                    (1, _) => vec!["HSET".into(), "hot".into(), m, n],
+                    (2, 0) => vec!["LPOP".into(), "hot".into()],
+                    (2, 1) => vec!["RPOP".into(), "hot".into(), "2".into()],
+                    (2, 2) => vec!["LPUSH".into(), "hot".into(), m],
+                    (2, _) => vec!["RPUSH".into(), "hot".into(), m, n],
+                    (3, 0) => vec!["ZPOPMIN".into(), "hot".into()],
+                    (3, 1) => vec!["ZINCRBY".into(), "hot".into(), n, m],
+                    (3, 2) => vec!["ZREM".into(), "hot".into(), m],
+                    (3, _) => vec!["ZADD".into(), "hot".into(), n, m],
+                    (4, 0) => vec!["INCRBY".into(), "hot".into(), n],
+                    (4, _) => vec!["INCR".into(), "hot".into()],
+                    (_, 0) => vec!["DEL".into(), "hot".into()],
+                    (_, _) => vec!["TYPE".into(), "hot".into()],
+                };
+                pipeline.push(cmd.into_iter().map(String::into_bytes).collect());
+            }
+            pair.check_pipeline(0, &pipeline, &format!("seed {seed}, round {round}"));
+            compared += pipeline.len();
+            for read in [
+                &["TYPE", "hot"][..],
+                &["SMEMBERS", "hot"],
+                &["HGETALL", "hot"],
+                &["LRANGE", "hot", "0", "-1"],
+                &["ZRANGE", "hot", "0", "-1", "WITHSCORES"],
+                &["GET", "hot"],
+            ] {
+                pair.check(
+                    0,
+                    &words(read),
+                    &format!("seed {seed}, after round {round}"),
+                );
+            }
+        }
+    }
+    eprintln!("pipelined writes to one key: {compared} commands compared with redis-server");
+    assert!(compared >= 2000);
+}
+
 /// Collections inside MULTI/EXEC (the overlay reads its own writes: a field set earlier in the
 /// transaction is seen by HGETALL, SCARD, LRANGE later in it), WATCH on a collection that
 /// another client changes, SCAN TYPE over every kind, and keyspace commands across the types.

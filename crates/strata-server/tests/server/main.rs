@@ -75,7 +75,7 @@ impl TestServer {
             dir: Some(dir.to_path_buf()),
             ..config
         };
-        let backend: Arc<dyn KvBackend> = db.clone();
+        let backend: Arc<dyn KvBackend + Send + Sync> = db.clone();
         let thread = ServerThread::start(config, backend).unwrap();
         TestServer {
             addr: thread.local_addr(),

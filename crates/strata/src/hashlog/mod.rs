@@ -115,6 +115,7 @@ fn segment_ids_exhausted(dir: &Path) -> Error {
 
 impl Journaled for LogStore {
     const READS_AT_SNAPSHOTS: bool = false;
+    const READS_TAKE_THE_LOCK: bool = true;
 
     fn journal(&self) -> &Journal {
         &self.journal

@@ -92,6 +92,9 @@ pub(crate) trait Journaled {
     /// Whether readers of this engine read at the visible sequence number (the LSM): then a
     /// writer returns only once its write is visible. The hash engine reads its newest state.
     const READS_AT_SNAPSHOTS: bool;
+    /// Whether a plain read may take the write lock (the hash engine reads records still in the
+    /// log's buffer under it): then [`hold`] cannot keep the lock while its caller reads.
+    const READS_TAKE_THE_LOCK: bool = false;
     /// The partition's journal.
     fn journal(&self) -> &Journal;
     /// Waits (or refuses) before a write while background work is behind; the LSM slows
@@ -326,6 +329,104 @@ pub(crate) fn update_group<T, E: Journaled>(
         (applied, out)
     };
     if let Some(applied) = applied {
+        complete(engine, &applied)?;
+    }
+    Ok(out)
+}
+
+/// Atomic updates of one partition made while its write lock is held across all of them
+/// ([`hold`]): each is its own batch, applied and visible before the next decides.
+pub(crate) trait HeldUpdates {
+    /// One atomic update: `decide` reads keys (the newest state, earlier updates of this hold
+    /// included) and returns the batch; `check` vets it before it is applied.
+    fn update(
+        &mut self,
+        decide: &mut dyn FnMut(&GroupRead<'_>) -> Result<WriteBatch>,
+        check: &dyn Fn(&WriteBatch) -> Result<()>,
+    ) -> Result<()>;
+}
+
+/// A partition's write lock held by [`hold`].
+struct Held<'e, E: Journaled> {
+    engine: &'e E,
+    st: MutexGuard<'e, JournalState>,
+    /// The last batch applied (committing it commits every earlier one of the hold).
+    last: Option<Applied>,
+}
+
+impl<E: Journaled> HeldUpdates for Held<'_, E> {
+    fn update(
+        &mut self,
+        decide: &mut dyn FnMut(&GroupRead<'_>) -> Result<WriteBatch>,
+        check: &dyn Fn(&WriteBatch) -> Result<()>,
+    ) -> Result<()> {
+        let engine = self.engine;
+        engine.journal().check_writable(&self.st)?;
+        let batch = {
+            let locked: &JournalState = &self.st;
+            decide(&|key: &[u8]| engine.get_locked(key, locked))?
+        };
+        check(&batch)?;
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let entries: Vec<Entry<'_>> = batch
+            .ops
+            .iter()
+            .map(|(kind, k, v)| (*kind, &k[..], &v[..]))
+            .collect();
+        let applied = apply_one(engine, &mut self.st, &entries)?;
+        // Visible before the next update's decision and any read the caller makes in between
+        // (a plain update waits for this after the lock; no later sequence number of this
+        // partition can be in flight while the lock is held, so only other partitions' earlier
+        // writes are waited for, and they never need this lock).
+        if E::READS_AT_SNAPSHOTS {
+            engine.journal().seqs.wait_visible(applied.seq);
+        }
+        self.last = Some(applied);
+        Ok(())
+    }
+}
+
+/// [`HeldUpdates`] for an engine whose reads take the write lock: each update takes and
+/// releases the lock as a plain [`update_group`] does (the same guarantees, without the
+/// saving).
+struct Unheld<'e, E: Journaled>(&'e E);
+
+impl<E: Journaled> HeldUpdates for Unheld<'_, E> {
+    fn update(
+        &mut self,
+        decide: &mut dyn FnMut(&GroupRead<'_>) -> Result<WriteBatch>,
+        check: &dyn Fn(&WriteBatch) -> Result<()>,
+    ) -> Result<()> {
+        update_group(self.0, |read| Ok((decide(read)?, ())), check)
+    }
+}
+
+/// Runs `body` with the partition's write lock held, so that the atomic updates it makes
+/// through [`HeldUpdates`] take the lock once between them (a pipeline of commands on one hot
+/// key would otherwise hand the lock back and forth between threads at every command). The
+/// updates are committed together after the lock, before this returns. Admitted once. An
+/// engine whose reads take the lock (the hash engine) gets no hold: each update locks alone,
+/// so that `body` may read between them.
+pub(crate) fn hold<E: Journaled, T>(
+    engine: &E,
+    body: impl FnOnce(&mut dyn HeldUpdates) -> T,
+) -> Result<T> {
+    if E::READS_TAKE_THE_LOCK {
+        return Ok(body(&mut Unheld(engine)));
+    }
+    engine.admit_write()?;
+    let (out, last) = {
+        let mut held = Held {
+            engine,
+            st: engine.journal().lock(),
+            last: None,
+        };
+        let out = body(&mut held);
+        (out, held.last)
+    };
+    if let Some(applied) = last {
         complete(engine, &applied)?;
     }
     Ok(out)
