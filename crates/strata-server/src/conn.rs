@@ -197,7 +197,7 @@ pub(crate) async fn serve(
     };
     let mailbox_bytes = batch.session.mailbox_bytes.clone();
     let mailbox_overflowed = batch.session.mailbox_overflowed.clone();
-    let mut list_pushes = shared.list_pushes.subscribe();
+    let mut list_pushes = shared.list_waiters.changes.subscribe();
     let mut parser = RequestParser::new();
     let mut input = BytesMut::with_capacity(READ_CHUNK_BYTES);
     let mut protocol_error: Option<String> = None;
@@ -512,6 +512,8 @@ impl Batch {
                 self.queue.push_front(args);
                 return Some(Step::Blocked);
             }
+            // Answered (an error included): a blocked command leaves the lists' queues.
+            self.session.wait_ticket = None;
             match self.session.after_reply {
                 AfterReply::CloseSilently => {
                     self.queue.clear();

@@ -193,15 +193,14 @@ pub(crate) struct Shared {
     docs_may_exist: AtomicBool,
     /// Versions for new incarnations of collections (`collection.rs`).
     pub versions: crate::collection::Versions,
-    /// Counts writes that may have added elements to a list; connections blocked in BLPOP,
-    /// BRPOP or BLMOVE wait for it to change, then look again.
-    pub list_pushes: watch::Sender<u64>,
+    /// Connections blocked in BLPOP, BRPOP or BLMOVE, queued per list, and what wakes them.
+    pub list_waiters: Arc<ListWaiters>,
 }
 
 impl Shared {
     /// Wakes connections blocked on lists: a write may have added elements.
     pub fn note_list_push(&self) {
-        self.list_pushes.send_modify(|n| *n = n.wrapping_add(1));
+        self.list_waiters.note();
     }
 
     /// Reads the key names of stored documents from `backend`.
@@ -244,7 +243,7 @@ impl Shared {
             dirty: AtomicU64::new(0),
             bgsave_running: Arc::new(AtomicBool::new(false)),
             versions: crate::collection::Versions::default(),
-            list_pushes: watch::channel(0).0,
+            list_waiters: Arc::new(ListWaiters::default()),
         })
     }
 
@@ -382,12 +381,101 @@ pub(crate) struct Session {
     /// Set by a blocking command (BLPOP...) that found nothing to take: its connection waits
     /// (without a thread) until a list may have grown or the time is up, then runs it again.
     pub blocked: Option<Blocked>,
+    /// The blocked command's place in the queues of the lists it waits on; dropped (leaving
+    /// them) when it answers or the client leaves.
+    pub wait_ticket: Option<WaitTicket>,
+}
+
+/// Connections blocked on lists, queued per list in the order they blocked. Redis serves the
+/// clients blocked on a list first come, first served; here every blocked connection wakes at
+/// any change and looks again, and a waiter takes from a list only what the waiters queued
+/// before it leave ([`ListWaiters::ahead`], `commands/lists.rs`), so the elements still go in
+/// that order.
+#[derive(Default)]
+pub(crate) struct ListWaiters {
+    queues: parking_lot::Mutex<WaitQueues>,
+    /// Counts writes that may have added elements to a list and waiters leaving a queue
+    /// (those behind moved up); blocked connections wait for it to change.
+    pub changes: watch::Sender<u64>,
+}
+
+#[derive(Default)]
+struct WaitQueues {
+    next_ticket: u64,
+    /// Tickets per (physical database, list name), oldest first.
+    by_list: HashMap<(DbIndex, Bytes), VecDeque<u64>>,
+}
+
+impl ListWaiters {
+    /// Wakes every blocked connection to look again.
+    pub fn note(&self) {
+        self.changes.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// Queues a new waiter on `lists`; it leaves when the ticket is dropped.
+    pub fn enqueue(self: &Arc<Self>, lists: Vec<(DbIndex, Bytes)>) -> WaitTicket {
+        let mut q = self.queues.lock();
+        q.next_ticket += 1;
+        let ticket = q.next_ticket;
+        for list in &lists {
+            let queue = q.by_list.entry(list.clone()).or_default();
+            if !queue.contains(&ticket) {
+                queue.push_back(ticket);
+            }
+        }
+        WaitTicket {
+            waiters: self.clone(),
+            ticket,
+            lists,
+        }
+    }
+
+    /// How many waiters queued on `list` come before `ticket` (every one of them for `None`,
+    /// a command not queued yet).
+    pub fn ahead(&self, list: &(DbIndex, Bytes), ticket: Option<&WaitTicket>) -> usize {
+        let q = self.queues.lock();
+        let Some(queue) = q.by_list.get(list) else {
+            return 0;
+        };
+        match ticket {
+            Some(t) => queue.iter().take_while(|&&x| x != t.ticket).count(),
+            None => queue.len(),
+        }
+    }
+
+    fn leave(&self, ticket: u64, lists: &[(DbIndex, Bytes)]) {
+        {
+            let mut q = self.queues.lock();
+            for list in lists {
+                if let Some(queue) = q.by_list.get_mut(list) {
+                    queue.retain(|&x| x != ticket);
+                    if queue.is_empty() {
+                        q.by_list.remove(list);
+                    }
+                }
+            }
+        }
+        self.note();
+    }
+}
+
+/// A blocked command's place in the queues of the lists it waits on.
+pub(crate) struct WaitTicket {
+    waiters: Arc<ListWaiters>,
+    ticket: u64,
+    lists: Vec<(DbIndex, Bytes)>,
+}
+
+impl Drop for WaitTicket {
+    fn drop(&mut self) {
+        self.waiters.leave(self.ticket, &self.lists);
+    }
 }
 
 /// Why and until when a connection waits for a list (see `commands/lists.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Blocked {
-    /// `Shared::list_pushes` when the command looked: any later push wakes the connection.
+    /// `ListWaiters::changes` when the command looked: any later change wakes the connection.
     pub seen_pushes: u64,
     /// When the command answers its timeout reply (`None`: never).
     pub deadline: Option<Instant>,
@@ -446,6 +534,7 @@ impl Session {
             multi: None,
             watch: None,
             blocked: None,
+            wait_ticket: None,
         }
     }
 }

@@ -717,6 +717,7 @@ fn timeout_arg(arg: &[u8]) -> Result<Option<std::time::Instant>> {
 /// runs the command again; `conn.rs`) and answer nothing yet.
 fn block_or_time_out(
     ctx: &mut Ctx<'_>,
+    lists: &[Bytes],
     seen_pushes: u64,
     deadline: Option<std::time::Instant>,
     in_exec: Reply,
@@ -725,13 +726,33 @@ fn block_or_time_out(
         return Ok(in_exec);
     }
     if deadline.is_some_and(|d| d <= std::time::Instant::now()) {
+        ctx.session.wait_ticket = None;
         return Ok(Reply::NilArray);
+    }
+    if ctx.session.wait_ticket.is_none() {
+        let db = ctx.dbi();
+        let lists = lists.iter().map(|k| (db, k.clone())).collect();
+        ctx.session.wait_ticket = Some(ctx.shared.list_waiters.enqueue(lists));
     }
     ctx.session.blocked = Some(crate::state::Blocked {
         seen_pushes,
         deadline,
     });
     Ok(Reply::Nil)
+}
+
+/// Whether a blocking command may take from `list` now: only when no client blocked on it
+/// before this one is still waiting (if this one is not waiting yet, when none is), so the
+/// clients blocked on a list get its elements in the order they blocked, as in Redis (each
+/// one served leaves the queue and wakes the next). Inside EXEC (which never blocks) it takes
+/// what is there.
+fn my_turn(ctx: &Ctx<'_>, list: &Bytes) -> bool {
+    ctx.locking == super::Locking::Held
+        || ctx
+            .shared
+            .list_waiters
+            .ahead(&(ctx.dbi(), list.clone()), ctx.session.wait_ticket.as_ref())
+            == 0
 }
 
 /// The deadline a blocked command keeps across its retries: the first run computes it from the
@@ -747,19 +768,20 @@ fn bpop(ctx: &mut Ctx<'_>, args: &[Bytes], left: bool) -> Result<Reply> {
     let keys = &args[1..args.len() - 1];
     let deadline = deadline_of(ctx, &args[args.len() - 1])?;
     ctx.session.blocked = None;
-    let seen = *ctx.shared.list_pushes.borrow();
+    let seen = *ctx.shared.list_waiters.changes.borrow();
     // Redis's order: every key is looked at (WRONGTYPE for another kind) until one has an
-    // element, which is popped.
+    // element (for this client, after those blocked before it), which is popped.
     for key in keys {
-        if read_list(ctx, key)?.is_none() {
+        if read_list(ctx, key)?.is_none() || !my_turn(ctx, key) {
             continue;
         }
         let popped = modify(ctx, key, |l| l.pop(left))?;
         if let Some(v) = popped {
+            ctx.session.wait_ticket = None;
             return Ok(Reply::Array(vec![Reply::Bulk(key.clone()), Reply::Bulk(v)]));
         }
     }
-    block_or_time_out(ctx, seen, deadline, Reply::NilArray)
+    block_or_time_out(ctx, keys, seen, deadline, Reply::NilArray)
 }
 
 fn blpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
@@ -780,14 +802,16 @@ fn bmove(
 ) -> Result<Reply> {
     let deadline = deadline_of(ctx, timeout)?;
     ctx.session.blocked = None;
-    let seen = *ctx.shared.list_pushes.borrow();
-    if read_list(ctx, src)?.is_some() {
-        let reply = lmove_generic(ctx, src, dst, from_left, to_left)?;
+    let seen = *ctx.shared.list_waiters.changes.borrow();
+    let src = Bytes::copy_from_slice(src);
+    if read_list(ctx, &src)?.is_some() && my_turn(ctx, &src) {
+        let reply = lmove_generic(ctx, &src, dst, from_left, to_left)?;
         if reply != Reply::Nil {
+            ctx.session.wait_ticket = None;
             return Ok(reply);
         }
     }
-    block_or_time_out(ctx, seen, deadline, Reply::Nil)
+    block_or_time_out(ctx, std::slice::from_ref(&src), seen, deadline, Reply::Nil)
 }
 
 fn blmove(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {

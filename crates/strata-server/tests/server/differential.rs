@@ -2003,6 +2003,80 @@ fn collections_in_transactions_and_keyspace_commands_match_redis() {
     }
 }
 
+/// Several clients blocked on one list are served in the order they blocked, as Redis serves
+/// them: four connections per server block one after another (one of them on two lists), a
+/// fifth pushes, and each blocked connection's reply equals redis-server's; one that leaves
+/// while waiting gives its turn to the next; a new BLPOP does not overtake the waiters.
+#[test]
+fn blocked_clients_are_served_first_come_like_redis() {
+    let redis = RedisRef::start();
+    let ours = TestServer::start();
+    let addrs = [redis.addr, ours.addr];
+    let pause = || std::thread::sleep(Duration::from_millis(60));
+    let connect = |n: usize| -> Vec<Vec<Raw>> {
+        addrs
+            .iter()
+            .map(|a| (0..n).map(|_| Raw::connect(*a)).collect())
+            .collect()
+    };
+    // Replies of connection `i` on both sides, compared.
+    let same = |conns: &mut Vec<Vec<Raw>>, i: usize, what: &str| {
+        let theirs = conns[0][i].reply();
+        let mine = conns[1][i].reply();
+        assert_eq!(
+            show(&mine),
+            show(&theirs),
+            "{what}: connection {i} (left ours, right redis)"
+        );
+    };
+    // Sends on connection `i` of both sides.
+    let send = |conns: &mut Vec<Vec<Raw>>, i: usize, args: &[Vec<u8>]| {
+        for side in conns.iter_mut() {
+            side[i].send(args);
+        }
+    };
+    let mut c = connect(6);
+    let blocks: [&[&str]; 4] = [
+        &["BLPOP", "q", "0"],
+        &["BLPOP", "other", "q", "0"],
+        &["BRPOP", "q", "0"],
+        &["BLMOVE", "q", "dst", "LEFT", "RIGHT", "0"],
+    ];
+    for (i, b) in blocks.iter().enumerate() {
+        send(&mut c, i, &words(b));
+        pause();
+    }
+    // Connection 5 joins the queue after the others.
+    send(&mut c, 5, &words(&["BLPOP", "q", "0"]));
+    pause();
+    // Three elements: the first three waiters, in order; the fourth and fifth keep waiting.
+    send(&mut c, 4, &words(&["RPUSH", "q", "a", "b", "c"]));
+    same(&mut c, 4, "RPUSH");
+    for i in 0..3 {
+        same(&mut c, i, "served in order");
+    }
+    // One more: the BLMOVE (connection 3) blocked before connection 5.
+    send(&mut c, 4, &words(&["RPUSH", "q", "d"]));
+    same(&mut c, 4, "RPUSH d");
+    same(&mut c, 3, "BLMOVE's turn");
+    // A new client's BLPOP on an empty list blocks behind connection 5; then connection 5
+    // leaves, and the element pushed next goes to the new one.
+    send(&mut c, 0, &words(&["BLPOP", "q", "0"]));
+    pause();
+    drop(c.iter_mut().map(|side| side.remove(5)).collect::<Vec<_>>());
+    pause();
+    send(&mut c, 4, &words(&["LPUSH", "q", "e"]));
+    same(&mut c, 4, "LPUSH e");
+    same(&mut c, 0, "the waiter behind one that left");
+    for read in [
+        &["LRANGE", "q", "0", "-1"][..],
+        &["LRANGE", "dst", "0", "-1"],
+    ] {
+        send(&mut c, 4, &words(read));
+        same(&mut c, 4, "what is left");
+    }
+}
+
 /// A client blocked in BLPOP, BRPOP or BLMOVE is woken by another client's push and answers as
 /// Redis does; a blocked client that times out answers nil; inside MULTI they do not block.
 #[test]
