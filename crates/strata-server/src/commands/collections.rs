@@ -97,6 +97,14 @@ impl Edit<'_, '_> {
         Ok(existed)
     }
 
+    /// Removes an element this update just read from the collection's own range (under the
+    /// same lock, so it is there): no second read of it.
+    pub fn remove_scanned(&mut self, sub: &[u8]) {
+        if self.pending.insert(sub.to_vec(), None) != Some(None) {
+            self.count -= 1;
+        }
+    }
+
     /// Raises the collection's floor to element `sub`, which the caller knows no live element
     /// is below once this edit is written (SPOP: it read every element below from the floor).
     pub fn raise_floor(&mut self, sub: &[u8]) {

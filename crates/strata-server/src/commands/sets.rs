@@ -224,10 +224,9 @@ fn spop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         order.shuffle(&mut rand::thread_rng());
         let mut taken = vec![false; seen.len()];
         for i in order.into_iter().take(want) {
-            if e.remove(&seen[i])? {
-                taken[i] = true;
-                popped.push(seen[i].clone());
-            }
+            e.remove_scanned(&seen[i]);
+            taken[i] = true;
+            popped.push(seen[i].clone());
         }
         let first_left = seen.iter().zip(&taken).find(|(_, t)| !**t).map(|(m, _)| m);
         if let Some(m) = first_left.or(seen.last()) {

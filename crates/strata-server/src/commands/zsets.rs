@@ -129,6 +129,18 @@ impl ZEdit<'_, '_> {
         Ok(existed)
     }
 
+    /// Removes a member this update just read with its score from the score entries (under the
+    /// same lock, so it is there): no second read of its member entry.
+    fn remove_scanned(&mut self, member: &Bytes, score: f64) {
+        let entry = self
+            .pending
+            .entry(member.clone())
+            .or_insert((Some(score), Some(score)));
+        if entry.1.take().is_some() {
+            self.count -= 1;
+        }
+    }
+
     fn finish(self) -> Vec<BatchOp> {
         let changed: Vec<_> = self
             .pending
@@ -740,9 +752,14 @@ fn remove_where(
             return Ok(0);
         };
         let all = zset_entries(ctx.db(), z.db, z.name, &found.meta)?;
+        let scores: std::collections::HashMap<&Bytes, f64> =
+            all.iter().map(|(m, s)| (m, *s)).collect();
         let mut n = 0;
         for m in pick(&all) {
-            n += i64::from(z.remove(&m)?);
+            if let Some(score) = scores.get(&m) {
+                z.remove_scanned(&m, *score);
+                n += 1;
+            }
         }
         Ok(n)
     })
@@ -813,8 +830,8 @@ fn zpop(ctx: &Ctx<'_>, args: &[Bytes], max: bool) -> Result<Reply> {
             zset_first_entries(ctx.db(), z.db, z.name, &found.meta, want)?
         };
         all.truncate(want);
-        for (m, _) in &all {
-            z.remove(m)?;
+        for (m, score) in &all {
+            z.remove_scanned(m, *score);
         }
         if !max {
             // Everything up to the last popped entry is gone: later pops start after it.

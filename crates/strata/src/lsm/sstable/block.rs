@@ -121,6 +121,24 @@ fn slot_of(block: &Bytes, kind: u8, value: std::ops::Range<usize>) -> Option<Slo
 /// the entry found is decoded. (This relies on `shared` being the whole common prefix, which the
 /// builder writes; a damaged block may be answered "not found", never with a panic.)
 pub(crate) fn find(block: &Bytes, key: &[u8]) -> Result<Option<Slot>, &'static str> {
+    match first_at_or_after(block, key)? {
+        // At or after `key`, sharing `key`'s first `e.shared` bytes: it is `key` when its
+        // suffix is the rest of `key`.
+        Some((_, e)) if key.get(e.shared..) == Some(e.suffix) => {
+            slot_of(block, e.kind, e.value).map(Some).ok_or(MALFORMED)
+        }
+        _ => Ok(None),
+    }
+}
+
+/// The first entry of `block` whose key sorts at or after `key`, with its offset, found with
+/// [`find`]'s few comparisons; `None` when every entry sorts before `key`. Its whole key is
+/// `key[..shared]` followed by its suffix (every entry before it shares at least `shared` bytes
+/// with `key`).
+fn first_at_or_after<'b>(
+    block: &'b [u8],
+    key: &[u8],
+) -> Result<Option<(usize, RawEntry<'b>)>, &'static str> {
     use std::cmp::Ordering;
     let mut pos = 0usize;
     let mut matched = 0usize;
@@ -144,8 +162,7 @@ pub(crate) fn find(block: &Bytes, key: &[u8]) -> Result<Option<Slot>, &'static s
         };
         match order {
             Ordering::Less => pos = e.next,
-            Ordering::Greater => return Ok(None),
-            Ordering::Equal => return slot_of(block, e.kind, e.value).map(Some).ok_or(MALFORMED),
+            Ordering::Greater | Ordering::Equal => return Ok(Some((pos, e))),
         }
     }
     Ok(None)
@@ -192,5 +209,22 @@ impl BlockIter {
 
     pub(crate) fn key(&self) -> &[u8] {
         &self.key
+    }
+
+    /// On a fresh iterator: skips the entries whose keys sort before `lower` without building
+    /// their keys or values ([`find`]'s search), so the next [`BlockIter::advance`] returns the
+    /// first entry at or after it (a range scan's first block; walking there entry by entry
+    /// decoded and compared up to a whole block per table per scan).
+    pub(crate) fn seek(&mut self, lower: &[u8]) -> Result<(), &'static str> {
+        match first_at_or_after(&self.block, lower)? {
+            Some((pos, e)) => {
+                self.key.clear();
+                self.key
+                    .extend_from_slice(lower.get(..e.shared).ok_or(MALFORMED)?);
+                self.pos = pos;
+            }
+            None => self.pos = self.block.len(),
+        }
+        Ok(())
     }
 }

@@ -542,6 +542,7 @@ impl Table {
             upper,
             fill_cache,
             done: false,
+            seeked: false,
         }
     }
 
@@ -569,6 +570,8 @@ pub(crate) struct TableIter {
     upper: Bound<Bytes>,
     fill_cache: bool,
     done: bool,
+    /// Whether the first block was read (and sought to the lower bound).
+    seeked: bool,
 }
 
 impl Iterator for TableIter {
@@ -583,8 +586,26 @@ impl Iterator for TableIter {
                 }
                 let i = self.next_block;
                 self.next_block += 1;
+                let offset = self.table.index[i].offset;
                 match self.table.block(i, self.fill_cache) {
-                    Ok(b) => self.cur = Some((BlockIter::new(b), self.table.index[i].offset)),
+                    Ok(b) => {
+                        let mut it = BlockIter::new(b);
+                        // The first block read may start below the range: skip to it.
+                        if let Bound::Included(l) | Bound::Excluded(l) = &self.lower {
+                            if !self.seeked {
+                                if let Err(r) = it.seek(l) {
+                                    self.done = true;
+                                    return Some(Err(Error::corruption(
+                                        self.table.path(),
+                                        offset,
+                                        r,
+                                    )));
+                                }
+                            }
+                        }
+                        self.seeked = true;
+                        self.cur = Some((it, offset));
+                    }
                     Err(e) => {
                         self.done = true;
                         return Some(Err(e));

@@ -132,8 +132,8 @@ proptest! {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(128))]
 
-    /// The block search against a plain walk of the same block, for present and absent keys
-    /// (no filter or index in front of it here).
+    /// The block search and seek against a plain walk of the same block, for present and absent
+    /// keys (no filter or index in front of it here).
     #[test]
     fn block_search_finds_what_a_walk_finds(
         entries in proptest::collection::btree_map(prefix_heavy_key(), slot(), 1..64),
@@ -156,11 +156,30 @@ proptest! {
             }
             prop_assert_eq!(block::find(&bytes, k).unwrap(), want, "{:?}", k);
         }
+        // Seeking to a key then walking yields what a walk yields from that key on.
+        let walk_all = |it: &mut block::BlockIter| -> Vec<(Vec<u8>, Slot)> {
+            let mut out = Vec::new();
+            while let Some(e) = it.advance() {
+                out.push((it.key().to_vec(), e.unwrap()));
+            }
+            out
+        };
+        let all = walk_all(&mut block::BlockIter::new(bytes.clone()));
+        for k in entries.keys().chain(probes.iter()) {
+            let mut sought = block::BlockIter::new(bytes.clone());
+            sought.seek(k).unwrap();
+            let want: Vec<_> = all.iter().filter(|(key, _)| key >= k).cloned().collect();
+            prop_assert_eq!(walk_all(&mut sought), want, "seek {:?}", k);
+        }
         // Damaged blocks give errors or answers, never panics.
         for cut in [1usize, 2, 5, 9] {
             let short = bytes.slice(..bytes.len().saturating_sub(cut));
             for k in probes.iter().take(8) {
                 let _ = block::find(&short, k);
+                let mut it = block::BlockIter::new(short.clone());
+                if it.seek(k).is_ok() {
+                    while let Some(Ok(_)) = it.advance() {}
+                }
             }
         }
     }
