@@ -198,7 +198,7 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// Wakes connections blocked on lists: a write may have added elements.
+    /// Wakes connections blocked on lists or sorted sets: a write may have added elements.
     pub fn note_list_push(&self) {
         self.list_waiters.note();
     }

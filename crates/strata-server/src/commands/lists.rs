@@ -1,5 +1,6 @@
 //! List commands: LPUSH RPUSH LPUSHX RPUSHX LPOP RPOP LLEN LRANGE LINDEX LSET LINSERT LREM
-//! LTRIM LPOS LMOVE RPOPLPUSH, with redis-server 7.0's replies and errors.
+//! LTRIM LPOS LMOVE RPOPLPUSH LMPOP, the blocking BLPOP BRPOP BLMOVE BRPOPLPUSH BLMPOP, with
+//! redis-server 7.0's replies and errors.
 //!
 //! A list is a record (version, count, head position) plus one engine key per element at its
 //! position (`collection::list_key`): pushes and pops at either end write one element and the
@@ -41,6 +42,8 @@ pub(crate) static SPECS: &[Spec] = &[
     Spec { name: "brpop", arity: -3, flags: &["write", "noscript", "blocking"], keys: (1, -2, 1), group: "list", summary: "Removes and returns the last element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped.", handler: brpop },
     Spec { name: "blmove", arity: 6, flags: &["write", "denyoom", "noscript", "blocking"], keys: (1, 2, 1), group: "list", summary: "Pops an element from a list, pushes it to another list and returns it. Blocks until an element is available otherwise. Deletes the list if the last element was moved.", handler: blmove },
     Spec { name: "brpoplpush", arity: 4, flags: &["write", "denyoom", "noscript", "blocking"], keys: (1, 2, 1), group: "list", summary: "Pops an element from a list, pushes it to another list and returns it. Block until an element is available otherwise. Deletes the list if the last element was popped.", handler: brpoplpush },
+    Spec { name: "lmpop", arity: -4, flags: &["write"], keys: (0, 0, 0), group: "list", summary: "Returns multiple elements from a list after removing them. Deletes the list if the last element was popped.", handler: lmpop },
+    Spec { name: "blmpop", arity: -5, flags: &["write", "blocking"], keys: (0, 0, 0), group: "list", summary: "Pops the first element from one of multiple lists. Blocks until an element is available otherwise. Deletes the list if the last element was popped.", handler: blmpop },
     Spec { name: "rpoplpush", arity: 3, flags: WRITE, keys: (1, 2, 1), group: "list", summary: "Returns the last element of a list after removing and pushing it to another list. Deletes the list if the last element was popped.", handler: rpoplpush },
 ];
 
@@ -715,7 +718,7 @@ fn timeout_arg(arg: &[u8]) -> Result<Option<std::time::Instant>> {
 /// block there) answer `in_exec`; once its time is up, a null array (Redis's timeout reply);
 /// otherwise mark the session blocked (the connection waits for a push or the deadline, then
 /// runs the command again; `conn.rs`) and answer nothing yet.
-fn block_or_time_out(
+pub(super) fn block_or_time_out(
     ctx: &mut Ctx<'_>,
     lists: &[Bytes],
     seen_pushes: u64,
@@ -746,7 +749,7 @@ fn block_or_time_out(
 /// clients blocked on a list get its elements in the order they blocked, as in Redis (each
 /// one served leaves the queue and wakes the next). Inside EXEC (which never blocks) it takes
 /// what is there.
-fn my_turn(ctx: &Ctx<'_>, list: &Bytes) -> bool {
+pub(super) fn my_turn(ctx: &Ctx<'_>, list: &Bytes) -> bool {
     ctx.locking == super::Locking::Held
         || ctx
             .shared
@@ -757,7 +760,7 @@ fn my_turn(ctx: &Ctx<'_>, list: &Bytes) -> bool {
 
 /// The deadline a blocked command keeps across its retries: the first run computes it from the
 /// timeout argument; a retry reuses it (`Session::blocked` survives until the command answers).
-fn deadline_of(ctx: &Ctx<'_>, arg: &[u8]) -> Result<Option<std::time::Instant>> {
+pub(super) fn deadline_of(ctx: &Ctx<'_>, arg: &[u8]) -> Result<Option<std::time::Instant>> {
     match ctx.session.blocked {
         Some(b) => Ok(b.deadline),
         None => timeout_arg(arg),
@@ -780,6 +783,100 @@ fn bpop(ctx: &mut Ctx<'_>, args: &[Bytes], left: bool) -> Result<Reply> {
             ctx.session.wait_ticket = None;
             return Ok(Reply::Array(vec![Reply::Bulk(key.clone()), Reply::Bulk(v)]));
         }
+    }
+    block_or_time_out(ctx, keys, seen, deadline, Reply::NilArray)
+}
+
+/// What LMPOP, BLMPOP, ZMPOP and BZMPOP take after `numkeys` (at `numkeys_at`): the keys, the
+/// side (`sides`: LEFT/RIGHT or MIN/MAX; true for the second) and COUNT (default 1), with
+/// Redis's errors in Redis's order.
+pub(super) fn mpop_args<'a>(
+    args: &'a [Bytes],
+    numkeys_at: usize,
+    sides: [&str; 2],
+) -> Result<(&'a [Bytes], bool, usize)> {
+    let numkeys = crate::num::parse_i64(&args[numkeys_at])
+        .filter(|&n| n >= 1)
+        .ok_or_else(|| Error::command("numkeys should be greater than 0"))?;
+    let first = numkeys_at + 1;
+    let side_at = usize::try_from(numkeys)
+        .ok()
+        .and_then(|n| first.checked_add(n))
+        .filter(|&i| i < args.len())
+        .ok_or(Error::Syntax)?;
+    let second = if is(&args[side_at], sides[0]) {
+        false
+    } else if is(&args[side_at], sides[1]) {
+        true
+    } else {
+        return Err(Error::Syntax);
+    };
+    let mut count = None;
+    let mut j = side_at + 1;
+    while j < args.len() {
+        if count.is_none() && is(&args[j], "COUNT") && j + 1 < args.len() {
+            let n = crate::num::parse_i64(&args[j + 1])
+                .filter(|&n| n >= 1)
+                .ok_or_else(|| Error::command("count should be greater than 0"))?;
+            count = Some(usize::try_from(n).unwrap_or(usize::MAX));
+            j += 2;
+        } else {
+            return Err(Error::Syntax);
+        }
+    }
+    Ok((&args[first..side_at], second, count.unwrap_or(1)))
+}
+
+/// Up to `count` elements of the first of `keys` that holds a list (WRONGTYPE for another kind
+/// found first), as `[key, [elements]]`; `None` when every list is empty (or, blocking, when
+/// other clients wait on them first).
+fn mpop_first(
+    ctx: &Ctx<'_>,
+    keys: &[Bytes],
+    left: bool,
+    count: usize,
+    blocking: bool,
+) -> Result<Option<Reply>> {
+    for key in keys {
+        if read_list(ctx, key)?.is_none() || (blocking && !my_turn(ctx, key)) {
+            continue;
+        }
+        let popped = modify(ctx, key, |l| {
+            let mut out = Vec::new();
+            while out.len() < count {
+                match l.pop(left)? {
+                    Some(v) => out.push(Reply::Bulk(v)),
+                    None => break,
+                }
+            }
+            Ok(out)
+        })?;
+        if !popped.is_empty() {
+            return Ok(Some(Reply::Array(vec![
+                Reply::Bulk(key.clone()),
+                Reply::Array(popped),
+            ])));
+        }
+    }
+    Ok(None)
+}
+
+/// LMPOP numkeys key [key ...] LEFT|RIGHT [COUNT count].
+fn lmpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let (keys, right, count) = mpop_args(args, 1, ["LEFT", "RIGHT"])?;
+    Ok(mpop_first(ctx, keys, !right, count, false)?.unwrap_or(Reply::NilArray))
+}
+
+/// BLMPOP timeout numkeys key [key ...] LEFT|RIGHT [COUNT count]: LMPOP that waits.
+fn blmpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let (keys, right, count) = mpop_args(args, 2, ["LEFT", "RIGHT"])?;
+    let left = !right;
+    let deadline = deadline_of(ctx, &args[1])?;
+    ctx.session.blocked = None;
+    let seen = *ctx.shared.list_waiters.changes.borrow();
+    if let Some(reply) = mpop_first(ctx, keys, left, count, true)? {
+        ctx.session.wait_ticket = None;
+        return Ok(reply);
     }
     block_or_time_out(ctx, keys, seen, deadline, Reply::NilArray)
 }

@@ -2,7 +2,8 @@
 //! ZLEXCOUNT, ZRANK, ZREVRANK, ZRANGE (BYSCORE BYLEX REV LIMIT WITHSCORES), ZRANGEBYSCORE,
 //! ZREVRANGEBYSCORE, ZRANGEBYLEX, ZREVRANGEBYLEX, ZREVRANGE, ZREM, ZREMRANGEBYRANK,
 //! ZREMRANGEBYSCORE, ZREMRANGEBYLEX, ZPOPMIN, ZPOPMAX, ZRANDMEMBER, ZSCAN, ZUNION, ZINTER,
-//! ZDIFF (and their STORE forms), ZINTERCARD, ZRANGESTORE, with redis-server 7.0's replies.
+//! ZDIFF (and their STORE forms), ZINTERCARD, ZRANGESTORE, ZMPOP, and the blocking BZPOPMIN,
+//! BZPOPMAX, BZMPOP, with redis-server 7.0's replies.
 //!
 //! A sorted set is a record plus, per member, a member entry (member -> score) and a score
 //! entry (score, member in byte order: ZRANGE order) (`collection.rs`). Writes are one atomic
@@ -56,6 +57,10 @@ pub(crate) static SPECS: &[Spec] = &[
     Spec { name: "zdiff", arity: -3, flags: READ, keys: (0, 0, 0), group: "sorted_set", summary: "Returns the difference between multiple sorted sets.", handler: zdiff },
     Spec { name: "zintercard", arity: -3, flags: READ, keys: (0, 0, 0), group: "sorted_set", summary: "Returns the number of members of the intersect of multiple sorted sets.", handler: zintercard },
     Spec { name: "zrangestore", arity: -5, flags: WRITE, keys: (1, 2, 1), group: "sorted_set", summary: "Stores a range of members from sorted set in a key.", handler: zrangestore },
+    Spec { name: "zmpop", arity: -4, flags: &["write"], keys: (0, 0, 0), group: "sorted_set", summary: "Returns the highest- or lowest-scoring members from one or more sorted sets after removing them. Deletes the sorted set if the last member was popped.", handler: zmpop },
+    Spec { name: "bzmpop", arity: -5, flags: &["write", "blocking"], keys: (0, 0, 0), group: "sorted_set", summary: "Removes and returns a member by score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped.", handler: bzmpop },
+    Spec { name: "bzpopmin", arity: -3, flags: &["write", "noscript", "blocking", "fast"], keys: (1, -2, 1), group: "sorted_set", summary: "Removes and returns the member with the lowest score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped.", handler: bzpopmin },
+    Spec { name: "bzpopmax", arity: -3, flags: &["write", "noscript", "blocking", "fast"], keys: (1, -2, 1), group: "sorted_set", summary: "Removes and returns the member with the highest score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped.", handler: bzpopmax },
     Spec { name: "zpopmax", arity: -2, flags: &["write", "fast"], keys: (1, 1, 1), group: "sorted_set", summary: "Returns the highest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped.", handler: zpopmax },
 ];
 
@@ -251,6 +256,8 @@ fn modify<T>(
     })?;
     if wrote {
         ctx.shared.note_writes(1);
+        // Clients blocked in BZPOPMIN/BZMPOP look again.
+        ctx.shared.note_list_push();
     }
     out.ok_or_else(|| Error::command("internal error: the sorted set update did not run"))
 }
@@ -815,11 +822,27 @@ fn zpop(ctx: &Ctx<'_>, args: &[Bytes], max: bool) -> Result<Reply> {
             _ => return Err(Error::command("value is out of range, must be positive")),
         },
     };
-    let popped = modify(ctx, &args[1], |z| {
+    let popped = pop_entries(ctx, &args[1], max, count.unwrap_or(1))?;
+    let resp3 = ctx.session.protocol == Protocol::Resp3;
+    let mut out = Vec::new();
+    for (m, s) in popped {
+        if count.is_some() && resp3 {
+            out.push(Reply::Array(vec![Reply::Bulk(m), Reply::Double(s)]));
+        } else {
+            out.push(Reply::Bulk(m));
+            out.push(Reply::Double(s));
+        }
+    }
+    Ok(Reply::Array(out))
+}
+
+/// Removes and returns up to `want` members of the sorted set `key` from its low (`max`: high)
+/// end, in that order, as one atomic update (empty when absent).
+fn pop_entries(ctx: &Ctx<'_>, key: &[u8], max: bool, want: usize) -> Result<Vec<(Bytes, f64)>> {
+    modify(ctx, key, |z| {
         let Some(found) = z.found else {
             return Ok(Vec::new());
         };
-        let want = count.unwrap_or(1);
         // The lowest scores are a bounded scan from the start; the highest need the whole set
         // (no reverse scan yet).
         let mut all = if max {
@@ -840,18 +863,96 @@ fn zpop(ctx: &Ctx<'_>, args: &[Bytes], max: bool) -> Result<Reply> {
             }
         }
         Ok(all)
-    })?;
-    let resp3 = ctx.session.protocol == Protocol::Resp3;
-    let mut out = Vec::new();
-    for (m, s) in popped {
-        if count.is_some() && resp3 {
-            out.push(Reply::Array(vec![Reply::Bulk(m), Reply::Double(s)]));
-        } else {
-            out.push(Reply::Bulk(m));
-            out.push(Reply::Double(s));
+    })
+}
+
+/// The first of `keys` that exists, if it is a sorted set whose turn it is (blocking: no
+/// client blocked on it before this one); WRONGTYPE when the first that exists holds another
+/// kind, as Redis's `genericZpopCommand` (later keys are not looked at).
+fn first_zset<'k>(ctx: &Ctx<'_>, keys: &'k [Bytes], blocking: bool) -> Result<Option<&'k Bytes>> {
+    for key in keys {
+        if read_live(ctx, key)?.is_some() {
+            if blocking && !super::lists::my_turn(ctx, key) {
+                continue;
+            }
+            return Ok(Some(key));
         }
     }
-    Ok(Reply::Array(out))
+    Ok(None)
+}
+
+/// ZMPOP's and BZMPOP's reply: `[key, [[member, score], ...]]`.
+fn mpop_reply(key: &Bytes, popped: Vec<(Bytes, f64)>) -> Reply {
+    Reply::Array(vec![
+        Reply::Bulk(key.clone()),
+        Reply::Array(
+            popped
+                .into_iter()
+                .map(|(m, s)| Reply::Array(vec![Reply::Bulk(m), Reply::Double(s)]))
+                .collect(),
+        ),
+    ])
+}
+
+/// ZMPOP numkeys key [key ...] MIN|MAX [COUNT count].
+fn zmpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let (keys, max, count) = super::lists::mpop_args(args, 1, ["MIN", "MAX"])?;
+    let Some(key) = first_zset(ctx, keys, false)? else {
+        return Ok(Reply::NilArray);
+    };
+    let popped = pop_entries(ctx, key, max, count)?;
+    Ok(mpop_reply(key, popped))
+}
+
+/// BZMPOP timeout numkeys key [key ...] MIN|MAX [COUNT count]: ZMPOP that waits.
+fn bzmpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let (keys, max, count) = super::lists::mpop_args(args, 2, ["MIN", "MAX"])?;
+    blocking_pop(ctx, keys, &args[1], max, count, true)
+}
+
+/// BZPOPMIN / BZPOPMAX key [key ...] timeout: `[key, member, score]`.
+fn bzpop(ctx: &mut Ctx<'_>, args: &[Bytes], max: bool) -> Result<Reply> {
+    let keys = &args[1..args.len() - 1];
+    blocking_pop(ctx, keys, &args[args.len() - 1], max, 1, false)
+}
+
+/// The blocking sorted-set pops: pop from the first sorted set of `keys` that has members
+/// (and no client blocked on it first), or block as BLPOP does (`lists::block_or_time_out`).
+fn blocking_pop(
+    ctx: &mut Ctx<'_>,
+    keys: &[Bytes],
+    timeout: &[u8],
+    max: bool,
+    count: usize,
+    nested: bool,
+) -> Result<Reply> {
+    let deadline = super::lists::deadline_of(ctx, timeout)?;
+    ctx.session.blocked = None;
+    let seen = *ctx.shared.list_waiters.changes.borrow();
+    if let Some(key) = first_zset(ctx, keys, true)? {
+        let popped = pop_entries(ctx, key, max, count)?;
+        if !popped.is_empty() {
+            ctx.session.wait_ticket = None;
+            if nested {
+                return Ok(mpop_reply(key, popped));
+            }
+            let mut out = vec![Reply::Bulk(key.clone())];
+            for (m, s) in popped {
+                out.push(Reply::Bulk(m));
+                out.push(Reply::Double(s));
+            }
+            return Ok(Reply::Array(out));
+        }
+    }
+    super::lists::block_or_time_out(ctx, keys, seen, deadline, Reply::NilArray)
+}
+
+fn bzpopmin(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    bzpop(ctx, args, false)
+}
+
+fn bzpopmax(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    bzpop(ctx, args, true)
 }
 
 fn zpopmin(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
@@ -1170,6 +1271,7 @@ fn store_entries(
     }
     ctx.db().write(ops)?;
     ctx.shared.note_writes(1);
+    ctx.shared.note_list_push();
     Ok(Reply::Int(entries.len() as i64))
 }
 

@@ -933,7 +933,25 @@ impl Gen {
                 c.extend(["COUNT".into(), count.into()]);
                 c
             }
-            37..=41 => self.zset_combination(k),
+            37..=40 => self.zset_combination(k),
+            41 => {
+                // ZMPOP and the blocking pops, finding members or timing out at once.
+                let timeout = ["0.01", "0.01", "0.01", "0.01", "x", "-1"][self.rng.gen_range(0..6)];
+                match self.rng.gen_range(0..4) {
+                    0 => {
+                        let mut c = vec!["ZMPOP".into()];
+                        self.mpop_tail(&mut c, k, &["MIN", "MAX", "max", "UP"]);
+                        c
+                    }
+                    1 => {
+                        let mut c = vec!["BZMPOP".into(), timeout.into()];
+                        self.mpop_tail(&mut c, k, &["MIN", "MAX", "min", "UP"]);
+                        c
+                    }
+                    2 => vec!["BZPOPMIN".into(), k, self.key(), timeout.into()],
+                    _ => vec!["BZPOPMAX".into(), k, timeout.into()],
+                }
+            }
             42 => vec!["SADD".into(), k, m, "m3".into()],
             43 => {
                 let mut c = vec!["ZRANGESTORE".into(), k, self.key()];
@@ -1026,7 +1044,7 @@ impl Gen {
     fn lists(&mut self) -> Vec<String> {
         let k = self.key();
         let e = format!("e{}", self.rng.gen_range(0..5));
-        match self.rng.gen_range(0..37) {
+        match self.rng.gen_range(0..40) {
             0..=3 => {
                 let mut c = vec![["LPUSH", "RPUSH"][self.rng.gen_range(0..2)].into(), k, e];
                 for _ in 0..self.rng.gen_range(0..3) {
@@ -1118,7 +1136,50 @@ impl Gen {
                     ],
                 }
             }
+            37 | 38 => {
+                // LMPOP, or BLMPOP finding elements or timing out at once.
+                let mut c = if self.rng.gen_bool(0.5) {
+                    vec!["LMPOP".into()]
+                } else {
+                    let timeout =
+                        ["0.01", "0.01", "0.01", "0.01", "x", "-1"][self.rng.gen_range(0..6)];
+                    vec!["BLMPOP".into(), timeout.into()]
+                };
+                self.mpop_tail(&mut c, k, &["LEFT", "RIGHT", "left", "UP"]);
+                c
+            }
             _ => vec!["LRANGE".into(), k, "-100".into(), "100".into()],
+        }
+    }
+
+    /// `numkeys key [key ...] <side> [COUNT n]` of the multi-key pops, with bad numkeys, sides
+    /// and counts now and then.
+    fn mpop_tail(&mut self, c: &mut Vec<String>, k: String, sides: &[&str]) {
+        let n = self.rng.gen_range(1..4usize);
+        c.push(match self.rng.gen_range(0..16) {
+            0 => "0".into(),
+            1 => "x".into(),
+            2 => (n + 3).to_string(),
+            _ => n.to_string(),
+        });
+        c.push(k);
+        for _ in 1..n {
+            c.push(self.key());
+        }
+        let side = if self.rng.gen_bool(0.95) {
+            sides[self.rng.gen_range(0..sides.len() - 1)]
+        } else {
+            sides[sides.len() - 1]
+        };
+        c.push(side.into());
+        if self.rng.gen_bool(0.6) {
+            c.push("COUNT".into());
+            let counts = ["1", "2", "10", "3", "0", "-1", "x"];
+            let upto = if self.rng.gen_bool(0.85) { 4 } else { 7 };
+            c.push(counts[self.rng.gen_range(0..upto)].into());
+        }
+        if self.rng.gen_bool(0.05) {
+            c.push("COUNT".into());
         }
     }
 
@@ -2099,6 +2160,22 @@ fn blocking_list_commands_wake_like_redis() {
                 &["RPUSH", "q4", "m"],
             ),
             (&["BRPOPLPUSH", "q5", "dst", "0"], &["RPUSH", "q5", "n"]),
+            (
+                &["BLMPOP", "0", "2", "q6", "q7", "RIGHT", "COUNT", "2"],
+                &["RPUSH", "q7", "a", "b", "c"],
+            ),
+            (
+                &["BZPOPMIN", "z1", "z2", "0"],
+                &["ZADD", "z2", "2", "b", "1", "a"],
+            ),
+            (
+                &["BZPOPMAX", "z3", "5"],
+                &["ZADD", "z3", "2", "b", "1", "a"],
+            ),
+            (
+                &["BZMPOP", "0", "1", "z4", "MAX", "COUNT", "5"],
+                &["ZADD", "z4", "2", "b", "1", "a"],
+            ),
         ] {
             // Connection A blocks (no reply yet); B pushes; A's reply arrives.
             for side in 0..2 {
@@ -2120,6 +2197,15 @@ fn blocking_list_commands_wake_like_redis() {
             &["SET", "str", "v"],
             &["BLPOP", "str", "0"],
             &["BLPOP", "empty", "str", "0"],
+            &["MULTI"],
+            &["BLMPOP", "0", "1", "empty", "LEFT"],
+            &["BZPOPMIN", "empty", "0"],
+            &["BZMPOP", "0", "1", "empty", "MIN"],
+            &["EXEC"],
+            &["BZPOPMIN", "str", "0"],
+            &["BZMPOP", "0.01", "2", "empty", "str", "MIN"],
+            &["ZRANGE", "z2", "0", "-1", "WITHSCORES"],
+            &["LRANGE", "q7", "0", "-1"],
         ] {
             pair.check(0, &words(c), ctx);
         }
