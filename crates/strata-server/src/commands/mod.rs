@@ -5,6 +5,7 @@
 //! (INFO, CONFIG, COMMAND, SAVE...), [`strings`], [`keys`] and [`json`]. The same table answers
 //! COMMAND COUNT/INFO/DOCS, so what clients discover is what the dispatcher runs.
 
+pub mod bitmaps;
 pub mod collections;
 pub mod connection;
 pub mod hashes;
@@ -114,6 +115,7 @@ pub(crate) fn table() -> impl Iterator<Item = &'static Spec> {
         .iter()
         .chain(server::SPECS)
         .chain(strings::SPECS)
+        .chain(bitmaps::SPECS)
         .chain(keys::SPECS)
         .chain(hashes::SPECS)
         .chain(sets::SPECS)
@@ -341,6 +343,7 @@ const EXCLUSIVE: &[&str] = &[
     "zinterstore",
     "zdiffstore",
     "zrangestore",
+    "bitop",
 ];
 
 /// True when `arg` equals `word`, ignoring ASCII case (option keywords such as `NX`).

@@ -1183,6 +1183,92 @@ impl Gen {
         }
     }
 
+    fn bitmaps(&mut self) -> Vec<String> {
+        let k = self.key();
+        let int = |g: &mut Gen| -> String {
+            match g.rng.gen_range(0..12) {
+                0 => "x".into(),
+                1 => "-9223372036854775808".into(),
+                2 => "9223372036854775807".into(),
+                _ => g.rng.gen_range(-12..12).to_string(),
+            }
+        };
+        let unit = |g: &mut Gen, c: &mut Vec<String>| {
+            if g.rng.gen_bool(0.4) {
+                c.push(["BYTE", "BIT", "bit", "WORD"][g.rng.gen_range(0..4)].into());
+            }
+        };
+        match self.rng.gen_range(0..20) {
+            0..=4 => {
+                let offset = match self.rng.gen_range(0..20) {
+                    0 => "-1".to_string(),
+                    1 => "x".to_string(),
+                    2 => "4294967296".to_string(),
+                    _ => self.rng.gen_range(0..120).to_string(),
+                };
+                let value = ["0", "1", "1", "0", "1", "2", "x"][self.rng.gen_range(0..7)];
+                vec!["SETBIT".into(), k, offset, value.into()]
+            }
+            5 | 6 => {
+                let offset = match self.rng.gen_range(0..12) {
+                    0 => "-1".to_string(),
+                    1 => "4294967296".to_string(),
+                    _ => self.rng.gen_range(0..130).to_string(),
+                };
+                vec!["GETBIT".into(), k, offset]
+            }
+            7..=9 => {
+                let mut c = vec!["BITCOUNT".into(), k];
+                match self.rng.gen_range(0..6) {
+                    0 => {}
+                    1 => c.push(int(self)),
+                    _ => {
+                        c.push(int(self));
+                        c.push(int(self));
+                        unit(self, &mut c);
+                    }
+                }
+                c
+            }
+            10..=12 => {
+                let bit = ["0", "1", "1", "0", "2"][self.rng.gen_range(0..5)];
+                let mut c = vec!["BITPOS".into(), k, bit.into()];
+                let n = self.rng.gen_range(0..4);
+                if n >= 1 {
+                    c.push(int(self));
+                }
+                if n >= 2 {
+                    c.push(int(self));
+                }
+                if n >= 3 {
+                    unit(self, &mut c);
+                }
+                c
+            }
+            13 | 14 => {
+                let op = ["AND", "or", "XOR", "NOT", "NOT", "NAND"][self.rng.gen_range(0..6)];
+                let mut c = vec!["BITOP".into(), op.into(), k];
+                for _ in 0..self.rng.gen_range(1..4) {
+                    c.push(self.key());
+                }
+                c
+            }
+            15 => {
+                let v: String = (0..self.rng.gen_range(0..6))
+                    .map(|_| ["a", "\u{ff}", "0", "~", "\u{0}"][self.rng.gen_range(0..5)])
+                    .collect();
+                vec!["SET".into(), k, v]
+            }
+            16 => vec![
+                ["GET", "STRLEN", "TTL", "DEL"][self.rng.gen_range(0..4)].into(),
+                k,
+            ],
+            17 => vec!["OBJECT".into(), "ENCODING".into(), k],
+            18 => vec!["EXPIRE".into(), k, "1000".into()],
+            _ => vec!["HSET".into(), k, "f".into(), "v".into()],
+        }
+    }
+
     fn hashes(&mut self) -> Vec<String> {
         let k = self.key();
         let f = self.field();
@@ -1368,6 +1454,17 @@ fn keyspace_and_expiry_commands_match_redis() {
     }
     eprintln!("keyspace and expiry: {total} commands compared with redis-server");
     assert!(total >= 20_000);
+}
+
+#[test]
+fn bitmap_commands_match_redis() {
+    let mut total = 0;
+    let seeds = [(71, false), (72, true), (73, false)];
+    for (seed, resp3) in seeds.into_iter().chain(extra_seeds(71)) {
+        total += run_family("bitmaps", seed, 3000, resp3, Gen::bitmaps);
+    }
+    eprintln!("bitmaps: {total} commands compared with redis-server");
+    assert!(total >= 9_000);
 }
 
 #[test]
