@@ -402,7 +402,7 @@ pub(crate) struct ListWaiters {
 #[derive(Default)]
 struct WaitQueues {
     next_ticket: u64,
-    /// Tickets per (physical database, list name), oldest first.
+    /// Tickets per (logical database, list name), oldest first.
     by_list: HashMap<(DbIndex, Bytes), VecDeque<u64>>,
 }
 

@@ -811,6 +811,51 @@ mod tests {
         assert_eq!(prefix_successor(b""), None);
     }
 
+    /// A group update's reads and the scans it makes of its own partition see one state, even
+    /// while an earlier write of another partition is still applying (then a write of this
+    /// partition is applied, read by `read`, but not yet visible to scans: an update that
+    /// popped from such a scan acted on an older state than its record).
+    #[test]
+    fn group_updates_read_and_scan_one_state_while_other_partitions_apply() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let mut o = Options::tiny();
+        o.partitions = 2;
+        let db = Arc::new(Db::open(dir.path(), o).unwrap_or_else(|e| panic!("{e}")));
+        let key = b"member".to_vec();
+        let p = db.partition_of(&key);
+        let q = 1 - p;
+        // A write of partition q in flight: its number taken, not yet done.
+        let inner = db.inner().clone();
+        let _ = inner.seqs.begin(q);
+        let writer = {
+            let (db, key) = (db.clone(), key.clone());
+            // Applied at once; returns once visible, after q's write is done.
+            std::thread::spawn(move || db.put(&key, b"1"))
+        };
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            inner.seqs.done(q);
+        });
+        let (read, scanned) = db
+            .update_group(&key, |read| {
+                let read = read(&key)?.is_some();
+                let scanned = db
+                    .scan_routed(&key, key.clone()..=key.clone())
+                    .filter_map(|e| e.ok())
+                    .count();
+                Ok((WriteBatch::new(), (read, scanned)))
+            })
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(read, "the update reads the applied write");
+        assert_eq!(scanned, 1, "and its scan sees the same state");
+        release.join().unwrap_or_else(|_| panic!("releaser"));
+        writer
+            .join()
+            .unwrap_or_else(|_| panic!("writer"))
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+
     /// What a compaction filter reads through `SettledRead`: a key's table state only while no
     /// memtable holds a version of it, and nothing for a key of another partition.
     #[test]

@@ -733,7 +733,9 @@ pub(super) fn block_or_time_out(
         return Ok(Reply::NilArray);
     }
     if ctx.session.wait_ticket.is_none() {
-        let db = ctx.dbi();
+        // Queued by the logical database, which a waiting client keeps across SWAPDB (as a
+        // client blocked in Redis stays on its database number).
+        let db = ctx.session.db;
         let lists = lists.iter().map(|k| (db, k.clone())).collect();
         ctx.session.wait_ticket = Some(ctx.shared.list_waiters.enqueue(lists));
     }
@@ -751,11 +753,10 @@ pub(super) fn block_or_time_out(
 /// what is there.
 pub(super) fn my_turn(ctx: &Ctx<'_>, list: &Bytes) -> bool {
     ctx.locking == super::Locking::Held
-        || ctx
-            .shared
-            .list_waiters
-            .ahead(&(ctx.dbi(), list.clone()), ctx.session.wait_ticket.as_ref())
-            == 0
+        || ctx.shared.list_waiters.ahead(
+            &(ctx.session.db, list.clone()),
+            ctx.session.wait_ticket.as_ref(),
+        ) == 0
 }
 
 /// The deadline a blocked command keeps across its retries: the first run computes it from the

@@ -2235,6 +2235,53 @@ fn blocked_clients_are_served_first_come_like_redis() {
     }
 }
 
+/// Clients blocked on the same list name in two databases keep waiting on their own database
+/// number across SWAPDB, and each is served by a push to its database, as in Redis (they were
+/// queued by physical database once, and each then waited behind the other forever).
+#[test]
+fn blocked_clients_keep_their_database_across_swapdb() {
+    let redis = RedisRef::start();
+    let ours = TestServer::start();
+    let mut c: Vec<Vec<Raw>> = [redis.addr, ours.addr]
+        .iter()
+        .map(|a| (0..3).map(|_| Raw::connect(*a)).collect())
+        .collect();
+    let pause = || std::thread::sleep(Duration::from_millis(60));
+    let both = |c: &mut Vec<Vec<Raw>>, i: usize, cmd: &[&str], reply: bool| {
+        for side in c.iter_mut() {
+            side[i].send(&words(cmd));
+        }
+        if reply {
+            let theirs = c[0][i].reply();
+            let mine = c[1][i].reply();
+            assert_eq!(show(&mine), show(&theirs), "{cmd:?} on connection {i}");
+        }
+    };
+    both(&mut c, 1, &["SELECT", "1"], true);
+    both(&mut c, 0, &["BLPOP", "L", "0"], false);
+    pause();
+    both(&mut c, 1, &["BLPOP", "L", "0"], false);
+    pause();
+    both(&mut c, 2, &["SWAPDB", "0", "1"], true);
+    both(&mut c, 2, &["RPUSH", "L", "to-db0"], true);
+    let theirs = c[0][0].reply();
+    let mine = c[1][0].reply();
+    assert_eq!(
+        show(&mine),
+        show(&theirs),
+        "the client blocked in database 0"
+    );
+    both(&mut c, 2, &["SELECT", "1"], true);
+    both(&mut c, 2, &["RPUSH", "L", "to-db1"], true);
+    let theirs = c[0][1].reply();
+    let mine = c[1][1].reply();
+    assert_eq!(
+        show(&mine),
+        show(&theirs),
+        "the client blocked in database 1"
+    );
+}
+
 /// A client blocked in BLPOP, BRPOP or BLMOVE is woken by another client's push and answers as
 /// Redis does; a blocked client that times out answers nil; inside MULTI they do not block.
 #[test]

@@ -50,6 +50,9 @@ pub(crate) struct JournalState {
     seq: u64,
     scratch: Vec<u8>,
     failed: Option<String>,
+    /// The sequence number of the last batch applied to this partition (what a read under the
+    /// lock sees; [`settle`] waits until scans see it too).
+    last_applied: u64,
 }
 
 /// Where an appended record landed.
@@ -151,8 +154,20 @@ pub(crate) fn apply_one<E: Journaled>(
     );
     journal.seqs.done(journal.partition);
     let record = res?;
+    st.last_applied = st.last_applied.max(seq);
     engine.after_apply_locked(st)?;
     Ok(Applied { record, seq })
+}
+
+/// Under the write lock, before a decision reads: waits until everything applied to this
+/// partition is visible, so that the decision's reads under the lock (the newest state) and its
+/// scans of the partition (at the visible number) see one state. A write applied here just
+/// before may not be visible yet while an earlier write of another partition is still applying
+/// (microseconds; such writes never need this lock).
+fn settle<E: Journaled>(engine: &E, st: &JournalState) {
+    if E::READS_AT_SNAPSHOTS {
+        engine.journal().seqs.wait_visible(st.last_applied);
+    }
 }
 
 /// After the write lock: waits for the batch to be visible (engines that read at snapshots)
@@ -224,7 +239,10 @@ pub(crate) fn write_across<E: Journaled>(
             continue;
         }
         match engine.apply_locked(&mut guards[i], &header, entries) {
-            Ok(record) => records[i] = Some(record),
+            Ok(record) => {
+                records[i] = Some(record);
+                guards[i].last_applied = guards[i].last_applied.max(header.seq);
+            }
             Err(e) => {
                 for (j, (done, entries)) in parts[..i].iter().enumerate() {
                     if records[j].is_some() {
@@ -311,6 +329,7 @@ pub(crate) fn update_group<T, E: Journaled>(
     let (applied, out) = {
         let mut st = journal.lock();
         journal.check_writable(&st)?;
+        settle(engine, &st);
         let (batch, out) = {
             let locked: &JournalState = &st;
             decide(&|key: &[u8]| engine.get_locked(key, locked))?
@@ -362,6 +381,7 @@ impl<E: Journaled> HeldUpdates for Held<'_, E> {
     ) -> Result<()> {
         let engine = self.engine;
         engine.journal().check_writable(&self.st)?;
+        settle(engine, &self.st);
         let batch = {
             let locked: &JournalState = &self.st;
             decide(&|key: &[u8]| engine.get_locked(key, locked))?
@@ -451,6 +471,7 @@ impl Journal {
                 seq,
                 scratch: Vec::new(),
                 failed: None,
+                last_applied: 0,
             }),
             synced_seq: AtomicU64::new(seq),
             written_seq: AtomicU64::new(seq),
