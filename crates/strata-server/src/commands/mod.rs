@@ -9,6 +9,7 @@ pub mod bitmaps;
 pub mod collections;
 pub mod connection;
 pub mod hashes;
+pub mod hyperloglog;
 pub mod json;
 pub mod keys;
 pub mod lists;
@@ -116,6 +117,7 @@ pub(crate) fn table() -> impl Iterator<Item = &'static Spec> {
         .chain(server::SPECS)
         .chain(strings::SPECS)
         .chain(bitmaps::SPECS)
+        .chain(hyperloglog::SPECS)
         .chain(keys::SPECS)
         .chain(hashes::SPECS)
         .chain(sets::SPECS)
@@ -344,6 +346,7 @@ const EXCLUSIVE: &[&str] = &[
     "zdiffstore",
     "zrangestore",
     "bitop",
+    "pfmerge",
 ];
 
 /// True when `arg` equals `word`, ignoring ASCII case (option keywords such as `NX`).

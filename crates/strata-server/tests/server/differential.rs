@@ -1183,6 +1183,48 @@ impl Gen {
         }
     }
 
+    fn hyperloglogs(&mut self) -> Vec<String> {
+        let k = self.key();
+        match self.rng.gen_range(0..16) {
+            0..=6 => {
+                // Many elements at once, from a pool wide enough that counts grow into the
+                // thousands (the estimator's every regime), or none.
+                let mut c = vec!["PFADD".into(), k];
+                let n = [0, 1, 3, 50, 400, 2000][self.rng.gen_range(0..6)];
+                let base = self.rng.gen_range(0..200_000);
+                for i in 0..n {
+                    c.push(format!("el:{}", base + i * self.rng.gen_range(1..4)));
+                }
+                c
+            }
+            7..=9 => {
+                let mut c = vec!["PFCOUNT".into(), k];
+                for _ in 0..self.rng.gen_range(0..3) {
+                    c.push(self.key());
+                }
+                c
+            }
+            10 | 11 => {
+                let mut c = vec!["PFMERGE".into(), k];
+                for _ in 0..self.rng.gen_range(0..3) {
+                    c.push(self.key());
+                }
+                c
+            }
+            12 => vec![
+                ["TYPE", "EXISTS", "TTL"][self.rng.gen_range(0..3)].into(),
+                k,
+            ],
+            // Another kind now and then (WRONGTYPE), cleared again soon after.
+            13 => match self.rng.gen_range(0..10) {
+                0 => vec!["SET".into(), k, "not an hll".into()],
+                1 => vec!["HSET".into(), k, "f".into(), "v".into()],
+                _ => vec!["DEL".into(), k],
+            },
+            _ => vec!["DEL".into(), k],
+        }
+    }
+
     fn bitmaps(&mut self) -> Vec<String> {
         let k = self.key();
         let int = |g: &mut Gen| -> String {
@@ -1454,6 +1496,58 @@ fn keyspace_and_expiry_commands_match_redis() {
     }
     eprintln!("keyspace and expiry: {total} commands compared with redis-server");
     assert!(total >= 20_000);
+}
+
+#[test]
+fn hyperloglog_commands_match_redis() {
+    let mut total = 0;
+    let seeds = [(81, false), (82, true)];
+    for (seed, resp3) in seeds.into_iter().chain(extra_seeds(81)) {
+        total += run_family("hyperloglogs", seed, 1500, resp3, Gen::hyperloglogs);
+    }
+    eprintln!("hyperloglogs: {total} commands compared with redis-server");
+    assert!(total >= 3_000);
+}
+
+/// HyperLogLogs made by Redis (sparse when small, dense when large) restored here through their
+/// DUMP payloads count, grow and merge as in Redis: the sparse decoder and the dense one against
+/// Redis's own files.
+#[test]
+fn hyperloglogs_made_by_redis_count_and_grow_here() {
+    let mut pair = Pair::start();
+    let ctx = "hyperloglog from redis";
+    let payload_of = |reply: &[u8]| -> Vec<u8> {
+        let header_end = reply.iter().position(|&b| b == b'\n').unwrap() + 1;
+        reply[header_end..reply.len() - 2].to_vec()
+    };
+    for (name, n) in [("small", 5usize), ("medium", 300), ("large", 6000)] {
+        let mut add = vec!["PFADD".to_string(), name.to_string()];
+        add.extend((0..n).map(|i| format!("m{i}")));
+        let add: Vec<Vec<u8>> = add.into_iter().map(String::into_bytes).collect();
+        pair.conns[0][0].call(&add);
+        let dumped = payload_of(&pair.conns[0][0].call(&words(&["DUMP", name])));
+        let restored = pair.conns[1][0].call(&[
+            b"RESTORE".to_vec(),
+            name.as_bytes().to_vec(),
+            b"0".to_vec(),
+            dumped,
+        ]);
+        assert_eq!(show(&restored), "+OK\\r\\n", "RESTORE {name}");
+        pair.check(0, &words(&["PFCOUNT", name]), ctx);
+        let mut more = vec!["PFADD".to_string(), name.to_string()];
+        more.extend((0..n).map(|i| format!("x{i}")));
+        let more: Vec<Vec<u8>> = more.into_iter().map(String::into_bytes).collect();
+        pair.check(0, &more, ctx);
+        pair.check(0, &words(&["PFCOUNT", name]), ctx);
+    }
+    pair.check(0, &words(&["PFCOUNT", "small", "medium", "large"]), ctx);
+    pair.check(
+        0,
+        &words(&["PFMERGE", "all", "small", "medium", "large"]),
+        ctx,
+    );
+    pair.check(0, &words(&["PFCOUNT", "all"]), ctx);
+    pair.check(0, &words(&["PFADD", "small", "m0"]), ctx);
 }
 
 #[test]
