@@ -12,6 +12,7 @@ pub mod hashes;
 pub mod hyperloglog;
 pub mod json;
 pub mod keys;
+pub mod lcs;
 pub mod lists;
 pub mod pubsub;
 pub mod server;
@@ -118,6 +119,7 @@ pub(crate) fn table() -> impl Iterator<Item = &'static Spec> {
         .chain(strings::SPECS)
         .chain(bitmaps::SPECS)
         .chain(hyperloglog::SPECS)
+        .chain(lcs::SPECS)
         .chain(keys::SPECS)
         .chain(hashes::SPECS)
         .chain(sets::SPECS)

@@ -1183,6 +1183,37 @@ impl Gen {
         }
     }
 
+    fn lcs(&mut self) -> Vec<String> {
+        let k = self.key();
+        match self.rng.gen_range(0..10) {
+            0..=2 => {
+                let v: String = (0..self.rng.gen_range(0..14))
+                    .map(|_| ["a", "b", "c", "ab"][self.rng.gen_range(0..4)])
+                    .collect();
+                vec!["SET".into(), k, v]
+            }
+            3 => vec!["HSET".into(), k, "f".into(), "v".into()],
+            4 => vec!["DEL".into(), k],
+            _ => {
+                let mut c = vec!["LCS".into(), k, self.key()];
+                for _ in 0..self.rng.gen_range(0..4) {
+                    match self.rng.gen_range(0..7) {
+                        0 => c.push("LEN".into()),
+                        1 | 2 => c.push("IDX".into()),
+                        3 => c.push("WITHMATCHLEN".into()),
+                        4 => {
+                            c.push("MINMATCHLEN".into());
+                            c.push(["0", "2", "3", "-1", "x"][self.rng.gen_range(0..5)].into());
+                        }
+                        5 => c.push("minmatchlen".into()),
+                        _ => c.push("FOO".into()),
+                    }
+                }
+                c
+            }
+        }
+    }
+
     fn hyperloglogs(&mut self) -> Vec<String> {
         let k = self.key();
         match self.rng.gen_range(0..16) {
@@ -1496,6 +1527,16 @@ fn keyspace_and_expiry_commands_match_redis() {
     }
     eprintln!("keyspace and expiry: {total} commands compared with redis-server");
     assert!(total >= 20_000);
+}
+
+#[test]
+fn lcs_matches_redis() {
+    let mut total = 0;
+    for (seed, resp3) in [(91, false), (92, true)].into_iter().chain(extra_seeds(91)) {
+        total += run_family("lcs", seed, 1500, resp3, Gen::lcs);
+    }
+    eprintln!("lcs: {total} commands compared with redis-server");
+    assert!(total >= 3_000);
 }
 
 #[test]
