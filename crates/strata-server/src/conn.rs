@@ -66,7 +66,7 @@ use crate::commands::{
 };
 use crate::error::Error;
 use crate::resp::{Parsed, Reply, RequestParser};
-use crate::state::{lock, AfterReply, ClientEntry, Session, Shared};
+use crate::state::{lock, AfterReply, ClientControl, ClientEntry, Session, Shared, UNBLOCK_ERROR};
 
 /// Bytes requested from the socket per read.
 const READ_CHUNK_BYTES: usize = 16 * 1024;
@@ -166,6 +166,7 @@ pub(crate) async fn serve(
         .local_addr()
         .map(|a| a.to_string())
         .unwrap_or_default();
+    let control = Arc::new(ClientControl::default());
     lock(&shared.clients).insert(
         id,
         ClientEntry {
@@ -175,6 +176,7 @@ pub(crate) async fn serve(
             connected_at: Instant::now(),
             protocol: Default::default(),
             db: 0,
+            control: control.clone(),
         },
     );
     let _registration = Registration {
@@ -205,6 +207,28 @@ pub(crate) async fn serve(
     // before any reply is written (see the module comment).
     let mut log_writes = strata::LogWrites::default();
     loop {
+        if control.kill.load(Ordering::Acquire) {
+            // CLIENT KILL from another connection.
+            return;
+        }
+        let unblock = control.unblock.swap(0, Ordering::AcqRel);
+        if unblock != 0 && batch.session.blocked.is_some() {
+            // CLIENT UNBLOCK: the waiting command answers now, as timed out or with an error.
+            if batch.queue.pop_front().is_some() {
+                // As Redis's `replyToBlockedClientTimedOut`: a null array for every blocking
+                // list and sorted-set command (BLMOVE included).
+                let reply = if unblock == UNBLOCK_ERROR {
+                    Reply::from(Error::Coded(
+                        "UNBLOCKED client unblocked via CLIENT UNBLOCK".into(),
+                    ))
+                } else {
+                    Reply::NilArray
+                };
+                reply.encode(batch.session.protocol, &mut batch.output);
+            }
+            batch.session.blocked = None;
+            batch.session.wait_ticket = None;
+        }
         let limits = shared.limits();
         // False when the queue filled up before the input ran out: more complete commands may
         // be buffered, and the client may be waiting for their replies without sending more.
@@ -290,6 +314,7 @@ pub(crate) async fn serve(
             .session
             .blocked
             .filter(|_| matches!(step, Step::Blocked));
+        control.blocked.store(blocked.is_some(), Ordering::Release);
         if blocked.is_none() && (matches!(step, Step::OutputFull) || !input_drained) {
             continue;
         }
@@ -333,6 +358,7 @@ pub(crate) async fn serve(
         tokio::select! {
             () = list_pushed => {},
             () = deadline => {},
+            () = control.wake.notified() => {},
             m = mailbox.recv() => {
                 // Always `Some`: the session holds a sender. Encode this message and whatever
                 // else is queued, then write them (top of the loop).

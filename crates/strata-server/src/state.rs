@@ -70,7 +70,27 @@ pub(crate) struct ClientEntry {
     pub protocol: Protocol,
     /// The selected (logical) database.
     pub db: DbIndex,
+    /// What other connections may ask of this one.
+    pub control: Arc<ClientControl>,
 }
+
+/// How another connection asks one to end or to stop waiting (CLIENT KILL, CLIENT UNBLOCK);
+/// the connection's task looks at it whenever `wake` fires and before each batch.
+#[derive(Debug, Default)]
+pub(crate) struct ClientControl {
+    /// Close the connection.
+    pub kill: AtomicBool,
+    /// End the blocked command: [`UNBLOCK_TIMEOUT`] or [`UNBLOCK_ERROR`] (0: nothing asked).
+    pub unblock: std::sync::atomic::AtomicU8,
+    /// Whether the connection waits in a blocking command (BLPOP...).
+    pub blocked: AtomicBool,
+    pub wake: tokio::sync::Notify,
+}
+
+/// CLIENT UNBLOCK ... TIMEOUT: the command answers as if its time were up.
+pub(crate) const UNBLOCK_TIMEOUT: u8 = 1;
+/// CLIENT UNBLOCK ... ERROR: the command answers `-UNBLOCKED`.
+pub(crate) const UNBLOCK_ERROR: u8 = 2;
 
 /// Where a SCAN stopped: the namespace index and the last user key examined in it (`None`: the
 /// namespace has not been started).

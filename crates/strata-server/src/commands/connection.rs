@@ -242,6 +242,38 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             }
             Ok(Reply::Verbatim(out))
         }
+        "kill" => client_kill(ctx, args),
+        "unblock" => {
+            if !(3..=4).contains(&args.len()) {
+                return Err(Error::WrongArity("client|unblock".into()));
+            }
+            let id = crate::num::parse_i64(&args[2]).ok_or(Error::NotInteger)?;
+            let reason = match args.get(3) {
+                None => crate::state::UNBLOCK_TIMEOUT,
+                Some(r) if is(r, "TIMEOUT") => crate::state::UNBLOCK_TIMEOUT,
+                Some(r) if is(r, "ERROR") => crate::state::UNBLOCK_ERROR,
+                Some(_) => {
+                    return Err(Error::command(
+                        "CLIENT UNBLOCK reason should be TIMEOUT or ERROR",
+                    ))
+                }
+            };
+            let clients = lock(&ctx.shared.clients);
+            let target = u64::try_from(id)
+                .ok()
+                .and_then(|id| clients.get(&id))
+                .filter(|e| e.control.blocked.load(std::sync::atomic::Ordering::Acquire));
+            Ok(Reply::Int(match target {
+                Some(e) => {
+                    e.control
+                        .unblock
+                        .store(reason, std::sync::atomic::Ordering::Release);
+                    e.control.wake.notify_one();
+                    1
+                }
+                None => 0,
+            }))
+        }
         "help" => Ok(Reply::Array(
             [
                 "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -257,6 +289,10 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
                 "    Return information about the current connection.",
                 "LIST",
                 "    Return information about all connections.",
+                "KILL <ip:port> | [ID <id>] [ADDR <ip:port>] [LADDR <ip:port>] [SKIPME (YES|NO)]",
+                "    Close the connections that match every filter given.",
+                "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+                "    Unblock the specified blocked client.",
             ]
             .iter()
             .map(|s| Reply::Simple(Cow::Borrowed(s)))
@@ -267,6 +303,79 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             sub: text(&args[1]),
         }),
     }
+}
+
+/// CLIENT KILL: the old form `CLIENT KILL ip:port` (OK, or an error when no client has that
+/// address) and the filter form `ID id`, `ADDR ip:port`, `LADDR ip:port`, `SKIPME yes|no`
+/// (the number of clients closed; the caller is skipped unless SKIPME no). A killed connection
+/// closes at once (its running batch ends first); the caller's own closes after this reply.
+fn client_kill(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    use std::sync::atomic::Ordering;
+    let (mut id, mut addr, mut laddr, mut skip_me) = (None, None, None, true);
+    let old_form = args.len() == 3;
+    if old_form {
+        addr = Some(text(&args[2]));
+    } else if args.len() < 3 || args.len() % 2 != 0 {
+        return Err(Error::Syntax);
+    } else {
+        for pair in args[2..].chunks_exact(2) {
+            let (name, value) = (&pair[0], &pair[1]);
+            if is(name, "ID") {
+                id = Some(
+                    crate::num::parse_i64(value)
+                        .and_then(|n| u64::try_from(n).ok())
+                        .filter(|&n| n > 0)
+                        .ok_or_else(|| Error::command("client-id should be greater than 0"))?,
+                );
+            } else if is(name, "ADDR") {
+                addr = Some(text(value));
+            } else if is(name, "LADDR") {
+                laddr = Some(text(value));
+            } else if is(name, "SKIPME") {
+                skip_me = if is(value, "YES") {
+                    true
+                } else if is(value, "NO") {
+                    false
+                } else {
+                    return Err(Error::Syntax);
+                };
+            } else {
+                return Err(Error::Syntax);
+            }
+        }
+    }
+    let me = ctx.session.id;
+    let mut killed = 0i64;
+    let mut kill_me = false;
+    {
+        let clients = lock(&ctx.shared.clients);
+        for (cid, e) in clients.iter() {
+            let matches = id.is_none_or(|i| i == *cid)
+                && addr.as_ref().is_none_or(|a| *a == e.peer)
+                && laddr.as_ref().is_none_or(|a| *a == e.local);
+            if !matches || (*cid == me && (skip_me && !old_form)) {
+                continue;
+            }
+            killed += 1;
+            if *cid == me {
+                kill_me = true;
+            } else {
+                e.control.kill.store(true, Ordering::Release);
+                e.control.wake.notify_one();
+            }
+        }
+    }
+    if kill_me {
+        ctx.session.after_reply = crate::state::AfterReply::Close;
+    }
+    if old_form {
+        return if killed == 0 {
+            Err(Error::command("No such client"))
+        } else {
+            Ok(Reply::ok())
+        };
+    }
+    Ok(Reply::Int(killed))
 }
 
 fn client_line(id: u64, e: &ClientEntry) -> String {

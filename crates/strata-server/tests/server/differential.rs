@@ -135,6 +135,11 @@ impl Raw {
         out
     }
 
+    /// Reads whatever bytes arrive next (0: the server closed the connection).
+    pub fn read_raw(&mut self, buf: &mut [u8]) -> usize {
+        self.reader.read(buf).unwrap_or(0)
+    }
+
     fn line(&mut self, out: &mut Vec<u8>) -> String {
         let mut line = Vec::new();
         self.reader.read_until(b'\n', &mut line).unwrap();
@@ -2368,6 +2373,108 @@ fn blocked_clients_are_served_first_come_like_redis() {
         send(&mut c, 4, &words(read));
         same(&mut c, 4, "what is left");
     }
+}
+
+/// CLIENT KILL and CLIENT UNBLOCK as in Redis: each server's own client ids are looked up and
+/// used; the replies, the killed connection's end, and what a blocked command answers when
+/// unblocked (as timed out, or with an error) are compared.
+#[test]
+fn client_kill_and_unblock_match_redis() {
+    let redis = RedisRef::start();
+    let ours = TestServer::start();
+    let mut c: Vec<Vec<Raw>> = [redis.addr, ours.addr]
+        .iter()
+        .map(|a| (0..3).map(|_| Raw::connect(*a)).collect())
+        .collect();
+    let pause = || std::thread::sleep(Duration::from_millis(60));
+    let id_of = |c: &mut Vec<Vec<Raw>>, side: usize, i: usize| -> String {
+        let r = c[side][i].call(&words(&["CLIENT", "ID"]));
+        String::from_utf8_lossy(&r[1..r.len() - 2]).into_owned()
+    };
+    // Per side: the same command with that side's id of connection `target`.
+    let with_id = |c: &mut Vec<Vec<Raw>>, from: usize, target: usize, cmd: &[&str], what: &str| {
+        let mut replies = Vec::new();
+        for side in 0..2 {
+            let id = id_of(c, side, target);
+            let args: Vec<Vec<u8>> = cmd
+                .iter()
+                .map(|w| {
+                    if *w == "<id>" {
+                        id.clone()
+                    } else {
+                        (*w).to_string()
+                    }
+                })
+                .map(String::into_bytes)
+                .collect();
+            replies.push(show(&c[side][from].call(&args)));
+        }
+        assert_eq!(replies[1], replies[0], "{what}: ours, then redis");
+    };
+    let both = |c: &mut Vec<Vec<Raw>>, i: usize, cmd: &[&str], what: &str| {
+        let theirs = show(&c[0][i].call(&words(cmd)));
+        let mine = show(&c[1][i].call(&words(cmd)));
+        assert_eq!(mine, theirs, "{what}: {cmd:?}");
+    };
+    // Unblock a client that is not blocked, then ones that are.
+    with_id(&mut c, 0, 1, &["CLIENT", "UNBLOCK", "<id>"], "not blocked");
+    for (block, how) in [
+        (&["BLPOP", "q", "0"][..], "TIMEOUT"),
+        (&["BLMOVE", "q", "d", "LEFT", "LEFT", "0"], "TIMEOUT"),
+        (&["BZPOPMIN", "z", "0"], "ERROR"),
+        (&["BLMPOP", "0", "1", "q", "LEFT"], "ERROR"),
+    ] {
+        let ids: Vec<String> = (0..2).map(|side| id_of(&mut c, side, 1)).collect();
+        for side in c.iter_mut() {
+            side[1].send(&words(block));
+        }
+        pause();
+        let mut replies = Vec::new();
+        for side in 0..2 {
+            let args = words(&["CLIENT", "UNBLOCK", &ids[side], how]);
+            replies.push(show(&c[side][0].call(&args)));
+        }
+        assert_eq!(replies[1], replies[0], "CLIENT UNBLOCK {how}");
+        let theirs = show(&c[0][1].reply());
+        let mine = show(&c[1][1].reply());
+        assert_eq!(mine, theirs, "{block:?} unblocked with {how}");
+        // The connection serves commands again; the list's queue does not hold it.
+        both(&mut c, 1, &["PING"], "after unblocking");
+    }
+    for bad in [
+        &["CLIENT", "UNBLOCK", "x"][..],
+        &["CLIENT", "UNBLOCK", "1", "LATER"],
+        &["CLIENT", "KILL", "1.2.3.4:5"],
+        &["CLIENT", "KILL", "ID", "x"],
+        &["CLIENT", "KILL", "ID", "0"],
+        &["CLIENT", "KILL", "ID", "999999"],
+        &["CLIENT", "KILL", "ADDR", "1.2.3.4:5", "SKIPME", "maybe"],
+        &["CLIENT", "KILL", "ID"],
+        &["CLIENT", "KILL", "FOO", "bar"],
+    ] {
+        both(&mut c, 0, bad, "CLIENT argument checks");
+    }
+    // Kill connection 2 by id: it is closed (the next read sees the end).
+    with_id(
+        &mut c,
+        0,
+        2,
+        &["CLIENT", "KILL", "ID", "<id>"],
+        "kill by id",
+    );
+    for (side, conns) in c.iter_mut().enumerate() {
+        let mut buf = [0u8; 16];
+        let n = conns[2].read_raw(&mut buf);
+        assert_eq!(n, 0, "side {side}: the killed connection is closed");
+    }
+    // SKIPME no on oneself: OK-count 1, then closed.
+    with_id(
+        &mut c,
+        1,
+        1,
+        &["CLIENT", "KILL", "ID", "<id>", "SKIPME", "no"],
+        "kill oneself",
+    );
 }
 
 /// Clients blocked on the same list name in two databases keep waiting on their own database
