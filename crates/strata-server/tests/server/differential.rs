@@ -2310,7 +2310,8 @@ fn blocked_clients_are_served_first_come_like_redis() {
     let redis = RedisRef::start();
     let ours = TestServer::start();
     let addrs = [redis.addr, ours.addr];
-    let pause = || std::thread::sleep(Duration::from_millis(60));
+    // Long enough for a loaded machine to have the command waiting in both servers.
+    let pause = || std::thread::sleep(Duration::from_millis(200));
     let connect = |n: usize| -> Vec<Vec<Raw>> {
         addrs
             .iter()
@@ -2386,7 +2387,8 @@ fn client_kill_and_unblock_match_redis() {
         .iter()
         .map(|a| (0..3).map(|_| Raw::connect(*a)).collect())
         .collect();
-    let pause = || std::thread::sleep(Duration::from_millis(60));
+    // Long enough for a loaded machine to have the command waiting in both servers.
+    let pause = || std::thread::sleep(Duration::from_millis(200));
     let id_of = |c: &mut Vec<Vec<Raw>>, side: usize, i: usize| -> String {
         let r = c[side][i].call(&words(&["CLIENT", "ID"]));
         String::from_utf8_lossy(&r[1..r.len() - 2]).into_owned()
@@ -2488,7 +2490,8 @@ fn blocked_clients_keep_their_database_across_swapdb() {
         .iter()
         .map(|a| (0..3).map(|_| Raw::connect(*a)).collect())
         .collect();
-    let pause = || std::thread::sleep(Duration::from_millis(60));
+    // Long enough for a loaded machine to have the command waiting in both servers.
+    let pause = || std::thread::sleep(Duration::from_millis(200));
     let both = |c: &mut Vec<Vec<Raw>>, i: usize, cmd: &[&str], reply: bool| {
         for side in c.iter_mut() {
             side[i].send(&words(cmd));
