@@ -826,13 +826,17 @@ mod tests {
         let q = 1 - p;
         // A write of partition q in flight: its number taken, not yet done.
         let inner = db.inner().clone();
-        let _ = inner.seqs.begin(q);
+        let reserved = inner.seqs.begin(q);
         let writer = {
             let (db, key) = (db.clone(), key.clone());
             // Applied at once; returns once visible, after q's write is done.
             std::thread::spawn(move || db.put(&key, b"1"))
         };
-        std::thread::sleep(std::time::Duration::from_millis(100));
+        // Once the writer holds its number it is applying under p's lock, which the update
+        // below then waits for.
+        while inner.seqs.last_handed_out() <= reserved {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
         let release = std::thread::spawn(move || {
             std::thread::sleep(std::time::Duration::from_millis(300));
             inner.seqs.done(q);
