@@ -17,6 +17,7 @@ pub mod lists;
 pub mod pubsub;
 pub mod server;
 pub mod sets;
+pub mod sort;
 pub mod strings;
 pub mod transactions;
 pub mod zsets;
@@ -120,6 +121,7 @@ pub(crate) fn table() -> impl Iterator<Item = &'static Spec> {
         .chain(bitmaps::SPECS)
         .chain(hyperloglog::SPECS)
         .chain(lcs::SPECS)
+        .chain(sort::SPECS)
         .chain(keys::SPECS)
         .chain(hashes::SPECS)
         .chain(sets::SPECS)
@@ -349,6 +351,7 @@ const EXCLUSIVE: &[&str] = &[
     "zrangestore",
     "bitop",
     "pfmerge",
+    "sort",
 ];
 
 /// True when `arg` equals `word`, ignoring ASCII case (option keywords such as `NX`).
