@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 
-use crate::backend::{prefix_end, KvBackend};
+use crate::backend::{prefix_end, BatchOp, KvBackend};
 use crate::error::{Error, Result};
 use crate::keyspace::{now_ms, string_key, DbIndex, KeyType, Record};
 
@@ -279,9 +279,31 @@ pub fn zset_score_key(
     k
 }
 
+/// The two writes that store member `member` of incarnation `version` of the sorted set `name`
+/// with `score`: its member entry and its score entry (every writer of sorted-set members goes
+/// through here, so the layout has one home).
+pub fn zset_put_ops(
+    db: DbIndex,
+    name: &[u8],
+    version: u64,
+    member: &[u8],
+    score: f64,
+) -> [BatchOp; 2] {
+    [
+        BatchOp::Put(
+            zset_member_key(db, name, version, member),
+            score.to_le_bytes().to_vec(),
+        ),
+        BatchOp::Put(
+            zset_score_key(db, name, version, score, member),
+            zset_score_value(score),
+        ),
+    ]
+}
+
 /// A sorted set score entry's value: empty, but for a score of -0, its 8 bytes (the entry's
 /// key orders -0 as 0, as Redis does, so the sign is kept here; Redis replies `-0`).
-pub fn zset_score_value(score: f64) -> Vec<u8> {
+fn zset_score_value(score: f64) -> Vec<u8> {
     if score == 0.0 && score.is_sign_negative() {
         score.to_le_bytes().to_vec()
     } else {

@@ -352,13 +352,7 @@ pub(crate) fn restore(payload: &[u8]) -> Result<Restored> {
                 }
                 entries.push((m, bytes::Bytes::copy_from_slice(&score.to_le_bytes())));
             }
-            let entries = unique_fields(entries).ok_or_else(bad)?;
-            Restored::Zset(
-                entries
-                    .into_iter()
-                    .map(|(m, s)| (m, f64::from_le_bytes(s[..].try_into().unwrap_or_default())))
-                    .collect(),
-            )
+            zset_restored(entries).ok_or_else(bad)?
         }
         TYPE_ZSET_LISTPACK => {
             let lp = r.string().ok_or_else(bad)?;
@@ -374,13 +368,7 @@ pub(crate) fn restore(payload: &[u8]) -> Result<Restored> {
                     bytes::Bytes::copy_from_slice(&score.to_le_bytes()),
                 ));
             }
-            let entries = unique_fields(entries).ok_or_else(bad)?;
-            Restored::Zset(
-                entries
-                    .into_iter()
-                    .map(|(m, s)| (m, f64::from_le_bytes(s[..].try_into().unwrap_or_default())))
-                    .collect(),
-            )
+            zset_restored(entries).ok_or_else(bad)?
         }
         TYPE_LIST => {
             let n = r.length().and_then(Result::ok).ok_or_else(bad)?;
@@ -464,6 +452,16 @@ pub(crate) fn restore(payload: &[u8]) -> Result<Restored> {
         return Err(bad());
     }
     Ok(value)
+}
+
+/// A sorted set's restored members (score bytes as little-endian f64), each once.
+fn zset_restored(entries: Vec<(bytes::Bytes, bytes::Bytes)>) -> Option<Restored> {
+    Some(Restored::Zset(
+        unique_fields(entries)?
+            .into_iter()
+            .map(|(m, s)| (m, f64::from_le_bytes(s[..].try_into().unwrap_or_default())))
+            .collect(),
+    ))
 }
 
 /// `pairs` if no field repeats (Redis refuses a payload with a duplicate field), and not empty.

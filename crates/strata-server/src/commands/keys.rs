@@ -16,8 +16,8 @@ use super::strings::expiry_arg;
 use super::{int_arg, is, text, Ctx, Spec, READ, READ_FAST, WRITE};
 use crate::backend::{prefix_end, BatchOp, Write};
 use crate::collection::{
-    element_key, list_key, list_range, read_elements, zset_entries, zset_member_key,
-    zset_score_key, ListMeta, Meta, LIST_HEAD_START,
+    element_key, list_key, list_range, read_elements, zset_entries, zset_put_ops, ListMeta, Meta,
+    LIST_HEAD_START,
 };
 use crate::error::{Error, Result};
 use crate::glob;
@@ -402,14 +402,7 @@ fn ops_storing(
                         let score = f64::from_le_bytes(v[..].try_into().map_err(|_| {
                             Error::command("stored data is damaged: a sorted set score")
                         })?);
-                        ops.push(BatchOp::Put(
-                            zset_member_key(db, key, version, e),
-                            score.to_le_bytes().to_vec(),
-                        ));
-                        ops.push(BatchOp::Put(
-                            zset_score_key(db, key, version, score, e),
-                            crate::collection::zset_score_value(score),
-                        ));
+                        ops.extend(zset_put_ops(db, key, version, e, score));
                     }
                     _ => ops.push(BatchOp::Put(element_key(db, key, version, e), v.to_vec())),
                 }

@@ -18,8 +18,8 @@ use super::strings::json_exists;
 use super::{int_arg, is, Ctx, Spec, READ, READ_FAST, WRITE, WRITE_FAST};
 use crate::backend::{BatchOp, GroupRead};
 use crate::collection::{
-    zset_entries, zset_first_entries, zset_member_key, zset_score_key, zset_score_suffix,
-    zset_score_value, Floor, Live, Meta,
+    zset_entries, zset_first_entries, zset_member_key, zset_put_ops, zset_score_key,
+    zset_score_suffix, Floor, Live, Meta,
 };
 use crate::error::{Error, Result};
 use crate::keyspace::{now_ms, string_key, DbIndex, Encoding, KeyType, Record};
@@ -194,16 +194,20 @@ impl ZEdit<'_, '_> {
                     &member,
                 )));
             }
-            let mk = zset_member_key(self.db, self.name, self.version, &member);
             match new {
-                Some(score) => {
-                    ops.push(BatchOp::Put(mk, score.to_le_bytes().to_vec()));
-                    ops.push(BatchOp::Put(
-                        zset_score_key(self.db, self.name, self.version, score, &member),
-                        zset_score_value(score),
-                    ));
-                }
-                None => ops.push(BatchOp::Delete(mk)),
+                Some(score) => ops.extend(zset_put_ops(
+                    self.db,
+                    self.name,
+                    self.version,
+                    &member,
+                    score,
+                )),
+                None => ops.push(BatchOp::Delete(zset_member_key(
+                    self.db,
+                    self.name,
+                    self.version,
+                    &member,
+                ))),
             }
         }
         ops
@@ -1254,19 +1258,12 @@ fn store_entries(
             Record::encode_collection(KeyType::Zset, &meta.encode(), None, encoding),
         ));
         for (i, (m, score)) in entries.iter().enumerate() {
-            let score = &if *score == 0.0 && i < listpack_entries {
+            let score = if *score == 0.0 && i < listpack_entries {
                 0.0
             } else {
                 *score
             };
-            ops.push(BatchOp::Put(
-                zset_member_key(db, dst, meta.version, m),
-                score.to_le_bytes().to_vec(),
-            ));
-            ops.push(BatchOp::Put(
-                zset_score_key(db, dst, meta.version, *score, m),
-                zset_score_value(*score),
-            ));
+            ops.extend(zset_put_ops(db, dst, meta.version, m, score));
         }
     }
     ctx.db().write(ops)?;

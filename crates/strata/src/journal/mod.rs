@@ -316,6 +316,32 @@ pub(crate) fn update<T, E: Journaled>(
 /// What [`update_group`]'s decision reads keys with (under the write lock).
 pub(crate) type GroupRead<'a> = dyn Fn(&[u8]) -> Result<Option<Bytes>> + 'a;
 
+/// One group update under the write lock `st` (taken by [`update_group`], or held across
+/// several by [`hold`]): settle, decide on the newest state, vet, apply. The caller commits.
+fn decide_and_apply<T, E: Journaled>(
+    engine: &E,
+    st: &mut JournalState,
+    decide: impl FnOnce(&GroupRead<'_>) -> Result<(WriteBatch, T)>,
+    check: impl Fn(&WriteBatch) -> Result<()>,
+) -> Result<(Option<Applied>, T)> {
+    engine.journal().check_writable(st)?;
+    settle(engine, st);
+    let (batch, out) = {
+        let locked: &JournalState = st;
+        decide(&|key: &[u8]| engine.get_locked(key, locked))?
+    };
+    check(&batch)?;
+    if batch.is_empty() {
+        return Ok((None, out));
+    }
+    let entries: Vec<Entry<'_>> = batch
+        .ops
+        .iter()
+        .map(|(kind, k, v)| (*kind, &k[..], &v[..]))
+        .collect();
+    Ok((Some(apply_one(engine, st, &entries)?), out))
+}
+
 /// Atomic read-modify-write of several keys of one partition: under the write lock, `decide`
 /// reads any keys it needs (the newest state, as [`update`] does) and returns the batch to apply;
 /// `check` vets the batch before it is applied. Commit after the lock, as for plain writes.
@@ -325,28 +351,7 @@ pub(crate) fn update_group<T, E: Journaled>(
     check: impl Fn(&WriteBatch) -> Result<()>,
 ) -> Result<T> {
     engine.admit_write()?;
-    let journal = engine.journal();
-    let (applied, out) = {
-        let mut st = journal.lock();
-        journal.check_writable(&st)?;
-        settle(engine, &st);
-        let (batch, out) = {
-            let locked: &JournalState = &st;
-            decide(&|key: &[u8]| engine.get_locked(key, locked))?
-        };
-        check(&batch)?;
-        let applied = if batch.is_empty() {
-            None
-        } else {
-            let entries: Vec<Entry<'_>> = batch
-                .ops
-                .iter()
-                .map(|(kind, k, v)| (*kind, &k[..], &v[..]))
-                .collect();
-            Some(apply_one(engine, &mut st, &entries)?)
-        };
-        (applied, out)
-    };
+    let (applied, out) = decide_and_apply(engine, &mut engine.journal().lock(), decide, check)?;
     if let Some(applied) = applied {
         complete(engine, &applied)?;
     }
@@ -380,22 +385,11 @@ impl<E: Journaled> HeldUpdates for Held<'_, E> {
         check: &dyn Fn(&WriteBatch) -> Result<()>,
     ) -> Result<()> {
         let engine = self.engine;
-        engine.journal().check_writable(&self.st)?;
-        settle(engine, &self.st);
-        let batch = {
-            let locked: &JournalState = &self.st;
-            decide(&|key: &[u8]| engine.get_locked(key, locked))?
-        };
-        check(&batch)?;
-        if batch.is_empty() {
+        let (applied, ()) =
+            decide_and_apply(engine, &mut self.st, |read| Ok((decide(read)?, ())), check)?;
+        let Some(applied) = applied else {
             return Ok(());
-        }
-        let entries: Vec<Entry<'_>> = batch
-            .ops
-            .iter()
-            .map(|(kind, k, v)| (*kind, &k[..], &v[..]))
-            .collect();
-        let applied = apply_one(engine, &mut self.st, &entries)?;
+        };
         // Visible before the next update's decision and any read the caller makes in between
         // (a plain update waits for this after the lock; no later sequence number of this
         // partition can be in flight while the lock is held, so only other partitions' earlier
