@@ -5,7 +5,7 @@
 //! The file is flat TOML (or the same keys under a `[server]` table; other tables belong to other
 //! components and are ignored): `bind`, `port`, `appendfsync`, `requirepass`, `maxclients`,
 //! `proto-max-bulk-len` (bytes, or a string such as `"512mb"`), `timeout` (idle seconds),
-//! `background-nice`, `databases`, `text-port`, `io-threads`.
+//! `background-nice`, `databases`, `text-port`, `io-threads`, `cluster-enabled`.
 
 use std::path::{Path, PathBuf};
 
@@ -109,6 +109,11 @@ pub struct ServeArgs {
     /// flushes, compactions and clients on the same machine].
     #[arg(long, value_name = "N")]
     pub io_threads: Option<usize>,
+    /// Run as a Redis Cluster node: keys are spread over 16384 hash slots, the slot map is
+    /// pushed with CLUSTERX SETNODES, and keys of slots another node owns get MOVED
+    /// (docs/scale-out.md) [default: off].
+    #[arg(long)]
+    pub cluster: bool,
 }
 
 /// The settings a server runs with.
@@ -139,6 +144,8 @@ pub struct ServerConfig {
     pub text_port: Option<u16>,
     /// Threads serving connections (`None`: `default_io_threads`, half the cores).
     pub io_threads: Option<usize>,
+    /// Cluster node mode (`cluster.rs`): only database 0, keys routed by hash slot.
+    pub cluster: bool,
 }
 
 impl Default for ServerConfig {
@@ -156,6 +163,7 @@ impl Default for ServerConfig {
             databases: DATABASES_DEFAULT,
             text_port: None,
             io_threads: None,
+            cluster: false,
         }
     }
 }
@@ -199,6 +207,9 @@ impl ServerConfig {
         }
         if let Some(v) = args.io_threads {
             config.io_threads = Some(v);
+        }
+        if args.cluster {
+            config.cluster = true;
         }
         config
             .validate()
@@ -309,6 +320,13 @@ impl ServerConfig {
                     usize::try_from(number(value)?)
                         .map_err(|_| format!("io-threads: {value} is out of range"))?,
                 )
+            }
+            "cluster-enabled" => {
+                self.cluster = match value.to_ascii_lowercase().as_str() {
+                    "yes" | "true" => true,
+                    "no" | "false" => false,
+                    _ => return Err(format!("cluster-enabled: '{value}' is not yes or no")),
+                }
             }
             other => return Err(format!("unknown setting '{other}'")),
         }

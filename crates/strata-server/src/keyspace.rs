@@ -93,9 +93,10 @@ pub fn now_ms() -> u64 {
 }
 
 /// Engine keys the server keeps for itself and FLUSHALL leaves alone: strata-doc's key-name
-/// record (stored documents refer to it; it only grows) and the keyspace format record.
+/// record (stored documents refer to it; it only grows), the keyspace format record and a
+/// cluster node's state.
 pub fn is_internal(engine_key: &[u8]) -> bool {
-    engine_key == NAMES_KEY || engine_key == FORMAT_KEY
+    engine_key == NAMES_KEY || engine_key == FORMAT_KEY || engine_key == crate::cluster::STATE_KEY
 }
 
 /// How a string was made, for OBJECT ENCODING (Redis's encoding depends on the command that

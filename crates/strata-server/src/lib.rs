@@ -17,6 +17,7 @@
 #![forbid(unsafe_code)]
 
 pub mod backend;
+pub mod cluster;
 pub mod collection;
 mod commands;
 pub mod config;

@@ -215,6 +215,8 @@ pub(crate) struct Shared {
     pub versions: crate::collection::Versions,
     /// Connections blocked in BLPOP, BRPOP or BLMOVE, queued per list, and what wakes them.
     pub list_waiters: Arc<ListWaiters>,
+    /// The cluster state in cluster node mode (`cluster.rs`); `None` for a standalone server.
+    pub cluster: Option<crate::cluster::ClusterNode>,
 }
 
 impl Shared {
@@ -239,7 +241,13 @@ impl Shared {
             crate::keyspace::BackendNames(Arc::clone(&backend)),
         ))?);
         let docs_may_exist = AtomicBool::new(crate::keyspace::any_document(backend.as_ref())?);
+        let cluster = if config.cluster {
+            Some(crate::cluster::ClusterNode::open(backend.as_ref())?)
+        } else {
+            None
+        };
         Ok(Shared {
+            cluster,
             names,
             docs_may_exist,
             backend,
@@ -404,6 +412,12 @@ pub(crate) struct Session {
     /// The blocked command's place in the queues of the lists it waits on; dropped (leaving
     /// them) when it answers or the client leaves.
     pub wait_ticket: Option<WaitTicket>,
+    /// Cluster node mode: every keyed command goes through the dispatcher's slot check.
+    pub cluster: bool,
+    /// ASKING was the previous command (cluster mode): a slot being imported serves the next.
+    pub asking: bool,
+    /// EXEC is running this session's queued commands (checked for their slots as a whole).
+    pub in_exec: bool,
 }
 
 /// Connections blocked on lists, queued per list in the order they blocked. Redis serves the
@@ -533,7 +547,7 @@ impl Session {
     /// the dispatcher's gate for them (`commands::dispatch_checked`), kept beside the state
     /// it reads; any new per-session rule there must be added here.
     pub fn plain_sets_run_now(&self) -> bool {
-        self.authenticated && self.multi.is_none() && self.subs.count() == 0
+        self.authenticated && self.multi.is_none() && self.subs.count() == 0 && !self.cluster
     }
 
     pub fn new(id: u64, shared: &Shared) -> Self {
@@ -555,6 +569,9 @@ impl Session {
             watch: None,
             blocked: None,
             wait_ticket: None,
+            cluster: shared.cluster.is_some(),
+            asking: false,
+            in_exec: false,
         }
     }
 }

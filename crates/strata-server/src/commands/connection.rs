@@ -105,6 +105,9 @@ fn auth(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 
 fn select(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let db = super::keys::db_arg(ctx, &args[1], Error::NotInteger)?;
+    if ctx.session.cluster && db != 0 {
+        return Err(Error::command("SELECT is not allowed in cluster mode"));
+    }
     ctx.session.db = db;
     if let Some(entry) = lock(&ctx.shared.clients).get_mut(&ctx.session.id) {
         entry.db = db;

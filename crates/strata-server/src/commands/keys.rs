@@ -425,7 +425,7 @@ fn ops_storing(
 }
 
 /// Removal writes first, then the stores: a later write of the same key in one batch wins.
-fn write_ops(ctx: &Ctx<'_>, ops: Vec<BatchOp>) -> Result<()> {
+pub(crate) fn write_ops(ctx: &Ctx<'_>, ops: Vec<BatchOp>) -> Result<()> {
     // Deduplicate by key keeping the last write, so the batch's meaning does not depend on
     // how the engine orders writes of one key within a batch.
     let mut last: std::collections::BTreeMap<Vec<u8>, BatchOp> = Default::default();
@@ -474,6 +474,9 @@ fn renamenx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 }
 
 fn swapdb(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    if ctx.session.cluster {
+        return Err(Error::command("SWAPDB is not allowed in cluster mode"));
+    }
     let a = db_arg(ctx, &args[1], Error::command("invalid first DB index"))?;
     let b = db_arg(ctx, &args[2], Error::command("invalid second DB index"))?;
     if a != b {
@@ -536,6 +539,9 @@ fn copy(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 }
 
 fn move_cmd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    if ctx.session.cluster {
+        return Err(Error::command("MOVE is not allowed in cluster mode"));
+    }
     let key = &args[1];
     let to_db = ctx
         .shared
@@ -654,8 +660,16 @@ fn string_encoding(v: &[u8], made: keyspace::Encoding) -> &'static str {
 }
 
 fn dump(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
-    let Some(stored) = read_stored(ctx, ctx.dbi(), &args[1])? else {
-        return Ok(Reply::Nil);
+    Ok(match dump_payload(ctx, &args[1])? {
+        Some((payload, _)) => Reply::Bulk(Bytes::from(payload)),
+        None => Reply::Nil,
+    })
+}
+
+/// DUMP's payload of the live key `key` in the selected database, with its expiry time.
+pub(crate) fn dump_payload(ctx: &Ctx<'_>, key: &[u8]) -> Result<Option<(Vec<u8>, Option<u64>)>> {
+    let Some(stored) = read_stored(ctx, ctx.dbi(), key)? else {
+        return Ok(None);
     };
     let payload = match stored.kind {
         KeyType::String => crate::dump::dump_string(&Record::decode(stored.bytes)?.payload),
@@ -668,10 +682,10 @@ fn dump(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             crate::dump::dump_json(strata_doc::to_json_string(&doc)?.as_bytes())
         }
     };
-    Ok(Reply::Bulk(Bytes::from(payload)))
+    Ok(Some((payload, stored.expire_at_ms)))
 }
 
-fn restore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+pub(crate) fn restore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let (key, ttl_arg, payload) = (&args[1], &args[2], &args[3]);
     let (mut replace, mut absttl) = (false, false);
     let (mut idle, mut freq) = (false, false);

@@ -6,6 +6,7 @@
 //! COMMAND COUNT/INFO/DOCS, so what clients discover is what the dispatcher runs.
 
 pub mod bitmaps;
+pub mod cluster;
 pub mod collections;
 pub mod connection;
 pub mod hashes;
@@ -130,6 +131,7 @@ pub(crate) fn table() -> impl Iterator<Item = &'static Spec> {
         .chain(json::SPECS)
         .chain(transactions::SPECS)
         .chain(pubsub::SPECS)
+        .chain(cluster::SPECS)
 }
 
 /// Finds a command by name, case-insensitively.
@@ -218,7 +220,8 @@ pub(crate) fn placement(spec: Option<&Spec>) -> Placement {
     {
         return Placement::Read;
     }
-    if spec.keys.0 == 0 {
+    // MIGRATE waits on another server.
+    if spec.keys.0 == 0 || spec.name == "migrate" {
         return Placement::Pool;
     }
     if spec.flags.contains(&"write") {
@@ -293,6 +296,9 @@ fn dispatch_checked(
             spec.name
         )));
     }
+    if ctx.session.cluster && spec.name != "asking" {
+        cluster::route(ctx, spec, args)?;
+    }
     if ctx.session.multi.is_some() && !NOT_QUEUED.contains(&spec.name) {
         if let Some(multi) = ctx.session.multi.as_mut() {
             multi.queued.push(args.to_vec());
@@ -352,6 +358,7 @@ const EXCLUSIVE: &[&str] = &[
     "bitop",
     "pfmerge",
     "sort",
+    "migrate",
 ];
 
 /// True when `arg` equals `word`, ignoring ASCII case (option keywords such as `NX`).

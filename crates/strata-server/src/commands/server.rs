@@ -37,6 +37,7 @@ const SECTIONS: &[&str] = &[
     "memory",
     "persistence",
     "stats",
+    "cluster",
     "keyspace",
     "engine",
 ];
@@ -119,7 +120,15 @@ fn info_section(ctx: &Ctx<'_>, section: &str) -> Result<Vec<(String, String)>> {
             vec![
                 kv("redis_version", REDIS_COMPAT_VERSION.into()),
                 kv("strata_version", env!("CARGO_PKG_VERSION").into()),
-                kv("redis_mode", "standalone".into()),
+                kv(
+                    "redis_mode",
+                    if s.cluster.is_some() {
+                        "cluster"
+                    } else {
+                        "standalone"
+                    }
+                    .into(),
+                ),
                 kv(
                     "os",
                     format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
@@ -189,6 +198,10 @@ fn info_section(ctx: &Ctx<'_>, section: &str) -> Result<Vec<(String, String)>> {
                 c.protocol_errors.load(Ordering::Relaxed).to_string(),
             ),
         ],
+        "cluster" => vec![kv(
+            "cluster_enabled",
+            i32::from(s.cluster.is_some()).to_string(),
+        )],
         "keyspace" => keyspace_lines(ctx, &config)?,
         "engine" => {
             let mut lines = vec![kv(
@@ -241,6 +254,10 @@ fn config_values(c: &ServerConfig) -> Vec<(&'static str, String)> {
         // No RDB snapshots: the write-ahead log is the persistence.
         ("save", String::new()),
         ("databases", c.databases.to_string()),
+        (
+            "cluster-enabled",
+            if c.cluster { "yes" } else { "no" }.into(),
+        ),
         (
             "dir",
             c.dir
@@ -345,10 +362,14 @@ fn command_info(spec: &Spec) -> Reply {
         "json" => "@json",
         _ => "@admin",
     };
+    let mut flags = spec.flags.to_vec();
+    if super::cluster::MOVABLE_KEYS.contains(&spec.name) {
+        flags.push("movablekeys");
+    }
     Reply::Array(vec![
         Reply::text(spec.name),
         Reply::Int(i64::from(spec.arity)),
-        status_set(spec.flags),
+        status_set(&flags),
         Reply::Int(i64::from(spec.keys.0)),
         Reply::Int(i64::from(spec.keys.1)),
         Reply::Int(i64::from(spec.keys.2)),
@@ -375,6 +396,8 @@ fn command(_: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let named = || args[2..].iter().map(|n| (n, super::lookup(n)));
     match sub.as_str() {
         "count" => Ok(Reply::Int(table().count() as i64)),
+        "getkeys" if args.len() >= 4 => super::cluster::getkeys(&args[2..]),
+        "getkeys" => Err(Error::WrongArity("command|getkeys".into())),
         "list" => Ok(Reply::Array(table().map(|s| Reply::text(s.name)).collect())),
         "info" if args.len() == 2 => Ok(Reply::Array(table().map(command_info).collect())),
         "info" => Ok(Reply::Array(

@@ -132,11 +132,14 @@ fn exec(ctx: &mut Ctx<'_>, _: &[Bytes]) -> Result<Reply> {
             store: &overlay,
             locking: Locking::Held,
         };
+        // The slot check ran for the transaction as a whole (`cluster::route`).
+        sub.session.in_exec = true;
         for args in &multi.queued {
             let spec = resolve(args);
             count_command(&sub);
             replies.push(dispatch(&mut sub, args, spec).unwrap_or_else(Reply::from));
         }
+        sub.session.in_exec = false;
     }
     overlay.commit()?;
     // A queued push reached the store only now: wake blocked lists' readers after it.

@@ -26,6 +26,11 @@ pub struct RedisRef {
 
 impl RedisRef {
     pub fn start() -> RedisRef {
+        Self::start_with(&[])
+    }
+
+    /// A redis-server with extra arguments (e.g. cluster mode).
+    pub fn start_with(extra: &[&str]) -> RedisRef {
         let binary = find_redis_server().expect(
             "redis-server not found: the differential tests need Debian's redis-server \
              (apt-get install redis-server; .ci/run installs it)",
@@ -39,6 +44,7 @@ impl RedisRef {
                 .args(["--protected-mode", "no", "--loglevel", "warning"])
                 .arg("--dir")
                 .arg(dir.path())
+                .args(extra)
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()

@@ -14,6 +14,7 @@ mod parser_props;
 mod placement;
 mod process;
 mod protocol;
+mod scale_out;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
