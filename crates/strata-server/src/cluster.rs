@@ -98,6 +98,8 @@ pub struct SlotMap {
     pub nodes: Vec<MapNode>,
     /// Slot -> index into `nodes`, or `UNOWNED`.
     owner: Vec<u16>,
+    /// Number of slots with an owner (checked on every routed command).
+    assigned: usize,
 }
 
 const UNOWNED: u16 = u16::MAX;
@@ -164,10 +166,12 @@ impl SlotMap {
                 ranges,
             });
         }
+        let assigned = owner.iter().filter(|&&o| o != UNOWNED).count();
         Ok(SlotMap {
             version,
             nodes,
             owner,
+            assigned,
         })
     }
 
@@ -201,7 +205,7 @@ impl SlotMap {
 
     /// Number of slots some node owns.
     pub fn assigned_slots(&self) -> usize {
-        self.owner.iter().filter(|&&o| o != UNOWNED).count()
+        self.assigned
     }
 
     /// Runs of consecutive slots with one owner, in slot order: (first, last, owner).
@@ -349,6 +353,20 @@ impl ClusterState {
                 owner.host, owner.port
             )))
         }
+    }
+
+    /// Whether a command on `key` alone runs here with no redirection possible: the cluster is
+    /// ok, this node owns the slot and is not moving it (so [`route`](Self::route) answers
+    /// `Here` without looking at the key).
+    pub fn serves_plainly(&self, key: &[u8]) -> bool {
+        let slot = key_slot(key);
+        self.is_ok()
+            && self
+                .map
+                .as_ref()
+                .and_then(|m| m.owner(slot))
+                .is_some_and(|n| n.id == self.my_id)
+            && !self.migrating.contains_key(&slot)
     }
 
     /// Takes a new map: refused when its version is older than the node's (or equal with other

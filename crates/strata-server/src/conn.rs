@@ -486,7 +486,7 @@ impl Batch {
                 }
                 continue;
             }
-            let run = self.plain_set_run();
+            let run = self.plain_set_run(shared);
             if run >= 2 {
                 if !writes_here {
                     return None;
@@ -583,14 +583,18 @@ impl Batch {
 
     /// How many commands at the head of the queue are plain `SET key value` that may run as one
     /// engine write (bounded in count and bytes so one write stays small).
-    fn plain_set_run(&self) -> usize {
-        if !self.session.plain_sets_run_now() {
+    fn plain_set_run(&self, shared: &Shared) -> usize {
+        if !self.session.plain_sets_run_now() || self.session.asking {
             return 0;
         }
+        // Cluster mode: only keys whose slot this node serves without any redirection.
+        let cluster = shared.cluster.as_ref().map(|c| c.read());
         let mut bytes = 0usize;
         let mut n = 0;
         for args in self.queue.iter().take(SET_RUN_COMMANDS_MAX) {
-            let plain_set = args.len() == 3 && args[0].eq_ignore_ascii_case(b"SET");
+            let plain_set = args.len() == 3
+                && args[0].eq_ignore_ascii_case(b"SET")
+                && cluster.as_ref().is_none_or(|c| c.serves_plainly(&args[1]));
             bytes = bytes.saturating_add(args.iter().map(Bytes::len).sum::<usize>());
             if !plain_set || (n > 0 && bytes > SET_RUN_BYTES_MAX) {
                 break;

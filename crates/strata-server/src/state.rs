@@ -412,7 +412,8 @@ pub(crate) struct Session {
     /// The blocked command's place in the queues of the lists it waits on; dropped (leaving
     /// them) when it answers or the client leaves.
     pub wait_ticket: Option<WaitTicket>,
-    /// Cluster node mode: every keyed command goes through the dispatcher's slot check.
+    /// Cluster node mode: every keyed command goes through the dispatcher's slot check (a run
+    /// of plain SETs merged by the connection only when every key is served here plainly).
     pub cluster: bool,
     /// ASKING was the previous command (cluster mode): a slot being imported serves the next.
     pub asking: bool,
@@ -547,7 +548,7 @@ impl Session {
     /// the dispatcher's gate for them (`commands::dispatch_checked`), kept beside the state
     /// it reads; any new per-session rule there must be added here.
     pub fn plain_sets_run_now(&self) -> bool {
-        self.authenticated && self.multi.is_none() && self.subs.count() == 0 && !self.cluster
+        self.authenticated && self.multi.is_none() && self.subs.count() == 0
     }
 
     pub fn new(id: u64, shared: &Shared) -> Self {
