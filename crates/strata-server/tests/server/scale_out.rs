@@ -306,6 +306,43 @@ fn cluster_state_survives_sigkill_and_older_maps_are_refused() {
     plain.kill9();
 }
 
+fn nutcracker() -> &'static str {
+    ["nutcracker", "/usr/sbin/nutcracker"]
+        .into_iter()
+        .find(|p| Command::new(p).arg("-V").output().is_ok())
+        .expect("nutcracker not found (.ci/test-deps installs Debian's nutcracker)")
+}
+
+/// Adding a node to a twemproxy pool: deploy/twemproxy/rebalance.py predicts nutcracker's
+/// placement of every key (md5 and fnv1a_64 ketama) and moves the keys whose owner changed;
+/// the proxy over four nodes then reads every key (`clients/twemproxy_check.py`).
+#[test]
+fn twemproxy_rebalance_predicts_placement_and_moves_keys_to_a_new_node() {
+    let dirs: Vec<tempfile::TempDir> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
+    let nodes: Vec<Node> = dirs
+        .iter()
+        .map(|d| Node::start(d.path(), free_port(5), &[]))
+        .collect();
+    let work = tempfile::tempdir().unwrap();
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/clients/twemproxy_check.py"
+    );
+    let out = Command::new("python3")
+        .arg(script)
+        .arg(nutcracker())
+        .arg(work.path())
+        .args(nodes.iter().map(|n| n.port.to_string()))
+        .output()
+        .expect("python3 not found: the twemproxy test needs python3 with redis-py (.ci/test-deps installs it)");
+    assert!(
+        out.status.success(),
+        "twemproxy check failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// The twemproxy setup of deploy/twemproxy with `appendfsync always`: one node is SIGKILLed
 /// while clients write through the proxy and restarted. Writes for its keys fail with an error
 /// while it is down and succeed after; every acknowledged write reads back at the end.
@@ -340,12 +377,8 @@ fn twemproxy_nodes_lose_no_acknowledged_write_when_one_is_killed() {
     }
     let conf_path = conf_dir.path().join("nutcracker.yml");
     std::fs::write(&conf_path, conf).unwrap();
-    let nutcracker = ["nutcracker", "/usr/sbin/nutcracker"]
-        .into_iter()
-        .find(|p| Command::new(p).arg("-V").output().is_ok())
-        .expect("nutcracker not found (.ci/test-deps installs Debian's nutcracker)");
     let _proxy = Proc(
-        Command::new(nutcracker)
+        Command::new(nutcracker())
             .arg("-c")
             .arg(&conf_path)
             .args(["-s", &stats_port.to_string(), "-a", "127.0.0.1"])
