@@ -219,6 +219,10 @@ impl ServerConfig {
 
     /// Checks values that parse but make no sense.
     pub fn validate(&self) -> std::result::Result<(), String> {
+        if self.cluster && self.text_port.is_some() {
+            // Its SET/GET/DELETE lines would bypass the slot check.
+            return Err("text-port cannot be used in cluster mode".into());
+        }
         if self.maxclients == 0 {
             return Err("maxclients must be at least 1".into());
         }
@@ -406,6 +410,18 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("io-threads must be between 1 and 256"));
+
+        std::fs::write(&file, "cluster-enabled = \"yes\"\n").unwrap();
+        let c = ServerConfig::from_args(&args).unwrap();
+        assert!(c.cluster);
+        let with_text = ServeArgs {
+            text_port: Some(7878),
+            ..args.clone()
+        };
+        let err = ServerConfig::from_args(&with_text).unwrap_err().to_string();
+        assert!(err.contains("text-port cannot be used in cluster mode"), "{err}");
+        std::fs::write(&file, "cluster-enabled = \"maybe\"\n").unwrap();
+        assert!(ServerConfig::from_args(&args).is_err());
 
         std::fs::write(&file, "prot = 1\n").unwrap();
         let err = ServerConfig::from_args(&args).unwrap_err().to_string();
