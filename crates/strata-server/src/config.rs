@@ -419,7 +419,10 @@ mod tests {
             ..args.clone()
         };
         let err = ServerConfig::from_args(&with_text).unwrap_err().to_string();
-        assert!(err.contains("text-port cannot be used in cluster mode"), "{err}");
+        assert!(
+            err.contains("text-port cannot be used in cluster mode"),
+            "{err}"
+        );
         std::fs::write(&file, "cluster-enabled = \"maybe\"\n").unwrap();
         assert!(ServerConfig::from_args(&args).is_err());
 
