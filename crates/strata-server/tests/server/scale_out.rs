@@ -231,6 +231,115 @@ fn redis_py_cluster_client_follows_moved_and_survives_a_slot_move_under_writes()
     );
 }
 
+/// The `redis` crate's cluster client (the Rust applications' route): it reads CLUSTER SLOTS,
+/// sends each command to its slot's node, and follows MOVED after the map changes under it.
+#[test]
+fn the_redis_crates_cluster_client_routes_and_follows_moved() {
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let nodes: Vec<Node> = dirs
+        .iter()
+        .map(|d| Node::start(d.path(), free_port(5), &["--cluster"]))
+        .collect();
+    let ids = push_even_map(&nodes.iter().collect::<Vec<_>>(), 1);
+    let urls: Vec<String> = nodes
+        .iter()
+        .map(|n| format!("redis://127.0.0.1:{}/", n.port))
+        .collect();
+    let client = redis::cluster::ClusterClient::new(urls).unwrap();
+    let mut c = client.get_connection().unwrap();
+    for i in 0..300 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("k{i}"))
+            .arg(i)
+            .query(&mut c)
+            .unwrap();
+    }
+    let _: () = redis::cmd("JSON.SET")
+        .arg("doc")
+        .arg("$")
+        .arg(r#"{"n":1}"#)
+        .query(&mut c)
+        .unwrap();
+    let _: () = redis::cmd("MSET")
+        .arg("{t}a")
+        .arg("1")
+        .arg("{t}b")
+        .arg("2")
+        .query(&mut c)
+        .unwrap();
+    let per_node: Vec<i64> = nodes
+        .iter()
+        .map(|n| redis::cmd("DBSIZE").query(&mut n.client()).unwrap())
+        .collect();
+    assert!(
+        per_node.iter().all(|&n| n > 50),
+        "keys spread: {per_node:?}"
+    );
+    // Give node 0's slots to node 1, its keys copied over with DUMP/RESTORE: the client's map
+    // is now stale, and MOVED corrects it.
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*")
+        .query(&mut nodes[0].client())
+        .unwrap();
+    let mut src = nodes[0].client();
+    let dumps: Vec<(String, Vec<u8>)> = keys
+        .iter()
+        .map(|k| {
+            (
+                k.clone(),
+                redis::cmd("DUMP").arg(k).query(&mut src).unwrap(),
+            )
+        })
+        .collect();
+    let last0 = 16384 / 3 - 1;
+    let last1 = 2 * 16384 / 3 - 1;
+    let map = format!(
+        "{} 127.0.0.1 {} master -\n{} 127.0.0.1 {} master - 0-{last1}\n{} 127.0.0.1 {} master - {}-16383\n",
+        ids[0],
+        nodes[0].port,
+        ids[1],
+        nodes[1].port,
+        ids[2],
+        nodes[2].port,
+        last1 + 1
+    );
+    assert!(last0 < last1);
+    for n in &nodes {
+        let _: () = redis::cmd("CLUSTERX")
+            .arg("SETNODES")
+            .arg(&map)
+            .arg(2)
+            .query(&mut n.client())
+            .unwrap();
+    }
+    let mut dst = nodes[1].client();
+    for (k, payload) in &dumps {
+        let _: () = redis::cmd("RESTORE")
+            .arg(k)
+            .arg(0)
+            .arg(payload.as_slice())
+            .query(&mut dst)
+            .unwrap();
+    }
+    let _: () = redis::cmd("FLUSHALL").query(&mut src).unwrap();
+    for i in 0..300 {
+        let v: i64 = redis::cmd("GET")
+            .arg(format!("k{i}"))
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(v, i);
+    }
+    let doc: String = redis::cmd("JSON.GET").arg("doc").query(&mut c).unwrap();
+    assert_eq!(doc, r#"{"n":1}"#);
+    let tagged: Vec<String> = redis::cmd("MGET")
+        .arg("{t}a")
+        .arg("{t}b")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(tagged, ["1", "2"]);
+    assert!(!dumps.is_empty());
+}
+
 #[test]
 fn cluster_state_survives_sigkill_and_older_maps_are_refused() {
     let dir = tempfile::tempdir().unwrap();
