@@ -85,6 +85,12 @@ def write_conf(path, hash_name, listen, ports):
         f.write("\n".join(lines) + "\n")
 
 
+def start_proxy(nutcracker, conf, log):
+    return subprocess.Popen(
+        [nutcracker, "-c", conf, "-s", str(free_port()), "-a", "127.0.0.1", "-o", log],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 def main():
     nutcracker, work = sys.argv[1], sys.argv[2]
     ports = [int(p) for p in sys.argv[3:]]
@@ -107,9 +113,7 @@ def main():
         old_conf, new_conf = os.path.join(work, "old.yml"), os.path.join(work, "new.yml")
         proxy_port = free_port()
         write_conf(old_conf, hash_name, proxy_port, ports[:3])
-        proxy = subprocess.Popen(
-            [nutcracker, "-c", old_conf, "-s", str(free_port()), "-a", "127.0.0.1", "-o", os.path.join(work, "old.log")],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proxy = start_proxy(nutcracker, old_conf, os.path.join(work, "old.log"))
         try:
             c = Bare(proxy_port)
             for i, k in enumerate(keys):
@@ -124,9 +128,7 @@ def main():
 
         write_conf(new_conf, hash_name, proxy_port, ports)
         subprocess.run([sys.executable, os.path.join(DEPLOY, "rebalance.py"), old_conf, new_conf], check=True)
-        proxy = subprocess.Popen(
-            [nutcracker, "-c", new_conf, "-s", str(free_port()), "-a", "127.0.0.1", "-o", os.path.join(work, "new.log")],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proxy = start_proxy(nutcracker, new_conf, os.path.join(work, "new.log"))
         try:
             c = Bare(proxy_port)
             for i, k in enumerate(keys):

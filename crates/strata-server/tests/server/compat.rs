@@ -74,21 +74,7 @@ fn pubsub_through_the_redis_crate() {
 #[test]
 fn redis_py_works_unchanged() {
     let server = TestServer::start();
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/clients/redis_py_check.py"
-    );
-    let out = std::process::Command::new("python3")
-        .arg(script)
-        .arg(server.addr.port().to_string())
-        .output()
-        .expect("python3 not found: the redis-py test needs python3 with redis-py (.ci/run installs it)");
-    assert!(
-        out.status.success(),
-        "redis-py check failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    super::run_client_script("redis_py_check.py", &[server.addr.port().to_string()]);
 }
 
 /// Seed 004's client, one connection per command as `echo 'SET hello world' | nc` does, on

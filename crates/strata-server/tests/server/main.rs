@@ -199,3 +199,22 @@ pub fn read_exact_text(stream: &mut TcpStream, want: usize) -> String {
     stream.read_exact(&mut buf).unwrap();
     String::from_utf8_lossy(&buf).into_owned()
 }
+
+/// Runs `tests/clients/<name>` with python3 (and redis-py, which `.ci/test-deps` installs);
+/// fails the test with its output unless it exits 0.
+pub fn run_client_script(name: &str, args: &[String]) {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/clients")
+        .join(name);
+    let out = std::process::Command::new("python3")
+        .arg(&script)
+        .args(args)
+        .output()
+        .expect("python3 not found: the client tests need python3 with redis-py (.ci/test-deps installs it)");
+    assert!(
+        out.status.success(),
+        "{name} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

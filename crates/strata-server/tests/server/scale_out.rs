@@ -214,21 +214,7 @@ fn redis_py_cluster_client_follows_moved_and_survives_a_slot_move_under_writes()
     assert_eq!(redis_cli(&["-c", "-p", &ports[1], "GET", "foo"]), "bar");
     assert_eq!(redis_cli(&["-c", "-p", &ports[2], "GET", "foo"]), "bar");
 
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/clients/cluster_check.py"
-    );
-    let out = Command::new("python3")
-        .arg(script)
-        .args(&ports)
-        .output()
-        .expect("python3 not found: the cluster test needs python3 with redis-py (.ci/test-deps installs it)");
-    assert!(
-        out.status.success(),
-        "cluster check failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    super::run_client_script("cluster_check.py", &ports);
 }
 
 /// The `redis` crate's cluster client (the Rust applications' route): it reads CLUSTER SLOTS,
@@ -433,23 +419,9 @@ fn twemproxy_rebalance_predicts_placement_and_moves_keys_to_a_new_node() {
         .map(|d| Node::start(d.path(), free_port(5), &[]))
         .collect();
     let work = tempfile::tempdir().unwrap();
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/clients/twemproxy_check.py"
-    );
-    let out = Command::new("python3")
-        .arg(script)
-        .arg(nutcracker())
-        .arg(work.path())
-        .args(nodes.iter().map(|n| n.port.to_string()))
-        .output()
-        .expect("python3 not found: the twemproxy test needs python3 with redis-py (.ci/test-deps installs it)");
-    assert!(
-        out.status.success(),
-        "twemproxy check failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let mut args = vec![nutcracker().to_string(), work.path().display().to_string()];
+    args.extend(nodes.iter().map(|n| n.port.to_string()));
+    super::run_client_script("twemproxy_check.py", &args);
 }
 
 /// The twemproxy setup of deploy/twemproxy with `appendfsync always`: one node is SIGKILLed
