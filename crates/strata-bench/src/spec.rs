@@ -204,6 +204,18 @@ pub struct EngineSpec {
     /// separation off, `None` keeps Strata's default. Peers ignore it.
     #[serde(default)]
     pub value_log_bytes_min: Option<usize>,
+    /// Strata's memtable entry limit (`memtable_entries_max`: a memtable is switched after this
+    /// many entries as well as at its byte budget; the original partitioned store flushed at
+    /// 1 M entries). `None` keeps Strata's default (bytes only). Peers ignore it.
+    #[serde(default)]
+    pub memtable_entries_max: Option<usize>,
+    /// The log engine's segment size (`log_segment_bytes_max`); `None`: Strata's default.
+    #[serde(default)]
+    pub log_segment_bytes_max: Option<u64>,
+    /// The log engine's merge threshold (`log_merge_dead_ratio`: merge when dead bytes reach
+    /// this share of the sealed segments); `None`: Strata's default.
+    #[serde(default)]
+    pub log_merge_dead_ratio: Option<f64>,
 }
 
 impl EngineSpec {
@@ -219,6 +231,9 @@ impl EngineSpec {
             background_threads: crate::sys::cores(),
             index_every_entries: None,
             value_log_bytes_min: None,
+            memtable_entries_max: None,
+            log_segment_bytes_max: None,
+            log_merge_dead_ratio: None,
         }
     }
 
@@ -242,6 +257,13 @@ impl EngineSpec {
             block_cache_bytes: usize::try_from(self.block_cache_bytes).unwrap_or(usize::MAX),
             background_threads: self.background_threads.max(1),
             value_log_bytes_min: self.value_log_bytes_min.or(defaults.value_log_bytes_min),
+            memtable_entries_max: self.memtable_entries_max.or(defaults.memtable_entries_max),
+            log_segment_bytes_max: self
+                .log_segment_bytes_max
+                .unwrap_or(defaults.log_segment_bytes_max),
+            log_merge_dead_ratio: self
+                .log_merge_dead_ratio
+                .unwrap_or(defaults.log_merge_dead_ratio),
             ..defaults
         }
     }
@@ -733,5 +755,59 @@ mod tests {
             vec![DocsPhase::GetPath, DocsPhase::Increment]
         );
         assert!(DocsPhase::parse_list("scan").is_err());
+    }
+
+    #[test]
+    fn seed_parameters_reach_the_engine() {
+        let mut spec = EngineSpec::new(Engine::StrataLog);
+        spec.memtable_entries_max = Some(1_000_000);
+        spec.log_segment_bytes_max = Some(8 << 10);
+        spec.log_merge_dead_ratio = Some(0.3);
+        let o = spec.strata_options();
+        assert_eq!(o.memtable_entries_max, Some(1_000_000));
+        assert_eq!(o.log_segment_bytes_max, 8 << 10);
+        assert_eq!(o.log_merge_dead_ratio, 0.3);
+        // Jobs written before these settings existed still parse, with the engine's defaults.
+        let mut old = serde_json::to_value(EngineSpec::new(Engine::Strata)).unwrap();
+        for field in [
+            "memtable_entries_max",
+            "log_segment_bytes_max",
+            "log_merge_dead_ratio",
+        ] {
+            old.as_object_mut().unwrap().remove(field);
+        }
+        let old: EngineSpec = serde_json::from_value(old).unwrap();
+        let defaults = strata::Options::default();
+        let o = old.strata_options();
+        assert_eq!(o.log_segment_bytes_max, defaults.log_segment_bytes_max);
+        assert_eq!(o.memtable_entries_max, defaults.memtable_entries_max);
+        // And the log engine really seals small segments: 200 values of 1 KiB fill many.
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::store::open_store(&spec, dir.path()).unwrap();
+        for i in 0..200u32 {
+            store.put(&i.to_be_bytes(), &[7u8; 1024]).unwrap();
+        }
+        store.close().unwrap();
+        let segments = walk(dir.path())
+            .into_iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "seg"))
+            .count();
+        assert!(
+            segments >= 10,
+            "{segments} segments for 200 KiB at 8 KiB each"
+        );
+    }
+
+    fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                out.extend(walk(&path));
+            } else {
+                out.push(path);
+            }
+        }
+        out
     }
 }

@@ -146,6 +146,17 @@ struct EngineArgs {
     /// 512 or 4KiB; `off` keeps every value in the (compressible) table blocks. Default: Strata's.
     #[arg(long)]
     value_log_min: Option<String>,
+    /// Strata only: also switch a memtable after this many entries (the original partitioned
+    /// store flushed at 1000000), e.g. 1000000. Default: bytes only.
+    #[arg(long)]
+    memtable_entries: Option<usize>,
+    /// Strata's log engine only: seal a segment at this size, 4KiB to 2GiB (default 64MiB).
+    #[arg(long)]
+    log_segment_bytes: Option<String>,
+    /// Strata's log engine only: merge when dead bytes reach this share of the sealed segments,
+    /// 0.05 to 0.95 (default 0.5).
+    #[arg(long)]
+    log_merge_dead_ratio: Option<f64>,
 }
 
 impl EngineArgs {
@@ -168,6 +179,16 @@ impl EngineArgs {
             Some("off") => Some(usize::MAX),
             Some(bytes) => Some(usize::try_from(parse_bytes(bytes)?).unwrap_or(usize::MAX)),
         };
+        if self.memtable_entries == Some(0) {
+            anyhow::bail!("--memtable-entries must be at least 1");
+        }
+        spec.memtable_entries_max = self.memtable_entries;
+        spec.log_segment_bytes_max = match self.log_segment_bytes.as_deref() {
+            None => None,
+            Some(bytes) => Some(parse_bytes(bytes)?),
+        };
+        // (The engine checks the ranges of both log settings when it opens.)
+        spec.log_merge_dead_ratio = self.log_merge_dead_ratio;
         Ok(spec)
     }
 }
