@@ -116,11 +116,11 @@ pub(crate) fn command_keys<'a>(spec: &Spec, args: &'a [Bytes]) -> Vec<&'a [u8]> 
 /// The dispatcher's slot check in cluster mode: `Ok` when the command runs here, else the
 /// redirection or refusal to answer. EXEC is checked with the keys of all it queued, and a
 /// refused EXEC discards its transaction (as in Redis).
-pub(crate) fn route(ctx: &mut Ctx<'_>, spec: &Spec, args: &[Bytes]) -> Result<()> {
+pub(crate) fn route(ctx: &mut Ctx<'_>, spec: &Spec, args: &[Bytes], asking: bool) -> Result<()> {
     let Some(node) = ctx.shared.cluster.as_ref() else {
         return Ok(());
     };
-    let asking = std::mem::take(&mut ctx.session.asking) || spec.name == "restore-asking";
+    let asking = asking || spec.name == "restore-asking";
     if ctx.session.in_exec {
         return Ok(());
     }

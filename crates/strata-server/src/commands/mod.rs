@@ -251,7 +251,16 @@ pub(crate) fn execute_without_waiting(
 }
 
 fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes], spec: Option<&'static Spec>) -> Result<Reply> {
-    let result = dispatch_checked(ctx, args, spec);
+    // Cluster mode: ASKING lets only the next command through, whatever becomes of it (as
+    // Redis clears the flag after every command but ASKING itself); a command that will run
+    // again elsewhere (deferred to the blocking pool) keeps it for that run.
+    let asking = ctx.session.cluster
+        && spec.is_none_or(|s| s.name != "asking")
+        && std::mem::take(&mut ctx.session.asking);
+    let result = dispatch_checked(ctx, args, spec, asking);
+    if asking && result.as_ref().is_err_and(Error::is_would_block) {
+        ctx.session.asking = true;
+    }
     if let (Err(e), Some(multi)) = (&result, ctx.session.multi.as_mut()) {
         // A command refused while queueing (unknown, wrong arity, not authenticated) makes
         // EXEC fail, as in Redis; errors of the commands that run at once do not.
@@ -266,6 +275,7 @@ fn dispatch_checked(
     ctx: &mut Ctx<'_>,
     args: &[Bytes],
     spec: Option<&'static Spec>,
+    asking: bool,
 ) -> Result<Reply> {
     let Some(name) = args.first() else {
         return Err(Error::unknown_command(args));
@@ -297,7 +307,7 @@ fn dispatch_checked(
         )));
     }
     if ctx.session.cluster && spec.name != "asking" {
-        cluster::route(ctx, spec, args)?;
+        cluster::route(ctx, spec, args, asking)?;
     }
     if ctx.session.multi.is_some() && !NOT_QUEUED.contains(&spec.name) {
         if let Some(multi) = ctx.session.multi.as_mut() {

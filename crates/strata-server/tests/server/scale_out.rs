@@ -727,6 +727,13 @@ fn cluster_replies_match_redis_cluster() {
         vec!["GET", "foo"],
         vec!["ASKING"],
         vec!["MSET", "foo", "1", "{foo}b", "2"],
+        // ASKING lets only the next command through, even one refused for its arity.
+        vec!["ASKING"],
+        vec!["GET"],
+        vec!["GET", "foo"],
+        vec!["ASKING"],
+        vec!["NOSUCHCOMMAND"],
+        vec!["GET", "foo"],
         vec!["CLUSTER", "SETSLOT", "12182", "STABLE"],
         vec!["CLUSTER", "SETSLOT", "12182", "MIGRATING", &id_b],
         vec!["CLUSTER", "SETSLOT", "5061", "MIGRATING", &unknown],
