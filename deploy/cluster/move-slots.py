@@ -125,6 +125,13 @@ def main():
     source, target = connect(args.source), connect(args.target)
     source_id = source.execute_command("CLUSTER", "MYID").decode()
     target_id = target.execute_command("CLUSTER", "MYID").decode()
+    # A run stopped while pushing the map: the target already owns the slots in its map, which
+    # some nodes may still lack. Finish the push instead of starting over.
+    target_nodes, target_version = read_map(target)
+    if target_id in target_nodes and slots <= target_nodes[target_id][2]:
+        push_map(target_nodes, target_version, [target_id, source_id])
+        print(f"the target already owned these slots: map version {target_version} pushed again", file=sys.stderr)
+        return
     nodes, version = read_map(source)
     if source_id not in nodes or target_id not in nodes:
         raise SystemExit("both nodes must be in the source's map (push it with CLUSTERX SETNODES)")
@@ -147,11 +154,16 @@ def main():
 
     nodes[source_id][2] -= slots
     nodes[target_id][2] |= slots
-    text, version = map_text(nodes), version + 1
-    order = [target_id, source_id] + [n for n in nodes if n not in (source_id, target_id)]
+    push_map(nodes, version + 1, [target_id, source_id])
+
+
+def push_map(nodes, version, first):
+    """Sends the map to the nodes named in `first`, in that order, then to every other node."""
+    text = map_text(nodes)
+    order = first + [n for n in nodes if n not in first]
     for node_id in order:
         h, pt, _ = nodes[node_id]
-        redis.Redis(host=h, port=pt).execute_command("CLUSTERX SETNODES", text, version)
+        redis.Redis(host=h, port=pt).execute_command("CLUSTERX", "SETNODES", text, version)
     print(f"map version {version} pushed to {len(order)} nodes", file=sys.stderr)
 
 

@@ -39,6 +39,11 @@ const STATE_FORMAT_VERSION: u8 = 1;
 const STATE_BYTES_MAX: usize = 16 << 20;
 /// Most nodes a map may name.
 pub const NODES_MAX: usize = 1000;
+/// Longest host name a map may give (DNS's limit).
+pub const HOST_BYTES_MAX: usize = 255;
+/// Longest CLUSTERX SETNODES text accepted (a full map of `NODES_MAX` nodes with fragmented
+/// ranges fits).
+pub const MAP_TEXT_BYTES_MAX: usize = 8 << 20;
 /// Length of a node id (hex characters), as Redis's.
 pub const NODE_ID_LEN: usize = 40;
 
@@ -109,6 +114,11 @@ impl SlotMap {
     /// ones skipped), `<id> <host> <port> master - <slot or first-last>...`. Replicas
     /// (`slave <master-id>`) are refused: this node mode has none.
     pub fn parse(text: &str, version: u64) -> std::result::Result<SlotMap, String> {
+        if text.len() > MAP_TEXT_BYTES_MAX {
+            return Err(format!(
+                "the map text is longer than {MAP_TEXT_BYTES_MAX} bytes"
+            ));
+        }
         let mut nodes: Vec<MapNode> = Vec::new();
         let mut owner = vec![UNOWNED; SLOTS];
         for line in text.split('\n').map(str::trim).filter(|l| !l.is_empty()) {
@@ -122,6 +132,9 @@ impl SlotMap {
             }
             if nodes.iter().any(|n| n.id == id) {
                 return Err(format!("node id named twice: {id}"));
+            }
+            if words[1].len() > HOST_BYTES_MAX {
+                return Err(format!("host longer than {HOST_BYTES_MAX} bytes"));
             }
             let host = words[1].to_string();
             let port: u16 = words[2]
@@ -497,6 +510,9 @@ const TRYAGAIN: &str = "TRYAGAIN Multiple keys request during rehashing of slot"
 /// A running node's cluster state, shared by its connections.
 pub(crate) struct ClusterNode {
     state: parking_lot::RwLock<ClusterState>,
+    /// Serializes changes, so the state's lock is held only to swap a persisted state in (every
+    /// routed command reads it; none should wait for an fsync).
+    changing: parking_lot::Mutex<()>,
 }
 
 impl ClusterNode {
@@ -513,6 +529,7 @@ impl ClusterNode {
         };
         Ok(ClusterNode {
             state: parking_lot::RwLock::new(state),
+            changing: parking_lot::Mutex::new(()),
         })
     }
 
@@ -521,20 +538,28 @@ impl ClusterNode {
         self.state.read()
     }
 
-    /// Changes the state with `f`, persists it (written and fsynced) and only then makes it
-    /// current; if `f` or the write fails nothing changes.
+    /// Changes the state with `f`, persists it in `b` (written and fsynced; `b` must be the
+    /// server's store itself, not a transaction's overlay) and only then makes it current; if
+    /// `f` or the write fails nothing changes. A state too large to be read back is refused.
     pub fn change<R>(
         &self,
         b: &dyn KvBackend,
         f: impl FnOnce(&mut ClusterState) -> Result<R>,
     ) -> Result<R> {
-        let mut current = self.state.write();
-        let mut next = current.clone();
+        let _one_at_a_time = self.changing.lock();
+        let mut next = self.state.read().clone();
         let result = f(&mut next)?;
-        if next != *current {
-            b.put(&STATE_KEY, &next.encode())?;
+        if next != *self.state.read() {
+            let bytes = next.encode();
+            if bytes.len() > STATE_BYTES_MAX {
+                return Err(Error::command(format!(
+                    "the cluster state would take {} bytes, more than the {STATE_BYTES_MAX} a node reads back",
+                    bytes.len()
+                )));
+            }
+            b.put(&STATE_KEY, &bytes)?;
             b.sync()?;
-            *current = next;
+            *self.state.write() = next;
         }
         Ok(result)
     }
@@ -588,6 +613,16 @@ mod tests {
             &format!("{} h 1 master - 5-4", id('a')),
             &format!("{} h 1 master - 0-5\n{} h 2 master - 5", id('a'), id('b')),
             &format!("{} h 1 master - 0\n{} h 2 master - 1", id('a'), id('a')),
+            &format!(
+                "{} {} 1 master - 0",
+                id('a'),
+                "h".repeat(HOST_BYTES_MAX + 1)
+            ),
+            &format!(
+                "{} h 1 master - 0{}",
+                id('a'),
+                " ".repeat(MAP_TEXT_BYTES_MAX)
+            ),
         ] {
             assert!(SlotMap::parse(bad, 1).is_err(), "accepted {bad:?}");
         }

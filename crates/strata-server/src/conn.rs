@@ -486,17 +486,25 @@ impl Batch {
                 }
                 continue;
             }
-            let run = self.plain_set_run(shared);
+            let mut run = self.plain_set_run(shared);
+            let mut guard = None;
             if run >= 2 {
                 if !writes_here {
                     return None;
                 }
                 // Writes hold the exec lock's shared side (`txn.rs`).
-                let guard = if on_network {
+                guard = Some(if on_network {
                     shared.exec_lock.try_read()?
                 } else {
                     shared.exec_lock.read()
-                };
+                });
+                if self.session.cluster {
+                    // The slots again, under the lock: one may have started moving since, and
+                    // MIGRATE holds the lock exclusively.
+                    run = self.plain_set_run(shared);
+                }
+            }
+            if run >= 2 {
                 let commands: Vec<Vec<Bytes>> = self.queue.drain(..run).collect();
                 let ctx = Ctx::new(shared, &mut self.session, Locking::Held);
                 let reply = set_run(&ctx, &commands);
@@ -509,6 +517,8 @@ impl Batch {
                 }
                 continue;
             }
+            // (A run the recheck cut short: the lock goes before the command takes it again.)
+            drop(guard);
             let Some(args) = self.queue.pop_front() else {
                 break;
             };

@@ -86,12 +86,22 @@ pub(crate) fn command_keys<'a>(spec: &Spec, args: &'a [Bytes]) -> Vec<&'a [u8]> 
             }
             keys
         }
-        "migrate" => match args.iter().position(|a| is(a, "KEYS")) {
-            Some(at) if at >= 6 && args[3].is_empty() => {
-                args[at + 1..].iter().map(|a| a.as_ref()).collect()
+        "migrate" => {
+            // Redis's migrateGetKeys: options from the sixth argument, AUTH's password and
+            // AUTH2's user and password skipped, so a password spelled "keys" is not KEYS.
+            let mut i = 6;
+            while i < args.len() {
+                if is(&args[i], "AUTH") {
+                    i += 1;
+                } else if is(&args[i], "AUTH2") {
+                    i += 2;
+                } else if is(&args[i], "KEYS") && args[3].is_empty() {
+                    return args[i + 1..].iter().map(|a| a.as_ref()).collect();
+                }
+                i += 1;
             }
-            _ => vec![args[3].as_ref()],
-        },
+            vec![args[3].as_ref()]
+        }
         _ => {
             let (first, last, step) = spec.keys;
             if first <= 0 {
@@ -306,7 +316,7 @@ fn setslot(ctx: &Ctx<'_>, node: &ClusterNode, args: &[Bytes]) -> Result<Reply> {
     let slot = slot_arg(&args[2])?;
     let action = String::from_utf8_lossy(&args[3]).to_ascii_lowercase();
     let other = args.get(4).map(|a| text(a).to_ascii_lowercase());
-    node.change(ctx.db(), |state| {
+    node.change(ctx.shared.backend.as_ref(), |state| {
         let mine = state
             .map
             .as_ref()
@@ -359,6 +369,8 @@ fn setslot(ctx: &Ctx<'_>, node: &ClusterNode, args: &[Bytes]) -> Result<Reply> {
         }
         Ok(())
     })?;
+    // Blocked clients look again: a key of a slot moving out may be gone (ASK).
+    ctx.shared.note_list_push();
     Ok(Reply::ok())
 }
 
@@ -505,7 +517,7 @@ fn clusterx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             if !valid_node_id(&id) {
                 return Err(Error::command("Invalid node id (40 hex characters)"));
             }
-            node.change(ctx.db(), |state| {
+            node.change(ctx.shared.backend.as_ref(), |state| {
                 state.my_id = id;
                 Ok(())
             })?;
@@ -522,9 +534,11 @@ fn clusterx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
                 .ok_or_else(|| Error::command("Invalid cluster version"))?;
             let map = SlotMap::parse(&String::from_utf8_lossy(&args[2]), version)
                 .map_err(|e| Error::command(format!("Invalid cluster nodes info: {e}")))?;
-            node.change(ctx.db(), |state| {
+            node.change(ctx.shared.backend.as_ref(), |state| {
                 state.set_map(map, force).map_err(Error::command)
             })?;
+            // Blocked clients look again: their keys may belong elsewhere now (MOVED).
+            ctx.shared.note_list_push();
             Ok(Reply::ok())
         }
         _ => Err(Error::command(

@@ -520,6 +520,11 @@ fn copy(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         }
         i += 1;
     }
+    if ctx.session.cluster && to_db != ctx.dbi() {
+        return Err(Error::command(
+            "Copying to another database is not allowed in cluster mode",
+        ));
+    }
     if src == dst && to_db == ctx.dbi() {
         return Err(Error::command(
             "source and destination objects are the same",

@@ -12,7 +12,7 @@ use crate::resp::Reply;
 
 #[rustfmt::skip]
 pub(crate) static SPECS: &[Spec] = &[
-    Spec { name: "lcs", arity: -3, flags: READ, keys: (1, 1, 1), group: "string", summary: "Finds the longest common substring.", handler: lcs },
+    Spec { name: "lcs", arity: -3, flags: READ, keys: (1, 2, 1), group: "string", summary: "Finds the longest common substring.", handler: lcs },
 ];
 
 fn lcs(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {

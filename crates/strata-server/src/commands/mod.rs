@@ -306,10 +306,14 @@ fn dispatch_checked(
             spec.name
         )));
     }
-    if ctx.session.cluster && spec.name != "asking" {
-        cluster::route(ctx, spec, args, asking)?;
-    }
-    if ctx.session.multi.is_some() && !NOT_QUEUED.contains(&spec.name) {
+    let routed = ctx.session.cluster && spec.name != "asking";
+    let queued = ctx.session.multi.is_some() && !NOT_QUEUED.contains(&spec.name);
+    if queued {
+        if routed {
+            // Checked when queued (a redirection aborts the transaction, as in Redis) and
+            // again, all together, at EXEC.
+            cluster::route(ctx, spec, args, asking)?;
+        }
         if let Some(multi) = ctx.session.multi.as_mut() {
             multi.queued.push(args.to_vec());
         }
@@ -317,8 +321,13 @@ fn dispatch_checked(
     }
     let exclusive =
         EXCLUSIVE.contains(&spec.name) || (matches!(spec.name, "del" | "unlink") && args.len() > 2);
+    // Cluster mode: keyed reads hold the exec lock's shared side too, and the slot check runs
+    // under the lock, so MIGRATE (which holds it exclusively) never moves a key between the
+    // check and the command.
+    let keyed = spec.keys.0 > 0 || cluster::MOVABLE_KEYS.contains(&spec.name);
+    let shared_lock = spec.flags.contains(&"write") || (routed && keyed);
     let shared = ctx.shared;
-    let _guard = match (ctx.locking, exclusive, spec.flags.contains(&"write")) {
+    let _guard = match (ctx.locking, exclusive, shared_lock) {
         (Locking::Held, _, _) | (_, false, false) => ExecGuard::None,
         (Locking::Try, true, _) => {
             ExecGuard::Exclusive(shared.exec_lock.try_write().ok_or(Error::WouldWait)?)
@@ -329,6 +338,9 @@ fn dispatch_checked(
         (Locking::Wait, true, _) => ExecGuard::Exclusive(shared.exec_lock.write()),
         (Locking::Wait, false, true) => ExecGuard::Shared(shared.exec_lock.read()),
     };
+    if routed {
+        cluster::route(ctx, spec, args, asking)?;
+    }
     (spec.handler)(ctx, args)
 }
 
@@ -369,6 +381,7 @@ const EXCLUSIVE: &[&str] = &[
     "pfmerge",
     "sort",
     "migrate",
+    "restore-asking",
 ];
 
 /// True when `arg` equals `word`, ignoring ASCII case (option keywords such as `NX`).

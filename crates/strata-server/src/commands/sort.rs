@@ -137,9 +137,17 @@ fn sort_command(ctx: &Ctx<'_>, args: &[Bytes], read_only: bool) -> Result<Reply>
         } else if is(&args[j], "BY") && left >= 1 {
             by = Some(&args[j + 1]);
             // A pattern without `*` means "do not sort", for good (a later BY does not undo it).
-            no_sort |= !args[j + 1].contains(&b'*');
+            let pattern = args[j + 1].contains(&b'*');
+            no_sort |= !pattern;
+            // Pattern keys may live on any node: Redis Cluster refuses them.
+            if pattern && ctx.session.cluster {
+                return Err(Error::command("BY option of SORT denied in Cluster mode."));
+            }
             j += 1;
         } else if is(&args[j], "GET") && left >= 1 {
+            if ctx.session.cluster {
+                return Err(Error::command("GET option of SORT denied in Cluster mode."));
+            }
             gets.push(&args[j + 1]);
             j += 1;
         } else {
