@@ -324,8 +324,8 @@ fn dispatch_checked(
     // Cluster mode: keyed reads hold the exec lock's shared side too, and the slot check runs
     // under the lock, so MIGRATE (which holds it exclusively) never moves a key between the
     // check and the command.
-    let keyed = spec.keys.0 > 0 || cluster::MOVABLE_KEYS.contains(&spec.name);
-    let shared_lock = spec.flags.contains(&"write") || (routed && keyed);
+    let shared_lock = spec.flags.contains(&"write")
+        || (routed && (spec.keys.0 > 0 || cluster::MOVABLE_KEYS.contains(&spec.name)));
     let shared = ctx.shared;
     let _guard = match (ctx.locking, exclusive, shared_lock) {
         (Locking::Held, _, _) | (_, false, false) => ExecGuard::None,
