@@ -521,6 +521,7 @@ fn clusterx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
                 state.my_id = id;
                 Ok(())
             })?;
+            ctx.shared.note_list_push();
             Ok(Reply::ok())
         }
         ("setnodes", 4 | 5) => {

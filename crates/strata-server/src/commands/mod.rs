@@ -261,10 +261,15 @@ fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes], spec: Option<&'static Spec>) -> R
     if asking && result.as_ref().is_err_and(Error::is_would_block) {
         ctx.session.asking = true;
     }
+    if result.as_ref().is_err_and(|e| !e.is_would_block()) {
+        // An error is the answer: a blocked command run again (BLPOP after a wake) that fails
+        // before its handler, say with MOVED once its slot moved away, is no longer blocked.
+        ctx.session.blocked = None;
+    }
     if let (Err(e), Some(multi)) = (&result, ctx.session.multi.as_mut()) {
         // A command refused while queueing (unknown, wrong arity, not authenticated) makes
         // EXEC fail, as in Redis; errors of the commands that run at once do not.
-        if !matches!(e, Error::WouldWait) && !spec.is_some_and(|s| NOT_QUEUED.contains(&s.name)) {
+        if !e.is_would_block() && !spec.is_some_and(|s| NOT_QUEUED.contains(&s.name)) {
             multi.failed = true;
         }
     }
@@ -319,8 +324,16 @@ fn dispatch_checked(
         }
         return Ok(Reply::simple("QUEUED"));
     }
-    let exclusive =
-        EXCLUSIVE.contains(&spec.name) || (matches!(spec.name, "del" | "unlink") && args.len() > 2);
+    // Changes of a cluster node's map hold the lock exclusively too: a keyed command (which
+    // holds its shared side from its slot check to its end, a blocking one until it has read
+    // the wake-up counter) sees the map before or after, never a change in its middle.
+    let exclusive = EXCLUSIVE.contains(&spec.name)
+        || (matches!(spec.name, "del" | "unlink") && args.len() > 2)
+        || (spec.name == "clusterx"
+            && !args
+                .get(1)
+                .is_some_and(|a| is(a, "VERSION") || is(a, "MYID")))
+        || (spec.name == "cluster" && args.get(1).is_some_and(|a| is(a, "SETSLOT")));
     // Cluster mode: keyed reads hold the exec lock's shared side too, and the slot check runs
     // under the lock, so MIGRATE (which holds it exclusively) never moves a key between the
     // check and the command.

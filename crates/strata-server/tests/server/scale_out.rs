@@ -1026,3 +1026,45 @@ fn migrate_matches_redis_and_moves_keys_between_strata_and_redis() {
     );
     assert_eq!(r.call(&words(&["EXISTS", "across"])), b":0\r\n".to_vec());
 }
+
+/// A client blocked in BLPOP on a key whose slot the map gives to another node gets MOVED when
+/// the map changes (Redis redirects blocked clients too), not after its timeout.
+#[test]
+fn blocked_clients_are_redirected_when_their_slot_moves_away() {
+    let config = strata_server::ServerConfig {
+        cluster: true,
+        ..strata_server::ServerConfig::default()
+    };
+    let server = super::TestServer::start_with(config);
+    let mut c = server.client();
+    let id: String = redis::cmd("CLUSTER").arg("MYID").query(&mut c).unwrap();
+    let other = "b".repeat(40);
+    let set_map = |c: &mut redis::Connection, mine: &str, theirs: &str, v: u64| {
+        let map = format!(
+            "{id} 127.0.0.1 {} master - {mine}\n{other} 127.0.0.1 1 master - {theirs}",
+            server.addr.port()
+        );
+        let _: () = redis::cmd("CLUSTERX")
+            .arg("SETNODES")
+            .arg(map)
+            .arg(v)
+            .query(c)
+            .unwrap();
+    };
+    // "q" is in slot 11958.
+    set_map(&mut c, "0-16383", "", 1);
+    let mut blocked = server.client();
+    let waiter = std::thread::spawn(move || {
+        let started = Instant::now();
+        let reply = super::call(&mut blocked, &["BLPOP", "q", "0"]);
+        (reply, started.elapsed())
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    set_map(&mut c, "0-11957 11959-16383", "11958", 2);
+    let (reply, waited) = waiter.join().unwrap();
+    assert_eq!(reply.unwrap_err(), "MOVED 11958 127.0.0.1:1");
+    assert!(
+        waited < Duration::from_secs(10),
+        "redirected only after {waited:?}"
+    );
+}
