@@ -75,6 +75,18 @@ fn jsonl_lines_become_plot_inputs() {
     let best = data.best_by_partitions();
     assert_eq!(best["balanced"][&4], 300.0);
     assert_eq!(best["balanced"][&8], 200.0);
+    // No one-partition run here: no change to report.
+    assert_eq!(
+        strata_bench::report::change_against_one_partition(&best["balanced"], 8),
+        None
+    );
+    let seed_like: std::collections::BTreeMap<u64, f64> =
+        [(1, 100_000.0), (4, 180_000.0), (16, 270_000.0)].into();
+    let change = |p| strata_bench::report::change_against_one_partition(&seed_like, p);
+    assert!(change(16).is_some_and(|c| (c - 170.0).abs() < 1e-9));
+    assert!(change(4).is_some_and(|c| (c - 80.0).abs() < 1e-9));
+    assert_eq!(change(1), None);
+    assert_eq!(change(8), None);
 
     // Only workloads where a peer ran appear side by side.
     assert_eq!(data.peers.len(), 1);

@@ -5,7 +5,8 @@
 //! [`write_report`], what `strata bench report` calls, does all three.
 //!
 //! Charts: per run, ops/s and bytes on disk over time (two y-axes); Strata's ops/s by partition
-//! count per workload (bars, best thread count); ops/s by thread count (one line per partition
+//! count per workload (bars, best thread count, each labelled with its change against one
+//! partition as the seed reported it); ops/s by thread count (one line per partition
 //! count, one panel per workload); engines side by side (ops/s, write amplification, bytes on
 //! disk, bytes on disk per byte written).
 
@@ -19,7 +20,10 @@ pub use page::format_table;
 pub(crate) use page::opt;
 pub use plot::ensure_font;
 pub(crate) use reduce::mib;
-pub use reduce::{Grid, PeerBar, ReportData, Timeline, TimelineSelection, TIMELINES_MAX};
+pub use reduce::{
+    change_against_one_partition, Grid, PeerBar, ReportData, Timeline, TimelineSelection,
+    TIMELINES_MAX,
+};
 
 use crate::error::{Error, Result};
 

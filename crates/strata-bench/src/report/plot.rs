@@ -233,6 +233,9 @@ pub fn draw_timeline(t: &Timeline, path: &Path) -> Result<()> {
 }
 
 /// Grouped bars: one group per `groups` key, one bar per series key, with a legend.
+/// A bar's value in a group and series, and text to show after the value above the bar.
+type BarValue<'a> = dyn Fn(&str, &str) -> Option<(f64, Option<String>)> + 'a;
+
 fn draw_grouped_bars(
     area: &Area<'_>,
     path: &Path,
@@ -240,14 +243,18 @@ fn draw_grouped_bars(
     y_desc: &str,
     groups: &[String],
     series: &[String],
-    value: &dyn Fn(&str, &str) -> Option<f64>,
+    value: &BarValue<'_>,
 ) -> Result<()> {
     let err = plot_err(path);
     // Room above the bars for the value labels and the legend in the upper right corner.
     let y_max = headroom(
         groups
             .iter()
-            .flat_map(|g| series.iter().filter_map(move |s| value(g, s)))
+            .flat_map(|g| {
+                series
+                    .iter()
+                    .filter_map(move |s| value(g, s).map(|(v, _)| v))
+            })
             .fold(0.0, f64::max),
         1.35 + 0.1 * series.len() as f64,
     );
@@ -287,7 +294,7 @@ fn draw_grouped_bars(
             .iter()
             .enumerate()
             .filter_map(|(i, g)| {
-                let v = value(g, s)?;
+                let (v, _) = value(g, s)?;
                 let x0 = i as f64 + 0.1 + j as f64 * width;
                 Some(Rectangle::new(
                     [(x0, 0.0), (x0 + width * 0.92, v)],
@@ -301,16 +308,22 @@ fn draw_grouped_bars(
             .label(s.clone())
             .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 14, y + 6)], color.filled()));
         // Value labels above the bars.
+        // The value just above each bar, its extra text (if any) on a line above that.
         let texts: Vec<Text<'_, (f64, f64), String>> = groups
             .iter()
             .enumerate()
             .filter_map(|(i, g)| {
-                let v = value(g, s)?;
+                let (v, extra) = value(g, s)?;
                 let x_mid = i as f64 + 0.1 + (j as f64 + 0.46) * width;
                 let style = TextStyle::from((FONT, 12).into_font())
                     .pos(Pos::new(HPos::Center, VPos::Bottom));
-                Some(Text::new(si(v), (x_mid, v + y_max * 0.005), style))
+                let mut lines = vec![Text::new(si(v), (x_mid, v + y_max * 0.005), style.clone())];
+                if let Some(extra) = extra {
+                    lines.push(Text::new(extra, (x_mid, v + y_max * 0.04), style));
+                }
+                Some(lines)
             })
+            .flatten()
             .collect();
         chart.draw_series(texts).map_err(&err)?;
     }
@@ -331,7 +344,7 @@ pub fn draw_peers(peers: &BTreeMap<String, BTreeMap<String, PeerBar>>, path: &Pa
             "ops/s",
             &groups,
             &engines,
-            &|w, e| get(w, e).map(|b| b.ops_per_sec),
+            &|w, e| get(w, e).map(|b| (b.ops_per_sec, None)),
         )?;
         draw_grouped_bars(
             &panels[1],
@@ -340,7 +353,11 @@ pub fn draw_peers(peers: &BTreeMap<String, BTreeMap<String, PeerBar>>, path: &Pa
             "x",
             &groups,
             &engines,
-            &|w, e| get(w, e).and_then(|b| b.write_amplification),
+            &|w, e| {
+                get(w, e)
+                    .and_then(|b| b.write_amplification)
+                    .map(|v| (v, None))
+            },
         )?;
         draw_grouped_bars(
             &panels[2],
@@ -349,7 +366,7 @@ pub fn draw_peers(peers: &BTreeMap<String, BTreeMap<String, PeerBar>>, path: &Pa
             "MiB",
             &groups,
             &engines,
-            &|w, e| get(w, e).map(|b| b.disk_mib),
+            &|w, e| get(w, e).map(|b| (b.disk_mib, None)),
         )?;
         draw_grouped_bars(
             &panels[3],
@@ -358,7 +375,11 @@ pub fn draw_peers(peers: &BTreeMap<String, BTreeMap<String, PeerBar>>, path: &Pa
             "x",
             &groups,
             &engines,
-            &|w, e| get(w, e).and_then(|b| b.disk_per_user_byte),
+            &|w, e| {
+                get(w, e)
+                    .and_then(|b| b.disk_per_user_byte)
+                    .map(|v| (v, None))
+            },
         )
     })
 }
@@ -377,9 +398,13 @@ pub fn draw_partitions(best: &BTreeMap<String, BTreeMap<u64, f64>>, path: &Path)
             "ops/s",
             &groups,
             &series,
+            // Each bar with its change against one partition (the seed's figure).
             &|w, s| {
                 let i = series.iter().position(|x| x == s)?;
-                best.get(w)?.get(parts.get(i)?).copied()
+                let (best, p) = (best.get(w)?, *parts.get(i)?);
+                let pct = super::reduce::change_against_one_partition(best, p)
+                    .map(|pct| format!("({pct:+.0}%)"));
+                Some((*best.get(&p)?, pct))
             },
         )
     })

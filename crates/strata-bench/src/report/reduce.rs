@@ -221,3 +221,12 @@ pub fn peer_engines(peers: &BTreeMap<String, BTreeMap<String, PeerBar>>) -> Vec<
         .map(|e| e.name().to_string())
         .collect()
 }
+
+/// The change of `best[partitions]` against the one-partition figure, in percent (the seed's
+/// "+170 % with 16 partitions"): `None` for one partition itself or without a one-partition
+/// figure.
+pub fn change_against_one_partition(best: &BTreeMap<u64, f64>, partitions: u64) -> Option<f64> {
+    let one = *best.get(&1)?;
+    let this = *best.get(&partitions)?;
+    (partitions != 1 && one > 0.0).then(|| (this / one - 1.0) * 100.0)
+}
