@@ -41,6 +41,29 @@ pub fn dir_bytes(dir: &Path) -> u64 {
     total
 }
 
+/// Copies every file under `from` (a closed store) into a fresh `to`: a trial's own copy of a
+/// built data set, so trials neither rebuild it nor see each other's changes (the engines may
+/// append to their files when they open, so hard links would not do).
+pub fn copy_dir(from: &Path, to: &Path) -> Result<()> {
+    fresh_dir(to)?;
+    let mut stack = vec![(from.to_path_buf(), to.to_path_buf())];
+    while let Some((src, dst)) = stack.pop() {
+        let rd = std::fs::read_dir(&src).map_err(|e| Error::io("listing", &src, e))?;
+        for entry in rd {
+            let entry = entry.map_err(|e| Error::io("listing", &src, e))?;
+            let (s, d) = (entry.path(), dst.join(entry.file_name()));
+            let kind = entry.file_type().map_err(|e| Error::io("reading", &s, e))?;
+            if kind.is_dir() {
+                std::fs::create_dir_all(&d).map_err(|e| Error::io("creating", &d, e))?;
+                stack.push((s, d));
+            } else {
+                std::fs::copy(&s, &d).map_err(|e| Error::io("copying", &s, e))?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// `dir` with `.suffix` appended to its last component: a path next to `dir`, not inside it.
 pub fn sibling(dir: &Path, suffix: &str) -> PathBuf {
     let mut name = dir

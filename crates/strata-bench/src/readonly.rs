@@ -25,7 +25,7 @@ use parking_lot::Mutex;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use crate::dir::{dir_bytes, finish_dir, fresh_dir, sibling};
+use crate::dir::{copy_dir, dir_bytes, finish_dir, fresh_dir, sibling};
 use crate::error::{Error, Result};
 use crate::keys::{key_from_hash, mix, ValuePool};
 use crate::latency::{latency_histogram, micros_since};
@@ -301,7 +301,8 @@ pub fn run_in_process(
     // Bulk-loaded tables are already sorted and disjoint; data that came through the write path
     // is flushed and compacted so that reads see a settled tree, as after a batch build.
     let t1 = Instant::now();
-    if !(spec.bulk_load && store.has_bulk_load()) {
+    let bulk_loaded = store.has_bulk_load();
+    if !(spec.bulk_load && bulk_loaded) {
         store.compact()?;
     }
     let compact_seconds = t1.elapsed().as_secs_f64();
@@ -310,7 +311,7 @@ pub fn run_in_process(
         "  {} read-only: loaded {keys} keys ({:.2} GiB on disk) in {load_seconds:.1}s ({}) + {compact_seconds:.1}s flush and compaction",
         spec.engine.engine,
         disk_bytes as f64 / (1u64 << 30) as f64,
-        if spec.bulk_load && store.has_bulk_load() {
+        if spec.bulk_load && bulk_loaded {
             "bulk load"
         } else {
             "write path"
@@ -321,19 +322,50 @@ pub fn run_in_process(
         threads: spec.threads,
     }];
     let reads = if reads.is_empty() { &own[..] } else { reads };
-    let mut records = Vec::with_capacity(reads.len());
-    for (i, point) in reads.iter().enumerate() {
+    // (phase, trial) in running order. With trials, the built store is closed and every trial
+    // reads a fresh copy of it, trials of all phases shuffled (as the original ran them).
+    let trials = spec.trials.max(1);
+    let with_copies = trials > 1;
+    let mut order: Vec<(usize, u32)> = (0..reads.len())
+        .flat_map(|i| (0..trials).map(move |t| (i, t)))
+        .collect();
+    let mut base = Some(store);
+    if with_copies {
+        use rand::seq::SliceRandom;
+        order.shuffle(&mut SmallRng::seed_from_u64(spec.seed));
+        if let Some(store) = base.take() {
+            store.close()?;
+        }
+    }
+    let mut records = Vec::with_capacity(order.len());
+    for (i, trial) in order {
+        let point = reads[i];
         let spec = ReadonlySpec {
             known_key_rate: point.known_key_rate,
             threads: point.threads,
             ..spec.clone()
         };
         spec.validate()?;
-        let (reads, found, seconds, hist) = read_phase(&*store, &spec, keys)?;
+        let (reads, found, seconds, hist) = match &base {
+            Some(store) => read_phase(&**store, &spec, keys)?,
+            None => {
+                let copy = sibling(dir, "trial");
+                copy_dir(dir, &copy)?;
+                let store = open_store(&spec.engine, &copy)?;
+                let phase = read_phase(&*store, &spec, keys)?;
+                store.close()?;
+                finish_dir(&copy, false)?;
+                phase
+            }
+        };
         let record = ReadonlyRecord {
             kind: KIND_READONLY.into(),
-            run_id: format!("{run_id}-r{i}"),
-            bulk_loaded: spec.bulk_load && store.has_bulk_load(),
+            run_id: if with_copies {
+                format!("{run_id}-r{i}-t{trial}")
+            } else {
+                format!("{run_id}-r{i}")
+            },
+            bulk_loaded: spec.bulk_load && bulk_loaded,
             started_unix_ms,
             machine: sys::machine_summary(),
             isolated,
@@ -350,21 +382,60 @@ pub fn run_in_process(
             p99_us: hist.value_at_quantile(0.99),
             p999_us: hist.value_at_quantile(0.999),
             peak_rss_bytes: sys::peak_rss_bytes(),
+            trial: with_copies.then_some(trial),
         };
         eprintln!(
-            "  {} read-only: known-key rate {:.2}, {} threads: {:.0} reads/s, p99 {} us",
+            "  {} read-only: known-key rate {:.2}, {} threads{}: {:.0} reads/s, p99 {} us",
             record.spec.engine.engine,
             record.spec.known_key_rate,
             record.spec.threads,
+            record
+                .trial
+                .map(|t| format!(", trial {t}"))
+                .unwrap_or_default(),
             record.reads_per_sec,
             record.p99_us
         );
         sink(&to_value(&record)?)?;
         records.push(record);
     }
-    store.close()?;
+    if with_copies {
+        for (i, point) in reads.iter().enumerate() {
+            let mine = || {
+                records
+                    .iter()
+                    .filter(|r| r.run_id.contains(&format!("-r{i}-t")))
+            };
+            let mut rates: Vec<f64> = mine().map(|r| r.reads_per_sec).collect();
+            let mut p99s: Vec<f64> = mine().map(|r| r.p99_us as f64).collect();
+            if let (Some(rate), Some(p99)) = (quartiles(&mut rates), quartiles(&mut p99s)) {
+                eprintln!(
+                    "  known-key rate {:.2}, {} threads, {trials} trials: median {:.0} reads/s (IQR {:.0}-{:.0}), median p99 {:.0} us (IQR {:.0}-{:.0})",
+                    point.known_key_rate, point.threads, rate.1, rate.0, rate.2, p99.1, p99.0, p99.2
+                );
+            }
+        }
+    }
+    if let Some(store) = base {
+        store.close()?;
+    }
     finish_dir(dir, keep_data)?;
     Ok(records)
+}
+
+/// First quartile, median and third quartile of `values` (sorted in place; linear
+/// interpolation between ranks, as numpy's default); `None` when empty.
+pub fn quartiles(values: &mut [f64]) -> Option<(f64, f64, f64)> {
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    let at = |q: f64| {
+        let pos = q * (values.len() - 1) as f64;
+        let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+        values[lo] + (values[hi] - values[lo]) * (pos - lo as f64)
+    };
+    Some((at(0.25), at(0.5), at(0.75)))
 }
 
 #[cfg(test)]
@@ -386,6 +457,21 @@ mod tests {
         let mut want: Vec<u64> = (0..10_007).map(mix).collect();
         want.sort_unstable();
         assert_eq!(out, want);
+    }
+
+    #[test]
+    fn quartiles_interpolate_between_ranks() {
+        assert_eq!(quartiles(&mut []), None);
+        assert_eq!(quartiles(&mut [5.0]), Some((5.0, 5.0, 5.0)));
+        // numpy.percentile([1, 2, 3, 4], [25, 50, 75]) = 1.75, 2.5, 3.25
+        assert_eq!(
+            quartiles(&mut [4.0, 1.0, 3.0, 2.0]),
+            Some((1.75, 2.5, 3.25))
+        );
+        assert_eq!(
+            quartiles(&mut [10.0, 30.0, 20.0, 50.0, 40.0]),
+            Some((20.0, 30.0, 40.0))
+        );
     }
 
     #[test]

@@ -152,6 +152,9 @@ pub struct ReadonlyRecord {
     pub p999_us: u64,
     /// Peak resident memory of the process during the run.
     pub peak_rss_bytes: Option<u64>,
+    /// Which trial of its read phase this was (`ReadonlySpec::trials` above 1), from 0.
+    #[serde(default)]
+    pub trial: Option<u32>,
 }
 
 /// The result of one step.

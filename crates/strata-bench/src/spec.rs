@@ -436,6 +436,10 @@ pub struct ReadonlySpec {
     pub bulk_load: bool,
     /// Seed of the generators.
     pub seed: u64,
+    /// Trials per read phase (the original ran 10): above 1, the built data set is closed and
+    /// each trial reads its own fresh copy of it, trials of every phase in a random order.
+    #[serde(default)]
+    pub trials: u32,
 }
 
 impl ReadonlySpec {

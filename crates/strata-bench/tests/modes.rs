@@ -125,6 +125,7 @@ fn every_mode_runs_and_the_report_draws_its_output() {
         sort_run_keys: 1000,
         bulk_load: true,
         seed: 3,
+        trials: 1,
     };
     let reads = [
         readonly::ReadPoint {
@@ -151,6 +152,30 @@ fn every_mode_runs_and_the_report_draws_its_output() {
         "known-key rate 0.5 found {found_share}"
     );
 
+    // Trials: each phase three times, each trial on its own copy of the built data, in a
+    // shuffled order.
+    let trials = ReadonlySpec {
+        trials: 3,
+        duration: Duration::from_millis(100),
+        ..ro.clone()
+    };
+    let phases = runner(tmp.path(), Isolation::InProcess)
+        .readonly(&trials, &reads, &mut sink)
+        .unwrap();
+    let mut seen: Vec<(String, Option<u32>)> = phases
+        .iter()
+        .map(|r| (r.run_id.rsplit('-').nth(1).unwrap().to_string(), r.trial))
+        .collect();
+    let ran_in = seen.clone();
+    seen.sort();
+    let want: Vec<(String, Option<u32>)> = ["r0", "r1"]
+        .iter()
+        .flat_map(|p| (0..3).map(move |t| (p.to_string(), Some(t))))
+        .collect();
+    assert_eq!(seen, want);
+    assert_ne!(ran_in, want, "trials ran in phase order, not shuffled");
+    assert!(phases.iter().all(|r| r.reads > 0 && r.keys == ro.keys()));
+
     // The same data through the write path and compaction.
     let through_puts = ReadonlySpec {
         bulk_load: false,
@@ -176,7 +201,7 @@ fn every_mode_runs_and_the_report_draws_its_output() {
             .iter()
             .filter(|l| matches!(l, Line::Readonly(_)))
             .count(),
-        3
+        2 + 6 + 1
     );
     assert!(
         lines

@@ -320,6 +320,10 @@ struct ReadonlyArgs {
     /// Seed of the generators.
     #[arg(long, default_value_t = 42)]
     seed: u64,
+    /// Trials per read phase (the original ran 10): each reads its own fresh copy of the built
+    /// data set, trials in random order; a median and IQR line per phase follows.
+    #[arg(long, default_value_t = 1)]
+    trials: u32,
     #[command(flatten)]
     engine_opts: EngineArgs,
     #[command(flatten)]
@@ -565,6 +569,7 @@ fn readonly_mode(a: &ReadonlyArgs) -> anyhow::Result<()> {
                 other => anyhow::bail!("--load must be ingest or put, not {other:?}"),
             },
             seed: a.seed,
+            trials: a.trials,
         };
         for r in runner.readonly(&spec, &reads, &mut sink)? {
             println!(
