@@ -222,7 +222,12 @@ fn every_mode_runs_and_the_report_draws_its_output() {
         &report::TimelineSelection::default(),
     )
     .unwrap();
-    for name in ["partitions.png", "threads.png", "index.html"] {
+    for name in [
+        "partitions.png",
+        "threads.png",
+        "readonly-trials.png",
+        "index.html",
+    ] {
         assert!(out.join(name).exists(), "{name} missing from {written:?}");
     }
     let timelines = written
@@ -233,6 +238,9 @@ fn every_mode_runs_and_the_report_draws_its_output() {
     let html = std::fs::read_to_string(out.join("index.html")).unwrap();
     assert!(html.contains("<img src=\"partitions.png\""));
     assert!(html.contains("Read-only"));
+    // The medians over trials, best first, and their box plots.
+    assert!(html.contains("Read-only: top "), "no top table");
+    assert!(html.contains("<img src=\"readonly-trials.png\""));
     for p in &written {
         let bytes = std::fs::metadata(p).unwrap().len();
         assert!(bytes > 1000, "{} is only {bytes} bytes", p.display());

@@ -21,8 +21,8 @@ pub(crate) use page::opt;
 pub use plot::ensure_font;
 pub(crate) use reduce::mib;
 pub use reduce::{
-    change_against_one_partition, Grid, PeerBar, ReportData, Timeline, TimelineSelection,
-    TIMELINES_MAX,
+    change_against_one_partition, Grid, PeerBar, ReadonlyCell, ReportData, Timeline,
+    TimelineSelection, TIMELINES_MAX,
 };
 
 use crate::error::{Error, Result};
@@ -71,6 +71,23 @@ pub fn write_report(
             "threads.png".into(),
             "Strata: ops/s by threads".into(),
             &|p| plot::draw_threads(&data.grids, p),
+        )?;
+    }
+    // Box plots of the read-only settings that ran several trials (the ten best by median).
+    // Numbered by their rank in the page's read-only table.
+    let with_trials: Vec<(usize, ReadonlyCell)> = data
+        .readonly_cells()
+        .into_iter()
+        .enumerate()
+        .filter(|(_, c)| c.trials > 1)
+        .take(10)
+        .map(|(i, c)| (i + 1, c))
+        .collect();
+    if !with_trials.is_empty() {
+        chart(
+            "readonly-trials.png".into(),
+            "Read-only: reads/s over trials".into(),
+            &|p| plot::draw_readonly_trials(&with_trials, p),
         )?;
     }
     for t in data.selected_timelines(timelines) {

@@ -95,6 +95,9 @@ pub fn format_table(records: &[RunRecord]) -> String {
     s
 }
 
+/// Rows of the read-only top table (the seed showed its ten best).
+const READONLY_TOP_N: usize = 10;
+
 /// The page: summary tables and every image.
 pub fn index_html(data: &ReportData, images: &[(String, String)], inputs: &[PathBuf]) -> String {
     let mut h = String::new();
@@ -183,6 +186,30 @@ pub fn index_html(data: &ReportData, images: &[(String, String)], inputs: &[Path
                 r.p50_us,
                 r.p99_us,
                 opt_mib(r.peak_rss_bytes),
+            );
+        }
+        let _ = writeln!(h, "</table>");
+        // The seed's summary: medians over trials, best first.
+        let cells = data.readonly_cells();
+        let _ = writeln!(
+            h,
+            "<h2>Read-only: top {} settings by median reads/s</h2>\n<table><tr><th>#</th><th>setting</th>\
+             <th>trials</th><th>median reads/s</th><th>IQR reads/s</th><th>median p99 us</th><th>IQR p99 us</th></tr>",
+            cells.len().min(READONLY_TOP_N)
+        );
+        for (i, c) in cells.iter().take(READONLY_TOP_N).enumerate() {
+            let _ = writeln!(
+                h,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.0}</td><td>{:.0}-{:.0}</td><td>{:.0}</td><td>{:.0}-{:.0}</td></tr>",
+                i + 1,
+                html_escape(&c.label),
+                c.trials,
+                c.reads_per_sec.1,
+                c.reads_per_sec.0,
+                c.reads_per_sec.2,
+                c.p99_us.1,
+                c.p99_us.0,
+                c.p99_us.2,
             );
         }
         let _ = writeln!(h, "</table>");

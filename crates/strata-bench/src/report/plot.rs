@@ -480,3 +480,80 @@ pub fn draw_threads(grids: &BTreeMap<String, Grid>, path: &Path) -> Result<()> {
         Ok(())
     })
 }
+
+/// Read-only settings with several trials, as box plots of reads/s (box: first to third
+/// quartile, bar: median, whiskers: lowest and highest trial), each `#rank` as in the page's
+/// read-only table.
+pub fn draw_readonly_trials(cells: &[(usize, super::ReadonlyCell)], path: &Path) -> Result<()> {
+    canvas(path, (WIDTH_PX, HEIGHT_PX), |root| {
+        let err = plot_err(path);
+        let n = cells.len().max(1) as f64;
+        let y_max = headroom(
+            cells
+                .iter()
+                .flat_map(|(_, c)| c.samples.iter().copied())
+                .fold(0.0, f64::max),
+            1.15,
+        );
+        let mut chart = ChartBuilder::on(root)
+            .caption(
+                "Read-only: reads/s over trials (box: quartiles, bar: median, whiskers: range)",
+                (FONT, 20),
+            )
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0f64..n, 0f64..y_max)
+            .map_err(&err)?;
+        let labels: Vec<String> = cells.iter().map(|(rank, _)| format!("#{rank}")).collect();
+        let fmt = move |x: &f64| -> String {
+            let i = x.floor();
+            if (x - i - 0.5).abs() < 1e-6 {
+                labels.get(i as usize).cloned().unwrap_or_default()
+            } else {
+                String::new()
+            }
+        };
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .max_light_lines(0)
+            .x_labels(cells.len() * 2 + 1)
+            .x_label_formatter(&fmt)
+            .y_desc("reads/s")
+            .y_label_formatter(&|v| si(*v))
+            .label_style((FONT, 14))
+            .axis_desc_style((FONT, 16))
+            .draw()
+            .map_err(&err)?;
+        for (i, (_, c)) in cells.iter().enumerate() {
+            let color = palette(i);
+            let x = i as f64;
+            let (q1, median, q3) = c.reads_per_sec;
+            let low = c.samples.iter().copied().fold(f64::INFINITY, f64::min);
+            let high = c.samples.iter().copied().fold(0.0, f64::max);
+            chart
+                .draw_series([Rectangle::new(
+                    [(x + 0.25, q1), (x + 0.75, q3)],
+                    color.mix(0.35).filled(),
+                )])
+                .map_err(&err)?;
+            chart
+                .draw_series([
+                    PathElement::new(
+                        vec![(x + 0.25, median), (x + 0.75, median)],
+                        color.stroke_width(3),
+                    ),
+                    PathElement::new(vec![(x + 0.5, low), (x + 0.5, q1)], color.stroke_width(1)),
+                    PathElement::new(vec![(x + 0.5, q3), (x + 0.5, high)], color.stroke_width(1)),
+                    PathElement::new(vec![(x + 0.4, low), (x + 0.6, low)], color.stroke_width(1)),
+                    PathElement::new(
+                        vec![(x + 0.4, high), (x + 0.6, high)],
+                        color.stroke_width(1),
+                    ),
+                ])
+                .map_err(&err)?;
+        }
+        Ok(())
+    })
+}

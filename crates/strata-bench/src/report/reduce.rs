@@ -230,3 +230,59 @@ pub fn change_against_one_partition(best: &BTreeMap<u64, f64>, partitions: u64) 
     let this = *best.get(&partitions)?;
     (partitions != 1 && one > 0.0).then(|| (this / one - 1.0) * 100.0)
 }
+
+/// One read-only setting (engine, data size, value size, index rate, known-key rate, threads)
+/// over all its trials: the seed's medians, with quartiles.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReadonlyCell {
+    /// `engine, data, value B, index rate, known-key rate, threads`, as the table shows it.
+    pub label: String,
+    /// Trials (records) of this setting.
+    pub trials: usize,
+    /// Reads/s: first quartile, median, third quartile.
+    pub reads_per_sec: (f64, f64, f64),
+    /// p99 latency in microseconds: first quartile, median, third quartile.
+    pub p99_us: (f64, f64, f64),
+    /// Every trial's reads/s (for box plots).
+    pub samples: Vec<f64>,
+}
+
+impl ReportData {
+    /// The read-only records grouped by setting, best median reads/s first (the seed's top-N
+    /// table reads from the head of it).
+    pub fn readonly_cells(&self) -> Vec<ReadonlyCell> {
+        let mut groups: BTreeMap<String, Vec<&crate::record::ReadonlyRecord>> = BTreeMap::new();
+        for r in &self.readonly {
+            let label = format!(
+                "{}, {:.2} GiB, {} B values, index every {}, known-key rate {:.2}, {} threads",
+                r.spec.engine.engine,
+                r.spec.data_bytes as f64 / (1u64 << 30) as f64,
+                r.spec.value_bytes,
+                r.spec
+                    .engine
+                    .index_every_entries
+                    .map_or_else(|| "default".to_string(), |n| n.to_string()),
+                r.spec.known_key_rate,
+                r.spec.threads
+            );
+            groups.entry(label).or_default().push(r);
+        }
+        let mut cells: Vec<ReadonlyCell> = groups
+            .into_iter()
+            .filter_map(|(label, rs)| {
+                let mut rates: Vec<f64> = rs.iter().map(|r| r.reads_per_sec).collect();
+                let mut p99s: Vec<f64> = rs.iter().map(|r| r.p99_us as f64).collect();
+                let samples = rates.clone();
+                Some(ReadonlyCell {
+                    label,
+                    trials: rs.len(),
+                    reads_per_sec: crate::readonly::quartiles(&mut rates)?,
+                    p99_us: crate::readonly::quartiles(&mut p99s)?,
+                    samples,
+                })
+            })
+            .collect();
+        cells.sort_by(|a, b| b.reads_per_sec.1.total_cmp(&a.reads_per_sec.1));
+        cells
+    }
+}
