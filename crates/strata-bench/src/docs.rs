@@ -324,66 +324,111 @@ fn run_on_store(
         return Err(Error::Invalid("no documents to read or update".into()));
     }
 
-    // 4. The timed phases.
+    // 4. The timed phases. With trials, each (phase, threads) runs `trials` times in a random
+    // order, and a write phase's trial runs on a fresh checkpoint of the loaded store.
+    let trials = spec.trials.max(1);
+    let with_trials = trials > 1;
+    let mut order: Vec<(DocsPhase, usize, u32)> = spec
+        .phases
+        .iter()
+        .flat_map(|&p| spec.threads.iter().map(move |&t| (p, t)))
+        .flat_map(|(p, t)| (0..trials).map(move |n| (p, t, n)))
+        .collect();
+    if with_trials {
+        use rand::seq::SliceRandom;
+        order.shuffle(&mut SmallRng::seed_from_u64(spec.seed));
+    }
     let mut ops = Vec::new();
     let mut score_sum = scan.score_sum;
-    for &phase in &spec.phases {
-        for &threads in &spec.threads {
-            let totals = timed_phase(ctx, &scan.keys, phase, threads, sink)?;
-            let (before, after) = match phase {
-                DocsPhase::Update | DocsPhase::Increment => {
-                    let after = scan_store(store, false)?.score_sum;
-                    (Some(score_sum), Some(after))
-                }
-                DocsPhase::Get | DocsPhase::GetPath => (None, None),
+    for (phase, threads, trial) in order {
+        let writes = matches!(phase, DocsPhase::Update | DocsPhase::Increment);
+        let (totals, before, after, disk_bytes, engine_stats) = if with_trials && writes {
+            let copy = crate::dir::sibling(ctx.dir(), "trial");
+            if copy.exists() {
+                std::fs::remove_dir_all(&copy).map_err(|e| Error::io("removing", &copy, e))?;
+            }
+            db.checkpoint(&copy).map_err(strata_err("checkpoint"))?;
+            let fresh = DocStore::open(&copy, spec.engine.strata_options())
+                .map_err(doc_err("open a trial's copy"))?;
+            let trial_ctx = Ctx {
+                spec,
+                store: &fresh,
+                place: ctx.place,
             };
-            let lost_updates = match (before, after) {
-                (Some(b), Some(a)) => Some(lost(totals.ops, b, a)?),
-                _ => None,
+            let outcome = timed_phase(&trial_ctx, &scan.keys, phase, threads, sink)
+                .and_then(|totals| Ok((totals, scan_store(&fresh, false)?.score_sum)));
+            let disk_bytes = dir_bytes(&copy);
+            let engine_stats = strata_engine_stats(fresh.db());
+            let closed = fresh.close().map_err(doc_err("close a trial's copy"));
+            let (totals, after) = outcome?;
+            closed?;
+            std::fs::remove_dir_all(&copy).map_err(|e| Error::io("removing", &copy, e))?;
+            // Every copy starts from the loaded store's sum.
+            (
+                totals,
+                Some(scan.score_sum),
+                Some(after),
+                disk_bytes,
+                engine_stats,
+            )
+        } else {
+            let totals = timed_phase(ctx, &scan.keys, phase, threads, sink)?;
+            let (before, after) = if writes {
+                let after = scan_store(store, false)?.score_sum;
+                (Some(score_sum), Some(after))
+            } else {
+                (None, None)
             };
             if let Some(a) = after {
                 score_sum = a;
             }
-            let record = DocsOpsRecord {
-                kind: KIND_DOCS_OPS.into(),
-                run_id: ctx.place.run_id.clone(),
-                phase,
-                threads,
-                compression: spec.engine.compression,
-                partitions: spec.engine.partitions,
-                docs: docs_in_store,
-                ops: totals.ops,
-                seconds: totals.seconds,
-                ops_per_sec: totals.ops as f64 / totals.seconds.max(1e-9),
-                p50_us: totals.latency.value_at_quantile(0.5),
-                p99_us: totals.latency.value_at_quantile(0.99),
-                p999_us: totals.latency.value_at_quantile(0.999),
-                max_us: totals.latency.max(),
-                interval_ops_per_sec_min: totals
-                    .rates
-                    .iter()
-                    .copied()
-                    .reduce(f64::min)
-                    .unwrap_or(0.0),
-                interval_ops_per_sec_max: totals.rates.iter().copied().fold(0.0, f64::max),
-                score_sum_before: before.map(saturate),
-                score_sum_after: after.map(saturate),
-                lost_updates,
-                disk_bytes: dir_bytes(ctx.dir()),
-                load_avg_1m: sys::load_avg_1m(),
-                engine_stats: strata_engine_stats(store.db()),
-            };
-            sink(&to_value(&record)?)?;
-            if phase == DocsPhase::Increment && lost_updates != Some(0) {
-                return Err(Error::Invalid(format!(
-                    "atomic increments were lost: {} counted, score sum grew from {} to {}",
-                    totals.ops,
-                    score_sum_or_dash(before),
-                    score_sum_or_dash(after)
-                )));
-            }
-            ops.push(record);
+            (
+                totals,
+                before,
+                after,
+                dir_bytes(ctx.dir()),
+                strata_engine_stats(store.db()),
+            )
+        };
+        let lost_updates = match (before, after) {
+            (Some(b), Some(a)) => Some(lost(totals.ops, b, a)?),
+            _ => None,
+        };
+        let record = DocsOpsRecord {
+            kind: KIND_DOCS_OPS.into(),
+            run_id: ctx.place.run_id.clone(),
+            phase,
+            threads,
+            compression: spec.engine.compression,
+            partitions: spec.engine.partitions,
+            docs: docs_in_store,
+            ops: totals.ops,
+            seconds: totals.seconds,
+            ops_per_sec: totals.ops as f64 / totals.seconds.max(1e-9),
+            p50_us: totals.latency.value_at_quantile(0.5),
+            p99_us: totals.latency.value_at_quantile(0.99),
+            p999_us: totals.latency.value_at_quantile(0.999),
+            max_us: totals.latency.max(),
+            interval_ops_per_sec_min: totals.rates.iter().copied().reduce(f64::min).unwrap_or(0.0),
+            interval_ops_per_sec_max: totals.rates.iter().copied().fold(0.0, f64::max),
+            score_sum_before: before.map(saturate),
+            score_sum_after: after.map(saturate),
+            lost_updates,
+            disk_bytes,
+            load_avg_1m: sys::load_avg_1m(),
+            engine_stats,
+            trial: with_trials.then_some(trial),
+        };
+        sink(&to_value(&record)?)?;
+        if phase == DocsPhase::Increment && lost_updates != Some(0) {
+            return Err(Error::Invalid(format!(
+                "atomic increments were lost: {} counted, score sum grew from {} to {}",
+                totals.ops,
+                score_sum_or_dash(before),
+                score_sum_or_dash(after)
+            )));
         }
+        ops.push(record);
     }
     Ok(DocsResult { load, ops })
 }

@@ -315,6 +315,10 @@ pub struct DocsOpsRecord {
     /// Strata's counters when the phase ended, counted since the store was opened (write stalls
     /// explain a high p99 of the write phases).
     pub engine_stats: serde_json::Value,
+    /// Which trial of its phase and thread count this was (`DocsSpec::trials` above 1), from 0;
+    /// a write phase's trial ran on its own fresh copy of the loaded store.
+    #[serde(default)]
+    pub trial: Option<u32>,
 }
 
 /// One interval line, reduced to what plots need.

@@ -616,6 +616,12 @@ pub struct DocsSpec {
     pub interval: Duration,
     /// Seed of the id pickers.
     pub seed: u64,
+    /// Trials per phase and thread count: above 1, every trial of a write phase (update,
+    /// increment) runs on its own fresh copy of the loaded store (a checkpoint: hard links,
+    /// not a reload), as the original gave each update trial a fresh copy, and all trials run
+    /// in a random order.
+    #[serde(default)]
+    pub trials: u32,
 }
 
 impl DocsSpec {

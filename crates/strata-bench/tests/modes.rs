@@ -297,6 +297,7 @@ fn docs_mode_loads_every_document_and_counts_every_increment() {
         duration: Duration::from_millis(300),
         interval: Duration::from_millis(100),
         seed: 1,
+        trials: 1,
     };
     let keep = Runner {
         keep_data: true,
@@ -371,6 +372,51 @@ fn docs_mode_loads_every_document_and_counts_every_increment() {
     store.close().unwrap();
     assert_eq!(Some(stored_sum), writes.last().unwrap().score_sum_after);
 
+    // Trials: every update and increment trial starts from the loaded store's scores on its own
+    // copy, so the store left behind keeps exactly the input's scores.
+    let trials = DocsSpec {
+        phases: vec![DocsPhase::Get, DocsPhase::Update, DocsPhase::Increment],
+        threads: vec![2],
+        duration: Duration::from_millis(150),
+        trials: 3,
+        ..spec.clone()
+    };
+    let r = keep.docs(&trials, &input, &mut sink).unwrap();
+    assert_eq!(r.ops.len(), 9);
+    let mut ran: Vec<(DocsPhase, Option<u32>)> = r.ops.iter().map(|o| (o.phase, o.trial)).collect();
+    let in_order = ran.clone();
+    ran.sort_by_key(|(p, t)| (*p as u8, *t));
+    let want: Vec<(DocsPhase, Option<u32>)> =
+        [DocsPhase::Get, DocsPhase::Update, DocsPhase::Increment]
+            .iter()
+            .flat_map(|&p| (0..3).map(move |t| (p, Some(t))))
+            .collect();
+    assert_eq!(ran, want);
+    assert_ne!(in_order, want, "trials ran in order, not shuffled");
+    for o in r.ops.iter().filter(|o| o.phase != DocsPhase::Get) {
+        assert_eq!(o.score_sum_before, Some(json_score_sum), "{o:?}");
+        assert!(o.score_sum_after > o.score_sum_before, "{o:?}");
+        if o.phase == DocsPhase::Increment {
+            assert_eq!(o.lost_updates, Some(0), "{o:?}");
+        }
+    }
+    let store = DocStore::open(
+        tmp.path().join("data"),
+        EngineSpec::new(Engine::Strata).strata_options(),
+    )
+    .unwrap();
+    let left: i64 = json
+        .iter()
+        .map(|(id, _)| {
+            let d = store.get(&Doc::from(id.as_str())).unwrap().unwrap();
+            strata_doc::to_json_value(&d).unwrap()["score"]
+                .as_i64()
+                .unwrap()
+        })
+        .sum();
+    store.close().unwrap();
+    assert_eq!(left, json_score_sum, "a trial wrote to the loaded store");
+
     // The same with LZ4 in a child process, increments only.
     let child = Isolation::Child {
         program: PathBuf::from(env!("CARGO_BIN_EXE_strata-bench-child")),
@@ -411,8 +457,8 @@ fn docs_mode_loads_every_document_and_counts_every_increment() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     let kinds = |k: &str| lines.iter().filter(|l| l["kind"] == k).count();
-    assert_eq!(kinds("docsLoad"), 2);
-    assert_eq!(kinds("docsOps"), 8 + 1);
+    assert_eq!(kinds("docsLoad"), 3);
+    assert_eq!(kinds("docsOps"), 8 + 9 + 1);
     assert_eq!(
         kinds("docsStats") + kinds("docsLoad") + kinds("docsOps"),
         lines.len()

@@ -366,6 +366,10 @@ struct DocsArgs {
     /// Seed of the comment generator and of the id pickers.
     #[arg(long, default_value_t = 42)]
     seed: u64,
+    /// Trials per phase and thread count, in random order; each update and increment trial
+    /// runs on its own fresh copy (checkpoint) of the loaded store, as the original's did.
+    #[arg(long, default_value_t = 1)]
+    trials: u32,
     /// Keep the generated input file next to --bench-dir (it is removed at the end otherwise).
     #[arg(long)]
     keep_input: bool,
@@ -639,6 +643,7 @@ fn docs_mode(a: &DocsArgs) -> anyhow::Result<()> {
         duration: Duration::from_secs(a.duration),
         interval: Duration::from_secs(a.interval.max(1)),
         seed: a.seed,
+        trials: a.trials,
     };
     base.validate()?;
     let runner = a.output.runner(true)?;
