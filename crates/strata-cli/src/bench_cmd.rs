@@ -274,6 +274,10 @@ struct MatrixArgs {
     /// Client thread counts.
     #[arg(long, default_value = "1,4,16,32")]
     threads_list: String,
+    /// Runs per cell, all cells' runs in random order (each from an empty directory); a table
+    /// of medians and IQRs per cell follows.
+    #[arg(long, default_value_t = 1)]
+    trials: u32,
     #[command(flatten)]
     workload: WorkloadArgs,
     #[command(flatten)]
@@ -535,9 +539,21 @@ fn matrix_mode(a: &MatrixArgs) -> anyhow::Result<()> {
         &parse_list(&a.partitions_list)?,
         &parse_list(&a.threads_list)?,
     );
+    let specs = matrix::with_trials(specs, a.trials, a.workload.seed);
     let runner = a.output.runner(true)?;
     let mut sink = jsonl_writer(Some(&a.out))?;
-    matrix::matrix(&runner, &specs, &mut sink)?;
+    let records = matrix::matrix(&runner, &specs, &mut sink)?;
+    if a.trials > 1 {
+        println!("| workload | partitions | threads | runs | median ops/s | IQR ops/s |");
+        println!("|---|---:|---:|---:|---:|---:|");
+        for ((workload, partitions, threads), n, (q1, median, q3)) in
+            matrix::cell_quartiles(&records)
+        {
+            println!(
+                "| {workload} | {partitions} | {threads} | {n} | {median:.0} | {q1:.0}-{q3:.0} |"
+            );
+        }
+    }
     eprintln!("{} runs appended to {}", specs.len(), a.out.display());
     Ok(())
 }
