@@ -233,31 +233,17 @@ pub fn draw_timeline(t: &Timeline, path: &Path) -> Result<()> {
 }
 
 /// Grouped bars: one group per `groups` key, one bar per series key, with a legend.
-/// A bar's value in a group and series, and text to show after the value above the bar.
-type BarValue<'a> = dyn Fn(&str, &str) -> Option<(f64, Option<String>)> + 'a;
-
-fn draw_grouped_bars(
-    area: &Area<'_>,
+/// A chart with one slot per group along x (labelled in its middle) and `y_desc` from 0 to
+/// `y_max`, its mesh drawn.
+fn grouped_chart<'a, 'b>(
+    area: &'a Area<'b>,
     path: &Path,
     title: &str,
     y_desc: &str,
     groups: &[String],
-    series: &[String],
-    value: &BarValue<'_>,
-) -> Result<()> {
+    y_max: f64,
+) -> Result<ChartContext<'a, BitMapBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>> {
     let err = plot_err(path);
-    // Room above the bars for the value labels and the legend in the upper right corner.
-    let y_max = headroom(
-        groups
-            .iter()
-            .flat_map(|g| {
-                series
-                    .iter()
-                    .filter_map(move |s| value(g, s).map(|(v, _)| v))
-            })
-            .fold(0.0, f64::max),
-        1.35 + 0.1 * series.len() as f64,
-    );
     let n = groups.len().max(1) as f64;
     let mut chart = ChartBuilder::on(area)
         .caption(title, (FONT, 20))
@@ -287,6 +273,35 @@ fn draw_grouped_bars(
         .axis_desc_style((FONT, 16))
         .draw()
         .map_err(&err)?;
+    Ok(chart)
+}
+
+/// A bar's value in a group and series, and text to show after the value above the bar.
+type BarValue<'a> = dyn Fn(&str, &str) -> Option<(f64, Option<String>)> + 'a;
+
+fn draw_grouped_bars(
+    area: &Area<'_>,
+    path: &Path,
+    title: &str,
+    y_desc: &str,
+    groups: &[String],
+    series: &[String],
+    value: &BarValue<'_>,
+) -> Result<()> {
+    let err = plot_err(path);
+    // Room above the bars for the value labels and the legend in the upper right corner.
+    let y_max = headroom(
+        groups
+            .iter()
+            .flat_map(|g| {
+                series
+                    .iter()
+                    .filter_map(move |s| value(g, s).map(|(v, _)| v))
+            })
+            .fold(0.0, f64::max),
+        1.35 + 0.1 * series.len() as f64,
+    );
+    let mut chart = grouped_chart(area, path, title, y_desc, groups, y_max)?;
     let width = 0.8 / series.len().max(1) as f64;
     for (j, s) in series.iter().enumerate() {
         let color = palette(j);
@@ -487,7 +502,6 @@ pub fn draw_threads(grids: &BTreeMap<String, Grid>, path: &Path) -> Result<()> {
 pub fn draw_readonly_trials(cells: &[(usize, super::ReadonlyCell)], path: &Path) -> Result<()> {
     canvas(path, (WIDTH_PX, HEIGHT_PX), |root| {
         let err = plot_err(path);
-        let n = cells.len().max(1) as f64;
         let y_max = headroom(
             cells
                 .iter()
@@ -495,37 +509,15 @@ pub fn draw_readonly_trials(cells: &[(usize, super::ReadonlyCell)], path: &Path)
                 .fold(0.0, f64::max),
             1.15,
         );
-        let mut chart = ChartBuilder::on(root)
-            .caption(
-                "Read-only: reads/s over trials (box: quartiles, bar: median, whiskers: range)",
-                (FONT, 20),
-            )
-            .margin(12)
-            .x_label_area_size(36)
-            .y_label_area_size(70)
-            .build_cartesian_2d(0f64..n, 0f64..y_max)
-            .map_err(&err)?;
         let labels: Vec<String> = cells.iter().map(|(rank, _)| format!("#{rank}")).collect();
-        let fmt = move |x: &f64| -> String {
-            let i = x.floor();
-            if (x - i - 0.5).abs() < 1e-6 {
-                labels.get(i as usize).cloned().unwrap_or_default()
-            } else {
-                String::new()
-            }
-        };
-        chart
-            .configure_mesh()
-            .disable_x_mesh()
-            .max_light_lines(0)
-            .x_labels(cells.len() * 2 + 1)
-            .x_label_formatter(&fmt)
-            .y_desc("reads/s")
-            .y_label_formatter(&|v| si(*v))
-            .label_style((FONT, 14))
-            .axis_desc_style((FONT, 16))
-            .draw()
-            .map_err(&err)?;
+        let mut chart = grouped_chart(
+            root,
+            path,
+            "Read-only: reads/s over trials (box: quartiles, bar: median, whiskers: range)",
+            "reads/s",
+            &labels,
+            y_max,
+        )?;
         for (i, (_, c)) in cells.iter().enumerate() {
             let color = palette(i);
             let x = i as f64;
