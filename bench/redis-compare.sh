@@ -49,14 +49,8 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
 trap cleanup EXIT
 
-wait_port() {
-  for _ in $(seq 1 100); do
-    redis-cli -p "$1" PING >/dev/null 2>&1 && return 0
-    sleep 0.1
-  done
-  echo "nothing answers on port $1" >&2
-  exit 1
-}
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 
 start_servers() {
   rm -rf "$WORK" && mkdir -p "$WORK/strata" "$WORK/redis"

@@ -35,14 +35,8 @@ stop_all() {
 }
 trap stop_all EXIT
 
-wait_port() {
-  for _ in $(seq 1 200); do
-    redis-cli -p "$1" PING >/dev/null 2>&1 && return 0
-    sleep 0.05
-  done
-  echo "nothing answers on port $1" >&2
-  exit 1
-}
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 
 # start_nodes ENGINE COUNT CLUSTER(yes|no)
 start_nodes() {

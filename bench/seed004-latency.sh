@@ -25,6 +25,8 @@ ENGINES=${ENGINES:-"log lsm"}
 PORT=${PORT:-17301}
 OUT=${OUT:-bench/seed004-latency.txt}
 WORK=$(mkdir -p bench-data/seed004 && cd bench-data/seed004 && pwd)
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 for tool in redis-cli redis-benchmark hyperfine; do
   command -v "$tool" >/dev/null || { echo "needs $tool" >&2; exit 2; }
 done
@@ -57,7 +59,7 @@ for engine in $ENGINES; do
     rm -rf "$WORK/db"
     "$S" --dir "$WORK/db" --engine "$engine" serve --port "$PORT" >"$WORK/server.log" 2>&1 &
     server=$!
-    for _ in $(seq 1 100); do redis-cli -p "$PORT" PING >/dev/null 2>&1 && break; sleep 0.1; done
+    wait_port "$PORT"
     values=$(($(bytes_of "$size") / 1024))
     redis-cli -p "$PORT" SET key:000000000000 hello >/dev/null
     if [ "$values" -gt 0 ]; then

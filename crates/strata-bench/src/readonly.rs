@@ -338,6 +338,8 @@ pub fn run_in_process(
         }
     }
     let mut records = Vec::with_capacity(order.len());
+    // The phase of each record, for the summary.
+    let phases: Vec<usize> = order.iter().map(|&(i, _)| i).collect();
     for (i, trial) in order {
         let point = reads[i];
         let spec = ReadonlySpec {
@@ -401,13 +403,9 @@ pub fn run_in_process(
     }
     if with_copies {
         for (i, point) in reads.iter().enumerate() {
-            let mine = || {
-                records
-                    .iter()
-                    .filter(|r| r.run_id.contains(&format!("-r{i}-t")))
-            };
-            let mut rates: Vec<f64> = mine().map(|r| r.reads_per_sec).collect();
-            let mut p99s: Vec<f64> = mine().map(|r| r.p99_us as f64).collect();
+            let mine = phases.iter().zip(&records).filter(|(&p, _)| p == i);
+            let mut rates: Vec<f64> = mine.clone().map(|(_, r)| r.reads_per_sec).collect();
+            let mut p99s: Vec<f64> = mine.map(|(_, r)| r.p99_us as f64).collect();
             if let (Some(rate), Some(p99)) = (quartiles(&mut rates), quartiles(&mut p99s)) {
                 eprintln!(
                     "  known-key rate {:.2}, {} threads, {trials} trials: median {:.0} reads/s (IQR {:.0}-{:.0}), median p99 {:.0} us (IQR {:.0}-{:.0})",

@@ -664,6 +664,9 @@ fn migrate(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     }
 }
 
+/// Longest reply line MIGRATE reads from its target (status and error lines).
+const TARGET_REPLY_LINE_BYTES_MAX: u64 = 64 << 10;
+
 /// MIGRATE's connection to the target server: RESP commands out, one reply read per command.
 struct Target {
     reader: BufReader<TcpStream>,
@@ -704,8 +707,9 @@ impl Target {
             .map_err(write_failed)?;
         let read_failed =
             || Error::Coded("IOERR error or timeout reading to target instance".into());
+        // A reply line from a well-behaved target is short; a longer one is not read whole.
         let mut line = String::new();
-        self.reader
+        std::io::Read::take(&mut self.reader, TARGET_REPLY_LINE_BYTES_MAX)
             .read_line(&mut line)
             .map_err(|_| read_failed())?;
         let line = line.trim_end_matches(['\r', '\n']);

@@ -1553,6 +1553,26 @@ fn extra_seeds(base: u64) -> Vec<(u64, bool)> {
     (0..n).map(|i| (base + 1000 + i, i % 2 == 1)).collect()
 }
 
+/// Runs a family's seeds `base_seed..base_seed + seeds` (every other one in RESP3) and those
+/// STRATA_DIFF_SEEDS adds, `n` commands each; all must compare equal, and every base seed must
+/// have run its `n` commands.
+fn run_families(
+    family: &str,
+    label: &str,
+    base_seed: u64,
+    seeds: u64,
+    n: usize,
+    gen: fn(&mut Gen) -> Vec<String>,
+) {
+    let base = (0..seeds).map(|i| (base_seed + i, i % 2 == 1));
+    let total: usize = base
+        .chain(extra_seeds(base_seed))
+        .map(|(seed, resp3)| run_family(family, seed, n, resp3, gen))
+        .sum();
+    eprintln!("{label}: {total} commands compared with redis-server");
+    assert!(total >= seeds as usize * n);
+}
+
 /// Runs `n` commands of one family on connection A of both servers.
 fn run_family(
     family: &str,
@@ -1600,61 +1620,41 @@ fn run_family(
 
 #[test]
 fn string_commands_match_redis() {
-    let mut total = 0;
-    let seeds = [(1, false), (2, true), (3, false), (4, true), (5, false)];
-    for (seed, resp3) in seeds.into_iter().chain(extra_seeds(1)) {
-        total += run_family("strings", seed, 4000, resp3, Gen::strings);
-    }
-    eprintln!("strings: {total} commands compared with redis-server");
-    assert!(total >= 20_000);
+    run_families("strings", "strings", 1, 5, 4000, Gen::strings);
 }
 
 #[test]
 fn keyspace_and_expiry_commands_match_redis() {
-    let mut total = 0;
-    let seeds = [
-        (11, false),
-        (12, true),
-        (13, false),
-        (14, true),
-        (15, false),
-    ];
-    for (seed, resp3) in seeds.into_iter().chain(extra_seeds(11)) {
-        total += run_family("keyspace", seed, 4000, resp3, Gen::keyspace);
-    }
-    eprintln!("keyspace and expiry: {total} commands compared with redis-server");
-    assert!(total >= 20_000);
+    run_families(
+        "keyspace",
+        "keyspace and expiry",
+        11,
+        5,
+        4000,
+        Gen::keyspace,
+    );
 }
 
 #[test]
 fn sort_matches_redis() {
-    let mut total = 0;
-    for (seed, resp3) in [(95, false), (96, true)].into_iter().chain(extra_seeds(95)) {
-        total += run_family("sort", seed, 1500, resp3, Gen::sorts);
-    }
-    eprintln!("sort: {total} commands compared with redis-server");
-    assert!(total >= 3_000);
+    run_families("sort", "sort", 95, 2, 1500, Gen::sorts);
 }
 
 #[test]
 fn lcs_matches_redis() {
-    let mut total = 0;
-    for (seed, resp3) in [(91, false), (92, true)].into_iter().chain(extra_seeds(91)) {
-        total += run_family("lcs", seed, 1500, resp3, Gen::lcs);
-    }
-    eprintln!("lcs: {total} commands compared with redis-server");
-    assert!(total >= 3_000);
+    run_families("lcs", "lcs", 91, 2, 1500, Gen::lcs);
 }
 
 #[test]
 fn hyperloglog_commands_match_redis() {
-    let mut total = 0;
-    let seeds = [(81, false), (82, true)];
-    for (seed, resp3) in seeds.into_iter().chain(extra_seeds(81)) {
-        total += run_family("hyperloglogs", seed, 1500, resp3, Gen::hyperloglogs);
-    }
-    eprintln!("hyperloglogs: {total} commands compared with redis-server");
-    assert!(total >= 3_000);
+    run_families(
+        "hyperloglogs",
+        "hyperloglogs",
+        81,
+        2,
+        1500,
+        Gen::hyperloglogs,
+    );
 }
 
 /// HyperLogLogs made by Redis (sparse when small, dense when large) restored here through their
@@ -1700,57 +1700,27 @@ fn hyperloglogs_made_by_redis_count_and_grow_here() {
 
 #[test]
 fn bitmap_commands_match_redis() {
-    let mut total = 0;
-    let seeds = [(71, false), (72, true), (73, false)];
-    for (seed, resp3) in seeds.into_iter().chain(extra_seeds(71)) {
-        total += run_family("bitmaps", seed, 3000, resp3, Gen::bitmaps);
-    }
-    eprintln!("bitmaps: {total} commands compared with redis-server");
-    assert!(total >= 9_000);
+    run_families("bitmaps", "bitmaps", 71, 3, 3000, Gen::bitmaps);
 }
 
 #[test]
 fn hash_commands_match_redis() {
-    let mut total = 0;
-    let seeds = [(21, false), (22, true), (23, false), (24, true)];
-    for (seed, resp3) in seeds.into_iter().chain(extra_seeds(21)) {
-        total += run_family("hashes", seed, 4000, resp3, Gen::hashes);
-    }
-    eprintln!("hashes: {total} commands compared with redis-server");
-    assert!(total >= 16_000);
+    run_families("hashes", "hashes", 21, 4, 4000, Gen::hashes);
 }
 
 #[test]
 fn set_commands_match_redis() {
-    let mut total = 0;
-    let seeds = [(31, false), (32, true), (33, false), (34, true)];
-    for (seed, resp3) in seeds.into_iter().chain(extra_seeds(31)) {
-        total += run_family("sets", seed, 4000, resp3, Gen::sets);
-    }
-    eprintln!("sets: {total} commands compared with redis-server");
-    assert!(total >= 16_000);
+    run_families("sets", "sets", 31, 4, 4000, Gen::sets);
 }
 
 #[test]
 fn list_commands_match_redis() {
-    let mut total = 0;
-    let seeds = [(41, false), (42, true), (43, false), (44, true)];
-    for (seed, resp3) in seeds.into_iter().chain(extra_seeds(41)) {
-        total += run_family("lists", seed, 4000, resp3, Gen::lists);
-    }
-    eprintln!("lists: {total} commands compared with redis-server");
-    assert!(total >= 16_000);
+    run_families("lists", "lists", 41, 4, 4000, Gen::lists);
 }
 
 #[test]
 fn sorted_set_commands_match_redis() {
-    let mut total = 0;
-    let seeds = [(51, false), (52, true), (53, false), (54, true)];
-    for (seed, resp3) in seeds.into_iter().chain(extra_seeds(51)) {
-        total += run_family("zsets", seed, 4000, resp3, Gen::zsets);
-    }
-    eprintln!("sorted sets: {total} commands compared with redis-server");
-    assert!(total >= 16_000);
+    run_families("zsets", "sorted sets", 51, 4, 4000, Gen::zsets);
 }
 
 /// Lexicographical ranges are defined when every member has the same score (Redis walks its
