@@ -327,8 +327,11 @@ fn copy_in(arena: &mut BytesMut, bytes: &[u8]) -> Bytes {
     arena.split().freeze()
 }
 
-/// Chunk of entries copied per step by [`MemtableIter`].
+/// Most entries copied per step by [`MemtableIter`].
 const SCAN_CHUNK_ENTRIES: usize = 64;
+/// Entries copied by its first step: short scans (a collection's next few elements) copy little,
+/// long ones double the chunk up to [`SCAN_CHUNK_ENTRIES`].
+const SCAN_FIRST_CHUNK_ENTRIES: usize = 4;
 
 /// An owning iterator over a key range of a memtable. It copies a chunk of entries at a time and
 /// re-seeks after the last key, so it holds no borrow and sees concurrent inserts past its cursor.
@@ -339,6 +342,8 @@ pub(crate) struct MemtableIter {
     lower: Bound<Bytes>,
     upper: Bound<Bytes>,
     chunk: std::vec::IntoIter<(Bytes, Slot)>,
+    /// Entries the next step copies.
+    chunk_entries: usize,
     done: bool,
 }
 
@@ -355,11 +360,14 @@ impl MemtableIter {
             lower,
             upper,
             chunk: Vec::new().into_iter(),
+            chunk_entries: SCAN_FIRST_CHUNK_ENTRIES,
             done: false,
         }
     }
 
     fn refill(&mut self) {
+        let want = self.chunk_entries;
+        self.chunk_entries = (want * 2).min(SCAN_CHUNK_ENTRIES);
         let lo = as_ref_bound(&self.lower);
         let hi = as_ref_bound(&self.upper);
         let at = self.at;
@@ -371,14 +379,14 @@ impl MemtableIter {
             .read()
             .sorted
             .range::<[u8], _>((lo, hi))
-            .take(SCAN_CHUNK_ENTRIES)
+            .take(want)
             .inspect(|(k, _)| {
                 seen += 1;
                 last_key = Some((*k).clone());
             })
             .filter_map(|(k, revs)| visible(revs, at).map(|v| (k.clone(), v.clone())))
             .collect();
-        if seen < SCAN_CHUNK_ENTRIES {
+        if seen < want {
             self.done = true;
         }
         if let Some(last) = last_key {

@@ -318,7 +318,12 @@ impl Tree {
             let it = MemtableIter::new(m.clone(), at, lower.clone(), upper.clone());
             sources.push(Box::new(it.map(Ok)));
         }
-        for t in &v.version.levels[0] {
+        // Level-0 tables overlap each other, but one whose keys all lie outside the range has
+        // nothing to give: a short range scan (a collection's elements) skips it unopened.
+        for t in v.version.levels[0]
+            .iter()
+            .filter(|t| in_range(t, &lower, &upper))
+        {
             sources.push(Box::new(t.iter(lower.clone(), upper.clone(), true)));
         }
         for level in 1..LEVELS {

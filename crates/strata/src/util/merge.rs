@@ -96,6 +96,18 @@ impl<V> Iterator for MergeIter<V> {
     type Item = Result<(Bytes, V)>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        // One source needs no heap: its entries pass through (a scan of one partition wraps
+        // the partition's own merge in this one). An error still ends the stream.
+        if let [only] = &mut self.sources[..] {
+            if self.started {
+                return None;
+            }
+            let item = only.next();
+            if matches!(item, Some(Err(_)) | None) {
+                self.started = true;
+            }
+            return item;
+        }
         if !self.started {
             self.started = true;
             for rank in 0..self.sources.len() {
@@ -160,5 +172,29 @@ mod tests {
             (Bytes::from("e"), Some(Bytes::from("5"))),
         ];
         assert_eq!(got, want);
+    }
+
+    /// The single-source path passes entries through unchanged and, like the heap path, ends
+    /// the stream at the first error.
+    #[test]
+    fn one_source_passes_through_and_stops_at_an_error() {
+        let items: Vec<Result<(Bytes, Option<Bytes>)>> = vec![
+            Ok((Bytes::from("a"), Some(Bytes::from("1")))),
+            Ok((Bytes::from("b"), None)),
+            Err(Error::InvalidArgument("broken source".into())),
+            Ok((Bytes::from("c"), Some(Bytes::from("3")))),
+        ];
+        let mut it = MergeIter::new(vec![Box::new(items.into_iter()) as EntryIter]);
+        assert_eq!(
+            it.next().map(|r| r.ok()),
+            Some(Some((Bytes::from("a"), Some(Bytes::from("1")))))
+        );
+        assert_eq!(
+            it.next().map(|r| r.ok()),
+            Some(Some((Bytes::from("b"), None)))
+        );
+        assert!(matches!(it.next(), Some(Err(_))));
+        assert!(it.next().is_none());
+        assert!(it.next().is_none());
     }
 }
