@@ -75,9 +75,12 @@ fn checkpoint_lsm(inner: &std::sync::Arc<Inner>, dest: &Path) -> Result<()> {
             let name = table_path(Path::new(""), t.id);
             link_or_copy(fs, &src.join("sst").join(&name), &sst_dir.join(&name), None)?;
         }
-        for number in view.version.vlogs.keys() {
-            let name = journal::wal_path(Path::new(""), *number);
-            link_or_copy(fs, &src.join("wal").join(&name), &wal_dir.join(&name), None)?;
+        for vlog in view.version.vlogs.values() {
+            // A flushed log (`.log`) or a value file a compaction wrote (`.vlog`).
+            let Some(name) = vlog.path().file_name() else {
+                continue;
+            };
+            link_or_copy(fs, vlog.path(), &wal_dir.join(name), None)?;
         }
         // Numbered above every file the view has: the copy replays it as its newest log.
         let log_number = tree.next_file_number();

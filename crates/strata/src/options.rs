@@ -109,8 +109,10 @@ pub struct Options {
     /// 37 % of the JSON instead of 87 % for the document benchmark). `Some(usize::MAX)` turns
     /// separation off.
     pub value_log_bytes_min: Option<usize>,
-    /// LSM: a value log whose live share falls below this is garbage-collected (its live values
-    /// are written again and the file deleted).
+    /// LSM: compactions move the values of a value log whose live share falls below this into
+    /// value files of their own (the log is deleted once nothing points into it); background
+    /// garbage collection (live values written again through the write path) takes a log
+    /// below a quarter of it, and a full compaction below it.
     pub value_log_gc_live_ratio: f64,
     /// Log engine: a segment is sealed and a new one started at this size.
     pub log_segment_bytes_max: u64,

@@ -18,7 +18,7 @@ pub struct PartitionStats {
     pub immutable_memtables: usize,
     /// Per level, from level 0 down.
     pub levels: Vec<LevelStats>,
-    /// Bytes of write-ahead log files on disk.
+    /// Bytes of write-ahead log files and value files on disk.
     pub wal_bytes: u64,
     /// Bytes of keys and values the user asked to write.
     pub user_bytes_written: u64,
@@ -44,6 +44,11 @@ pub struct PartitionStats {
     pub value_log_gc_bytes_written: u64,
     /// LSM: value logs garbage-collected so far.
     pub value_log_gcs: u64,
+    /// LSM: bytes of value files written by compactions (values moved out of value logs with
+    /// little left live; `lsm/vlog/relocate.rs`).
+    pub moved_value_bytes_written: u64,
+    /// LSM: value files written by compactions so far.
+    pub moved_value_files: u64,
     /// Log engine: keys in the in-memory index.
     pub index_keys: u64,
     /// Log engine: estimated bytes of memory held by the index.
@@ -56,17 +61,20 @@ impl PartitionStats {
         self.levels.iter().map(|l| l.bytes).sum()
     }
 
-    /// Bytes written to disk (log + flush + compaction) per byte written by the user. Values
-    /// rewritten by value-log garbage collection go through the log, so they are in
-    /// `wal_bytes_written` already (`value_log_gc_bytes_written` says how many of them).
+    /// Bytes written to disk (log + flush + compaction, values moved included) per byte written
+    /// by the user. Values rewritten by value-log garbage collection go through the log, so
+    /// they are in `wal_bytes_written` already (`value_log_gc_bytes_written` says how many).
     pub fn write_amplification(&self) -> f64 {
         ratio(self.disk_bytes_written(), self.user_bytes_written)
     }
 
-    /// Bytes this partition wrote to disk: log, flushes and compactions (value-log garbage
-    /// collection writes through the log).
+    /// Bytes this partition wrote to disk: log, flushes and compactions, with the value files
+    /// compactions wrote (value-log garbage collection writes through the log).
     fn disk_bytes_written(&self) -> u64 {
-        self.wal_bytes_written + self.flush_bytes_written + self.compaction_bytes_written
+        self.wal_bytes_written
+            + self.flush_bytes_written
+            + self.compaction_bytes_written
+            + self.moved_value_bytes_written
     }
 }
 
@@ -133,7 +141,7 @@ impl Stats {
             out.push((
                 format!("partition{i}"),
                 format!(
-                    "memtable_bytes={},immutable_memtables={},wal_bytes={},levels={},flushes={},compactions={},write_stalls={},value_logs={}:{}:{},value_log_gcs={},index_keys={},index_bytes={},write_amplification={:.2}",
+                    "memtable_bytes={},immutable_memtables={},wal_bytes={},levels={},flushes={},compactions={},write_stalls={},value_logs={}:{}:{},value_log_gcs={},moved_value_files={},index_keys={},index_bytes={},write_amplification={:.2}",
                     p.memtable_bytes,
                     p.immutable_memtables,
                     p.wal_bytes,
@@ -145,6 +153,7 @@ impl Stats {
                     p.value_log_bytes,
                     p.value_log_live_bytes,
                     p.value_log_gcs,
+                    p.moved_value_files,
                     p.index_keys,
                     p.index_bytes,
                     p.write_amplification()

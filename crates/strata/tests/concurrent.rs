@@ -85,8 +85,8 @@ fn ten_threads(engine: Engine) {
     );
 }
 
-/// Value-log garbage collection rewrites live values while writers overwrite the same keys:
-/// a rewrite must never bring back an older value. Four writers each own a quarter of the keys
+/// Value-log garbage collection rewrites live values, and compactions move them into value
+/// files, while writers overwrite the same keys: neither may ever bring back an older value. Four writers each own a quarter of the keys
 /// and overwrite them round after round (values above the separation threshold, so they live in
 /// value logs that garbage collection keeps collecting); two readers check that no key ever goes
 /// back to an earlier round, and at the end every key holds its owner's last value, before and
@@ -174,6 +174,13 @@ fn value_log_gc_racing_writers_never_restores_an_old_value() {
     check(&db);
     let gcs: u64 = db.stats().partitions.iter().map(|p| p.value_log_gcs).sum();
     assert!(gcs > 0, "no value log was collected while writers ran");
+    let moved: u64 = db
+        .stats()
+        .partitions
+        .iter()
+        .map(|p| p.moved_value_files)
+        .sum();
+    assert!(moved > 0, "no compaction moved values while writers ran");
     Arc::try_unwrap(db).ok().unwrap().close().unwrap();
     let db = Db::open(dir.path(), opts).unwrap();
     check(&db);

@@ -170,6 +170,8 @@ pub fn strata_engine_stats(db: &strata::Db) -> serde_json::Value {
         "valueLogBytes": sum(|p| p.value_log_bytes),
         "valueLogGcs": sum(|p| p.value_log_gcs),
         "valueLogGcBytesWritten": sum(|p| p.value_log_gc_bytes_written),
+        "movedValueFiles": sum(|p| p.moved_value_files),
+        "movedValueBytesWritten": sum(|p| p.moved_value_bytes_written),
         "tablesPerLevelPerPartition": levels,
         "indexKeys": sum(|p| p.index_keys),
         "indexBytes": sum(|p| p.index_bytes),

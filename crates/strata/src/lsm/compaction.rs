@@ -20,6 +20,7 @@ use crate::lsm::memtable::{Slot, SlotIter};
 use crate::lsm::sstable::{table_path, Table, TableBuilder, TableMeta};
 use crate::lsm::tree::Tree;
 use crate::lsm::version::Version;
+use crate::lsm::vlog::relocate::ValueMover;
 use crate::lsm::vlog::VlogFile;
 use crate::lsm::LEVELS;
 use crate::options::Options;
@@ -118,13 +119,9 @@ pub(crate) fn merge(
     mut new_table: impl FnMut() -> Result<TableBuilder>,
     mut finished: impl FnMut(TableMeta) -> Result<()>,
     settled: &dyn crate::options::SettledRead,
+    mut mover: Option<(&mut ValueMover, &mut dyn FnMut() -> u64)>,
 ) -> Result<DeadValueBytes> {
     let mut dead = DeadValueBytes::new();
-    let mut count = |slot: &Slot| {
-        if let Slot::Pointer(p) = slot {
-            *dead.entry(p.file).or_default() += p.len as u64;
-        }
-    };
     let sources: Vec<SlotIter> = job
         .inputs
         .iter()
@@ -143,8 +140,26 @@ pub(crate) fn merge(
         while let Some(item) = merged.next() {
             let (key, slot) = item?;
             for s in merged.take_shadowed() {
-                count(&s);
+                if let Slot::Pointer(p) = s {
+                    *dead.entry(p.file).or_default() += p.len as u64;
+                }
             }
+            // A pointer into a victim log is written to a copy of the value (or, when the
+            // filter declares the value dead, becomes a tombstone): either way the victim
+            // loses the bytes as if the pointer had been dropped.
+            let slot = match (slot, mover.as_mut()) {
+                (Slot::Pointer(p), Some((m, number))) => match m.read_victim(&p)? {
+                    Some(value) => {
+                        *dead.entry(p.file).or_default() += p.len as u64;
+                        match &opts.compaction_filter {
+                            Some(f) if f.is_dead(&key, &value, settled) => Slot::Delete,
+                            _ => Slot::Pointer(m.write(&key, &value, &p, *number)?),
+                        }
+                    }
+                    None => Slot::Pointer(p),
+                },
+                (slot, _) => slot,
+            };
             // A value the filter declares dead becomes a tombstone (older versions below
             // stay hidden).
             let slot = match (&slot, &opts.compaction_filter) {
@@ -211,6 +226,13 @@ impl Tree {
 
     pub(super) fn run_compaction(&self, job: Job) -> Result<()> {
         let mut outputs: Vec<Arc<Table>> = Vec::new();
+        let mut mover = ValueMover::new(
+            self.opts.fs.clone(),
+            &self.wal_dir,
+            self.view.load().version.clone(),
+            self.opts.value_log_gc_live_ratio,
+        );
+        let mut new_number = || self.next_file.fetch_add(1, Ordering::AcqRel);
         let written = merge(
             &job,
             &self.opts,
@@ -232,20 +254,36 @@ impl Tree {
                 Ok(())
             },
             self,
+            mover
+                .as_mut()
+                .map(|m| (m, &mut new_number as &mut dyn FnMut() -> u64)),
         )
         .and_then(|dead| {
             crate::util::fsutil::sync_dir(&*self.opts.fs, &self.sst_dir).map(|()| dead)
         });
-        let dead = match written {
-            Ok(dead) => dead,
+        let flushes = self.counters.flushes.load(Ordering::Relaxed);
+        let moved = match (written, mover) {
+            (Ok(dead), Some(m)) => m.finish(flushes).map(|files| (dead, files)),
+            (Ok(dead), None) => Ok((dead, Vec::new())),
+            (Err(e), m) => {
+                if let Some(m) = m {
+                    m.abandon();
+                }
+                Err(e)
+            }
+        };
+        let (dead, moved) = match moved {
+            Ok(x) => x,
             Err(e) => {
-                // No manifest names the outputs yet: they go.
+                // No manifest names the outputs yet: they go (value files a failed finish
+                // left are removed on the next open).
                 for t in &outputs {
                     t.obsolete.store(true, Ordering::Release);
                 }
                 return Err(e);
             }
         };
+        let moved_bytes: u64 = moved.iter().map(|f| f.total_bytes).sum();
         // Value logs lose the bytes whose pointers this merge dropped; one that no table
         // points into any more leaves the version (and the disk, once unused). The live
         // counts are shared with the current version: put back if the manifest write fails.
@@ -258,6 +296,9 @@ impl Tree {
             let out = &mut nv.levels[job.output_level];
             out.extend(outputs.iter().cloned());
             out.sort_by(|a, b| a.min_key.cmp(&b.min_key));
+            for f in &moved {
+                nv.vlogs.insert(f.number, f.clone());
+            }
             for (file, bytes) in dead {
                 if let Some(vlog) = nv.vlogs.get(&file) {
                     let old = vlog.live_bytes.load(Ordering::Acquire);
@@ -282,6 +323,12 @@ impl Tree {
                 for v in &emptied {
                     v.obsolete.store(true, Ordering::Release);
                 }
+                self.counters
+                    .moved_bytes
+                    .fetch_add(moved_bytes, Ordering::Relaxed);
+                self.counters
+                    .moved_files
+                    .fetch_add(moved.len() as u64, Ordering::Relaxed);
                 for t in &job.inputs {
                     t.obsolete.store(true, Ordering::Release);
                 }

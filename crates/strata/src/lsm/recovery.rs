@@ -17,6 +17,7 @@ use super::memtable::{Memtable, MemtableBudget};
 use super::sstable::{table_path, Table, TABLE_SUFFIX};
 use super::tree::{Counters, Tree, View};
 use super::version::{self, LogState, Version};
+use super::vlog::relocate::{moved_path, MOVED_SUFFIX};
 use super::vlog::VlogFile;
 use super::LEVELS;
 use crate::error::{Error, IoContext, Result};
@@ -112,8 +113,25 @@ impl Tree {
                 opts.fs.remove_file(&path).at(&path)?;
             }
         }
+        // A value log is a flushed write-ahead log (`.log`) or a value file a compaction wrote
+        // (`.vlog`); numbers are unique across both.
+        let listed: std::collections::HashSet<u64> =
+            vlog_metas.iter().map(|&(num, _, _)| num).collect();
+        for (num, path) in fsutil::numbered_files(&*opts.fs, &wal_dir, MOVED_SUFFIX)? {
+            next_file = next_file.max(num + 1);
+            if !listed.contains(&num) {
+                // Written by a compaction that crashed before its manifest edit, or emptied.
+                tracing::info!(path = %path.display(), "removing value file not in the manifest");
+                opts.fs.remove_file(&path).at(&path)?;
+            }
+        }
         for &(num, _total, live) in &vlog_metas {
-            let path = journal::wal_path(&wal_dir, num);
+            let moved = moved_path(&wal_dir, num);
+            let path = if opts.fs.exists(&moved) {
+                moved
+            } else {
+                journal::wal_path(&wal_dir, num)
+            };
             if !opts.fs.exists(&path) {
                 return Err(Error::corruption(
                     &path,

@@ -12,10 +12,15 @@
 //! checked against the tree, and the estimate is kept beside the tracked bound. Garbage then shows
 //! up within a pass over the logs instead of waiting for compactions.
 //!
-//! This module holds the pointer and the value-log file; `gc` collects a log, `sample` estimates
-//! its live share.
+//! Compactions move the values of logs whose live share has fallen low into new value files as
+//! they rewrite the pointers (`relocate`), which empties most logs before garbage collection
+//! would look at them; collection remains for logs whose pointers no compaction reaches.
+//!
+//! This module holds the pointer and the value-log file; `gc` collects a log, `relocate` moves
+//! values during compaction, `sample` estimates a log's live share.
 
 mod gc;
+pub(crate) mod relocate;
 mod sample;
 
 use std::path::{Path, PathBuf};
