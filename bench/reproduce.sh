@@ -4,7 +4,7 @@
 #   bench/reproduce.sh                 # everything (about 2 hours on 2 cores)
 #   bench/reproduce.sh compare startup # only these steps
 #
-# Steps: build, compare, sync-always, long, matrix, readonly, startup, docs, redis, report.
+# Steps: build, compare, sync-always, long, sustained, matrix, readonly, startup, docs, redis, report.
 #
 # Results are appended to bench/*.jsonl (raw lines) and tables written to bench/*.md; the data
 # of each run lives under $BENCH_DIR (default ./bench-data, wiped per run). Peers (RocksDB, fjall,
@@ -17,7 +17,7 @@ BENCH_DIR=${BENCH_DIR:-./bench-data}
 S=./target/release/strata
 export RUST_LOG=${RUST_LOG:-warn}
 steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=(build compare sync-always long matrix readonly startup docs redis report)
+[ ${#steps[@]} -eq 0 ] && steps=(build compare sync-always long sustained matrix readonly startup docs redis report)
 
 run_step() {
   case "$1" in
@@ -50,6 +50,16 @@ run_step() {
       --interval 10 --key-space 10000000 --threads 2 --bench-partitions 4 \
       --bench-dir "$BENCH_DIR" --out bench/long-put-heavy-600s.jsonl \
       --table bench/long-put-heavy-600s.md
+    ;;
+  sustained)
+    # Five minutes each of PUT_HEAVY and BALANCED over 10 M possible keys, so overwrites
+    # dominate: value-log collection in the steady state, against RocksDB and fjall with and
+    # without their own key-value separation (issue #18).
+    $S bench compare --workload put-heavy,balanced \
+      --engines strata,rocksdb,rocksdb-blob,fjall,fjall-blob --duration 300 --interval 10 \
+      --key-space 10000000 --threads 2 --bench-partitions 4 --bench-dir "$BENCH_DIR" \
+      --out bench/sustained-300s.jsonl --table bench/sustained-300s.md
+    $S bench report bench/sustained-300s.jsonl --out bench/report-sustained --timelines 0
     ;;
   matrix)
     $S bench matrix --workload all --partitions-list 1,4,8,16 --threads-list 1,4,16,32 \
@@ -93,7 +103,7 @@ run_step() {
       bench/long-put-heavy-600s.jsonl --out bench/report --timelines-matching put-heavy-p4-t2 --timelines 8
     ;;
   *)
-    echo "unknown step $1 (build compare sync-always long matrix readonly startup docs redis report)" >&2
+    echo "unknown step $1 (build compare sync-always long sustained matrix readonly startup docs redis report)" >&2
     exit 2
     ;;
   esac

@@ -23,19 +23,28 @@ pub enum Engine {
     StrataLog,
     /// RocksDB (system librocksdb through the `rocksdb` crate).
     Rocksdb,
+    /// RocksDB with its integrated BlobDB (key-value separation, garbage collection in
+    /// compaction): the peer closest to Strata's design.
+    #[serde(rename = "rocksdb-blob")]
+    RocksdbBlob,
     /// fjall, a Rust LSM engine.
     Fjall,
+    /// fjall with key-value separation (blob files, garbage collected by staleness).
+    #[serde(rename = "fjall-blob")]
+    FjallBlob,
     /// sled, a Rust B-link-tree/log engine.
     Sled,
 }
 
 impl Engine {
     /// All engines, Strata first.
-    pub const ALL: [Engine; 5] = [
+    pub const ALL: [Engine; 7] = [
         Engine::Strata,
         Engine::StrataLog,
         Engine::Rocksdb,
+        Engine::RocksdbBlob,
         Engine::Fjall,
+        Engine::FjallBlob,
         Engine::Sled,
     ];
 
@@ -45,7 +54,9 @@ impl Engine {
             Engine::Strata => "strata",
             Engine::StrataLog => "strata-log",
             Engine::Rocksdb => "rocksdb",
+            Engine::RocksdbBlob => "rocksdb-blob",
             Engine::Fjall => "fjall",
+            Engine::FjallBlob => "fjall-blob",
             Engine::Sled => "sled",
         }
     }
@@ -75,7 +86,7 @@ impl FromStr for Engine {
             .find(|e| e.name() == s.trim().to_ascii_lowercase())
             .ok_or_else(|| {
                 Error::Invalid(format!(
-                    "unknown engine {s:?} (strata, strata-log, rocksdb, fjall, sled)"
+                    "unknown engine {s:?} (strata, strata-log, rocksdb, rocksdb-blob, fjall, fjall-blob, sled)"
                 ))
             })
     }

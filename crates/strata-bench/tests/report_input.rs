@@ -108,3 +108,37 @@ fn a_bad_line_is_an_error_naming_the_file_and_line() {
         .to_string();
     assert!(err.contains("line 3"), "{err}");
 }
+
+/// The side-by-side timelines: per workload run by several engines, the latest run of each
+/// engine; a workload with one engine's runs only gets no combined chart.
+#[test]
+fn engine_timelines_keep_the_latest_run_of_each_engine_per_workload() {
+    let interval = |run: &str, engine: &str, workload: &str, s: u64, ops: u64| {
+        format!(
+            r#"{{"kind":"interval","runId":"{run}","engine":"{engine}","workload":"{workload}","partitions":4,"threads":2,"nanoTime":{},"put":{ops},"delete":0,"deleteFound":0,"get":0,"getFound":0,"fileSize":1073741824}}"#,
+            s * 1_000_000_000
+        )
+    };
+    let lines = [
+        interval("1-strata-put-heavy", "strata", "put-heavy", 10, 1000),
+        interval("2-rocksdb-put-heavy", "rocksdb", "put-heavy", 10, 500),
+        interval("3-strata-put-heavy", "strata", "put-heavy", 10, 2000),
+        interval("4-strata-balanced", "strata", "balanced", 10, 700),
+    ];
+    let parsed: Vec<_> = lines.iter().map(|l| parse_line(l).unwrap()).collect();
+    let data = ReportData::from_lines(&parsed);
+    let by_workload = data.engine_timelines();
+    assert_eq!(by_workload.len(), 1, "balanced has one engine only");
+    let runs = &by_workload["put-heavy"];
+    let got: Vec<(&str, &str, f64)> = runs
+        .iter()
+        .map(|t| (t.engine.as_str(), t.run_id.as_str(), t.points[0].1))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("rocksdb", "2-rocksdb-put-heavy", 50.0),
+            ("strata", "3-strata-put-heavy", 200.0),
+        ]
+    );
+}

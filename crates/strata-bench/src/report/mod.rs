@@ -90,6 +90,13 @@ pub fn write_report(
             &|p| plot::draw_readonly_trials(&with_trials, p),
         )?;
     }
+    for (workload, runs) in data.engine_timelines() {
+        chart(
+            format!("timelines-{}.png", sanitize(&workload)),
+            format!("{workload}: every engine over time"),
+            &|p| plot::draw_engine_timelines(&workload, &runs, p),
+        )?;
+    }
     for t in data.selected_timelines(timelines) {
         chart(
             format!("timeline-{}.png", sanitize(&t.run_id)),

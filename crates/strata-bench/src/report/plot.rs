@@ -232,6 +232,63 @@ pub fn draw_timeline(t: &Timeline, path: &Path) -> Result<()> {
     })
 }
 
+/// Picks one value of a timeline point (seconds, ops/s, GiB on disk).
+type PointValue = fn(&(f64, f64, f64)) -> f64;
+
+/// Several engines' runs of one workload over time: ops/s (top panel) and GiB on disk (bottom
+/// panel), one line per engine, on shared time axes.
+pub fn draw_engine_timelines(workload: &str, runs: &[&Timeline], path: &Path) -> Result<()> {
+    canvas(path, (WIDTH_PX, 2 * HEIGHT_PX), |root| {
+        let err = plot_err(path);
+        let x_max = runs
+            .iter()
+            .flat_map(|t| t.points.iter().map(|p| p.0))
+            .fold(1.0, f64::max);
+        let panels = root.split_evenly((2, 1));
+        let series: [(&str, &str, PointValue); 2] = [
+            ("ops/s", "ops/s every interval", |p| p.1),
+            ("GiB on disk", "GiB on disk", |p| p.2),
+        ];
+        for ((y_desc, what, pick), panel) in series.iter().zip(panels.iter()) {
+            let y_max = nice_max(
+                runs.iter()
+                    .flat_map(|t| t.points.iter().map(pick))
+                    .fold(0.0, f64::max),
+            );
+            let mut chart = ChartBuilder::on(panel)
+                .caption(format!("{workload}: {what}"), (FONT, 20))
+                .margin(12)
+                .x_label_area_size(40)
+                .y_label_area_size(70)
+                .build_cartesian_2d(0f64..x_max, 0f64..y_max)
+                .map_err(&err)?;
+            chart
+                .configure_mesh()
+                .x_desc("seconds since start")
+                .max_light_lines(0)
+                .y_desc(*y_desc)
+                .y_label_formatter(&|v| si(*v))
+                .label_style((FONT, 14))
+                .axis_desc_style((FONT, 16))
+                .draw()
+                .map_err(&err)?;
+            for (i, t) in runs.iter().enumerate() {
+                let pts: Vec<(f64, f64)> = t.points.iter().map(|p| (p.0, pick(p))).collect();
+                draw_line(
+                    |s| chart.draw_series(s),
+                    &pts,
+                    palette(i),
+                    2,
+                    &t.engine,
+                    path,
+                )?;
+            }
+            draw_legend(&mut chart, SeriesLabelPosition::LowerRight, 14, path)?;
+        }
+        Ok(())
+    })
+}
+
 /// Grouped bars: one group per `groups` key, one bar per series key, with a legend.
 /// A chart with one slot per group along x (labelled in its middle) and `y_desc` from 0 to
 /// `y_max`, its mesh drawn.

@@ -26,6 +26,10 @@ pub fn gib(bytes: u64) -> f64 {
 pub struct Timeline {
     /// Run id.
     pub run_id: String,
+    /// Engine of the run.
+    pub engine: String,
+    /// Workload of the run.
+    pub workload: String,
     /// Engine, workload, partitions and threads, for the title.
     pub title: String,
     /// (seconds since start, ops/s, GiB on disk) per interval.
@@ -116,6 +120,8 @@ impl ReportData {
             }
             data.timelines.push(Timeline {
                 run_id,
+                engine: first.engine.clone(),
+                workload: first.workload.clone(),
                 title,
                 points: pts,
             });
@@ -195,6 +201,23 @@ impl ReportData {
             .into_iter()
             .skip(skip)
             .filter(|t| !t.points.is_empty())
+            .collect()
+    }
+}
+
+impl ReportData {
+    /// Per workload run by more than one engine, the latest timeline of each engine (engines
+    /// in name order): the side-by-side timeline charts.
+    pub fn engine_timelines(&self) -> BTreeMap<String, Vec<&Timeline>> {
+        let mut latest: BTreeMap<&str, BTreeMap<&str, &Timeline>> = BTreeMap::new();
+        // Oldest first: later runs replace earlier ones.
+        for t in self.timelines.iter().filter(|t| !t.points.is_empty()) {
+            latest.entry(&t.workload).or_default().insert(&t.engine, t);
+        }
+        latest
+            .into_iter()
+            .filter(|(_, by_engine)| by_engine.len() > 1)
+            .map(|(w, by_engine)| (w.to_string(), by_engine.into_values().collect()))
             .collect()
     }
 }

@@ -60,9 +60,9 @@ pub fn open_store(spec: &EngineSpec, dir: &Path) -> Result<Box<dyn BenchStore>> 
             Ok(Box::new(StrataStore::open(dir, spec.strata_options())?))
         }
         #[cfg(feature = "peers")]
-        Engine::Rocksdb => Ok(Box::new(peers::RocksStore::open(dir, spec)?)),
+        Engine::Rocksdb | Engine::RocksdbBlob => Ok(Box::new(peers::RocksStore::open(dir, spec)?)),
         #[cfg(feature = "peers")]
-        Engine::Fjall => Ok(Box::new(peers::FjallStore::open(dir, spec)?)),
+        Engine::Fjall | Engine::FjallBlob => Ok(Box::new(peers::FjallStore::open(dir, spec)?)),
         #[cfg(feature = "peers")]
         Engine::Sled => Ok(Box::new(peers::SledStore::open(dir, spec)?)),
         #[cfg(not(feature = "peers"))]

@@ -3,20 +3,27 @@
 //! compression `none` data blocks and the journal are stored uncompressed; with `lz4` fjall's own
 //! default policy applies (LZ4 from level 2 down). fjall has no timed journal sync, so `everyms:N`
 //! is a harness thread calling `persist(SyncAll)` every N ms. fjall does not report write
-//! amplification; the harness's `/proc/self/io` figure is the one to compare.
+//! amplification; the harness's `/proc/self/io` figure is the one to compare. `fjall-blob` is
+//! the same with key-value separation on.
 
 use std::path::Path;
 use std::time::Duration;
 
 use fjall::config::CompressionPolicy;
-use fjall::{CompressionType, Database, Keyspace, KeyspaceCreateOptions, PersistMode};
+use fjall::{
+    CompressionType, Database, Keyspace, KeyspaceCreateOptions, KvSeparationOptions, PersistMode,
+};
 
 use super::PeriodicSync;
 use crate::error::{Error, Result};
-use crate::spec::{CompressionSpec, EngineSpec, SyncSpec};
+use crate::spec::{CompressionSpec, Engine, EngineSpec, SyncSpec};
 use crate::store::BenchStore;
 
 const NAME: &str = "fjall";
+
+/// Values of at least this many bytes go to blob files in `fjall-blob`: Strata's default
+/// separation threshold without compression.
+const SEPARATION_BYTES_MIN: u32 = 512;
 
 /// fjall under test.
 pub struct FjallStore {
@@ -41,15 +48,25 @@ impl FjallStore {
         }
         let db = builder.open().map_err(err("open"))?;
         let compression = spec.compression;
+        let separate = spec.engine == Engine::FjallBlob;
         let keyspace = db
             .keyspace("bench", move || {
                 let opts = KeyspaceCreateOptions::default();
-                match compression {
+                let opts = match compression {
                     CompressionSpec::None => opts.data_block_compression_policy(
                         CompressionPolicy::all(CompressionType::None),
                     ),
                     CompressionSpec::Lz4 => opts,
-                }
+                };
+                // Key-value separation with Strata's threshold; fjall's defaults otherwise
+                // (64 MiB blob files, staleness 0.25, age cutoff 0.25).
+                let blobs = KvSeparationOptions::default()
+                    .separation_threshold(SEPARATION_BYTES_MIN)
+                    .compression(match compression {
+                        CompressionSpec::None => CompressionType::None,
+                        CompressionSpec::Lz4 => CompressionType::Lz4,
+                    });
+                opts.with_kv_separation(separate.then_some(blobs))
             })
             .map_err(err("open keyspace"))?;
         let syncer = match spec.sync {

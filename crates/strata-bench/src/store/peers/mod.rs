@@ -112,7 +112,13 @@ mod tests {
 
     #[test]
     fn every_peer_stores_reads_deletes_and_bulk_loads_in_every_sync_mode() {
-        for engine in [Engine::Rocksdb, Engine::Fjall, Engine::Sled] {
+        for engine in [
+            Engine::Rocksdb,
+            Engine::RocksdbBlob,
+            Engine::Fjall,
+            Engine::FjallBlob,
+            Engine::Sled,
+        ] {
             for sync in every_sync() {
                 let dir = tempfile::tempdir().unwrap();
                 let spec = EngineSpec {

@@ -4,7 +4,7 @@
 //! same budget as Strata's, `max_background_jobs` = the spec's background threads, default 64 MiB
 //! write buffers, WAL on. Statistics are on so that write amplification can be read from RocksDB's
 //! own tickers: (`rocksdb.wal.bytes` + `rocksdb.flush.write.bytes` + `rocksdb.compact.write.bytes`)
-//! / `rocksdb.bytes.written`.
+//! / `rocksdb.bytes.written`. `rocksdb-blob` is the same with the integrated BlobDB on.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -14,10 +14,14 @@ use rocksdb::{BlockBasedOptions, Cache, DBCompressionType, Options, WriteOptions
 
 use super::PeriodicSync;
 use crate::error::{Error, Result};
-use crate::spec::{CompressionSpec, EngineSpec, SyncSpec};
+use crate::spec::{CompressionSpec, Engine, EngineSpec, SyncSpec};
 use crate::store::BenchStore;
 
 const NAME: &str = "rocksdb";
+
+/// Values of at least this many bytes go to blob files in `rocksdb-blob`: Strata's default
+/// separation threshold without compression.
+const SEPARATION_BYTES_MIN: u64 = 512;
 
 /// RocksDB under test.
 pub struct RocksStore {
@@ -55,6 +59,17 @@ impl RocksStore {
             CompressionSpec::Lz4 => DBCompressionType::Lz4,
         });
         opts.enable_statistics();
+        if spec.engine == Engine::RocksdbBlob {
+            // Integrated BlobDB with Strata's separation threshold and garbage collection in
+            // compaction: values in the oldest quarter of blob files are moved as compactions
+            // meet them (RocksDB's defaults for the cutoff and force threshold).
+            opts.set_enable_blob_files(true);
+            opts.set_min_blob_size(SEPARATION_BYTES_MIN);
+            opts.set_blob_file_size(64 << 20);
+            opts.set_enable_blob_gc(true);
+            opts.set_blob_gc_age_cutoff(0.25);
+            opts.set_blob_gc_force_threshold(1.0);
+        }
 
         let db = Arc::new(DB::open(&opts, dir).map_err(err("open"))?);
         let mut write_opts = WriteOptions::default();
