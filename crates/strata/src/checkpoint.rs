@@ -12,6 +12,8 @@
 //!
 //! Everything is fsynced, files and directories, before the call returns.
 
+use std::collections::BTreeMap;
+use std::ops::Bound;
 use std::path::{Path, PathBuf};
 
 use crate::batch::{encode_batch, BatchHeader, Kind};
@@ -20,7 +22,7 @@ use crate::error::{Error, IoContext, Result};
 use crate::journal::{self, Journaled, WalWriter};
 use crate::lsm::memtable::Slot;
 use crate::lsm::sstable::table_path;
-use crate::lsm::version::{self, LogState};
+use crate::lsm::version::{self, LogState, Version};
 use crate::meta::META_FILE;
 use crate::partition::Partition;
 use crate::snapshot::Snapshot;
@@ -35,6 +37,15 @@ const RECORD_BYTES_TARGET: usize = 1 << 20;
 
 /// Copies the database of `inner` to `dest`, which must not exist yet.
 pub(crate) fn checkpoint(inner: &std::sync::Arc<Inner>, dest: &Path) -> Result<()> {
+    checkpoint_as_of(inner, dest, None)
+}
+
+/// [`checkpoint`] of the LSM partitions as `snap` sees them (`None`: a snapshot taken now).
+fn checkpoint_as_of(
+    inner: &std::sync::Arc<Inner>,
+    dest: &Path,
+    snap: Option<&Snapshot>,
+) -> Result<()> {
     let fs = &*inner.opts.fs;
     if fs.exists(dest) {
         return Err(Error::InvalidArgument(format!(
@@ -46,7 +57,10 @@ pub(crate) fn checkpoint(inner: &std::sync::Arc<Inner>, dest: &Path) -> Result<(
     let meta = inner.dir.join(META_FILE);
     let meta_bytes = fs.read(&meta).at(&meta)?;
     match &inner.partitions[0] {
-        Partition::Lsm(_) => checkpoint_lsm(inner, dest)?,
+        Partition::Lsm(_) => match snap {
+            Some(snap) => checkpoint_lsm(inner, snap, dest)?,
+            None => checkpoint_lsm(inner, &Snapshot::take(inner)?, dest)?,
+        },
         Partition::Log(_) => checkpoint_log(inner, dest)?,
     }
     // The descriptor last: a directory without it is not a database, so a checkpoint cut
@@ -59,9 +73,9 @@ fn partition_dir(root: &Path, id: usize) -> PathBuf {
     root.join(format!("p{id:04}"))
 }
 
-fn checkpoint_lsm(inner: &std::sync::Arc<Inner>, dest: &Path) -> Result<()> {
+/// The LSM partitions as `snap` sees them, into `dest`.
+fn checkpoint_lsm(inner: &std::sync::Arc<Inner>, snap: &Snapshot, dest: &Path) -> Result<()> {
     let fs = &*inner.opts.fs;
-    let snap = Snapshot::take(inner)?;
     for (id, p) in inner.partitions.iter().enumerate() {
         let Some(tree) = p.lsm() else { continue };
         let view = snap.view(id);
@@ -137,7 +151,7 @@ fn checkpoint_lsm(inner: &std::sync::Arc<Inner>, dest: &Path) -> Result<()> {
         flush(&mut entries)?;
         wal.write_buffer()?;
         wal.file().sync_all().at(wal.path())?;
-        version::write(
+        version::write_with_live(
             fs,
             &pdir,
             &view.version,
@@ -146,12 +160,31 @@ fn checkpoint_lsm(inner: &std::sync::Arc<Inner>, dest: &Path) -> Result<()> {
                 log_number,
                 last_seq: snap.seq(),
             },
+            &pointer_bytes(&view.version)?,
         )?;
         for d in [&wal_dir, &sst_dir, &pdir] {
             fsutil::sync_dir(fs, d)?;
         }
     }
     Ok(())
+}
+
+/// The value bytes the tables of `version` reference in each value log: the lengths of every
+/// pointer into it, shadowed ones included (as compactions count them when they drop one). The
+/// running store's live counts cannot go into the copy: they are shared by all its versions and
+/// fall as compactions drop or move pointers after the snapshot, and a copy whose manifest
+/// lists a log as emptier than its own tables make it deletes that log while they still point
+/// into it.
+fn pointer_bytes(version: &Version) -> Result<BTreeMap<u64, u64>> {
+    let mut out = BTreeMap::new();
+    for t in version.levels.iter().flatten() {
+        for entry in t.iter(Bound::Unbounded, Bound::Unbounded, false) {
+            if let (_, Slot::Pointer(p)) = entry? {
+                *out.entry(p.file).or_default() += u64::from(p.len);
+            }
+        }
+    }
+    Ok(out)
 }
 
 fn checkpoint_log(inner: &Inner, dest: &Path) -> Result<()> {
@@ -214,4 +247,61 @@ fn link_or_copy(fs: &dyn FileSystem, from: &Path, to: &Path, len: Option<u64>) -
         at += n as u64;
     }
     dst.sync_all().at(to)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::{Db, Options};
+
+    /// A checkpoint of a snapshot taken before compactions dropped pointers into a value log
+    /// still holds that log's values: its manifest carries the counts of its own tables, not the
+    /// running store's (which reached zero; a copy listing the log as empty could delete it
+    /// while its tables point into it), and the copy reads every value after compacting.
+    #[test]
+    fn a_checkpoint_writes_the_live_counts_of_its_own_tables() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = Options {
+            partitions: 1,
+            // Compactions only when asked for.
+            l0_compaction_trigger: 1000,
+            l0_slowdown_tables: 2000,
+            l0_stop_tables: 3000,
+            // No background collection: the round-0 logs go because compaction drops every
+            // pointer into them.
+            value_log_gc_live_ratio: 0.0,
+            ..Options::tiny()
+        };
+        let db = Db::open(dir.path().join("db"), opts.clone()).unwrap();
+        let value = |round: u32, k: u32| format!("{round}:{k}:").repeat(40).into_bytes();
+        for k in 0..100u32 {
+            db.put(format!("k{k:04}").as_bytes(), &value(0, k)).unwrap();
+        }
+        db.flush().unwrap();
+        let snap = Snapshot::take(db.inner()).unwrap();
+        // Every round-0 value is overwritten and compacted away: its log leaves the store.
+        for k in 0..100u32 {
+            db.put(format!("k{k:04}").as_bytes(), &value(1, k)).unwrap();
+        }
+        db.compact().unwrap();
+        let copy = dir.path().join("copy");
+        checkpoint_as_of(db.inner(), &copy, Some(&snap)).unwrap();
+        drop(snap);
+        let copy_db = Db::open(&copy, opts).unwrap();
+        // The copy's value logs hold exactly the round-0 values its tables point to.
+        let round_0_bytes: u64 = (0..100u32).map(|k| value(0, k).len() as u64).sum();
+        let live: u64 = copy_db
+            .stats()
+            .partitions
+            .iter()
+            .map(|p| p.value_log_live_bytes)
+            .sum();
+        assert_eq!(live, round_0_bytes);
+        copy_db.compact().unwrap();
+        for k in 0..100u32 {
+            let got = copy_db.get(format!("k{k:04}").as_bytes()).unwrap();
+            assert_eq!(got.as_deref(), Some(&value(0, k)[..]), "key {k}");
+        }
+    }
 }

@@ -116,8 +116,8 @@ fn dead_table_values_go_at_compaction_and_hide_older_versions() {
     );
 }
 
-/// Separated values (in value logs) are filtered when their log is collected, which happens
-/// when enough of it is dead for other reasons. Each dead value is written in one batch with a
+/// Separated values (in value logs) are filtered when their log is collected or a compaction
+/// moves its values, which happens when enough of it is dead for other reasons. Each dead value is written in one batch with a
 /// value of a junk key that is overwritten later, so every log holding a dead value is at least
 /// half dead and the full compaction collects it whatever the rotation points (one partition:
 /// a batch is one record in one log).
@@ -151,9 +151,14 @@ fn dead_values_in_value_logs_go_when_the_log_is_collected() {
         db.compact().unwrap();
         check(&db, &model, 300);
         if filter {
+            // Collected in the background, or emptied by compactions moving its values
+            // (which apply the filter to the values they read).
             assert!(
-                db.stats().partitions.iter().any(|p| p.value_log_gcs > 0),
-                "no value log was collected"
+                db.stats()
+                    .partitions
+                    .iter()
+                    .any(|p| p.value_log_gcs > 0 || p.moved_value_files > 0),
+                "no value log was collected or moved"
             );
         }
         drop(db);

@@ -91,6 +91,18 @@ pub(crate) struct LogState {
 }
 
 pub(crate) fn encode(version: &Version, next_file_number: u64, logs: LogState) -> Vec<u8> {
+    encode_with_live(version, next_file_number, logs, &|v| {
+        v.live_bytes.load(std::sync::atomic::Ordering::Relaxed)
+    })
+}
+
+/// [`encode`], with each value log's live bytes from `live_of`.
+fn encode_with_live(
+    version: &Version,
+    next_file_number: u64,
+    logs: LogState,
+    live_of: &dyn Fn(&VlogFile) -> u64,
+) -> Vec<u8> {
     let log_number = logs.log_number;
     let mut payload = Vec::new();
     put_varint(&mut payload, next_file_number);
@@ -110,10 +122,7 @@ pub(crate) fn encode(version: &Version, next_file_number: u64, logs: LogState) -
     for v in version.vlogs.values() {
         put_varint(&mut payload, v.number);
         put_varint(&mut payload, v.total_bytes);
-        put_varint(
-            &mut payload,
-            v.live_bytes.load(std::sync::atomic::Ordering::Relaxed),
-        );
+        put_varint(&mut payload, live_of(v));
     }
     put_varint(&mut payload, logs.last_seq);
     let mut out = Vec::with_capacity(payload.len() + 20);
@@ -218,6 +227,22 @@ pub(crate) fn write(
         MANIFEST_FILE,
         &encode(version, next_file_number, logs),
     )
+}
+
+/// [`write`] with each value log's live bytes taken from `live` (0 for one it does not name)
+/// instead of the log's shared count: a checkpoint writes the counts of its own tables.
+pub(crate) fn write_with_live(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    version: &Version,
+    next_file_number: u64,
+    logs: LogState,
+    live: &BTreeMap<u64, u64>,
+) -> Result<()> {
+    let bytes = encode_with_live(version, next_file_number, logs, &|v| {
+        live.get(&v.number).copied().unwrap_or(0)
+    });
+    fsutil::write_atomically(fs, dir, MANIFEST_FILE, &bytes)
 }
 
 #[cfg(test)]
