@@ -227,6 +227,10 @@ pub struct EngineSpec {
     /// this share of the sealed segments); `None`: Strata's default.
     #[serde(default)]
     pub log_merge_dead_ratio: Option<f64>,
+    /// The LSM's value-log threshold (`value_log_gc_live_ratio`: compactions move the values of a
+    /// log less live than this; collection takes a quarter of it); `None`: Strata's default.
+    #[serde(default)]
+    pub value_log_live_ratio: Option<f64>,
 }
 
 impl EngineSpec {
@@ -245,6 +249,7 @@ impl EngineSpec {
             memtable_entries_max: None,
             log_segment_bytes_max: None,
             log_merge_dead_ratio: None,
+            value_log_live_ratio: None,
         }
     }
 
@@ -275,6 +280,9 @@ impl EngineSpec {
             log_merge_dead_ratio: self
                 .log_merge_dead_ratio
                 .unwrap_or(defaults.log_merge_dead_ratio),
+            value_log_gc_live_ratio: self
+                .value_log_live_ratio
+                .unwrap_or(defaults.value_log_gc_live_ratio),
             ..defaults
         }
     }
@@ -784,7 +792,9 @@ mod tests {
         spec.memtable_entries_max = Some(1_000_000);
         spec.log_segment_bytes_max = Some(8 << 10);
         spec.log_merge_dead_ratio = Some(0.3);
+        spec.value_log_live_ratio = Some(0.7);
         let o = spec.strata_options();
+        assert_eq!(o.value_log_gc_live_ratio, 0.7);
         assert_eq!(o.memtable_entries_max, Some(1_000_000));
         assert_eq!(o.log_segment_bytes_max, 8 << 10);
         assert_eq!(o.log_merge_dead_ratio, 0.3);
@@ -794,6 +804,7 @@ mod tests {
             "memtable_entries_max",
             "log_segment_bytes_max",
             "log_merge_dead_ratio",
+            "value_log_live_ratio",
         ] {
             old.as_object_mut().unwrap().remove(field);
         }

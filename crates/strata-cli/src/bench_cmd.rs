@@ -157,6 +157,10 @@ struct EngineArgs {
     /// 0.05 to 0.95 (default 0.5).
     #[arg(long)]
     log_merge_dead_ratio: Option<f64>,
+    /// Strata's LSM engine only: compactions move the values of a value log less live than
+    /// this, 0.0 to 0.95 (default 0.5); higher keeps less garbage on disk for more rewriting.
+    #[arg(long)]
+    value_log_live_ratio: Option<f64>,
 }
 
 impl EngineArgs {
@@ -189,6 +193,7 @@ impl EngineArgs {
         };
         // (The engine checks the ranges of both log settings when it opens.)
         spec.log_merge_dead_ratio = self.log_merge_dead_ratio;
+        spec.value_log_live_ratio = self.value_log_live_ratio;
         Ok(spec)
     }
 }
