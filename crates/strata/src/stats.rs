@@ -107,6 +107,11 @@ impl Stats {
         self.partitions.iter().map(|p| p.user_bytes_written).sum()
     }
 
+    /// Value files compactions wrote across all partitions (values moved out of value logs).
+    pub fn moved_value_files(&self) -> u64 {
+        self.partitions.iter().map(|p| p.moved_value_files).sum()
+    }
+
     /// Total write amplification (disk bytes written / user bytes written; see
     /// [`PartitionStats::write_amplification`]).
     pub fn write_amplification(&self) -> f64 {

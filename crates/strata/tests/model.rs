@@ -709,7 +709,7 @@ fn compactions_move_live_values_out_of_mostly_dead_logs_and_lose_nothing() {
     }
     db.flush().unwrap();
     let s = db.stats();
-    let moved_files: u64 = s.partitions.iter().map(|p| p.moved_value_files).sum();
+    let moved_files: u64 = s.moved_value_files();
     let moved_bytes: u64 = s
         .partitions
         .iter()

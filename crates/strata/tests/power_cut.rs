@@ -128,12 +128,7 @@ fn crash_at(engine: Engine, point: Option<u64>, tear: bool) -> u64 {
     let calls = fs.mutations();
     if point.is_none() && engine == Engine::Lsm {
         // The crash points cover compactions that move values into value files.
-        let moved: u64 = db
-            .stats()
-            .partitions
-            .iter()
-            .map(|p| p.moved_value_files)
-            .sum();
+        let moved: u64 = db.stats().moved_value_files();
         assert!(moved > 0, "the workload moved no values out of value logs");
     }
     // The process goes on until it is dropped; the power is already out.

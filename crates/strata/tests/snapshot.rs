@@ -486,12 +486,7 @@ fn a_checkpoint_taken_while_compactions_move_values_keeps_every_value_log_it_nee
     }
     done.store(true, std::sync::atomic::Ordering::Relaxed);
     writer.join().unwrap();
-    let moved: u64 = db
-        .stats()
-        .partitions
-        .iter()
-        .map(|p| p.moved_value_files)
-        .sum();
+    let moved: u64 = db.stats().moved_value_files();
     assert!(
         moved > 0,
         "no compaction moved values during the checkpoints"

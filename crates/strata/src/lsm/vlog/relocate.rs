@@ -40,6 +40,13 @@ pub(crate) fn moved_path(dir: &Path, number: u64) -> PathBuf {
     dir.join(format!("{number:06}{MOVED_SUFFIX}"))
 }
 
+/// A value file being written: its number, writer, and the value bytes copied into it.
+struct ValueFile {
+    number: u64,
+    writer: WalWriter,
+    moved_bytes: u64,
+}
+
 /// Copies the values of victim logs that one compaction meets into new value files.
 pub(crate) struct ValueMover {
     fs: SharedFs,
@@ -48,8 +55,8 @@ pub(crate) struct ValueMover {
     version: Arc<Version>,
     victims: HashSet<u64>,
     /// Files finished so far (written, not yet fsynced), then the one being written.
-    done: Vec<(u64, WalWriter, u64)>,
-    current: Option<(u64, WalWriter, u64)>,
+    done: Vec<ValueFile>,
+    current: Option<ValueFile>,
     payload: Vec<u8>,
     offsets: Vec<u32>,
 }
@@ -105,18 +112,22 @@ impl ValueMover {
         if self
             .current
             .as_ref()
-            .is_some_and(|(_, w, _)| w.len_bytes >= MOVED_FILE_BYTES_TARGET)
+            .is_some_and(|f| f.writer.len_bytes >= MOVED_FILE_BYTES_TARGET)
         {
             if let Some(full) = self.current.take() {
                 self.done.push(full);
             }
         }
-        let (number, writer, moved) = match &mut self.current {
-            Some(c) => c,
+        let file = match &mut self.current {
+            Some(f) => f,
             None => {
                 let number = new_number();
-                let w = WalWriter::create(&*self.fs, moved_path(&self.dir, number), 0)?;
-                self.current.insert((number, w, 0))
+                let writer = WalWriter::create(&*self.fs, moved_path(&self.dir, number), 0)?;
+                self.current.insert(ValueFile {
+                    number,
+                    writer,
+                    moved_bytes: 0,
+                })
             }
         };
         self.payload.clear();
@@ -126,13 +137,13 @@ impl ValueMover {
             std::iter::once((Kind::Put, key, value)),
             Some(&mut self.offsets),
         );
-        let offset = writer.len_bytes
+        let offset = file.writer.len_bytes
             + RECORD_HEADER_BYTES
             + u64::from(self.offsets.first().copied().unwrap_or(0));
-        writer.append(&self.payload, 0)?;
-        *moved += value.len() as u64;
+        file.writer.append(&self.payload, 0)?;
+        file.moved_bytes += value.len() as u64;
         Ok(ValuePtr {
-            file: *number,
+            file: file.number,
             offset,
             len: p.len,
             crc: p.crc,
@@ -144,10 +155,10 @@ impl ValueMover {
     pub(crate) fn finish(mut self, flushes: u64) -> Result<Vec<Arc<VlogFile>>> {
         self.done.extend(self.current.take());
         let mut files = Vec::with_capacity(self.done.len());
-        for (number, writer, moved) in &mut self.done {
-            writer.write_buffer()?;
-            writer.file().sync_data().at(writer.path())?;
-            files.push((*number, writer.path().to_path_buf(), *moved));
+        for f in &mut self.done {
+            f.writer.write_buffer()?;
+            f.writer.file().sync_data().at(f.writer.path())?;
+            files.push((f.number, f.writer.path().to_path_buf(), f.moved_bytes));
         }
         if !files.is_empty() {
             fsutil::sync_dir(&*self.fs, &self.dir)?;
@@ -173,9 +184,9 @@ impl ValueMover {
     /// Removes the value files written so far (the compaction failed: no manifest lists them).
     pub(crate) fn abandon(mut self) {
         self.done.extend(self.current.take());
-        for (_, writer, _) in &self.done {
-            if let Err(e) = self.fs.remove_file(writer.path()) {
-                tracing::warn!(path = %writer.path().display(), error = %e, "could not delete an abandoned value file");
+        for f in &self.done {
+            if let Err(e) = self.fs.remove_file(f.writer.path()) {
+                tracing::warn!(path = %f.writer.path().display(), error = %e, "could not delete an abandoned value file");
             }
         }
     }
