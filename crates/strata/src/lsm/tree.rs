@@ -559,10 +559,18 @@ impl crate::options::SettledRead for Tree {
 fn resolve_pointer(wal_dir: &Path, version: &Version, p: &ValuePtr) -> Result<Bytes> {
     match version.vlogs.get(&p.file) {
         Some(f) => f.read(p),
+        // Not listed, so whether it was a log (`.log`) or a compaction's value file (`.vlog`)
+        // is unknown: the error names the directory and the number.
         None => Err(Error::corruption(
-            journal::wal_path(wal_dir, p.file),
+            wal_dir,
             p.offset,
-            "a table points into this value log, which the manifest does not list",
+            format!(
+                "a table points into value log number {} ({} or its .vlog), which the manifest does not list",
+                p.file,
+                journal::wal_path(wal_dir, p.file)
+                    .file_name()
+                    .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+            ),
         )),
     }
 }

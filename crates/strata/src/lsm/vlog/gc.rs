@@ -40,7 +40,7 @@ impl Tree {
         let victim = version
             .vlogs
             .values()
-            .filter(|f| f.live_ratio() < live_ratio_below)
+            .filter(|f| f.live_ratio() < live_ratio_below && !f.damaged.load(Ordering::Acquire))
             .min_by(|a, b| a.live_ratio().total_cmp(&b.live_ratio()))
             .cloned();
         drop(version);
@@ -86,7 +86,7 @@ impl Tree {
             pending.clear();
             Ok(())
         };
-        journal::replay_batches(&*self.opts.fs, &path, |batch| {
+        let replayed = journal::replay_batches(&*self.opts.fs, &path, |batch| {
             let view = self.view.load();
             for &(kind, key, value) in &batch.entries {
                 if kind != Kind::Put {
@@ -107,7 +107,18 @@ impl Tree {
                 pending_bytes = 0;
             }
             Ok(())
-        })?;
+        });
+        match replayed {
+            // Values before the damage may have been rewritten: harmless copies of live values.
+            // The log stays (its damaged values stay readable as errors); the caller may go
+            // on to the next victim.
+            Err(e) if victim.mark_damaged_on(&e, "value-log garbage collection") => {
+                return Ok(true)
+            }
+            other => {
+                other?;
+            }
+        }
         rewrite(&mut pending)?;
         // The copies must be durable before the originals can go, and so must whatever made
         // the other values dead: a newer version may be part of a batch spanning partitions,

@@ -82,6 +82,11 @@ pub(crate) struct VlogFile {
     /// upper bound, reaches zero.
     pub(crate) sampled_live_bytes: AtomicU64,
     pub(crate) obsolete: AtomicBool,
+    /// A record of this log failed its checksum when collection or sampling read the log
+    /// whole: both leave it alone from then on (until the next open), so one damaged log
+    /// neither stops them nor is chosen again and again. Reads of its values still check
+    /// each value and report the damaged ones.
+    pub(crate) damaged: AtomicBool,
     /// The partition's flush count when this log was last sampled (or created): logs are sampled
     /// least recently first.
     pub(crate) sampled_at_flush: AtomicU64,
@@ -106,6 +111,7 @@ impl VlogFile {
             live_bytes: AtomicU64::new(live_bytes),
             sampled_live_bytes: AtomicU64::new(u64::MAX),
             obsolete: AtomicBool::new(false),
+            damaged: AtomicBool::new(false),
             sampled_at_flush: AtomicU64::new(sampled_at_flush),
         })
     }
@@ -140,6 +146,22 @@ impl VlogFile {
 
     pub(crate) fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Marks the log damaged if `e`, met while reading it whole, is corruption (and says so
+    /// in the log); returns whether it did. Other errors (I/O) are for the caller to return.
+    pub(crate) fn mark_damaged_on(&self, e: &crate::error::Error, reading_for: &str) -> bool {
+        if !e.is_corruption() {
+            return false;
+        }
+        if !self.damaged.swap(true, Ordering::AcqRel) {
+            tracing::error!(
+                log = %self.path.display(),
+                error = %e,
+                "value log damaged; {reading_for} leaves it alone until the next open (reads of its damaged values report corruption)"
+            );
+        }
+        true
     }
 
     /// The share of the log believed live: the tracked upper bound, or the sampled estimate

@@ -95,7 +95,17 @@ impl ValueMover {
             return Ok(None);
         }
         match self.version.vlogs.get(&p.file) {
-            Some(log) => log.read(p).map(Some),
+            Some(log) => match log.read(p) {
+                Ok(value) => Ok(Some(value)),
+                // A damaged value stays where it is, pointer and all: reads of that key go on
+                // reporting it, and the compaction (and every later one) goes on with the
+                // rest instead of failing on it each time.
+                Err(e) if e.is_corruption() => {
+                    tracing::error!(error = %e, "damaged value left in place by compaction");
+                    Ok(None)
+                }
+                Err(e) => Err(e),
+            },
             None => Ok(None),
         }
     }

@@ -26,7 +26,10 @@ impl Tree {
             .version
             .vlogs
             .values()
-            .filter(|f| f.sampled_at_flush.load(Ordering::Relaxed) < flushes)
+            .filter(|f| {
+                f.sampled_at_flush.load(Ordering::Relaxed) < flushes
+                    && !f.damaged.load(Ordering::Acquire)
+            })
             .min_by_key(|f| (f.sampled_at_flush.load(Ordering::Relaxed), f.number))
             .cloned()
         else {
@@ -36,7 +39,7 @@ impl Tree {
         let stride_bytes = (log.total_bytes / VLOG_SAMPLE_VALUES).max(1);
         let (mut next_mark, mut sampled, mut live) = (0u64, 0u64, 0u64);
         let path = log.path().to_path_buf();
-        journal::replay_batches(&*self.opts.fs, &path, |batch| {
+        let replayed = journal::replay_batches(&*self.opts.fs, &path, |batch| {
             if batch.offset < next_mark {
                 return Ok(());
             }
@@ -53,7 +56,13 @@ impl Tree {
                 }
             }
             Ok(())
-        })?;
+        });
+        match replayed {
+            Err(e) if log.mark_damaged_on(&e, "liveness sampling") => return Ok(true),
+            other => {
+                other?;
+            }
+        }
         if sampled > 0 {
             let estimate = (log.total_bytes as f64 * live as f64 / sampled as f64) as u64;
             log.sampled_live_bytes.store(estimate, Ordering::Release);
