@@ -289,6 +289,7 @@ pub fn run_in_process(
     sink: Sink<'_>,
 ) -> Result<Vec<ReadonlyRecord>> {
     spec.validate()?;
+    check_room(spec, dir)?;
     fresh_dir(dir)?;
     let started_unix_ms = unix_ms();
     sys::reset_peak_rss();
@@ -348,13 +349,19 @@ pub fn run_in_process(
             ..spec.clone()
         };
         spec.validate()?;
-        let (reads, found, seconds, hist) = match &base {
-            Some(store) => read_phase(&**store, &spec, keys)?,
+        let (reads, found, seconds, hist, page_cache_dropped) = match &base {
+            Some(store) => {
+                let dropped = drop_page_cache_if_asked(&spec);
+                let (r, f, s, h) = read_phase(&**store, &spec, keys)?;
+                (r, f, s, h, dropped)
+            }
             None => {
                 let copy = sibling(dir, "trial");
                 copy_dir(dir, &copy)?;
                 let store = open_store(&spec.engine, &copy)?;
-                let phase = read_phase(&*store, &spec, keys)?;
+                let dropped = drop_page_cache_if_asked(&spec);
+                let (r, f, s, h) = read_phase(&*store, &spec, keys)?;
+                let phase = (r, f, s, h, dropped);
                 store.close()?;
                 finish_dir(&copy, false)?;
                 phase
@@ -385,6 +392,7 @@ pub fn run_in_process(
             p999_us: hist.value_at_quantile(0.999),
             peak_rss_bytes: sys::peak_rss_bytes(),
             trial: with_copies.then_some(trial),
+            page_cache_dropped,
         };
         eprintln!(
             "  {} read-only: known-key rate {:.2}, {} threads{}: {:.0} reads/s, p99 {} us",
@@ -419,6 +427,57 @@ pub fn run_in_process(
     }
     finish_dir(dir, keep_data)?;
     Ok(records)
+}
+
+/// Refuses a run whose data set cannot fit on the disk holding `dir` (before any of it is
+/// written), and says when a run asked to read from the disk has a data set small enough for
+/// the page cache to hold most of it.
+fn check_room(spec: &ReadonlySpec, dir: &Path) -> Result<()> {
+    let needed = spec.disk_bytes_needed();
+    if let Some(free) = sys::free_disk_bytes(dir) {
+        // What the directory holds now goes when it is made fresh.
+        let free = free.saturating_add(if dir.exists() { dir_bytes(dir) } else { 0 });
+        if free < needed {
+            return Err(Error::Invalid(format!(
+                "read-only: a data set of {:.1} GiB needs about {:.1} GiB of free disk next to {} (data, engine overhead, sort runs{}), but only {:.1} GiB is free",
+                gib(spec.data_bytes),
+                gib(needed),
+                dir.display(),
+                if spec.trials > 1 { ", one trial copy" } else { "" },
+                gib(free),
+            )));
+        }
+    }
+    if spec.drop_page_cache {
+        if let Some(memory) = sys::memory_bytes() {
+            if spec.data_bytes < memory.saturating_mul(2) {
+                eprintln!(
+                    "  note: the data set ({:.1} GiB) is under twice the machine's memory ({:.1} GiB): reads will fill the page cache and come more and more from memory",
+                    gib(spec.data_bytes),
+                    gib(memory)
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+fn gib(bytes: u64) -> f64 {
+    bytes as f64 / (1u64 << 30) as f64
+}
+
+/// Drops the page cache before a read phase when `spec` asks; `None` when it does not ask.
+fn drop_page_cache_if_asked(spec: &ReadonlySpec) -> Option<bool> {
+    if !spec.drop_page_cache {
+        return None;
+    }
+    let dropped = sys::drop_page_cache();
+    if !dropped {
+        eprintln!(
+            "  could not drop the page cache (writing /proc/sys/vm/drop_caches needs root): this phase may read from memory"
+        );
+    }
+    Some(dropped)
 }
 
 /// First quartile, median and third quartile of `values` (sorted in place; linear

@@ -155,6 +155,10 @@ pub struct ReadonlyRecord {
     /// Which trial of its read phase this was (`ReadonlySpec::trials` above 1), from 0.
     #[serde(default)]
     pub trial: Option<u32>,
+    /// Whether the page cache was dropped before this phase: `None` when not asked
+    /// (`ReadonlySpec::drop_page_cache`), `Some(false)` when asked but not allowed (not root).
+    #[serde(default)]
+    pub page_cache_dropped: Option<bool>,
 }
 
 /// The result of one step.

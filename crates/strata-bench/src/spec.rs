@@ -459,6 +459,10 @@ pub struct ReadonlySpec {
     /// each trial reads its own fresh copy of it, trials of every phase in a random order.
     #[serde(default)]
     pub trials: u32,
+    /// Drop the kernel's page cache before each read phase (needs root), so that reads come
+    /// from the disk rather than from memory the load or an earlier phase filled.
+    #[serde(default)]
+    pub drop_page_cache: bool,
 }
 
 impl ReadonlySpec {
@@ -466,6 +470,16 @@ impl ReadonlySpec {
     pub fn keys(&self) -> u64 {
         let per_key = (self.key_bytes + self.value_bytes).max(1) as u64;
         (self.data_bytes / per_key).max(1)
+    }
+
+    /// Free disk the run needs next to its directory: the data set with room for the engine's
+    /// own overhead (an eighth: indexes, filters, file headers), the sort runs (8 bytes per
+    /// key), and with trials one copy of the data set at a time.
+    pub fn disk_bytes_needed(&self) -> u64 {
+        let data = self.data_bytes.saturating_add(self.data_bytes / 8);
+        let copies = if self.trials > 1 { 2 } else { 1 };
+        data.saturating_mul(copies)
+            .saturating_add(self.keys().saturating_mul(8))
     }
 
     /// Checks the settings.

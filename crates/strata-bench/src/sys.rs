@@ -31,6 +31,21 @@ pub fn drop_page_cache() -> bool {
     synced && std::fs::write("/proc/sys/vm/drop_caches", "3").is_ok()
 }
 
+/// Bytes free to an unprivileged user on the file system holding `path` (or its nearest
+/// existing ancestor), if they can be read.
+pub fn free_disk_bytes(path: &std::path::Path) -> Option<u64> {
+    let existing = path.ancestors().find(|p| p.exists())?;
+    fs2::available_space(existing).ok()
+}
+
+/// Total memory of the machine (`MemTotal`), if it can be read.
+pub fn memory_bytes() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
 /// Bytes this process caused to be written to storage, less those cancelled because the file was
 /// truncated or deleted before write-back.
 pub fn io_write_bytes() -> Option<u64> {

@@ -126,6 +126,7 @@ fn every_mode_runs_and_the_report_draws_its_output() {
         bulk_load: true,
         seed: 3,
         trials: 1,
+        drop_page_cache: false,
     };
     let reads = [
         readonly::ReadPoint {
@@ -187,6 +188,28 @@ fn every_mode_runs_and_the_report_draws_its_output() {
         .unwrap();
     assert_eq!(phases.len(), 1);
     assert!(!phases[0].bulk_loaded);
+    assert_eq!(phases[0].page_cache_dropped, None, "not asked");
+
+    // Asked to read from the disk: every phase says whether the cache could be dropped (root
+    // only); a data set larger than the free disk is refused before anything is written.
+    let cold = ReadonlySpec {
+        drop_page_cache: true,
+        duration: Duration::from_millis(100),
+        ..ro.clone()
+    };
+    let phases = runner(tmp.path(), Isolation::InProcess)
+        .readonly(&cold, &reads, &mut sink)
+        .unwrap();
+    assert!(phases.iter().all(|r| r.page_cache_dropped.is_some()));
+    let huge = ReadonlySpec {
+        data_bytes: 1 << 60,
+        ..ro.clone()
+    };
+    let err = runner(tmp.path(), Isolation::InProcess)
+        .readonly(&huge, &[], &mut sink)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("free disk"), "{err}");
     assert!((0.35..=0.65).contains(&(phases[0].found as f64 / phases[0].reads as f64)));
 
     // Every line parses; the report draws what they hold.
@@ -201,7 +224,7 @@ fn every_mode_runs_and_the_report_draws_its_output() {
             .iter()
             .filter(|l| matches!(l, Line::Readonly(_)))
             .count(),
-        2 + 6 + 1
+        2 + 6 + 1 + 2
     );
     assert!(
         lines

@@ -333,6 +333,10 @@ struct ReadonlyArgs {
     /// data set, trials in random order; a median and IQR line per phase follows.
     #[arg(long, default_value_t = 1)]
     trials: u32,
+    /// Drop the kernel's page cache before each read phase (needs root; says so when it
+    /// cannot), so that a data set larger than memory is read from the disk.
+    #[arg(long)]
+    drop_page_cache: bool,
     #[command(flatten)]
     engine_opts: EngineArgs,
     #[command(flatten)]
@@ -595,6 +599,7 @@ fn readonly_mode(a: &ReadonlyArgs) -> anyhow::Result<()> {
             },
             seed: a.seed,
             trials: a.trials,
+            drop_page_cache: a.drop_page_cache,
         };
         for r in runner.readonly(&spec, &reads, &mut sink)? {
             println!(

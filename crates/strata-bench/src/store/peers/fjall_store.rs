@@ -114,6 +114,23 @@ impl BenchStore for FjallStore {
         self.keyspace.remove(key).map_err(err("remove"))?;
         self.after_write()
     }
+    /// fjall's own bulk load (`Keyspace::start_ingestion`: table files written directly).
+    fn bulk_load(&self, sorted: &mut dyn Iterator<Item = (Vec<u8>, &[u8])>) -> Result<u64> {
+        let mut ingestion = self
+            .keyspace
+            .start_ingestion()
+            .map_err(err("start ingestion"))?;
+        let mut loaded = 0u64;
+        for (key, value) in sorted {
+            ingestion.write(key, value).map_err(err("ingest"))?;
+            loaded += 1;
+        }
+        ingestion.finish().map_err(err("finish ingestion"))?;
+        Ok(loaded)
+    }
+    fn has_bulk_load(&self) -> bool {
+        true
+    }
     fn compact(&self) -> Result<()> {
         self.keyspace
             .rotate_memtable_and_wait()

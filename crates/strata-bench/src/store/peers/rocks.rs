@@ -10,7 +10,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rocksdb::{BlockBasedOptions, Cache, DBCompressionType, Options, WriteOptions, DB};
+use rocksdb::{
+    BlockBasedOptions, Cache, DBCompressionType, IngestExternalFileOptions, Options, SstFileWriter,
+    WriteOptions, DB,
+};
 
 use super::PeriodicSync;
 use crate::error::{Error, Result};
@@ -23,9 +26,14 @@ const NAME: &str = "rocksdb";
 /// separation threshold without compression.
 const SEPARATION_BYTES_MIN: u64 = 512;
 
+/// A bulk load cuts its table files at about this size (RocksDB's `target_file_size_base` is
+/// 64 MiB; bulk-loaded data is never compacted, so larger files only mean fewer of them).
+const BULK_FILE_BYTES: u64 = 256 << 20;
+
 /// RocksDB under test.
 pub struct RocksStore {
     db: Arc<DB>,
+    dir: std::path::PathBuf,
     opts: Options,
     write_opts: WriteOptions,
     syncer: Option<PeriodicSync>,
@@ -85,6 +93,7 @@ impl RocksStore {
         };
         Ok(RocksStore {
             db,
+            dir: dir.to_path_buf(),
             opts,
             write_opts,
             syncer,
@@ -124,6 +133,49 @@ impl BenchStore for RocksStore {
         self.db.flush().map_err(err("flush"))?;
         self.db.compact_range(None::<&[u8]>, None::<&[u8]>);
         Ok(())
+    }
+    /// RocksDB's own bulk load: table files written with `SstFileWriter` into a staging
+    /// directory inside the database's, then ingested (moved, not copied) into the bottom level.
+    fn bulk_load(&self, sorted: &mut dyn Iterator<Item = (Vec<u8>, &[u8])>) -> Result<u64> {
+        let staging = self.dir.join("bulk-load");
+        std::fs::create_dir_all(&staging).map_err(|e| Error::io("creating", &staging, e))?;
+        let mut files = Vec::new();
+        let mut loaded = 0u64;
+        let mut writer: Option<SstFileWriter<'_>> = None;
+        for (key, value) in sorted {
+            let w = match writer.as_mut() {
+                Some(w) => w,
+                None => {
+                    let path = staging.join(format!("{:06}.sst", files.len()));
+                    let w = SstFileWriter::create(&self.opts);
+                    w.open(&path).map_err(err("open table writer"))?;
+                    files.push(path);
+                    writer.insert(w)
+                }
+            };
+            w.put(&key, value).map_err(err("table writer put"))?;
+            loaded += 1;
+            if w.file_size() >= BULK_FILE_BYTES {
+                if let Some(mut full) = writer.take() {
+                    full.finish().map_err(err("finish table"))?;
+                }
+            }
+        }
+        if let Some(mut last) = writer.take() {
+            last.finish().map_err(err("finish table"))?;
+        }
+        if !files.is_empty() {
+            let mut ingest = IngestExternalFileOptions::default();
+            ingest.set_move_files(true);
+            self.db
+                .ingest_external_file_opts(&ingest, files)
+                .map_err(err("ingest"))?;
+        }
+        std::fs::remove_dir_all(&staging).map_err(|e| Error::io("removing", &staging, e))?;
+        Ok(loaded)
+    }
+    fn has_bulk_load(&self) -> bool {
+        true
     }
     fn close(mut self: Box<Self>) -> Result<()> {
         if let Some(s) = self.syncer.take() {
