@@ -4,12 +4,15 @@
 //! - `interval`: a mixed workload's stats line (the original benchmark's `nanoTime, put, delete,
 //!   deleteFound, get, getFound, fileSize`, counts per interval, plus latency percentiles) tagged
 //!   with `runId, engine, workload, partitions, threads`;
-//! - `summary`: one mixed-workload run: its full [`BenchSpec`] and results ([`RunRecord`]);
+//! - `summary`: one mixed-workload run: its full [`BenchSpec`] and results ([`RunRecord`]); with
+//!   `strata bench matrix --trials N`, also `trial` (which run of its spec this was, from 0:
+//!   [`TrialTagger`]), which [`parse_report_line`] reads;
 //! - `readonly`: one read-only run: its [`ReadonlySpec`] and results ([`ReadonlyRecord`]);
 //! - `startup`: one step of the startup benchmark ([`StartupRecord`]);
 //! - `docsStats`, `docsLoad`, `docsOps`: the document benchmarks: a stats line per interval of
 //!   the load and of each phase, the load's results ([`DocsLoadRecord`]) and each phase's
-//!   ([`DocsOpsRecord`]); the report does not draw them and reads them as [`Line::Other`].
+//!   ([`DocsOpsRecord`]). [`parse_line`] reads them as [`Line::Other`] (the runner has no use for
+//!   them); the report reads them through [`parse_report_line`] as [`DocsLine`]s.
 //!
 //! Where lines go ([`Sink`]) and how a record becomes one ([`to_value`]) are defined here too:
 //! this module imports only the specs, so every benchmark writes its records without depending
@@ -361,6 +364,80 @@ pub enum Line {
     Other,
 }
 
+/// One stats line of the document benchmarks (`docsStats`), reduced to what plots need.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DocsStatsPoint {
+    /// Run the line belongs to.
+    pub run_id: String,
+    /// `load`, or the phase's name (`get`, `get-path`, `update`, `increment`).
+    pub phase: String,
+    /// Client threads of the phase (the load: its writer threads).
+    pub threads: u64,
+    /// Block compression of the store (`none`, `lz4`).
+    pub compression: String,
+    /// Seconds since the load or phase started.
+    pub elapsed_s: f64,
+    /// Documents written (load) or operations done (phases) since it started.
+    pub count: u64,
+    /// Bytes the store occupied on disk.
+    pub size_bytes: u64,
+}
+
+/// A line of the document benchmarks, as the report reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DocsLine {
+    /// A stats line of the load or of a phase.
+    Stats(DocsStatsPoint),
+    /// A load's results.
+    Load(Box<DocsLoadRecord>),
+    /// One phase's results at one thread count.
+    Ops(Box<DocsOpsRecord>),
+}
+
+/// A line as the report reads it: the [`Line`] every reader sees, and what `Line` leaves out.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReportLine {
+    /// The line.
+    pub line: Line,
+    /// A summary's `trial`: which run of its spec this was, from 0 (`strata bench matrix
+    /// --trials`); `None` for other lines and for runs without trials.
+    pub trial: Option<u32>,
+    /// A document benchmark line (`line` is then [`Line::Other`]).
+    pub docs: Option<DocsLine>,
+}
+
+/// Numbers the summary lines of repeated specs, for `strata bench matrix --trials`: the first
+/// summary of a spec gets `"trial": 0`, the next of the same spec 1, and so on; other lines pass
+/// unchanged.
+#[derive(Debug, Default)]
+pub struct TrialTagger {
+    /// Each spec seen (as JSON) and the summaries of it so far.
+    seen: Vec<(serde_json::Value, u32)>,
+}
+
+impl TrialTagger {
+    /// `line`, with `trial` added when it is a summary.
+    pub fn tag(&mut self, line: &serde_json::Value) -> serde_json::Value {
+        let mut l = line.clone();
+        if line.get("kind").and_then(|k| k.as_str()) != Some(KIND_SUMMARY) {
+            return l;
+        }
+        let spec = line.get("spec").cloned().unwrap_or_default();
+        let trial = match self.seen.iter_mut().find(|(s, _)| *s == spec) {
+            Some((_, n)) => {
+                *n += 1;
+                *n - 1
+            }
+            None => {
+                self.seen.push((spec, 1));
+                0
+            }
+        };
+        l["trial"] = trial.into();
+        l
+    }
+}
+
 /// Where a run's JSON lines go (a JSONL file, stdout, a test's vector).
 pub type Sink<'a> = &'a mut dyn FnMut(&serde_json::Value) -> Result<()>;
 
@@ -386,7 +463,56 @@ pub fn tag_interval(line: &serde_json::Value, run_id: &str, spec: &BenchSpec) ->
 
 /// Parses one JSON line.
 pub fn parse_line(text: &str) -> std::result::Result<Line, serde_json::Error> {
+    line_of(serde_json::from_str(text)?)
+}
+
+/// Parses one JSON line as the report reads it: also a summary's trial and the document
+/// benchmarks' lines.
+pub fn parse_report_line(text: &str) -> std::result::Result<ReportLine, serde_json::Error> {
     let v: serde_json::Value = serde_json::from_str(text)?;
+    let u = |k: &str| v.get(k).and_then(|x| x.as_u64()).unwrap_or(0);
+    let s = |k: &str| {
+        v.get(k)
+            .and_then(|x| x.as_str())
+            .unwrap_or_default()
+            .to_string()
+    };
+    let kind = v.get("kind").and_then(|k| k.as_str());
+    let trial = match kind {
+        Some(KIND_SUMMARY) => v
+            .get("trial")
+            .and_then(|t| t.as_u64())
+            .and_then(|t| u32::try_from(t).ok()),
+        _ => None,
+    };
+    let docs = match kind {
+        Some(KIND_DOCS_STATS) => Some(DocsLine::Stats(DocsStatsPoint {
+            run_id: s("runId"),
+            phase: s("phase"),
+            threads: u("threads"),
+            compression: s("compression"),
+            elapsed_s: u("time") as f64 / 1e9,
+            // The load counts documents written, the phases operations.
+            count: if s("phase") == "load" {
+                u("writes")
+            } else {
+                u("ops")
+            },
+            size_bytes: u("size"),
+        })),
+        Some(KIND_DOCS_LOAD) => Some(DocsLine::Load(Box::new(serde_json::from_value(v.clone())?))),
+        Some(KIND_DOCS_OPS) => Some(DocsLine::Ops(Box::new(serde_json::from_value(v.clone())?))),
+        _ => None,
+    };
+    Ok(ReportLine {
+        line: line_of(v)?,
+        trial,
+        docs,
+    })
+}
+
+/// The [`Line`] of a parsed JSON value.
+fn line_of(v: serde_json::Value) -> std::result::Result<Line, serde_json::Error> {
     Ok(match v.get("kind").and_then(|k| k.as_str()) {
         Some(KIND_SUMMARY) => Line::Summary(Box::new(serde_json::from_value(v)?)),
         Some(KIND_READONLY) => Line::Readonly(Box::new(serde_json::from_value(v)?)),
@@ -416,6 +542,19 @@ pub fn parse_line(text: &str) -> std::result::Result<Line, serde_json::Error> {
 
 /// Reads every line of a JSONL file; a bad line is an error naming the file and line number.
 pub fn read_jsonl(path: &Path) -> Result<Vec<Line>> {
+    read_lines(path, parse_line)
+}
+
+/// Reads every line of a JSONL file as the report reads it ([`parse_report_line`]); a bad line
+/// is an error naming the file and line number.
+pub fn read_report_jsonl(path: &Path) -> Result<Vec<ReportLine>> {
+    read_lines(path, parse_report_line)
+}
+
+fn read_lines<T>(
+    path: &Path,
+    parse: fn(&str) -> std::result::Result<T, serde_json::Error>,
+) -> Result<Vec<T>> {
     let file = std::fs::File::open(path).map_err(|e| Error::io("opening", path, e))?;
     let mut out = Vec::new();
     for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
@@ -423,7 +562,7 @@ pub fn read_jsonl(path: &Path) -> Result<Vec<Line>> {
         if line.trim().is_empty() {
             continue;
         }
-        out.push(parse_line(&line).map_err(|e| Error::Json {
+        out.push(parse(&line).map_err(|e| Error::Json {
             context: format!("{} line {}", path.display(), i + 1),
             source: e,
         })?);
@@ -448,4 +587,79 @@ pub fn unix_ms() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    #[test]
+    fn trials_number_the_summaries_of_each_spec() {
+        let summary = |threads: u64| serde_json::json!({"kind": "summary", "runId": "r", "spec": {"threads": threads}});
+        let mut tagger = TrialTagger::default();
+        let interval = serde_json::json!({"kind": "interval", "runId": "r"});
+        assert_eq!(
+            tagger.tag(&interval),
+            interval,
+            "only summaries are numbered"
+        );
+        let trials: Vec<serde_json::Value> = [1, 2, 1, 1, 2]
+            .into_iter()
+            .map(|t| tagger.tag(&summary(t))["trial"].clone())
+            .collect();
+        assert_eq!(trials, [0, 0, 1, 2, 1].map(serde_json::Value::from));
+    }
+
+    #[test]
+    fn report_lines_carry_trials_and_document_lines() {
+        let l = parse_report_line(r#"{"kind":"docsStats","runId":"r","phase":"load","threads":2,"compression":"none","time":2000000000,"writes":77,"size":5}"#).unwrap();
+        assert_eq!(l.line, Line::Other);
+        assert_eq!(
+            l.docs,
+            Some(DocsLine::Stats(DocsStatsPoint {
+                run_id: "r".into(),
+                phase: "load".into(),
+                threads: 2,
+                compression: "none".into(),
+                elapsed_s: 2.0,
+                count: 77,
+                size_bytes: 5,
+            }))
+        );
+        let l = parse_report_line(r#"{"kind":"docsStats","runId":"r","phase":"get","threads":2,"compression":"none","time":1000000000,"ops":9,"size":5}"#).unwrap();
+        assert!(matches!(l.docs, Some(DocsLine::Stats(p)) if p.count == 9));
+    }
+
+    #[test]
+    fn a_summary_trial_reaches_the_report_and_other_readers_ignore_it() {
+        let record = RunRecord {
+            kind: KIND_SUMMARY.into(),
+            run_id: "1-strata-balanced-p4-t2".into(),
+            started_unix_ms: 1,
+            machine: "test".into(),
+            isolated: true,
+            spec: BenchSpec {
+                engine: crate::spec::EngineSpec::new(Engine::Strata),
+                run: crate::spec::RunSpec::seed_defaults(crate::spec::Workload::Balanced),
+            },
+            summary: RunSummary::default(),
+            disk_bytes: 0,
+            write_amplification_engine: None,
+            engine_stats: None,
+            io_write_bytes: None,
+            write_amplification_io: None,
+            peak_rss_bytes: None,
+            close_seconds: 0.0,
+            load_avg_1m: None,
+        };
+        let tagged = TrialTagger::default().tag(&to_value(&record).unwrap());
+        let text = tagged.to_string();
+        let l = parse_report_line(&text).unwrap();
+        assert_eq!(l.trial, Some(0));
+        assert_eq!(l.line, Line::Summary(Box::new(record.clone())));
+        assert_eq!(l.docs, None);
+        assert_eq!(parse_line(&text).unwrap(), Line::Summary(Box::new(record)));
+    }
 }

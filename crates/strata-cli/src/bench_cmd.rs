@@ -551,7 +551,17 @@ fn matrix_mode(a: &MatrixArgs) -> anyhow::Result<()> {
     let specs = matrix::with_trials(specs, a.trials, a.workload.seed);
     let runner = a.output.runner(true)?;
     let mut sink = jsonl_writer(Some(&a.out))?;
-    let records = matrix::matrix(&runner, &specs, &mut sink)?;
+    // With trials, each summary says which run of its cell it was, so the report tells the
+    // trials of one matrix from later runs of the same cell.
+    let mut tagger = strata_bench::record::TrialTagger::default();
+    let mut tagged = |v: &serde_json::Value| {
+        if a.trials > 1 {
+            sink(&tagger.tag(v))
+        } else {
+            sink(v)
+        }
+    };
+    let records = matrix::matrix(&runner, &specs, &mut tagged)?;
     if a.trials > 1 {
         println!("| workload | partitions | threads | runs | median ops/s | IQR ops/s |");
         println!("|---|---:|---:|---:|---:|---:|");

@@ -119,6 +119,8 @@ pub fn index_html(data: &ReportData, images: &[(String, String)], inputs: &[Path
         .first()
         .map(|r| r.machine.clone())
         .or_else(|| data.readonly.first().map(|r| r.machine.clone()))
+        .or_else(|| data.docs_loads.first().map(|r| r.machine.clone()))
+        .or_else(|| data.startup.first().map(|r| r.machine.clone()))
     {
         let _ = write!(h, " Machine: {}.", html_escape(&m));
     }
@@ -161,6 +163,7 @@ pub fn index_html(data: &ReportData, images: &[(String, String)], inputs: &[Path
              * = not run in a process of its own, so peak RSS may include earlier runs.</p>"
         );
     }
+    matrix_trials_table(&mut h, data);
     if !data.readonly.is_empty() {
         let _ = writeln!(
             h,
@@ -214,6 +217,8 @@ pub fn index_html(data: &ReportData, images: &[(String, String)], inputs: &[Path
         }
         let _ = writeln!(h, "</table>");
     }
+    docs_tables(&mut h, data);
+    startup_table(&mut h, data);
     for (title, file) in images {
         let _ = writeln!(
             h,
@@ -225,4 +230,147 @@ pub fn index_html(data: &ReportData, images: &[(String, String)], inputs: &[Path
     }
     let _ = writeln!(h, "</body></html>");
     h
+}
+
+/// Rows of the grid's top table (as the read-only one).
+const MATRIX_TOP_N: usize = 10;
+
+/// Strata's grid cells with trials, the best [`MATRIX_TOP_N`] by median ops/s (what the
+/// read-only settings get); nothing without trials.
+fn matrix_trials_table(h: &mut String, data: &ReportData) {
+    let cells = data.cells_with_trials();
+    if cells.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        h,
+        "<h2>Strata grid: top {} cells by median ops/s</h2>\n<table><tr><th>#</th><th>workload</th>\
+         <th>partitions</th><th>threads</th><th>trials</th><th>median ops/s</th><th>IQR ops/s</th>\
+         <th>median p99 us</th><th>IQR p99 us</th></tr>",
+        cells.len().min(MATRIX_TOP_N)
+    );
+    for (i, c) in cells.iter().take(MATRIX_TOP_N).enumerate() {
+        let (o, p) = (&c.ops_per_sec, &c.p99_us);
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.0}</td>\
+             <td>{:.0}-{:.0}</td><td>{:.0}</td><td>{:.0}-{:.0}</td></tr>",
+            i + 1,
+            html_escape(&c.workload),
+            c.partitions,
+            c.threads,
+            o.trials(),
+            o.median,
+            o.q1,
+            o.q3,
+            p.median,
+            p.q1,
+            p.q3,
+        );
+    }
+    let _ = writeln!(h, "</table>");
+}
+
+/// The document loads, and each phase per setting and thread count (medians over trials).
+fn docs_tables(h: &mut String, data: &ReportData) {
+    if !data.docs_loads.is_empty() {
+        let _ = writeln!(
+            h,
+            "<h2>Documents: loads</h2>\n<table><tr><th>setting</th><th>docs</th><th>JSON MB</th>\
+             <th>load s</th><th>docs/s</th><th>JSON MB/s</th><th>encoded / JSON</th>\
+             <th>stored / JSON</th><th>disk MiB</th><th>peak RSS MiB</th><th>load 1m</th></tr>"
+        );
+        for l in &data.docs_loads {
+            let _ = writeln!(
+                h,
+                "<tr><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{:.0}</td><td>{:.1}</td>\
+                 <td>{:.1}%</td><td>{:.1}%</td><td>{:.0}</td><td>{}</td><td>{}</td></tr>",
+                html_escape(&super::reduce::docs_label(
+                    l.docs_loaded,
+                    l.spec.engine.compression.name(),
+                    l.spec.engine.partitions
+                )),
+                l.docs_loaded,
+                l.json_bytes as f64 / 1e6,
+                l.load_seconds,
+                l.docs_per_sec,
+                l.json_mb_per_sec,
+                l.encoded_to_json_ratio * 100.0,
+                l.stored_to_json_ratio * 100.0,
+                mib(l.disk_bytes_compacted),
+                opt_mib(l.peak_rss_bytes),
+                opt(l.load_avg_1m, 2),
+            );
+        }
+        let _ = writeln!(
+            h,
+            "</table>\n<p>stored / JSON: bytes on disk after the flush and compaction per byte of \
+             JSON input; encoded / JSON: the codec's keys and values alone.</p>"
+        );
+    }
+    if !data.docs_cells.is_empty() {
+        let _ = writeln!(
+            h,
+            "<h2>Documents: phases (latest run of each setting)</h2>\n<table><tr><th>setting</th>\
+             <th>phase</th><th>threads</th><th>trials</th><th>median ops/s</th><th>IQR ops/s</th>\
+             <th>median p99 us</th><th>IQR p99 us</th><th>lost updates</th></tr>"
+        );
+        for c in &data.docs_cells {
+            let (o, p) = (&c.ops_per_sec, &c.p99_us);
+            let _ = writeln!(
+                h,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.0}</td><td>{:.0}-{:.0}</td>\
+                 <td>{:.0}</td><td>{:.0}-{:.0}</td><td>{}</td></tr>",
+                html_escape(&c.label),
+                c.phase.name(),
+                c.threads,
+                o.trials(),
+                o.median,
+                o.q1,
+                o.q3,
+                p.median,
+                p.q1,
+                p.q3,
+                c.lost_updates
+                    .map_or_else(|| "-".to_string(), |n| n.to_string()),
+            );
+        }
+        let _ = writeln!(
+            h,
+            "</table>\n<p>lost updates: over all trials; the update phase (GET, change, PUT) may \
+             lose some when threads race on one document, the atomic increment must lose none.</p>"
+        );
+    }
+}
+
+/// The startup benchmark's steps (build, merge, opens) as they ran.
+fn startup_table(h: &mut String, data: &ReportData) {
+    if data.startup.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        h,
+        "<h2>Startup</h2>\n<table><tr><th>engine</th><th>step</th><th>state</th><th>keys</th>\
+         <th>cold cache</th><th>seconds</th><th>disk MiB</th><th>hint files</th>\
+         <th>RSS bytes / key</th><th>index MiB</th><th>peak RSS MiB</th></tr>"
+    );
+    for r in &data.startup {
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.0}</td>\
+             <td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            r.spec.engine.engine,
+            html_escape(&r.step),
+            html_escape(&r.state),
+            r.spec.keys,
+            if r.cold_cache { "yes" } else { "no" },
+            r.seconds,
+            mib(r.disk_bytes),
+            r.hint_files,
+            opt(r.rss_bytes_per_key, 1),
+            opt_mib(r.index_bytes),
+            opt_mib(r.peak_rss_bytes),
+        );
+    }
+    let _ = writeln!(h, "</table>");
 }

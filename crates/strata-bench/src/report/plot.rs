@@ -4,7 +4,8 @@
 //! fontconfig is needed.
 //!
 //! Every line is drawn by [`draw_line`] (a line through the points, a dot on each, a legend
-//! entry), every legend by [`draw_legend`], every file by [`canvas`].
+//! entry), every box plot by [`draw_box`], every legend by [`draw_legend`], every file by
+//! [`canvas`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -17,7 +18,10 @@ use plotters::element::DynElement;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::reduce::{peer_engines, workload_order, Grid, PeerBar, Timeline};
+use super::reduce::{
+    partitions_label, peer_engines, workload_order, MatrixCell, PeerBar, Spread, ThreadsPanel,
+    Timeline,
+};
 use crate::error::{Error, Result};
 
 /// Font files tried in order (after `STRATA_BENCH_FONT`).
@@ -172,10 +176,6 @@ fn headroom(v: f64, factor: f64) -> f64 {
     }
 }
 
-fn partitions_label(p: u64) -> String {
-    format!("{p} partition{}", if p == 1 { "" } else { "s" })
-}
-
 /// Ops/s (left axis, blue line) and GiB on disk (right axis, orange line) over time.
 pub fn draw_timeline(t: &Timeline, path: &Path) -> Result<()> {
     canvas(path, (WIDTH_PX, HEIGHT_PX), |root| {
@@ -232,31 +232,87 @@ pub fn draw_timeline(t: &Timeline, path: &Path) -> Result<()> {
     })
 }
 
-/// Picks one value of a timeline point (seconds, ops/s, GiB on disk).
-type PointValue = fn(&(f64, f64, f64)) -> f64;
+/// A timeline point: seconds, ops/s (or docs/s), GiB on disk.
+type TimelinePoint = (f64, f64, f64);
+
+/// Picks one value of a timeline point.
+type PointValue = fn(&TimelinePoint) -> f64;
 
 /// Several engines' runs of one workload over time: ops/s (top panel) and GiB on disk (bottom
-/// panel), one line per engine, on shared time axes.
-pub fn draw_engine_timelines(workload: &str, runs: &[&Timeline], path: &Path) -> Result<()> {
+/// panel), one line per engine, on shared time axes; with `end_s`, only the first `end_s`
+/// seconds (the zoomed view of the warm-up).
+pub fn draw_engine_timelines(
+    workload: &str,
+    runs: &[&Timeline],
+    end_s: Option<f64>,
+    path: &Path,
+) -> Result<()> {
+    let labelled: Vec<(&str, &Timeline)> = runs.iter().map(|t| (t.engine.as_str(), *t)).collect();
+    let heading = match end_s {
+        Some(end) => format!("{workload}, first {end:.0} s"),
+        None => workload.to_string(),
+    };
+    draw_timelines(
+        &heading,
+        &labelled,
+        ("ops/s", "ops/s every interval"),
+        end_s,
+        path,
+    )
+}
+
+/// Document loads over time: documents per second (top panel) and GiB on disk (bottom panel),
+/// one line per load, titled with its setting.
+pub fn draw_docs_load(runs: &[Timeline], path: &Path) -> Result<()> {
+    let labelled: Vec<(&str, &Timeline)> = runs.iter().map(|t| (t.title.as_str(), t)).collect();
+    draw_timelines(
+        "document load",
+        &labelled,
+        ("docs/s", "documents written per second, every interval"),
+        None,
+        path,
+    )
+}
+
+/// Runs over time, one line per (label, run): the rate (`rate`: axis name and what it is) in the
+/// top panel, GiB on disk in the bottom one, on shared time axes up to `end_s` (else the
+/// longest run's end); each panel's y axis fits the points shown.
+fn draw_timelines(
+    heading: &str,
+    runs: &[(&str, &Timeline)],
+    rate: (&str, &str),
+    end_s: Option<f64>,
+    path: &Path,
+) -> Result<()> {
     canvas(path, (WIDTH_PX, 2 * HEIGHT_PX), |root| {
         let err = plot_err(path);
-        let x_max = runs
-            .iter()
-            .flat_map(|t| t.points.iter().map(|p| p.0))
-            .fold(1.0, f64::max);
+        let shown = |t: &Timeline| -> Vec<TimelinePoint> {
+            t.points
+                .iter()
+                .filter(|p| end_s.is_none_or(|end| p.0 <= end))
+                .copied()
+                .collect()
+        };
+        let runs: Vec<(&str, Vec<TimelinePoint>)> =
+            runs.iter().map(|(label, t)| (*label, shown(t))).collect();
+        let x_max = end_s.unwrap_or_else(|| {
+            runs.iter()
+                .flat_map(|(_, pts)| pts.iter().map(|p| p.0))
+                .fold(1.0, f64::max)
+        });
         let panels = root.split_evenly((2, 1));
         let series: [(&str, &str, PointValue); 2] = [
-            ("ops/s", "ops/s every interval", |p| p.1),
+            (rate.0, rate.1, |p| p.1),
             ("GiB on disk", "GiB on disk", |p| p.2),
         ];
         for ((y_desc, what, pick), panel) in series.iter().zip(panels.iter()) {
             let y_max = nice_max(
                 runs.iter()
-                    .flat_map(|t| t.points.iter().map(pick))
+                    .flat_map(|(_, pts)| pts.iter().map(pick))
                     .fold(0.0, f64::max),
             );
             let mut chart = ChartBuilder::on(panel)
-                .caption(format!("{workload}: {what}"), (FONT, 20))
+                .caption(format!("{heading}: {what}"), (FONT, 20))
                 .margin(12)
                 .x_label_area_size(40)
                 .y_label_area_size(70)
@@ -272,16 +328,9 @@ pub fn draw_engine_timelines(workload: &str, runs: &[&Timeline], path: &Path) ->
                 .axis_desc_style((FONT, 16))
                 .draw()
                 .map_err(&err)?;
-            for (i, t) in runs.iter().enumerate() {
-                let pts: Vec<(f64, f64)> = t.points.iter().map(|p| (p.0, pick(p))).collect();
-                draw_line(
-                    |s| chart.draw_series(s),
-                    &pts,
-                    palette(i),
-                    2,
-                    &t.engine,
-                    path,
-                )?;
+            for (i, (label, pts)) in runs.iter().enumerate() {
+                let pts: Vec<(f64, f64)> = pts.iter().map(|p| (p.0, pick(p))).collect();
+                draw_line(|s| chart.draw_series(s), &pts, palette(i), 2, label, path)?;
             }
             draw_legend(&mut chart, SeriesLabelPosition::LowerRight, 14, path)?;
         }
@@ -289,16 +338,59 @@ pub fn draw_engine_timelines(workload: &str, runs: &[&Timeline], path: &Path) ->
     })
 }
 
-/// Grouped bars: one group per `groups` key, one bar per series key, with a legend.
-/// A chart with one slot per group along x (labelled in its middle) and `y_desc` from 0 to
-/// `y_max`, its mesh drawn.
+/// Every stats interval of Strata's runs as a dot at (GiB on disk, ops/s), one colour per
+/// workload: throughput against the size of the files (seed 000's scatter).
+pub fn draw_disk_scatter(series: &[(String, Vec<(f64, f64)>)], path: &Path) -> Result<()> {
+    canvas(path, (WIDTH_PX, HEIGHT_PX), |root| {
+        let err = plot_err(path);
+        let all = || series.iter().flat_map(|(_, pts)| pts.iter());
+        let x_max = nice_max(all().map(|p| p.0).fold(0.0, f64::max));
+        let y_max = nice_max(all().map(|p| p.1).fold(0.0, f64::max));
+        let mut chart = ChartBuilder::on(root)
+            .caption(
+                "Strata: ops/s against bytes on disk, one dot per stats interval",
+                (FONT, 20),
+            )
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0f64..x_max, 0f64..y_max)
+            .map_err(&err)?;
+        chart
+            .configure_mesh()
+            .x_desc("GiB on disk at the end of the interval")
+            .y_desc("ops/s in the interval")
+            .max_light_lines(0)
+            .x_label_formatter(&|v| format!("{v:.*}", if x_max >= 10.0 { 0 } else { 1 }))
+            .y_label_formatter(&|v| si(*v))
+            .label_style((FONT, 14))
+            .axis_desc_style((FONT, 16))
+            .draw()
+            .map_err(&err)?;
+        for (i, (workload, pts)) in series.iter().enumerate() {
+            let color = palette(i);
+            chart
+                .draw_series(
+                    pts.iter()
+                        .map(|&p| Circle::new(p, 3, color.mix(0.7).filled())),
+                )
+                .map_err(&err)?
+                .label(workload.clone())
+                .legend(move |(x, y)| Circle::new((x + 10, y), 4, color.filled()));
+        }
+        draw_legend(&mut chart, SeriesLabelPosition::UpperRight, 14, path)
+    })
+}
+
+/// A chart with one slot per group along x (labelled in its middle) and `y_desc` over `y`, its
+/// mesh drawn.
 fn grouped_chart<'a, 'b>(
     area: &'a Area<'b>,
     path: &Path,
     title: &str,
     y_desc: &str,
     groups: &[String],
-    y_max: f64,
+    y: std::ops::Range<f64>,
 ) -> Result<ChartContext<'a, BitMapBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>> {
     let err = plot_err(path);
     let n = groups.len().max(1) as f64;
@@ -307,7 +399,7 @@ fn grouped_chart<'a, 'b>(
         .margin(12)
         .x_label_area_size(36)
         .y_label_area_size(70)
-        .build_cartesian_2d(0f64..n, 0f64..y_max)
+        .build_cartesian_2d(0f64..n, y)
         .map_err(&err)?;
     let labels: Vec<String> = groups.to_vec();
     let fmt = move |x: &f64| -> String {
@@ -336,6 +428,7 @@ fn grouped_chart<'a, 'b>(
 /// A bar's value in a group and series, and text to show after the value above the bar.
 type BarValue<'a> = dyn Fn(&str, &str) -> Option<(f64, Option<String>)> + 'a;
 
+/// Grouped bars: one group per `groups` key, one bar per series key, with a legend.
 fn draw_grouped_bars(
     area: &Area<'_>,
     path: &Path,
@@ -358,7 +451,7 @@ fn draw_grouped_bars(
             .fold(0.0, f64::max),
         1.35 + 0.1 * series.len() as f64,
     );
-    let mut chart = grouped_chart(area, path, title, y_desc, groups, y_max)?;
+    let mut chart = grouped_chart(area, path, title, y_desc, groups, 0.0..y_max)?;
     let width = 0.8 / series.len().max(1) as f64;
     for (j, s) in series.iter().enumerate() {
         let color = palette(j);
@@ -482,31 +575,38 @@ pub fn draw_partitions(best: &BTreeMap<String, BTreeMap<u64, f64>>, path: &Path)
     })
 }
 
-/// Strata's ops/s by thread count: one panel per workload, one line per partition count.
-pub fn draw_threads(grids: &BTreeMap<String, Grid>, path: &Path) -> Result<()> {
-    let rows = grids.len().div_ceil(2).max(1);
+/// Ops/s by thread count, two panels a row (Strata: one per workload, one line per partition
+/// count; documents: one per phase, one line per setting). A line goes through the medians; where
+/// points have several trials, a band in its colour spans their first to third quartiles.
+pub fn draw_threads(panels: &[ThreadsPanel], path: &Path) -> Result<()> {
+    let rows = panels.len().div_ceil(2).max(1);
     canvas(path, (WIDTH_PX, 380 * rows as u32), |root| {
         let err = plot_err(path);
-        let panels = root.split_evenly((rows, 2));
-        let ordered = workload_order(grids.keys());
-        let ordered = ordered.iter().filter_map(|w| grids.get(w).map(|g| (w, g)));
-        for ((workload, grid), panel) in ordered.zip(panels.iter()) {
-            let threads: Vec<u64> = grid
-                .keys()
-                .map(|k| k.1)
+        let areas = root.split_evenly((rows, 2));
+        for (panel, area) in panels.iter().zip(areas.iter()) {
+            let spreads = || panel.series.iter().flat_map(|(_, by)| by.values());
+            let threads: Vec<u64> = panel
+                .series
+                .iter()
+                .flat_map(|(_, by)| by.keys().copied())
                 .collect::<BTreeSet<u64>>()
                 .into_iter()
                 .collect();
-            let parts: BTreeSet<u64> = grid.keys().map(|k| k.0).collect();
+            let banded = spreads().any(|s| s.trials() > 1);
             // Thread counts are evenly spaced (the default 1, 4, 16, 32 are roughly logarithmic).
             let x_of = |t: u64| threads.iter().position(|&x| x == t).unwrap_or(0) as f64;
             let x_max = threads.len().max(1) as f64 - 0.5;
-            let y_max = nice_max(grid.values().copied().fold(0.0, f64::max));
-            let mut chart = ChartBuilder::on(panel)
-                .caption(format!("{workload}: ops/s by threads"), (FONT, 18))
+            let y_max = nice_max(spreads().map(|s| s.q3.max(s.median)).fold(0.0, f64::max));
+            let title = if banded {
+                format!("{} (median, band: IQR)", panel.title)
+            } else {
+                panel.title.clone()
+            };
+            let mut chart = ChartBuilder::on(area)
+                .caption(title, (FONT, 18))
                 .margin(10)
                 .x_label_area_size(36)
-                .y_label_area_size(60)
+                .y_label_area_size(70)
                 .build_cartesian_2d(-0.5f64..x_max, 0f64..y_max)
                 .map_err(&err)?;
             let label_threads = |x: &f64| -> String {
@@ -523,6 +623,7 @@ pub fn draw_threads(grids: &BTreeMap<String, Grid>, path: &Path) -> Result<()> {
             chart
                 .configure_mesh()
                 .x_desc("threads")
+                .y_desc("ops/s")
                 .x_labels(threads.len() * 2 + 2)
                 .x_label_formatter(&label_threads)
                 .y_label_formatter(&|v| si(*v))
@@ -531,21 +632,23 @@ pub fn draw_threads(grids: &BTreeMap<String, Grid>, path: &Path) -> Result<()> {
                 .axis_desc_style((FONT, 14))
                 .draw()
                 .map_err(&err)?;
-            for (j, p) in parts.iter().enumerate() {
+            for (j, (label, by_threads)) in panel.series.iter().enumerate() {
                 let color = palette(j);
-                let pts: Vec<(f64, f64)> = grid
+                if by_threads.values().any(|s| s.trials() > 1) {
+                    let upper = by_threads.iter().map(|(&t, s)| (x_of(t), s.q3));
+                    let lower = by_threads.iter().rev().map(|(&t, s)| (x_of(t), s.q1));
+                    chart
+                        .draw_series([Polygon::new(
+                            upper.chain(lower).collect::<Vec<_>>(),
+                            color.mix(0.2).filled(),
+                        )])
+                        .map_err(&err)?;
+                }
+                let pts: Vec<(f64, f64)> = by_threads
                     .iter()
-                    .filter(|((pp, _), _)| pp == p)
-                    .map(|((_, t), v)| (x_of(*t), *v))
+                    .map(|(&t, s)| (x_of(t), s.median))
                     .collect();
-                draw_line(
-                    |s| chart.draw_series(s),
-                    &pts,
-                    color,
-                    4,
-                    &partitions_label(*p),
-                    path,
-                )?;
+                draw_line(|s| chart.draw_series(s), &pts, color, 4, label, path)?;
             }
             draw_legend(&mut chart, SeriesLabelPosition::LowerRight, 12, path)?;
         }
@@ -553,55 +656,141 @@ pub fn draw_threads(grids: &BTreeMap<String, Grid>, path: &Path) -> Result<()> {
     })
 }
 
-/// Read-only settings with several trials, as box plots of reads/s (box: first to third
-/// quartile, bar: median, whiskers: lowest and highest trial), each `#rank` as in the page's
-/// read-only table.
+/// The y range of box plots of `samples`: the samples with a margin, from 0 only when they come
+/// near it, so that a box spanning a few percent of its value still shows as a box.
+fn box_y_range<'a>(samples: impl Iterator<Item = &'a f64>) -> std::ops::Range<f64> {
+    let (low, high) = samples.fold((f64::INFINITY, 0.0f64), |(lo, hi), &v| {
+        (lo.min(v), hi.max(v))
+    });
+    if !(high > 0.0 && low.is_finite()) {
+        return 0.0..1.0;
+    }
+    let pad = ((high - low) * 0.3).max(high * 0.03);
+    let from = if low - pad < high * 0.25 {
+        0.0
+    } else {
+        low - pad
+    };
+    from..high + pad
+}
+
+/// Draws a box plot in the slot `x..x + 1` of `chart`: a box from the first to the third
+/// quartile, a bar at the median, whiskers to the lowest and highest sample, a dot per sample.
+fn draw_box(
+    chart: &mut Chart<'_, '_>,
+    x: f64,
+    (q1, median, q3): (f64, f64, f64),
+    samples: &[f64],
+    color: RGBColor,
+    path: &Path,
+) -> Result<()> {
+    let err = plot_err(path);
+    let low = samples.iter().copied().fold(q1, f64::min);
+    let high = samples.iter().copied().fold(q3, f64::max);
+    chart
+        .draw_series([Rectangle::new(
+            [(x + 0.25, q1), (x + 0.75, q3)],
+            color.mix(0.35).filled(),
+        )])
+        .map_err(&err)?;
+    chart
+        .draw_series([
+            PathElement::new(
+                vec![(x + 0.25, median), (x + 0.75, median)],
+                color.stroke_width(3),
+            ),
+            PathElement::new(vec![(x + 0.5, low), (x + 0.5, q1)], color.stroke_width(1)),
+            PathElement::new(vec![(x + 0.5, q3), (x + 0.5, high)], color.stroke_width(1)),
+            PathElement::new(vec![(x + 0.4, low), (x + 0.6, low)], color.stroke_width(1)),
+            PathElement::new(
+                vec![(x + 0.4, high), (x + 0.6, high)],
+                color.stroke_width(1),
+            ),
+        ])
+        .map_err(&err)?;
+    chart
+        .draw_series(
+            samples
+                .iter()
+                .map(|&v| Circle::new((x + 0.5, v), 3, BLACK.mix(0.6).filled())),
+        )
+        .map_err(&err)?;
+    Ok(())
+}
+
+/// Strata's grid cells with several trials as box plots of ops/s ([`draw_box`]), one panel per
+/// workload, each box labelled with its partitions and threads and coloured by partitions.
+pub fn draw_matrix_trials(cells: &[&MatrixCell], path: &Path) -> Result<()> {
+    let workloads = workload_order(cells.iter().map(|c| &c.workload).collect::<BTreeSet<_>>());
+    let parts: Vec<u64> = cells
+        .iter()
+        .map(|c| c.partitions)
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let rows = workloads.len().max(1);
+    canvas(path, (WIDTH_PX, 380 * rows as u32), |root| {
+        let panels = root.split_evenly((rows, 1));
+        for (workload, panel) in workloads.iter().zip(panels.iter()) {
+            let mut these: Vec<&MatrixCell> = cells
+                .iter()
+                .copied()
+                .filter(|c| &c.workload == workload)
+                .collect();
+            these.sort_by_key(|c| (c.partitions, c.threads));
+            let labels: Vec<String> = these
+                .iter()
+                .map(|c| format!("p{} t{}", c.partitions, c.threads))
+                .collect();
+            let y = box_y_range(these.iter().flat_map(|c| c.ops_per_sec.samples.iter()));
+            let mut chart = grouped_chart(
+                panel,
+                path,
+                &format!("{workload}: ops/s over trials per cell (p: partitions, t: threads)"),
+                "ops/s",
+                &labels,
+                y,
+            )?;
+            for (i, c) in these.iter().enumerate() {
+                let color = palette(parts.iter().position(|&p| p == c.partitions).unwrap_or(0));
+                let s: &Spread = &c.ops_per_sec;
+                draw_box(
+                    &mut chart,
+                    i as f64,
+                    (s.q1, s.median, s.q3),
+                    &s.samples,
+                    color,
+                    path,
+                )?;
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Read-only settings with several trials, as box plots of reads/s ([`draw_box`]), each `#rank`
+/// as in the page's read-only table.
 pub fn draw_readonly_trials(cells: &[(usize, super::ReadonlyCell)], path: &Path) -> Result<()> {
     canvas(path, (WIDTH_PX, HEIGHT_PX), |root| {
-        let err = plot_err(path);
-        let y_max = headroom(
-            cells
-                .iter()
-                .flat_map(|(_, c)| c.samples.iter().copied())
-                .fold(0.0, f64::max),
-            1.15,
-        );
+        let y = box_y_range(cells.iter().flat_map(|(_, c)| c.samples.iter()));
         let labels: Vec<String> = cells.iter().map(|(rank, _)| format!("#{rank}")).collect();
         let mut chart = grouped_chart(
             root,
             path,
-            "Read-only: reads/s over trials (box: quartiles, bar: median, whiskers: range)",
+            "Read-only: reads/s over trials (box: quartiles, bar: median, whiskers: range, dots: trials)",
             "reads/s",
             &labels,
-            y_max,
+            y,
         )?;
         for (i, (_, c)) in cells.iter().enumerate() {
-            let color = palette(i);
-            let x = i as f64;
-            let (q1, median, q3) = c.reads_per_sec;
-            let low = c.samples.iter().copied().fold(f64::INFINITY, f64::min);
-            let high = c.samples.iter().copied().fold(0.0, f64::max);
-            chart
-                .draw_series([Rectangle::new(
-                    [(x + 0.25, q1), (x + 0.75, q3)],
-                    color.mix(0.35).filled(),
-                )])
-                .map_err(&err)?;
-            chart
-                .draw_series([
-                    PathElement::new(
-                        vec![(x + 0.25, median), (x + 0.75, median)],
-                        color.stroke_width(3),
-                    ),
-                    PathElement::new(vec![(x + 0.5, low), (x + 0.5, q1)], color.stroke_width(1)),
-                    PathElement::new(vec![(x + 0.5, q3), (x + 0.5, high)], color.stroke_width(1)),
-                    PathElement::new(vec![(x + 0.4, low), (x + 0.6, low)], color.stroke_width(1)),
-                    PathElement::new(
-                        vec![(x + 0.4, high), (x + 0.6, high)],
-                        color.stroke_width(1),
-                    ),
-                ])
-                .map_err(&err)?;
+            draw_box(
+                &mut chart,
+                i as f64,
+                c.reads_per_sec,
+                &c.samples,
+                palette(i),
+                path,
+            )?;
         }
         Ok(())
     })
