@@ -13,6 +13,7 @@
 
 mod block;
 pub(crate) mod bloom;
+mod index;
 
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
@@ -29,6 +30,7 @@ use crate::util::coding::{put_len_prefixed, put_varint, Reader};
 use crate::vfs::{BufAppender, FsFile, SharedFs};
 use block::{BlockBuilder, BlockIter};
 use bloom::Filter;
+use index::SparseIndex;
 
 /// Version of the table file format written: 2 has the cache-line blocked filter; 1 (whole-bitmap
 /// filter, otherwise the same) is still read.
@@ -269,12 +271,6 @@ impl Drop for TableBuilder {
     }
 }
 
-struct IndexEntry {
-    last_key: Bytes,
-    offset: u64,
-    size: u32,
-}
-
 static NEXT_CACHE_ID: AtomicU64 = AtomicU64::new(1);
 
 /// An open table: index and filter in memory, data blocks read on demand.
@@ -287,13 +283,7 @@ pub(crate) struct Table {
     pub(crate) size: u64,
     pub(crate) entries: u64,
     filter: Filter,
-    index: Vec<IndexEntry>,
-    /// The index's last keys for point lookups: 8 bytes of each (after the `index_skip` bytes
-    /// every key of the table shares), big-endian, zero-padded, in one contiguous array, so
-    /// the binary search compares integers in a few cache lines instead of following a pointer
-    /// to each key; only equal words compare whole keys.
-    index_words: Vec<u64>,
-    index_skip: usize,
+    index: SparseIndex,
     pub(crate) min_key: Bytes,
     pub(crate) max_key: Bytes,
     cache: Arc<BlockCache>,
@@ -364,9 +354,7 @@ impl Table {
             size,
             entries: 0,
             filter: Filter::None,
-            index: Vec::new(),
-            index_words: Vec::new(),
-            index_skip: 0,
+            index: SparseIndex::with_capacity(0, 0),
             min_key: Bytes::new(),
             max_key: Bytes::new(),
             cache,
@@ -383,62 +371,42 @@ impl Table {
             if blocks > index.len() as u64 {
                 return None;
             }
-            let mut v = Vec::with_capacity(blocks as usize);
+            // The keys take less than the index block holds.
+            let mut v = SparseIndex::with_capacity(blocks as usize, index.len());
             for _ in 0..blocks {
-                let last_key = Bytes::copy_from_slice(r.len_prefixed()?);
+                let last_key = r.len_prefixed()?;
                 let offset = r.varint()?;
                 let size = u32::try_from(r.varint()?).ok()?;
                 if offset.checked_add(u64::from(size) + TRAILER_BYTES as u64)? > filter_offset {
                     return None;
                 }
-                v.push(IndexEntry {
-                    last_key,
-                    offset,
-                    size,
-                });
+                v.push(last_key, offset, size)?;
             }
             r.is_empty().then_some((entries, first, v))
         })();
-        let (entries, first, index) =
+        let (entries, first, mut index) =
             parsed.ok_or_else(|| corrupt(index_offset, "malformed index block"))?;
         t.entries = entries;
         t.min_key = first;
-        t.max_key = index.last().map(|e| e.last_key.clone()).unwrap_or_default();
+        t.max_key = index
+            .last_key()
+            .map(Bytes::copy_from_slice)
+            .unwrap_or_default();
         // Keys are sorted, so all of them share what the first and last share.
-        t.index_skip = t
-            .min_key
-            .iter()
-            .zip(t.max_key.iter())
-            .take_while(|(a, b)| a == b)
-            .count();
-        t.index_words = index
-            .iter()
-            .map(|e| key_word(&e.last_key, t.index_skip))
-            .collect();
+        index.seal(
+            t.min_key
+                .iter()
+                .zip(t.max_key.iter())
+                .take_while(|(a, b)| a == b)
+                .count(),
+        );
         t.index = index;
         Ok(t)
     }
 
     /// The first block whose last key is `>= key`, for a key within the table's key range.
     fn block_for(&self, key: &[u8]) -> usize {
-        let want = key_word(key, self.index_skip);
-        // `word(a) < word(b)` implies `a < b` (and `>` implies `>`): the words are the first
-        // 8 bytes after a shared prefix, zero padding sorting before any byte.
-        let (mut lo, mut hi) = (0usize, self.index_words.len());
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            let before = match self.index_words[mid].cmp(&want) {
-                std::cmp::Ordering::Less => true,
-                std::cmp::Ordering::Greater => false,
-                std::cmp::Ordering::Equal => &self.index[mid].last_key[..] < key,
-            };
-            if before {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        lo
+        self.index.block_for(key)
     }
 
     /// Reads a block and verifies its trailer; returns the decompressed bytes.
@@ -495,13 +463,13 @@ impl Table {
     }
 
     fn block(&self, i: usize, fill_cache: bool) -> Result<Bytes> {
-        let e = &self.index[i];
-        if let Some(b) = self.cache.get(self.cache_id, e.offset) {
+        let offset = self.index.offset(i);
+        if let Some(b) = self.cache.get(self.cache_id, offset) {
             return Ok(b);
         }
-        let b = self.read_raw(e.offset, e.size)?;
+        let b = self.read_raw(offset, self.index.size(i))?;
         if fill_cache {
-            self.cache.insert(self.cache_id, e.offset, b.clone());
+            self.cache.insert(self.cache_id, offset, b.clone());
         }
         Ok(b)
     }
@@ -518,7 +486,7 @@ impl Table {
             return Ok(None);
         }
         block::find(&self.block(i, true)?, key)
-            .map_err(|r| Error::corruption(&self.path, self.index[i].offset, r))
+            .map_err(|r| Error::corruption(&self.path, self.index.offset(i), r))
     }
 
     /// Entries with keys in `(lower, upper)`, in order.
@@ -529,9 +497,7 @@ impl Table {
         fill_cache: bool,
     ) -> TableIter {
         let block = match &lower {
-            Bound::Included(k) | Bound::Excluded(k) => {
-                self.index.partition_point(|e| e.last_key < *k)
-            }
+            Bound::Included(k) | Bound::Excluded(k) => self.index.first_at_or_after(k),
             Bound::Unbounded => 0,
         };
         TableIter {
@@ -549,16 +515,6 @@ impl Table {
     pub(crate) fn path(&self) -> &Path {
         &self.path
     }
-}
-
-/// 8 bytes of `key` after its first `skip`, big-endian, zero-padded.
-fn key_word(key: &[u8], skip: usize) -> u64 {
-    let mut w = [0u8; 8];
-    if let Some(rest) = key.get(skip..) {
-        let n = rest.len().min(8);
-        w[..n].copy_from_slice(&rest[..n]);
-    }
-    u64::from_be_bytes(w)
 }
 
 /// Iterator over a key range of one table.
@@ -586,7 +542,7 @@ impl Iterator for TableIter {
                 }
                 let i = self.next_block;
                 self.next_block += 1;
-                let offset = self.table.index[i].offset;
+                let offset = self.table.index.offset(i);
                 match self.table.block(i, self.fill_cache) {
                     Ok(b) => {
                         let mut it = BlockIter::new(b);

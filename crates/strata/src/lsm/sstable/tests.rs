@@ -209,7 +209,7 @@ proptest! {
             if k[..] < t.min_key[..] || k[..] > t.max_key[..] {
                 continue;
             }
-            let want = t.index.partition_point(|e| e.last_key[..] < k[..]);
+            let want = (0..t.index.len()).position(|i| t.index.key(i) >= &k[..]).unwrap_or(t.index.len());
             prop_assert_eq!(t.block_for(k), want, "{:?}", k);
         }
     }
