@@ -5,6 +5,9 @@
 #   bench/reproduce.sh compare startup # only these steps
 #
 # Steps: build, compare, sync-always, long, sustained, matrix, readonly, startup, docs, redis, report.
+# Not in the default list (each needs hours of machine or tens of GiB of disk): disk-bound
+# (48 GiB per engine, about 58 GiB free and root to drop the page cache), docs-20m (20 M
+# comments: about 25 GiB of generated JSON beside the store).
 #
 # Results are appended to bench/*.jsonl (raw lines) and tables written to bench/*.md; the data
 # of each run lives under $BENCH_DIR (default ./bench-data, wiped per run). Peers (RocksDB, fjall,
@@ -77,6 +80,23 @@ run_step() {
     for every in 10 100 1000; do
       $S bench readonly --data-size 2GiB --value-size 16 --known-key-rate 0.5 --threads 4 \
         --index-every "$every" --duration 10 --bench-dir "$BENCH_DIR" --out bench/readonly-index-rate.jsonl
+    done
+    ;;
+  disk-bound)
+    # Seed 003 at 50 GB: twice this machine's memory, read from the disk (page cache dropped
+    # before each phase), every engine at 64 MiB of cache and at about the same memory.
+    for spec in "strata 64MiB" "rocksdb 64MiB" "fjall 64MiB" "strata 512MiB" "rocksdb 1GiB" "fjall 1GiB"; do
+      set -- $spec
+      $S bench readonly --engine "$1" --cache-size "$2" --data-size 48GiB --value-size 4096 \
+        --known-key-rate 0.5 --threads 8,32 --duration 30 --drop-page-cache \
+        --bench-dir "$BENCH_DIR" --out bench/readonly-disk-bound.jsonl
+    done
+    THREADS="8 32" SECONDS_EACH=30 BENCH_DIR="$BENCH_DIR" bench/disk-limit.sh
+    ;;
+  docs-20m)
+    for p in 4 8; do
+      $S bench docs --docs 20000000 --bench-partitions "$p" --phases get,update --threads 2,8 \
+        --duration 10 --trials 3 --bench-dir "$BENCH_DIR" --out bench/docs-20m.jsonl
     done
     ;;
   startup)
