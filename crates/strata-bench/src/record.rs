@@ -110,6 +110,13 @@ pub struct RunRecord {
     /// above its core count, other processes competed for the CPU).
     #[serde(default)]
     pub load_avg_1m: Option<f64>,
+    /// Seconds the preload took (`RunSpec::preload`), before the timed run.
+    #[serde(default)]
+    pub preload_seconds: Option<f64>,
+    /// Whether the page cache was dropped before the timed run: `None` when not asked
+    /// (`RunSpec::drop_page_cache`), `Some(false)` when asked but not allowed.
+    #[serde(default)]
+    pub page_cache_dropped: Option<bool>,
 }
 
 /// The results of one read-only run.
@@ -653,6 +660,8 @@ mod tests {
             peak_rss_bytes: None,
             close_seconds: 0.0,
             load_avg_1m: None,
+            preload_seconds: None,
+            page_cache_dropped: None,
         };
         let tagged = TrialTagger::default().tag(&to_value(&record).unwrap());
         let text = tagged.to_string();

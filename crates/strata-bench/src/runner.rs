@@ -364,9 +364,24 @@ pub fn run_in_process(
 ) -> Result<RunRecord> {
     fresh_dir(dir)?;
     let started_unix_ms = unix_ms();
+    let store = open_store(&spec.engine, dir)?;
+    let preload_seconds = if spec.run.preload {
+        let t0 = Instant::now();
+        workload::preload(&*store, &spec.run)?;
+        Some(t0.elapsed().as_secs_f64())
+    } else {
+        None
+    };
+    let page_cache_dropped = spec.run.drop_page_cache.then(|| {
+        let dropped = sys::drop_page_cache();
+        if !dropped {
+            eprintln!("  could not drop the page cache (needs root): the run may read from memory");
+        }
+        dropped
+    });
+    // Memory, disk writes and their amplification count the timed run, not the preload.
     sys::reset_peak_rss();
     let io_before = sys::io_write_bytes();
-    let store = open_store(&spec.engine, dir)?;
     let mut sink_error = None;
     let summary = workload::run(&*store, &spec.run, dir, |line| {
         if sink_error.is_none() {
@@ -408,6 +423,8 @@ pub fn run_in_process(
         peak_rss_bytes: sys::peak_rss_bytes(),
         close_seconds,
         load_avg_1m,
+        preload_seconds,
+        page_cache_dropped,
     };
     sink(&to_value(&record)?)?;
     finish_dir(dir, keep_data)?;

@@ -381,6 +381,15 @@ pub struct RunSpec {
     pub interval: Duration,
     /// Seed of the generators.
     pub seed: u64,
+    /// Before the timed run, load every key of `0..key_space` (values of `value_bytes`)
+    /// through the engine's bulk load, so that the store starts at its full size and every
+    /// GET finds its key (without it, reads find only keys the run itself wrote).
+    #[serde(default)]
+    pub preload: bool,
+    /// Drop the kernel's page cache after the preload (needs root), so that a key space
+    /// larger than memory is read from the disk.
+    #[serde(default)]
+    pub drop_page_cache: bool,
 }
 
 impl RunSpec {
@@ -397,6 +406,8 @@ impl RunSpec {
             duration: Duration::from_secs(60),
             interval: Duration::from_secs(10),
             seed: 42,
+            preload: false,
+            drop_page_cache: false,
         }
     }
 

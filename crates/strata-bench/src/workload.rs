@@ -233,6 +233,23 @@ pub fn run(
     })
 }
 
+/// Loads every key of `0..spec.key_space` with a value of `spec.value_bytes` through the
+/// store's bulk load (the keys' decimal form sorts like their numbers, so they go in key order
+/// without a sort), as [`RunSpec::preload`] asks. Returns the number of keys loaded.
+pub fn preload(store: &dyn BenchStore, spec: &RunSpec) -> Result<u64> {
+    let pool = ValuePool::seeded(spec.value_bytes, spec.seed);
+    let mut entries = (0..spec.key_space).map(|n| (key_of(n).to_vec(), pool.value(n)));
+    let loaded = store.bulk_load(&mut entries)?;
+    if loaded != spec.key_space {
+        return Err(Error::Invalid(format!(
+            "{} preloaded {loaded} of {} keys",
+            store.name(),
+            spec.key_space
+        )));
+    }
+    Ok(loaded)
+}
+
 /// The reporting loop of [`run`]: every interval, takes the counts and latencies, emits a line.
 /// Returns the operations counted, the per-interval rates and the merged histograms.
 fn report_intervals(

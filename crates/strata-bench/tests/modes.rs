@@ -74,6 +74,49 @@ fn every_mode_runs_and_the_report_draws_its_output() {
         "data is removed after the run"
     );
 
+    // A preloaded run: every key of the key space exists before the clock starts, so reads
+    // of random keys find them (only the run's own deletes, 5 % of its operations, remove
+    // any), and the store holds the whole key space.
+    let preloaded = RunSpec {
+        workload: Workload::GetHeavy,
+        known_key_rate: 0.0,
+        key_space: 50_000,
+        preload: true,
+        drop_page_cache: true,
+        ..quick_run()
+    };
+    let preload_results = tmp.path().join("preload.jsonl");
+    let r = runner(tmp.path(), Isolation::InProcess)
+        .run(
+            &BenchSpec {
+                engine: strata.clone(),
+                run: preloaded.clone(),
+            },
+            &mut jsonl_sink(&preload_results),
+        )
+        .unwrap();
+    assert!(r.preload_seconds.is_some());
+    assert!(r.page_cache_dropped.is_some());
+    assert!(
+        r.disk_bytes >= preloaded.key_space * preloaded.value_bytes as u64,
+        "{} bytes on disk after preloading {} keys",
+        r.disk_bytes,
+        preloaded.key_space
+    );
+    let (mut gets, mut found) = (0u64, 0u64);
+    for line in std::fs::read_to_string(&preload_results).unwrap().lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        if let (Some(g), Some(f)) = (v["get"].as_u64(), v["getFound"].as_u64()) {
+            gets += g;
+            found += f;
+        }
+    }
+    assert!(gets > 0);
+    assert!(
+        found * 10 > gets * 9,
+        "{found} of {gets} reads found their key"
+    );
+
     // compare, in child processes (the crate's own child binary)
     let child = Isolation::Child {
         program: PathBuf::from(env!("CARGO_BIN_EXE_strata-bench-child")),

@@ -41,6 +41,8 @@ fn summary(
         peak_rss_bytes: Some(1 << 20),
         close_seconds: 0.1,
         load_avg_1m: Some(1.0),
+        preload_seconds: None,
+        page_cache_dropped: None,
     };
     serde_json::to_string(&record).unwrap()
 }

@@ -96,6 +96,14 @@ struct WorkloadArgs {
     /// Seed of the key and value generators.
     #[arg(long, default_value_t = 42)]
     seed: u64,
+    /// Before each timed run, bulk-load every key of the key space (values of --value-size),
+    /// so that the store starts at its full size and every GET finds its key.
+    #[arg(long)]
+    preload: bool,
+    /// Drop the kernel's page cache after the preload (needs root; says so when it cannot),
+    /// so that a key space larger than memory is read from the disk.
+    #[arg(long)]
+    drop_page_cache: bool,
 }
 
 impl WorkloadArgs {
@@ -113,6 +121,8 @@ impl WorkloadArgs {
             duration: Duration::from_secs(self.duration),
             interval: Duration::from_secs(self.interval.max(1)),
             seed: self.seed,
+            preload: self.preload,
+            drop_page_cache: self.drop_page_cache,
         }
     }
 }

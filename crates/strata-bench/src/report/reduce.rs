@@ -778,6 +778,8 @@ pub(super) mod tests {
             peak_rss_bytes: None,
             close_seconds: 0.0,
             load_avg_1m: None,
+            preload_seconds: None,
+            page_cache_dropped: None,
         };
         Line::Summary(Box::new(record))
     }
