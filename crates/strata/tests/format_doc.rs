@@ -90,7 +90,7 @@ fn decode_table(path: &Path, wal_dir: &Path) -> BTreeMap<Vec<u8>, Option<Vec<u8>
         r.take(8),
     );
     assert_eq!(magic, b"STRATSST");
-    assert_eq!(version, 2);
+    assert_eq!(version, 3);
     assert_eq!(crc, crc32c::crc32c(&foot[..28]));
     let filter = block(&f, filter_off as usize, filter_size as usize);
     let index = block(&f, index_off as usize, index_size as usize);
@@ -106,11 +106,33 @@ fn decode_table(path: &Path, wal_dir: &Path) -> BTreeMap<Vec<u8>, Option<Vec<u8>
         assert_eq!(off, expected_offset, "blocks are contiguous");
         expected_offset = off + size + 5;
         let data = block(&f, off, size);
-        let mut b = R(&data, 0);
+        // Format 3: the block ends with the restart offsets (u32 LE) and their count (u32 LE);
+        // entry 0, 16, 32, ... starts there with `shared = 0`.
+        let count = u32::from_le_bytes(data[data.len() - 4..].try_into().unwrap()) as usize;
+        let entries_end = data.len() - 4 - 4 * count;
+        let restarts: Vec<usize> = (0..count)
+            .map(|i| {
+                let at = entries_end + 4 * i;
+                u32::from_le_bytes(data[at..at + 4].try_into().unwrap()) as usize
+            })
+            .collect();
+        let mut b = R(&data[..entries_end], 0);
         let mut key: Vec<u8> = Vec::new();
+        let mut n = 0usize;
         while !b.done() {
+            if n % 16 == 0 {
+                assert_eq!(
+                    restarts.get(n / 16),
+                    Some(&b.1),
+                    "restart point of entry {n}"
+                );
+            }
             let kind = b.u8();
             let shared = b.varint() as usize;
+            if n % 16 == 0 {
+                assert_eq!(shared, 0, "a restart entry holds its whole key");
+            }
+            n += 1;
             let unshared = b.varint() as usize;
             let vlen = if kind == 2 { 0 } else { b.varint() as usize };
             key.truncate(shared);
@@ -125,12 +147,13 @@ fn decode_table(path: &Path, wal_dir: &Path) -> BTreeMap<Vec<u8>, Option<Vec<u8>
             out.insert(key.clone(), value);
         }
         assert_eq!(key, last_key);
+        assert_eq!(count, n.div_ceil(16), "one restart point per 16 entries");
     }
     assert!(r.done());
     assert_eq!(expected_offset, filter_off as usize);
     assert_eq!(out.len() as u64, entries);
     assert_eq!(out.keys().next().cloned().unwrap_or_default(), first_key);
-    // Every key passes the filter, computed as the page says (format 2: blocked).
+    // Every key passes the filter, computed as the page says (formats 2 and 3: blocked).
     let (probes, lines) = (filter[0], &filter[1..]);
     assert_eq!(lines.len() % 64, 0);
     let line_count = (lines.len() / 64) as u64;

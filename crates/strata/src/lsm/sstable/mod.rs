@@ -32,9 +32,11 @@ use block::{BlockBuilder, BlockIter};
 use bloom::Filter;
 use index::SparseIndex;
 
-/// Version of the table file format written: 2 has the cache-line blocked filter; 1 (whole-bitmap
-/// filter, otherwise the same) is still read.
-pub const TABLE_FORMAT_VERSION: u32 = 2;
+/// Version of the table file format written: 3 ends each data block with restart points
+/// (`block.rs`); 2 (without them) and 1 (whole-bitmap filter, no restart points) are still read.
+pub const TABLE_FORMAT_VERSION: u32 = 3;
+/// First format whose data blocks have restart points.
+const FORMAT_WITH_RESTARTS: u32 = 3;
 /// Oldest table format version still read.
 const TABLE_FORMAT_VERSION_MIN: u32 = 1;
 /// Last 8 bytes of every table file.
@@ -102,7 +104,7 @@ impl TableBuilder {
             path,
             file: Some(BufAppender::new(file, TABLE_WRITE_BUFFER_BYTES)),
             renamed: false,
-            block: BlockBuilder::default(),
+            block: BlockBuilder::new(TABLE_FORMAT_VERSION >= FORMAT_WITH_RESTARTS),
             index: Vec::new(),
             blocks: 0,
             hashes: Vec::new(),
@@ -119,10 +121,12 @@ impl TableBuilder {
         })
     }
 
-    /// Writes format 1 (whole-bitmap filter) instead, as earlier builds did.
+    /// Writes an older `format_version` instead, as earlier builds did: 1 (whole-bitmap filter,
+    /// no restart points) or 2 (no restart points).
     #[cfg(test)]
-    pub(crate) fn format_1(mut self) -> Self {
-        self.format_version = 1;
+    pub(crate) fn with_format(mut self, format_version: u32) -> Self {
+        self.format_version = format_version;
+        self.block.with_restarts = format_version >= FORMAT_WITH_RESTARTS;
         self
     }
 
@@ -168,6 +172,7 @@ impl TableBuilder {
         if self.block.entries == 0 {
             return Ok(());
         }
+        self.block.finish_restarts();
         let buf = std::mem::take(&mut self.block.buf);
         let (offset, size) = self.write_block(&buf, true)?;
         put_len_prefixed(&mut self.index, &self.block.last_key);
@@ -284,6 +289,8 @@ pub(crate) struct Table {
     pub(crate) entries: u64,
     filter: Filter,
     index: SparseIndex,
+    /// Whether data blocks end with restart points (format 3 and later).
+    has_restarts: bool,
     pub(crate) min_key: Bytes,
     pub(crate) max_key: Bytes,
     cache: Arc<BlockCache>,
@@ -355,6 +362,7 @@ impl Table {
             entries: 0,
             filter: Filter::None,
             index: SparseIndex::with_capacity(0, 0),
+            has_restarts: version >= FORMAT_WITH_RESTARTS,
             min_key: Bytes::new(),
             max_key: Bytes::new(),
             cache,
@@ -485,7 +493,7 @@ impl Table {
         if i >= self.index.len() {
             return Ok(None);
         }
-        block::find(&self.block(i, true)?, key)
+        block::find(&self.block(i, true)?, key, self.has_restarts)
             .map_err(|r| Error::corruption(&self.path, self.index.offset(i), r))
     }
 
@@ -545,7 +553,7 @@ impl Iterator for TableIter {
                 let offset = self.table.index.offset(i);
                 match self.table.block(i, self.fill_cache) {
                     Ok(b) => {
-                        let mut it = BlockIter::new(b);
+                        let mut it = BlockIter::new(b, self.table.has_restarts);
                         // The first block read may start below the range: skip to it.
                         if let Bound::Included(l) | Bound::Excluded(l) = &self.lower {
                             if !self.seeked {

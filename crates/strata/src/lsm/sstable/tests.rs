@@ -1,6 +1,7 @@
 //! Property tests of the table format: whatever is written reads back identically, point reads
 //! and range scans agree with a `BTreeMap` model, with and without compression, in the current
-//! format and in format 1 (whole-bitmap filter) that earlier builds wrote.
+//! format and in formats 1 (whole-bitmap filter) and 2 (no restart points) that earlier builds
+//! wrote.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
@@ -17,7 +18,7 @@ fn build(
     compression: Compression,
     block_bytes: usize,
     index_every_entries: usize,
-    format_1: bool,
+    format_version: u32,
 ) -> (tempfile::TempDir, Arc<Table>) {
     let dir = tempfile::tempdir().unwrap();
     let opts = Options {
@@ -27,8 +28,8 @@ fn build(
         ..Options::default()
     };
     let mut b = TableBuilder::create(dir.path(), 1, &opts).unwrap();
-    if format_1 {
-        b = b.format_1();
+    if format_version != TABLE_FORMAT_VERSION {
+        b = b.with_format(format_version);
     }
     for (k, slot) in entries {
         b.add(k, slot).unwrap();
@@ -71,7 +72,7 @@ proptest! {
     fn tables_read_back_what_was_written(
         entries in entries(),
         lz4 in any::<bool>(),
-        format_1 in any::<bool>(),
+        format_version in 1u32..=TABLE_FORMAT_VERSION,
         block_bytes in 64usize..2048,
         index_every in 1usize..64,
         probes in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..24), 0..50),
@@ -79,7 +80,7 @@ proptest! {
         hi in proptest::collection::vec(any::<u8>(), 0..4),
     ) {
         let compression = if lz4 { Compression::Lz4 } else { Compression::None };
-        let (_dir, t) = build(&entries, compression, block_bytes, index_every, format_1);
+        let (_dir, t) = build(&entries, compression, block_bytes, index_every, format_version);
         // Full iteration equals the input.
         let all: Vec<(Vec<u8>, Slot)> = t
             .iter(Bound::Unbounded, Bound::Unbounded, true)
@@ -122,7 +123,7 @@ proptest! {
         index_every in 1usize..128,
         probes in proptest::collection::vec(prefix_heavy_key(), 0..80),
     ) {
-        let (_dir, t) = build(&entries, Compression::None, block_bytes, index_every, false);
+        let (_dir, t) = build(&entries, Compression::None, block_bytes, index_every, TABLE_FORMAT_VERSION);
         for k in entries.keys().chain(probes.iter()) {
             prop_assert_eq!(t.get(k, bloom::hash(k)).unwrap(), entries.get(k).cloned(), "{:?}", k);
         }
@@ -132,29 +133,28 @@ proptest! {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(128))]
 
-    /// The block search and seek against a plain walk of the same block, for present and absent
-    /// keys (no filter or index in front of it here).
+    /// The block search and seek against the model, in blocks with restart points (format 3)
+    /// and without (formats 1 and 2), for present and absent keys (no filter or index in front
+    /// of it here).
     #[test]
     fn block_search_finds_what_a_walk_finds(
         entries in proptest::collection::btree_map(prefix_heavy_key(), slot(), 1..64),
         probes in proptest::collection::vec(prefix_heavy_key(), 0..64),
+        with_restarts in any::<bool>(),
     ) {
-        let mut b = block::BlockBuilder::default();
+        let mut b = block::BlockBuilder::new(with_restarts);
         for (k, s) in &entries {
             b.add(k, s);
         }
+        b.finish_restarts();
         let bytes = Bytes::from(b.buf.clone());
         for k in entries.keys().chain(probes.iter()) {
-            let mut walk = block::BlockIter::new(bytes.clone());
-            let mut want = None;
-            while let Some(e) = walk.advance() {
-                let slot = e.unwrap();
-                if walk.key() == &k[..] {
-                    want = Some(slot);
-                    break;
-                }
-            }
-            prop_assert_eq!(block::find(&bytes, k).unwrap(), want, "{:?}", k);
+            prop_assert_eq!(
+                block::find(&bytes, k, with_restarts).unwrap(),
+                entries.get(k).cloned(),
+                "{:?}",
+                k
+            );
         }
         // Seeking to a key then walking yields what a walk yields from that key on.
         let walk_all = |it: &mut block::BlockIter| -> Vec<(Vec<u8>, Slot)> {
@@ -164,9 +164,11 @@ proptest! {
             }
             out
         };
-        let all = walk_all(&mut block::BlockIter::new(bytes.clone()));
+        let all = walk_all(&mut block::BlockIter::new(bytes.clone(), with_restarts));
+        let model: Vec<(Vec<u8>, Slot)> = entries.clone().into_iter().collect();
+        prop_assert_eq!(&all, &model);
         for k in entries.keys().chain(probes.iter()) {
-            let mut sought = block::BlockIter::new(bytes.clone());
+            let mut sought = block::BlockIter::new(bytes.clone(), with_restarts);
             sought.seek(k).unwrap();
             let want: Vec<_> = all.iter().filter(|(key, _)| key >= k).cloned().collect();
             prop_assert_eq!(walk_all(&mut sought), want, "seek {:?}", k);
@@ -175,8 +177,8 @@ proptest! {
         for cut in [1usize, 2, 5, 9] {
             let short = bytes.slice(..bytes.len().saturating_sub(cut));
             for k in probes.iter().take(8) {
-                let _ = block::find(&short, k);
-                let mut it = block::BlockIter::new(short.clone());
+                let _ = block::find(&short, k, with_restarts);
+                let mut it = block::BlockIter::new(short.clone(), with_restarts);
                 if it.seek(k).is_ok() {
                     while let Some(Ok(_)) = it.advance() {}
                 }
@@ -204,7 +206,7 @@ proptest! {
             0..100,
         ),
     ) {
-        let (_dir, t) = build(&entries, Compression::None, block_bytes, index_every, false);
+        let (_dir, t) = build(&entries, Compression::None, block_bytes, index_every, TABLE_FORMAT_VERSION);
         for k in entries.keys().chain(probes.iter()) {
             if k[..] < t.min_key[..] || k[..] > t.max_key[..] {
                 continue;
@@ -223,7 +225,7 @@ fn absurd_block_offsets_and_sizes_in_a_footer_are_corruption() {
     let entries: BTreeMap<Vec<u8>, Slot> = (0..50u32)
         .map(|i| (format!("k{i:04}").into_bytes(), Slot::Put(Bytes::from("v"))))
         .collect();
-    let (dir, _) = build(&entries, Compression::None, 256, 16, false);
+    let (dir, _) = build(&entries, Compression::None, 256, 16, TABLE_FORMAT_VERSION);
     let path = table_path(dir.path(), 1);
     let good = std::fs::read(&path).unwrap();
     let foot = good.len() - FOOTER_BYTES as usize;
