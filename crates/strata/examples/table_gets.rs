@@ -20,7 +20,10 @@ fn key(i: u64) -> [u8; 16] {
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let n: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(1_000_000);
+    let n: u64 = args
+        .next()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(1_000_000);
     let value_bytes: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(32);
     let dir = tempfile::tempdir().unwrap();
     let db = Arc::new(

@@ -112,15 +112,19 @@ impl Stats {
         self.partitions.iter().map(|p| p.moved_value_files).sum()
     }
 
+    /// Bytes written to disk across all partitions: logs, flushes, compactions (with the values
+    /// they moved) and tables written by `Db::ingest`.
+    pub fn disk_bytes_written(&self) -> u64 {
+        self.partitions
+            .iter()
+            .map(PartitionStats::disk_bytes_written)
+            .sum()
+    }
+
     /// Total write amplification (disk bytes written / user bytes written; see
     /// [`PartitionStats::write_amplification`]).
     pub fn write_amplification(&self) -> f64 {
-        let disk: u64 = self
-            .partitions
-            .iter()
-            .map(PartitionStats::disk_bytes_written)
-            .sum();
-        ratio(disk, self.user_bytes_written())
+        ratio(self.disk_bytes_written(), self.user_bytes_written())
     }
 
     /// Flat `name: value` pairs, e.g. for the server's `INFO` reply or the CLI.
