@@ -92,6 +92,13 @@ run_step() {
         --bench-dir "$BENCH_DIR" --out bench/readonly-disk-bound.jsonl
     done
     THREADS="8 32" SECONDS_EACH=30 BENCH_DIR="$BENCH_DIR" bench/disk-limit.sh
+    # The seed workloads on the same key space size, preloaded, page cache dropped.
+    for spec in "strata 512MiB" "rocksdb,fjall 1GiB"; do
+      set -- $spec
+      $S bench compare --engines "$1" --cache-size "$2" --workload get-heavy,balanced \
+        --key-space 12000000 --value-size 4096 --threads 8 --duration 60 --interval 10 \
+        --preload --drop-page-cache --bench-dir "$BENCH_DIR" --out bench/compare-disk-bound.jsonl
+    done
     ;;
   docs-20m)
     for p in 4 8; do
