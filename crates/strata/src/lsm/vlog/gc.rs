@@ -108,16 +108,14 @@ impl Tree {
             }
             Ok(())
         });
-        match replayed {
+        match victim.replay_damage(replayed) {
             // Values before the damage may have been rewritten: harmless copies of live values.
-            // The log stays (its damaged values stay readable as errors); the caller may go
-            // on to the next victim.
+            // The log stays (its damaged values stay readable as errors, the others as
+            // values); the caller may go on to the next victim.
             Err(e) if victim.mark_damaged_on(&e, "value-log garbage collection") => {
                 return Ok(true)
             }
-            other => {
-                other?;
-            }
+            other => other?,
         }
         rewrite(&mut pending)?;
         // The copies must be durable before the originals can go, and so must whatever made

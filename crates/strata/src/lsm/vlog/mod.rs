@@ -148,10 +148,27 @@ impl VlogFile {
         &self.path
     }
 
-    /// Marks the log damaged if `e`, met while reading it whole, is corruption (and says so
-    /// in the log); returns whether it did. Other errors (I/O) are for the caller to return.
-    pub(crate) fn mark_damaged_on(&self, e: &crate::error::Error, reading_for: &str) -> bool {
-        if !e.is_corruption() {
+    /// What a whole read of this log (`journal::replay_batches`) found, as an error when the
+    /// log is damaged: a replay error, or a replay that stopped before the end. A value log
+    /// was complete and fsynced before it became one, so a "torn tail" in it is damage (a
+    /// record length running past the end, a bad final record), and values after it may
+    /// still be live: the caller must not treat the log as read.
+    pub(crate) fn replay_damage(
+        &self,
+        replayed: Result<crate::journal::replay::Replay>,
+    ) -> Result<()> {
+        match replayed?.torn {
+            None => Ok(()),
+            Some((offset, reason)) => Err(Error::corruption(&self.path, offset, reason)),
+        }
+    }
+
+    /// Marks the log damaged if `e`, met while reading it whole, is corruption *of this log*
+    /// (and says so in the log); returns whether it did. Other errors (I/O, or damage in a
+    /// table that a liveness lookup read) are for the caller to return.
+    pub(crate) fn mark_damaged_on(&self, e: &Error, reading_for: &str) -> bool {
+        let ours = matches!(e, Error::Corruption { file, .. } if *file == self.path);
+        if !ours {
             return false;
         }
         if !self.damaged.swap(true, Ordering::AcqRel) {
@@ -211,5 +228,27 @@ mod tests {
             let e = log.read(&ValuePtr { offset, len, ..ok }).unwrap_err();
             assert!(e.is_corruption(), "{offset}+{len}: {e}");
         }
+    }
+
+    /// Only damage of the log itself marks it damaged: a liveness lookup that met a damaged
+    /// table, or an I/O error, is returned to the caller, and the log stays collectable (found
+    /// by review: a damaged table marked one healthy log after another).
+    #[test]
+    fn only_damage_of_the_log_itself_marks_it_damaged() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("000001.log");
+        std::fs::write(&path, b"0123456789").unwrap();
+        let log = VlogFile::open(crate::vfs::real(), &path, 1, 10, 0).unwrap();
+        let table = Error::corruption(dir.path().join("000007.sst"), 0, "block checksum mismatch");
+        assert!(!log.mark_damaged_on(&table, "a test"));
+        let io = Error::Io {
+            path: path.clone(),
+            source: std::io::Error::other("disk gone"),
+        };
+        assert!(!log.mark_damaged_on(&io, "a test"));
+        assert!(!log.damaged.load(Ordering::Acquire));
+        let own = Error::corruption(&path, 4, "log record checksum mismatch");
+        assert!(log.mark_damaged_on(&own, "a test"));
+        assert!(log.damaged.load(Ordering::Acquire));
     }
 }

@@ -57,11 +57,9 @@ impl Tree {
             }
             Ok(())
         });
-        match replayed {
+        match log.replay_damage(replayed) {
             Err(e) if log.mark_damaged_on(&e, "liveness sampling") => return Ok(true),
-            other => {
-                other?;
-            }
+            other => other?,
         }
         if sampled > 0 {
             let estimate = (log.total_bytes as f64 * live as f64 / sampled as f64) as u64;
