@@ -102,6 +102,9 @@ impl Tree {
         }
         self.counters.flushes.fetch_add(1, Ordering::Relaxed);
         self.wake_stalled();
+        // A compaction may be due now. A background worker asks for itself anyway; a caller's
+        // flush (`Db::flush`) must, or the compaction waits for the next write.
+        self.work.request();
         Ok(true)
     }
 
