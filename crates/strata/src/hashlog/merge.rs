@@ -108,7 +108,8 @@ impl LogStore {
         let mut written = 0u64;
         let mut dead_out: HashMap<SegId, u64> = HashMap::new();
         for (sid, seg) in inputs {
-            journal::replay_batches(&*self.opts.fs, &seg.path, |batch| {
+            // A segment the read could not finish is not deleted: its later records live.
+            journal::replay_complete_log(&*self.opts.fs, &seg.path, |batch| {
                 let old = Loc::new(*sid, batch.offset, batch.len)?;
                 // The index points a key at the record, not at an entry: only the key's last
                 // entry in the record is its value (a batch may write a key twice).

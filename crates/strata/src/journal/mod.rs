@@ -41,7 +41,7 @@ pub use deferred::{deferring_log_writes, LogWrites};
 pub(crate) use format::{
     decode_record, wal_path, RECORD_HEADER_BYTES, WAL_HEADER_BYTES, WAL_SUFFIX,
 };
-pub(crate) use replay::{recover_log, replay_batches};
+pub(crate) use replay::{recover_log, replay_complete_log};
 pub(crate) use writer::WalWriter;
 
 /// Mutable state behind the write lock.

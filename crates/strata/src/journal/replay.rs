@@ -1,12 +1,11 @@
 //! Reads a log file from start to end: every record is checked against its checksum and handed
-//! on, in order, from a window of 1 MiB (never the whole file in memory). Recovery, value-log
-//! garbage collection and sampling, and the hash engine's open and merge all read logs through
-//! [`replay_batches`].
-//!
-//! A torn final record (one that runs past the end of the file, a checksum mismatch in the last
-//! record, or a tail of zeros) is reported as such, with the bytes before it; any other bad record
-//! is corruption, reported with the file and byte offset. What to do with a torn tail is the
-//! caller's decision.
+//! on, in order, from a window of 1 MiB (never the whole file in memory). Every reader goes
+//! through one of two policies for a torn tail (a final record that runs past the end of the
+//! file, a checksum mismatch in the last record, or a tail of zeros; any other bad record is
+//! corruption, with the file and byte offset): [`recover_log`] (recovery and the hash engine's
+//! open: the newest log may be torn and is cut there) and [`replay_complete_log`] (value-log
+//! garbage collection and sampling, the hash engine's merge: the log was complete, so a torn
+//! tail is corruption and the reader must not take the log as read).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -67,16 +66,37 @@ pub(crate) fn recover_log(
             let detail = replay.detail.as_deref().unwrap_or(reason);
             tracing::warn!(path = %path.display(), offset, detail, dropped_bytes, "salvage: cutting a damaged log at the damage");
         } else {
-            return Err(Error::corruption(
-                path,
-                offset,
-                format!("{reason} in a log that was complete (only the newest log may end torn)"),
-            ));
+            return Err(damage_in_a_complete_log(path, offset, reason));
         }
         file.set_len(replay.valid_bytes).at(path)?;
     }
     file.sync_all().at(path)?;
     Ok(replay.valid_bytes)
+}
+
+/// Reads every record of a log that was complete when it was last written (an older log, a
+/// value log, a sealed segment), as [`replay_batches`] does, under the same policy as
+/// [`recover_log`] gives such logs: damage that stops the read before the end, which
+/// `replay_batches` reports as a torn tail, is corruption. A caller that reads a log whole in
+/// order to delete it (value-log collection, a segment merge) must not take a read that
+/// stopped early for the whole log: records after the damage may still be live.
+pub(crate) fn replay_complete_log(
+    fs: &dyn FileSystem,
+    path: &Path,
+    apply: impl FnMut(Batch<'_>) -> Result<()>,
+) -> Result<()> {
+    match replay_batches(fs, path, apply)?.torn {
+        None => Ok(()),
+        Some((offset, reason)) => Err(damage_in_a_complete_log(path, offset, reason)),
+    }
+}
+
+fn damage_in_a_complete_log(path: &Path, offset: u64, reason: &str) -> Error {
+    Error::corruption(
+        path,
+        offset,
+        format!("{reason} in a log that was complete (only the newest log may end torn)"),
+    )
 }
 
 /// Bytes read from a log file at a time by [`replay`]: replay holds this much (or one record,

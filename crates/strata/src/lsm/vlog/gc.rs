@@ -86,7 +86,7 @@ impl Tree {
             pending.clear();
             Ok(())
         };
-        let replayed = journal::replay_batches(&*self.opts.fs, &path, |batch| {
+        let replayed = journal::replay_complete_log(&*self.opts.fs, &path, |batch| {
             let view = self.view.load();
             for &(kind, key, value) in &batch.entries {
                 if kind != Kind::Put {
@@ -108,7 +108,7 @@ impl Tree {
             }
             Ok(())
         });
-        match victim.replay_damage(replayed) {
+        match replayed {
             // Values before the damage may have been rewritten: harmless copies of live values.
             // The log stays (its damaged values stay readable as errors, the others as
             // values); the caller may go on to the next victim.

@@ -148,21 +148,6 @@ impl VlogFile {
         &self.path
     }
 
-    /// What a whole read of this log (`journal::replay_batches`) found, as an error when the
-    /// log is damaged: a replay error, or a replay that stopped before the end. A value log
-    /// was complete and fsynced before it became one, so a "torn tail" in it is damage (a
-    /// record length running past the end, a bad final record), and values after it may
-    /// still be live: the caller must not treat the log as read.
-    pub(crate) fn replay_damage(
-        &self,
-        replayed: Result<crate::journal::replay::Replay>,
-    ) -> Result<()> {
-        match replayed?.torn {
-            None => Ok(()),
-            Some((offset, reason)) => Err(Error::corruption(&self.path, offset, reason)),
-        }
-    }
-
     /// Marks the log damaged if `e`, met while reading it whole, is corruption *of this log*
     /// (and says so in the log); returns whether it did. Other errors (I/O, or damage in a
     /// table that a liveness lookup read) are for the caller to return.

@@ -39,7 +39,7 @@ impl Tree {
         let stride_bytes = (log.total_bytes / VLOG_SAMPLE_VALUES).max(1);
         let (mut next_mark, mut sampled, mut live) = (0u64, 0u64, 0u64);
         let path = log.path().to_path_buf();
-        let replayed = journal::replay_batches(&*self.opts.fs, &path, |batch| {
+        let replayed = journal::replay_complete_log(&*self.opts.fs, &path, |batch| {
             if batch.offset < next_mark {
                 return Ok(());
             }
@@ -57,7 +57,7 @@ impl Tree {
             }
             Ok(())
         });
-        match log.replay_damage(replayed) {
+        match replayed {
             Err(e) if log.mark_damaged_on(&e, "liveness sampling") => return Ok(true),
             other => other?,
         }
