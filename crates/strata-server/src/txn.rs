@@ -196,25 +196,55 @@ impl KvBackend for Overlay<'_> {
 /// One connection's watch: the flag writes set, shared with the registry.
 pub(crate) type WatchFlag = Arc<AtomicBool>;
 
+/// What a write did to one engine key, as watchers see it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Change {
+    /// A value was written.
+    Put,
+    /// The key was removed.
+    Removal,
+}
+
+impl Change {
+    fn of(op: &BatchOp) -> (&[u8], Change) {
+        match op {
+            BatchOp::Put(k, _) => (k, Change::Put),
+            BatchOp::Delete(k) => (k, Change::Removal),
+        }
+    }
+}
+
+/// One watcher of one engine key.
+struct WatchEntry {
+    flag: WatchFlag,
+    /// The watched key was stored but already past its expiry time at WATCH: removing it (by
+    /// expiry, a read, a DEL) changes nothing a client could see, so only a put marks the
+    /// flag (Redis's `watchedKey.expired`).
+    expired_at_watch: bool,
+}
+
 /// Engine keys being watched, and by whom.
 #[derive(Default)]
 pub(crate) struct Watches {
     /// Registered (key, flag) pairs: zero means writes need not look.
     entries: AtomicUsize,
-    by_key: Mutex<HashMap<Vec<u8>, Vec<WatchFlag>>>,
+    by_key: Mutex<HashMap<Vec<u8>, Vec<WatchEntry>>>,
 }
 
 impl Watches {
-    /// Marks every flag watching `key`'s engine keys.
-    pub fn touch<'k>(&self, keys: impl IntoIterator<Item = &'k [u8]>) {
+    /// Marks every flag watching the engine keys changed.
+    pub fn touch<'k>(&self, changes: impl IntoIterator<Item = (&'k [u8], Change)>) {
         if self.entries.load(Ordering::Acquire) == 0 {
             return;
         }
         let by_key = lock(&self.by_key);
-        for k in keys {
-            if let Some(flags) = by_key.get(k) {
-                for f in flags {
-                    f.store(true, Ordering::Release);
+        for (k, change) in changes {
+            if let Some(entries) = by_key.get(k) {
+                for e in entries {
+                    if e.expired_at_watch && change == Change::Removal {
+                        continue;
+                    }
+                    e.flag.store(true, Ordering::Release);
                 }
             }
         }
@@ -222,18 +252,22 @@ impl Watches {
 
     /// Marks every watcher (SWAPDB).
     pub fn touch_all(&self) {
-        for flags in lock(&self.by_key).values() {
-            for f in flags {
-                f.store(true, Ordering::Release);
+        for entries in lock(&self.by_key).values() {
+            for e in entries {
+                e.flag.store(true, Ordering::Release);
             }
         }
     }
 
-    /// Registers `flag` on `keys`.
-    pub fn add(&self, keys: &[Vec<u8>], flag: &WatchFlag) {
+    /// Registers `flag` on `keys` (the engine keys of one watched key, already expired at
+    /// WATCH or not).
+    pub fn add(&self, keys: &[Vec<u8>], flag: &WatchFlag, expired_at_watch: bool) {
         let mut by_key = lock(&self.by_key);
         for k in keys {
-            by_key.entry(k.clone()).or_default().push(flag.clone());
+            by_key.entry(k.clone()).or_default().push(WatchEntry {
+                flag: flag.clone(),
+                expired_at_watch,
+            });
             self.entries.fetch_add(1, Ordering::AcqRel);
         }
     }
@@ -242,12 +276,12 @@ impl Watches {
     pub fn remove(&self, keys: &[Vec<u8>], flag: &WatchFlag) {
         let mut by_key = lock(&self.by_key);
         for k in keys {
-            if let Some(flags) = by_key.get_mut(k) {
-                let before = flags.len();
-                flags.retain(|f| !Arc::ptr_eq(f, flag));
+            if let Some(entries) = by_key.get_mut(k) {
+                let before = entries.len();
+                entries.retain(|e| !Arc::ptr_eq(&e.flag, flag));
                 self.entries
-                    .fetch_sub(before - flags.len(), Ordering::AcqRel);
-                if flags.is_empty() {
+                    .fetch_sub(before - entries.len(), Ordering::AcqRel);
+                if entries.is_empty() {
                     by_key.remove(k);
                 }
             }
@@ -408,13 +442,13 @@ impl KvBackend for Watched<'_> {
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         self.inner.put(key, value)?;
         self.due.observe(key);
-        self.watches.touch([key]);
+        self.watches.touch([(key, Change::Put)]);
         Ok(())
     }
 
     fn delete(&self, key: &[u8]) -> Result<()> {
         self.inner.delete(key)?;
-        self.watches.touch([key]);
+        self.watches.touch([(key, Change::Removal)]);
         Ok(())
     }
 
@@ -434,29 +468,35 @@ impl KvBackend for Watched<'_> {
             }
             return Ok(());
         }
-        let keys: Vec<Vec<u8>> = ops
+        let changes: Vec<(Vec<u8>, Change)> = ops
             .iter()
-            .map(|op| match op {
-                BatchOp::Put(k, _) | BatchOp::Delete(k) => k.clone(),
+            .map(|op| {
+                let (k, change) = Change::of(op);
+                (k.to_vec(), change)
             })
             .collect();
         self.inner.write(ops)?;
         for (db, at) in due {
             self.due.note(db, at);
         }
-        self.watches.touch(keys.iter().map(Vec::as_slice));
+        self.watches
+            .touch(changes.iter().map(|(k, c)| (k.as_slice(), *c)));
         Ok(())
     }
 
     fn update(&self, key: &[u8], f: &mut UpdateFn<'_>) -> Result<()> {
-        let mut wrote = false;
+        let mut change = None;
         self.inner.update(key, &mut |old| {
             let w = f(old)?;
-            wrote = w != Write::Keep;
+            change = match w {
+                Write::Keep => None,
+                Write::Put(_) => Some(Change::Put),
+                Write::Delete => Some(Change::Removal),
+            };
             Ok(w)
         })?;
-        if wrote {
-            self.watches.touch([key]);
+        if let Some(change) = change {
+            self.watches.touch([(key, change)]);
         }
         Ok(())
     }
@@ -464,21 +504,30 @@ impl KvBackend for Watched<'_> {
     fn update_group(&self, route: &[u8], f: &mut GroupFn<'_>) -> Result<()> {
         // A group's writes always include its route key's record or its elements; watchers
         // register the record's key (the Redis key), so that is the key marked.
+        // The route key counts as removed when the group's writes only remove (an expired
+        // collection deleted), as written otherwise.
         let watched = self.watches.entries.load(Ordering::Acquire) != 0;
-        let mut keys: Vec<Vec<u8>> = Vec::new();
+        let mut changes: Vec<(Vec<u8>, Change)> = Vec::new();
         self.inner.update_group(route, &mut |read| {
             let ops = f(read)?;
-            keys.clear();
+            changes.clear();
             if watched && !ops.is_empty() {
-                keys.extend(ops.iter().map(|op| match op {
-                    BatchOp::Put(k, _) | BatchOp::Delete(k) => k.clone(),
+                changes.extend(ops.iter().map(|op| {
+                    let (k, change) = Change::of(op);
+                    (k.to_vec(), change)
                 }));
-                keys.push(route.to_vec());
+                let route_change = if changes.iter().all(|(_, c)| *c == Change::Removal) {
+                    Change::Removal
+                } else {
+                    Change::Put
+                };
+                changes.push((route.to_vec(), route_change));
             }
             Ok(ops)
         })?;
-        if !keys.is_empty() {
-            self.watches.touch(keys.iter().map(Vec::as_slice));
+        if !changes.is_empty() {
+            self.watches
+                .touch(changes.iter().map(|(k, c)| (k.as_slice(), *c)));
         }
         Ok(())
     }
@@ -614,7 +663,7 @@ mod tests {
         };
         let flag: WatchFlag = Arc::default();
         let keys = vec![b"a".to_vec()];
-        watches.add(&keys, &flag);
+        watches.add(&keys, &flag, false);
         b.put(b"b", b"1").unwrap();
         b.update(b"a", &mut |_| Ok(Write::Keep)).unwrap();
         assert!(!flag.load(Ordering::Acquire));
@@ -622,5 +671,31 @@ mod tests {
         assert!(flag.load(Ordering::Acquire));
         watches.remove(&keys, &flag);
         assert_eq!(watches.entries.load(Ordering::Acquire), 0);
+    }
+
+    /// A key already expired at WATCH: removing it marks nobody, writing it marks its watcher;
+    /// a second watcher of the same key that saw it alive is marked by the removal.
+    #[test]
+    fn removing_a_key_expired_at_watch_marks_only_watchers_that_saw_it_alive() {
+        let watches = Arc::new(Watches::default());
+        let b = Watching {
+            inner: Arc::new(MemoryBackend::new()),
+            watches: watches.clone(),
+            due: Arc::default(),
+        };
+        let (expired, alive): (WatchFlag, WatchFlag) = (Arc::default(), Arc::default());
+        let keys = vec![b"a".to_vec()];
+        watches.add(&keys, &expired, true);
+        b.delete(b"a").unwrap();
+        b.write(vec![BatchOp::Delete(b"a".to_vec())]).unwrap();
+        b.update(b"a", &mut |_| Ok(Write::Delete)).unwrap();
+        assert!(!expired.load(Ordering::Acquire));
+        watches.add(&keys, &alive, false);
+        b.delete(b"a").unwrap();
+        assert!(!expired.load(Ordering::Acquire));
+        assert!(alive.load(Ordering::Acquire));
+        b.update(b"a", &mut |_| Ok(Write::Put(b"1".to_vec())))
+            .unwrap();
+        assert!(expired.load(Ordering::Acquire));
     }
 }

@@ -91,7 +91,7 @@ fn watch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             continue;
         }
         let keys = engine_keys(db, &key);
-        state.watches.add(&keys, &state.flag);
+        state.watches.add(&keys, &state.flag, expired);
         state.engine_keys.extend(keys);
         state.keys.push((db, key, expired));
     }

@@ -1868,6 +1868,81 @@ fn transactions_match_redis() {
     assert!(total >= 6000);
 }
 
+/// A watched key that had already expired when WATCH ran is no change when expiry removes it
+/// (actively, or lazily on a read or a DEL by another client): EXEC runs. A key that expires
+/// after WATCH, or an expired one written again, fails EXEC. Timing-dependent in the random
+/// rounds above (found there as a flake); pinned down here with waits long enough for both
+/// servers' active expiry.
+#[test]
+fn watched_keys_that_expire_match_redis() {
+    let mut pair = Pair::start();
+    let ctx = "watch and expiry";
+    let active_expiry_done = Duration::from_millis(400);
+    let passed = Duration::from_millis(20);
+    // Each case: the commands of client B after WATCH, and whether to wait for active expiry.
+    type Case<'a> = (&'a str, bool, &'a [&'a [&'a str]]);
+    let cases: &[Case<'_>] = &[
+        ("expired before WATCH, removed by active expiry", true, &[]),
+        ("expired before WATCH, read by B", false, &[&["GET", "w"]]),
+        ("expired before WATCH, DEL by B", false, &[&["DEL", "w"]]),
+        (
+            "expired before WATCH, EXISTS by B",
+            false,
+            &[&["EXISTS", "w"]],
+        ),
+        (
+            "expired before WATCH, set again by B",
+            false,
+            &[&["SET", "w", "again"]],
+        ),
+        (
+            "expired before WATCH, removed, then set by B",
+            true,
+            &[&["SET", "w", "again"]],
+        ),
+        (
+            "expired before WATCH, read, then set by B",
+            false,
+            &[&["GET", "w"], &["SET", "w", "again"]],
+        ),
+        (
+            "expired before WATCH, EXPIRE by B",
+            false,
+            &[&["EXPIRE", "w", "100"]],
+        ),
+    ];
+    for (name, wait, from_b) in cases {
+        let ctx = format!("{ctx}: {name}");
+        pair.check(1, &words(&["DEL", "w", "other"]), &ctx);
+        pair.check(1, &words(&["SET", "w", "v", "PX", "5"]), &ctx);
+        std::thread::sleep(passed);
+        pair.check(0, &words(&["WATCH", "w"]), &ctx);
+        if *wait {
+            std::thread::sleep(active_expiry_done);
+        }
+        for c in from_b.iter() {
+            pair.check(1, &words(c), &ctx);
+        }
+        pair.check(0, &words(&["MULTI"]), &ctx);
+        pair.check(0, &words(&["SET", "other", "1"]), &ctx);
+        pair.check(0, &words(&["EXEC"]), &ctx);
+        pair.check(1, &words(&["GET", "other"]), &ctx);
+    }
+    // A key alive at WATCH that expires before EXEC fails it, removed or not.
+    for wait in [false, true] {
+        let ctx = format!("{ctx}: expires after WATCH, waited for active expiry {wait}");
+        pair.check(1, &words(&["SET", "w", "v", "PX", "50"]), &ctx);
+        pair.check(0, &words(&["WATCH", "w"]), &ctx);
+        std::thread::sleep(if wait {
+            active_expiry_done
+        } else {
+            Duration::from_millis(60)
+        });
+        pair.check(0, &words(&["MULTI"]), &ctx);
+        pair.check(0, &words(&["EXEC"]), &ctx);
+    }
+}
+
 /// Keys with short expiry times, read after they pass: both servers must see them gone (lazy
 /// expiry on access, and active expiry removing them from DBSIZE and KEYS).
 #[test]
