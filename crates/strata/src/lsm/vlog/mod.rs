@@ -87,6 +87,9 @@ pub(crate) struct VlogFile {
     /// neither stops them nor is chosen again and again. Reads of its values still check
     /// each value and report the damaged ones.
     pub(crate) damaged: AtomicBool,
+    /// A compaction has logged, at error level, a damaged value of this log that it left in
+    /// place (later compactions meeting the same values log at debug level).
+    pub(crate) damage_reported: AtomicBool,
     /// The partition's flush count when this log was last sampled (or created): logs are sampled
     /// least recently first.
     pub(crate) sampled_at_flush: AtomicU64,
@@ -112,6 +115,7 @@ impl VlogFile {
             sampled_live_bytes: AtomicU64::new(u64::MAX),
             obsolete: AtomicBool::new(false),
             damaged: AtomicBool::new(false),
+            damage_reported: AtomicBool::new(false),
             sampled_at_flush: AtomicU64::new(sampled_at_flush),
         })
     }

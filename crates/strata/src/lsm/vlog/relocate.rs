@@ -17,6 +17,7 @@
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crate::batch::{encode_batch, BatchHeader, Kind};
@@ -59,6 +60,11 @@ pub(crate) struct ValueMover {
     current: Option<ValueFile>,
     payload: Vec<u8>,
     offsets: Vec<u32>,
+    /// Damaged values met and left in place, and the first one's error: reported once per
+    /// compaction (`report_damage`), not once per value.
+    damaged_values: u64,
+    damaged_logs: Vec<u64>,
+    first_damage: Option<crate::error::Error>,
 }
 
 impl ValueMover {
@@ -85,12 +91,15 @@ impl ValueMover {
             current: None,
             payload: Vec::new(),
             offsets: Vec::new(),
+            damaged_values: 0,
+            damaged_logs: Vec::new(),
+            first_damage: None,
         })
     }
 
     /// The value `p` points to when `p` points into a victim (the compaction then writes it
     /// with [`ValueMover::write`] or drops it); `None` when the pointer stays as it is.
-    pub(crate) fn read_victim(&self, p: &ValuePtr) -> Result<Option<bytes::Bytes>> {
+    pub(crate) fn read_victim(&mut self, p: &ValuePtr) -> Result<Option<bytes::Bytes>> {
         if !self.victims.contains(&p.file) {
             return Ok(None);
         }
@@ -101,7 +110,11 @@ impl ValueMover {
                 // reporting it, and the compaction (and every later one) goes on with the
                 // rest instead of failing on it each time.
                 Err(e) if e.is_corruption() => {
-                    tracing::error!(error = %e, "damaged value left in place by compaction");
+                    self.damaged_values += 1;
+                    if !self.damaged_logs.contains(&p.file) {
+                        self.damaged_logs.push(p.file);
+                    }
+                    self.first_damage.get_or_insert(e);
                     Ok(None)
                 }
                 Err(e) => Err(e),
@@ -160,9 +173,34 @@ impl ValueMover {
         })
     }
 
+    /// Logs the damaged values this compaction left in place: one line, an error the first
+    /// time a log's damage is met in this process and a debug line after that (every later
+    /// compaction over the same keys meets the same values again).
+    fn report_damage(&self) {
+        let Some(first) = &self.first_damage else {
+            return;
+        };
+        let count = self.damaged_values;
+        // Every damaged log is marked reported (no short-circuit).
+        let mut first_time = false;
+        for log in self
+            .damaged_logs
+            .iter()
+            .filter_map(|n| self.version.vlogs.get(n))
+        {
+            first_time |= !log.damage_reported.swap(true, Ordering::Relaxed);
+        }
+        if first_time {
+            tracing::error!(count, first = %first, "damaged values left in place by compaction; reads of their keys report the damage");
+        } else {
+            tracing::debug!(count, first = %first, "damaged values left in place by compaction");
+        }
+    }
+
     /// Writes and fsyncs every value file (and the directory) and opens them as value logs,
     /// each with its copied bytes live. `flushes`: the partition's flush count (sampling order).
     pub(crate) fn finish(mut self, flushes: u64) -> Result<Vec<Arc<VlogFile>>> {
+        self.report_damage();
         self.done.extend(self.current.take());
         let mut files = Vec::with_capacity(self.done.len());
         for f in &mut self.done {
@@ -193,6 +231,7 @@ impl ValueMover {
 
     /// Removes the value files written so far (the compaction failed: no manifest lists them).
     pub(crate) fn abandon(mut self) {
+        self.report_damage();
         self.done.extend(self.current.take());
         for f in &self.done {
             if let Err(e) = self.fs.remove_file(f.writer.path()) {
