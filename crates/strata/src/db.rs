@@ -54,6 +54,8 @@ pub(crate) struct Inner {
     pub(crate) partitions: Vec<Partition>,
     /// Sequence numbers of every write, across partitions.
     pub(crate) seqs: Arc<Sequencer>,
+    /// The block cache every partition's tables share (its size is reported by `Db::stats`).
+    cache: Arc<BlockCache>,
 }
 
 /// What opening one partition found that the database decides on.
@@ -91,7 +93,7 @@ impl Db {
         let seqs = Arc::new(Sequencer::new(partitions, 0));
         let peers = Arc::new(OnceLock::new());
         let shared = Shared {
-            cache,
+            cache: cache.clone(),
             memtable_budget,
             work_queue: work_tx.clone(),
             seqs: seqs.clone(),
@@ -166,6 +168,7 @@ impl Db {
             opts,
             partitions,
             seqs,
+            cache,
         });
         let (stop_tx, stop_rx) = crossbeam_channel::unbounded::<()>();
         let mut workers = Vec::new();
@@ -567,6 +570,7 @@ impl Db {
     pub fn stats(&self) -> Stats {
         Stats {
             partitions: self.inner.partitions.iter().map(|p| p.stats()).collect(),
+            block_cache_bytes: self.inner.cache.used_bytes(),
         }
     }
 

@@ -12,10 +12,15 @@ pub struct LevelStats {
 /// State and counters of one partition.
 #[derive(Debug, Clone, Default)]
 pub struct PartitionStats {
-    /// Bytes of keys and values in the active memtable.
+    /// Bytes charged for the active memtable: its keys and values plus 128 bytes of
+    /// bookkeeping per entry (what `memtable_bytes_max` and the memtable budget bound).
     pub memtable_bytes: u64,
     /// Full memtables waiting to be flushed.
     pub immutable_memtables: usize,
+    /// Bytes charged for those memtables (as `memtable_bytes`).
+    pub immutable_memtable_bytes: u64,
+    /// LSM: memory the open tables hold outside the block cache (sparse indexes, filters).
+    pub table_memory_bytes: u64,
     /// Per level, from level 0 down.
     pub levels: Vec<LevelStats>,
     /// Bytes of write-ahead log files and value files on disk.
@@ -91,6 +96,8 @@ fn ratio(a: u64, b: u64) -> f64 {
 pub struct Stats {
     /// One entry per partition, in partition order.
     pub partitions: Vec<PartitionStats>,
+    /// Bytes of blocks in the block cache (shared by all partitions).
+    pub block_cache_bytes: u64,
 }
 
 impl Stats {
@@ -100,6 +107,24 @@ impl Stats {
             .iter()
             .map(|p| p.table_bytes() + p.wal_bytes)
             .sum()
+    }
+
+    /// Memory the engine accounts for: memtables (as charged), the block cache, tables'
+    /// indexes and filters, and the log engine's index: what the options bound or what grows
+    /// with the data. The process holds more (buffers of background work, memory the
+    /// allocator keeps after it is freed).
+    pub fn memory_bytes(&self) -> u64 {
+        self.block_cache_bytes
+            + self
+                .partitions
+                .iter()
+                .map(|p| {
+                    p.memtable_bytes
+                        + p.immutable_memtable_bytes
+                        + p.table_memory_bytes
+                        + p.index_bytes
+                })
+                .sum::<u64>()
     }
 
     /// Bytes written by users across all partitions.
@@ -140,6 +165,11 @@ impl Stats {
                 "write_amplification".to_string(),
                 format!("{:.2}", self.write_amplification()),
             ),
+            ("memory_bytes".to_string(), self.memory_bytes().to_string()),
+            (
+                "block_cache_bytes".to_string(),
+                self.block_cache_bytes.to_string(),
+            ),
         ];
         for (i, p) in self.partitions.iter().enumerate() {
             let levels: Vec<String> = p
@@ -150,9 +180,11 @@ impl Stats {
             out.push((
                 format!("partition{i}"),
                 format!(
-                    "memtable_bytes={},immutable_memtables={},wal_bytes={},levels={},flushes={},compactions={},write_stalls={},value_logs={}:{}:{},value_log_gcs={},moved_value_files={},index_keys={},index_bytes={},write_amplification={:.2}",
+                    "memtable_bytes={},immutable_memtables={},immutable_memtable_bytes={},table_memory_bytes={},wal_bytes={},levels={},flushes={},compactions={},write_stalls={},value_logs={}:{}:{},value_log_gcs={},moved_value_files={},index_keys={},index_bytes={},write_amplification={:.2}",
                     p.memtable_bytes,
                     p.immutable_memtables,
+                    p.immutable_memtable_bytes,
+                    p.table_memory_bytes,
                     p.wal_bytes,
                     levels.join("/"),
                     p.flushes,

@@ -272,7 +272,7 @@ impl Tree {
 
     /// The value of `key` at sequence number `at` in view `v` (a snapshot's, or the current).
     pub(crate) fn get_at(&self, v: &View, key: &[u8], at: u64) -> Result<Option<Bytes>> {
-        match lookup(v, key, at)? {
+        match lookup(v, key, at, true)? {
             None | Some(Slot::Delete) => Ok(None),
             Some(Slot::Put(b)) => Ok(Some(b)),
             Some(Slot::Pointer(p)) => resolve_pointer(&self.wal_dir, &v.version, &p).map(Some),
@@ -300,7 +300,8 @@ impl Tree {
         if in_memory {
             return Ok(None);
         }
-        Ok(Some(match lookup_tables(&v.version, key)? {
+        // Compaction filters read here: background reads leave the block cache to users.
+        Ok(Some(match lookup_tables(&v.version, key, false)? {
             None | Some(Slot::Delete) => None,
             Some(Slot::Put(b)) => Some(b),
             Some(Slot::Pointer(p)) => Some(resolve_pointer(&self.wal_dir, &v.version, &p)?),
@@ -462,6 +463,14 @@ impl Tree {
         PartitionStats {
             memtable_bytes: v.active.bytes() as u64,
             immutable_memtables: v.immutables.len(),
+            immutable_memtable_bytes: v.immutables.iter().map(|m| m.bytes() as u64).sum(),
+            table_memory_bytes: v
+                .version
+                .levels
+                .iter()
+                .flatten()
+                .map(|t| t.memory_bytes() as u64)
+                .sum(),
             levels: v
                 .version
                 .levels
@@ -506,16 +515,21 @@ impl Tree {
 }
 
 /// Whether the newest version of `key` in `view` is the value at `offset` of value log `file`.
-/// Once false, false for good: nothing new ever points into an old log.
+/// Once false, false for good: nothing new ever points into an old log. Value-log collection
+/// and sampling ask this of every value they read: the blocks they read are not cached (they
+/// would push out the blocks users read, as RocksDB's background reads with `fill_cache`
+/// off do not).
 pub(super) fn value_is_live(view: &View, key: &[u8], file: u64, offset: u64) -> Result<bool> {
-    Ok(matches!(lookup(view, key, u64::MAX)?,
+    Ok(matches!(lookup(view, key, u64::MAX, false)?,
         Some(Slot::Pointer(p)) if p.file == file && p.offset == offset))
 }
 
 /// The newest entry for `key` in a view at sequence number `at`: memtables (versions up to
 /// `at`), then level 0 newest first, then one table per deeper level (tables hold only
 /// versions that were visible when they were written). Pointers are returned as they are.
-pub(super) fn lookup(v: &View, key: &[u8], at: u64) -> Result<Option<Slot>> {
+/// The newest version of `key` at sequence number `at`; `fill_cache`: keep the table block read
+/// in the block cache.
+pub(super) fn lookup(v: &View, key: &[u8], at: u64, fill_cache: bool) -> Result<Option<Slot>> {
     if let Some(s) = v.active.get(key, at) {
         return Ok(Some(s));
     }
@@ -524,20 +538,20 @@ pub(super) fn lookup(v: &View, key: &[u8], at: u64) -> Result<Option<Slot>> {
             return Ok(Some(s));
         }
     }
-    lookup_tables(&v.version, key)
+    lookup_tables(&v.version, key, fill_cache)
 }
 
 /// The newest version of `key` in the tables of `version` (memtables not consulted).
-fn lookup_tables(version: &Version, key: &[u8]) -> Result<Option<Slot>> {
+fn lookup_tables(version: &Version, key: &[u8], fill_cache: bool) -> Result<Option<Slot>> {
     let h = bloom::hash(key);
     for t in &version.levels[0] {
-        if let Some(s) = t.get(key, h)? {
+        if let Some(s) = t.get(key, h, fill_cache)? {
             return Ok(Some(s));
         }
     }
     for level in 1..LEVELS {
         if let Some(t) = version.find_in_level(level, key) {
-            if let Some(s) = t.get(key, h)? {
+            if let Some(s) = t.get(key, h, fill_cache)? {
                 return Ok(Some(s));
             }
         }

@@ -27,6 +27,11 @@ impl BlockCache {
         BlockCache { inner }
     }
 
+    /// Bytes of blocks held now (the weights of the entries; 0 without a cache).
+    pub(crate) fn used_bytes(&self) -> u64 {
+        self.inner.as_ref().map_or(0, |c| c.weight())
+    }
+
     pub(crate) fn get(&self, table: u64, offset: u64) -> Option<Bytes> {
         self.inner.as_ref()?.get(&(table, offset))
     }

@@ -97,6 +97,15 @@ pub(crate) fn build_whole(hashes: &[u64], bits_per_key: u32) -> Vec<u8> {
 }
 
 impl Filter {
+    /// Bytes of memory the filter holds.
+    pub(crate) fn memory_bytes(&self) -> usize {
+        match self {
+            Filter::None => 0,
+            Filter::Whole { bitmap, .. } => bitmap.capacity(),
+            Filter::Blocked { lines, .. } => lines.capacity() * std::mem::size_of::<Line>(),
+        }
+    }
+
     /// Reads a filter block of a table of `format_version`. An empty block means no filter.
     pub(crate) fn decode(block: &[u8], format_version: u32) -> Result<Filter, &'static str> {
         let Some((&probes, rest)) = block.split_first() else {

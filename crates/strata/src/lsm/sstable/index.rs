@@ -58,6 +58,15 @@ impl SparseIndex {
         self.key_ends.len()
     }
 
+    /// Bytes of memory this index holds (its arrays' capacity).
+    pub(crate) fn memory_bytes(&self) -> usize {
+        self.keys.capacity()
+            + self.key_ends.capacity() * std::mem::size_of::<u32>()
+            + self.offsets.capacity() * std::mem::size_of::<u64>()
+            + self.sizes.capacity() * std::mem::size_of::<u32>()
+            + self.words.capacity() * std::mem::size_of::<u64>()
+    }
+
     /// Block `i`'s last key.
     pub(crate) fn key(&self, i: usize) -> &[u8] {
         let start = match i {

@@ -310,6 +310,17 @@ impl Drop for Table {
 }
 
 impl Table {
+    /// Bytes of memory an open table holds outside the block cache: its sparse index, filter
+    /// and first and last keys (what RocksDB reports as table readers' memory when index and
+    /// filter blocks are not cached).
+    pub(crate) fn memory_bytes(&self) -> usize {
+        self.index.memory_bytes()
+            + self.filter.memory_bytes()
+            + self.min_key.len()
+            + self.max_key.len()
+            + std::mem::size_of::<Table>()
+    }
+
     pub(crate) fn open(
         fs: SharedFs,
         path: &Path,
@@ -482,8 +493,9 @@ impl Table {
         Ok(b)
     }
 
-    /// Looks `key` up: filter, then index, then one block.
-    pub(crate) fn get(&self, key: &[u8], hash: u64) -> Result<Option<Slot>> {
+    /// Looks `key` up: filter, then index, then one block (kept in the block cache when
+    /// `fill_cache`; read from it either way).
+    pub(crate) fn get(&self, key: &[u8], hash: u64, fill_cache: bool) -> Result<Option<Slot>> {
         // The filter first: it turns most absent keys away with one memory access, where the
         // range check reads two keys elsewhere on the heap.
         if !self.filter.may_contain(hash) || key < &self.min_key[..] || key > &self.max_key[..] {
@@ -493,7 +505,7 @@ impl Table {
         if i >= self.index.len() {
             return Ok(None);
         }
-        block::find(&self.block(i, true)?, key, self.has_restarts)
+        block::find(&self.block(i, fill_cache)?, key, self.has_restarts)
             .map_err(|r| Error::corruption(&self.path, self.index.offset(i), r))
     }
 

@@ -93,7 +93,7 @@ proptest! {
         prop_assert_eq!(all, want);
         // Point reads: present keys and random probes.
         for k in entries.keys().chain(probes.iter()) {
-            let got = t.get(k, bloom::hash(k)).unwrap();
+            let got = t.get(k, bloom::hash(k), true).unwrap();
             let want = entries.get(k).cloned();
             prop_assert_eq!(got, want);
         }
@@ -125,7 +125,7 @@ proptest! {
     ) {
         let (_dir, t) = build(&entries, Compression::None, block_bytes, index_every, TABLE_FORMAT_VERSION);
         for k in entries.keys().chain(probes.iter()) {
-            prop_assert_eq!(t.get(k, bloom::hash(k)).unwrap(), entries.get(k).cloned(), "{:?}", k);
+            prop_assert_eq!(t.get(k, bloom::hash(k), true).unwrap(), entries.get(k).cloned(), "{:?}", k);
         }
     }
 }
