@@ -203,7 +203,9 @@ pub fn run(
                 }
             });
         }
-        let reported = report_intervals(spec, data_dir, started, &counts, &stop, &hists, &mut emit);
+        let reported = report_intervals(
+            store, spec, data_dir, started, &counts, &stop, &hists, &mut emit,
+        );
         stop.store(true, Ordering::Relaxed);
         reported
     })?;
@@ -252,9 +254,13 @@ pub fn preload(store: &dyn BenchStore, spec: &RunSpec) -> Result<u64> {
     Ok(loaded)
 }
 
-/// The reporting loop of [`run`]: every interval, takes the counts and latencies, emits a line.
-/// Returns the operations counted, the per-interval rates and the merged histograms.
+/// The reporting loop of [`run`]: every interval, takes the counts and latencies, emits a line
+/// (with the process's resident memory, `rssBytes`, and the memory the engine says it holds,
+/// `engineMemoryBytes`, where it says: where the peak RSS goes). Returns the operations counted,
+/// the per-interval rates and the merged histograms.
+#[allow(clippy::too_many_arguments)]
 fn report_intervals(
+    store: &dyn BenchStore,
     spec: &RunSpec,
     data_dir: &Path,
     started: Instant,
@@ -288,7 +294,7 @@ fn report_intervals(
             h.reset();
         }
         all.add(&merged);
-        let line = stats_line(
+        let mut line = stats_line(
             started.elapsed(),
             c,
             dir_bytes(data_dir),
@@ -298,6 +304,12 @@ fn report_intervals(
                 ("delete", &merged.delete),
             ],
         );
+        if let Some(rss) = crate::sys::rss_bytes() {
+            line["rssBytes"] = rss.into();
+        }
+        if let Some(engine) = store.memory_bytes() {
+            line["engineMemoryBytes"] = engine.into();
+        }
         emit(&line);
     }
     Ok((total_ops, rates, all))

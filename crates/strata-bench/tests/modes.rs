@@ -69,6 +69,22 @@ fn every_mode_runs_and_the_report_draws_its_output() {
     assert!(r.write_amplification_engine.is_some());
     let stats = r.engine_stats.as_ref().unwrap();
     assert!(stats["walBytesWritten"].as_u64().unwrap() > 0, "{stats}");
+    // Interval lines say where memory goes: the process's RSS, and what the engine holds (its
+    // memtables at least: the run puts and does not flush them all), within the RSS.
+    let intervals: Vec<serde_json::Value> = std::fs::read_to_string(&results)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|v: &serde_json::Value| v["nanoTime"].is_u64())
+        .collect();
+    assert!(!intervals.is_empty());
+    for v in &intervals {
+        let (rss, engine) = (v["rssBytes"].as_u64(), v["engineMemoryBytes"].as_u64());
+        assert!(
+            matches!((rss, engine), (Some(r), Some(e)) if e > 0 && e < r),
+            "{v}"
+        );
+    }
     assert!(
         !tmp.path().join("data").exists(),
         "data is removed after the run"

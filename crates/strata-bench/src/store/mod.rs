@@ -51,6 +51,10 @@ pub trait BenchStore: Send + Sync {
     fn engine_stats(&self) -> Option<serde_json::Value> {
         None
     }
+    /// Bytes of memory the engine says it holds (memtables, block cache, indexes), if it says.
+    fn memory_bytes(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// Opens the engine `spec` names in `dir` (which should be empty).
@@ -156,6 +160,9 @@ impl BenchStore for StrataStore {
     fn engine_stats(&self) -> Option<serde_json::Value> {
         Some(strata_engine_stats(&self.db))
     }
+    fn memory_bytes(&self) -> Option<u64> {
+        Some(self.db.stats().memory_bytes())
+    }
 }
 
 /// Strata's own counters, summed over partitions (flushes, compactions, write stalls, bytes
@@ -191,5 +198,9 @@ pub fn strata_engine_stats(db: &strata::Db) -> serde_json::Value {
         "tablesPerLevelPerPartition": levels,
         "indexKeys": sum(|p| p.index_keys),
         "indexBytes": sum(|p| p.index_bytes),
+        "memoryBytes": stats.memory_bytes(),
+        "blockCacheBytes": stats.block_cache_bytes,
+        "memtableBytes": sum(|p| p.memtable_bytes + p.immutable_memtable_bytes),
+        "tableMemoryBytes": sum(|p| p.table_memory_bytes),
     })
 }
