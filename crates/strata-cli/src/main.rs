@@ -1,7 +1,6 @@
 //! `strata`: the command-line face of the engine. Every subcommand opens the database in `--dir`
 //! (default `./data`), does one job and closes it cleanly.
 
-mod allocator;
 mod bench_cmd;
 mod doc_cmd;
 mod kv_cmd;
@@ -99,7 +98,6 @@ enum Command {
 }
 
 fn main() {
-    allocator::fix_mmap_threshold();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
