@@ -503,9 +503,8 @@ impl KvBackend for Watched<'_> {
 
     fn update_group(&self, route: &[u8], f: &mut GroupFn<'_>) -> Result<()> {
         // A group's writes always include its route key's record or its elements; watchers
-        // register the record's key (the Redis key), so that is the key marked.
-        // The route key counts as removed when the group's writes only remove (an expired
-        // collection deleted), as written otherwise.
+        // register the record's key (the Redis key), so that is the key marked: as removed
+        // when the group's writes only remove (an expired collection deleted), else as written.
         let watched = self.watches.entries.load(Ordering::Acquire) != 0;
         let mut changes: Vec<(Vec<u8>, Change)> = Vec::new();
         self.inner.update_group(route, &mut |read| {

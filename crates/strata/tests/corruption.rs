@@ -542,22 +542,59 @@ fn varint_len(b: &[u8]) -> usize {
 /// pointer, collection of the log leaves it alone, and writes, flushes and compactions go on
 /// (before, every compaction that met the pointer failed and was retried forever, until level 0
 /// filled and writes stopped).
+/// Options of the value-log damage tests: compactions move values out of logs under 0.7 live
+/// (a log of `victim_value`s is about 0.88 live when full: record headers and keys count as its
+/// bytes); background collection takes only logs far emptier than that.
+fn victim_opts() -> Options {
+    Options {
+        partitions: 1,
+        sync: SyncMode::Never,
+        value_log_gc_live_ratio: 0.7,
+        ..Options::tiny()
+    }
+}
+
+fn victim_key(i: u32) -> Vec<u8> {
+    format!("key{i:03}").into_bytes()
+}
+
+fn victim_value(round: u32, i: u32) -> Vec<u8> {
+    format!("round{round}-key{i:03}-").repeat(12).into_bytes()
+}
+
+/// Round 0 of keys 0..100, a flush, round 1 of keys 0..40, a flush: the first log ends up with
+/// 40 of its 100 values shadowed once compactions drop their pointers.
+fn write_rounds_0_and_1(db: &Db, want: &mut std::collections::BTreeMap<Vec<u8>, Vec<u8>>) {
+    for (round, keys) in [(0, 100), (1, 40)] {
+        for i in 0..keys {
+            db.put(&victim_key(i), &victim_value(round, i)).unwrap();
+            want.insert(victim_key(i), victim_value(round, i));
+        }
+        db.flush().unwrap();
+    }
+}
+
+/// Where each record of a log or segment file starts: after the 16-byte file header, records
+/// are `len u32 | crc u32 | payload`.
+fn record_starts(bytes: &[u8]) -> Vec<usize> {
+    let mut starts = Vec::new();
+    let mut at = 16;
+    while at + 8 <= bytes.len() {
+        starts.push(at);
+        at += 8 + u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+    }
+    starts
+}
+
 #[test]
 fn a_damaged_value_in_a_collected_value_log_fails_only_its_own_reads() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("db");
     let opts = || Options {
-        partitions: 1,
-        sync: SyncMode::Never,
-        // Compactions move values out of logs under 0.7 live (a log of these values is about
-        // 0.88 live when full: record headers and keys count as its bytes); background
-        // collection takes only logs far emptier than that.
-        value_log_gc_live_ratio: 0.7,
         l0_compaction_trigger: 2,
-        ..Options::tiny()
+        ..victim_opts()
     };
-    let key = |i: u32| format!("key{i:03}").into_bytes();
-    let value = |round: u32, i: u32| format!("round{round}-key{i:03}-").repeat(12).into_bytes();
+    let (key, value) = (victim_key, victim_value);
     let wait_for_compactions = |db: &Db, at_least: u64| {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
         while db
@@ -579,16 +616,7 @@ fn a_damaged_value_in_a_collected_value_log_fails_only_its_own_reads() {
     let mut want = std::collections::BTreeMap::new();
     {
         let db = Db::open(&path, opts()).unwrap();
-        for i in 0..100 {
-            db.put(&key(i), &value(0, i)).unwrap();
-            want.insert(key(i), value(0, i));
-        }
-        db.flush().unwrap();
-        for i in 0..40 {
-            db.put(&key(i), &value(1, i)).unwrap();
-            want.insert(key(i), value(1, i));
-        }
-        db.flush().unwrap();
+        write_rounds_0_and_1(&db, &mut want);
         // Two level-0 tables: the compaction drops 40 shadowed pointers, leaving the first
         // log about half live.
         wait_for_compactions(&db, 1);
@@ -682,27 +710,12 @@ fn a_damaged_value_in_a_collected_value_log_fails_only_its_own_reads() {
 fn a_value_log_whose_replay_stops_early_is_not_collected_away() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("db");
-    let opts = || Options {
-        partitions: 1,
-        sync: SyncMode::Never,
-        value_log_gc_live_ratio: 0.7,
-        ..Options::tiny()
-    };
-    let key = |i: u32| format!("key{i:03}").into_bytes();
-    let value = |round: u32, i: u32| format!("round{round}-key{i:03}-").repeat(12).into_bytes();
+    let opts = victim_opts;
+    let value = victim_value;
     let mut want = std::collections::BTreeMap::new();
     {
         let db = Db::open(&path, opts()).unwrap();
-        for i in 0..100 {
-            db.put(&key(i), &value(0, i)).unwrap();
-            want.insert(key(i), value(0, i));
-        }
-        db.flush().unwrap();
-        for i in 0..40 {
-            db.put(&key(i), &value(1, i)).unwrap();
-            want.insert(key(i), value(1, i));
-        }
-        db.flush().unwrap();
+        write_rounds_0_and_1(&db, &mut want);
         db.close().unwrap();
     }
     // In the log holding the first round, give key050's record a length that runs past the
@@ -712,18 +725,17 @@ fn a_value_log_whose_replay_stops_early_is_not_collected_away() {
     let mut damaged = 0;
     for log in files_with_suffix(&path, ".log") {
         let mut bytes = std::fs::read(&log).unwrap();
-        let mut at = 16;
-        while at + 8 <= bytes.len() {
+        let holding = record_starts(&bytes).into_iter().find(|&at| {
             let len = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
-            let payload = &bytes[at + 8..at + 8 + len];
-            if payload.windows(needle.len()).any(|w| w == &needle[..]) {
-                bytes[at + 3] = 0x7f;
-                damaged += 1;
-                break;
-            }
-            at += 8 + len;
+            bytes[at + 8..at + 8 + len]
+                .windows(needle.len())
+                .any(|w| w == &needle[..])
+        });
+        if let Some(at) = holding {
+            bytes[at + 3] = 0x7f;
+            damaged += 1;
+            std::fs::write(&log, bytes).unwrap();
         }
-        std::fs::write(&log, bytes).unwrap();
     }
     assert_eq!(damaged, 1);
     let check = |db: &Db| {
@@ -770,12 +782,9 @@ fn log_engine_merge_does_not_delete_a_segment_it_could_not_read_to_the_end() {
         .into_iter()
         .find(|p| p.with_extension("hint").exists())
         .unwrap();
-    // Records after a 16-byte header: `len u32 | crc u32 | payload`. Damage the 10th length.
+    // Damage the 10th record's length.
     let mut bytes = std::fs::read(&seg).unwrap();
-    let mut at = 16;
-    for _ in 0..9 {
-        at += 8 + u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
-    }
+    let at = record_starts(&bytes)[9];
     bytes[at + 3] = 0x7f;
     std::fs::write(&seg, bytes).unwrap();
     let readable = |db: &Db| {

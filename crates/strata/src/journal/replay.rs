@@ -130,8 +130,9 @@ impl Batch<'_> {
 }
 
 /// Reads every record of `path`, decodes its batch and hands it to `apply`; a record whose
-/// checksum holds but whose batch does not decode is corruption.
-pub(crate) fn replay_batches(
+/// checksum holds but whose batch does not decode is corruption. Readers outside this module
+/// choose a torn-tail policy: [`recover_log`] or [`replay_complete_log`].
+fn replay_batches(
     fs: &dyn FileSystem,
     path: &Path,
     mut apply: impl FnMut(Batch<'_>) -> Result<()>,

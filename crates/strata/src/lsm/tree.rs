@@ -527,8 +527,7 @@ pub(super) fn value_is_live(view: &View, key: &[u8], file: u64, offset: u64) -> 
 /// The newest entry for `key` in a view at sequence number `at`: memtables (versions up to
 /// `at`), then level 0 newest first, then one table per deeper level (tables hold only
 /// versions that were visible when they were written). Pointers are returned as they are.
-/// The newest version of `key` at sequence number `at`; `fill_cache`: keep the table block read
-/// in the block cache.
+/// `fill_cache`: keep a table block read in the block cache (users' reads only).
 pub(super) fn lookup(v: &View, key: &[u8], at: u64, fill_cache: bool) -> Result<Option<Slot>> {
     if let Some(s) = v.active.get(key, at) {
         return Ok(Some(s));
