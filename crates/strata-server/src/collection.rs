@@ -652,6 +652,65 @@ fn visit_range(
     })
 }
 
+/// Elements a pop scans when the pipeline it came in may pop the same collection again (a
+/// held run, `conn.rs`): at least a whole run's pops of one (16 in `redis-benchmark -P 16`)
+/// plus SPOP's window, so one scan's set-up serves the run.
+pub const POP_WINDOW_FILL: usize = 32;
+
+/// What a pop read beyond what it took: the next live elements of one incarnation of a
+/// collection from its floor, in scan order. Inside a held run (`conn.rs`) nothing else writes
+/// the partition and any other command drops the window, so the run's next pop of the same
+/// collection takes from it instead of setting up another scan (a merge over the partition's
+/// memtables and tables: most of a pop's CPU when measured).
+#[derive(Debug, Clone)]
+pub struct PopWindow {
+    db: DbIndex,
+    name: Bytes,
+    version: u64,
+    kind: KeyType,
+    /// (element, score; 0 for a set member), in scan order from the floor.
+    elements: Vec<(Bytes, f64)>,
+    /// The scan reached the collection's end: no live element follows `elements`.
+    complete: bool,
+}
+
+impl PopWindow {
+    /// The window of collection `name` (of `kind`, incarnation `version`) in `db`.
+    pub fn new(
+        db: DbIndex,
+        name: &[u8],
+        version: u64,
+        kind: KeyType,
+        elements: Vec<(Bytes, f64)>,
+        complete: bool,
+    ) -> PopWindow {
+        PopWindow {
+            db,
+            name: Bytes::copy_from_slice(name),
+            version,
+            kind,
+            elements,
+            complete,
+        }
+    }
+
+    /// The first elements of the collection, at least `n` of them unless the collection has
+    /// fewer, if this window is of that incarnation and holds them (with whether they are all).
+    pub fn first(
+        &self,
+        db: DbIndex,
+        name: &[u8],
+        version: u64,
+        kind: KeyType,
+        n: usize,
+    ) -> Option<(&[(Bytes, f64)], bool)> {
+        let ours =
+            self.db == db && self.version == version && self.kind == kind && self.name == name;
+        (ours && (self.elements.len() >= n || self.complete))
+            .then_some((&self.elements[..], self.complete))
+    }
+}
+
 /// Up to `window` elements of the collection `name` (metadata `meta`) for SRANDMEMBER and
 /// HRANDFIELD: all of them, uniformly shuffled, when the collection has at most `window`
 /// elements; otherwise the `window` elements that follow a random position at or above the

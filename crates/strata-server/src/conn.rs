@@ -443,8 +443,13 @@ impl Batch {
                 );
                 let mut replies: Vec<Reply> = Vec::with_capacity(held);
                 let session = &mut self.session;
+                session.in_held_run = true;
+                session.pop_window = None;
                 let outcome = shared.backend.hold_group(&route, &mut |store| {
                     for args in &commands[replies.len()..] {
+                        if !is_pop(args) {
+                            session.pop_window = None;
+                        }
                         let mut ctx = Ctx {
                             shared,
                             session: &mut *session,
@@ -452,12 +457,19 @@ impl Batch {
                             locking: Locking::Held,
                         };
                         match execute_here(&mut ctx, args, resolve(args)) {
-                            Some(reply) => replies.push(reply),
+                            Some(reply) => {
+                                if reply.is_error() {
+                                    session.pop_window = None;
+                                }
+                                replies.push(reply);
+                            }
                             // Writes another partition: runs again without the hold.
                             None => break,
                         }
                     }
                 });
+                session.in_held_run = false;
+                session.pop_window = None;
                 drop(guard);
                 match outcome {
                     Ok(true) => {}
@@ -613,6 +625,13 @@ impl Batch {
         }
         n
     }
+}
+
+/// Whether `args` is a pop that may take from the window the held run's previous pop left
+/// (`collection::PopWindow`): SPOP and ZPOPMIN.
+fn is_pop(args: &[Bytes]) -> bool {
+    args.first()
+        .is_some_and(|c| c.eq_ignore_ascii_case(b"spop") || c.eq_ignore_ascii_case(b"zpopmin"))
 }
 
 /// A published message as the push a subscriber receives.

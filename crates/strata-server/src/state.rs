@@ -12,6 +12,7 @@ use bytes::Bytes;
 use tokio::sync::{mpsc, watch};
 
 use crate::backend::KvBackend;
+use crate::collection::PopWindow;
 use crate::config::ServerConfig;
 use crate::error::Result;
 use crate::keyspace::DbIndex;
@@ -419,6 +420,12 @@ pub(crate) struct Session {
     pub asking: bool,
     /// EXEC is running this session's queued commands (checked for their slots as a whole).
     pub in_exec: bool,
+    /// The connection is running a held run (`conn.rs`): its commands hold the partition of
+    /// their one key, so a pop may leave a [`PopWindow`] for the next.
+    pub in_held_run: bool,
+    /// What the held run's last command, a pop, read beyond what it took; dropped by any other
+    /// command and when the run ends.
+    pub pop_window: Option<PopWindow>,
 }
 
 /// Connections blocked on lists, queued per list in the order they blocked. Redis serves the
@@ -573,6 +580,8 @@ impl Session {
             cluster: shared.cluster.is_some(),
             asking: false,
             in_exec: false,
+            in_held_run: false,
+            pop_window: None,
         }
     }
 }

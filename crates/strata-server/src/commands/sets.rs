@@ -15,7 +15,9 @@ use rand::Rng;
 
 use super::collections::{modify, plan, read_live};
 use super::{int_arg, is, Ctx, Spec, READ, READ_FAST, WRITE, WRITE_FAST};
-use crate::collection::{element_key, random_elements, read_elements, visit_elements, Meta};
+use crate::collection::{
+    element_key, random_elements, read_elements, visit_elements, Meta, PopWindow, POP_WINDOW_FILL,
+};
 use crate::error::{Error, Result};
 use crate::keyspace::KeyType;
 use crate::resp::Reply;
@@ -207,24 +209,47 @@ fn spop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         return Ok(Reply::Set(Vec::new()));
     }
     let want = count.unwrap_or(1);
-    let popped = modify(ctx, key, KeyType::Set, |e| {
+    // In a held run the pop reads more than its window and leaves the rest for the run's next
+    // pop of this set (`PopWindow`).
+    let held = ctx.session.in_held_run;
+    let cached = ctx.session.pop_window.take().filter(|_| held);
+    let db = ctx.dbi();
+    let (popped, left) = modify(ctx, key, KeyType::Set, |e| {
         let mut popped = Vec::new();
         if e.found.is_none() {
-            return Ok(popped);
+            return Ok((popped, None));
         }
         // Candidates: the members from the set's floor on (its first in position order, which
         // is hash order: random with respect to the members), one more than wanted and at
         // least `SPOP_WINDOW_MIN`, a random choice of them popped. The floor then rises to the
-        // first candidate left: no later pop reads the tombstones below it (a random start
+        // first member left: no later pop reads the tombstones below it (a random start
         // would step over ever more of them as the set drains). The read runs under the
         // update's lock, so every candidate is live.
         let window = want.saturating_add(1).max(SPOP_WINDOW_MIN);
-        let mut seen: Vec<Bytes> = Vec::new();
-        visit_elements(ctx.db(), ctx.dbi(), key, &e.meta(), &mut |m, _| {
-            seen.push(Bytes::copy_from_slice(m));
-            seen.len() < window
-        })?;
-        let mut order: Vec<usize> = (0..seen.len()).collect();
+        let meta = e.meta();
+        let from_window = cached
+            .as_ref()
+            .and_then(|w| w.first(db, key, meta.version, KeyType::Set, window));
+        let (seen, complete): (Vec<Bytes>, bool) = match from_window {
+            Some((elements, complete)) => {
+                (elements.iter().map(|(m, _)| m.clone()).collect(), complete)
+            }
+            None => {
+                let fill = if held {
+                    window.max(POP_WINDOW_FILL)
+                } else {
+                    window
+                };
+                let mut seen: Vec<Bytes> = Vec::new();
+                visit_elements(ctx.db(), db, key, &meta, &mut |m, _| {
+                    seen.push(Bytes::copy_from_slice(m));
+                    seen.len() < fill
+                })?;
+                let complete = seen.len() < fill;
+                (seen, complete)
+            }
+        };
+        let mut order: Vec<usize> = (0..seen.len().min(window)).collect();
         order.shuffle(&mut rand::thread_rng());
         let mut taken = vec![false; seen.len()];
         for i in order.into_iter().take(want) {
@@ -236,8 +261,18 @@ fn spop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         if let Some(m) = first_left.or(seen.last()) {
             e.raise_floor(m);
         }
-        Ok(popped)
+        let left = held.then(|| {
+            let rest = seen
+                .iter()
+                .zip(&taken)
+                .filter(|(_, t)| !**t)
+                .map(|(m, _)| (m.clone(), 0.0))
+                .collect();
+            PopWindow::new(db, key, meta.version, KeyType::Set, rest, complete)
+        });
+        Ok((popped, left))
     })?;
+    ctx.session.pop_window = left;
     Ok(match count {
         None => Reply::bulk_or_nil(popped.into_iter().next()),
         Some(_) => set_reply(popped),

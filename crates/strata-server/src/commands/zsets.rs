@@ -19,7 +19,7 @@ use super::{int_arg, is, Ctx, Spec, READ, READ_FAST, WRITE, WRITE_FAST};
 use crate::backend::{BatchOp, GroupRead};
 use crate::collection::{
     zset_entries, zset_first_entries, zset_member_key, zset_put_ops, zset_score_key,
-    zset_score_suffix, Floor, Live, Meta,
+    zset_score_suffix, Floor, Live, Meta, PopWindow, POP_WINDOW_FILL,
 };
 use crate::error::{Error, Result};
 use crate::keyspace::{now_ms, string_key, DbIndex, Encoding, KeyType, Record};
@@ -815,7 +815,7 @@ fn zremrangebylex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     Ok(Reply::Int(n))
 }
 
-fn zpop(ctx: &Ctx<'_>, args: &[Bytes], max: bool) -> Result<Reply> {
+fn zpop(ctx: &mut Ctx<'_>, args: &[Bytes], max: bool) -> Result<Reply> {
     if args.len() > 3 {
         return Err(Error::Syntax);
     }
@@ -826,7 +826,17 @@ fn zpop(ctx: &Ctx<'_>, args: &[Bytes], max: bool) -> Result<Reply> {
             _ => return Err(Error::command("value is out of range, must be positive")),
         },
     };
-    let popped = pop_entries(ctx, &args[1], max, count.unwrap_or(1))?;
+    // In a held run ZPOPMIN reads ahead and leaves the rest for the run's next pop of this
+    // set (`PopWindow`).
+    let mut window = if ctx.session.in_held_run && !max {
+        Some(ctx.session.pop_window.take())
+    } else {
+        None
+    };
+    let popped = pop_entries(ctx, &args[1], max, count.unwrap_or(1), window.as_mut())?;
+    if let Some(left) = window {
+        ctx.session.pop_window = left;
+    }
     let resp3 = ctx.session.protocol == Protocol::Resp3;
     let mut out = Vec::new();
     for (m, s) in popped {
@@ -841,22 +851,50 @@ fn zpop(ctx: &Ctx<'_>, args: &[Bytes], max: bool) -> Result<Reply> {
 }
 
 /// Removes and returns up to `want` members of the sorted set `key` from its low (`max`: high)
-/// end, in that order, as one atomic update (empty when absent).
-fn pop_entries(ctx: &Ctx<'_>, key: &[u8], max: bool, want: usize) -> Result<Vec<(Bytes, f64)>> {
-    modify(ctx, key, |z| {
+/// end, in that order, as one atomic update (empty when absent). `window` (ZPOPMIN in a held
+/// run): the window the run's previous pop left, replaced by what this pop leaves.
+fn pop_entries(
+    ctx: &Ctx<'_>,
+    key: &[u8],
+    max: bool,
+    want: usize,
+    window: Option<&mut Option<PopWindow>>,
+) -> Result<Vec<(Bytes, f64)>> {
+    let held = window.is_some() && !max;
+    let (cached, slot) = match window {
+        Some(slot) => (slot.take(), Some(slot)),
+        None => (None, None),
+    };
+    let (popped, left) = modify(ctx, key, |z| {
         let Some(found) = z.found else {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), None));
         };
+        let meta = &found.meta;
         // The lowest scores are a bounded scan from the start; the highest need the whole set
         // (no reverse scan yet).
-        let mut all = if max {
-            let mut all = zset_entries(ctx.db(), z.db, z.name, &found.meta)?;
+        let (mut all, complete) = if max {
+            let mut all = zset_entries(ctx.db(), z.db, z.name, meta)?;
             all.reverse();
-            all
+            (all, true)
         } else {
-            zset_first_entries(ctx.db(), z.db, z.name, &found.meta, want)?
+            let from_window = cached
+                .as_ref()
+                .and_then(|w| w.first(z.db, z.name, meta.version, KeyType::Zset, want));
+            match from_window {
+                Some((elements, complete)) => (elements.to_vec(), complete),
+                None => {
+                    let fill = if held {
+                        want.max(POP_WINDOW_FILL)
+                    } else {
+                        want
+                    };
+                    let all = zset_first_entries(ctx.db(), z.db, z.name, meta, fill)?;
+                    let complete = all.len() < fill;
+                    (all, complete)
+                }
+            }
         };
-        all.truncate(want);
+        let rest = all.split_off(want.min(all.len()));
         for (m, score) in &all {
             z.remove_scanned(m, *score);
         }
@@ -866,8 +904,14 @@ fn pop_entries(ctx: &Ctx<'_>, key: &[u8], max: bool, want: usize) -> Result<Vec<
                 z.floor.raise_to(&zset_score_suffix(*s, m));
             }
         }
-        Ok(all)
-    })
+        let left =
+            held.then(|| PopWindow::new(z.db, z.name, meta.version, KeyType::Zset, rest, complete));
+        Ok((all, left))
+    })?;
+    if let Some(slot) = slot {
+        *slot = left;
+    }
+    Ok(popped)
 }
 
 /// The first of `keys` that exists, if it is a sorted set whose turn it is (blocking: no
@@ -904,7 +948,7 @@ fn zmpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let Some(key) = first_zset(ctx, keys, false)? else {
         return Ok(Reply::NilArray);
     };
-    let popped = pop_entries(ctx, key, max, count)?;
+    let popped = pop_entries(ctx, key, max, count, None)?;
     Ok(mpop_reply(key, popped))
 }
 
@@ -934,7 +978,7 @@ fn blocking_pop(
     ctx.session.blocked = None;
     let seen = *ctx.shared.list_waiters.changes.borrow();
     if let Some(key) = first_zset(ctx, keys, true)? {
-        let popped = pop_entries(ctx, key, max, count)?;
+        let popped = pop_entries(ctx, key, max, count, None)?;
         if !popped.is_empty() {
             ctx.session.wait_ticket = None;
             if nested {

@@ -222,6 +222,126 @@ fn sets_match_a_model_through_flushes_compactions_and_restarts() {
     }
 }
 
+/// Pipelines of SPOPs on one set (which the server runs under one hold of its partition, the
+/// pops after the first taking from the window the one before read ahead,
+/// `collection::PopWindow`), with SADD, SREM, DEL and a read between now and then (which drop
+/// the window or end the run), sets larger and smaller than the window: every pop gives distinct
+/// members of the set as it stood (the model), SADD and SREM count what the model says, and
+/// after each pipeline the set equals the model.
+#[test]
+fn pipelined_pops_of_one_set_match_a_model() {
+    use std::collections::BTreeSet;
+    let server = TestServer::start();
+    let mut c = server.client();
+    let mut rng = SmallRng::seed_from_u64(17);
+    let mut model: BTreeSet<String> = BTreeSet::new();
+    let mut pops = 0;
+    for round in 0..150 {
+        let mut pipe = redis::pipe();
+        // (command, argument) as sent, to check each reply against the model in order.
+        let mut sent: Vec<(&str, Vec<String>)> = Vec::new();
+        if round % 10 == 0 {
+            // Grow the set past the window (sometimes by far).
+            let members: Vec<String> = (0..rng.gen_range(1..120))
+                .map(|_| format!("m{}", rng.gen_range(0..400)))
+                .collect();
+            pipe.cmd("SADD").arg("s").arg(&members);
+            sent.push(("SADD", members));
+        }
+        for _ in 0..rng.gen_range(1..60) {
+            let m = format!("m{}", rng.gen_range(0..400));
+            match rng.gen_range(0..20) {
+                0 => {
+                    pipe.cmd("SADD").arg("s").arg(&m);
+                    sent.push(("SADD", vec![m]));
+                }
+                1 => {
+                    pipe.cmd("SREM").arg("s").arg(&m);
+                    sent.push(("SREM", vec![m]));
+                }
+                2 => {
+                    pipe.cmd("SISMEMBER").arg("s").arg(&m);
+                    sent.push(("SISMEMBER", vec![m]));
+                }
+                3 if rng.gen_bool(0.1) => {
+                    pipe.cmd("DEL").arg("s");
+                    sent.push(("DEL", Vec::new()));
+                }
+                4 | 5 => {
+                    let n = rng.gen_range(0..6);
+                    pipe.cmd("SPOP").arg("s").arg(n);
+                    sent.push(("SPOPN", vec![n.to_string()]));
+                }
+                _ => {
+                    pipe.cmd("SPOP").arg("s");
+                    sent.push(("SPOP", Vec::new()));
+                }
+            }
+        }
+        let replies: Vec<redis::Value> = pipe.query(&mut c).unwrap();
+        assert_eq!(replies.len(), sent.len());
+        for (i, ((name, args), reply)) in sent.iter().zip(replies).enumerate() {
+            let at = format!("round {round}, command {i}: {name} {args:?}");
+            match *name {
+                "SADD" => {
+                    let added = args.iter().filter(|m| model.insert((*m).clone())).count();
+                    assert_eq!(
+                        redis::from_redis_value::<usize>(&reply).unwrap(),
+                        added,
+                        "{at}"
+                    );
+                }
+                "SREM" => {
+                    let removed = usize::from(model.remove(&args[0]));
+                    assert_eq!(
+                        redis::from_redis_value::<usize>(&reply).unwrap(),
+                        removed,
+                        "{at}"
+                    );
+                }
+                "SISMEMBER" => {
+                    let is = usize::from(model.contains(&args[0]));
+                    assert_eq!(
+                        redis::from_redis_value::<usize>(&reply).unwrap(),
+                        is,
+                        "{at}"
+                    );
+                }
+                "DEL" => {
+                    let had = usize::from(!model.is_empty());
+                    model.clear();
+                    assert_eq!(
+                        redis::from_redis_value::<usize>(&reply).unwrap(),
+                        had,
+                        "{at}"
+                    );
+                }
+                _ => {
+                    let (popped, want): (Vec<String>, usize) = if *name == "SPOP" {
+                        let one: Option<String> = redis::from_redis_value(&reply).unwrap();
+                        (one.into_iter().collect(), 1)
+                    } else {
+                        let n: usize = args[0].parse().unwrap();
+                        (redis::from_redis_value(&reply).unwrap(), n)
+                    };
+                    assert_eq!(popped.len(), want.min(model.len()), "{at}: {popped:?}");
+                    let distinct: BTreeSet<&String> = popped.iter().collect();
+                    assert_eq!(distinct.len(), popped.len(), "{at}: {popped:?}");
+                    for m in &popped {
+                        assert!(model.remove(m), "{at}: gave {m}, not a member");
+                    }
+                    pops += popped.len();
+                }
+            }
+        }
+        let got: BTreeSet<String> = c.smembers("s").unwrap();
+        assert_eq!(got, model, "after round {round}");
+        let n: usize = c.scard("s").unwrap();
+        assert_eq!(n, model.len(), "SCARD after round {round}");
+    }
+    assert!(pops > 500, "only {pops} members popped");
+}
+
 /// Engine keys that are hash fields (`'m'` + ...), live or not yet reclaimed.
 fn field_keys(db: &strata::Db) -> usize {
     db.scan_prefix(b"m").count()

@@ -2341,13 +2341,16 @@ fn pipelined_writes_to_one_key_match_redis() {
         }
         let mut rng = SmallRng::seed_from_u64(seed);
         for round in 0..60 {
-            let kind = rng.gen_range(0..5);
+            // Kind 5: a sorted set popped from its low end again and again (ZPOPMIN in a run
+            // reads ahead and leaves a window for the next pop, `collection::PopWindow`), grown
+            // past the window's size by ZADDs of several members.
+            let kind = rng.gen_range(0..6);
             let mut pipeline: Vec<Vec<Vec<u8>>> = Vec::new();
             for _ in 0..rng.gen_range(2..70) {
                 let k = if rng.gen_bool(0.92) {
                     kind
                 } else {
-                    rng.gen_range(0..6)
+                    rng.gen_range(0..7)
                 };
                 let m = format!("m{}", rng.gen_range(0..12));
                 let n = rng.gen_range(-3..8).to_string();
@@ -2367,6 +2370,20 @@ fn pipelined_writes_to_one_key_match_redis() {
                     (3, _) => vec!["ZADD".into(), "hot".into(), n, m],
                     (4, 0) => vec!["INCRBY".into(), "hot".into(), n],
                     (4, _) => vec!["INCR".into(), "hot".into()],
+                    (5, 0) => {
+                        let mut add = vec!["ZADD".into(), "hot".into()];
+                        for _ in 0..rng.gen_range(1..24) {
+                            add.push(rng.gen_range(-50..50).to_string());
+                            add.push(format!("z{}", rng.gen_range(0..90)));
+                        }
+                        add
+                    }
+                    (5, 1) => vec![
+                        "ZPOPMIN".into(),
+                        "hot".into(),
+                        rng.gen_range(0..4).to_string(),
+                    ],
+                    (5, _) => vec!["ZPOPMIN".into(), "hot".into()],
                     (_, 0) => vec!["DEL".into(), "hot".into()],
                     (_, _) => vec!["TYPE".into(), "hot".into()],
                 };
