@@ -1,5 +1,5 @@
-//! Bit commands on strings: SETBIT GETBIT BITCOUNT BITPOS BITOP, with redis-server 7.0's
-//! replies and errors. A bitmap is a string record; bit `n` is bit `7 - n % 8` of byte `n / 8`
+//! Bit commands on strings: SETBIT GETBIT BITCOUNT BITPOS BITOP BITFIELD BITFIELD_RO, with
+//! redis-server 7.0's replies and errors. A bitmap is a string record; bit `n` is bit `7 - n % 8` of byte `n / 8`
 //! (the most significant bit first), and a string is zero-padded to the right as far as any
 //! command reads or writes.
 
@@ -18,6 +18,8 @@ pub(crate) static SPECS: &[Spec] = &[
     Spec { name: "getbit", arity: 3, flags: &["readonly", "fast"], keys: (1, 1, 1), group: "bitmap", summary: "Returns a bit value by offset.", handler: getbit },
     Spec { name: "bitcount", arity: -2, flags: READ, keys: (1, 1, 1), group: "bitmap", summary: "Counts the number of set bits (population counting) in a string.", handler: bitcount },
     Spec { name: "bitpos", arity: -3, flags: READ, keys: (1, 1, 1), group: "bitmap", summary: "Finds the first set (1) or clear (0) bit in a string.", handler: bitpos },
+    Spec { name: "bitfield", arity: -2, flags: WRITE, keys: (1, 1, 1), group: "bitmap", summary: "Performs arbitrary bitfield integer operations on strings.", handler: bitfield },
+    Spec { name: "bitfield_ro", arity: -2, flags: &["readonly", "fast"], keys: (1, 1, 1), group: "bitmap", summary: "Performs arbitrary read-only bitfield integer operations on strings.", handler: bitfield_ro },
     Spec { name: "bitop", arity: -4, flags: WRITE, keys: (2, -1, 1), group: "bitmap", summary: "Performs bitwise operations on multiple strings, and stores the result.", handler: bitop },
 ];
 
@@ -305,4 +307,258 @@ mod tests {
             }
         }
     }
+}
+
+/// What a BITFIELD INCRBY or SET does when the result does not fit the field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Overflow {
+    /// Modulo the field's range (the default).
+    Wrap,
+    /// Clamp to the field's minimum or maximum.
+    Sat,
+    /// Write nothing; the reply is nil.
+    Fail,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FieldOp {
+    Get,
+    Set(i64),
+    IncrBy(i64),
+}
+
+/// One BITFIELD operation: an integer field of `bits` bits at bit `offset`.
+#[derive(Debug, Clone, Copy)]
+struct Field {
+    op: FieldOp,
+    signed: bool,
+    bits: u32,
+    offset: u64,
+    overflow: Overflow,
+}
+
+/// A field type argument: `i1`..`i64` or `u1`..`u63` (Redis's `getBitfieldTypeFromArgument`).
+fn field_type(arg: &[u8]) -> Result<(bool, u32)> {
+    let invalid = || {
+        Error::command(
+            "Invalid bitfield type. Use something like i16 u8. Note that u64 is not supported but i64 is.",
+        )
+    };
+    let (signed, rest) = match arg.split_first() {
+        Some((b'i', rest)) => (true, rest),
+        Some((b'u', rest)) => (false, rest),
+        _ => return Err(invalid()),
+    };
+    let bits = crate::num::parse_i64(rest).ok_or_else(invalid)?;
+    let max = if signed { 64 } else { 63 };
+    match u32::try_from(bits) {
+        Ok(b) if (1..=max).contains(&b) => Ok((signed, b)),
+        _ => Err(invalid()),
+    }
+}
+
+/// A field offset argument: bits, or `#n` for the `n`-th field of this width.
+fn field_offset(ctx: &Ctx<'_>, arg: &[u8], bits: u32) -> Result<u64> {
+    let invalid = || Error::command("bit offset is not an integer or out of range");
+    let (times, digits) = match arg.split_first() {
+        Some((b'#', rest)) => (i64::from(bits), rest),
+        _ => (1, arg),
+    };
+    let n = crate::num::parse_i64(digits)
+        .and_then(|n| n.checked_mul(times))
+        .ok_or_else(invalid)?;
+    let max_bytes = ctx.shared.config().proto_max_bulk_len_bytes as u64;
+    u64::try_from(n)
+        .ok()
+        .filter(|n| n >> 3 < max_bytes)
+        .ok_or_else(invalid)
+}
+
+/// Parses BITFIELD's operations in order; the first bad one is the error (Redis checks a
+/// field's type, then its offset, then its value).
+fn parse_fields(ctx: &Ctx<'_>, args: &[Bytes]) -> Result<Vec<Field>> {
+    let mut fields = Vec::new();
+    let mut overflow = Overflow::Wrap;
+    let mut i = 2;
+    while i < args.len() {
+        let left = args.len() - i - 1;
+        let sub = &args[i];
+        let takes_value = if is(sub, "GET") && left >= 2 {
+            false
+        } else if (is(sub, "SET") || is(sub, "INCRBY")) && left >= 3 {
+            true
+        } else if is(sub, "OVERFLOW") && left >= 1 {
+            let kind = &args[i + 1];
+            overflow = if is(kind, "WRAP") {
+                Overflow::Wrap
+            } else if is(kind, "SAT") {
+                Overflow::Sat
+            } else if is(kind, "FAIL") {
+                Overflow::Fail
+            } else {
+                return Err(Error::command("Invalid OVERFLOW type specified"));
+            };
+            i += 2;
+            continue;
+        } else {
+            return Err(Error::Syntax);
+        };
+        let (signed, bits) = field_type(&args[i + 1])?;
+        let offset = field_offset(ctx, &args[i + 2], bits)?;
+        let op = if takes_value {
+            let v = crate::num::parse_i64(&args[i + 3]).ok_or(Error::NotInteger)?;
+            if is(sub, "SET") {
+                FieldOp::Set(v)
+            } else {
+                FieldOp::IncrBy(v)
+            }
+        } else {
+            FieldOp::Get
+        };
+        fields.push(Field {
+            op,
+            signed,
+            bits,
+            offset,
+            overflow,
+        });
+        i += if takes_value { 4 } else { 3 };
+    }
+    Ok(fields)
+}
+
+/// The `bits`-bit unsigned integer at bit `offset` of `bytes`, most significant bit first
+/// (zero past the end).
+fn get_field(bytes: &[u8], offset: u64, bits: u32) -> u64 {
+    (0..u64::from(bits)).fold(0, |v, j| (v << 1) | u64::from(bit_at(bytes, offset + j)))
+}
+
+/// Writes the low `bits` bits of `value` at bit `offset` of `bytes` (long enough).
+fn set_field(bytes: &mut [u8], offset: u64, bits: u32, value: u64) {
+    for j in 0..u64::from(bits) {
+        let bit = offset + j;
+        let Some(b) = usize::try_from(bit >> 3)
+            .ok()
+            .and_then(|i| bytes.get_mut(i))
+        else {
+            return;
+        };
+        let mask = 0x80u8 >> (bit & 7);
+        if (value >> (u64::from(bits) - 1 - j)) & 1 == 1 {
+            *b |= mask;
+        } else {
+            *b &= !mask;
+        }
+    }
+}
+
+/// The field's stored bits read as its type.
+fn field_value(raw: u64, signed: bool, bits: u32) -> i128 {
+    if signed && bits < 64 && raw & (1 << (bits - 1)) != 0 {
+        i128::from(raw | (u64::MAX << bits)) - (1i128 << 64)
+    } else if signed {
+        i128::from(raw as i64)
+    } else {
+        i128::from(raw)
+    }
+}
+
+/// `sum` brought into the field's range by `overflow`, or `None` when it does not fit and the
+/// policy is FAIL. A SET of a negative value to an unsigned field is its two's complement, as in
+/// Redis (so it overflows upwards).
+fn fit(sum: i128, signed: bool, bits: u32, overflow: Overflow) -> Option<i128> {
+    let (min, max) = if signed {
+        (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1)
+    } else {
+        (0, (1i128 << bits) - 1)
+    };
+    if (min..=max).contains(&sum) {
+        return Some(sum);
+    }
+    match overflow {
+        Overflow::Fail => None,
+        Overflow::Sat => Some(if sum > max { max } else { min }),
+        Overflow::Wrap => {
+            let modulus = 1i128 << bits;
+            let low = sum.rem_euclid(modulus);
+            Some(if signed && low > max {
+                low - modulus
+            } else {
+                low
+            })
+        }
+    }
+}
+
+/// Runs `fields` on `value` (padded as needed for writes); the replies.
+fn run_fields(value: &mut [u8], fields: &[Field]) -> Vec<Reply> {
+    fields
+        .iter()
+        .map(|f| {
+            let old = field_value(get_field(value, f.offset, f.bits), f.signed, f.bits);
+            let (sum, reply_new) = match f.op {
+                FieldOp::Get => return Reply::Int(old as i64),
+                // An unsigned field takes the value's two's complement (Redis's cast).
+                FieldOp::Set(v) if !f.signed => (i128::from(v as u64), false),
+                FieldOp::Set(v) => (i128::from(v), false),
+                FieldOp::IncrBy(by) => (old + i128::from(by), true),
+            };
+            match fit(sum, f.signed, f.bits, f.overflow) {
+                None => Reply::Nil,
+                Some(new) => {
+                    set_field(value, f.offset, f.bits, new as u64);
+                    Reply::Int(if reply_new { new } else { old } as i64)
+                }
+            }
+        })
+        .collect()
+}
+
+/// BITFIELD: GET, SET, INCRBY of integer fields of 1-64 bits at any bit offset, OVERFLOW
+/// WRAP|SAT|FAIL for what follows. Only GETs: a read (no key is made). Any write: one atomic
+/// rewrite of the string, first padded with zeros to the farthest bit written (even when every
+/// write fails), as Redis does.
+fn bitfield(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    bitfield_generic(ctx, args, false)
+}
+
+/// BITFIELD_RO: BITFIELD's GETs only.
+fn bitfield_ro(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    bitfield_generic(ctx, args, true)
+}
+
+fn bitfield_generic(ctx: &mut Ctx<'_>, args: &[Bytes], read_only: bool) -> Result<Reply> {
+    let fields = parse_fields(ctx, args)?;
+    let farthest = fields
+        .iter()
+        .filter(|f| f.op != FieldOp::Get)
+        .map(|f| f.offset + u64::from(f.bits) - 1)
+        .max();
+    let Some(farthest) = farthest else {
+        let value = read_string(ctx, &args[1])?.unwrap_or_default();
+        let mut copy = value.to_vec();
+        return Ok(Reply::Array(run_fields(&mut copy, &fields)));
+    };
+    if read_only {
+        return Err(Error::command(
+            "BITFIELD_RO only supports the GET subcommand",
+        ));
+    }
+    let len = usize::try_from(farthest >> 3)
+        .ok()
+        .and_then(|b| b.checked_add(1))
+        .ok_or_else(max_bit_error)?;
+    let replies = modify_string(ctx, &args[1], None, |old| {
+        let mut v = old.map(|(v, _)| v.to_vec()).unwrap_or_default();
+        if v.len() < len {
+            v.resize(len, 0);
+        }
+        let replies = run_fields(&mut v, &fields);
+        Ok((StrWrite::PutAs(v, Expiry::Keep, Encoding::Raw), replies))
+    })?;
+    Ok(Reply::Array(replies))
+}
+
+fn max_bit_error() -> Error {
+    Error::command("bit offset is not an integer or out of range")
 }

@@ -160,7 +160,8 @@ fn hello(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     if let Some(entry) = lock(&ctx.shared.clients).get_mut(&ctx.session.id) {
         entry.protocol = protocol;
     }
-    let field = |k: &'static str| Reply::Simple(Cow::Borrowed(k));
+    // Redis writes the map's keys as bulk strings.
+    let field = |k: &'static str| Reply::bulk(k);
     Ok(Reply::Map(vec![
         (field("server"), Reply::text("redis")),
         (field("version"), Reply::text(REDIS_COMPAT_VERSION)),
@@ -226,6 +227,16 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
                     "Unrecognized option '{}'",
                     text(&args[2])
                 )))
+            }
+        }
+        // Keys are never evicted, and no access time is kept for eviction to read: both
+        // switches are true to their word whatever they are set to.
+        "no-evict" | "no-touch" => {
+            arity(3)?;
+            if is(&args[2], "ON") || is(&args[2], "OFF") {
+                Ok(Reply::ok())
+            } else {
+                Err(Error::Syntax)
             }
         }
         "info" => {
@@ -296,6 +307,10 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
                 "    Close the connections that match every filter given.",
                 "UNBLOCK <clientid> [TIMEOUT|ERROR]",
                 "    Unblock the specified blocked client.",
+                "NO-EVICT (ON|OFF)",
+                "    Accepted: this server never evicts keys.",
+                "NO-TOUCH (ON|OFF)",
+                "    Accepted: this server keeps no access times for eviction.",
             ]
             .iter()
             .map(|s| Reply::Simple(Cow::Borrowed(s)))
@@ -455,12 +470,22 @@ mod tests {
     }
 
     #[test]
+    fn no_touch_and_no_evict_take_on_or_off() {
+        let mut h = Harness::new();
+        for sub in ["NO-TOUCH", "no-evict"] {
+            assert_eq!(h.run(&["CLIENT", sub, "on"]), Reply::ok());
+            assert_eq!(h.run(&["CLIENT", sub, "OFF"]), Reply::ok());
+            assert_eq!(h.run(&["CLIENT", sub, "yes"]), err("ERR syntax error"));
+        }
+    }
+
+    #[test]
     fn hello_switches_protocol_and_names_the_client() {
         let mut h = Harness::new();
         let Reply::Map(fields) = h.run(&["HELLO", "3", "SETNAME", "app"]) else {
             panic!("HELLO must reply with a map");
         };
-        assert!(fields.contains(&(Reply::simple("proto"), Reply::Int(3))));
+        assert!(fields.contains(&(bulk("proto"), Reply::Int(3))));
         assert_eq!(h.session.protocol, Protocol::Resp3);
         assert_eq!(h.run(&["CLIENT", "GETNAME"]), bulk("app"));
         assert_eq!(

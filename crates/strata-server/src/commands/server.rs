@@ -27,6 +27,7 @@ pub(crate) static SPECS: &[Spec] = &[
     Spec { name: "bgsave", arity: -1, flags: ADMIN, keys: (0, 0, 0), group: "server", summary: "Flushes memtables to table files in the background.", handler: bgsave },
     Spec { name: "lastsave", arity: 1, flags: &["loading", "stale", "fast"], keys: (0, 0, 0), group: "server", summary: "Returns the Unix time of the last successful save.", handler: lastsave },
     Spec { name: "shutdown", arity: -1, flags: ADMIN, keys: (0, 0, 0), group: "server", summary: "Stops the server after flushing the write-ahead logs.", handler: shutdown },
+    Spec { name: "role", arity: 1, flags: &["noscript", "loading", "stale", "fast"], keys: (0, 0, 0), group: "server", summary: "Returns the replication role.", handler: role },
     Spec { name: "time", arity: 1, flags: &["loading", "stale", "fast"], keys: (0, 0, 0), group: "server", summary: "Returns the server time.", handler: time },
 ];
 
@@ -266,11 +267,40 @@ fn config_values(c: &ServerConfig) -> Vec<(&'static str, String)> {
                 .unwrap_or_default(),
         ),
     ]
+    .into_iter()
+    .chain(
+        FIXED
+            .iter()
+            .map(|(name, value, _)| (*name, (*value).to_string())),
+    )
+    .collect()
 }
 
 /// Settings CONFIG SET may change while running; the rest are fixed when the server and the
 /// engine start (the engine's durability mode is an open-time option).
 const MUTABLE: &[&str] = &["requirepass", "maxclients", "proto-max-bulk-len", "timeout"];
+
+/// Redis settings that describe what this server always does: CONFIG GET shows the value,
+/// CONFIG SET accepts that same value (applications set them at start-up) and refuses any other
+/// with the reason.
+const FIXED: &[(&str, &str, &str)] = &[
+    (
+        "maxmemory",
+        "0",
+        "keys live on disk and are never evicted; memory is bounded by the engine's budgets",
+    ),
+    (
+        "maxmemory-policy",
+        "noeviction",
+        "keys live on disk and are never evicted",
+    ),
+    (
+        "notify-keyspace-events",
+        "",
+        "keyspace notifications are not offered",
+    ),
+    ("hz", "10", "active expiry runs 10 times a second"),
+];
 
 fn config(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
@@ -303,6 +333,14 @@ fn config(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
                 if !config_values(&next).iter().any(|(n, _)| *n == name) {
                     return Err(Error::command(format!(
                         "Unknown option or number of arguments for CONFIG SET - '{name}'"
+                    )));
+                }
+                if let Some((_, fixed, reason)) = FIXED.iter().find(|(n, _, _)| *n == name) {
+                    if value.eq_ignore_ascii_case(fixed) {
+                        continue;
+                    }
+                    return Err(Error::command(format!(
+                        "CONFIG SET failed (possibly related to argument '{name}') - {reason}"
                     )));
                 }
                 if !MUTABLE.contains(&name.as_str()) {
@@ -489,6 +527,16 @@ fn shutdown(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     ctx.shared.request_shutdown();
     ctx.session.after_reply = AfterReply::CloseSilently;
     Ok(Reply::ok())
+}
+
+/// ROLE: always a primary with no replicas (this server does not replicate), in Redis's form
+/// (role, replication offset, replicas).
+fn role(_: &mut Ctx<'_>, _: &[Bytes]) -> Result<Reply> {
+    Ok(Reply::Array(vec![
+        Reply::text("master"),
+        Reply::Int(0),
+        Reply::Array(Vec::new()),
+    ]))
 }
 
 fn time(_: &mut Ctx<'_>, _: &[Bytes]) -> Result<Reply> {

@@ -1364,6 +1364,102 @@ impl Gen {
         }
     }
 
+    /// BITFIELD and BITFIELD_RO: several operations per command over every field width
+    /// (signed to 64 bits, unsigned to 63, and invalid widths), plain and `#` offsets, values at
+    /// and past the limits, each OVERFLOW policy, malformed operations; string reads between.
+    fn bitfields(&mut self) -> Vec<String> {
+        let k = self.key();
+        // One command in five may hold a malformed part (and fails whole); the rest are valid,
+        // so most operations run and their results are compared.
+        let bad = self.rng.gen_bool(0.2);
+        let ty = |g: &mut Gen| -> String {
+            match g.rng.gen_range(0..14) {
+                0 if bad => ["i0", "u64", "i65", "I8", "x8", "u08", "u", "i-3"]
+                    [g.rng.gen_range(0..8)]
+                .into(),
+                1 => "i64".into(),
+                2 => "u63".into(),
+                3 => "u1".into(),
+                4 => "i1".into(),
+                5 => ["i8", "u8", "i4", "u4", "i16"][g.rng.gen_range(0..5)].into(),
+                _ => {
+                    let signed = g.rng.gen_bool(0.5);
+                    let bits = g.rng.gen_range(2..if signed { 64 } else { 63 });
+                    format!("{}{bits}", if signed { "i" } else { "u" })
+                }
+            }
+        };
+        let offset = |g: &mut Gen| -> String {
+            match g.rng.gen_range(0..16) {
+                0 if bad => ["-1", "x", "4294967296", "#-1"][g.rng.gen_range(0..4)].into(),
+                1..=5 => format!("#{}", g.rng.gen_range(0..6)),
+                _ => g.rng.gen_range(0..90).to_string(),
+            }
+        };
+        let value = |g: &mut Gen| -> String {
+            match g.rng.gen_range(0..16) {
+                0 if bad => "x".into(),
+                1 => "-9223372036854775808".into(),
+                2 => "9223372036854775807".into(),
+                3 => "255".into(),
+                4 => "256".into(),
+                5 => "-129".into(),
+                6 => "4611686018427387904".into(),
+                7 => "-4611686018427387905".into(),
+                _ => g.rng.gen_range(-300..300).to_string(),
+            }
+        };
+        match self.rng.gen_range(0..20) {
+            0..=11 => {
+                let ro = self.rng.gen_bool(0.2);
+                let mut c = vec![if ro { "BITFIELD_RO" } else { "BITFIELD" }.to_string(), k];
+                for _ in 0..self.rng.gen_range(0..5) {
+                    match self.rng.gen_range(0..20) {
+                        0..=5 => c.extend(["GET".into(), ty(self), offset(self)]),
+                        6..=9 if !ro || bad => {
+                            c.extend(["SET".into(), ty(self), offset(self), value(self)])
+                        }
+                        6..=13 if !ro || bad => {
+                            c.extend(["INCRBY".into(), ty(self), offset(self), value(self)])
+                        }
+                        14..=17 => {
+                            let p = ["WRAP", "sat", "FAIL", "fail", "wrap", "SATURATE"]
+                                [self.rng.gen_range(0..if bad { 6 } else { 5 })];
+                            c.extend(["OVERFLOW".into(), p.into()]);
+                        }
+                        18 if bad => c.push(
+                            ["GET", "SET", "INCRBY", "OVERFLOW", "BOGUS"][self.rng.gen_range(0..5)]
+                                .into(),
+                        ),
+                        _ => c.extend(["get".into(), ty(self), offset(self)]),
+                    }
+                }
+                c
+            }
+            12 | 13 => vec!["GET".into(), k],
+            14 => vec!["STRLEN".into(), k],
+            15 => vec![
+                "SETBIT".into(),
+                k,
+                self.rng.gen_range(0..80).to_string(),
+                "1".into(),
+            ],
+            16 => vec![
+                "SET".into(),
+                k,
+                ["12345", "abc", "\u{0}\u{ff}", ""][self.rng.gen_range(0..4)].into(),
+            ],
+            17 => vec!["EXPIRE".into(), k, "1000".into()],
+            18 => vec!["TTL".into(), k],
+            _ => vec![
+                ["DEL", "HSET"][self.rng.gen_range(0..2)].into(),
+                k,
+                "f".into(),
+                "v".into(),
+            ],
+        }
+    }
+
     fn bitmaps(&mut self) -> Vec<String> {
         let k = self.key();
         let int = |g: &mut Gen| -> String {
@@ -1715,6 +1811,11 @@ fn bitmap_commands_match_redis() {
 }
 
 #[test]
+fn bitfield_commands_match_redis() {
+    run_families("bitfields", "bitfields", 72, 3, 3000, Gen::bitfields);
+}
+
+#[test]
 fn hash_commands_match_redis() {
     run_families("hashes", "hashes", 21, 4, 4000, Gen::hashes);
 }
@@ -1975,6 +2076,55 @@ fn expired_keys_vanish_like_in_redis() {
     pair.check(0, &words(&["SET", "unread", "v", "PX", "20"]), ctx);
     std::thread::sleep(Duration::from_millis(400));
     pair.check(0, &words(&["DBSIZE"]), ctx);
+}
+
+/// HELLO's reply with the two values that differ by design masked: the version (this server
+/// names the Redis release it follows) and the connection id.
+fn hello_shape(reply: &[u8]) -> String {
+    let text = String::from_utf8_lossy(reply).to_string();
+    let mut parts: Vec<&str> = text.split("\r\n").collect();
+    for i in 0..parts.len() {
+        match parts[i] {
+            "version" if i + 2 < parts.len() => {
+                parts[i + 1] = "$?";
+                parts[i + 2] = "VERSION";
+            }
+            "id" if i + 1 < parts.len() => parts[i + 1] = ":ID",
+            _ => {}
+        }
+    }
+    parts.join("\r\n")
+}
+
+/// What applications and client libraries ask a server about itself at start-up: HELLO in both
+/// protocols (its map's keys and types; version and id masked), ROLE, the memory and
+/// notification settings (CONFIG GET, and CONFIG SET of the value they have), CLIENT NO-EVICT.
+/// (CLIENT NO-TOUCH came with Redis 7.2, after the reference: a unit test covers it.)
+#[test]
+fn server_introspection_matches_redis() {
+    let mut pair = Pair::start();
+    let ctx = "introspection";
+    for proto in ["3", "2"] {
+        let replies: Vec<String> = (0..2)
+            .map(|side| hello_shape(&pair.conns[side][0].call(&words(&["HELLO", proto]))))
+            .collect();
+        assert_eq!(replies[0], replies[1], "HELLO {proto}");
+        for c in [
+            &["ROLE"][..],
+            &["CONFIG", "GET", "maxmemory"],
+            &["CONFIG", "GET", "maxmemory-policy"],
+            &["CONFIG", "GET", "notify-keyspace-events"],
+            &["CONFIG", "GET", "hz"],
+            &["CONFIG", "SET", "maxmemory-policy", "noeviction"],
+            &["CONFIG", "SET", "maxmemory", "0"],
+            &["CONFIG", "SET", "notify-keyspace-events", ""],
+            &["CLIENT", "NO-EVICT", "on"],
+            &["CLIENT", "NO-EVICT", "OFF"],
+            &["CLIENT", "NO-EVICT"],
+        ] {
+            pair.check(0, &words(c), &format!("{ctx}, RESP{proto}"));
+        }
+    }
 }
 
 /// Pub/Sub: A subscribes to channels and patterns, B publishes and asks PUBSUB; every
