@@ -27,6 +27,7 @@ pub(crate) static SPECS: &[Spec] = &[
     Spec { name: "bgsave", arity: -1, flags: ADMIN, keys: (0, 0, 0), group: "server", summary: "Flushes memtables to table files in the background.", handler: bgsave },
     Spec { name: "lastsave", arity: 1, flags: &["loading", "stale", "fast"], keys: (0, 0, 0), group: "server", summary: "Returns the Unix time of the last successful save.", handler: lastsave },
     Spec { name: "shutdown", arity: -1, flags: ADMIN, keys: (0, 0, 0), group: "server", summary: "Stops the server after flushing the write-ahead logs.", handler: shutdown },
+    Spec { name: "memory", arity: -2, flags: &["readonly"], keys: (2, 2, 1), group: "server", summary: "Estimates the bytes a key takes in the store (MEMORY USAGE).", handler: memory },
     Spec { name: "role", arity: 1, flags: &["noscript", "loading", "stale", "fast"], keys: (0, 0, 0), group: "server", summary: "Returns the replication role.", handler: role },
     Spec { name: "time", arity: 1, flags: &["loading", "stale", "fast"], keys: (0, 0, 0), group: "server", summary: "Returns the server time.", handler: time },
 ];
@@ -527,6 +528,105 @@ fn shutdown(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     ctx.shared.request_shutdown();
     ctx.session.after_reply = AfterReply::CloseSilently;
     Ok(Reply::ok())
+}
+
+/// Elements MEMORY USAGE reads of a collection when not told (Redis's default sample).
+const MEMORY_SAMPLES_DEFAULT: u64 = 5;
+
+/// MEMORY USAGE key [SAMPLES n]: the bytes the key takes in the store, as the engine keeps it
+/// (engine keys and values, not RAM: the data lives on disk). A string or document: its key and
+/// value. A collection: its record, plus its element entries estimated from the first `n` of
+/// them (all for `SAMPLES 0`), as Redis estimates from a sample; a sorted set has two entries
+/// per member. Nil for a missing key. MEMORY HELP lists this.
+fn memory(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    use crate::keyspace::{string_key, KeyType};
+    if is(&args[1], "HELP") && args.len() == 2 {
+        return Ok(Reply::Array(
+            [
+                "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "USAGE <key> [SAMPLES <count>]",
+                "    Return the bytes <key> takes in the store (its engine keys and values),",
+                "    collections estimated from <count> elements (default 5, 0: all).",
+                "HELP",
+                "    Print this help.",
+            ]
+            .iter()
+            .map(|s| Reply::Simple(Cow::Borrowed(s)))
+            .collect(),
+        ));
+    }
+    if !is(&args[1], "USAGE") {
+        return Err(Error::UnknownSubcommand {
+            container: "MEMORY",
+            sub: text(&args[1]),
+        });
+    }
+    let Some(key) = args.get(2) else {
+        return Err(Error::WrongArity("memory|usage".into()));
+    };
+    let mut samples = MEMORY_SAMPLES_DEFAULT;
+    let mut rest = args[3..].iter();
+    while let Some(word) = rest.next() {
+        match rest.next() {
+            Some(n) if is(word, "SAMPLES") => {
+                let n = crate::num::parse_i64(n).ok_or(Error::NotInteger)?;
+                samples = match u64::try_from(n) {
+                    Ok(0) => u64::MAX,
+                    Ok(n) => n,
+                    Err(_) => return Err(Error::Syntax),
+                };
+            }
+            _ => return Err(Error::Syntax),
+        }
+    }
+    let db = ctx.dbi();
+    let now = keyspace::now_ms();
+    let record_key = string_key(db, key);
+    let record = match ctx.db().get(&record_key)? {
+        Some(v) if !keyspace::Record::decode(v.clone())?.expired(now) => Some(v),
+        _ => None,
+    };
+    let Some(record) = record else {
+        if ctx.shared.docs_may_exist() {
+            if let Some(doc) = keyspace::read_doc_bytes(ctx.db(), db, key, now)? {
+                let doc_key = keyspace::Space::Docs.key(db, key).map_or(0, |k| k.len());
+                return Ok(Reply::Int((doc_key + doc.len()) as i64));
+            }
+        }
+        return Ok(Reply::Nil);
+    };
+    let own = (record_key.len() + record.len()) as u64;
+    let r = keyspace::Record::decode(record)?;
+    if r.kind == KeyType::String {
+        return Ok(Reply::Int(i64::try_from(own).unwrap_or(i64::MAX)));
+    }
+    let meta = crate::collection::Meta::decode(&r.payload)?;
+    let entries = if r.kind == KeyType::Zset {
+        meta.count.saturating_mul(2)
+    } else {
+        meta.count
+    };
+    let prefix = crate::collection::element_prefix(db, key, meta.version);
+    let (mut seen, mut bytes) = (0u64, 0u64);
+    ctx.db().scan_group(
+        &record_key,
+        std::ops::Bound::Included(prefix.clone()),
+        crate::backend::prefix_end(&prefix),
+        &mut |k, v| {
+            seen += 1;
+            bytes += (k.len() + v.len()) as u64;
+            seen < samples.min(entries)
+        },
+    )?;
+    let elements = if seen == 0 {
+        0
+    } else {
+        u64::try_from(u128::from(bytes) * u128::from(entries) / u128::from(seen))
+            .unwrap_or(u64::MAX)
+    };
+    Ok(Reply::Int(
+        i64::try_from(own.saturating_add(elements)).unwrap_or(i64::MAX),
+    ))
 }
 
 /// ROLE: always a primary with no replicas (this server does not replicate), in Redis's form

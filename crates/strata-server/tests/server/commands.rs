@@ -238,7 +238,8 @@ fn resp3_clients_get_resp3_types() {
     let Ok(Value::Map(hello)) = call(&mut c, &["HELLO", "3"]) else {
         panic!("HELLO 3 must be a map")
     };
-    assert!(hello.contains(&(Value::SimpleString("proto".into()), Value::Int(3))));
+    // Keys are bulk strings, as Redis sends them (differential::server_introspection_matches_redis).
+    assert!(hello.contains(&(Value::BulkString(b"proto".to_vec()), Value::Int(3))));
 }
 
 #[test]
@@ -279,4 +280,68 @@ fn requirepass_needs_auth_first() {
         got.push_str(&String::from_utf8_lossy(&buf[..n]));
     }
     assert!(got.starts_with("%7\r\n"), "{got}");
+}
+
+/// MEMORY USAGE counts what the store keeps for a key: between two strings of equal-length
+/// names it differs by exactly their values' length difference; a hash counted whole
+/// (`SAMPLES 0`) grows by exactly the extra value bytes when one field's value is longer; a
+/// sample of one element estimates from it; a document counts its stored bytes; an expired key
+/// is nil.
+#[test]
+fn memory_usage_counts_stored_bytes() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    let usage = |c: &mut redis::Connection, args: &[&str]| -> i64 {
+        let mut cmd = vec!["MEMORY", "USAGE"];
+        cmd.extend_from_slice(args);
+        match call(c, &cmd) {
+            Ok(Value::Int(n)) => n,
+            other => panic!("MEMORY USAGE {args:?}: {other:?}"),
+        }
+    };
+    let _: () = c.set("s1", "x".repeat(10)).unwrap();
+    let _: () = c.set("s2", "x".repeat(1010)).unwrap();
+    assert_eq!(usage(&mut c, &["s2"]) - usage(&mut c, &["s1"]), 1000);
+    for (i, len) in [(0, 5), (1, 5), (2, 5)] {
+        let _: i64 = c.hset("h1", format!("f{i}"), "v".repeat(len)).unwrap();
+        let _: i64 = c
+            .hset(
+                "h2",
+                format!("f{i}"),
+                "v".repeat(if i == 2 { len + 300 } else { len }),
+            )
+            .unwrap();
+    }
+    let (h1, h2) = (
+        usage(&mut c, &["h1", "SAMPLES", "0"]),
+        usage(&mut c, &["h2", "SAMPLES", "0"]),
+    );
+    assert_eq!(h2 - h1, 300, "h1 {h1}, h2 {h2}");
+    // Three equal fields: one sampled stands for all three.
+    assert_eq!(usage(&mut c, &["h1", "SAMPLES", "1"]), h1);
+    // A sorted set's members have two entries each: more than a set of the same members.
+    let _: i64 = c.zadd("z", "member", 1).unwrap();
+    let _: i64 = c.sadd("s", "member").unwrap();
+    assert!(usage(&mut c, &["z"]) > usage(&mut c, &["s"]));
+    assert_eq!(call(&mut c, &["SET", "gone", "v", "PX", "1"]), ok());
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert_eq!(call(&mut c, &["MEMORY", "USAGE", "gone"]), Ok(Value::Nil));
+    assert_eq!(
+        call(&mut c, &["JSON.SET", "doc", "$", r#"{"a":[1,2,3]}"#]),
+        ok()
+    );
+    let small = usage(&mut c, &["doc"]);
+    assert_eq!(
+        call(
+            &mut c,
+            &[
+                "JSON.SET",
+                "doc",
+                "$",
+                &format!(r#"{{"a":"{}"}}"#, "y".repeat(500))
+            ]
+        ),
+        ok()
+    );
+    assert!(usage(&mut c, &["doc"]) > small + 400);
 }

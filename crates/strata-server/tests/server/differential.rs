@@ -2121,6 +2121,16 @@ fn server_introspection_matches_redis() {
             &["CLIENT", "NO-EVICT", "on"],
             &["CLIENT", "NO-EVICT", "OFF"],
             &["CLIENT", "NO-EVICT"],
+            &["MEMORY", "USAGE", "missing"],
+            &["MEMORY", "USAGE", "missing", "SAMPLES", "0"],
+            &["SET", "k", "v"],
+            &["MEMORY", "USAGE", "k", "SAMPLES", "-1"],
+            &["MEMORY", "USAGE", "k", "SAMPLES", "x"],
+            &["MEMORY", "USAGE", "k", "SAMPLES"],
+            &["MEMORY", "USAGE", "k", "FOO", "1"],
+            &["MEMORY", "USAGE"],
+            &["MEMORY", "FOO"],
+            &["MEMORY"],
         ] {
             pair.check(0, &words(c), &format!("{ctx}, RESP{proto}"));
         }
