@@ -391,6 +391,39 @@ pub fn zset_first_entries(
     Ok(out)
 }
 
+/// Visits the (member, score) of the sorted set `name` (metadata `meta`) whose scores are at
+/// least `min` and below `max`, in score order (ties by member), until `visit` returns false:
+/// one scan of its partition from `min` (GEO's box searches).
+pub fn visit_zset_scores(
+    b: &dyn KvBackend,
+    db: DbIndex,
+    name: &[u8],
+    meta: &Meta,
+    min: f64,
+    max: f64,
+    visit: &mut dyn FnMut(&[u8], f64) -> bool,
+) -> Result<()> {
+    let prefix = zset_score_prefix(db, name, meta.version);
+    let skip = prefix.len();
+    let from = [&prefix[..], &score_order_bytes(min)].concat();
+    b.scan_group(
+        &string_key(db, name),
+        std::ops::Bound::Included(from),
+        prefix_end(&prefix),
+        &mut |k, v| {
+            let Some((order, member)) = k.get(skip..).and_then(|r| r.split_first_chunk::<8>())
+            else {
+                return true;
+            };
+            let score = match <[u8; 8]>::try_from(v) {
+                Ok(exact) => f64::from_le_bytes(exact),
+                Err(_) => score_from_order_bytes(*order),
+            };
+            score < max && visit(member, score)
+        },
+    )
+}
+
 /// A sorted set score entry's key suffix after the version (`'S' score member`): what its
 /// [`Floor`] bounds.
 pub fn zset_score_suffix(score: f64, member: &[u8]) -> Vec<u8> {

@@ -190,6 +190,35 @@ impl LongDouble {
         Self::round(neg, n, e, false)
     }
 
+    /// The finite double `v` exactly (a long double holds every double); `None` for infinities
+    /// and NaN.
+    pub fn from_f64(v: f64) -> Option<Self> {
+        if !v.is_finite() {
+            return None;
+        }
+        let bits = v.to_bits();
+        let neg = bits >> 63 == 1;
+        let biased = ((bits >> 52) & 0x7ff) as i64;
+        let fraction = bits & ((1 << 52) - 1);
+        if biased == 0 && fraction == 0 {
+            return Some(Self::zero(neg));
+        }
+        Some(if biased == 0 {
+            // Subnormal: no implicit bit.
+            LongDouble {
+                neg,
+                mant: fraction,
+                exp: -1074,
+            }
+        } else {
+            LongDouble {
+                neg,
+                mant: fraction | (1 << 52),
+                exp: biased - 1075,
+            }
+        })
+    }
+
     /// `%.17Lf` with trailing zeros (and a bare point) removed, and `-0` as `0`: what Redis
     /// stores.
     pub fn to_redis_string(&self) -> String {

@@ -44,6 +44,8 @@ pub(crate) const MOVABLE_KEYS: &[&str] = &[
     "zdiffstore",
     "sort",
     "migrate",
+    "georadius",
+    "georadiusbymember",
 ];
 
 /// The key arguments of a command (Redis's `getKeysFromCommand`), in argument order.
@@ -68,6 +70,16 @@ pub(crate) fn command_keys<'a>(spec: &Spec, args: &'a [Bytes]) -> Vec<&'a [u8]> 
         "zunionstore" | "zinterstore" | "zdiffstore" => {
             let mut keys = vec![args[1].as_ref()];
             keys.extend(numkeys_at(2));
+            keys
+        }
+        "georadius" | "georadiusbymember" => {
+            // The source, then a STORE or STOREDIST destination (Redis's key specs).
+            let mut keys = vec![args[1].as_ref()];
+            for pair in args.windows(2).skip(2) {
+                if is(&pair[0], "STORE") || is(&pair[0], "STOREDIST") {
+                    keys.push(pair[1].as_ref());
+                }
+            }
             keys
         }
         "sort" => {

@@ -9,6 +9,7 @@ pub mod bitmaps;
 pub mod cluster;
 pub mod collections;
 pub mod connection;
+pub mod geo;
 pub mod hashes;
 pub mod hyperloglog;
 pub mod json;
@@ -128,6 +129,7 @@ pub(crate) fn table() -> impl Iterator<Item = &'static Spec> {
         .chain(sets::SPECS)
         .chain(lists::SPECS)
         .chain(zsets::SPECS)
+        .chain(geo::SPECS)
         .chain(json::SPECS)
         .chain(transactions::SPECS)
         .chain(pubsub::SPECS)
@@ -329,6 +331,8 @@ fn dispatch_checked(
     // the wake-up counter) sees the map before or after, never a change in its middle.
     let exclusive = EXCLUSIVE.contains(&spec.name)
         || (matches!(spec.name, "del" | "unlink") && args.len() > 2)
+        || (matches!(spec.name, "georadius" | "georadiusbymember")
+            && args.iter().any(|a| is(a, "STORE") || is(a, "STOREDIST")))
         || (spec.name == "clusterx"
             && !args
                 .get(1)
@@ -390,6 +394,7 @@ const EXCLUSIVE: &[&str] = &[
     "zinterstore",
     "zdiffstore",
     "zrangestore",
+    "geosearchstore",
     "bitop",
     "pfmerge",
     "sort",

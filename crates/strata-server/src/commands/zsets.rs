@@ -280,7 +280,7 @@ fn entries(ctx: &Ctx<'_>, key: &[u8]) -> Result<Vec<(Bytes, f64)>> {
 
 /// A score argument as ZADD reads it (`getDoubleFromObject`: strtod, no spaces, no NaN, and
 /// no overflow or underflow of a finite number).
-fn score_arg(arg: &[u8]) -> Result<f64> {
+pub(crate) fn score_arg(arg: &[u8]) -> Result<f64> {
     let v = crate::num::parse_f64(arg).ok_or(Error::NotFloat)?;
     let text = String::from_utf8_lossy(arg).to_ascii_lowercase();
     let word = text.trim_start_matches(['+', '-']);
@@ -298,7 +298,7 @@ fn score_arg(arg: &[u8]) -> Result<f64> {
     Ok(v)
 }
 
-fn zadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+pub(crate) fn zadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let (mut nx, mut xx, mut gt, mut lt, mut ch, mut incr) =
         (false, false, false, false, false, false);
     let mut i = 2;
@@ -412,7 +412,7 @@ fn zincrby(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     Ok(Reply::Double(score))
 }
 
-fn scores(ctx: &Ctx<'_>, key: &[u8], members: &[Bytes]) -> Result<Vec<Option<f64>>> {
+pub(crate) fn scores(ctx: &Ctx<'_>, key: &[u8], members: &[Bytes]) -> Result<Vec<Option<f64>>> {
     let Some(z) = read_live(ctx, key)? else {
         return Ok(vec![None; members.len()]);
     };
@@ -1277,7 +1277,7 @@ fn combine(
 /// Replaces `dst` (whatever it held, its expiry too) by a sorted set of `entries`, or deletes
 /// it when there are none: one batch. The dispatcher holds the exec lock exclusively. The first
 /// `listpack_entries` entries went into a listpack in Redis, which keeps -0 as 0 (`ZEdit::set`).
-fn store_entries(
+pub(crate) fn store_entries(
     ctx: &Ctx<'_>,
     dst: &[u8],
     entries: &[(Bytes, f64)],

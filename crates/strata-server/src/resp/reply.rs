@@ -46,6 +46,9 @@ pub enum Reply {
     NilArray,
     /// A double (RESP3 `,`; RESP2 a bulk string).
     Double(f64),
+    /// A double already written out (Redis's `addReplyHumanLongDouble`: GEOPOS's and
+    /// WITHCOORD's `%.17Lf` without trailing zeros): RESP3 `,`, RESP2 a bulk string.
+    DoubleText(String),
     /// A boolean (RESP3 `#`; RESP2 the integer 1 or 0).
     Bool(bool),
     /// Key-value pairs (RESP3 `%`; RESP2 a flat array).
@@ -115,6 +118,8 @@ impl Reply {
                     bulk(out, text.as_bytes());
                 }
             }
+            Reply::DoubleText(text) if resp3 => line(out, b',', text),
+            Reply::DoubleText(text) => bulk(out, text.as_bytes()),
             Reply::Bool(b) if resp3 => out.put_slice(if *b { b"#t\r\n" } else { b"#f\r\n" }),
             Reply::Bool(b) => header(out, b':', i64::from(*b)),
             Reply::Array(items) => {

@@ -78,6 +78,22 @@ m = p.get_message(timeout=2)
 assert m["type"] == "message" and m["channel"] == "news" and m["data"] == "hello", m
 p.close()
 
+# Geo, through redis-py's own argument building and reply parsing (Redis's documented
+# Palermo/Catania example values).
+assert r.geoadd("Sicily", (13.361389, 38.115556, "Palermo", 15.087269, 37.502669, "Catania")) == 2
+assert r.geodist("Sicily", "Palermo", "Catania", unit="km") == 166.2742
+near = r.geosearch("Sicily", longitude=15, latitude=37, radius=200, unit="km", withdist=True, sort="ASC")
+assert near == [["Catania", 56.4413], ["Palermo", 190.4424]], near
+pos = r.geopos("Sicily", "Palermo", "nowhere")
+assert abs(pos[0][0] - 13.361389) < 1e-5 and pos[1] is None, pos
+assert r.geohash("Sicily", "Palermo") == ["sqc8b49rny0"]
+assert r.geosearchstore("near", "Sicily", longitude=15, latitude=37, radius=100, unit="km") == 1
+assert r.zrange("near", 0, -1) == ["Catania"]
+
+# BITFIELD through redis-py's builder.
+bf = r.bitfield("counters")
+assert bf.incrby("u8", "#0", 200).incrby("u8", "#0", 100).get("i8", 0).execute() == [200, 44, 44]
+
 # RESP3.
 r3 = redis.Redis(host="127.0.0.1", port=port, protocol=3, decode_responses=True)
 assert r3.get("b") == "xy"

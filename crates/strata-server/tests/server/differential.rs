@@ -1364,6 +1364,234 @@ impl Gen {
         }
     }
 
+    /// A longitude and latitude near one of a few centres (cities, the date line, the poles'
+    /// limits), sometimes out of range or not a number.
+    fn geo_point(&mut self) -> [String; 2] {
+        const CENTRES: [(f64, f64); 8] = [
+            (13.361389, 38.115556),
+            (15.087269, 37.502669),
+            (-122.4194, 37.7749),
+            (0.0, 0.0),
+            (179.95, 10.0),
+            (-179.95, -10.0),
+            (2.0, 84.9),
+            (-3.0, -84.95),
+        ];
+        if self.rng.gen_ratio(1, 40) {
+            let bad = [
+                ["200", "10"],
+                ["10", "86"],
+                ["x", "1"],
+                ["1", "inf"],
+                ["-180.5", "0"],
+            ][self.rng.gen_range(0..5)];
+            return [bad[0].into(), bad[1].into()];
+        }
+        let (x, y) = CENTRES[self.rng.gen_range(0..CENTRES.len())];
+        let spread = [0.001, 0.05, 1.5][self.rng.gen_range(0..3)];
+        let long = (x + self.rng.gen_range(-spread..spread)).clamp(-180.0, 180.0);
+        let lat = (y + self.rng.gen_range(-spread..spread)).clamp(-85.05112878, 85.05112878);
+        [format!("{long:.6}"), format!("{lat:.6}")]
+    }
+
+    fn geo_member(&mut self) -> String {
+        format!("p{}", self.rng.gen_range(0..14))
+    }
+
+    fn geo_unit(&mut self) -> String {
+        let n = if self.rng.gen_bool(0.05) { 7 } else { 6 };
+        ["m", "km", "mi", "ft", "KM", "Mi", "miles"][self.rng.gen_range(0..n)].into()
+    }
+
+    fn geo_distance(&mut self) -> String {
+        match self.rng.gen_range(0..12) {
+            0 => "0".into(),
+            1 if self.rng.gen_bool(0.3) => ["-1", "x"][self.rng.gen_range(0..2)].into(),
+            2 => "20000".into(),
+            3 => "5000".into(),
+            _ => format!("{:.3}", self.rng.gen_range(0.05..800.0)),
+        }
+    }
+
+    /// Search options in a random order: WITH*, ASC/DESC, COUNT [ANY].
+    fn geo_options(&mut self, c: &mut Vec<String>, with: bool) {
+        let mut opts: Vec<Vec<String>> = Vec::new();
+        if with {
+            for w in ["WITHDIST", "WITHHASH", "WITHCOORD"] {
+                if self.rng.gen_bool(0.35) {
+                    opts.push(vec![w.into()]);
+                }
+            }
+        }
+        match self.rng.gen_range(0..4) {
+            0 => opts.push(vec!["ASC".into()]),
+            1 => opts.push(vec!["desc".into()]),
+            _ => {}
+        }
+        if self.rng.gen_bool(0.35) {
+            let choices = if self.rng.gen_bool(0.1) { 5 } else { 3 };
+            let n = ["1", "3", "7", "0", "x"][self.rng.gen_range(0..choices)];
+            let mut o = vec!["COUNT".to_string(), n.to_string()];
+            if self.rng.gen_bool(0.3) {
+                o.push("ANY".into());
+            }
+            opts.push(o);
+        } else if self.rng.gen_ratio(1, 30) {
+            opts.push(vec!["ANY".into()]);
+        }
+        use rand::seq::SliceRandom;
+        opts.shuffle(&mut self.rng);
+        c.extend(opts.into_iter().flatten());
+    }
+
+    /// GEO commands on one sorted set of positions around a few centres: adds, positions,
+    /// distances, geohashes, and every search form (around members and coordinates, by radius
+    /// and by box, sorted or not, limited, with each WITH option, stored), with bad arguments
+    /// now and then; plain sorted set commands and other types between.
+    fn geos(&mut self) -> Vec<String> {
+        let g = if self.rng.gen_ratio(1, 25) {
+            "other"
+        } else {
+            "g"
+        }
+        .to_string();
+        match self.rng.gen_range(0..40) {
+            0..=9 => {
+                let mut c = vec!["GEOADD".to_string(), g];
+                for _ in 0..self.rng.gen_range(0..3) {
+                    c.push(["NX", "XX", "CH", "ch"][self.rng.gen_range(0..4)].into());
+                }
+                for _ in 0..self.rng.gen_range(1..5) {
+                    c.extend(self.geo_point());
+                    c.push(self.geo_member());
+                }
+                if self.rng.gen_ratio(1, 30) {
+                    c.pop();
+                }
+                c
+            }
+            10 | 11 => {
+                let mut c = vec!["GEOPOS".to_string(), g];
+                for _ in 0..self.rng.gen_range(0..4) {
+                    c.push(self.geo_member());
+                }
+                c
+            }
+            12 | 13 => {
+                let mut c = vec![
+                    "GEODIST".to_string(),
+                    g,
+                    self.geo_member(),
+                    self.geo_member(),
+                ];
+                if self.rng.gen_bool(0.6) {
+                    c.push(self.geo_unit());
+                }
+                c
+            }
+            14 => {
+                let mut c = vec!["GEOHASH".to_string(), g];
+                for _ in 0..self.rng.gen_range(0..4) {
+                    c.push(self.geo_member());
+                }
+                c
+            }
+            15..=24 => {
+                let store = self.rng.gen_bool(0.25);
+                let mut c = if store {
+                    vec!["GEOSEARCHSTORE".to_string(), "dst".into(), g]
+                } else {
+                    vec!["GEOSEARCH".to_string(), g]
+                };
+                let mut from = if self.rng.gen_bool(0.5) {
+                    vec!["FROMMEMBER".to_string(), self.geo_member()]
+                } else {
+                    let [x, y] = self.geo_point();
+                    vec!["FROMLONLAT".to_string(), x, y]
+                };
+                let mut by = if self.rng.gen_bool(0.5) {
+                    vec!["BYRADIUS".to_string(), self.geo_distance(), self.geo_unit()]
+                } else {
+                    vec![
+                        "BYBOX".to_string(),
+                        self.geo_distance(),
+                        self.geo_distance(),
+                        self.geo_unit(),
+                    ]
+                };
+                if self.rng.gen_ratio(1, 30) {
+                    from.clear();
+                }
+                if self.rng.gen_ratio(1, 30) {
+                    by.clear();
+                }
+                if self.rng.gen_bool(0.5) {
+                    c.extend(from);
+                    c.extend(by);
+                } else {
+                    c.extend(by);
+                    c.extend(from);
+                }
+                let with = !store || self.rng.gen_ratio(1, 20);
+                self.geo_options(&mut c, with);
+                if store && self.rng.gen_bool(0.5) {
+                    c.push("STOREDIST".into());
+                }
+                c
+            }
+            25..=31 => {
+                let by_member = self.rng.gen_bool(0.5);
+                let ro = self.rng.gen_bool(0.3);
+                let name = match (by_member, ro) {
+                    (false, false) => "GEORADIUS",
+                    (false, true) => "GEORADIUS_RO",
+                    (true, false) => "GEORADIUSBYMEMBER",
+                    (true, true) => "GEORADIUSBYMEMBER_RO",
+                };
+                let mut c = vec![name.to_string(), g];
+                if by_member {
+                    c.push(self.geo_member());
+                } else {
+                    c.extend(self.geo_point());
+                }
+                c.push(self.geo_distance());
+                c.push(self.geo_unit());
+                let store = !ro && self.rng.gen_bool(0.25);
+                let with = !store || self.rng.gen_ratio(1, 20);
+                self.geo_options(&mut c, with);
+                if store || self.rng.gen_ratio(1, 40) {
+                    c.push(["STORE", "STOREDIST"][self.rng.gen_range(0..2)].into());
+                    c.push("dst".into());
+                }
+                c
+            }
+            32 | 33 => vec![
+                "ZRANGE".into(),
+                "dst".into(),
+                "0".into(),
+                "-1".into(),
+                "WITHSCORES".into(),
+            ],
+            34 => vec![
+                "ZRANGE".into(),
+                g,
+                "0".into(),
+                "-1".into(),
+                "WITHSCORES".into(),
+            ],
+            35 => vec!["ZREM".into(), g, self.geo_member()],
+            36 => vec![
+                "ZADD".into(),
+                g,
+                ["7", "0", "4503599627370495"][self.rng.gen_range(0..3)].into(),
+                self.geo_member(),
+            ],
+            37 => vec!["TYPE".into(), "dst".into()],
+            38 if self.rng.gen_bool(0.3) => vec!["DEL".into(), g],
+            _ => vec!["SET".into(), "other".into(), "x".into()],
+        }
+    }
+
     /// BITFIELD and BITFIELD_RO: several operations per command over every field width
     /// (signed to 64 bits, unsigned to 63, and invalid widths), plain and `#` offsets, values at
     /// and past the limits, each OVERFLOW policy, malformed operations; string reads between.
@@ -1808,6 +2036,11 @@ fn hyperloglogs_made_by_redis_count_and_grow_here() {
 #[test]
 fn bitmap_commands_match_redis() {
     run_families("bitmaps", "bitmaps", 71, 3, 3000, Gen::bitmaps);
+}
+
+#[test]
+fn geo_commands_match_redis() {
+    run_families("geo", "geo", 81, 4, 3000, Gen::geos);
 }
 
 #[test]
