@@ -171,48 +171,35 @@ fn position(score: f64) -> (f64, f64) {
     (long, lat)
 }
 
-/// Moves a hash one cell east (`d` > 0) or west along the longitude bits.
-fn move_x(hash: &mut Hash, d: i8) {
-    if d == 0 {
-        return;
-    }
-    let shift = 64 - u32::from(hash.step) * 2;
-    let mut x = hash.bits & 0xaaaa_aaaa_aaaa_aaaa;
-    let y = hash.bits & 0x5555_5555_5555_5555;
-    let zz = 0x5555_5555_5555_5555u64 >> shift;
-    if d > 0 {
-        x = x.wrapping_add(zz + 1);
-    } else {
-        x |= zz;
-        x = x.wrapping_sub(zz + 1);
-    }
-    x &= 0xaaaa_aaaa_aaaa_aaaau64 >> shift;
-    hash.bits = x | y;
-}
+/// Longitude bits of a hash (odd positions) and latitude bits (even positions).
+const LONG_BITS: u64 = 0xaaaa_aaaa_aaaa_aaaa;
+const LAT_BITS: u64 = 0x5555_5555_5555_5555;
 
-/// Moves a hash one cell north (`d` > 0) or south along the latitude bits.
-fn move_y(hash: &mut Hash, d: i8) {
+/// Moves a hash one cell along the coordinate whose bits are `axis` (`LONG_BITS`: east for
+/// `d` > 0, west for `d` < 0; `LAT_BITS`: north, south): adds or subtracts one in those bits
+/// alone, the other coordinate's bits filled so the carry passes through them.
+fn move_along(hash: &mut Hash, d: i8, axis: u64) {
     if d == 0 {
         return;
     }
     let shift = 64 - u32::from(hash.step) * 2;
-    let x = hash.bits & 0xaaaa_aaaa_aaaa_aaaa;
-    let mut y = hash.bits & 0x5555_5555_5555_5555;
-    let zz = 0xaaaa_aaaa_aaaa_aaaau64 >> shift;
+    let mut moving = hash.bits & axis;
+    let kept = hash.bits & !axis;
+    let zz = !axis >> shift;
     if d > 0 {
-        y = y.wrapping_add(zz + 1);
+        moving = moving.wrapping_add(zz + 1);
     } else {
-        y |= zz;
-        y = y.wrapping_sub(zz + 1);
+        moving |= zz;
+        moving = moving.wrapping_sub(zz + 1);
     }
-    y &= 0x5555_5555_5555_5555u64 >> shift;
-    hash.bits = x | y;
+    moving &= axis >> shift;
+    hash.bits = moving | kept;
 }
 
 fn moved(hash: Hash, dx: i8, dy: i8) -> Hash {
     let mut h = hash;
-    move_x(&mut h, dx);
-    move_y(&mut h, dy);
+    move_along(&mut h, dx, LONG_BITS);
+    move_along(&mut h, dy, LAT_BITS);
     h
 }
 
