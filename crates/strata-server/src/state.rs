@@ -187,6 +187,9 @@ pub(crate) struct Shared {
     pub pubsub: Arc<PubSub>,
     /// INFO keyspace's last result: when, what computing it cost, the lines.
     pub keyspace_info: Mutex<Option<KeyspaceInfo>>,
+    /// Scripts EVAL and SCRIPT LOAD have seen, by the lowercase hex SHA-1 of their body
+    /// (EVALSHA's cache; kept until SCRIPT FLUSH, in memory as in Redis).
+    pub scripts: Mutex<HashMap<String, Bytes>>,
     /// When each database next has an expiry due (`txn::ExpiryDue`).
     pub expiry_due: Arc<ExpiryDue>,
     /// Striped locks over document names: a document and its expiry record are two engine
@@ -260,6 +263,7 @@ impl Shared {
             watches,
             pubsub: Arc::default(),
             keyspace_info: Mutex::new(None),
+            scripts: Mutex::new(HashMap::new()),
             expiry_due,
             doc_locks: (0..DOC_LOCK_STRIPES)
                 .map(|_| parking_lot::Mutex::new(()))

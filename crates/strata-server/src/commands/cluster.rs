@@ -46,6 +46,10 @@ pub(crate) const MOVABLE_KEYS: &[&str] = &[
     "migrate",
     "georadius",
     "georadiusbymember",
+    "eval",
+    "evalsha",
+    "eval_ro",
+    "evalsha_ro",
 ];
 
 /// The key arguments of a command (Redis's `getKeysFromCommand`), in argument order.
@@ -66,7 +70,7 @@ pub(crate) fn command_keys<'a>(spec: &Spec, args: &'a [Bytes]) -> Vec<&'a [u8]> 
         "zunion" | "zinter" | "zdiff" | "zintercard" | "sintercard" | "lmpop" | "zmpop" => {
             numkeys_at(1)
         }
-        "blmpop" | "bzmpop" => numkeys_at(2),
+        "blmpop" | "bzmpop" | "eval" | "evalsha" | "eval_ro" | "evalsha_ro" => numkeys_at(2),
         "zunionstore" | "zinterstore" | "zdiffstore" => {
             let mut keys = vec![args[1].as_ref()];
             keys.extend(numkeys_at(2));

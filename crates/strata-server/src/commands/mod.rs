@@ -17,6 +17,7 @@ pub mod keys;
 pub mod lcs;
 pub mod lists;
 pub mod pubsub;
+pub mod scripting;
 pub mod server;
 pub mod sets;
 pub mod sort;
@@ -130,6 +131,7 @@ pub(crate) fn table() -> impl Iterator<Item = &'static Spec> {
         .chain(lists::SPECS)
         .chain(zsets::SPECS)
         .chain(geo::SPECS)
+        .chain(scripting::SPECS)
         .chain(json::SPECS)
         .chain(transactions::SPECS)
         .chain(pubsub::SPECS)
@@ -377,6 +379,10 @@ const NOT_QUEUED: &[&str] = &[
 /// the exec lock exclusively, so no other write comes between their reads and their batch.
 const EXCLUSIVE: &[&str] = &[
     "exec",
+    "eval",
+    "evalsha",
+    "eval_ro",
+    "evalsha_ro",
     "msetnx",
     "rename",
     "renamenx",

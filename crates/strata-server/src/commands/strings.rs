@@ -142,16 +142,40 @@ pub(crate) enum StrWrite {
 
 /// Atomically reads and rewrites a string key with `f`, which sees the live value and its
 /// expiry time and returns the write and the command's result. WRONGTYPE if the name holds a
-/// document. A new expiry time gets its index entry first (a stale entry is harmless).
+/// document or a collection. A new expiry time gets its index entry first (a stale entry is
+/// harmless).
 pub(crate) fn modify_string<T>(
     ctx: &Ctx<'_>,
     key: &[u8],
     new_expiry: Option<u64>,
-    mut f: impl FnMut(Option<(&[u8], Option<u64>)>) -> Result<(StrWrite, T)>,
+    f: impl FnMut(Option<(&[u8], Option<u64>)>) -> Result<(StrWrite, T)>,
 ) -> Result<T> {
     if json_exists(ctx, key)? {
         return Err(Error::WrongType);
     }
+    modify_record(ctx, key, new_expiry, false, f)
+}
+
+/// [`modify_string`] for SET without GET and SETNX, which look only at whether the name holds
+/// a live key (and its expiry time, for KEEPTTL) and replace whatever it holds: a collection is
+/// shown to `f` as an empty value, and a write replaces its record (its elements are disowned
+/// with it, `collection.rs`). The caller deals with documents.
+fn modify_any_record<T>(
+    ctx: &Ctx<'_>,
+    key: &[u8],
+    new_expiry: Option<u64>,
+    f: impl FnMut(Option<(&[u8], Option<u64>)>) -> Result<(StrWrite, T)>,
+) -> Result<T> {
+    modify_record(ctx, key, new_expiry, true, f)
+}
+
+fn modify_record<T>(
+    ctx: &Ctx<'_>,
+    key: &[u8],
+    new_expiry: Option<u64>,
+    any_kind: bool,
+    mut f: impl FnMut(Option<(&[u8], Option<u64>)>) -> Result<(StrWrite, T)>,
+) -> Result<T> {
     if let Some(at) = new_expiry {
         ctx.db().put(&expiry_index_key(ctx.dbi(), at, key), &[])?;
     }
@@ -163,10 +187,15 @@ pub(crate) fn modify_string<T>(
                 let r = Record::decode(Bytes::copy_from_slice(bytes))?;
                 if r.expired_now() {
                     None
-                } else if r.kind != KeyType::String {
-                    return Err(Error::WrongType);
-                } else {
+                } else if r.kind == KeyType::String {
                     Some(r)
+                } else if any_kind {
+                    Some(Record {
+                        payload: Bytes::new(),
+                        ..r
+                    })
+                } else {
+                    return Err(Error::WrongType);
                 }
             }
             None => None,
@@ -404,7 +433,13 @@ fn set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         overwrite_string(ctx, key, value, at)?;
         return Ok(Reply::ok());
     }
-    let (stored, old) = modify_string(ctx, key, at, |old| {
+    // Only SET ... GET reads the old value: without it SET replaces a key of any type.
+    let modify = if o.get {
+        modify_string
+    } else {
+        modify_any_record
+    };
+    let (stored, old) = modify(ctx, key, at, &mut |old: Option<(&[u8], Option<u64>)>| {
         let exists = old.is_some();
         let old = if o.get {
             old.map(|(v, _)| Bytes::copy_from_slice(v))
@@ -442,7 +477,7 @@ fn setnx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     if json_exists(ctx, &args[1])? {
         return Ok(Reply::Int(0));
     }
-    let set = modify_string(ctx, &args[1], None, |old| {
+    let set = modify_any_record(ctx, &args[1], None, |old| {
         Ok(match old {
             Some(_) => (StrWrite::Keep, false),
             None => (StrWrite::Put(args[2].to_vec(), Expiry::None), true),

@@ -90,6 +90,21 @@ assert r.geohash("Sicily", "Palermo") == ["sqc8b49rny0"]
 assert r.geosearchstore("near", "Sicily", longitude=15, latitude=37, radius=100, unit="km") == 1
 assert r.zrange("near", 0, -1) == ["Catania"]
 
+# Lua scripts as redis-py uses them: Lock (SET NX PX, then EVALSHA scripts to extend and
+# release, loading them on NOSCRIPT) and register_script.
+lock = r.lock("resource", timeout=10)
+assert lock.acquire(blocking=False)
+assert not r.lock("resource", timeout=10).acquire(blocking=False)
+assert lock.extend(5)
+assert 10 < r.pttl("resource") <= 15000
+lock.release()
+assert r.get("resource") is None
+incr_by = r.register_script("return redis.call('incrby', KEYS[1], ARGV[1])")
+assert incr_by(keys=["scripted"], args=[5]) == 5
+r.script_flush()
+assert incr_by(keys=["scripted"], args=[2]) == 7
+assert r.eval("return {KEYS[1], ARGV[1], 3}", 1, "k", "a") == ["k", "a", 3]
+
 # BITFIELD through redis-py's builder.
 bf = r.bitfield("counters")
 assert bf.incrby("u8", "#0", 200).incrby("u8", "#0", 100).get("i8", 0).execute() == [200, 44, 44]

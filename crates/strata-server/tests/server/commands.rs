@@ -345,3 +345,47 @@ fn memory_usage_counts_stored_bytes() {
     );
     assert!(usage(&mut c, &["doc"]) > small + 400);
 }
+
+/// A script that never ends is stopped after the time limit with an error (it holds the exec
+/// lock, so otherwise no client could write again), and one that eats memory fails at the
+/// limit; the server goes on serving, and writes a stopped script made before are kept.
+#[test]
+fn runaway_scripts_are_stopped_and_the_server_goes_on() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    let started = std::time::Instant::now();
+    let looped = call(
+        &mut c,
+        &[
+            "EVAL",
+            "redis.call('SET', 'before', '1') while true do end",
+            "0",
+        ],
+    );
+    let Err(text) = looped else {
+        panic!("a looping script answered {looped:?}")
+    };
+    assert!(text.contains("ran longer than 5000 ms"), "{text}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    assert_eq!(call(&mut c, &["GET", "before"]), b("1"));
+    let hungry = call(
+        &mut c,
+        &[
+            "EVAL",
+            "local t = {} for i = 1, 1e9 do t[i] = string.rep(i .. 'x', 150) end",
+            "0",
+        ],
+    );
+    let Err(text) = hungry else {
+        panic!("a memory-hungry script answered {hungry:?}")
+    };
+    assert!(text.to_lowercase().contains("memory"), "{text}");
+    assert_eq!(call(&mut c, &["SET", "after", "2"]), ok());
+    assert_eq!(
+        call(
+            &mut c,
+            &["EVAL", "return redis.call('GET', KEYS[1])", "1", "after"]
+        ),
+        b("2")
+    );
+}

@@ -1364,6 +1364,81 @@ impl Gen {
         }
     }
 
+    /// EVAL / EVALSHA of scripts made of a few Redis calls over two keys and two arguments
+    /// (no whole hash or set read: their order is the store's), replies of every type converted
+    /// to Lua and back, pcall'd and raised errors, WRONGTYPE,
+    /// status and error tables, Lua arithmetic on arguments, with plain commands between that
+    /// read and change the same keys.
+    fn scripts(&mut self) -> Vec<String> {
+        const OPS: [&str; 24] = [
+            "redis.call('incr', KEYS[1])",
+            "redis.call('get', KEYS[1])",
+            "redis.pcall('incr', KEYS[2])",
+            "redis.call('hset', KEYS[1], ARGV[1], ARGV[2])",
+            "redis.call('hget', KEYS[2], ARGV[1])",
+            "redis.call('zadd', KEYS[1], ARGV[2], ARGV[1])",
+            "redis.call('zrange', KEYS[1], 0, -1, 'withscores')",
+            "redis.call('exists', KEYS[1], KEYS[2])",
+            "redis.call('type', KEYS[1])",
+            "redis.call('del', KEYS[2])",
+            "redis.pcall('lpush', KEYS[1], ARGV[1])",
+            "redis.call('lrange', KEYS[1], 0, -1)",
+            "redis.call('set', KEYS[2], ARGV[2], 'NX')",
+            "tonumber(ARGV[2]) * 2",
+            "#KEYS + #ARGV",
+            "redis.call('mget', KEYS[1], KEYS[2])",
+            "redis.status_reply('DONE')",
+            "redis.pcall('incrbyfloat', KEYS[2], ARGV[2])",
+            "redis.call('sadd', KEYS[1], ARGV[1])",
+            "redis.error_reply('custom failure')",
+            "redis.call('sismember', KEYS[2], ARGV[1])",
+            "redis.call('zscore', KEYS[1], ARGV[1])",
+            "redis.call('set', KEYS[1], ARGV[1], 'GET')",
+            "(redis.call('exists', KEYS[1]) == 1)",
+        ];
+        let key = |g: &mut Gen| format!("s{}", g.rng.gen_range(0..4));
+        match self.rng.gen_range(0..10) {
+            0..=6 => {
+                let n = self.rng.gen_range(1..5);
+                let ops: Vec<&str> = (0..n)
+                    .map(|_| OPS[self.rng.gen_range(0..OPS.len())])
+                    .collect();
+                let body = if n == 1 {
+                    format!("return {}", ops[0])
+                } else {
+                    let mut b = String::from("local r = {}\n");
+                    for (i, op) in ops.iter().enumerate() {
+                        b.push_str(&format!("r[{}] = {op}\n", i + 1));
+                    }
+                    b.push_str("return r");
+                    b
+                };
+                let arg2 = ["5", "2.5", "x", "-3", "10"][self.rng.gen_range(0..5)];
+                let mut c = if self.rng.gen_bool(0.3) {
+                    let sha = sha1_smol::Sha1::from(body.as_bytes()).digest().to_string();
+                    vec!["EVALSHA".to_string(), sha]
+                } else {
+                    vec!["EVAL".to_string(), body]
+                };
+                c.extend([
+                    "2".to_string(),
+                    key(self),
+                    key(self),
+                    format!("m{}", self.rng.gen_range(0..3)),
+                    arg2.to_string(),
+                ]);
+                c
+            }
+            7 => vec!["GET".into(), key(self)],
+            8 => vec!["TYPE".into(), key(self)],
+            _ => vec![
+                "SET".into(),
+                key(self),
+                ["1", "a"][self.rng.gen_range(0..2)].into(),
+            ],
+        }
+    }
+
     /// A longitude and latitude near one of a few centres (cities, the date line, the poles'
     /// limits), sometimes out of range or not a number.
     fn geo_point(&mut self) -> [String; 2] {
@@ -2036,6 +2111,141 @@ fn hyperloglogs_made_by_redis_count_and_grow_here() {
 #[test]
 fn bitmap_commands_match_redis() {
     run_families("bitmaps", "bitmaps", 71, 3, 3000, Gen::bitmaps);
+}
+
+/// SET and SETNX over a key of every collection type (with and without an expiry time): NX
+/// and SETNX see the key and do nothing, XX and KEEPTTL replace it (KEEPTTL keeping its expiry
+/// time), only GET fails with WRONGTYPE. (Found by the scripts family: SET NX answered
+/// WRONGTYPE for a hash.)
+#[test]
+fn set_over_every_type_matches_redis() {
+    let mut pair = Pair::start();
+    let makers: [&[&str]; 4] = [
+        &["HSET", "k", "f", "v"],
+        &["RPUSH", "k", "a", "b"],
+        &["SADD", "k", "m"],
+        &["ZADD", "k", "1", "m"],
+    ];
+    let sets: [&[&str]; 9] = [
+        &["SET", "k", "x", "NX"],
+        &["SET", "k", "x", "XX"],
+        &["SET", "k", "x", "KEEPTTL"],
+        &["SET", "k", "x", "NX", "GET"],
+        &["SET", "k", "x", "XX", "GET"],
+        &["SET", "k", "x", "GET"],
+        &["SET", "k", "x", "XX", "PX", "100000"],
+        &["SETNX", "k", "y"],
+        &["GETSET", "k", "z"],
+    ];
+    for maker in makers {
+        for with_ttl in [false, true] {
+            for set in sets {
+                let ctx = format!("{set:?} over {maker:?}, ttl {with_ttl}");
+                pair.check(0, &words(&["DEL", "k"]), &ctx);
+                pair.check(0, &words(maker), &ctx);
+                if with_ttl {
+                    pair.check(0, &words(&["EXPIRE", "k", "1000"]), &ctx);
+                }
+                pair.check(0, &words(set), &ctx);
+                for read in [&["TYPE", "k"][..], &["TTL", "k"], &["GET", "k"]] {
+                    pair.check(0, &words(read), &ctx);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn scripts_match_redis() {
+    run_families("scripts", "scripts", 91, 3, 2000, Gen::scripts);
+}
+
+/// Scripting replies the random family does not reach: every Lua type converted to a reply,
+/// compile and runtime errors with their positions, argument checks, commands a script may not
+/// call, read-only scripts, SCRIPT LOAD / EXISTS / FLUSH / KILL and EVALSHA, in both protocols.
+#[test]
+fn scripting_edges_match_redis() {
+    let cases: &[&[&str]] = &[
+        &["EVAL", "return 1", "0"],
+        &["EVAL", "return {1,2,3,'x',nil,4}", "0"],
+        &["EVAL", "return 3.99", "0"],
+        &["EVAL", "return -3.99", "0"],
+        &["EVAL", "return true", "0"],
+        &["EVAL", "return false", "0"],
+        &["EVAL", "return nil", "0"],
+        &["EVAL", "return {ok='FINE'}", "0"],
+        &["EVAL", "return {err='MYERR bad'}", "0"],
+        &["EVAL", "return redis.error_reply('boom')", "0"],
+        &["EVAL", "return redis.error_reply('-CODE with code')", "0"],
+        &["EVAL", "return redis.status_reply('yay')", "0"],
+        &["EVAL", "return {1,{2,{3,'four'}},'five'}", "0"],
+        &["EVAL", "return {1,2,3.5,-7.9}", "0"],
+        &["EVAL", "error('oops')", "0"],
+        &[
+            "EVAL",
+            "local a = 1\nlocal b = 2\nerror('on line three')",
+            "0",
+        ],
+        &["EVAL", "return x.y", "0"],
+        &["EVAL", "return +", "0"],
+        &["EVAL", "return 1", "-1"],
+        &["EVAL", "return 1", "2", "a"],
+        &["EVAL", "return 1", "x"],
+        &["EVAL", "return redis.call('nosuchcmd')", "0"],
+        &["EVAL", "return redis.call()", "0"],
+        &["EVAL", "return redis.call('set','a',{})", "0"],
+        &["EVAL", "return redis.call('multi')", "0"],
+        &["EVAL", "return redis.call('blpop','nolist',1)", "0"],
+        &["EVAL", "return redis.call('ping')", "0"],
+        &["EVAL", "return redis.sha1hex('abc')", "0"],
+        &["EVAL", "return tostring(os)", "0"],
+        &["EVAL", "return loadstring", "0"],
+        &["SET", "k", "v"],
+        &["EVAL", "return redis.call('incr','k')", "0"],
+        &[
+            "EVAL",
+            "local r = redis.pcall('incr','k'); return r['err']",
+            "0",
+        ],
+        &[
+            "EVAL",
+            "redis.call('set','before','1')\nredis.call('incr','k')",
+            "0",
+        ],
+        &["GET", "before"],
+        &["EVAL_RO", "return redis.call('set','q','1')", "0"],
+        &["EVAL_RO", "return redis.call('get','k')", "1", "k"],
+        &["SCRIPT", "LOAD", "return 'loaded'"],
+        &["EVALSHA", "6B1BF486C81CEB7EDF3C093F4C48A2A9296FA4F0", "0"],
+        &["EVALSHA", "ffffffffffffffffffffffffffffffffffffffff", "0"],
+        &[
+            "SCRIPT",
+            "EXISTS",
+            "6b1bf486c81ceb7edf3c093f4c48a2a9296fa4f0",
+            "ab",
+        ],
+        &["SCRIPT", "LOAD", "return +"],
+        &["SCRIPT", "FLUSH", "NOW"],
+        &["SCRIPT", "FLUSH", "ASYNC"],
+        &[
+            "SCRIPT",
+            "EXISTS",
+            "6b1bf486c81ceb7edf3c093f4c48a2a9296fa4f0",
+        ],
+        &["SCRIPT", "KILL"],
+        &["SCRIPT", "NOPE"],
+    ];
+    for resp3 in [false, true] {
+        let mut pair = Pair::start();
+        if resp3 {
+            pair.send_both(0, &words(&["HELLO", "3"]));
+        }
+        for c in cases {
+            let c: Vec<String> = c.iter().map(|w| w.replace("\\n", "\n")).collect();
+            let c: Vec<&str> = c.iter().map(String::as_str).collect();
+            pair.check(0, &words(&c), &format!("scripting, RESP3 {resp3}"));
+        }
+    }
 }
 
 #[test]

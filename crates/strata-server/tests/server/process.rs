@@ -322,6 +322,37 @@ fn call_json(c: &mut redis::Connection) {
 /// the last one EXEC acknowledged.
 #[test]
 fn sigkill_leaves_each_exec_whole_or_absent() {
+    writes_of_twenty_keys_survive_sigkill_whole_or_absent("EXEC", |c, n| {
+        let mut p = redis::pipe();
+        p.atomic();
+        for k in 0..20 {
+            p.cmd("SET").arg(format!("key:{k}")).arg(n).ignore();
+        }
+        p.query::<()>(c).is_ok()
+    });
+}
+
+/// A Lua script is one atomic write as well: after SIGKILL and restart each one's twenty keys
+/// are all there or none, and every acknowledged script is.
+#[test]
+fn sigkill_leaves_each_script_whole_or_absent() {
+    writes_of_twenty_keys_survive_sigkill_whole_or_absent("EVAL", |c, n| {
+        redis::cmd("EVAL")
+            .arg("for k = 0, 19 do redis.call('SET', 'key:' .. k, ARGV[1]) end")
+            .arg(0)
+            .arg(n)
+            .query::<()>(c)
+            .is_ok()
+    });
+}
+
+/// Writes `key:0`..`key:19` = n for n = 1, 2, ... with `write` (one atomic unit each) until a
+/// SIGKILL, three times at different moments; after each restart the twenty keys must hold one
+/// n, at least the last acknowledged.
+fn writes_of_twenty_keys_survive_sigkill_whole_or_absent(
+    what: &str,
+    write: fn(&mut redis::Connection, u64) -> bool,
+) {
     for round in 0..3 {
         let dir = tempfile::tempdir().unwrap();
         let server = ServerProcess::start(dir.path(), "everysec");
@@ -332,15 +363,7 @@ fn sigkill_leaves_each_exec_whole_or_absent() {
             let (acked, stop) = (acked.clone(), stop.clone());
             std::thread::spawn(move || {
                 for n in 1u64.. {
-                    if stop.load(Ordering::Relaxed) {
-                        return;
-                    }
-                    let mut p = redis::pipe();
-                    p.atomic();
-                    for k in 0..20 {
-                        p.cmd("SET").arg(format!("key:{k}")).arg(n).ignore();
-                    }
-                    if p.query::<()>(&mut c).is_err() {
+                    if stop.load(Ordering::Relaxed) || !write(&mut c, n) {
                         return;
                     }
                     *acked.lock().unwrap() = n;
@@ -352,7 +375,7 @@ fn sigkill_leaves_each_exec_whole_or_absent() {
         stop.store(true, Ordering::Relaxed);
         writer.join().unwrap();
         let acked = *acked.lock().unwrap();
-        assert!(acked > 0, "no transaction acknowledged before the kill");
+        assert!(acked > 0, "no {what} acknowledged before the kill");
         let server = ServerProcess::start(dir.path(), "everysec");
         let mut c = server.client();
         let values: Vec<Option<u64>> = (0..20)
@@ -361,11 +384,11 @@ fn sigkill_leaves_each_exec_whole_or_absent() {
         let first = values[0];
         assert!(
             values.iter().all(|v| *v == first),
-            "round {round}: a transaction survived in part: {values:?}"
+            "round {round}: a {what} survived in part: {values:?}"
         );
         assert!(
             first.unwrap_or(0) >= acked,
-            "round {round}: acknowledged EXEC {acked} lost, found {first:?}"
+            "round {round}: acknowledged {what} {acked} lost, found {first:?}"
         );
         server.terminate();
     }

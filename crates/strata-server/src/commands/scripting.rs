@@ -1,0 +1,526 @@
+//! Lua scripting: EVAL, EVALSHA, EVAL_RO, EVALSHA_RO and SCRIPT LOAD|EXISTS|FLUSH|KILL|HELP,
+//! with redis-server 7's semantics for what applications rely on: Lua 5.1 (the version Redis
+//! embeds), `KEYS` and `ARGV`, `redis.call` / `redis.pcall` / `redis.error_reply` /
+//! `redis.status_reply` / `redis.sha1hex`, Redis's conversions between replies and Lua values,
+//! and its error texts (`... script: <name>, on @user_script:<line>.`).
+//!
+//! A script runs like EXEC: the dispatcher holds the exec lock exclusively, so no other client's
+//! command runs during it (Redis's atomicity); its writes go to a transaction overlay that is
+//! committed as one engine batch when the script ends, also when it ends with an error (Redis
+//! keeps the writes a failing script made), so after a crash all of a script's writes are there
+//! or none. Each call gets a fresh Lua state with only the base, table, string and math
+//! libraries (no `io`, `os`, `loadfile`, `dofile`), so scripts cannot reach the machine or each
+//! other. Not offered: the `cjson`, `cmsgpack`, `struct` and `bit` libraries, SCRIPT DEBUG,
+//! FUNCTION/FCALL, and SCRIPT KILL (it answers that none runs): a script that runs longer
+//! than [`SCRIPT_TIME_LIMIT`] is stopped with an error instead of blocking everyone.
+
+use bytes::Bytes;
+use mlua::{Lua, LuaOptions, MultiValue, StdLib, Table, Value};
+
+use super::{is, text, Ctx, Locking, Spec};
+use crate::error::{Error, Result};
+use crate::resp::Reply;
+use crate::state::lock;
+use crate::txn::Overlay;
+
+#[rustfmt::skip]
+pub(crate) static SPECS: &[Spec] = &[
+    Spec { name: "eval", arity: -3, flags: &["noscript", "stale", "skip_monitor", "no_mandatory_keys", "movablekeys"], keys: (0, 0, 0), group: "scripting", summary: "Executes a server-side Lua script.", handler: eval },
+    Spec { name: "evalsha", arity: -3, flags: &["noscript", "stale", "skip_monitor", "no_mandatory_keys", "movablekeys"], keys: (0, 0, 0), group: "scripting", summary: "Executes a server-side Lua script by SHA1 digest.", handler: evalsha },
+    Spec { name: "eval_ro", arity: -3, flags: &["readonly", "noscript", "stale", "skip_monitor", "no_mandatory_keys", "movablekeys"], keys: (0, 0, 0), group: "scripting", summary: "Executes a read-only server-side Lua script.", handler: eval_ro },
+    Spec { name: "evalsha_ro", arity: -3, flags: &["readonly", "noscript", "stale", "skip_monitor", "no_mandatory_keys", "movablekeys"], keys: (0, 0, 0), group: "scripting", summary: "Executes a read-only server-side Lua script by SHA1 digest.", handler: evalsha_ro },
+    Spec { name: "script", arity: -2, flags: &["noscript"], keys: (0, 0, 0), group: "scripting", summary: "A container for Lua scripts management commands.", handler: script },
+];
+
+/// Most scripts kept for EVALSHA; past it the cache is emptied before the next is added (a
+/// client that generates a new script per call would otherwise grow it without bound).
+const SCRIPTS_MAX: usize = 10_000;
+
+/// How long a script may run. Redis lets a longer script go on and answers BUSY to everyone
+/// else until SCRIPT KILL; here a script holds the exec lock, so one that loops would stop the
+/// server: it is stopped with an error instead (its writes so far are kept, as for any
+/// failing script).
+const SCRIPT_TIME_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
+/// Lua instructions between two looks at the clock.
+const CLOCK_EVERY_INSTRUCTIONS: u32 = 10_000;
+/// Most memory one script's Lua state may take.
+const SCRIPT_MEMORY_MAX_BYTES: usize = 256 << 20;
+
+/// Marks a Redis error raised by `redis.call` inside a Lua error message, so the position Lua
+/// prefixes can be told from the reply's own text.
+const CALL_ERROR_MARK: &str = "\u{1}redis-error\u{1}";
+
+/// The lowercase hex SHA-1 of a script body (EVALSHA's name for it).
+fn sha1_hex(body: &[u8]) -> String {
+    sha1_smol::Sha1::from(body).digest().to_string()
+}
+
+fn eval(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    run(ctx, args, args[1].clone(), false)
+}
+
+fn eval_ro(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    run(ctx, args, args[1].clone(), true)
+}
+
+fn evalsha(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let body = cached(ctx, &args[1])?;
+    run(ctx, args, body, false)
+}
+
+fn evalsha_ro(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let body = cached(ctx, &args[1])?;
+    run(ctx, args, body, true)
+}
+
+/// The script EVALSHA names, or Redis's NOSCRIPT.
+fn cached(ctx: &Ctx<'_>, sha: &[u8]) -> Result<Bytes> {
+    let name = String::from_utf8_lossy(sha).to_ascii_lowercase();
+    lock(&ctx.shared.scripts)
+        .get(&name)
+        .cloned()
+        .ok_or_else(|| Error::Coded("NOSCRIPT No matching script. Please use EVAL.".into()))
+}
+
+/// Keeps `body` for EVALSHA; returns its name.
+fn remember(ctx: &Ctx<'_>, body: &Bytes) -> String {
+    let name = sha1_hex(body);
+    let mut scripts = lock(&ctx.shared.scripts);
+    if !scripts.contains_key(&name) {
+        if scripts.len() >= SCRIPTS_MAX {
+            scripts.clear();
+        }
+        scripts.insert(name.clone(), body.clone());
+    }
+    name
+}
+
+/// SCRIPT LOAD | EXISTS | FLUSH [ASYNC|SYNC] | KILL | HELP.
+fn script(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let sub = &args[1];
+    let wrong_arity = || Error::WrongArity(format!("script|{}", text(sub).to_ascii_lowercase()));
+    if is(sub, "LOAD") {
+        if args.len() != 3 {
+            return Err(wrong_arity());
+        }
+        compile_check(&args[2])?;
+        return Ok(Reply::text(remember(ctx, &args[2])));
+    }
+    if is(sub, "EXISTS") {
+        if args.len() < 3 {
+            return Err(wrong_arity());
+        }
+        let scripts = lock(&ctx.shared.scripts);
+        return Ok(Reply::Array(
+            args[2..]
+                .iter()
+                .map(|s| {
+                    let name = String::from_utf8_lossy(s).to_ascii_lowercase();
+                    Reply::Int(i64::from(scripts.contains_key(&name)))
+                })
+                .collect(),
+        ));
+    }
+    if is(sub, "FLUSH") {
+        match args.get(2) {
+            None => {}
+            Some(mode) if args.len() == 3 && (is(mode, "ASYNC") || is(mode, "SYNC")) => {}
+            Some(_) if args.len() == 3 => {
+                return Err(Error::command(
+                    "SCRIPT FLUSH only support SYNC|ASYNC option",
+                ))
+            }
+            Some(_) => return Err(wrong_arity()),
+        }
+        lock(&ctx.shared.scripts).clear();
+        return Ok(Reply::ok());
+    }
+    if is(sub, "KILL") {
+        if args.len() != 2 {
+            return Err(wrong_arity());
+        }
+        return Err(Error::Coded(
+            "NOTBUSY No scripts in execution right now.".into(),
+        ));
+    }
+    if is(sub, "HELP") && args.len() == 2 {
+        return Ok(Reply::Array(
+            [
+                "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "EXISTS <sha1> [<sha1> ...]",
+                "    Return information about the existence of the scripts in the script cache.",
+                "FLUSH [ASYNC|SYNC]",
+                "    Flush the Lua scripts cache.",
+                "KILL",
+                "    Answers NOTBUSY: scripts here cannot be stopped while they run.",
+                "LOAD <script>",
+                "    Load a script into the scripts cache without executing it.",
+                "HELP",
+                "    Print this help.",
+            ]
+            .iter()
+            .map(|s| Reply::Simple(std::borrow::Cow::Borrowed(s)))
+            .collect(),
+        ));
+    }
+    Err(Error::UnknownSubcommand {
+        container: "SCRIPT",
+        sub: text(sub),
+    })
+}
+
+/// A Lua state for one script: the safe libraries only, loaders that read files removed.
+fn new_lua() -> Result<Lua> {
+    let lua = Lua::new_with(
+        StdLib::TABLE | StdLib::STRING | StdLib::MATH,
+        LuaOptions::default(),
+    )
+    .map_err(lua_failure)?;
+    let globals = lua.globals();
+    // (Redis removes these two as well: they read files.)
+    for name in ["dofile", "loadfile"] {
+        globals.set(name, Value::Nil).map_err(lua_failure)?;
+    }
+    Ok(lua)
+}
+
+fn lua_failure(e: mlua::Error) -> Error {
+    Error::command(format!("internal error in the Lua engine: {e}"))
+}
+
+/// Compiles `body` (SCRIPT LOAD and EVAL check it before anything runs).
+fn compile_check(body: &[u8]) -> Result<()> {
+    let lua = new_lua()?;
+    lua.load(body)
+        .set_name("@user_script")
+        .into_function()
+        .map(|_| ())
+        .map_err(|e| compile_error(&e))
+}
+
+fn compile_error(e: &mlua::Error) -> Error {
+    let message = match e {
+        mlua::Error::SyntaxError { message, .. } => message.clone(),
+        other => other.to_string(),
+    };
+    Error::command(format!("Error compiling script (new function): {message}"))
+}
+
+/// Commands a script may not call (Redis's `noscript` flag), and PING, ECHO and SELECT,
+/// which it may although they are connection commands here.
+fn callable(spec: &Spec) -> bool {
+    let blocking = matches!(
+        spec.name,
+        "blpop" | "brpop" | "brpoplpush" | "blmove" | "blmpop" | "bzpopmin" | "bzpopmax" | "bzmpop"
+    );
+    !blocking
+        && (!spec.flags.contains(&"noscript")
+            || matches!(spec.name, "ping" | "echo" | "select" | "time" | "lastsave"))
+}
+
+/// An error as a script sees it (Redis's `luaPushErrorBuff`): `CODE message`, the code taken
+/// from a leading `-CODE ` or else `ERR`, line ends trimmed.
+fn error_text(raw: &str) -> String {
+    let body = raw.strip_prefix('-').unwrap_or(raw);
+    let (code, message) = match (raw.starts_with('-'), body.split_once(' ')) {
+        (true, Some((code, message))) => (code, message),
+        _ => ("ERR", body),
+    };
+    format!("{code} {}", message.trim_matches(['\r', '\n']))
+}
+
+/// EVAL's and EVALSHA's shared part: the keys and arguments, then the script, in an overlay
+/// committed at the end whatever the script did.
+fn run(ctx: &mut Ctx<'_>, args: &[Bytes], body: Bytes, read_only: bool) -> Result<Reply> {
+    let numkeys = crate::num::parse_i64(&args[2]).ok_or(Error::NotInteger)?;
+    let available = args.len() - 3;
+    if numkeys < 0 {
+        return Err(Error::command("Number of keys can't be negative"));
+    }
+    let numkeys = usize::try_from(numkeys).unwrap_or(usize::MAX);
+    if numkeys > available {
+        return Err(Error::command(
+            "Number of keys can't be greater than number of args",
+        ));
+    }
+    let name = remember(ctx, &body);
+    let lua = new_lua()?;
+    lua.set_memory_limit(SCRIPT_MEMORY_MAX_BYTES)
+        .map_err(lua_failure)?;
+    let started = std::time::Instant::now();
+    lua.set_hook(
+        mlua::HookTriggers::new().every_nth_instruction(CLOCK_EVERY_INSTRUCTIONS),
+        move |_, _| {
+            if started.elapsed() > SCRIPT_TIME_LIMIT {
+                Err(mlua::Error::runtime(format!(
+                    "Script stopped: it ran longer than {} ms",
+                    SCRIPT_TIME_LIMIT.as_millis()
+                )))
+            } else {
+                Ok(mlua::VmState::Continue)
+            }
+        },
+    )
+    .map_err(lua_failure)?;
+    let function = lua
+        .load(&body[..])
+        .set_name("@user_script")
+        .into_function()
+        .map_err(|e| compile_error(&e))?;
+    let keys = &args[3..3 + numkeys];
+    let argv = &args[3 + numkeys..];
+    let overlay = Overlay::new(ctx.store);
+    let outcome = {
+        let mut sub = Ctx {
+            shared: ctx.shared,
+            session: &mut *ctx.session,
+            store: &overlay,
+            locking: Locking::Held,
+        };
+        let in_exec = sub.session.in_exec;
+        sub.session.in_exec = true;
+        let outcome = call_script(&lua, &function, &mut sub, keys, argv, read_only, &name);
+        sub.session.in_exec = in_exec;
+        outcome
+    };
+    overlay.commit()?;
+    ctx.shared.note_list_push();
+    outcome
+}
+
+/// Runs the compiled script with `KEYS`, `ARGV` and the `redis` library bound to `ctx`.
+fn call_script(
+    lua: &Lua,
+    function: &mlua::Function,
+    ctx: &mut Ctx<'_>,
+    keys: &[Bytes],
+    argv: &[Bytes],
+    read_only: bool,
+    name: &str,
+) -> Result<Reply> {
+    let ctx = std::cell::RefCell::new(ctx);
+    let result = lua.scope(|scope| {
+        let globals = lua.globals();
+        globals.set("KEYS", strings_table(lua, keys)?)?;
+        globals.set("ARGV", strings_table(lua, argv)?)?;
+        let redis = lua.create_table()?;
+        // pcall returns a command's error as a table; call raises it, marked and placed at the
+        // caller's line (a Rust function, so `return redis.call(...)` keeps the caller's frame,
+        // as Redis's C function does).
+        let pcall = scope.create_function_mut(|lua, args: MultiValue| {
+            let mut ctx = ctx.borrow_mut();
+            to_lua(lua, call_command(&mut ctx, args, read_only))
+        })?;
+        let call = scope.create_function_mut(|lua, args: MultiValue| {
+            let reply = call_command(&mut ctx.borrow_mut(), args, read_only);
+            if let Reply::Error(e) = &reply {
+                let line = lua
+                    .inspect_stack(1, |d| d.current_line())
+                    .flatten()
+                    .unwrap_or(0);
+                return Err(mlua::Error::runtime(format!(
+                    "user_script:{line}: {CALL_ERROR_MARK}{}",
+                    error_text(&format!("-{e}"))
+                )));
+            }
+            to_lua(lua, reply)
+        })?;
+        redis.set("pcall", pcall)?;
+        redis.set("call", call)?;
+        redis.set(
+            "error_reply",
+            lua.create_function(|lua, msg: mlua::LuaString| {
+                let msg = msg.to_string_lossy();
+                let dashed = if msg.starts_with('-') {
+                    msg
+                } else {
+                    format!("-{msg}")
+                };
+                let t = lua.create_table()?;
+                t.set("err", error_text(&dashed))?;
+                Ok(t)
+            })?,
+        )?;
+        redis.set(
+            "status_reply",
+            lua.create_function(|lua, msg: mlua::LuaString| {
+                let t = lua.create_table()?;
+                t.set("ok", msg)?;
+                Ok(t)
+            })?,
+        )?;
+        redis.set(
+            "sha1hex",
+            lua.create_function(|_, s: mlua::LuaString| Ok(sha1_hex(&s.as_bytes())))?,
+        )?;
+        redis.set("log", lua.create_function(|_, _: MultiValue| Ok(()))?)?;
+        for (level, n) in [
+            ("LOG_DEBUG", 0),
+            ("LOG_VERBOSE", 1),
+            ("LOG_NOTICE", 2),
+            ("LOG_WARNING", 3),
+        ] {
+            redis.set(level, n)?;
+        }
+        redis.set(
+            "setresp",
+            lua.create_function(|_, v: i64| {
+                if v == 2 {
+                    Ok(())
+                } else {
+                    Err(mlua::Error::runtime(
+                        "RESP version other than 2 is not offered here",
+                    ))
+                }
+            })?,
+        )?;
+        redis.set(
+            "replicate_commands",
+            lua.create_function(|_, ()| Ok(true))?,
+        )?;
+        redis.set("set_repl", lua.create_function(|_, _: MultiValue| Ok(()))?)?;
+        globals.set("redis", redis)?;
+        // Reading a global that does not exist is an error, as in Redis 7 (a misspelt name
+        // fails loudly instead of reading nil).
+        lua.load(
+            r#"
+            setmetatable(_G, {
+                __index = function(_, name)
+                    error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
+                end,
+            })
+            "#,
+        )
+        .set_name("=redis_lib")
+        .exec()?;
+        let value: Value = function.call(())?;
+        from_lua(&value)
+    });
+    result.map_err(|e| script_error(&e, name))
+}
+
+/// `KEYS` or `ARGV`.
+fn strings_table(lua: &Lua, items: &[Bytes]) -> mlua::Result<Table> {
+    let t = lua.create_table_with_capacity(items.len(), 0)?;
+    for (i, item) in items.iter().enumerate() {
+        t.set(i + 1, lua.create_string(&item[..])?)?;
+    }
+    Ok(t)
+}
+
+/// One `redis.call` / `redis.pcall`: its arguments as a command, run on the script's context.
+fn call_command(ctx: &mut Ctx<'_>, args: MultiValue, read_only: bool) -> Reply {
+    if args.is_empty() {
+        return Reply::Error(
+            "ERR Please specify at least one argument for this redis lib call".into(),
+        );
+    }
+    let mut words: Vec<Bytes> = Vec::with_capacity(args.len());
+    for v in args.iter() {
+        match v {
+            Value::String(s) => words.push(Bytes::copy_from_slice(&s.as_bytes())),
+            Value::Integer(n) => words.push(Bytes::from(n.to_string())),
+            Value::Number(n) => words.push(Bytes::from(crate::num::format_g17(*n))),
+            _ => {
+                return Reply::Error(
+                    "ERR Lua redis lib command arguments must be strings or integers".into(),
+                )
+            }
+        }
+    }
+    let Some(spec) = super::resolve(&words) else {
+        return Reply::Error("ERR Unknown Redis command called from script".into());
+    };
+    if !callable(spec) {
+        return Reply::Error("ERR This Redis command is not allowed from script".into());
+    }
+    if read_only && spec.flags.contains(&"write") {
+        return Reply::Error("ERR Write commands are not allowed from read-only scripts.".into());
+    }
+    super::execute_resolved(ctx, &words, Some(spec))
+}
+
+/// A reply as the Lua value Redis gives a script (RESP2's view of it).
+fn to_lua(lua: &Lua, reply: Reply) -> mlua::Result<Value> {
+    let status = |key: &str, text: &str| -> mlua::Result<Value> {
+        let t = lua.create_table()?;
+        t.set(key, lua.create_string(text)?)?;
+        Ok(Value::Table(t))
+    };
+    let list = |items: Vec<Reply>| -> mlua::Result<Value> {
+        let t = lua.create_table_with_capacity(items.len(), 0)?;
+        for (i, item) in items.into_iter().enumerate() {
+            t.set(i + 1, to_lua(lua, item)?)?;
+        }
+        Ok(Value::Table(t))
+    };
+    Ok(match reply {
+        Reply::Simple(s) => return status("ok", &s),
+        Reply::Error(e) => return status("err", &error_text(&format!("-{e}"))),
+        Reply::Int(n) => Value::Number(n as f64),
+        Reply::Bulk(b) => Value::String(lua.create_string(&b[..])?),
+        Reply::Verbatim(t) | Reply::DoubleText(t) => Value::String(lua.create_string(&t)?),
+        Reply::Double(d) => Value::String(lua.create_string(crate::num::format_g17(d))?),
+        Reply::Nil | Reply::NilArray => Value::Boolean(false),
+        Reply::Bool(b) => Value::Number(if b { 1.0 } else { 0.0 }),
+        Reply::Array(items) | Reply::Set(items) | Reply::Push(items) | Reply::Several(items) => {
+            return list(items)
+        }
+        Reply::Map(pairs) => return list(pairs.into_iter().flat_map(|(k, v)| [k, v]).collect()),
+    })
+}
+
+/// A script's return value as the reply Redis makes of it.
+fn from_lua(value: &Value) -> mlua::Result<Reply> {
+    Ok(match value {
+        Value::Boolean(true) => Reply::Int(1),
+        Value::Integer(n) => Reply::Int(*n),
+        // Lua 5.1 numbers are doubles: Redis truncates them to integers.
+        Value::Number(n) => Reply::Int(*n as i64),
+        Value::String(s) => Reply::Bulk(Bytes::copy_from_slice(&s.as_bytes())),
+        Value::Table(t) => {
+            if let Ok(Value::String(e)) = t.raw_get::<Value>("err") {
+                return Ok(Reply::Error(e.to_string_lossy()));
+            }
+            if let Ok(Value::String(ok)) = t.raw_get::<Value>("ok") {
+                return Ok(Reply::Simple(std::borrow::Cow::Owned(ok.to_string_lossy())));
+            }
+            let mut items = Vec::new();
+            for i in 1.. {
+                let v: Value = t.raw_get(i)?;
+                if v == Value::Nil {
+                    break;
+                }
+                items.push(from_lua(&v)?);
+            }
+            Reply::Array(items)
+        }
+        _ => Reply::Nil,
+    })
+}
+
+/// A script that failed, in Redis's words: a command error raised by `redis.call` keeps its
+/// own code; any other Lua error becomes `ERR <lua message>`; both end with where it happened.
+fn script_error(e: &mlua::Error, name: &str) -> Error {
+    let mut text = match e {
+        mlua::Error::CallbackError { cause, .. } => cause.to_string(),
+        mlua::Error::RuntimeError(m) => m.clone(),
+        other => other.to_string(),
+    };
+    // mlua appends a Lua traceback to runtime errors; Redis's message has none.
+    if let Some(at) = text.find("\nstack traceback:") {
+        text.truncate(at);
+    }
+    let line = text
+        .find("user_script:")
+        .and_then(|at| text[at + "user_script:".len()..].split(':').next())
+        .and_then(|n| n.parse::<u32>().ok());
+    let message = match text.find(CALL_ERROR_MARK) {
+        Some(at) => text[at + CALL_ERROR_MARK.len()..].to_string(),
+        None => format!("ERR {text}"),
+    };
+    Error::Coded(match line {
+        Some(line) => format!("{message} script: {name}, on @user_script:{line}."),
+        None => message,
+    })
+}
