@@ -277,10 +277,12 @@ fn run(ctx: &mut Ctx<'_>, args: &[Bytes], body: Bytes, read_only: bool) -> Resul
             store: &overlay,
             locking: Locking::Held,
         };
-        let in_exec = sub.session.in_exec;
+        // A SELECT inside the script lasts until it ends (as in Redis 7).
+        let (in_exec, db) = (sub.session.in_exec, sub.session.db);
         sub.session.in_exec = true;
         let outcome = call_script(&lua, &function, &mut sub, keys, argv, read_only, &name);
         sub.session.in_exec = in_exec;
+        sub.session.db = db;
         outcome
     };
     overlay.commit()?;

@@ -2234,6 +2234,22 @@ fn scripting_edges_match_redis() {
         ],
         &["SCRIPT", "KILL"],
         &["SCRIPT", "NOPE"],
+        &[
+            "EVAL",
+            "redis.call('select', '1') return redis.call('set', 'dbx', '1')",
+            "0",
+        ],
+        &["GET", "dbx"],
+        &["SELECT", "1"],
+        &["GET", "dbx"],
+        &["EVAL", "return redis.call('get', 'dbx')", "0"],
+        &["SELECT", "0"],
+        &["MULTI"],
+        &["EVAL", "return redis.call('incr', 'm')", "0"],
+        &["EVAL", "return redis.call('incr', 'k')", "0"],
+        &["INCR", "m"],
+        &["EXEC"],
+        &["GET", "m"],
     ];
     for resp3 in [false, true] {
         let mut pair = Pair::start();
