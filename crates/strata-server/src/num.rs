@@ -69,6 +69,12 @@ pub fn format_f64(v: f64) -> String {
 /// digits, trailing zeros dropped, exponent form below 1e-4 and from 1e17 (`1e+20`), `inf`,
 /// `-inf`.
 pub fn format_g17(v: f64) -> String {
+    format_g(v, 17)
+}
+
+/// C's `%.<precision>g` (precision 1 to 17): Lua's `cjson` writes numbers with 14.
+pub fn format_g(v: f64, precision: usize) -> String {
+    let precision = precision.clamp(1, 17);
     if v.is_nan() {
         return "nan".into();
     }
@@ -78,14 +84,14 @@ pub fn format_g17(v: f64) -> String {
     if v == 0.0 {
         return if v.is_sign_negative() { "-0" } else { "0" }.into();
     }
-    // `{:.16e}`: one digit, the point, 16 digits, `e`, the exponent: 17 significant digits,
+    // `{:.N$e}`: one digit, the point, N digits, `e`, the exponent: N + 1 significant digits,
     // rounded as printf rounds them.
-    let sci = format!("{:.16e}", v.abs());
+    let sci = format!("{:.*e}", precision - 1, v.abs());
     let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
     let exp: i32 = exp.parse().unwrap_or(0);
     let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
     let sign = if v < 0.0 { "-" } else { "" };
-    if !(-4..17).contains(&exp) {
+    if !(-4..precision as i32).contains(&exp) {
         let (first, rest) = digits.split_at(1);
         let rest = rest.trim_end_matches('0');
         let point = if rest.is_empty() { "" } else { "." };

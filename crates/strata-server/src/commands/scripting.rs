@@ -10,7 +10,8 @@
 //! keeps the writes a failing script made), so after a crash all of a script's writes are there
 //! or none. Each call gets a fresh Lua state with only the base, table, string and math
 //! libraries (no `io`, `os`, `loadfile`, `dofile`), so scripts cannot reach the machine or each
-//! other. Not offered: the `cjson`, `cmsgpack`, `struct` and `bit` libraries, SCRIPT DEBUG,
+//! other. `cjson.encode` / `cjson.decode` follow lua-cjson as Redis configures it. Not offered:
+//! the `cmsgpack`, `struct` and `bit` libraries, SCRIPT DEBUG,
 //! FUNCTION/FCALL, and SCRIPT KILL (it answers that none runs): a script that runs longer
 //! than [`SCRIPT_TIME_LIMIT`] is stopped with an error instead of blocking everyone.
 
@@ -382,6 +383,7 @@ fn call_script(
         )?;
         redis.set("set_repl", lua.create_function(|_, _: MultiValue| Ok(()))?)?;
         globals.set("redis", redis)?;
+        globals.set("cjson", cjson_table(lua)?)?;
         // Reading a global that does not exist is an error, as in Redis 7 (a misspelt name
         // fails loudly instead of reading nil).
         lua.load(
@@ -505,7 +507,10 @@ fn from_lua(value: &Value) -> mlua::Result<Reply> {
 /// own code; any other Lua error becomes `ERR <lua message>`; both end with where it happened.
 fn script_error(e: &mlua::Error, name: &str) -> Error {
     let mut text = match e {
-        mlua::Error::CallbackError { cause, .. } => cause.to_string(),
+        mlua::Error::CallbackError { cause, .. } => match cause.as_ref() {
+            mlua::Error::RuntimeError(m) => m.clone(),
+            other => other.to_string(),
+        },
         mlua::Error::RuntimeError(m) => m.clone(),
         other => other.to_string(),
     };
@@ -525,4 +530,191 @@ fn script_error(e: &mlua::Error, name: &str) -> Error {
         Some(line) => format!("{message} script: {name}, on @user_script:{line}."),
         None => message,
     })
+}
+
+/// An error raised by a library function, placed like Lua's `luaL_error` places it: at the
+/// line of the script that called the function.
+fn raise(lua: &Lua, message: impl std::fmt::Display) -> mlua::Error {
+    let line = lua
+        .inspect_stack(1, |d| d.current_line())
+        .flatten()
+        .unwrap_or(0);
+    mlua::Error::runtime(format!("user_script:{line}: {message}"))
+}
+
+/// Deepest nesting `cjson.encode` and `cjson.decode` accept (lua-cjson's default).
+const JSON_DEPTH_MAX: usize = 1000;
+
+/// The `cjson` library: `encode`, `decode`, and `null` (a light userdata that stands for JSON's
+/// null in decoded tables and encodes as null).
+fn cjson_table(lua: &Lua) -> mlua::Result<Table> {
+    let t = lua.create_table()?;
+    t.set(
+        "encode",
+        lua.create_function(|lua, v: Value| {
+            let mut out = String::new();
+            json_encode(&v, 0, &mut out).map_err(|e| raise(lua, e))?;
+            Ok(out)
+        })?,
+    )?;
+    t.set(
+        "decode",
+        lua.create_function(|lua, text: mlua::LuaString| {
+            let parsed: serde_json::Value = serde_json::from_slice(&text.as_bytes())
+                .map_err(|e| raise(lua, format!("cjson.decode: {e}")))?;
+            json_to_lua(lua, &parsed, 0).map_err(|e| raise(lua, e))
+        })?,
+    )?;
+    t.set("null", json_null())?;
+    Ok(t)
+}
+
+fn json_null() -> Value {
+    Value::LightUserData(mlua::LightUserData(std::ptr::null_mut()))
+}
+
+fn json_to_lua(lua: &Lua, v: &serde_json::Value, depth: usize) -> Result<Value, String> {
+    if depth > JSON_DEPTH_MAX {
+        return Err("cjson.decode: too many nested data structures".into());
+    }
+    let lua_err = |e: mlua::Error| e.to_string();
+    Ok(match v {
+        serde_json::Value::Null => json_null(),
+        serde_json::Value::Bool(b) => Value::Boolean(*b),
+        serde_json::Value::Number(n) => Value::Number(n.as_f64().unwrap_or(0.0)),
+        serde_json::Value::String(s) => Value::String(lua.create_string(s).map_err(lua_err)?),
+        serde_json::Value::Array(items) => {
+            let t = lua
+                .create_table_with_capacity(items.len(), 0)
+                .map_err(lua_err)?;
+            for (i, item) in items.iter().enumerate() {
+                t.raw_set(i + 1, json_to_lua(lua, item, depth + 1)?)
+                    .map_err(lua_err)?;
+            }
+            Value::Table(t)
+        }
+        serde_json::Value::Object(fields) => {
+            let t = lua
+                .create_table_with_capacity(0, fields.len())
+                .map_err(lua_err)?;
+            for (k, item) in fields {
+                t.raw_set(k.as_str(), json_to_lua(lua, item, depth + 1)?)
+                    .map_err(lua_err)?;
+            }
+            Value::Table(t)
+        }
+    })
+}
+
+/// lua-cjson's string escaping: `"`, `\\`, `/`, the short escapes, other control bytes as
+/// `\u00XX`; other bytes as they are.
+fn json_string(bytes: &[u8], out: &mut String) {
+    out.push('"');
+    let text = String::from_utf8_lossy(bytes);
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '/' => out.push_str("\\/"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                out.push_str(&format!("\\u{:04x}", c as u32));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// A Lua value as lua-cjson encodes it: numbers with `%.14g`, a table whose keys are all
+/// positive integers as an array (holes as null; one more sparse than lua-cjson allows is an
+/// error), any other table as an object in the table's own order, an empty table as `{}`.
+fn json_encode(v: &Value, depth: usize, out: &mut String) -> Result<(), String> {
+    let lua_err = |e: mlua::Error| e.to_string();
+    if depth > JSON_DEPTH_MAX {
+        return Err("Cannot serialise, excessive nesting (1001)".into());
+    }
+    match v {
+        Value::Nil => out.push_str("null"),
+        Value::LightUserData(u) if u.0.is_null() => out.push_str("null"),
+        Value::Boolean(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Integer(n) => out.push_str(&crate::num::format_g(*n as f64, 14)),
+        Value::Number(n) => {
+            if !n.is_finite() {
+                return Err("Cannot serialise number: must not be NaN or Inf".into());
+            }
+            out.push_str(&crate::num::format_g(*n, 14));
+        }
+        Value::String(s) => json_string(&s.as_bytes(), out),
+        Value::Table(t) => {
+            let mut max = 0usize;
+            let mut items = 0usize;
+            let mut array = true;
+            for pair in t.pairs::<Value, Value>() {
+                let (k, _) = pair.map_err(lua_err)?;
+                items += 1;
+                let index = match k {
+                    Value::Integer(i) => usize::try_from(i).ok().filter(|&i| i >= 1),
+                    Value::Number(f) if f.fract() == 0.0 && f >= 1.0 => Some(f as usize),
+                    _ => None,
+                };
+                match index {
+                    Some(i) => max = max.max(i),
+                    None => array = false,
+                }
+            }
+            if array && items > 0 {
+                // lua-cjson: more than twice as many slots as items (and more than 10) is too
+                // sparse to write as an array.
+                if max > items * 2 && max > 10 {
+                    return Err("Cannot serialise table: excessively sparse array".into());
+                }
+                out.push('[');
+                for i in 1..=max {
+                    if i > 1 {
+                        out.push(',');
+                    }
+                    json_encode(&t.raw_get::<Value>(i).map_err(lua_err)?, depth + 1, out)?;
+                }
+                out.push(']');
+                return Ok(());
+            }
+            out.push('{');
+            let mut first = true;
+            for pair in t.pairs::<Value, Value>() {
+                let (k, item) = pair.map_err(lua_err)?;
+                if !first {
+                    out.push(',');
+                }
+                first = false;
+                match &k {
+                    Value::String(s) => json_string(&s.as_bytes(), out),
+                    Value::Integer(_) | Value::Number(_) => {
+                        let mut key = String::new();
+                        json_encode(&k, depth + 1, &mut key)?;
+                        json_string(key.as_bytes(), out);
+                    }
+                    _ => {
+                        return Err(
+                            "Cannot serialise table: table key must be a number or string".into(),
+                        )
+                    }
+                }
+                out.push(':');
+                json_encode(&item, depth + 1, out)?;
+            }
+            out.push('}');
+        }
+        other => {
+            return Err(format!(
+                "Cannot serialise {}: type not supported",
+                other.type_name()
+            ))
+        }
+    }
+    Ok(())
 }

@@ -2161,6 +2161,7 @@ fn scripts_match_redis() {
 }
 
 /// Scripting replies the random family does not reach: every Lua type converted to a reply,
+/// `cjson` encoding (number formats, escapes, arrays, sparse arrays, key order) and decoding,
 /// compile and runtime errors with their positions, argument checks, commands a script may not
 /// call, read-only scripts, SCRIPT LOAD / EXISTS / FLUSH / KILL and EVALSHA, in both protocols.
 #[test]
@@ -2244,6 +2245,38 @@ fn scripting_edges_match_redis() {
         &["GET", "dbx"],
         &["EVAL", "return redis.call('get', 'dbx')", "0"],
         &["SELECT", "0"],
+        &["EVAL", "return cjson.encode({1,2,'a/b',{x=1}})", "0"],
+        &["EVAL", "return cjson.encode({})", "0"],
+        &["EVAL", "return cjson.encode({a=1.5, b='q\"u\\\\ote'})", "0"],
+        &[
+            "EVAL",
+            "return cjson.encode({3.14159265358979, 1e20, 0.1, -1})",
+            "0",
+        ],
+        &["EVAL", "return cjson.encode({[1]=1,[3]=3})", "0"],
+        &["EVAL", "return cjson.encode({[1]=1,[30]=3})", "0"],
+        &["EVAL", "return cjson.encode('tab\\tnew\\nline\\1')", "0"],
+        &[
+            "EVAL",
+            "return cjson.encode({cjson.null, true, {[1.5]=2}})",
+            "0",
+        ],
+        &[
+            "EVAL",
+            "return cjson.encode({ab=1,cd=2,ef=3,gh=4,ij=5})",
+            "0",
+        ],
+        &[
+            "EVAL",
+            "local t = cjson.decode('{\"a\":[1,2,{\"b\":null}],\"c\":\"x\"}') \
+             return {t.a[1], t.a[2], t.c, tostring(t.a[3].b == cjson.null)}",
+            "0",
+        ],
+        &[
+            "EVAL",
+            "return cjson.encode(cjson.decode('{\"k\":[true,false,null,1e3]}'))",
+            "0",
+        ],
         &["MULTI"],
         &["EVAL", "return redis.call('incr', 'm')", "0"],
         &["EVAL", "return redis.call('incr', 'k')", "0"],
@@ -2257,9 +2290,7 @@ fn scripting_edges_match_redis() {
             pair.send_both(0, &words(&["HELLO", "3"]));
         }
         for c in cases {
-            let c: Vec<String> = c.iter().map(|w| w.replace("\\n", "\n")).collect();
-            let c: Vec<&str> = c.iter().map(String::as_str).collect();
-            pair.check(0, &words(&c), &format!("scripting, RESP3 {resp3}"));
+            pair.check(0, &words(c), &format!("scripting, RESP3 {resp3}"));
         }
     }
 }
