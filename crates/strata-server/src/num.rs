@@ -117,6 +117,23 @@ pub fn format_g(v: f64, precision: usize) -> String {
 mod tests {
     use super::*;
 
+    /// Values printed by C's `printf("%.14g")` (glibc).
+    #[test]
+    fn g14_matches_printf() {
+        for (v, want) in [
+            (3.14159265358979, "3.1415926535898"),
+            (1e20, "1e+20"),
+            (0.1, "0.1"),
+            (100000000000000.0, "1e+14"),
+            (12345678901234.0, "12345678901234"),
+            (0.0001, "0.0001"),
+            (0.00001, "1e-05"),
+            (-2.5, "-2.5"),
+        ] {
+            assert_eq!(format_g(v, 14), want, "{v}");
+        }
+    }
+
     #[test]
     fn integers_follow_string2ll() {
         assert_eq!(parse_i64(b"0"), Some(0));
