@@ -10,8 +10,8 @@
 //! keeps the writes a failing script made), so after a crash all of a script's writes are there
 //! or none. Each call gets a fresh Lua state with only the base, table, string and math
 //! libraries (no `io`, `os`, `loadfile`, `dofile`), so scripts cannot reach the machine or each
-//! other. `cjson.encode` / `cjson.decode` follow lua-cjson as Redis configures it. Not offered:
-//! the `cmsgpack`, `struct` and `bit` libraries, SCRIPT DEBUG,
+//! other. `cjson.encode` / `cjson.decode` follow lua-cjson as Redis configures it, `bit` follows
+//! LuaBitOp. Not offered: the `cmsgpack` and `struct` libraries, SCRIPT DEBUG,
 //! FUNCTION/FCALL, and SCRIPT KILL (it answers that none runs): a script that runs longer
 //! than [`SCRIPT_TIME_LIMIT`] is stopped with an error instead of blocking everyone.
 
@@ -384,6 +384,7 @@ fn call_script(
         redis.set("set_repl", lua.create_function(|_, _: MultiValue| Ok(()))?)?;
         globals.set("redis", redis)?;
         globals.set("cjson", cjson_table(lua)?)?;
+        globals.set("bit", bit_table(lua)?)?;
         // Reading a global that does not exist is an error, as in Redis 7 (a misspelt name
         // fails loudly instead of reading nil).
         lua.load(
@@ -717,4 +718,72 @@ fn json_encode(v: &Value, depth: usize, out: &mut String) -> Result<(), String> 
         }
     }
     Ok(())
+}
+
+/// LuaBitOp's conversion of a number to a 32-bit integer: rounded to the nearest (ties to even,
+/// as its `+ 2^52 + 2^51` trick rounds), modulo 2^32, signed.
+fn tobit(x: f64) -> i32 {
+    if !x.is_finite() {
+        return 0;
+    }
+    x.round_ties_even().rem_euclid(4_294_967_296.0) as u32 as i32
+}
+
+/// The `bit` library (LuaBitOp, which Redis bundles): 32-bit operations on Lua numbers.
+fn bit_table(lua: &Lua) -> mlua::Result<Table> {
+    let t = lua.create_table()?;
+    let fold = |lua: &Lua, op: fn(i32, i32) -> i32| {
+        lua.create_function(move |_, (first, rest): (f64, mlua::Variadic<f64>)| {
+            Ok(f64::from(
+                rest.iter().fold(tobit(first), |acc, &x| op(acc, tobit(x))),
+            ))
+        })
+    };
+    t.set("band", fold(lua, |a, b| a & b)?)?;
+    t.set("bor", fold(lua, |a, b| a | b)?)?;
+    t.set("bxor", fold(lua, |a, b| a ^ b)?)?;
+    t.set(
+        "tobit",
+        lua.create_function(|_, x: f64| Ok(f64::from(tobit(x))))?,
+    )?;
+    t.set(
+        "bnot",
+        lua.create_function(|_, x: f64| Ok(f64::from(!tobit(x))))?,
+    )?;
+    t.set(
+        "bswap",
+        lua.create_function(|_, x: f64| Ok(f64::from(tobit(x).swap_bytes())))?,
+    )?;
+    let shift = |lua: &Lua, op: fn(i32, u32) -> i32| {
+        lua.create_function(move |_, (x, n): (f64, f64)| {
+            Ok(f64::from(op(tobit(x), (tobit(n) & 31) as u32)))
+        })
+    };
+    t.set("lshift", shift(lua, |x, n| ((x as u32) << n) as i32)?)?;
+    t.set("rshift", shift(lua, |x, n| ((x as u32) >> n) as i32)?)?;
+    t.set("arshift", shift(lua, |x, n| x >> n)?)?;
+    t.set("rol", shift(lua, |x, n| (x as u32).rotate_left(n) as i32)?)?;
+    t.set("ror", shift(lua, |x, n| (x as u32).rotate_right(n) as i32)?)?;
+    t.set(
+        "tohex",
+        lua.create_function(|_, (x, n): (f64, Option<f64>)| {
+            let n = n.map_or(8, tobit);
+            let upper = n < 0;
+            let digits = n.unsigned_abs().min(8) as usize;
+            let value = tobit(x) as u32;
+            let masked = if digits < 8 {
+                value & ((1u32 << (4 * digits)) - 1)
+            } else {
+                value
+            };
+            Ok(if digits == 0 {
+                String::new()
+            } else if upper {
+                format!("{masked:0digits$X}")
+            } else {
+                format!("{masked:0digits$x}")
+            })
+        })?,
+    )?;
+    Ok(t)
 }

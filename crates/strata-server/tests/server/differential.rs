@@ -2277,6 +2277,19 @@ fn scripting_edges_match_redis() {
             "return cjson.encode(cjson.decode('{\"k\":[true,false,null,1e3]}'))",
             "0",
         ],
+        &[
+            "EVAL",
+            "return {bit.band(0xff, 0x0f), bit.bor(1, 2, 4), bit.bxor(5, 3), bit.bnot(0), \
+             bit.tobit(2^32 + 5), bit.tobit(-1.5), bit.tobit(2.5), bit.lshift(1, 31), \
+             bit.rshift(-1, 28), bit.arshift(-256, 4), bit.rol(0x12345678, 8), \
+             bit.ror(0x12345678, 8), bit.bswap(0x12345678), bit.lshift(1, 33)}",
+            "0",
+        ],
+        &[
+            "EVAL",
+            "return {bit.tohex(255), bit.tohex(-1, 4), bit.tohex(0xabcdef, -6), bit.tohex(1, 0)}",
+            "0",
+        ],
         &["MULTI"],
         &["EVAL", "return redis.call('incr', 'm')", "0"],
         &["EVAL", "return redis.call('incr', 'k')", "0"],
