@@ -190,6 +190,8 @@ pub(crate) struct Shared {
     /// Scripts EVAL and SCRIPT LOAD have seen, by the lowercase hex SHA-1 of their body
     /// (EVALSHA's cache; kept until SCRIPT FLUSH, in memory as in Redis).
     pub scripts: Mutex<HashMap<String, Bytes>>,
+    /// Counts SCRIPT FLUSHes: a thread's Lua state made before the last one is made anew.
+    pub script_generation: std::sync::atomic::AtomicU64,
     /// When each database next has an expiry due (`txn::ExpiryDue`).
     pub expiry_due: Arc<ExpiryDue>,
     /// Striped locks over document names: a document and its expiry record are two engine
@@ -264,6 +266,7 @@ impl Shared {
             pubsub: Arc::default(),
             keyspace_info: Mutex::new(None),
             scripts: Mutex::new(HashMap::new()),
+            script_generation: std::sync::atomic::AtomicU64::new(0),
             expiry_due,
             doc_locks: (0..DOC_LOCK_STRIPES)
                 .map(|_| parking_lot::Mutex::new(()))

@@ -2188,6 +2188,8 @@ fn scripting_edges_match_redis() {
             "0",
         ],
         &["EVAL", "return x.y", "0"],
+        &["EVAL", "x = 1 return 1", "0"],
+        &["EVAL", "return x", "0"],
         &["EVAL", "return +", "0"],
         &["EVAL", "return 1", "-1"],
         &["EVAL", "return 1", "2", "a"],
