@@ -134,3 +134,59 @@ fn clients_pipelining_on_one_hot_key_lose_no_write() {
     assert_eq!(c.hget::<_, _, i64>("hothash", "n").unwrap(), total);
     assert_eq!(c.llen::<_, i64>("hotlist").unwrap(), total);
 }
+
+/// Clients pipelining scripts at once (a pipeline of scripts runs under one exclusive hold of
+/// the exec lock, `conn.rs`): every script's read-modify-write is atomic (no two replies equal,
+/// none lost), each client sees its own replies in order, and a GET in the middle of a
+/// pipeline reads what the scripts before it wrote.
+#[test]
+fn pipelined_scripts_from_many_clients_are_each_atomic() {
+    const CLIENTS: usize = 4;
+    const SCRIPTS: usize = 200;
+    let server = TestServer::start();
+    let script = "local v = tonumber(redis.call('GET', KEYS[1]) or '0') + 1 \
+                  redis.call('SET', KEYS[1], v) return v";
+    let handles: Vec<_> = (0..CLIENTS)
+        .map(|_| {
+            let mut c = server.client();
+            std::thread::spawn(move || {
+                let mut p = redis::pipe();
+                for i in 0..SCRIPTS {
+                    if i == SCRIPTS / 2 {
+                        p.cmd("GET").arg("counter");
+                    }
+                    p.cmd("EVAL").arg(script).arg(1).arg("counter");
+                }
+                let replies: Vec<redis::Value> = p.query(&mut c).unwrap();
+                let mut mine = Vec::new();
+                let mut read_in_middle = None;
+                for (i, r) in replies.iter().enumerate() {
+                    if i == SCRIPTS / 2 {
+                        let v: String = redis::from_redis_value(r).unwrap();
+                        read_in_middle = Some(v.parse::<i64>().unwrap());
+                    } else {
+                        mine.push(redis::from_redis_value::<i64>(r).unwrap());
+                    }
+                }
+                (mine, read_in_middle.unwrap())
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    for h in handles {
+        let (mine, middle) = h.join().unwrap();
+        assert!(
+            mine.windows(2).all(|w| w[0] < w[1]),
+            "out of order: {mine:?}"
+        );
+        assert!(
+            middle >= mine[SCRIPTS / 2 - 1],
+            "GET read {middle} after {}",
+            mine[SCRIPTS / 2 - 1]
+        );
+        all.extend(mine);
+    }
+    all.sort_unstable();
+    let want: Vec<i64> = (1..=(CLIENTS * SCRIPTS) as i64).collect();
+    assert_eq!(all, want, "a script's increment was lost or seen twice");
+}
