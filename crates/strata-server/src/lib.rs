@@ -82,6 +82,7 @@ pub fn serve_blocking(args: ServeArgs, opts: strata::Options, dir: &Path) -> any
         .build()?;
     let backend: Arc<dyn KvBackend + Send + Sync> = db.clone();
     let served = runtime.block_on(async {
+        let signals = termination_signal();
         let server = Server::bind(config, backend).await?;
         tracing::info!(
             "serving {} on {}; stop with Ctrl-C, SIGTERM or SHUTDOWN",
@@ -90,7 +91,12 @@ pub fn serve_blocking(args: ServeArgs, opts: strata::Options, dir: &Path) -> any
         );
         tokio::select! {
             _ = server.shutdown_requested() => {}
-            r = termination_signal() => match r {
+            r = async {
+                match signals {
+                    Ok(signal) => Ok(signal.await),
+                    Err(e) => Err(e),
+                }
+            } => match r {
                 Ok(name) => tracing::info!("{name} received, shutting down"),
                 Err(e) => tracing::warn!("cannot listen for signals ({e}); shutting down"),
             },
@@ -114,20 +120,31 @@ pub fn serve_blocking(args: ServeArgs, opts: strata::Options, dir: &Path) -> any
     Ok(())
 }
 
-/// Waits for SIGINT or SIGTERM; returns its name.
-async fn termination_signal() -> std::io::Result<&'static str> {
+/// Installs the SIGINT and SIGTERM handlers now and returns a future that waits for either
+/// (its name). Called before the listener binds: a SIGTERM that comes as soon as clients can
+/// connect must shut the server down cleanly, not kill it with the default action (a crash
+/// test sent one there and saw the process die of it).
+fn termination_signal() -> std::io::Result<impl std::future::Future<Output = &'static str>> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
         let mut term = signal(SignalKind::terminate())?;
-        tokio::select! {
-            r = tokio::signal::ctrl_c() => r.map(|()| "SIGINT"),
-            _ = term.recv() => Ok("SIGTERM"),
-        }
+        let mut int = signal(SignalKind::interrupt())?;
+        Ok(async move {
+            tokio::select! {
+                _ = int.recv() => "SIGINT",
+                _ = term.recv() => "SIGTERM",
+            }
+        })
     }
     #[cfg(not(unix))]
     {
-        tokio::signal::ctrl_c().await.map(|()| "Ctrl-C")
+        Ok(async {
+            match tokio::signal::ctrl_c().await {
+                Ok(()) => "Ctrl-C",
+                Err(_) => std::future::pending().await,
+            }
+        })
     }
 }
 
