@@ -278,7 +278,7 @@ fn run(ctx: &mut Ctx<'_>, args: &[Bytes], body: Bytes, read_only: bool) -> Resul
             // A SELECT inside the script lasts until it ends (as in Redis 7).
             let (in_exec, db) = (sub.session.in_exec, sub.session.db);
             sub.session.in_exec = true;
-            let outcome = call_script(&vm.lua, &function, &mut sub, keys, argv, read_only, &name);
+            let outcome = call_script(vm, &function, &mut sub, keys, argv, read_only, &name);
             sub.session.in_exec = in_exec;
             sub.session.db = db;
             outcome
@@ -305,6 +305,11 @@ thread_local! {
 /// A Lua state with Redis's libraries and protected globals, and the scripts it compiled.
 struct Vm {
     lua: Lua,
+    /// The environment scripts run in (`install_libraries`).
+    env: Table,
+    /// The `redis` library table itself (scripts see a read-only view of it): `call` and
+    /// `pcall` are bound to each call's client here.
+    redis: Table,
     /// Compiled scripts by name (SHA-1).
     functions: std::collections::HashMap<String, mlua::Function>,
     /// `Shared::script_generation` when made: SCRIPT FLUSH makes every state stale.
@@ -316,9 +321,11 @@ impl Vm {
         let lua = new_lua()?;
         lua.set_memory_limit(SCRIPT_MEMORY_MAX_BYTES)
             .map_err(lua_failure)?;
-        install_libraries(&lua).map_err(lua_failure)?;
+        let (env, redis) = install_libraries(&lua).map_err(lua_failure)?;
         Ok(Vm {
             lua,
+            env,
+            redis,
             functions: std::collections::HashMap::new(),
             generation,
         })
@@ -333,6 +340,7 @@ impl Vm {
             .lua
             .load(body)
             .set_name("@user_script")
+            .set_environment(self.env.clone())
             .into_function()
             .map_err(|e| compile_error(&e))?;
         self.functions.insert(name.to_string(), f.clone());
@@ -343,7 +351,7 @@ impl Vm {
 /// The `redis` library's functions that need no client, `cjson`, `bit`, and the globals'
 /// protection: reading a global that does not exist or creating one is an error, as in
 /// Redis 7 (a misspelt name fails loudly, and one script cannot leave state for the next).
-fn install_libraries(lua: &Lua) -> mlua::Result<()> {
+fn install_libraries(lua: &Lua) -> mlua::Result<(Table, Table)> {
     let globals = lua.globals();
     let redis = lua.create_table()?;
     redis.set(
@@ -393,29 +401,47 @@ fn install_libraries(lua: &Lua) -> mlua::Result<()> {
     )?;
     redis.set("replicate_commands", lua.create_function(|_, ()| Ok(true))?)?;
     redis.set("set_repl", lua.create_function(|_, _: MultiValue| Ok(()))?)?;
-    globals.set("redis", redis)?;
+    globals.set("redis", redis.clone())?;
     globals.set("cjson", cjson_table(lua)?)?;
     globals.set("bit", bit_table(lua)?)?;
+    // Scripts run with an environment of their own, not the globals: reads fall through to
+    // the globals (a missing name is an error), writes are refused, and the libraries are seen
+    // through read-only views, as Redis 7 makes them read-only. What a script still manages to
+    // put in its environment (`rawset`) is cleared after it, so no script sees another's state.
     lua.load(
         r#"
-        setmetatable(_G, {
+        local G = _G
+        local function refuse() error("Attempt to modify a readonly table", 2) end
+        local function readonly(t)
+            return setmetatable({}, { __index = t, __newindex = refuse, __metatable = false })
+        end
+        for _, name in ipairs({ "redis", "cjson", "bit", "string", "table", "math" }) do
+            rawset(G, name, readonly(rawget(G, name)))
+        end
+        local env = setmetatable({}, {
             __index = function(_, name)
-                error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
+                local v = rawget(G, name)
+                if v == nil then
+                    error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
+                end
+                return v
             end,
-            __newindex = function()
-                error("Attempt to modify a readonly table", 2)
-            end,
+            __newindex = refuse,
+            __metatable = false,
         })
+        rawset(G, "_G", env)
+        return env
         "#,
     )
     .set_name("=redis_lib")
-    .exec()
+    .eval()
+    .map(|env| (env, redis))
 }
 
 /// Runs the compiled script with `KEYS`, `ARGV` and `redis.call` / `redis.pcall` bound to
 /// `ctx`, stopped by the clock after [`SCRIPT_TIME_LIMIT`].
 fn call_script(
-    lua: &Lua,
+    vm: &Vm,
     function: &mlua::Function,
     ctx: &mut Ctx<'_>,
     keys: &[Bytes],
@@ -423,6 +449,7 @@ fn call_script(
     read_only: bool,
     name: &str,
 ) -> Result<Reply> {
+    let lua = &vm.lua;
     let started = std::time::Instant::now();
     lua.set_hook(
         mlua::HookTriggers::new().every_nth_instruction(CLOCK_EVERY_INSTRUCTIONS),
@@ -443,7 +470,7 @@ fn call_script(
         let globals = lua.globals();
         globals.raw_set("KEYS", strings_table(lua, keys)?)?;
         globals.raw_set("ARGV", strings_table(lua, argv)?)?;
-        let redis: Table = globals.raw_get("redis")?;
+        let redis = &vm.redis;
         // pcall returns a command's error as a table; call raises it, marked and placed at the
         // caller's line (a Rust function, so `return redis.call(...)` keeps the caller's frame,
         // as Redis's C function does).
@@ -471,6 +498,15 @@ fn call_script(
         from_lua(&value)
     });
     lua.remove_hook();
+    // What the script put in its environment goes with it.
+    let leftovers: Vec<Value> = vm
+        .env
+        .pairs::<Value, Value>()
+        .filter_map(|pair| pair.ok().map(|(k, _)| k))
+        .collect();
+    for k in leftovers {
+        vm.env.raw_set(k, Value::Nil).map_err(lua_failure)?;
+    }
     result.map_err(|e| script_error(&e, name))
 }
 

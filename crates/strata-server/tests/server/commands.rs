@@ -389,3 +389,27 @@ fn runaway_scripts_are_stopped_and_the_server_goes_on() {
         b("2")
     );
 }
+
+/// What a script forces into its environment (`rawset`, which Redis's patched Lua refuses) is
+/// gone for the next script: scripts share no state.
+#[test]
+fn scripts_leave_no_state_for_each_other() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    assert_eq!(
+        call(
+            &mut c,
+            &["EVAL", "rawset(_G, 'leak', 'x') return leak", "0"]
+        ),
+        b("x")
+    );
+    for _ in 0..3 {
+        let Err(text) = call(&mut c, &["EVAL", "return leak", "0"]) else {
+            panic!("a global from an earlier script was seen")
+        };
+        assert!(
+            text.contains("nonexistent global variable 'leak'"),
+            "{text}"
+        );
+    }
+}
