@@ -9,9 +9,11 @@
 //! committed as one engine batch when the script ends, also when it ends with an error (Redis
 //! keeps the writes a failing script made), so after a crash all of a script's writes are there
 //! or none. Each thread keeps one Lua state (with the scripts it compiled) holding only the
-//! base, table, string and math libraries (no `io`, `os`, `loadfile`, `dofile`), and its globals
-//! are read-only to scripts as in Redis 7, so scripts cannot reach the machine or leave state
-//! for each other (short of `rawset`, which Redis's patched Lua also refuses). `cjson.encode` / `cjson.decode` follow lua-cjson as Redis configures it, `bit` follows
+//! base, table, string and math libraries (no `io`, `os`, `loadfile`, `dofile`); scripts run in
+//! an environment whose writes are refused and whose libraries are read-only views, as Redis 7
+//! makes them, and whatever a script forces into it (`rawset`) is cleared after it, so scripts
+//! cannot reach the machine or leave state for each other. (`getfenv(0)` still reaches the
+//! state's real globals: a script that goes out of its way can write there.) `cjson.encode` / `cjson.decode` follow lua-cjson as Redis configures it, `bit` follows
 //! LuaBitOp. Not offered: the `cmsgpack` and `struct` libraries, SCRIPT DEBUG,
 //! FUNCTION/FCALL, and SCRIPT KILL (it answers that none runs): a script that runs longer
 //! than [`SCRIPT_TIME_LIMIT`] is stopped with an error instead of blocking everyone.
