@@ -583,8 +583,20 @@ fn to_lua(lua: &Lua, reply: Reply) -> mlua::Result<Value> {
     })
 }
 
+/// Deepest nesting of tables a script's return value may have (a table that contains itself
+/// would otherwise recurse until the thread's stack overflows and the process dies; Redis stops
+/// at its Lua stack limit with the same error).
+const REPLY_DEPTH_MAX: usize = 1000;
+
 /// A script's return value as the reply Redis makes of it.
 fn from_lua(value: &Value) -> mlua::Result<Reply> {
+    reply_of(value, 0)
+}
+
+fn reply_of(value: &Value, depth: usize) -> mlua::Result<Reply> {
+    if depth > REPLY_DEPTH_MAX {
+        return Err(mlua::Error::runtime("reached lua stack limit"));
+    }
     Ok(match value {
         Value::Boolean(true) => Reply::Int(1),
         Value::Integer(n) => Reply::Int(*n),
@@ -604,7 +616,7 @@ fn from_lua(value: &Value) -> mlua::Result<Reply> {
                 if v == Value::Nil {
                     break;
                 }
-                items.push(from_lua(&v)?);
+                items.push(reply_of(&v, depth + 1)?);
             }
             Reply::Array(items)
         }

@@ -413,3 +413,29 @@ fn scripts_leave_no_state_for_each_other() {
         );
     }
 }
+
+/// A script that returns a table containing itself gets an error, and the server lives on
+/// (the conversion to a reply recursed until the stack overflowed and killed the process).
+#[test]
+fn a_script_returning_a_table_that_contains_itself_gets_an_error() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    let r = call(&mut c, &["EVAL", "local t = {} t[1] = t return t", "0"]);
+    let Err(text) = r else {
+        panic!("a self-containing table answered {r:?}")
+    };
+    assert!(text.contains("reached lua stack limit"), "{text}");
+    let nested = call(
+        &mut c,
+        &[
+            "EVAL",
+            "local t = {} local c = t for i = 1, 20 do c[1] = {} c = c[1] end return t",
+            "0",
+        ],
+    );
+    assert!(nested.is_ok(), "{nested:?}");
+    assert_eq!(
+        call(&mut c, &["PING"]),
+        Ok(Value::SimpleString("PONG".into()))
+    );
+}
