@@ -13,7 +13,8 @@
 //! an environment whose writes are refused and whose libraries are read-only views, as Redis 7
 //! makes them, and whatever a script forces into it (`rawset`) is cleared after it, so scripts
 //! cannot reach the machine or leave state for each other. (`getfenv(0)` still reaches the
-//! state's real globals: a script that goes out of its way can write there.) `cjson.encode` / `cjson.decode` follow lua-cjson as Redis configures it, `bit` follows
+//! state's real globals: a script that goes out of its way can write there.) The `coroutine`
+//! library is not offered: the clock that stops a runaway script does not reach into one. `cjson.encode` / `cjson.decode` follow lua-cjson as Redis configures it, `bit` follows
 //! LuaBitOp. Not offered: the `cmsgpack` and `struct` libraries, SCRIPT DEBUG,
 //! FUNCTION/FCALL, and SCRIPT KILL (it answers that none runs): a script that runs longer
 //! than [`SCRIPT_TIME_LIMIT`] is stopped with an error instead of blocking everyone.
@@ -51,6 +52,14 @@ const SCRIPT_TIME_LIMIT: std::time::Duration = std::time::Duration::from_secs(5)
 const CLOCK_EVERY_INSTRUCTIONS: u32 = 10_000;
 /// Most memory one script's Lua state may take.
 const SCRIPT_MEMORY_MAX_BYTES: usize = 256 << 20;
+
+/// The error that stops a script past [`SCRIPT_TIME_LIMIT`].
+fn script_stopped() -> mlua::Error {
+    mlua::Error::runtime(format!(
+        "Script stopped: it ran longer than {} ms",
+        SCRIPT_TIME_LIMIT.as_millis()
+    ))
+}
 
 /// Marks a Redis error raised by `redis.call` inside a Lua error message, so the position Lua
 /// prefixes can be told from the reply's own text.
@@ -184,8 +193,10 @@ fn new_lua() -> Result<Lua> {
     )
     .map_err(lua_failure)?;
     let globals = lua.globals();
-    // (Redis removes these two as well: they read files.)
-    for name in ["dofile", "loadfile"] {
+    // Redis removes these two as well (they read files). Coroutines are removed here: the
+    // clock hook that stops a runaway script does not follow a coroutine, so a loop inside one
+    // would hold the exec lock for ever (measured: the server stopped answering).
+    for name in ["dofile", "loadfile", "coroutine"] {
         globals.set(name, Value::Nil).map_err(lua_failure)?;
     }
     Ok(lua)
@@ -417,8 +428,11 @@ fn install_libraries(lua: &Lua) -> mlua::Result<(Table, Table)> {
         local function readonly(t)
             return setmetatable({}, { __index = t, __newindex = refuse, __metatable = false })
         end
-        for _, name in ipairs({ "redis", "cjson", "bit", "string", "table", "math" }) do
-            rawset(G, name, readonly(rawget(G, name)))
+        for _, name in ipairs({ "redis", "cjson", "bit", "string", "table", "math", "coroutine" }) do
+            local lib = rawget(G, name)
+            if lib ~= nil then
+                rawset(G, name, readonly(lib))
+            end
         end
         local env = setmetatable({}, {
             __index = function(_, name)
@@ -455,15 +469,17 @@ fn call_script(
     let started = std::time::Instant::now();
     lua.set_hook(
         mlua::HookTriggers::new().every_nth_instruction(CLOCK_EVERY_INSTRUCTIONS),
-        move |_, _| {
-            if started.elapsed() > SCRIPT_TIME_LIMIT {
-                Err(mlua::Error::runtime(format!(
-                    "Script stopped: it ran longer than {} ms",
-                    SCRIPT_TIME_LIMIT.as_millis()
-                )))
-            } else {
-                Ok(mlua::VmState::Continue)
+        move |lua, _| {
+            if started.elapsed() <= SCRIPT_TIME_LIMIT {
+                return Ok(mlua::VmState::Continue);
             }
+            // From now on every instruction fails, as Redis's kill does: a pcall that caught
+            // this error returns into code that fails at once, so the script unwinds.
+            lua.set_hook(
+                mlua::HookTriggers::new().every_nth_instruction(1),
+                |_, _| Err(script_stopped()),
+            )?;
+            Err(script_stopped())
         },
     )
     .map_err(lua_failure)?;

@@ -368,6 +368,32 @@ fn runaway_scripts_are_stopped_and_the_server_goes_on() {
     assert!(text.contains("ran longer than 5000 ms"), "{text}");
     assert!(started.elapsed() < std::time::Duration::from_secs(30));
     assert_eq!(call(&mut c, &["GET", "before"]), b("1"));
+    // Catching the stop with pcall does not keep a loop going, and there are no coroutines to
+    // hide a loop in (the clock does not reach into them).
+    let caught = call(
+        &mut c,
+        &[
+            "EVAL",
+            "while true do pcall(function() while true do end end) end",
+            "0",
+        ],
+    );
+    assert!(caught.is_err(), "{caught:?}");
+    let co = call(
+        &mut c,
+        &[
+            "EVAL",
+            "local co = coroutine.create(function() while true do end end) return 1",
+            "0",
+        ],
+    );
+    let Err(text) = co else {
+        panic!("coroutines answered {co:?}")
+    };
+    assert!(
+        text.contains("nonexistent global variable 'coroutine'"),
+        "{text}"
+    );
     let hungry = call(
         &mut c,
         &[
