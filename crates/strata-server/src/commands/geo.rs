@@ -142,15 +142,17 @@ fn decode(long_range: Range, lat_range: Range, hash: Hash) -> Area {
     let cells = (1u64 << hash.step) as f64;
     let lat_scale = lat_range.max - lat_range.min;
     let long_scale = long_range.max - long_range.min;
-    let at = |cell: u32, min: f64, scale: f64| min + (f64::from(cell) * 1.0 / cells) * scale;
+    // The edge of cell number `cell` (a whole number, exact in a double) along one coordinate.
+    let edge = |cell: f64, min: f64, scale: f64| min + (cell * 1.0 / cells) * scale;
+    let (lat, long) = (f64::from(lat_cell), f64::from(long_cell));
     Area {
         lat: Range {
-            min: at(lat_cell, lat_range.min, lat_scale),
-            max: lat_range.min + ((f64::from(lat_cell) + 1.0) * 1.0 / cells) * lat_scale,
+            min: edge(lat, lat_range.min, lat_scale),
+            max: edge(lat + 1.0, lat_range.min, lat_scale),
         },
         long: Range {
-            min: at(long_cell, long_range.min, long_scale),
-            max: long_range.min + ((f64::from(long_cell) + 1.0) * 1.0 / cells) * long_scale,
+            min: edge(long, long_range.min, long_scale),
+            max: edge(long + 1.0, long_range.min, long_scale),
         },
     }
 }

@@ -71,30 +71,39 @@ fn sha1_hex(body: &[u8]) -> String {
 }
 
 fn eval(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
-    run(ctx, args, args[1].clone(), false)
+    let numkeys = key_count(args)?;
+    let name = remember(ctx, &args[1]);
+    run(ctx, args, numkeys, &name, &args[1], false)
 }
 
 fn eval_ro(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
-    run(ctx, args, args[1].clone(), true)
+    let numkeys = key_count(args)?;
+    let name = remember(ctx, &args[1]);
+    run(ctx, args, numkeys, &name, &args[1], true)
 }
 
 fn evalsha(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
-    let body = cached(ctx, &args[1])?;
-    run(ctx, args, body, false)
+    // Redis checks the key count before it looks the script up.
+    let numkeys = key_count(args)?;
+    let (name, body) = cached(ctx, &args[1])?;
+    run(ctx, args, numkeys, &name, &body, false)
 }
 
 fn evalsha_ro(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
-    let body = cached(ctx, &args[1])?;
-    run(ctx, args, body, true)
+    // Redis checks the key count before it looks the script up.
+    let numkeys = key_count(args)?;
+    let (name, body) = cached(ctx, &args[1])?;
+    run(ctx, args, numkeys, &name, &body, true)
 }
 
-/// The script EVALSHA names, or Redis's NOSCRIPT.
-fn cached(ctx: &Ctx<'_>, sha: &[u8]) -> Result<Bytes> {
+/// The script EVALSHA names (its name in lowercase, and its body), or Redis's NOSCRIPT.
+fn cached(ctx: &Ctx<'_>, sha: &[u8]) -> Result<(String, Bytes)> {
     let name = String::from_utf8_lossy(sha).to_ascii_lowercase();
-    lock(&ctx.shared.scripts)
+    let body = lock(&ctx.shared.scripts)
         .get(&name)
         .cloned()
-        .ok_or_else(|| Error::Coded("NOSCRIPT No matching script. Please use EVAL.".into()))
+        .ok_or_else(|| Error::Coded("NOSCRIPT No matching script. Please use EVAL.".into()))?;
+    Ok((name, body))
 }
 
 /// Keeps `body` for EVALSHA; returns its name.
@@ -249,19 +258,31 @@ fn error_text(raw: &str) -> String {
 
 /// EVAL's and EVALSHA's shared part: the keys and arguments, then the script, in an overlay
 /// committed at the end whatever the script did.
-fn run(ctx: &mut Ctx<'_>, args: &[Bytes], body: Bytes, read_only: bool) -> Result<Reply> {
+/// EVAL's key count argument, with Redis's errors (checked before the script is cached).
+fn key_count(args: &[Bytes]) -> Result<usize> {
     let numkeys = crate::num::parse_i64(&args[2]).ok_or(Error::NotInteger)?;
-    let available = args.len() - 3;
     if numkeys < 0 {
         return Err(Error::command("Number of keys can't be negative"));
     }
     let numkeys = usize::try_from(numkeys).unwrap_or(usize::MAX);
-    if numkeys > available {
+    if numkeys > args.len() - 3 {
         return Err(Error::command(
             "Number of keys can't be greater than number of args",
         ));
     }
-    let name = remember(ctx, &body);
+    Ok(numkeys)
+}
+
+/// Runs script `name` (`body`, already in the cache: EVAL put it there, EVALSHA found it) with
+/// its first `numkeys` arguments as `KEYS`.
+fn run(
+    ctx: &mut Ctx<'_>,
+    args: &[Bytes],
+    numkeys: usize,
+    name: &str,
+    body: &[u8],
+    read_only: bool,
+) -> Result<Reply> {
     let generation = ctx.shared.script_generation.load(Ordering::Acquire);
     VM.with(|cell| {
         // (EVAL is not callable from a script, so the state is never in use here.)
@@ -277,7 +298,7 @@ fn run(ctx: &mut Ctx<'_>, args: &[Bytes], body: Bytes, read_only: bool) -> Resul
         let Some(vm) = slot.as_mut() else {
             return Err(Error::command("internal error: no Lua state"));
         };
-        let function = vm.function(&name, &body)?;
+        let function = vm.function(name, body)?;
         let keys = &args[3..3 + numkeys];
         let argv = &args[3 + numkeys..];
         let overlay = Overlay::new(ctx.store);
@@ -291,7 +312,7 @@ fn run(ctx: &mut Ctx<'_>, args: &[Bytes], body: Bytes, read_only: bool) -> Resul
             // A SELECT inside the script lasts until it ends (as in Redis 7).
             let (in_exec, db) = (sub.session.in_exec, sub.session.db);
             sub.session.in_exec = true;
-            let outcome = call_script(vm, &function, &mut sub, keys, argv, read_only, &name);
+            let outcome = call_script(vm, &function, &mut sub, keys, argv, read_only, name);
             sub.session.in_exec = in_exec;
             sub.session.db = db;
             outcome

@@ -582,11 +582,12 @@ fn memory(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let db = ctx.dbi();
     let now = keyspace::now_ms();
     let record_key = string_key(db, key);
+    // (Decoding shares the value's bytes: its length is still the stored length.)
     let record = match ctx.db().get(&record_key)? {
-        Some(v) if !keyspace::Record::decode(v.clone())?.expired(now) => Some(v),
-        _ => None,
+        Some(v) => Some((v.len(), keyspace::Record::decode(v)?)).filter(|(_, r)| !r.expired(now)),
+        None => None,
     };
-    let Some(record) = record else {
+    let Some((stored_len, r)) = record else {
         if ctx.shared.docs_may_exist() {
             if let Some(doc) = keyspace::read_doc_bytes(ctx.db(), db, key, now)? {
                 let doc_key = keyspace::Space::Docs.key(db, key).map_or(0, |k| k.len());
@@ -595,8 +596,7 @@ fn memory(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         }
         return Ok(Reply::Nil);
     };
-    let own = (record_key.len() + record.len()) as u64;
-    let r = keyspace::Record::decode(record)?;
+    let own = (record_key.len() + stored_len) as u64;
     if r.kind == KeyType::String {
         return Ok(Reply::Int(i64::try_from(own).unwrap_or(i64::MAX)));
     }

@@ -2227,6 +2227,12 @@ fn scripting_edges_match_redis() {
         &["EVALSHA", "6B1BF486C81CEB7EDF3C093F4C48A2A9296FA4F0", "0"],
         &["EVALSHA", "ffffffffffffffffffffffffffffffffffffffff", "0"],
         &[
+            "EVALSHA",
+            "ffffffffffffffffffffffffffffffffffffffff",
+            "5",
+            "k",
+        ],
+        &[
             "SCRIPT",
             "EXISTS",
             "6b1bf486c81ceb7edf3c093f4c48a2a9296fa4f0",
