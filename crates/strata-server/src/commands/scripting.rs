@@ -12,8 +12,8 @@
 //! base, table, string and math libraries (no `io`, `os`, `loadfile`, `dofile`); scripts run in
 //! an environment whose writes are refused and whose libraries are read-only views, as Redis 7
 //! makes them, and whatever a script forces into it (`rawset`) is cleared after it, so scripts
-//! cannot reach the machine or leave state for each other. (`getfenv(0)` still reaches the
-//! state's real globals: a script that goes out of its way can write there.) The `coroutine`
+//! cannot reach the machine or leave state for each other (`getfenv`, `setfenv`, `loadstring`,
+//! `load`, `rawset` and the string metatable are guarded: `install_libraries`). The `coroutine`
 //! library is not offered: the clock that stops a runaway script does not reach into one. `cjson.encode` / `cjson.decode` follow lua-cjson as Redis configures it, `bit` follows
 //! LuaBitOp. Not offered: the `cmsgpack` and `struct` libraries, SCRIPT DEBUG,
 //! FUNCTION/FCALL, and SCRIPT KILL (it answers that none runs): a script that runs longer
@@ -442,12 +442,33 @@ fn install_libraries(lua: &Lua) -> mlua::Result<(Table, Table)> {
     // the globals (a missing name is an error), writes are refused, and the libraries are seen
     // through read-only views, as Redis 7 makes them read-only. What a script still manages to
     // put in its environment (`rawset`) is cleared after it, so no script sees another's state.
+    //
+    // Lua 5.1 has other ways to the real globals and the shared library tables, each closed
+    // here (Redis closes them with a patched Lua whose tables can be made read-only):
+    // - `getfenv` and `setfenv` are not offered (nor are they by Redis 7): `getfenv(0)` and
+    //   `getfenv(f)` of a library function return the real globals, and `setfenv` would change
+    //   what later scripts run with;
+    // - `rawset` on the environment, the globals, a library or a read-only view is refused;
+    // - a function made by `loadstring` or `load` gets the environment instead of the
+    //   globals, and a precompiled (binary) chunk is refused: Lua 5.1 does not check bytecode,
+    //   and a crafted chunk can corrupt memory (Redis refuses them too, CVE-2015-4335);
+    // - `getmetatable('')` returns a read-only view whose `__index` is the string library's
+    //   view, not the library itself.
     lua.load(
         r#"
+        local CALL_ERROR_MARK = ...
         local G = _G
-        local function refuse() error("Attempt to modify a readonly table", 2) end
+        local rawset, rawget, setmetatable, getmetatable = rawset, rawget, setmetatable, getmetatable
+        local setfenv, loadstring, type, error = setfenv, loadstring, type, error
+        local tconcat = table.concat
+        local READONLY = "Attempt to modify a readonly table"
+        local function refuse() error(READONLY, 2) end
+        local protected = { [G] = true }
         local function readonly(t)
-            return setmetatable({}, { __index = t, __newindex = refuse, __metatable = false })
+            local view = setmetatable({}, { __index = t, __newindex = refuse, __metatable = false })
+            protected[t] = true
+            protected[view] = true
+            return view
         end
         for _, name in ipairs({ "redis", "cjson", "bit", "string", "table", "math", "coroutine" }) do
             local lib = rawget(G, name)
@@ -466,12 +487,48 @@ fn install_libraries(lua: &Lua) -> mlua::Result<(Table, Table)> {
             __newindex = refuse,
             __metatable = false,
         })
+        local string_meta = getmetatable("")
+        rawset(string_meta, "__metatable", readonly({ __index = rawget(G, "string") }))
+        protected[string_meta] = true
+        protected[env] = true
+        rawset(G, "rawset", function(t, k, v)
+            -- Redis's C `rawset` fails with a bare error (no position in the message), placed
+            -- at the script's line in the reply's suffix, as `redis.call`'s errors are.
+            if protected[t] then error(CALL_ERROR_MARK .. "ERR " .. READONLY, 2) end
+            return rawset(t, k, v)
+        end)
+        -- Redis 7 offers neither: each would reach the real globals or change what later
+        -- scripts run with.
+        rawset(G, "getfenv", nil)
+        rawset(G, "setfenv", nil)
+        local function load_here(chunk, name)
+            if type(chunk) == "string" and chunk:byte(1) == 27 then
+                return nil, "loading precompiled (binary) chunks is not allowed"
+            end
+            local f, err = loadstring(chunk, name)
+            if f == nil then return nil, err end
+            return setfenv(f, env)
+        end
+        rawset(G, "loadstring", load_here)
+        rawset(G, "load", function(reader, name)
+            if type(reader) ~= "function" then
+                error("bad argument #1 to 'load' (function expected, got " .. type(reader) .. ")", 2)
+            end
+            local parts = {}
+            while true do
+                local piece = reader()
+                if piece == nil or piece == "" then break end
+                if type(piece) ~= "string" then return nil, "reader function must return a string" end
+                parts[#parts + 1] = piece
+            end
+            return load_here(tconcat(parts), name or "=(load)")
+        end)
         rawset(G, "_G", env)
         return env
         "#,
     )
     .set_name("=redis_lib")
-    .eval()
+    .call(CALL_ERROR_MARK)
     .map(|env| (env, redis))
 }
 
@@ -537,6 +594,9 @@ fn call_script(
         from_lua(&value)
     });
     lua.remove_hook();
+    // A script that stopped the collector (`collectgarbage("stop")`) does not leave it
+    // stopped for the next one on this state.
+    lua.gc_restart();
     // What the script put in its environment goes with it.
     let leftovers: Vec<Value> = vm
         .env

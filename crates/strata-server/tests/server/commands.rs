@@ -416,27 +416,66 @@ fn runaway_scripts_are_stopped_and_the_server_goes_on() {
     );
 }
 
-/// What a script forces into its environment (`rawset`, which Redis's patched Lua refuses) is
-/// gone for the next script: scripts share no state.
+/// What a script forces into its environment (`table.insert` writes raw, past the
+/// environment's guard; Redis's patched Lua refuses it) is gone for the next script: scripts
+/// share no state.
 #[test]
 fn scripts_leave_no_state_for_each_other() {
     let server = TestServer::start();
     let mut c = server.client();
     assert_eq!(
-        call(
-            &mut c,
-            &["EVAL", "rawset(_G, 'leak', 'x') return leak", "0"]
-        ),
+        call(&mut c, &["EVAL", "table.insert(_G, 'x') return _G[1]", "0"]),
         b("x")
     );
     for _ in 0..3 {
-        let Err(text) = call(&mut c, &["EVAL", "return leak", "0"]) else {
+        let Err(text) = call(&mut c, &["EVAL", "return _G[1]", "0"]) else {
             panic!("a global from an earlier script was seen")
         };
-        assert!(
-            text.contains("nonexistent global variable 'leak'"),
-            "{text}"
-        );
+        assert!(text.contains("nonexistent global variable '1'"), "{text}");
+    }
+}
+
+/// The ways a Lua 5.1 script can reach the state's real globals or the shared libraries
+/// (`getfenv`, a C function's environment, `loadstring`, `setfenv`, the string metatable) are
+/// refused, so no script can leave state for the next one or break the libraries it uses: each
+/// attempt fails, and later scripts see nothing of it.
+#[test]
+fn scripts_cannot_reach_the_real_globals_or_the_libraries() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    let attacks = [
+        "getfenv(0).leak = 'x'",
+        "getfenv(print).leak = 'x'",
+        "rawset(getfenv(0), 'leak', 'x')",
+        "rawset(getfenv(tostring), 'leak', 'x')",
+        "loadstring(\"leak = 'x'\")()",
+        "setfenv(0, { leak = 'x' })",
+        "setfenv(1, { leak = 'x' })",
+        "getmetatable('').__index.upper = function() return 'broken' end",
+        "rawset(getmetatable('').__index, 'upper', function() return 'broken' end)",
+        "getfenv(0).string = { upper = function() return 'broken' end }",
+        "rawset(getfenv(print), 'tostring', nil)",
+    ];
+    for attack in attacks {
+        let r = call(&mut c, &["EVAL", attack, "0"]);
+        assert!(r.is_err(), "{attack}: answered {r:?}");
+        for _ in 0..3 {
+            let Err(text) = call(&mut c, &["EVAL", "return leak", "0"]) else {
+                panic!("after {attack}: a later script saw the leaked global")
+            };
+            assert!(
+                text.contains("nonexistent global variable 'leak'"),
+                "after {attack}: {text}"
+            );
+            assert_eq!(
+                call(
+                    &mut c,
+                    &["EVAL", "return string.upper('a') .. tostring(1)", "0"]
+                ),
+                b("A1"),
+                "after {attack}"
+            );
+        }
     }
 }
 

@@ -2208,6 +2208,26 @@ fn scripting_edges_match_redis() {
         &["EVAL", "return redis.sha1hex('abc')", "0"],
         &["EVAL", "return tostring(os)", "0"],
         &["EVAL", "return loadstring", "0"],
+        // The sandbox: Redis 7 offers no getfenv/setfenv, refuses writes to the globals and
+        // the libraries (rawset too), and no binary chunks.
+        &["EVAL", "rawset(_G, 'leak', 'x') return leak", "0"],
+        &["EVAL", "return leak", "0"],
+        &["EVAL", "getfenv(0).leak = 'x'", "0"],
+        &["EVAL", "setfenv(1, {})", "0"],
+        &["EVAL", "rawset(string, 'x', 1)", "0"],
+        &["EVAL", "rawset(redis, 'x', 1)", "0"],
+        &["EVAL", "getmetatable('').__index.upper = 1", "0"],
+        &["EVAL", "return string.upper('a')", "0"],
+        &["EVAL", "return type(getmetatable(''))", "0"],
+        &["EVAL", "return loadstring('return 1')()", "0"],
+        &[
+            "EVAL",
+            "return loadstring(string.dump(function() return 1 end))",
+            "0",
+        ],
+        &["EVAL", "return {pcall(loadstring('return nothere'))}", "0"],
+        &["EVAL", "return type(load)", "0"],
+        &["EVAL", "collectgarbage('stop') return 1", "0"],
         &["SET", "k", "v"],
         &["EVAL", "return redis.call('incr','k')", "0"],
         &[

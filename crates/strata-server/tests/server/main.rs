@@ -12,6 +12,7 @@ mod durability;
 mod json;
 mod parser_props;
 mod placement;
+mod power_cut;
 mod process;
 mod protocol;
 mod scale_out;
