@@ -745,14 +745,17 @@ pub fn remove(b: &dyn KvBackend, db: DbIndex, key: &[u8], now: u64, docs: bool) 
     let Some(doc) = Space::Docs.key(db, key) else {
         return Ok(removed);
     };
+    // The caller holds the document's lock (`Shared::doc_locks`): what is read here stays
+    // true until the batch, which removes the document and its expiry record together (two
+    // writes could leave the record behind, for a later document of the name to inherit).
     let expiry = doc_expiry(b, db, key)?;
-    let mut existed = false;
-    b.update(&doc, &mut |old| {
-        existed = old.is_some();
-        Ok(if existed { Write::Delete } else { Write::Keep })
-    })?;
-    if expiry.is_some() {
-        b.delete(&doc_ttl_key(db, key))?;
+    let existed = b.get(&doc)?.is_some();
+    if existed || expiry.is_some() {
+        let mut ops = vec![BatchOp::Delete(doc)];
+        if expiry.is_some() {
+            ops.push(BatchOp::Delete(doc_ttl_key(db, key)));
+        }
+        b.write(ops)?;
     }
     if existed && expiry.is_none_or(|at| at > now) {
         removed = true;

@@ -366,15 +366,33 @@ impl Shared {
         std::array::from_fn(|i| self.db_map[i].load(Ordering::Relaxed))
     }
 
-    /// Swaps two logical databases (SWAPDB): persisted first, then visible. The caller holds
-    /// the exec lock exclusively.
-    pub fn swap_databases(&self, a: DbIndex, b: DbIndex) -> Result<()> {
+    /// Swaps two logical databases (SWAPDB): written to `store` first, then visible. The
+    /// caller holds the exec lock exclusively. Inside a transaction or a script `store` is its
+    /// overlay, so the swap is part of its one batch; if that batch then fails, the caller puts
+    /// the map back ([`Shared::restore_db_map`]).
+    pub fn swap_databases(
+        &self,
+        a: DbIndex,
+        b: DbIndex,
+        store: &dyn crate::backend::KvBackend,
+    ) -> Result<()> {
         let mut map = self.db_map();
         map.swap(usize::from(a), usize::from(b));
-        crate::keyspace::write_db_map(self.backend.as_ref(), &map)?;
-        self.db_map[usize::from(a)].store(map[usize::from(a)], Ordering::Relaxed);
-        self.db_map[usize::from(b)].store(map[usize::from(b)], Ordering::Relaxed);
+        crate::keyspace::write_db_map(store, &map)?;
+        self.set_db_map(&map);
         Ok(())
+    }
+
+    /// Puts back the database map a transaction or script started with, after its batch
+    /// failed (the store still holds that map).
+    pub fn restore_db_map(&self, map: &crate::keyspace::DbMap) {
+        self.set_db_map(map);
+    }
+
+    fn set_db_map(&self, map: &crate::keyspace::DbMap) {
+        for (slot, physical) in self.db_map.iter().zip(map) {
+            slot.store(*physical, Ordering::Relaxed);
+        }
     }
 
     pub fn note_writes(&self, n: u64) {

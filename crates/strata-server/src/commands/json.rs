@@ -16,7 +16,7 @@ use strata_doc::{
 };
 
 use super::{is, Ctx, Spec, READ, READ_FAST, WRITE};
-use crate::backend::Write;
+use crate::backend::{BatchOp, Write};
 use crate::error::{Error, Result};
 use crate::keyspace::{doc_expiry, doc_ttl_key, now_ms, read_doc_bytes, read_record, Space};
 use crate::resp::Reply;
@@ -140,12 +140,17 @@ fn modify_doc<T>(
         .key(db, key)
         .ok_or_else(|| Error::command("JSON keys must be valid UTF-8"))?;
     // A document past its expiry time is gone: removed first, so that what is written now
-    // starts without it (and without its expiry time).
-    if doc_expiry(ctx.db(), db, key)?.is_some_and(|at| at <= now) {
-        ctx.db().write(vec![
-            crate::backend::BatchOp::Delete(engine_key.clone()),
-            crate::backend::BatchOp::Delete(doc_ttl_key(db, key)),
-        ])?;
+    // starts without it (and without its expiry time). An expiry record without a document
+    // (left by a crash of a build that removed the two in separate writes) goes too.
+    match doc_expiry(ctx.db(), db, key)? {
+        Some(at) if at <= now => ctx.db().write(vec![
+            BatchOp::Delete(engine_key.clone()),
+            BatchOp::Delete(doc_ttl_key(db, key)),
+        ])?,
+        Some(_) if ctx.db().get(&engine_key)?.is_none() => {
+            ctx.db().delete(&doc_ttl_key(db, key))?;
+        }
+        _ => {}
     }
     let names = &ctx.shared.names;
     // From now on string commands look for documents (before the write, so a SET racing this
@@ -163,13 +168,16 @@ fn modify_doc<T>(
             let old = old.map(|b| decode_stored_in(b, &table)).transpose()?;
             let (decision, result) = f(old)?;
             out = Some(result);
+            // A delete is written below, in one batch with the expiry record.
             let write = match decision {
                 DocWrite::Keep => Write::Keep,
                 DocWrite::Put(doc) => Write::Put(encode_stored(&doc, names)?),
-                DocWrite::Delete => Write::Delete,
+                DocWrite::Delete => {
+                    deleted = true;
+                    Write::Keep
+                }
             };
             wrote = write != Write::Keep;
-            deleted = write == Write::Delete;
             Ok(write)
         });
         match result {
@@ -184,11 +192,18 @@ fn modify_doc<T>(
             }
         }
     }
+    if deleted {
+        // The document lock is held: the document read above is still the stored one. It and
+        // its expiry record go in one batch (two writes could leave the record behind).
+        let mut ops = vec![BatchOp::Delete(engine_key)];
+        if doc_expiry(ctx.db(), db, key)?.is_some() {
+            ops.push(BatchOp::Delete(doc_ttl_key(db, key)));
+        }
+        ctx.db().write(ops)?;
+        wrote = true;
+    }
     if wrote {
         ctx.shared.note_writes(1);
-        if deleted && doc_expiry(ctx.db(), db, key)?.is_some() {
-            ctx.db().delete(&doc_ttl_key(db, key))?;
-        }
     }
     out.ok_or_else(|| Error::command("internal error: update callback did not run"))
 }
@@ -618,6 +633,38 @@ fn json_arrappend(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 mod tests {
     use super::super::testing::*;
     use crate::resp::Reply;
+
+    /// A document's expiry record left without its document (a crash between the two deletes
+    /// of DEL or JSON.DEL in earlier builds) is not inherited by a new document of that name:
+    /// it would have expired, and active expiry deleted, a document nobody gave an expiry.
+    #[test]
+    fn a_new_document_does_not_inherit_an_orphaned_expiry_time() {
+        let mut h = Harness::new();
+        assert_eq!(h.run(&["JSON.SET", "other", "$", "1"]), Reply::ok());
+        let at = crate::keyspace::now_ms() + 100_000_000;
+        h.shared
+            .backend
+            .put(&crate::keyspace::doc_ttl_key(0, b"doc"), &at.to_le_bytes())
+            .unwrap();
+        assert_eq!(h.run(&["JSON.SET", "doc", "$", "1"]), Reply::ok());
+        assert_eq!(h.run(&["TTL", "doc"]), Reply::Int(-1));
+        // DEL and JSON.DEL remove a document with its expiry record: a new one starts clean.
+        for del in [&["DEL", "doc"][..], &["JSON.DEL", "doc", "$"][..]] {
+            assert_eq!(h.run(&["JSON.SET", "doc", "$", "1"]), Reply::ok());
+            assert_eq!(h.run(&["EXPIRE", "doc", "1000"]), Reply::Int(1));
+            assert_eq!(h.run(del), Reply::Int(1));
+            assert_eq!(
+                h.shared
+                    .backend
+                    .get(&crate::keyspace::doc_ttl_key(0, b"doc"))
+                    .unwrap(),
+                None,
+                "{del:?}"
+            );
+            assert_eq!(h.run(&["JSON.SET", "doc", "$", "1"]), Reply::ok());
+            assert_eq!(h.run(&["TTL", "doc"]), Reply::Int(-1), "{del:?}");
+        }
+    }
 
     #[test]
     fn set_get_and_paths() {

@@ -482,8 +482,9 @@ fn swapdb(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     if a != b {
         // The dispatcher holds the exec lock exclusively. Clients see the swap at once, as in
         // Redis, and every WATCH is invalidated (Redis invalidates those on keys of the two
-        // databases).
-        ctx.shared.swap_databases(a, b)?;
+        // databases). Inside EXEC or a script the map goes to the store with the rest of its
+        // batch (`ctx.db()` is the overlay).
+        ctx.shared.swap_databases(a, b, ctx.db())?;
         ctx.shared.note_list_push();
         ctx.shared.watches.touch_all();
         ctx.shared.note_writes(1);

@@ -332,7 +332,7 @@ fn dispatch_checked(
     // holds its shared side from its slot check to its end, a blocking one until it has read
     // the wake-up counter) sees the map before or after, never a change in its middle.
     let exclusive = EXCLUSIVE.contains(&spec.name)
-        || (matches!(spec.name, "del" | "unlink") && args.len() > 2)
+        || (matches!(spec.name, "del" | "delete" | "unlink") && args.len() > 2)
         || (matches!(spec.name, "georadius" | "georadiusbymember")
             && args.iter().any(|a| is(a, "STORE") || is(a, "STOREDIST")))
         || (spec.name == "clusterx"
@@ -393,6 +393,10 @@ const EXCLUSIVE: &[&str] = &[
     "swapdb",
     "restore",
     "smove",
+    "lmove",
+    "rpoplpush",
+    "blmove",
+    "brpoplpush",
     "sunionstore",
     "sinterstore",
     "sdiffstore",
@@ -449,7 +453,15 @@ pub(crate) mod testing {
         }
 
         pub fn with_config(config: ServerConfig) -> Self {
-            let shared = Shared::new(Arc::new(MemoryBackend::new()), config).unwrap();
+            Self::with_backend(Arc::new(MemoryBackend::new()), config)
+        }
+
+        /// A server over `backend` (a wrapper that injects failures, say).
+        pub fn with_backend(
+            backend: Arc<dyn crate::backend::KvBackend + Send + Sync>,
+            config: ServerConfig,
+        ) -> Self {
+            let shared = Shared::new(backend, config).unwrap();
             let session = Session::new(shared.next_client_id(), &shared);
             Harness { shared, session }
         }

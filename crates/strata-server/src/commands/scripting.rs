@@ -301,6 +301,8 @@ fn run(
         let function = vm.function(name, body)?;
         let keys = &args[3..3 + numkeys];
         let argv = &args[3 + numkeys..];
+        // A SWAPDB in the script changes the map at once; if the batch fails, it goes back.
+        let map_before = ctx.shared.db_map();
         let overlay = Overlay::new(ctx.store);
         let outcome = {
             let mut sub = Ctx {
@@ -321,7 +323,10 @@ fn run(
         if matches!(&outcome, Err(e) if e.to_string().contains("not enough memory")) {
             *slot = None;
         }
-        overlay.commit()?;
+        if let Err(e) = overlay.commit() {
+            ctx.shared.restore_db_map(&map_before);
+            return Err(e);
+        }
         ctx.shared.note_list_push();
         outcome
     })

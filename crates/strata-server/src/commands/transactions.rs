@@ -123,6 +123,8 @@ fn exec(ctx: &mut Ctx<'_>, _: &[Bytes]) -> Result<Reply> {
         }
     }
     drop(watch);
+    // A SWAPDB among the commands changes the map at once; if the batch fails, it goes back.
+    let map_before = ctx.shared.db_map();
     let overlay = Overlay::new(ctx.store);
     let mut replies = Vec::with_capacity(multi.queued.len());
     {
@@ -141,7 +143,10 @@ fn exec(ctx: &mut Ctx<'_>, _: &[Bytes]) -> Result<Reply> {
         }
         sub.session.in_exec = false;
     }
-    overlay.commit()?;
+    if let Err(e) = overlay.commit() {
+        ctx.shared.restore_db_map(&map_before);
+        return Err(e);
+    }
     // A queued push reached the store only now: wake blocked lists' readers after it.
     ctx.shared.note_list_push();
     Ok(Reply::Array(replies))
@@ -149,8 +154,124 @@ fn exec(ctx: &mut Ctx<'_>, _: &[Bytes]) -> Result<Reply> {
 
 #[cfg(test)]
 mod tests {
+    use std::ops::Bound;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
     use super::super::testing::*;
+    use crate::backend::{BatchOp, GroupFn, KvBackend, MemoryBackend, UpdateFn, VisitFn};
+    use crate::config::ServerConfig;
+    use crate::error::{Error, Result};
     use crate::resp::Reply;
+
+    /// A memory backend whose writes of keys ending in `poison` fail while `failing` is set
+    /// (a full disk, say), the rest of their batch with them.
+    struct PoisonedWrites {
+        inner: MemoryBackend,
+        failing: AtomicBool,
+    }
+
+    impl PoisonedWrites {
+        fn check<'k>(&self, mut keys: impl Iterator<Item = &'k [u8]>) -> Result<()> {
+            if self.failing.load(Ordering::Relaxed) && keys.any(|k| k.ends_with(b"poison")) {
+                return Err(Error::command("injected write failure"));
+            }
+            Ok(())
+        }
+    }
+
+    impl KvBackend for PoisonedWrites {
+        fn get(&self, key: &[u8]) -> Result<Option<bytes::Bytes>> {
+            self.inner.get(key)
+        }
+        fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+            self.check(std::iter::once(key))?;
+            self.inner.put(key, value)
+        }
+        fn delete(&self, key: &[u8]) -> Result<()> {
+            self.check(std::iter::once(key))?;
+            self.inner.delete(key)
+        }
+        fn write(&self, ops: Vec<BatchOp>) -> Result<()> {
+            self.check(ops.iter().map(|op| match op {
+                BatchOp::Put(k, _) | BatchOp::Delete(k) => &k[..],
+            }))?;
+            self.inner.write(ops)
+        }
+        fn update(&self, key: &[u8], f: &mut UpdateFn<'_>) -> Result<()> {
+            self.check(std::iter::once(key))?;
+            self.inner.update(key, f)
+        }
+        fn update_group(&self, route: &[u8], f: &mut GroupFn<'_>) -> Result<()> {
+            self.check(std::iter::once(route))?;
+            self.inner.update_group(route, f)
+        }
+        fn scan(
+            &self,
+            start: Bound<Vec<u8>>,
+            end: Bound<Vec<u8>>,
+            visit: &mut VisitFn<'_>,
+        ) -> Result<()> {
+            self.inner.scan(start, end, visit)
+        }
+        fn flush(&self) -> Result<()> {
+            self.inner.flush()
+        }
+        fn sync(&self) -> Result<()> {
+            self.inner.sync()
+        }
+        fn writes_would_wait(&self) -> bool {
+            false
+        }
+        fn stats_lines(&self) -> Vec<(String, String)> {
+            Vec::new()
+        }
+    }
+
+    /// SWAPDB inside a transaction or a script is part of its one batch: when the batch cannot
+    /// be written, the databases stay where they were, in the store and for every client (the
+    /// swap used to be written straight to the store and kept).
+    #[test]
+    fn a_swap_in_a_transaction_that_fails_to_commit_is_undone() {
+        let backend = Arc::new(PoisonedWrites {
+            inner: MemoryBackend::new(),
+            failing: AtomicBool::new(false),
+        });
+        let mut h = Harness::with_backend(backend.clone(), ServerConfig::default());
+        assert_eq!(h.run(&["SET", "zero", "in 0"]), Reply::ok());
+        backend.failing.store(true, Ordering::Relaxed);
+        assert_eq!(h.run(&["MULTI"]), Reply::ok());
+        assert_eq!(h.run(&["SWAPDB", "0", "1"]), Reply::simple("QUEUED"));
+        assert_eq!(h.run(&["SET", "poison", "x"]), Reply::simple("QUEUED"));
+        assert!(h.run(&["EXEC"]).is_error());
+        let unchanged = |h: &mut Harness, after: &str| {
+            assert_eq!(h.run(&["GET", "zero"]), bulk("in 0"), "{after}");
+            assert_eq!(h.run(&["GET", "poison"]), Reply::Nil, "{after}");
+            // What the store says, as a restarted server would read it.
+            assert_eq!(
+                crate::keyspace::read_db_map(backend.as_ref()).unwrap(),
+                crate::keyspace::identity_db_map(),
+                "{after}"
+            );
+        };
+        unchanged(&mut h, "a failed EXEC");
+        let script = "redis.call('swapdb', '0', '1') redis.call('set', 'poison', 'x')";
+        assert!(h.run(&["EVAL", script, "0"]).is_error());
+        unchanged(&mut h, "a failed script");
+        backend.failing.store(false, Ordering::Relaxed);
+        // A transaction that commits keeps its swap.
+        assert_eq!(h.run(&["MULTI"]), Reply::ok());
+        assert_eq!(h.run(&["SWAPDB", "0", "1"]), Reply::simple("QUEUED"));
+        assert_eq!(h.run(&["SET", "one", "in 1"]), Reply::simple("QUEUED"));
+        assert!(!h.run(&["EXEC"]).is_error());
+        assert_eq!(h.run(&["GET", "zero"]), Reply::Nil);
+        assert_eq!(h.run(&["SELECT", "1"]), Reply::ok());
+        assert_eq!(h.run(&["GET", "zero"]), bulk("in 0"));
+        assert_ne!(
+            crate::keyspace::read_db_map(backend.as_ref()).unwrap(),
+            crate::keyspace::identity_db_map()
+        );
+    }
 
     #[test]
     fn queued_commands_run_at_exec_and_errors_follow_redis() {

@@ -190,3 +190,102 @@ fn pipelined_scripts_from_many_clients_are_each_atomic() {
     let want: Vec<i64> = (1..=(CLIENTS * SCRIPTS) as i64).collect();
     assert_eq!(all, want, "a script's increment was lost or seen twice");
 }
+
+/// Clients moving elements between two lists (RPOPLPUSH, LMOVE) while others push to the
+/// destination and pop from the source: every element ends up exactly once somewhere, and
+/// every move and pop got a distinct element. Each move reads both lists and writes one batch;
+/// without the exec lock held exclusively, two moves popped the same element, or a move's
+/// batch overwrote a concurrent push.
+#[test]
+fn concurrent_list_moves_lose_and_duplicate_no_element() {
+    const SEEDED: usize = 3_000;
+    const MOVERS: usize = 4;
+    const MOVES_EACH: usize = 500;
+    const PUSHES: usize = 1_000;
+    let server = TestServer::start_with(strata_server::ServerConfig {
+        io_threads: Some(4),
+        ..strata_server::ServerConfig::default()
+    });
+    let mut c = server.client();
+    for chunk in (0..SEEDED).collect::<Vec<_>>().chunks(500) {
+        let items: Vec<String> = chunk.iter().map(|i| format!("seed{i}")).collect();
+        let _: i64 = c.rpush("src", items).unwrap();
+    }
+    let url = server.url();
+    let mut workers = Vec::new();
+    for m in 0..MOVERS {
+        let url = url.clone();
+        workers.push(std::thread::spawn(move || {
+            let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+            let mut got = Vec::new();
+            for i in 0..MOVES_EACH {
+                let moved: Option<String> = if (i + m) % 2 == 0 {
+                    redis::cmd("RPOPLPUSH").arg("src").arg("dst").query(&mut c)
+                } else {
+                    redis::cmd("LMOVE")
+                        .arg("src")
+                        .arg("dst")
+                        .arg("LEFT")
+                        .arg("RIGHT")
+                        .query(&mut c)
+                }
+                .unwrap();
+                got.extend(moved);
+            }
+            got
+        }));
+    }
+    let pusher = {
+        let url = url.clone();
+        std::thread::spawn(move || {
+            let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+            for i in 0..PUSHES {
+                let _: i64 = c.lpush("dst", format!("pushed{i}")).unwrap();
+            }
+        })
+    };
+    let popper = {
+        let url = url.clone();
+        std::thread::spawn(move || {
+            let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+            let mut got = Vec::new();
+            for _ in 0..PUSHES {
+                let v: Option<String> = c.lpop("src", None).unwrap();
+                got.extend(v);
+            }
+            got
+        })
+    };
+    let mut moved = Vec::new();
+    for w in workers {
+        moved.extend(w.join().unwrap());
+    }
+    pusher.join().unwrap();
+    let popped = popper.join().unwrap();
+
+    let src: Vec<String> = c.lrange("src", 0, -1).unwrap();
+    let dst: Vec<String> = c.lrange("dst", 0, -1).unwrap();
+    let mut everywhere: Vec<&String> = src.iter().chain(&dst).chain(&popped).collect();
+    everywhere.sort();
+    let total = everywhere.len();
+    everywhere.dedup();
+    assert_eq!(total, everywhere.len(), "an element is in two places");
+    let mut expected: Vec<String> = (0..SEEDED)
+        .map(|i| format!("seed{i}"))
+        .chain((0..PUSHES).map(|i| format!("pushed{i}")))
+        .collect();
+    expected.sort();
+    let everywhere: Vec<String> = everywhere.into_iter().cloned().collect();
+    assert_eq!(everywhere, expected, "elements lost or invented");
+    let mut moved_sorted = moved.clone();
+    moved_sorted.sort();
+    moved_sorted.dedup();
+    assert_eq!(moved_sorted.len(), moved.len(), "one element moved twice");
+    let len_src: usize = c.llen("src").unwrap();
+    let len_dst: usize = c.llen("dst").unwrap();
+    assert_eq!(
+        (len_src, len_dst),
+        (src.len(), dst.len()),
+        "counts disagree"
+    );
+}
