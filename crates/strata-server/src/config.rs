@@ -146,6 +146,11 @@ pub struct ServerConfig {
     pub io_threads: Option<usize>,
     /// Cluster node mode (`cluster.rs`): only database 0, keys routed by hash slot.
     pub cluster: bool,
+    /// Commands that run at least this many microseconds go to the slow log (negative: none,
+    /// 0: every command); Redis's `slowlog-log-slower-than`.
+    pub slowlog_log_slower_than_us: i64,
+    /// Most entries the slow log keeps (`slowlog-max-len`).
+    pub slowlog_max_len: usize,
 }
 
 impl Default for ServerConfig {
@@ -158,6 +163,8 @@ impl Default for ServerConfig {
             maxclients: 10_000,
             proto_max_bulk_len_bytes: BULK_BYTES_MAX_DEFAULT,
             timeout_secs: 0,
+            slowlog_log_slower_than_us: 10_000,
+            slowlog_max_len: 128,
             background_nice: BACKGROUND_NICE_DEFAULT,
             dir: None,
             databases: DATABASES_DEFAULT,
@@ -305,6 +312,23 @@ impl ServerConfig {
                     .ok_or_else(|| format!("proto-max-bulk-len: '{value}' is not a size"))?
             }
             "timeout" => self.timeout_secs = number(value)?,
+            // Redis's own reasons, as CONFIG SET reports them.
+            "slowlog-log-slower-than" | "slowlog-max-len" => {
+                let n = value
+                    .parse::<i64>()
+                    .map_err(|_| "argument couldn't be parsed into an integer".to_string())?;
+                if key.eq_ignore_ascii_case("slowlog-max-len") {
+                    self.slowlog_max_len = usize::try_from(n).map_err(|_| {
+                        "argument must be between 0 and 9223372036854775807 inclusive".to_string()
+                    })?;
+                } else if n < -1 {
+                    return Err(
+                        "argument must be between -1 and 9223372036854775807 inclusive".into(),
+                    );
+                } else {
+                    self.slowlog_log_slower_than_us = n;
+                }
+            }
             "background-nice" => {
                 self.background_nice = i32::try_from(number(value)?)
                     .map_err(|_| format!("background-nice: {value} is out of range"))?

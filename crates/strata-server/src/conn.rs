@@ -191,7 +191,10 @@ pub(crate) async fn serve(
         tracing::debug!(%peer, "set_nodelay failed: {e}");
     }
     let mut batch = Batch {
-        session: Session::new(id, &shared),
+        session: Session {
+            peer: Bytes::from(peer.to_string()),
+            ..Session::new(id, &shared)
+        },
         queue: VecDeque::new(),
         output: BytesMut::new(),
     };
@@ -544,9 +547,20 @@ impl Batch {
             }
             if run >= 2 {
                 let commands: Vec<Vec<Bytes>> = self.queue.drain(..run).collect();
+                let started = Instant::now();
                 let ctx = Ctx::new(shared, &mut self.session, Locking::Held);
                 let reply = set_run(&ctx, &commands);
                 drop(guard);
+                // The slow log sees each SET of a merged run as taking the run's time.
+                let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+                for args in &commands {
+                    shared.watchers.note_duration(
+                        micros,
+                        args,
+                        &self.session.peer,
+                        self.session.name.as_ref(),
+                    );
+                }
                 for _ in 0..run {
                     reply.encode(self.session.protocol, &mut self.output);
                 }
@@ -653,7 +667,9 @@ impl Batch {
     /// How many commands at the head of the queue are plain `SET key value` that may run as one
     /// engine write (bounded in count and bytes so one write stays small).
     fn plain_set_run(&self, shared: &Shared) -> usize {
-        if !self.session.plain_sets_run_now() || self.session.asking {
+        // MONITOR shows every command on its own, as it runs: no merging while anyone watches.
+        if !self.session.plain_sets_run_now() || self.session.asking || shared.watchers.monitored()
+        {
             return 0;
         }
         // Cluster mode: only keys whose slot this node serves without any redirection.
@@ -681,20 +697,32 @@ fn is_pop(args: &[Bytes]) -> bool {
         .is_some_and(|c| c.eq_ignore_ascii_case(b"spop") || c.eq_ignore_ascii_case(b"zpopmin"))
 }
 
-/// A published message as the push a subscriber receives.
+/// A published message as the push a subscriber receives; a MONITOR line as the status reply
+/// Redis sends (in both protocols).
 fn message_reply(m: crate::pubsub::Message) -> Reply {
-    match m.pattern {
-        None => Reply::Push(vec![
+    match m {
+        crate::pubsub::Message::Published {
+            pattern: None,
+            channel,
+            payload,
+        } => Reply::Push(vec![
             Reply::bulk("message"),
-            Reply::Bulk(m.channel),
-            Reply::Bulk(m.payload),
+            Reply::Bulk(channel),
+            Reply::Bulk(payload),
         ]),
-        Some(p) => Reply::Push(vec![
+        crate::pubsub::Message::Published {
+            pattern: Some(p),
+            channel,
+            payload,
+        } => Reply::Push(vec![
             Reply::bulk("pmessage"),
             Reply::Bulk(p),
-            Reply::Bulk(m.channel),
-            Reply::Bulk(m.payload),
+            Reply::Bulk(channel),
+            Reply::Bulk(payload),
         ]),
+        crate::pubsub::Message::Monitor(line) => Reply::Simple(std::borrow::Cow::Owned(
+            String::from_utf8_lossy(&line).into_owned(),
+        )),
     }
 }
 

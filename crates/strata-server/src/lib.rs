@@ -35,6 +35,7 @@ mod server;
 mod state;
 mod text;
 mod txn;
+mod watchers;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -18,18 +18,29 @@ use crate::state::lock;
 /// Most bytes of messages waiting for one subscriber (Redis's pubsub hard limit, 32 MB).
 pub(crate) const QUEUE_BYTES_MAX: usize = 32 << 20;
 
-/// A published message on its way to one subscriber.
+/// What a connection's mailbox carries: a published message on its way to one subscriber, or
+/// a MONITOR line (`watchers.rs`).
 #[derive(Debug, Clone)]
-pub(crate) struct Message {
-    /// The pattern that matched (PSUBSCRIBE), if delivered through one.
-    pub pattern: Option<Bytes>,
-    pub channel: Bytes,
-    pub payload: Bytes,
+pub(crate) enum Message {
+    Published {
+        /// The pattern that matched (PSUBSCRIBE), if delivered through one.
+        pattern: Option<Bytes>,
+        channel: Bytes,
+        payload: Bytes,
+    },
+    Monitor(Bytes),
 }
 
 impl Message {
     pub fn bytes(&self) -> usize {
-        self.channel.len() + self.payload.len() + self.pattern.as_ref().map_or(0, Bytes::len)
+        match self {
+            Message::Published {
+                pattern,
+                channel,
+                payload,
+            } => channel.len() + payload.len() + pattern.as_ref().map_or(0, Bytes::len),
+            Message::Monitor(line) => line.len(),
+        }
     }
 }
 
@@ -60,7 +71,7 @@ impl Mailbox {
     }
 
     /// Queues `m`; false when it was not delivered (the connection is gone or over its bound).
-    fn deliver(&self, m: Message) -> bool {
+    pub fn deliver(&self, m: Message) -> bool {
         let n = m.bytes();
         if self.queued_bytes.fetch_add(n, Ordering::AcqRel) + n > QUEUE_BYTES_MAX {
             self.queued_bytes.fetch_sub(n, Ordering::AcqRel);
@@ -89,7 +100,7 @@ impl PubSub {
         let mut n = 0;
         if let Some(subs) = lock(&self.channels).get(channel) {
             for s in subs {
-                let m = Message {
+                let m = Message::Published {
                     pattern: None,
                     channel: channel.clone(),
                     payload: payload.clone(),
@@ -99,7 +110,7 @@ impl PubSub {
         }
         for (pattern, s) in lock(&self.patterns).iter() {
             if glob::matches(pattern, channel, false) {
-                let m = Message {
+                let m = Message::Published {
                     pattern: Some(pattern.clone()),
                     channel: channel.clone(),
                     payload: payload.clone(),
@@ -153,6 +164,11 @@ impl Subscriptions {
             channels: Vec::new(),
             patterns: Vec::new(),
         }
+    }
+
+    /// This connection's mailbox (MONITOR delivers through it too).
+    pub fn mailbox(&self) -> Mailbox {
+        self.mailbox.clone()
     }
 
     /// Subscriptions of every kind (what SUBSCRIBE and UNSUBSCRIBE replies count).
@@ -249,9 +265,14 @@ mod tests {
         assert!(s2.psubscribe(&Bytes::from_static(b"n*")));
         let n = registry.publish(&Bytes::from_static(b"news"), &Bytes::from_static(b"hi"));
         assert_eq!(n, 2);
-        assert_eq!(&rx1.try_recv().unwrap().payload[..], b"hi");
-        let m = rx2.try_recv().unwrap();
-        assert_eq!(m.pattern.as_deref(), Some(&b"n*"[..]));
+        let Message::Published { payload, .. } = rx1.try_recv().unwrap() else {
+            panic!("not a published message")
+        };
+        assert_eq!(&payload[..], b"hi");
+        let Message::Published { pattern, .. } = rx2.try_recv().unwrap() else {
+            panic!("not a published message")
+        };
+        assert_eq!(pattern.as_deref(), Some(&b"n*"[..]));
         assert_eq!(registry.numsub(b"news"), 1);
         assert_eq!(registry.numpat(), 1);
         drop(s2);

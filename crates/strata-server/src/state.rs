@@ -223,6 +223,8 @@ pub(crate) struct Shared {
     pub list_waiters: Arc<ListWaiters>,
     /// The cluster state in cluster node mode (`cluster.rs`); `None` for a standalone server.
     pub cluster: Option<crate::cluster::ClusterNode>,
+    /// The slow log and the MONITOR clients.
+    pub watchers: crate::watchers::Watchers,
 }
 
 impl Shared {
@@ -252,7 +254,12 @@ impl Shared {
         } else {
             None
         };
+        let watchers = crate::watchers::Watchers::new(
+            config.slowlog_log_slower_than_us,
+            config.slowlog_max_len,
+        );
         Ok(Shared {
+            watchers,
             cluster,
             names,
             docs_may_exist,
@@ -451,6 +458,11 @@ pub(crate) struct Session {
     /// What the held run's last command, a pop, read beyond what it took; dropped by any other
     /// command and when the run ends.
     pub pop_window: Option<PopWindow>,
+    /// The client's address (`ip:port`), as the slow log and MONITOR show it.
+    pub peer: Bytes,
+    /// A script is running this session's commands (MONITOR shows them as `lua`; the slow log
+    /// records the script, not its commands).
+    pub in_script: bool,
 }
 
 /// Connections blocked on lists, queued per list in the order they blocked. Redis serves the
@@ -607,6 +619,8 @@ impl Session {
             in_exec: false,
             in_held_run: false,
             pop_window: None,
+            peer: Bytes::new(),
+            in_script: false,
         }
     }
 }

@@ -58,6 +58,7 @@ fn reset(ctx: &mut Ctx<'_>, _: &[Bytes]) -> Result<Reply> {
     s.multi = None;
     s.watch = None;
     s.subs.clear();
+    ctx.shared.watchers.remove_monitor(s.id);
     s.db = 0;
     s.protocol = crate::resp::Protocol::Resp2;
     s.authenticated = ctx.shared.config().requirepass.is_none();

@@ -360,7 +360,56 @@ fn dispatch_checked(
     if routed {
         cluster::route(ctx, spec, args, asking)?;
     }
-    (spec.handler)(ctx, args)
+    run_watched(ctx, spec, args)
+}
+
+/// Runs the handler, timed for the slow log and shown to MONITOR clients (`watchers.rs`), as
+/// Redis does in `call()`: commands refused before they run (arity, auth, queued by MULTI) are
+/// neither; admin commands are not shown to monitors; scripts are shown before they run (their
+/// commands follow as `lua`); a script's commands are logged as its Lua client's; EXEC is not
+/// logged (its commands are).
+fn run_watched(ctx: &mut Ctx<'_>, spec: &'static Spec, args: &[Bytes]) -> Result<Reply> {
+    let watchers = &ctx.shared.watchers;
+    let in_script = ctx.session.in_script;
+    let source: &[u8] = if in_script { b"lua" } else { &ctx.session.peer };
+    let shown_before = spec.flags.contains(&"skip_monitor");
+    if shown_before && watchers.monitored() {
+        watchers.feed(ctx.session.db, source, args);
+    }
+    let started = watchers.timing().then(std::time::Instant::now);
+    let result = (spec.handler)(ctx, args);
+    if result.as_ref().is_err_and(Error::is_would_block) || ctx.session.blocked.is_some() {
+        // It runs again (on the blocking pool, or once a list may have grown).
+        return result;
+    }
+    if matches!(&result, Err(Error::UnknownSubcommand { .. }))
+        || matches!(&result, Err(Error::WrongArity(name)) if name.contains('|'))
+    {
+        // Redis refuses an unknown subcommand, or one with the wrong number of arguments,
+        // before the command runs: neither logged nor shown.
+        return result;
+    }
+    let watchers = &ctx.shared.watchers;
+    if let Some(started) = started {
+        if !spec.flags.contains(&"skip_slowlog") {
+            let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+            if in_script {
+                // Redis logs a script's commands as its Lua client's: no address, no name.
+                const LUA_CLIENT: Bytes = Bytes::from_static(b"?:0");
+                watchers.note_duration(micros, args, &LUA_CLIENT, None);
+            } else {
+                watchers.note_duration(micros, args, &ctx.session.peer, ctx.session.name.as_ref());
+            }
+        }
+    }
+    if !shown_before
+        && watchers.monitored()
+        && !crate::watchers::hidden_from_monitors(spec.flags, args)
+    {
+        let source: &[u8] = if in_script { b"lua" } else { &ctx.session.peer };
+        watchers.feed(ctx.session.db, source, args);
+    }
+    result
 }
 
 /// A held side of the exec lock.

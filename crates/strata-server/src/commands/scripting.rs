@@ -312,10 +312,13 @@ fn run(
                 locking: Locking::Held,
             };
             // A SELECT inside the script lasts until it ends (as in Redis 7).
-            let (in_exec, db) = (sub.session.in_exec, sub.session.db);
+            let (in_exec, in_script, db) =
+                (sub.session.in_exec, sub.session.in_script, sub.session.db);
             sub.session.in_exec = true;
+            sub.session.in_script = true;
             let outcome = call_script(vm, &function, &mut sub, keys, argv, read_only, name);
             sub.session.in_exec = in_exec;
+            sub.session.in_script = in_script;
             sub.session.db = db;
             outcome
         };

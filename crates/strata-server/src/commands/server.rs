@@ -29,6 +29,8 @@ pub(crate) static SPECS: &[Spec] = &[
     Spec { name: "shutdown", arity: -1, flags: ADMIN, keys: (0, 0, 0), group: "server", summary: "Stops the server after flushing the write-ahead logs.", handler: shutdown },
     Spec { name: "memory", arity: -2, flags: &["readonly"], keys: (2, 2, 1), group: "server", summary: "Estimates the bytes a key takes in the store (MEMORY USAGE).", handler: memory },
     Spec { name: "role", arity: 1, flags: &["noscript", "loading", "stale", "fast"], keys: (0, 0, 0), group: "server", summary: "Returns the replication role.", handler: role },
+    Spec { name: "slowlog", arity: -2, flags: ADMIN, keys: (0, 0, 0), group: "server", summary: "SLOWLOG GET, LEN, RESET: the commands that took longest to run.", handler: slowlog },
+    Spec { name: "monitor", arity: 1, flags: ADMIN, keys: (0, 0, 0), group: "server", summary: "Streams every command the server runs to this connection.", handler: monitor },
     Spec { name: "time", arity: 1, flags: &["loading", "stale", "fast"], keys: (0, 0, 0), group: "server", summary: "Returns the server time.", handler: time },
 ];
 
@@ -250,6 +252,11 @@ fn config_values(c: &ServerConfig) -> Vec<(&'static str, String)> {
         ("maxclients", c.maxclients.to_string()),
         ("proto-max-bulk-len", c.proto_max_bulk_len_bytes.to_string()),
         ("timeout", c.timeout_secs.to_string()),
+        (
+            "slowlog-log-slower-than",
+            c.slowlog_log_slower_than_us.to_string(),
+        ),
+        ("slowlog-max-len", c.slowlog_max_len.to_string()),
         ("appendfsync", c.appendfsync.name().into()),
         ("background-nice", c.background_nice.to_string()),
         ("appendonly", "yes".into()),
@@ -279,7 +286,14 @@ fn config_values(c: &ServerConfig) -> Vec<(&'static str, String)> {
 
 /// Settings CONFIG SET may change while running; the rest are fixed when the server and the
 /// engine start (the engine's durability mode is an open-time option).
-const MUTABLE: &[&str] = &["requirepass", "maxclients", "proto-max-bulk-len", "timeout"];
+const MUTABLE: &[&str] = &[
+    "requirepass",
+    "maxclients",
+    "proto-max-bulk-len",
+    "timeout",
+    "slowlog-log-slower-than",
+    "slowlog-max-len",
+];
 
 /// Redis settings that describe what this server always does: CONFIG GET shows the value,
 /// CONFIG SET accepts that same value (applications set them at start-up) and refuses any other
@@ -355,6 +369,9 @@ fn config(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
                     ))
                 })?;
             }
+            ctx.shared
+                .watchers
+                .configure(next.slowlog_log_slower_than_us, next.slowlog_max_len);
             ctx.shared.update_config(|c| *c = next);
             Ok(Reply::ok())
         }
@@ -459,6 +476,104 @@ fn command(_: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             sub: text(&args[1]),
         }),
     }
+}
+
+fn slowlog(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
+    let arity = |n: usize| {
+        if args.len() == n {
+            Ok(())
+        } else {
+            Err(Error::WrongArity(format!("slowlog|{sub}")))
+        }
+    };
+    let watchers = &ctx.shared.watchers;
+    match sub.as_str() {
+        "get" if args.len() <= 3 => {
+            let count = match args.get(2) {
+                None => Some(10),
+                Some(a) => match text(a).parse::<i64>() {
+                    Ok(-1) => None,
+                    Ok(n) if n >= 0 => Some(usize::try_from(n).unwrap_or(usize::MAX)),
+                    _ => {
+                        return Err(Error::command(
+                            "count should be greater than or equal to -1",
+                        ))
+                    }
+                },
+            };
+            Ok(Reply::Array(
+                watchers
+                    .entries(count)
+                    .into_iter()
+                    .map(|e| {
+                        Reply::Array(vec![
+                            Reply::Int(i64::try_from(e.id).unwrap_or(i64::MAX)),
+                            Reply::Int(e.at_unix_secs),
+                            Reply::Int(i64::try_from(e.micros).unwrap_or(i64::MAX)),
+                            Reply::Array(e.args.into_iter().map(Reply::Bulk).collect()),
+                            Reply::Bulk(e.peer),
+                            Reply::Bulk(e.name),
+                        ])
+                    })
+                    .collect(),
+            ))
+        }
+        "get" => Err(Error::command(
+            "unknown subcommand or wrong number of arguments for 'GET'. Try SLOWLOG HELP.",
+        )),
+        "len" => {
+            arity(2)?;
+            Ok(Reply::Int(
+                i64::try_from(watchers.len()).unwrap_or(i64::MAX),
+            ))
+        }
+        "reset" => {
+            arity(2)?;
+            watchers.reset();
+            Ok(Reply::ok())
+        }
+        "help" => {
+            arity(2)?;
+            Ok(Reply::Array(
+                [
+                    "SLOWLOG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                    "GET [<count>]",
+                    "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
+                    "    Entries are made of:",
+                    "    id, timestamp, time in microseconds, arguments array, client IP and port,",
+                    "    client name",
+                    "LEN",
+                    "    Return the length of the slowlog.",
+                    "RESET",
+                    "    Reset the slowlog.",
+                    "HELP",
+                    "    Prints this help.",
+                ]
+                .iter()
+                .map(|s| Reply::Simple(Cow::Borrowed(s)))
+                .collect(),
+            ))
+        }
+        _ => Err(Error::UnknownSubcommand {
+            container: "SLOWLOG",
+            sub: text(&args[1]),
+        }),
+    }
+}
+
+/// MONITOR: from now on this connection receives a line per command anyone runs
+/// (`watchers.rs`); RESET or QUIT ends it.
+fn monitor(ctx: &mut Ctx<'_>, _: &[Bytes]) -> Result<Reply> {
+    if ctx.session.multi.is_some() || ctx.session.in_exec || ctx.session.in_script {
+        return Err(Error::command(
+            "MONITOR isn't allowed for DENY BLOCKING client",
+        ));
+    }
+    ctx.shared
+        .watchers
+        .add_monitor(ctx.session.id, ctx.session.subs.mailbox());
+    Ok(Reply::ok())
 }
 
 fn save(ctx: &mut Ctx<'_>, _: &[Bytes]) -> Result<Reply> {

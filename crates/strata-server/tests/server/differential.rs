@@ -3486,3 +3486,169 @@ fn ttl_rounded_apart(args: &[Vec<u8>], theirs: &[u8], mine: &[u8]) -> bool {
     args.first().is_some_and(|c| c.eq_ignore_ascii_case(b"TTL"))
         && matches!((int(theirs), int(mine)), (Some(a), Some(b)) if a > 0 && b > 0 && (a - b).abs() == 1)
 }
+
+/// A slow-log entry or MONITOR line with what differs between two servers by nature (time,
+/// duration, client port) replaced: ids, arguments (kept, cut, redacted), client names and the
+/// order of entries must match.
+fn watcher_canonical(reply: &[u8]) -> Vec<u8> {
+    let mut r = Resp::parse(reply, &mut 0);
+    if let Resp::Agg(_, entries) = &mut r {
+        for e in entries {
+            if let Resp::Agg(_, fields) = e {
+                for i in [1, 2, 4] {
+                    if let Some(f) = fields.get_mut(i) {
+                        *f = Resp::Leaf(b"<varies>".to_vec());
+                    }
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    r.bytes(&mut out);
+    out
+}
+
+fn monitor_canonical(line: &[u8]) -> String {
+    let text = String::from_utf8_lossy(line).into_owned();
+    // "+<secs>.<micros> [<db> <addr>] ..." -> "+T [<db> ADDR] ..."
+    let Some((_, rest)) = text.split_once(' ') else {
+        return text;
+    };
+    let Some((db_addr, args)) = rest.split_once(']') else {
+        return text;
+    };
+    let (db, addr) = db_addr.split_once(' ').unwrap_or((db_addr, ""));
+    let addr = if addr == "lua" { "lua" } else { "ADDR" };
+    format!("+T {db} {addr}]{args}")
+}
+
+/// SLOWLOG (GET, LEN, RESET, HELP, its errors, the 32-argument and 128-byte limits, redacted
+/// passwords, client names, EXEC and scripts) and MONITOR (which commands are shown, in which
+/// order, with which database, quoting, `lua` for a script's calls, admin commands hidden),
+/// against redis-server.
+#[test]
+fn slowlog_and_monitor_match_redis() {
+    let mut p = Pair::start();
+    let ctx = "slowlog";
+    p.check(
+        0,
+        &words(&["CONFIG", "SET", "slowlog-log-slower-than", "0"]),
+        ctx,
+    );
+    p.check(0, &words(&["SLOWLOG", "RESET"]), ctx);
+    // Monitors on both servers, on connections of their own.
+    let mut monitors = [Raw::connect(p._redis.addr), Raw::connect(p._ours.addr)];
+    for m in &mut monitors {
+        assert_eq!(m.call(&words(&["MONITOR"])), b"+OK\r\n");
+    }
+    let long = "v".repeat(300);
+    let mut many = vec!["RPUSH", "biglist"];
+    let items: Vec<String> = (0..40).map(|i| format!("item{i}")).collect();
+    many.extend(items.iter().map(String::as_str));
+    let script = "redis.call('set', KEYS[1], ARGV[1]) return redis.call('get', KEYS[1])";
+    let commands: Vec<Vec<&str>> = vec![
+        vec!["CLIENT", "SETNAME", "watcher"],
+        vec!["SET", "k", "a b\"c\\d\n"],
+        vec!["SET", "bin", "\u{1}\u{7f}"],
+        vec!["GET", "k"],
+        vec!["SET", "long", &long],
+        many.clone(),
+        vec!["MULTI"],
+        vec!["INCR", "n"],
+        vec!["INCR", "n"],
+        vec!["EXEC"],
+        vec!["EVAL", script, "1", "sk", "sv"],
+        vec!["AUTH", "secret"],
+        vec!["AUTH", "user", "secret"],
+        vec!["SELECT", "2"],
+        vec!["SET", "in2", "x"],
+        vec!["SELECT", "0"],
+        vec!["CONFIG", "GET", "slowlog-max-len"],
+        vec!["NOSUCHCOMMAND", "x"],
+        vec!["GET"],
+        vec!["LPUSH", "k", "wrongtype"],
+        vec!["SLOWLOG", "LEN"],
+        vec!["SLOWLOG", "GET", "-2"],
+        vec!["SLOWLOG", "GET", "x"],
+        vec!["SLOWLOG", "GET", "1", "2"],
+        vec!["SLOWLOG", "LEN", "x"],
+        vec!["SLOWLOG", "NOPE"],
+        vec!["SLOWLOG", "HELP"],
+        vec!["SLOWLOG"],
+        vec!["MONITOR", "x"],
+    ];
+    for c in &commands {
+        p.check(0, &words(c), ctx);
+    }
+    // Everything the monitors saw, line by line.
+    let seen = [
+        "CLIENT", "SET", "SET", "GET", "SET", "RPUSH", "MULTI", "INCR", "INCR", "EXEC", "EVAL",
+        "set", "get", "AUTH", "AUTH", "SELECT", "SET", "SELECT", "LPUSH",
+    ];
+    for (i, want) in seen.iter().enumerate() {
+        let lines: Vec<String> = monitors
+            .iter_mut()
+            .map(|m| monitor_canonical(&m.reply()))
+            .collect();
+        assert_eq!(lines[0], lines[1], "monitor line {i} ({want})");
+        assert!(lines[0].contains(&format!("\"{want}\"")), "{}", lines[0]);
+    }
+    for (label, args) in [
+        ("all", words(&["SLOWLOG", "GET", "-1"])),
+        ("default", words(&["SLOWLOG", "GET"])),
+        ("three", words(&["SLOWLOG", "GET", "3"])),
+    ] {
+        let theirs = p.conns[0][0].call(&args);
+        let mine = p.conns[1][0].call(&args);
+        assert_eq!(
+            show(&watcher_canonical(&theirs)),
+            show(&watcher_canonical(&mine)),
+            "SLOWLOG GET ({label})"
+        );
+        p.compared += 1;
+    }
+    p.check(0, &words(&["CONFIG", "SET", "slowlog-max-len", "2"]), ctx);
+    p.check(0, &words(&["SLOWLOG", "LEN"]), ctx);
+    p.check(0, &words(&["CONFIG", "SET", "slowlog-max-len", "-1"]), ctx);
+    p.check(
+        0,
+        &words(&["CONFIG", "SET", "slowlog-log-slower-than", "-2"]),
+        ctx,
+    );
+    p.check(
+        0,
+        &words(&["CONFIG", "SET", "slowlog-log-slower-than", "x"]),
+        ctx,
+    );
+    p.check(
+        0,
+        &words(&["CONFIG", "SET", "slowlog-log-slower-than", "-1"]),
+        ctx,
+    );
+    p.check(0, &words(&["SLOWLOG", "RESET"]), ctx);
+    p.check(0, &words(&["GET", "k"]), ctx);
+    p.check(0, &words(&["SLOWLOG", "LEN"]), ctx);
+    // (One name at a time: a pattern's matches come in Redis's hash-table order.)
+    p.check(
+        0,
+        &words(&["CONFIG", "GET", "slowlog-log-slower-than"]),
+        ctx,
+    );
+    p.check(0, &words(&["CONFIG", "GET", "slowlog-max-len"]), ctx);
+    // SLOWLOG HELP is shown (of SLOWLOG, only GET, LEN and RESET are admin commands), and so
+    // is the GET after the log was turned off.
+    for want in ["SLOWLOG", "GET"] {
+        let lines: Vec<String> = monitors
+            .iter_mut()
+            .map(|m| monitor_canonical(&m.reply()))
+            .collect();
+        assert_eq!(lines[0], lines[1], "monitor line ({want})");
+        assert!(lines[0].contains(&format!("\"{want}\"")), "{}", lines[0]);
+    }
+    // RESET ends monitoring: the next command reaches no monitor.
+    for m in &mut monitors {
+        assert_eq!(m.call(&words(&["RESET"])), b"+RESET\r\n");
+        assert_eq!(m.call(&words(&["PING"])), b"+PONG\r\n");
+    }
+    eprintln!("slowlog and monitor: {} replies compared", p.compared);
+}

@@ -1,0 +1,367 @@
+//! Who watches the commands the server runs: the slow log (SLOWLOG) and MONITOR clients, in
+//! memory as in Redis.
+//!
+//! - The slow log keeps the last `slowlog-max-len` commands whose execution took at least
+//!   `slowlog-log-slower-than` microseconds (negative: none; 0: every command), newest first,
+//!   each with Redis's limits on what it keeps of the arguments ([`ARGS_MAX`],
+//!   [`ARG_BYTES_MAX`]).
+//! - A MONITOR client receives a line per command run by anyone, in Redis's format:
+//!   `<unix time>.<microseconds> [<db> <client address>|lua] "arg" ...`, arguments quoted and
+//!   escaped as `sdscatrepr` does. Admin commands are not shown (Redis hides them too).
+//!
+//! Both show passwords as `(redacted)` (AUTH, HELLO ... AUTH, CONFIG SET requirepass).
+
+use std::collections::VecDeque;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+
+use crate::pubsub::{Mailbox, Message};
+
+/// Most arguments an entry keeps; the last kept one then says how many more there were.
+pub(crate) const ARGS_MAX: usize = 32;
+/// Most bytes an entry keeps of one argument.
+pub(crate) const ARG_BYTES_MAX: usize = 128;
+
+/// One slow command.
+#[derive(Debug, Clone)]
+pub(crate) struct SlowEntry {
+    pub id: u64,
+    pub at_unix_secs: i64,
+    pub micros: u64,
+    pub args: Vec<Bytes>,
+    pub peer: Bytes,
+    pub name: Bytes,
+}
+
+/// The slow log and the MONITOR clients.
+pub(crate) struct Watchers {
+    /// `slowlog-log-slower-than`, kept here so that no command reads the settings.
+    slower_than_us: AtomicI64,
+    /// `slowlog-max-len`.
+    max_len: AtomicUsize,
+    log: parking_lot::Mutex<(u64, VecDeque<SlowEntry>)>,
+    monitor_count: AtomicUsize,
+    monitors: parking_lot::Mutex<Vec<(u64, Mailbox)>>,
+}
+
+impl Watchers {
+    pub fn new(slower_than_us: i64, max_len: usize) -> Watchers {
+        Watchers {
+            slower_than_us: AtomicI64::new(slower_than_us),
+            max_len: AtomicUsize::new(max_len),
+            log: parking_lot::Mutex::new((0, VecDeque::new())),
+            monitor_count: AtomicUsize::new(0),
+            monitors: parking_lot::Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Takes new settings (CONFIG SET); a shorter log drops its oldest entries.
+    pub fn configure(&self, slower_than_us: i64, max_len: usize) {
+        self.slower_than_us.store(slower_than_us, Ordering::Relaxed);
+        self.max_len.store(max_len, Ordering::Relaxed);
+        self.log.lock().1.truncate(max_len);
+    }
+
+    /// Whether commands are timed for the slow log at all.
+    pub fn timing(&self) -> bool {
+        self.slower_than_us.load(Ordering::Relaxed) >= 0
+    }
+
+    /// Records a command that took `micros`, if that is slow enough.
+    pub fn note_duration(&self, micros: u64, args: &[Bytes], peer: &Bytes, name: Option<&Bytes>) {
+        let threshold = self.slower_than_us.load(Ordering::Relaxed);
+        if threshold < 0 || micros < threshold.unsigned_abs() {
+            return;
+        }
+        let max_len = self.max_len.load(Ordering::Relaxed);
+        let mut log = self.log.lock();
+        let id = log.0;
+        log.0 += 1;
+        if max_len == 0 {
+            return;
+        }
+        log.1.push_front(SlowEntry {
+            id,
+            at_unix_secs: i64::try_from(unix_micros() / 1_000_000).unwrap_or(i64::MAX),
+            micros,
+            args: kept_args(args),
+            peer: peer.clone(),
+            name: name.cloned().unwrap_or_default(),
+        });
+        log.1.truncate(max_len);
+    }
+
+    /// The newest `count` entries (all for `None`).
+    pub fn entries(&self, count: Option<usize>) -> Vec<SlowEntry> {
+        let log = self.log.lock();
+        log.1
+            .iter()
+            .take(count.unwrap_or(usize::MAX))
+            .cloned()
+            .collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.log.lock().1.len()
+    }
+
+    pub fn reset(&self) {
+        self.log.lock().1.clear();
+    }
+
+    /// Makes connection `client` a monitor.
+    pub fn add_monitor(&self, client: u64, mailbox: Mailbox) {
+        let mut monitors = self.monitors.lock();
+        if monitors.iter().all(|(c, _)| *c != client) {
+            monitors.push((client, mailbox));
+            self.monitor_count.store(monitors.len(), Ordering::Release);
+        }
+    }
+
+    /// Connection `client` no longer monitors (RESET, or it left).
+    pub fn remove_monitor(&self, client: u64) {
+        let mut monitors = self.monitors.lock();
+        monitors.retain(|(c, _)| *c != client);
+        self.monitor_count.store(monitors.len(), Ordering::Release);
+    }
+
+    /// Whether any client monitors (one atomic load per command when none does).
+    pub fn monitored(&self) -> bool {
+        self.monitor_count.load(Ordering::Acquire) > 0
+    }
+
+    /// Sends every monitor the line for `args`, run in database `db` by `source` (a client's
+    /// address, or `lua`).
+    pub fn feed(&self, db: u8, source: &[u8], args: &[Bytes]) {
+        let mut line = String::with_capacity(64);
+        let micros = unix_micros();
+        let _ = write!(
+            line,
+            "{}.{:06} [{db} {}]",
+            micros / 1_000_000,
+            micros % 1_000_000,
+            String::from_utf8_lossy(source)
+        );
+        for arg in redacted(args) {
+            line.push(' ');
+            repr(&arg, &mut line);
+        }
+        let line = Bytes::from(line);
+        let mut monitors = self.monitors.lock();
+        let before = monitors.len();
+        monitors.retain(|(_, m)| m.deliver(Message::Monitor(line.clone())));
+        if monitors.len() != before {
+            self.monitor_count.store(monitors.len(), Ordering::Release);
+        }
+    }
+}
+
+/// Whether MONITOR clients are spared `args`: Redis hides admin commands, and for container
+/// commands whether one is admin depends on the subcommand (Redis 7's command table: CONFIG
+/// HELP and CLIENT SETNAME are shown, CONFIG GET and CLIENT LIST are not).
+pub(crate) fn hidden_from_monitors(flags: &[&str], args: &[Bytes]) -> bool {
+    const ADMIN_SUBCOMMANDS: &[(&str, &[&str])] = &[
+        ("config", &["set", "get", "rewrite", "resetstat"]),
+        (
+            "client",
+            &["pause", "kill", "list", "no-evict", "unblock", "unpause"],
+        ),
+        ("slowlog", &["get", "reset", "len"]),
+        (
+            "cluster",
+            &[
+                "reset",
+                "set-config-epoch",
+                "count-failure-reports",
+                "setslot",
+                "bumpepoch",
+                "failover",
+                "delslotsrange",
+                "flushslots",
+                "addslotsrange",
+                "delslots",
+                "replicate",
+                "replicas",
+                "addslots",
+                "forget",
+                "slaves",
+                "saveconfig",
+                "meet",
+            ],
+        ),
+    ];
+    let name = args.first().map(|n| n.to_ascii_lowercase());
+    let container = ADMIN_SUBCOMMANDS
+        .iter()
+        .find(|(c, _)| name.as_deref() == Some(c.as_bytes()));
+    match (container, args.get(1)) {
+        (Some((_, admin)), Some(sub)) => {
+            let sub = sub.to_ascii_lowercase();
+            admin.iter().any(|a| a.as_bytes() == sub.as_slice())
+        }
+        _ => flags.contains(&"admin"),
+    }
+}
+
+fn unix_micros() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+}
+
+/// The arguments with passwords replaced, as Redis shows them in the slow log and to monitors.
+fn redacted(args: &[Bytes]) -> Vec<Bytes> {
+    const HIDDEN: Bytes = Bytes::from_static(b"(redacted)");
+    let mut out = args.to_vec();
+    let name = out.first().map(|n| n.to_ascii_lowercase());
+    match name.as_deref() {
+        Some(b"auth") => out.iter_mut().skip(1).for_each(|a| *a = HIDDEN),
+        Some(b"hello") => {
+            // HELLO [protover [AUTH username password] [SETNAME name]]
+            let mut i = 2;
+            while i < out.len() {
+                if out[i].eq_ignore_ascii_case(b"auth") {
+                    for a in out.iter_mut().skip(i + 1).take(2) {
+                        *a = HIDDEN;
+                    }
+                    i += 3;
+                } else {
+                    i += 2;
+                }
+            }
+        }
+        Some(b"config") if out.get(1).is_some_and(|s| s.eq_ignore_ascii_case(b"set")) => {
+            for pair in out[2..].chunks_mut(2) {
+                if let [name, value] = pair {
+                    if name.eq_ignore_ascii_case(b"requirepass")
+                        || name.eq_ignore_ascii_case(b"masterauth")
+                    {
+                        *value = HIDDEN;
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+    out
+}
+
+/// What a slow-log entry keeps of `args` (Redis's `slowlogCreateEntry`).
+fn kept_args(args: &[Bytes]) -> Vec<Bytes> {
+    let args = redacted(args);
+    let kept = if args.len() > ARGS_MAX {
+        ARGS_MAX - 1
+    } else {
+        args.len()
+    };
+    let mut out: Vec<Bytes> = args[..kept]
+        .iter()
+        .map(|a| {
+            if a.len() > ARG_BYTES_MAX {
+                let mut s = a[..ARG_BYTES_MAX].to_vec();
+                s.extend_from_slice(
+                    format!("... ({} more bytes)", a.len() - ARG_BYTES_MAX).as_bytes(),
+                );
+                Bytes::from(s)
+            } else {
+                a.clone()
+            }
+        })
+        .collect();
+    if args.len() > ARGS_MAX {
+        out.push(Bytes::from(format!(
+            "... ({} more arguments)",
+            args.len() - kept
+        )));
+    }
+    out
+}
+
+/// `bytes` quoted as Redis's `sdscatrepr` writes it.
+fn repr(bytes: &[u8], out: &mut String) {
+    out.push('"');
+    for &b in bytes {
+        match b {
+            b'\\' => out.push_str("\\\\"),
+            b'"' => out.push_str("\\\""),
+            b'\n' => out.push_str("\\n"),
+            b'\r' => out.push_str("\\r"),
+            b'\t' => out.push_str("\\t"),
+            0x07 => out.push_str("\\a"),
+            0x08 => out.push_str("\\b"),
+            0x20..=0x7e => out.push(char::from(b)),
+            _ => {
+                let _ = write!(out, "\\x{b:02x}");
+            }
+        }
+    }
+    out.push('"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(w: &[&str]) -> Vec<Bytes> {
+        w.iter().map(|s| Bytes::from(s.to_string())).collect()
+    }
+
+    #[test]
+    fn repr_escapes_as_redis() {
+        let mut s = String::new();
+        repr(b"a b\"\\\n\r\t\x07\x08\x01\xff~", &mut s);
+        assert_eq!(s, r#""a b\"\\\n\r\t\a\b\x01\xff~""#);
+    }
+
+    #[test]
+    fn entries_keep_redis_limits_and_hide_passwords() {
+        let many: Vec<String> = (0..40).map(|i| i.to_string()).collect();
+        let mut args = vec!["RPUSH".to_string()];
+        args.extend(many);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let kept = kept_args(&words(&args));
+        assert_eq!(kept.len(), ARGS_MAX);
+        assert_eq!(&kept[31][..], b"... (10 more arguments)");
+        let long = "x".repeat(200);
+        let kept = kept_args(&words(&["SET", "k", &long]));
+        assert_eq!(kept[2].len(), 128 + "... (72 more bytes)".len());
+        assert_eq!(
+            redacted(&words(&["AUTH", "user", "pw"])),
+            words(&["AUTH", "(redacted)", "(redacted)"])
+        );
+        assert_eq!(
+            redacted(&words(&["HELLO", "3", "AUTH", "u", "p", "SETNAME", "n"])),
+            words(&[
+                "HELLO",
+                "3",
+                "AUTH",
+                "(redacted)",
+                "(redacted)",
+                "SETNAME",
+                "n"
+            ])
+        );
+    }
+
+    #[test]
+    fn the_log_keeps_the_newest_within_its_length() {
+        let w = Watchers::new(0, 3);
+        for i in 0..5 {
+            w.note_duration(i, &words(&["GET", &i.to_string()]), &Bytes::new(), None);
+        }
+        let e = w.entries(None);
+        assert_eq!(e.iter().map(|e| e.id).collect::<Vec<_>>(), vec![4, 3, 2]);
+        assert_eq!(w.entries(Some(1)).len(), 1);
+        w.configure(10, 2);
+        assert_eq!(w.len(), 2);
+        w.note_duration(9, &words(&["GET"]), &Bytes::new(), None);
+        assert_eq!(w.len(), 2);
+        w.configure(-1, 2);
+        assert!(!w.timing());
+        w.reset();
+        assert_eq!(w.len(), 0);
+    }
+}
