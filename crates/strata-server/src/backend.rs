@@ -250,6 +250,11 @@ impl KvBackend for strata::Db {
     }
 
     fn hold_group(&self, route: &[u8], body: &mut dyn FnMut(&dyn KvBackend)) -> Result<bool> {
+        // A run of commands relies on the hold (pop windows read ahead for the next pop): an
+        // engine that lets other writers in between gets the commands run one by one.
+        if !self.holds_groups() {
+            return Ok(false);
+        }
         strata::Db::hold_group(self, route, |hold| {
             body(&HeldDb {
                 db: self,

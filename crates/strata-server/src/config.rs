@@ -151,6 +151,10 @@ pub struct ServerConfig {
     pub slowlog_log_slower_than_us: i64,
     /// Most entries the slow log keeps (`slowlog-max-len`).
     pub slowlog_max_len: usize,
+    /// Most bytes a connection's unprocessed input may hold (`client-query-buffer-limit`):
+    /// a client that sends more while its commands cannot run (it waits in BLPOP, say) is
+    /// disconnected, as Redis does.
+    pub client_query_buffer_limit_bytes: usize,
 }
 
 impl Default for ServerConfig {
@@ -165,6 +169,7 @@ impl Default for ServerConfig {
             timeout_secs: 0,
             slowlog_log_slower_than_us: 10_000,
             slowlog_max_len: 128,
+            client_query_buffer_limit_bytes: 1 << 30,
             background_nice: BACKGROUND_NICE_DEFAULT,
             dir: None,
             databases: DATABASES_DEFAULT,
@@ -312,6 +317,15 @@ impl ServerConfig {
                     .ok_or_else(|| format!("proto-max-bulk-len: '{value}' is not a size"))?
             }
             "timeout" => self.timeout_secs = number(value)?,
+            "client-query-buffer-limit" => {
+                self.client_query_buffer_limit_bytes = parse_bytes(value)
+                    .filter(|n| *n >= 1 << 20)
+                    .ok_or_else(|| {
+                        format!(
+                            "client-query-buffer-limit: '{value}' is not a size of at least 1mb"
+                        )
+                    })?
+            }
             // Redis's own reasons, as CONFIG SET reports them.
             "slowlog-log-slower-than" | "slowlog-max-len" => {
                 let n = value

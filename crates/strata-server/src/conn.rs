@@ -74,6 +74,9 @@ const READ_CHUNK_BYTES: usize = 16 * 1024;
 const BATCH_COMMANDS_MAX: usize = 1024;
 /// Most pipelined SETs merged into one engine write.
 const SET_RUN_COMMANDS_MAX: usize = 256;
+/// Longest key a merged SET may have: a key the engine refuses (past its `key_bytes_max`,
+/// 64 KiB by default) must fail alone, not the whole merged write; longer keys run one by one.
+const SET_RUN_KEY_BYTES_MAX: usize = 1024;
 /// Most key and value bytes merged into one engine write.
 const SET_RUN_BYTES_MAX: usize = 4 << 20;
 /// Most pipelined writes of one key run under one hold of its partition's write lock.
@@ -385,6 +388,12 @@ pub(crate) async fn serve(
                 Some(Ok(0)) => return,
                 Some(Ok(n)) => {
                     shared.counters.net_input_bytes.fetch_add(n as u64, Ordering::Relaxed);
+                    // Input piles up only while commands cannot run (a blocked command, a full
+                    // queue): past the limit the client goes, as Redis closes it.
+                    if input.len() > shared.query_buffer_limit_bytes() {
+                        tracing::warn!(%peer, bytes = input.len(), "closing a client that reached the query buffer limit (client-query-buffer-limit)");
+                        return;
+                    }
                 }
                 Some(Err(e)) => {
                     tracing::debug!(%peer, "read failed: {e}");
@@ -679,6 +688,7 @@ impl Batch {
         for args in self.queue.iter().take(SET_RUN_COMMANDS_MAX) {
             let plain_set = args.len() == 3
                 && args[0].eq_ignore_ascii_case(b"SET")
+                && args[1].len() <= SET_RUN_KEY_BYTES_MAX
                 && cluster.as_ref().is_none_or(|c| c.serves_plainly(&args[1]));
             bytes = bytes.saturating_add(args.iter().map(Bytes::len).sum::<usize>());
             if !plain_set || (n > 0 && bytes > SET_RUN_BYTES_MAX) {

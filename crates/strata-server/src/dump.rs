@@ -15,6 +15,11 @@
 
 use crate::error::{Error, Result};
 
+/// Most elements reserved up front from a payload's stated count: the count is checked only
+/// against the payload's length, and a stated million-element set of empty members would
+/// otherwise reserve tens of bytes a member before the first one is read.
+const PREALLOCATED_ITEMS_MAX: usize = 4096;
+
 /// RDB type of a string.
 pub(crate) const TYPE_STRING: u8 = 0;
 /// RDB type of a list as element strings (what DUMP writes here for every list; Redis 7.0
@@ -329,7 +334,7 @@ pub(crate) fn restore(payload: &[u8]) -> Result<Restored> {
             if n > r.bytes.len() / 2 {
                 return Err(bad());
             }
-            let mut pairs = Vec::with_capacity(n);
+            let mut pairs = Vec::with_capacity(n.min(PREALLOCATED_ITEMS_MAX));
             for _ in 0..n {
                 let f = r.string().ok_or_else(bad)?;
                 let v = r.string().ok_or_else(bad)?;
@@ -342,7 +347,7 @@ pub(crate) fn restore(payload: &[u8]) -> Result<Restored> {
             if n == 0 || n > r.bytes.len() / 9 {
                 return Err(bad());
             }
-            let mut entries = Vec::with_capacity(n);
+            let mut entries = Vec::with_capacity(n.min(PREALLOCATED_ITEMS_MAX));
             for _ in 0..n {
                 let m = bytes::Bytes::from(r.string().ok_or_else(bad)?);
                 let score: [u8; 8] = r.take(8).and_then(|b| b.try_into().ok()).ok_or_else(bad)?;
@@ -375,7 +380,7 @@ pub(crate) fn restore(payload: &[u8]) -> Result<Restored> {
             if n == 0 || n > r.bytes.len() {
                 return Err(bad());
             }
-            let mut elements = Vec::with_capacity(n);
+            let mut elements = Vec::with_capacity(n.min(PREALLOCATED_ITEMS_MAX));
             for _ in 0..n {
                 elements.push(bytes::Bytes::from(r.string().ok_or_else(bad)?));
             }
@@ -409,7 +414,7 @@ pub(crate) fn restore(payload: &[u8]) -> Result<Restored> {
             if n > r.bytes.len() {
                 return Err(bad());
             }
-            let mut members = Vec::with_capacity(n);
+            let mut members = Vec::with_capacity(n.min(PREALLOCATED_ITEMS_MAX));
             for _ in 0..n {
                 members.push((
                     bytes::Bytes::from(r.string().ok_or_else(bad)?),
@@ -468,7 +473,7 @@ fn zset_restored(entries: Vec<(bytes::Bytes, bytes::Bytes)>) -> Option<Restored>
 fn unique_fields(
     pairs: Vec<(bytes::Bytes, bytes::Bytes)>,
 ) -> Option<Vec<(bytes::Bytes, bytes::Bytes)>> {
-    let mut seen = std::collections::HashSet::with_capacity(pairs.len());
+    let mut seen = std::collections::HashSet::new();
     let unique = pairs.iter().all(|(f, _)| seen.insert(f.clone()));
     (unique && !pairs.is_empty()).then_some(pairs)
 }

@@ -31,16 +31,22 @@ pub(crate) enum Message {
     Monitor(Bytes),
 }
 
+/// What a queued message costs beyond its bytes: its queue slot, the handles to its bytes and
+/// the reply's framing (counted so that empty messages also fill the bound).
+pub(crate) const MESSAGE_OVERHEAD_BYTES: usize = 96;
+
 impl Message {
+    /// The bytes it holds while queued, as counted against [`QUEUE_BYTES_MAX`].
     pub fn bytes(&self) -> usize {
-        match self {
-            Message::Published {
-                pattern,
-                channel,
-                payload,
-            } => channel.len() + payload.len() + pattern.as_ref().map_or(0, Bytes::len),
-            Message::Monitor(line) => line.len(),
-        }
+        MESSAGE_OVERHEAD_BYTES
+            + match self {
+                Message::Published {
+                    pattern,
+                    channel,
+                    payload,
+                } => channel.len() + payload.len() + pattern.as_ref().map_or(0, Bytes::len),
+                Message::Monitor(line) => line.len(),
+            }
     }
 }
 
@@ -299,5 +305,26 @@ mod tests {
         }
         assert!((31..40).contains(&delivered), "{delivered}");
         assert!(overflowed.load(Ordering::Acquire));
+    }
+
+    /// Empty messages count too: each costs its queue entry and the reply it becomes, so a
+    /// subscriber that does not read is cut off after a bounded number of them (they counted
+    /// nothing, and the queue grew without bound).
+    #[test]
+    fn empty_messages_count_toward_the_bound() {
+        let registry = Arc::new(PubSub::default());
+        let (mb, _rx) = Mailbox::new(1);
+        let overflowed = mb.overflowed.clone();
+        let mut s = Subscriptions::new(registry.clone(), mb);
+        s.subscribe(&Bytes::new());
+        let mut delivered = 0;
+        for _ in 0..(QUEUE_BYTES_MAX / 16) {
+            delivered += registry.publish(&Bytes::new(), &Bytes::new());
+            if overflowed.load(Ordering::Acquire) {
+                break;
+            }
+        }
+        assert!(overflowed.load(Ordering::Acquire), "{delivered} queued");
+        assert!(delivered <= QUEUE_BYTES_MAX / MESSAGE_OVERHEAD_BYTES);
     }
 }

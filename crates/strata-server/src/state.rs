@@ -315,6 +315,14 @@ impl Shared {
         }
     }
 
+    /// Most bytes of unprocessed input a connection may hold.
+    pub fn query_buffer_limit_bytes(&self) -> usize {
+        self.config
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .client_query_buffer_limit_bytes
+    }
+
     /// Idle seconds before a connection is closed (0 = never).
     pub fn idle_timeout_secs(&self) -> u64 {
         self.config

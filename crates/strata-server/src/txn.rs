@@ -212,6 +212,23 @@ impl Change {
             BatchOp::Delete(k) => (k, Change::Removal),
         }
     }
+
+    /// The changes `ops` make to watchable keys: each key written, and for a collection's
+    /// element (a field's value, a member's score, a list slot) also the collection's record
+    /// key, which is what WATCH registers: changing an element changes the collection even when
+    /// its record stays as it was (a batch from EXEC's overlay or a script carries elements
+    /// without their record).
+    fn of_batch(ops: &[BatchOp]) -> Vec<(Vec<u8>, Change)> {
+        let mut changes = Vec::with_capacity(ops.len());
+        for op in ops {
+            let (k, change) = Change::of(op);
+            if let Some(e) = crate::collection::parse_element_key(k) {
+                changes.push((crate::keyspace::string_key(e.db, e.name), Change::Put));
+            }
+            changes.push((k.to_vec(), change));
+        }
+        changes
+    }
 }
 
 /// One watcher of one engine key.
@@ -468,13 +485,7 @@ impl KvBackend for Watched<'_> {
             }
             return Ok(());
         }
-        let changes: Vec<(Vec<u8>, Change)> = ops
-            .iter()
-            .map(|op| {
-                let (k, change) = Change::of(op);
-                (k.to_vec(), change)
-            })
-            .collect();
+        let changes = Change::of_batch(&ops);
         self.inner.write(ops)?;
         for (db, at) in due {
             self.due.note(db, at);

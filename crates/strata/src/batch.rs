@@ -1,4 +1,6 @@
-//! Write batches: an ordered list of puts and deletes applied atomically per partition.
+//! Write batches: an ordered list of puts and deletes applied atomically: across partitions
+//! on the LSM engine (no reader sees part of one, and after a crash every part is there or
+//! none), per partition on the log engine.
 
 use crate::util::coding::{put_varint, Reader};
 

@@ -275,7 +275,8 @@ impl Db {
         self.partition(key).write(&[(Kind::Delete, key, &[])])
     }
 
-    /// Applies a batch: atomically per partition (see [`WriteBatch`]).
+    /// Applies a batch atomically: across partitions on the LSM engine, per partition on the
+    /// log engine (see [`WriteBatch`]).
     pub fn write(&self, batch: WriteBatch) -> Result<()> {
         self.check()?;
         self.check_batch(&batch, None)?;
@@ -370,6 +371,16 @@ impl Db {
             },
             |batch| self.check_batch(batch, Some(p)),
         )
+    }
+
+    /// Whether [`Db::hold_group`] keeps other writers out of the partition between the updates
+    /// of its body (the LSM engine). The log engine's reads take the partition lock, so its
+    /// hold takes the lock per update instead, and another writer may come between two.
+    pub fn holds_groups(&self) -> bool {
+        self.inner
+            .partitions
+            .first()
+            .is_some_and(|p| matches!(p, crate::partition::Partition::Lsm(_)))
     }
 
     /// Runs `body` with the write lock of `route_key`'s partition held across the

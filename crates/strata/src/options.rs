@@ -217,12 +217,15 @@ const VALUE_LOG_BYTES_MIN_DEFAULT: usize = 512;
 
 impl Options {
     /// The separation threshold in effect: [`Options::value_log_bytes_min`], or its default for
-    /// the compression chosen.
+    /// the compression chosen. At least 1: an empty value is never separated (a pointer to no
+    /// bytes counts no live bytes in its value log, which could then be dropped under it).
     pub fn value_separation_bytes_min(&self) -> usize {
-        self.value_log_bytes_min.unwrap_or(match self.compression {
-            Compression::None => VALUE_LOG_BYTES_MIN_DEFAULT,
-            Compression::Lz4 => usize::MAX,
-        })
+        self.value_log_bytes_min
+            .unwrap_or(match self.compression {
+                Compression::None => VALUE_LOG_BYTES_MIN_DEFAULT,
+                Compression::Lz4 => usize::MAX,
+            })
+            .max(1)
     }
 
     /// Options that make flushes and compactions happen very often: for tests.

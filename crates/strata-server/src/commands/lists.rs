@@ -701,9 +701,11 @@ fn rpoplpush(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 /// deadline (`None`: wait for ever).
 fn timeout_arg(arg: &[u8]) -> Result<Option<std::time::Instant>> {
     let secs = crate::num::parse_f64(arg)
-        .filter(|s| s.is_finite())
+        .filter(|s| !s.is_nan())
         .ok_or_else(|| Error::command("timeout is not a float or out of range"))?;
-    if secs < 0.0 {
+    // Redis 7.0 turns the seconds into milliseconds in a signed 64-bit integer: past its range
+    // (infinities included) the value wraps negative, and that is the error it gives.
+    if secs < 0.0 || secs * 1000.0 >= i64::MAX as f64 {
         return Err(Error::command("timeout is negative"));
     }
     if secs == 0.0 {
@@ -711,7 +713,9 @@ fn timeout_arg(arg: &[u8]) -> Result<Option<std::time::Instant>> {
     }
     let wait = std::time::Duration::try_from_secs_f64(secs)
         .map_err(|_| Error::command("timeout is out of range"))?;
-    Ok(Some(std::time::Instant::now() + wait))
+    // A deadline beyond what the clock can represent (about 9e15 s and more) is never reached:
+    // wait for ever, as Redis does in effect.
+    Ok(std::time::Instant::now().checked_add(wait))
 }
 
 /// What a blocking command does when there is nothing to take: inside EXEC (Redis does not

@@ -428,6 +428,10 @@ const NOT_QUEUED: &[&str] = &[
 /// the exec lock exclusively, so no other write comes between their reads and their batch.
 const EXCLUSIVE: &[&str] = &[
     "exec",
+    // No write is in flight while a WATCH registers: a writer looks for watchers once, and one
+    // registered in the middle of its write would be missed (and its client could read the
+    // old value and then commit over the write).
+    "watch",
     "eval",
     "evalsha",
     "eval_ro",

@@ -257,6 +257,10 @@ fn config_values(c: &ServerConfig) -> Vec<(&'static str, String)> {
             c.slowlog_log_slower_than_us.to_string(),
         ),
         ("slowlog-max-len", c.slowlog_max_len.to_string()),
+        (
+            "client-query-buffer-limit",
+            c.client_query_buffer_limit_bytes.to_string(),
+        ),
         ("appendfsync", c.appendfsync.name().into()),
         ("background-nice", c.background_nice.to_string()),
         ("appendonly", "yes".into()),
@@ -293,6 +297,7 @@ const MUTABLE: &[&str] = &[
     "timeout",
     "slowlog-log-slower-than",
     "slowlog-max-len",
+    "client-query-buffer-limit",
 ];
 
 /// Redis settings that describe what this server always does: CONFIG GET shows the value,

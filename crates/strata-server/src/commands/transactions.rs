@@ -228,6 +228,99 @@ mod tests {
         }
     }
 
+    /// A memory backend whose `update_group` waits at a gate (a write in flight, as when the
+    /// engine waits for its partition lock) until the gate opens or 300 ms pass.
+    struct GatedWrites {
+        inner: MemoryBackend,
+        gate: std::sync::Mutex<bool>,
+        opened: std::sync::Condvar,
+        entered: AtomicBool,
+    }
+
+    impl KvBackend for GatedWrites {
+        fn get(&self, key: &[u8]) -> Result<Option<bytes::Bytes>> {
+            self.inner.get(key)
+        }
+        fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+            self.inner.put(key, value)
+        }
+        fn delete(&self, key: &[u8]) -> Result<()> {
+            self.inner.delete(key)
+        }
+        fn write(&self, ops: Vec<BatchOp>) -> Result<()> {
+            self.inner.write(ops)
+        }
+        fn update(&self, key: &[u8], f: &mut UpdateFn<'_>) -> Result<()> {
+            self.inner.update(key, f)
+        }
+        fn update_group(&self, route: &[u8], f: &mut GroupFn<'_>) -> Result<()> {
+            self.entered.store(true, Ordering::SeqCst);
+            let open = self.gate.lock().unwrap();
+            let _open = self
+                .opened
+                .wait_timeout_while(open, std::time::Duration::from_millis(300), |o| !*o)
+                .unwrap();
+            self.inner.update_group(route, f)
+        }
+        fn scan(
+            &self,
+            start: Bound<Vec<u8>>,
+            end: Bound<Vec<u8>>,
+            visit: &mut VisitFn<'_>,
+        ) -> Result<()> {
+            self.inner.scan(start, end, visit)
+        }
+        fn flush(&self) -> Result<()> {
+            self.inner.flush()
+        }
+        fn sync(&self) -> Result<()> {
+            self.inner.sync()
+        }
+        fn writes_would_wait(&self) -> bool {
+            false
+        }
+        fn stats_lines(&self) -> Vec<(String, String)> {
+            Vec::new()
+        }
+    }
+
+    /// A WATCH that arrives while another client's write is in flight cannot miss that write:
+    /// either WATCH comes first and the write breaks it, or WATCH (and every read after it)
+    /// comes after the write. The writer used to look for watchers before its write, so a
+    /// WATCH registered in between was never marked, its client read the old value, and its
+    /// EXEC overwrote the write.
+    #[test]
+    fn a_watch_registered_during_a_write_is_not_missed() {
+        let backend = Arc::new(GatedWrites {
+            inner: MemoryBackend::new(),
+            gate: std::sync::Mutex::new(false),
+            opened: std::sync::Condvar::new(),
+            entered: AtomicBool::new(false),
+        });
+        let h = Harness::with_backend(backend.clone(), ServerConfig::default());
+        let mut writer = h.second_session();
+        let mut watcher = h.second_session();
+        std::thread::scope(|s| {
+            let w = s.spawn(|| h.run_as(&mut writer, &["HSET", "h", "f", "writer"]));
+            while !backend.entered.load(Ordering::SeqCst) {
+                std::thread::yield_now();
+            }
+            // The writer is inside its write.
+            assert_eq!(h.run_as(&mut watcher, &["WATCH", "h"]), Reply::ok());
+            let seen = h.run_as(&mut watcher, &["HGET", "h", "f"]);
+            assert_eq!(h.run_as(&mut watcher, &["MULTI"]), Reply::ok());
+            h.run_as(&mut watcher, &["HSET", "h", "f", "watcher"]);
+            *backend.gate.lock().unwrap() = true;
+            backend.opened.notify_all();
+            let exec = h.run_as(&mut watcher, &["EXEC"]);
+            assert_eq!(w.join().unwrap(), Reply::Int(1));
+            // Committed only if the watcher had seen the writer's value.
+            if exec != Reply::NilArray {
+                assert_eq!(seen, bulk("writer"), "EXEC overwrote a write it never saw");
+            }
+        });
+    }
+
     /// SWAPDB inside a transaction or a script is part of its one batch: when the batch cannot
     /// be written, the databases stay where they were, in the store and for every client (the
     /// swap used to be written straight to the store and kept).

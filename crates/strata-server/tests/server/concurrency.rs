@@ -289,3 +289,101 @@ fn concurrent_list_moves_lose_and_duplicate_no_element() {
         "counts disagree"
     );
 }
+
+/// On the log engine (whose partitions are not held across a pipeline's commands), pipelined
+/// pops and another client's pops never hand out one member twice, and together they take
+/// every member once. Pop windows (members read ahead by one pop for the next pop of the
+/// pipeline) are only for an engine that holds the partition between them; on the log engine
+/// they handed out members another client had already popped.
+#[test]
+fn pipelined_and_concurrent_pops_on_the_log_engine_take_each_member_once() {
+    const MEMBERS: usize = 4_000;
+    let server = TestServer::start_log_engine(strata_server::ServerConfig {
+        io_threads: Some(4),
+        ..strata_server::ServerConfig::default()
+    });
+    let mut c = server.client();
+    for kind in ["zset", "set"] {
+        for chunk in (0..MEMBERS).collect::<Vec<_>>().chunks(500) {
+            let mut cmd = redis::cmd(if kind == "zset" { "ZADD" } else { "SADD" });
+            cmd.arg(kind);
+            for i in chunk {
+                if kind == "zset" {
+                    cmd.arg(*i);
+                }
+                cmd.arg(format!("m{i}"));
+            }
+            let _: i64 = cmd.query(&mut c).unwrap();
+        }
+        let pop = if kind == "zset" { "ZPOPMIN" } else { "SPOP" };
+        let url = server.url();
+        let workers: Vec<_> = (0..3)
+            .map(|w| {
+                let url = url.clone();
+                std::thread::spawn(move || {
+                    let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+                    let mut got = Vec::new();
+                    loop {
+                        let mut p = redis::pipe();
+                        for _ in 0..if w == 0 { 1 } else { 32 } {
+                            p.cmd(pop).arg(kind);
+                        }
+                        let replies: Vec<redis::Value> = p.query(&mut c).unwrap();
+                        let mut any = false;
+                        for r in replies {
+                            let member = match r {
+                                redis::Value::Array(items) if !items.is_empty() => {
+                                    items.into_iter().next()
+                                }
+                                redis::Value::BulkString(b) => Some(redis::Value::BulkString(b)),
+                                _ => None,
+                            };
+                            if let Some(redis::Value::BulkString(b)) = member {
+                                got.push(String::from_utf8(b).unwrap());
+                                any = true;
+                            }
+                        }
+                        if !any {
+                            return got;
+                        }
+                    }
+                })
+            })
+            .collect();
+        let mut all: Vec<String> = workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap())
+            .collect();
+        let total = all.len();
+        all.sort();
+        all.dedup();
+        assert_eq!(all.len(), total, "{kind}: a member was popped twice");
+        assert_eq!(total, MEMBERS, "{kind}: members popped");
+    }
+}
+
+/// A pipelined SET whose key the engine refuses (longer than its 64 KiB key limit) fails
+/// alone: the SETs around it, merged into one engine write otherwise, are stored as if each
+/// ran by itself (the merged write used to fail whole).
+#[test]
+fn an_oversized_key_in_a_pipeline_of_sets_fails_alone() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    let huge = "k".repeat(70 << 10);
+    let mut p = redis::pipe();
+    p.cmd("SET").arg("before").arg("1");
+    p.cmd("SET").arg(&huge).arg("v");
+    p.cmd("SET").arg("after").arg("2");
+    let replies: Vec<redis::RedisResult<redis::Value>> = {
+        let r: redis::RedisResult<Vec<redis::Value>> = p.query(&mut c);
+        match r {
+            Ok(v) => v.into_iter().map(Ok).collect(),
+            Err(e) => vec![Err(e)],
+        }
+    };
+    let _ = replies;
+    let before: Option<String> = c.get("before").unwrap();
+    let after: Option<String> = c.get("after").unwrap();
+    assert_eq!(before.as_deref(), Some("1"));
+    assert_eq!(after.as_deref(), Some("2"));
+}

@@ -3652,3 +3652,112 @@ fn slowlog_and_monitor_match_redis() {
     }
     eprintln!("slowlog and monitor: {} replies compared", p.compared);
 }
+
+/// WATCH on a hash, sorted set or list is broken by another client's change of an element
+/// that leaves the key's record as it was (a field's new value, a member's new score, LSET),
+/// whether that client writes with a plain command, inside MULTI/EXEC or from a script (those
+/// two commit through the transaction overlay, which used to mark only the element keys).
+#[test]
+fn watch_sees_element_changes_made_by_transactions_and_scripts() {
+    let mut p = Pair::start();
+    let setups: [(&str, &[&str], &[&str]); 3] = [
+        ("hash", &["HSET", "w", "f", "1"], &["HSET", "w", "f", "2"]),
+        ("zset", &["ZADD", "w", "1", "m"], &["ZADD", "w", "2", "m"]),
+        ("list", &["RPUSH", "w", "a"], &["LSET", "w", "0", "b"]),
+    ];
+    for (kind, create, change) in setups {
+        for how in ["plain", "multi", "eval"] {
+            let ctx = format!("{kind} changed by {how}");
+            p.check(0, &words(&["DEL", "w"]), &ctx);
+            p.check(0, &words(create), &ctx);
+            p.check(0, &words(&["WATCH", "w"]), &ctx);
+            match how {
+                "plain" => {
+                    p.check(1, &words(change), &ctx);
+                }
+                "multi" => {
+                    p.check(1, &words(&["MULTI"]), &ctx);
+                    p.check(1, &words(change), &ctx);
+                    p.check(1, &words(&["EXEC"]), &ctx);
+                }
+                _ => {
+                    let quoted: Vec<String> = change.iter().map(|w| format!("'{w}'")).collect();
+                    let script = format!("return redis.call({})", quoted.join(", "));
+                    p.check(1, &words(&["EVAL", &script, "0"]), &ctx);
+                }
+            }
+            p.check(0, &words(&["MULTI"]), &ctx);
+            p.check(0, &words(&["SET", "done", kind]), &ctx);
+            p.check(0, &words(&["EXEC"]), &ctx);
+            p.check(0, &words(&["GET", "done"]), &ctx);
+        }
+    }
+}
+
+/// Blocking commands' timeouts at the edges of their range: errors for what Redis refuses, and
+/// a wait (ended by a push) for a timeout too large for the clock, which used to panic the
+/// connection's task (the client saw its connection close).
+#[test]
+fn blocking_timeouts_at_their_edges_match_redis() {
+    let mut p = Pair::start();
+    let ctx = "timeouts";
+    for t in [
+        "1e19", "9.3e15", "-1", "-0.5", "x", "inf", "-inf", "+inf", "1e400", "nan", " 1",
+    ] {
+        p.check(0, &words(&["BLPOP", "nolist", t]), ctx);
+        p.check(0, &words(&["BZPOPMIN", "nozset", t]), ctx);
+        p.check(
+            0,
+            &words(&["BLMOVE", "nolist", "dst", "LEFT", "LEFT", t]),
+            ctx,
+        );
+    }
+    for t in ["9.2e15", "1e12"] {
+        for side in 0..2 {
+            p.conns[side][0].send(&words(&["BLPOP", "wakeme", t]));
+        }
+        // Both wait; a push from the other connection wakes them.
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        p.check(1, &words(&["RPUSH", "wakeme", "v"]), ctx);
+        p.compare_pending(0, 1, false, ctx);
+    }
+}
+
+/// A client that keeps sending while its command waits (BLPOP) cannot make the server hold its
+/// input without bound: past `client-query-buffer-limit` it is disconnected, as Redis does
+/// (both servers checked), and the server goes on serving others.
+#[test]
+fn a_blocked_client_that_floods_its_input_is_disconnected_like_redis() {
+    let p = Pair::start();
+    for (name, addr) in [("redis", p._redis.addr), ("strata", p._ours.addr)] {
+        let mut admin = Raw::connect(addr);
+        assert_eq!(
+            admin.call(&words(&[
+                "CONFIG",
+                "SET",
+                "client-query-buffer-limit",
+                "1mb"
+            ])),
+            b"+OK\r\n",
+            "{name}"
+        );
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_write_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        std::io::Write::write_all(&mut s, b"*3\r\n$5\r\nBLPOP\r\n$7\r\nnothing\r\n$1\r\n0\r\n")
+            .unwrap();
+        let chunk = b"*1\r\n$4\r\nPING\r\n".repeat(4096);
+        let mut sent = 0usize;
+        let closed = loop {
+            match std::io::Write::write_all(&mut s, &chunk) {
+                Ok(()) => sent += chunk.len(),
+                Err(_) => break true,
+            }
+            if sent > 64 << 20 {
+                break false;
+            }
+        };
+        assert!(closed, "{name}: still accepting input after {sent} bytes");
+        assert_eq!(admin.call(&words(&["PING"])), b"+PONG\r\n", "{name}");
+    }
+}
