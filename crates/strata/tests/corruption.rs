@@ -132,6 +132,43 @@ fn a_flipped_byte_in_the_middle_of_a_log_names_file_and_offset() {
     assert!(msg.contains("byte 16"), "{msg}");
 }
 
+/// A damaged length field in the newest log makes the record seem to run past the end of the
+/// file, as a torn final write does; but whole records follow it, so it is damage, reported,
+/// and not a tail to cut (cutting there dropped every later write, fsynced or not).
+#[test]
+fn a_damaged_record_length_in_the_newest_log_is_corruption_not_a_torn_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    write_keys(dir.path(), 20, false);
+    let log = files_with_suffix(dir.path(), ".log")
+        .into_iter()
+        .max_by_key(|p| std::fs::metadata(p).unwrap().len())
+        .unwrap();
+    let starts = record_starts(&std::fs::read(&log).unwrap());
+    assert!(starts.len() >= 20, "{} records", starts.len());
+    // Bit 30 of record 10's length: the record now claims a gigabyte.
+    let at = starts[10];
+    flip(&log, at + 3);
+    let e = open_and_read_all(dir.path()).unwrap_err();
+    let msg = e.to_string();
+    assert!(e.is_corruption(), "{msg}");
+    assert!(msg.contains(&format!("byte {at}")), "{msg}");
+    // Salvage keeps what comes before the damage.
+    let db = Db::open(
+        dir.path(),
+        Options {
+            salvage: true,
+            ..opts()
+        },
+    )
+    .unwrap();
+    for i in 0..10 {
+        assert!(
+            db.get(format!("key{i:05}").as_bytes()).unwrap().is_some(),
+            "key {i}"
+        );
+    }
+}
+
 #[test]
 fn a_torn_log_tail_is_truncated_and_earlier_writes_recover() {
     for cut in [1usize, 5, 9, 20] {

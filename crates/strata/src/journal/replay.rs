@@ -151,6 +151,9 @@ fn replay_batches(
 }
 
 /// A window over a file read forward in chunks with positioned reads.
+/// Most payload bytes [`Window::whole_record_from`] checksums before it gives up.
+const WHOLE_RECORD_SEARCH_BYTES_MAX: u64 = 256 << 20;
+
 struct Window {
     file: Arc<dyn FsFile>,
     file_len: u64,
@@ -172,6 +175,37 @@ impl Window {
         }
         let from = (at - self.start) as usize;
         Ok(&self.buf[from..from + len])
+    }
+
+    /// Whether a whole record (a header whose length fits in the file and whose checksum, over
+    /// length and payload, matches) starts anywhere in `[from, file_len)`. A torn final write
+    /// leaves nothing whole after the record it cut; damage to a length field leaves the
+    /// records that follow it whole. Read only on that rare path, one header per offset, and
+    /// at most [`WHOLE_RECORD_SEARCH_BYTES_MAX`] of payloads checked: past it (a long torn tail
+    /// full of plausible lengths) the tail is taken as torn, as it was before this search.
+    fn whole_record_from(&mut self, from: u64) -> std::io::Result<bool> {
+        let mut budget = WHOLE_RECORD_SEARCH_BYTES_MAX;
+        let mut at = from;
+        while at + RECORD_HEADER_BYTES < self.file_len {
+            let head: [u8; RECORD_HEADER_BYTES as usize] = self
+                .get(at, RECORD_HEADER_BYTES as usize)?
+                .try_into()
+                .unwrap_or([0; RECORD_HEADER_BYTES as usize]);
+            let (len, crc) = parse_record_header(&head);
+            let end = at + RECORD_HEADER_BYTES + u64::from(len);
+            if len > 0 && end <= self.file_len {
+                budget = match budget.checked_sub(u64::from(len)) {
+                    Some(left) => left,
+                    None => return Ok(false),
+                };
+                let payload = self.get(at + RECORD_HEADER_BYTES, len as usize)?;
+                if payload_matches(len, crc, payload) {
+                    return Ok(true);
+                }
+            }
+            at += 1;
+        }
+        Ok(false)
     }
 
     /// Whether every byte from `at` to the end of the file is zero.
@@ -246,6 +280,13 @@ fn replay_in_chunks(
         let (len, stored_crc) = parse_record_header(&head);
         let end = RECORD_HEADER_BYTES + u64::from(len);
         if end > rest {
+            if w.whole_record_from(pos + 1).at(path)? {
+                return Err(Error::corruption(
+                    path,
+                    pos,
+                    "log record length runs past the end of the file, but whole records follow it (damage, not a torn write)",
+                ));
+            }
             return torn("record runs past end of file");
         }
         // `end <= rest`, a length inside the file: the window never grows past the file.

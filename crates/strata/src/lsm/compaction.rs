@@ -286,38 +286,49 @@ impl Tree {
         let moved_bytes: u64 = moved.iter().map(|f| f.total_bytes).sum();
         // Value logs lose the bytes whose pointers this merge dropped; one that no table
         // points into any more leaves the version (and the disk, once unused). The live
-        // counts are shared with the current version: put back if the manifest write fails.
-        let mut undo: Vec<(Arc<VlogFile>, u64)> = Vec::new();
-        let installed = self.install(None, |nv| {
-            let gone: HashSet<u64> = job.inputs.iter().map(|t| t.id).collect();
-            for level in nv.levels.iter_mut() {
-                level.retain(|t| !gone.contains(&t.id));
+        // counts are shared with the current version: put back, under the manifest lock, if
+        // the manifest write fails.
+        let undo: parking_lot::Mutex<Vec<(Arc<VlogFile>, u64)>> =
+            parking_lot::Mutex::new(Vec::new());
+        let put_back = || {
+            for (v, old) in undo.lock().drain(..).rev() {
+                v.live_bytes.store(old, Ordering::Release);
             }
-            let out = &mut nv.levels[job.output_level];
-            out.extend(outputs.iter().cloned());
-            out.sort_by(|a, b| a.min_key.cmp(&b.min_key));
-            for f in &moved {
-                nv.vlogs.insert(f.number, f.clone());
-            }
-            for (file, bytes) in dead {
-                if let Some(vlog) = nv.vlogs.get(&file) {
-                    let old = vlog.live_bytes.load(Ordering::Acquire);
-                    vlog.live_bytes
-                        .store(old.saturating_sub(bytes), Ordering::Release);
-                    undo.push((vlog.clone(), old));
+        };
+        let installed = self.install_or_undo(
+            None,
+            |nv| {
+                let gone: HashSet<u64> = job.inputs.iter().map(|t| t.id).collect();
+                for level in nv.levels.iter_mut() {
+                    level.retain(|t| !gone.contains(&t.id));
                 }
-            }
-            let emptied: Vec<Arc<VlogFile>> = nv
-                .vlogs
-                .values()
-                .filter(|v| v.live_bytes.load(Ordering::Acquire) == 0)
-                .cloned()
-                .collect();
-            for v in &emptied {
-                nv.vlogs.remove(&v.number);
-            }
-            Ok(emptied)
-        });
+                let out = &mut nv.levels[job.output_level];
+                out.extend(outputs.iter().cloned());
+                out.sort_by(|a, b| a.min_key.cmp(&b.min_key));
+                for f in &moved {
+                    nv.vlogs.insert(f.number, f.clone());
+                }
+                for (file, bytes) in dead {
+                    if let Some(vlog) = nv.vlogs.get(&file) {
+                        let old = vlog.live_bytes.load(Ordering::Acquire);
+                        vlog.live_bytes
+                            .store(old.saturating_sub(bytes), Ordering::Release);
+                        undo.lock().push((vlog.clone(), old));
+                    }
+                }
+                let emptied: Vec<Arc<VlogFile>> = nv
+                    .vlogs
+                    .values()
+                    .filter(|v| v.live_bytes.load(Ordering::Acquire) == 0)
+                    .cloned()
+                    .collect();
+                for v in &emptied {
+                    nv.vlogs.remove(&v.number);
+                }
+                Ok(emptied)
+            },
+            put_back,
+        );
         match installed {
             Ok(emptied) => {
                 for v in &emptied {
@@ -335,10 +346,7 @@ impl Tree {
                 Ok(())
             }
             Err(e) => {
-                for (v, old) in undo {
-                    v.live_bytes.store(old, Ordering::Release);
-                }
-                // The outputs stay on disk: the manifest naming them may have landed (a failed
+                // (The live counts were put back inside the install.) The outputs stay on disk: the manifest naming them may have landed (a failed
                 // directory fsync comes after the rename). If it did not, they are tables no
                 // manifest lists, which the next open removes; the inputs stay live either way.
                 Err(e)

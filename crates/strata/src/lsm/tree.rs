@@ -379,9 +379,28 @@ impl Tree {
         flushed: Option<&Arc<Memtable>>,
         edit: impl FnOnce(&mut Version) -> Result<T>,
     ) -> Result<T> {
+        self.install_or_undo(flushed, edit, || {})
+    }
+
+    /// [`Tree::install`] for an edit that changes state it shares with the current version
+    /// (the live-byte counts of value logs): when the edit or the manifest write fails, `undo`
+    /// puts that state back before `version_lock` is released, so that no other install writes
+    /// a manifest with the failed edit's counts.
+    pub(super) fn install_or_undo<T>(
+        &self,
+        flushed: Option<&Arc<Memtable>>,
+        edit: impl FnOnce(&mut Version) -> Result<T>,
+        undo: impl FnOnce(),
+    ) -> Result<T> {
         let mut logs = self.version_lock.lock();
         let mut nv = (*self.view.load().version).clone();
-        let out = edit(&mut nv)?;
+        let out = match edit(&mut nv) {
+            Ok(out) => out,
+            Err(e) => {
+                undo();
+                return Err(e);
+            }
+        };
         let new_logs = match flushed {
             Some(m) => LogState {
                 log_number: m.wal_number + 1,
@@ -389,13 +408,16 @@ impl Tree {
             },
             None => *logs,
         };
-        version::write(
+        if let Err(e) = version::write(
             &*self.opts.fs,
             &self.dir,
             &nv,
             self.next_file.load(Ordering::Acquire),
             new_logs,
-        )?;
+        ) {
+            undo();
+            return Err(e);
+        }
         *logs = new_logs;
         let _vg = self.view_lock.lock();
         let v = self.view.load();
