@@ -432,6 +432,11 @@ const EXCLUSIVE: &[&str] = &[
     // registered in the middle of its write would be missed (and its client could read the
     // old value and then commit over the write).
     "watch",
+    // JSON.SET may create a document: it checks that no string, hash, set, list or sorted set
+    // has the name, then writes; a write of one of those checks for a document the same way.
+    // Holding the lock exclusively keeps the two checks from crossing (a name held both a
+    // string and a document).
+    "json.set",
     "eval",
     "evalsha",
     "eval_ro",

@@ -387,3 +387,66 @@ fn an_oversized_key_in_a_pipeline_of_sets_fails_alone() {
     assert_eq!(before.as_deref(), Some("1"));
     assert_eq!(after.as_deref(), Some("2"));
 }
+
+/// A name holds a string or a document, never both, however SET and JSON.SET of it race: the
+/// store is checked directly after every round (readers prefer the string, so through the
+/// protocol a name holding both would just look like a string with a hidden document).
+#[test]
+fn racing_set_and_json_set_never_leave_both_a_string_and_a_document() {
+    use strata_server::keyspace::{string_key, Space};
+    const ROUNDS: usize = 300;
+    let server = TestServer::start_with(strata_server::ServerConfig {
+        io_threads: Some(4),
+        ..strata_server::ServerConfig::default()
+    });
+    let mut c = server.client();
+    let _: () = redis::cmd("JSON.SET")
+        .arg("warm")
+        .arg("$")
+        .arg("1")
+        .query(&mut c)
+        .unwrap();
+    let url = server.url();
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(3));
+    let spawn = |json: bool| {
+        let url = url.clone();
+        let barrier = barrier.clone();
+        std::thread::spawn(move || {
+            let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+            for i in 0..ROUNDS {
+                barrier.wait();
+                let name = format!("race{i}");
+                if json {
+                    let _: redis::RedisResult<redis::Value> = redis::cmd("JSON.SET")
+                        .arg(&name)
+                        .arg("$")
+                        .arg("{\"a\":1}")
+                        .query(&mut c);
+                } else {
+                    let _: () = redis::cmd("SET").arg(&name).arg("s").query(&mut c).unwrap();
+                }
+                barrier.wait();
+            }
+        })
+    };
+    let setter = spawn(false);
+    let jsoner = spawn(true);
+    let db = server.db().clone();
+    let mut both = 0;
+    for i in 0..ROUNDS {
+        barrier.wait();
+        barrier.wait();
+        let name = format!("race{i}");
+        let string = db.get(&string_key(0, name.as_bytes())).unwrap().is_some();
+        let doc = db
+            .get(&Space::Docs.key(0, name.as_bytes()).unwrap())
+            .unwrap()
+            .is_some();
+        if string && doc {
+            both += 1;
+        }
+    }
+    setter.join().unwrap();
+    jsoner.join().unwrap();
+    assert_eq!(both, 0, "names holding both a string and a document");
+}
