@@ -37,6 +37,9 @@ use crate::error::{Error, Result};
 use crate::names::{KeyNames, NameTable, NAME_BYTES_MAX};
 use crate::num::Decimal;
 
+/// Most elements reserved up front for an array or map being decoded (as `json.rs` does).
+const RESERVED_ITEMS_MAX: usize = 4096;
+
 /// Deepest nesting of arrays/maps that is encoded or decoded (`[]` has depth 1).
 pub const DEPTH_MAX: usize = 512;
 
@@ -368,7 +371,9 @@ impl<'a> Reader<'a> {
             tc::ARRAY => {
                 let count = self.check_count(n)?;
                 self.check_depth(depth, start)?;
-                let mut items = Vec::with_capacity(count);
+                // Reserved up to a bound: `count` is checked against the bytes left, not the
+                // memory each element takes, and nested levels would multiply it.
+                let mut items = Vec::with_capacity(count.min(RESERVED_ITEMS_MAX));
                 for _ in 0..count {
                     items.push(self.value(depth + 1)?);
                 }
@@ -377,7 +382,7 @@ impl<'a> Reader<'a> {
             tc::MAP => {
                 let count = self.check_count(n.saturating_mul(2))? / 2;
                 self.check_depth(depth, start)?;
-                let mut entries = Vec::with_capacity(count);
+                let mut entries = Vec::with_capacity(count.min(RESERVED_ITEMS_MAX));
                 for _ in 0..count {
                     let k = self.map_key(depth + 1)?;
                     let v = self.value(depth + 1)?;

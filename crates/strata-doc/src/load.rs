@@ -22,6 +22,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+/// Most reader threads, and most writer threads, one load may ask for.
+pub const LOAD_THREADS_MAX: usize = 256;
+
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
 
 use crate::codec::{decode_in, encode_stored, type_name_of_code};
@@ -206,6 +209,13 @@ pub fn load(
         return Err(Error::InvalidArgument(
             "readers and writers must be at least 1".into(),
         ));
+    }
+    if options.readers > LOAD_THREADS_MAX || options.writers > LOAD_THREADS_MAX {
+        // Each is a thread with its own buffers (a reader holds about 2 MiB): past this the
+        // OS refuses threads or memory runs out, which would end the load in a panic.
+        return Err(Error::InvalidArgument(format!(
+            "readers and writers must be at most {LOAD_THREADS_MAX} each"
+        )));
     }
     let started = Instant::now();
     let bytes_total = std::fs::metadata(input)
@@ -791,6 +801,25 @@ mod tests {
                 referenced > 0,
                 "readers {readers}: no document uses name ids"
             );
+        }
+    }
+
+    /// Thread counts past the bound are refused with a clear error before any thread starts
+    /// (a million readers ended the load in a panic when the OS refused threads).
+    #[test]
+    fn absurd_thread_counts_are_refused() {
+        let (dir, s) = store();
+        let input = write_file(dir.path(), "in.jsonl", b"{\"id\":1}\n");
+        for (readers, writers) in [(1_000_000, 1), (1, 1_000_000)] {
+            let options = LoadOptions {
+                readers,
+                writers,
+                ..LoadOptions::default()
+            };
+            let Err(Error::InvalidArgument(why)) = load(&s, &input, &options, |_| {}) else {
+                panic!("{readers} readers and {writers} writers were accepted")
+            };
+            assert!(why.contains("at most"), "{why}");
         }
     }
 

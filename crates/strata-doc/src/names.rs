@@ -234,7 +234,15 @@ impl KeyNames {
     /// Reads the names of the store behind `storage`.
     pub fn open(storage: Arc<dyn NameStorage>) -> Result<Self> {
         let table = match storage.read()? {
-            Some(bytes) => NameTable::from_record(&bytes)?,
+            Some(bytes) => {
+                let table = NameTable::from_record(&bytes)?;
+                // Another handle may have written ids it has not synced yet: sync before any
+                // document written here refers to them.
+                if !table.is_empty() {
+                    storage.sync()?;
+                }
+                table
+            }
             None => NameTable::empty(),
         };
         Ok(KeyNames {
@@ -381,7 +389,12 @@ impl KeyNames {
             return Ok(());
         };
         if let Some(bytes) = storage.read()? {
-            self.publish(NameTable::from_record(&bytes)?);
+            let table = NameTable::from_record(&bytes)?;
+            if table.len() > self.table.load().len() {
+                // Ids another handle wrote may not be synced yet: sync before using them.
+                storage.sync()?;
+                self.publish(table);
+            }
         }
         Ok(())
     }
@@ -490,6 +503,35 @@ mod tests {
         assert_eq!(names.table().id("z"), None);
         names.refresh().unwrap();
         assert_eq!(names.table().id("z"), Some(2));
+    }
+
+    /// Ids another handle has written but not yet synced are synced before this handle uses
+    /// them (a document written with such an id could not be decoded after a power cut, or
+    /// would decode with another name once the id was given again).
+    #[test]
+    fn ids_read_from_the_record_are_synced_before_they_are_used() {
+        let storage = Arc::new(MemStorage::default());
+        let mut t = NameTable::empty();
+        t.push("written");
+        t.push("not synced");
+        // As another handle leaves it between its update and its sync.
+        storage.update(&mut |_| Ok(Some(t.to_record()))).unwrap();
+        let opened = KeyNames::open(storage.clone()).unwrap();
+        assert_eq!(opened.table().id("not synced"), Some(1));
+        assert_eq!(
+            storage.syncs.load(Ordering::Relaxed),
+            1,
+            "open published unsynced ids"
+        );
+        t.push("later");
+        storage.update(&mut |_| Ok(Some(t.to_record()))).unwrap();
+        opened.refresh().unwrap();
+        assert_eq!(opened.table().id("later"), Some(2));
+        assert_eq!(
+            storage.syncs.load(Ordering::Relaxed),
+            2,
+            "refresh published unsynced ids"
+        );
     }
 
     #[test]

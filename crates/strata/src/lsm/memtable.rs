@@ -370,6 +370,11 @@ impl MemtableIter {
         self.chunk_entries = (want * 2).min(SCAN_CHUNK_ENTRIES);
         let lo = as_ref_bound(&self.lower);
         let hi = as_ref_bound(&self.upper);
+        if is_empty_range(lo, hi) {
+            // B-tree ranges panic on these; a caller's backwards range is simply empty.
+            self.done = true;
+            return;
+        }
         let at = self.at;
         let mut last_key = None;
         let mut seen = 0;
@@ -393,6 +398,16 @@ impl MemtableIter {
             self.lower = Bound::Excluded(last);
         }
         self.chunk = chunk.into_iter();
+    }
+}
+
+/// Whether no key can lie in `(lo, hi)`: start after end, or one key excluded at both ends
+/// (the bounds `BTreeMap::range` refuses with a panic).
+fn is_empty_range(lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
+    match (lo, hi) {
+        (Bound::Excluded(a), Bound::Excluded(b)) => a >= b,
+        (Bound::Included(a) | Bound::Excluded(a), Bound::Included(b) | Bound::Excluded(b)) => a > b,
+        _ => false,
     }
 }
 
