@@ -820,6 +820,45 @@ pub fn random_elements(
     sample_elements(b, db, name, &live.meta, window)
 }
 
+/// Windows read for draws with repetition from a large collection, at most.
+const DRAW_WINDOWS_MAX: usize = 256;
+
+/// `n` elements drawn with repetition (SRANDMEMBER and HRANDFIELD with a negative count): from
+/// all of a collection of up to [`SAMPLE_WINDOW`] elements, else from the union of up to
+/// [`DRAW_WINDOWS_MAX`] windows of [`SINGLE_PICK_WINDOW`] at random positions (one per draw
+/// for small counts), so draws spread over the collection instead of one window's 16.
+pub fn draw_with_repetition(
+    b: &dyn KvBackend,
+    db: DbIndex,
+    name: &[u8],
+    live: &Live,
+    n: usize,
+) -> Result<Vec<(Bytes, Bytes)>> {
+    use rand::Rng;
+    let pool = if live.meta.count <= SAMPLE_WINDOW as u64 {
+        read_elements(b, db, name, &live.meta)?
+    } else {
+        let mut pool = Vec::new();
+        for _ in 0..n.clamp(1, DRAW_WINDOWS_MAX) {
+            pool.extend(sample_elements(
+                b,
+                db,
+                name,
+                &live.meta,
+                SINGLE_PICK_WINDOW,
+            )?);
+        }
+        pool
+    };
+    if pool.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut rng = rand::thread_rng();
+    Ok((0..n)
+        .map(|_| pool[rng.gen_range(0..pool.len())].clone())
+        .collect())
+}
+
 /// Elements SPOP, SRANDMEMBER and HRANDFIELD sample from a large collection.
 pub const SAMPLE_WINDOW: usize = 1024;
 /// Elements read to pick one at random from a large collection.

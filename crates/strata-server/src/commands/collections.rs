@@ -307,10 +307,10 @@ pub(crate) fn scan_elements(ctx: &Ctx<'_>, args: &[Bytes], kind: KeyType) -> Res
     let after = if cursor == 0 {
         None
     } else {
+        // An unknown cursor starts over, as SCAN's does.
         lock(&ctx.shared.cursors)
             .get(cursor)
-            .ok_or_else(|| Error::command("invalid cursor"))?
-            .after_key
+            .and_then(|p| p.after_key)
     };
     let whole = !live.big;
     let mut found = Vec::new();

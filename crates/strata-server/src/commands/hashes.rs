@@ -11,7 +11,6 @@
 //! insertion order for small hashes and hash order for large ones; Redis promises no order.
 
 use bytes::Bytes;
-use rand::Rng;
 
 use super::collections::{modify, Edit};
 use super::{int_arg, is, Ctx, Spec, READ, READ_FAST, WRITE_FAST};
@@ -251,16 +250,22 @@ fn hrandfield(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     if count == 0 {
         return Ok(Reply::Array(Vec::new()));
     }
-    // Negative: repetition allowed, picked from a sample (or all of a small hash).
-    let want = if count < 0 { 1 } else { count.unsigned_abs() };
-    let fields = random_elements(ctx.db(), ctx.dbi(), key, &h, want)?;
-    let mut rng = rand::thread_rng();
-    let picked: Vec<&(Bytes, Bytes)> = if count < 0 {
+    // Negative: repetition allowed, drawn across the hash (`draw_with_repetition`), bounded
+    // by what a reply may hold, as Redis is by memory.
+    let fields = if count < 0 {
         let n = usize::try_from(count.unsigned_abs()).unwrap_or(usize::MAX);
-        // Repetition allowed: bounded by what a reply may hold, as Redis is by memory.
-        (0..n.min(REPLY_ELEMENTS_MAX))
-            .filter_map(|_| fields.get(rng.gen_range(0..fields.len().max(1))))
-            .collect()
+        crate::collection::draw_with_repetition(
+            ctx.db(),
+            ctx.dbi(),
+            key,
+            &h,
+            n.min(REPLY_ELEMENTS_MAX),
+        )?
+    } else {
+        random_elements(ctx.db(), ctx.dbi(), key, &h, count.unsigned_abs())?
+    };
+    let picked: Vec<&(Bytes, Bytes)> = if count < 0 {
+        fields.iter().collect()
     } else {
         let n = usize::try_from(count).unwrap_or(usize::MAX);
         fields.iter().take(n).collect()

@@ -885,34 +885,48 @@ fn dbsize(ctx: &mut Ctx<'_>, _: &[Bytes]) -> Result<Reply> {
     ))
 }
 
+/// Keys RANDOMKEY chooses among: the ones that follow a random point of the key order.
+const RANDOMKEY_WINDOW_KEYS: usize = 64;
+
 fn randomkey(ctx: &mut Ctx<'_>, _: &[Bytes]) -> Result<Reply> {
-    // The first live key at or after a random point of the key order (wrapping around): not
-    // uniform over keys, but every key can come up and the walk is short.
+    // One of the (up to) 64 live keys that follow a random point of the key order, wrapping
+    // around, chosen uniformly: exactly uniform in a database of at most 64 keys (the nearest
+    // key after a random point alone was almost always the same one when names share a long
+    // prefix: `user:1` came up, `user:2` never). In a larger database a key's chance still
+    // depends on where it sits in the key order; a uniform draw needs a count the engine does
+    // not keep.
     let now = now_ms();
     let db = ctx.dbi();
-    let point: [u8; 8] = rand::thread_rng().gen();
-    let mut found = None;
+    let mut rng = rand::thread_rng();
+    let point: [u8; 8] = rng.gen();
+    let mut window: Vec<Bytes> = Vec::with_capacity(RANDOMKEY_WINDOW_KEYS);
     for t in Space::ALL {
-        keyspace::visit_keys(ctx.db(), db, t, b"", Some(&point), now, &mut |k, _, _| {
-            found = Some(Bytes::copy_from_slice(k));
-            false
-        })?;
-        if found.is_some() {
+        if window.len() >= RANDOMKEY_WINDOW_KEYS {
             break;
         }
+        keyspace::visit_keys(ctx.db(), db, t, b"", Some(&point), now, &mut |k, _, _| {
+            window.push(Bytes::copy_from_slice(k));
+            window.len() < RANDOMKEY_WINDOW_KEYS
+        })?;
     }
-    if found.is_none() {
-        for t in Space::ALL {
-            keyspace::visit_keys(ctx.db(), db, t, b"", None, now, &mut |k, _, _| {
-                found = Some(Bytes::copy_from_slice(k));
-                false
-            })?;
-            if found.is_some() {
-                break;
-            }
+    // Wrap around: the keys before the point, from the start.
+    for t in Space::ALL {
+        if window.len() >= RANDOMKEY_WINDOW_KEYS {
+            break;
         }
+        keyspace::visit_keys(ctx.db(), db, t, b"", None, now, &mut |k, _, _| {
+            if k >= &point[..] {
+                return false;
+            }
+            window.push(Bytes::copy_from_slice(k));
+            window.len() < RANDOMKEY_WINDOW_KEYS
+        })?;
     }
-    Ok(Reply::bulk_or_nil(found))
+    if window.is_empty() {
+        return Ok(Reply::Nil);
+    }
+    let pick = rng.gen_range(0..window.len());
+    Ok(Reply::bulk_or_nil(window.into_iter().nth(pick)))
 }
 
 /// SCAN's default COUNT: keys examined per call.
@@ -949,9 +963,15 @@ fn scan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             after_key: None,
         }
     } else {
+        // A cursor this server no longer knows (the table forgets the oldest past its bound,
+        // and a restart forgets all) starts the walk over: keys may come twice, none is
+        // missed. Redis takes any number as a cursor, so clients never expect an error here.
         lock(&ctx.shared.cursors)
             .get(cursor)
-            .ok_or_else(|| Error::command("invalid cursor"))?
+            .unwrap_or(ScanPosition {
+                namespace: 0,
+                after_key: None,
+            })
     };
     let prefix = pattern.map_or(&b""[..], glob::literal_prefix);
     let now = now_ms();
@@ -1099,6 +1119,29 @@ mod tests {
         assert_eq!(h.run(&["EXPIRE", "a", "10"]), Reply::Int(0));
     }
 
+    /// Every key of a small database comes up, names sharing a long prefix included (the key
+    /// after a random point alone was `user:1` every time, never `user:2`).
+    #[test]
+    fn randomkey_returns_every_key_of_a_small_database() {
+        let mut h = Harness::new();
+        assert_eq!(h.run(&["RANDOMKEY"]), Reply::Nil);
+        h.run(&["MSET", "user:1", "a", "user:2", "b", "foo", "c"]);
+        h.run(&["HSET", "user:3", "f", "v"]);
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..400 {
+            match h.run(&["RANDOMKEY"]) {
+                Reply::Bulk(k) => {
+                    seen.insert(String::from_utf8(k.to_vec()).unwrap());
+                }
+                other => panic!("RANDOMKEY answered {other:?}"),
+            }
+        }
+        assert_eq!(
+            seen.into_iter().collect::<Vec<_>>(),
+            vec!["foo", "user:1", "user:2", "user:3"]
+        );
+    }
+
     fn scan_all(h: &mut Harness, extra: &[&str]) -> Vec<Reply> {
         let mut cursor = "0".to_string();
         let mut all = Vec::new();
@@ -1142,7 +1185,13 @@ mod tests {
         );
         assert_eq!(scan_all(&mut h, &["TYPE", "ReJSON-RL"]).len(), 0);
         assert_eq!(h.run(&["DBSIZE"]), Reply::Int(58));
-        assert_eq!(h.run(&["SCAN", "12345"]), err("ERR invalid cursor"));
+        // A cursor the server does not know starts over (Redis errs on no numeric cursor).
+        let keys_of = |r: Reply| match r {
+            Reply::Array(parts) => parts.into_iter().nth(1),
+            other => panic!("bad SCAN reply {other:?}"),
+        };
+        let unknown = keys_of(h.run(&["SCAN", "12345"]));
+        assert_eq!(unknown, keys_of(h.run(&["SCAN", "0"])));
         assert_eq!(h.run(&["SCAN", "x"]), err("ERR invalid cursor"));
         assert_eq!(h.run(&["SCAN", "0", "COUNT", "0"]), err("ERR syntax error"));
         assert_eq!(h.run(&["FLUSHDB"]), Reply::ok());

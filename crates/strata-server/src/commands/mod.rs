@@ -344,6 +344,7 @@ fn dispatch_checked(
     // under the lock, so MIGRATE (which holds it exclusively) never moves a key between the
     // check and the command.
     let shared_lock = spec.flags.contains(&"write")
+        || MULTI_KEY_READS.contains(&spec.name)
         || (routed && (spec.keys.0 > 0 || cluster::MOVABLE_KEYS.contains(&spec.name)));
     let shared = ctx.shared;
     let _guard = match (ctx.locking, exclusive, shared_lock) {
@@ -466,8 +467,29 @@ const EXCLUSIVE: &[&str] = &[
     "bitop",
     "pfmerge",
     "sort",
+    // LCS may take up to 512 MiB for its table: one at a time, as in Redis.
+    "lcs",
     "migrate",
     "restore-asking",
+];
+
+/// Reads of several keys that hold the exec lock's shared side: a command that changes several
+/// keys at once (SMOVE, RENAME, EXEC, a script) holds it exclusively, so it lands wholly before
+/// or after such a read, never between the read's keys (SUNION of two sets saw a member moving
+/// between them in neither or in both). MGET reads its keys at one engine snapshot instead.
+const MULTI_KEY_READS: &[&str] = &[
+    "exists",
+    "sunion",
+    "sinter",
+    "sdiff",
+    "sintercard",
+    "zunion",
+    "zinter",
+    "zdiff",
+    "zintercard",
+    "pfcount",
+    "sort_ro",
+    "json.mget",
 ];
 
 /// True when `arg` equals `word`, ignoring ASCII case (option keywords such as `NX`).

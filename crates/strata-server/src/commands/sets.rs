@@ -11,7 +11,6 @@ use std::collections::BTreeSet;
 
 use bytes::Bytes;
 use rand::seq::SliceRandom;
-use rand::Rng;
 
 use super::collections::{modify, plan, read_live};
 use super::{int_arg, is, Ctx, Spec, READ, READ_FAST, WRITE, WRITE_FAST};
@@ -147,7 +146,6 @@ const REPLY_ELEMENTS_MAX: usize = 1 << 24;
 
 fn srandmember(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let key = &args[1];
-    let mut rng = rand::thread_rng();
     let Some(count_arg) = args.get(2) else {
         let Some(s) = read_live(ctx, key, KeyType::Set)? else {
             return Ok(Reply::Nil);
@@ -165,21 +163,24 @@ fn srandmember(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     if count == 0 {
         return Ok(Reply::Array(Vec::new()));
     }
-    // Negative: repetition allowed, picked from a sample (or all of a small set).
-    let want = if count < 0 { 1 } else { count.unsigned_abs() };
-    let all: Vec<Bytes> = random_elements(ctx.db(), ctx.dbi(), key, &s, want)?
+    if count < 0 {
+        // Repetition allowed: draws spread over the set (`draw_with_repetition`).
+        let n = usize::try_from(count.unsigned_abs()).unwrap_or(usize::MAX);
+        let drawn = crate::collection::draw_with_repetition(
+            ctx.db(),
+            ctx.dbi(),
+            key,
+            &s,
+            n.min(REPLY_ELEMENTS_MAX),
+        )?;
+        return Ok(Reply::Array(
+            drawn.into_iter().map(|(m, _)| Reply::Bulk(m)).collect(),
+        ));
+    }
+    let all: Vec<Bytes> = random_elements(ctx.db(), ctx.dbi(), key, &s, count.unsigned_abs())?
         .into_iter()
         .map(|(m, _)| m)
         .collect();
-    if count < 0 {
-        let n = usize::try_from(count.unsigned_abs()).unwrap_or(usize::MAX);
-        return Ok(Reply::Array(
-            (0..n.min(REPLY_ELEMENTS_MAX))
-                .filter_map(|_| all.get(rng.gen_range(0..all.len().max(1))).cloned())
-                .map(Reply::Bulk)
-                .collect(),
-        ));
-    }
     let n = usize::try_from(count).unwrap_or(usize::MAX);
     if n >= all.len() {
         return Ok(Reply::Array(all.into_iter().map(Reply::Bulk).collect()));
@@ -441,4 +442,45 @@ fn sintercard(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 
 fn sscan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     super::collections::scan_elements(ctx, args, KeyType::Set)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::*;
+    use crate::resp::Reply;
+
+    fn distinct(r: Reply, every: usize) -> usize {
+        let Reply::Array(items) = r else {
+            panic!("not an array: {r:?}")
+        };
+        let mut seen: Vec<Reply> = items.into_iter().step_by(every).collect();
+        seen.sort_by_key(|r| format!("{r:?}"));
+        seen.dedup();
+        seen.len()
+    }
+
+    /// A negative count draws with repetition across the whole collection: 1000 draws from
+    /// 1000 members give about 632 distinct ones in Redis (they came from one window of 16).
+    #[test]
+    fn negative_counts_draw_across_the_collection() {
+        let mut h = Harness::new();
+        for (members, low) in [(1000usize, 500usize), (5000, 400)] {
+            h.run(&["DEL", "s", "h"]);
+            let mut sadd = vec!["SADD".to_string(), "s".to_string()];
+            let mut hset = vec!["HSET".to_string(), "h".to_string()];
+            for i in 0..members {
+                sadd.push(format!("m{i}"));
+                hset.push(format!("f{i}"));
+                hset.push("v".to_string());
+            }
+            let sadd: Vec<&str> = sadd.iter().map(String::as_str).collect();
+            let hset: Vec<&str> = hset.iter().map(String::as_str).collect();
+            h.run(&sadd);
+            h.run(&hset);
+            let s = distinct(h.run(&["SRANDMEMBER", "s", "-1000"]), 1);
+            assert!(s > low, "{members} members: {s} distinct of 1000 draws");
+            let f = distinct(h.run(&["HRANDFIELD", "h", "-1000", "WITHVALUES"]), 2);
+            assert!(f > low, "{members} fields: {f} distinct of 1000 draws");
+        }
+    }
 }

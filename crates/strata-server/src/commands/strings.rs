@@ -699,13 +699,14 @@ fn setrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let offset = usize::try_from(offset).map_err(|_| Error::command("offset is out of range"))?;
     let patch = &args[3];
     let max = ctx.shared.config().proto_max_bulk_len_bytes;
-    if !patch.is_empty() && offset.saturating_add(patch.len()) > max {
-        return Err(max_string_error());
-    }
+    // Checked in Redis's order: the key's type, then an empty patch, then the size.
     let len = modify_string(ctx, &args[1], None, |old| {
         let old = old.map(|(v, _)| v);
         if patch.is_empty() {
             return Ok((StrWrite::Keep, old.map_or(0, <[u8]>::len)));
+        }
+        if offset.saturating_add(patch.len()) > max {
+            return Err(max_string_error());
         }
         let mut v = old.unwrap_or_default().to_vec();
         let end = offset + patch.len();

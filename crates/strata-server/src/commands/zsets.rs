@@ -618,11 +618,14 @@ fn select_range(
         }
         j += 1;
     }
-    if limit.is_some() && kind.is_none() {
+    // Redis refuses LIMIT with a rank range only when its count limits anything (not -1); the
+    // offset is then ignored.
+    if limit.is_some_and(|(_, count)| count != -1) && kind.is_none() {
         return Err(Error::command(
             "syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX",
         ));
     }
+    let limit = limit.filter(|_| kind.is_some());
     if withscores && kind == Some("lex") {
         return Err(Error::command(
             "syntax error, WITHSCORES not supported in combination with BYLEX",

@@ -450,3 +450,52 @@ fn racing_set_and_json_set_never_leave_both_a_string_and_a_document() {
     jsoner.join().unwrap();
     assert_eq!(both, 0, "names holding both a string and a document");
 }
+
+/// Commands that read several keys see them at one point of the commands' order: while one
+/// member moves back and forth between two sets (SMOVE, one atomic command), their union always
+/// holds it once and their intersection never does (the reads of the two sets used to be
+/// separate, so a move could land between them).
+#[test]
+fn multi_key_reads_see_a_moving_member_exactly_once() {
+    const ROUNDS: usize = 2_000;
+    let server = TestServer::start_with(strata_server::ServerConfig {
+        io_threads: Some(4),
+        ..strata_server::ServerConfig::default()
+    });
+    let mut c = server.client();
+    let _: i64 = c.sadd("a", "x").unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mover = {
+        let url = server.url();
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _: i64 = c.smove("a", "b", "x").unwrap();
+                let _: i64 = c.smove("b", "a", "x").unwrap();
+            }
+        })
+    };
+    let mut wrong = Vec::new();
+    for _ in 0..ROUNDS {
+        let union: Vec<String> = c.sunion(&["a", "b"]).unwrap();
+        let inter: Vec<String> = c.sinter(&["a", "b"]).unwrap();
+        let card: i64 = redis::cmd("SINTERCARD")
+            .arg(2)
+            .arg("a")
+            .arg("b")
+            .query(&mut c)
+            .unwrap();
+        if union.len() != 1 || !inter.is_empty() || card != 0 {
+            wrong.push((union, inter, card));
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    mover.join().unwrap();
+    assert!(
+        wrong.is_empty(),
+        "{} of {ROUNDS} reads saw a half move: {:?}",
+        wrong.len(),
+        &wrong[..wrong.len().min(3)]
+    );
+}

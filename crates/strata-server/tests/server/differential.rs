@@ -2208,6 +2208,12 @@ fn scripting_edges_match_redis() {
         &["EVAL", "return redis.sha1hex('abc')", "0"],
         &["EVAL", "return tostring(os)", "0"],
         &["EVAL", "return loadstring", "0"],
+        // SETRANGE checks the key's type before the size (a hash gets WRONGTYPE).
+        &["HSET", "typed", "f", "v"],
+        &["SETRANGE", "typed", "536870912", "x"],
+        &["SETRANGE", "typed", "0", ""],
+        &["SETRANGE", "fresh", "536870912", ""],
+        &["SETRANGE", "fresh", "536870912", "x"],
         // The sandbox: Redis 7 offers no getfenv/setfenv, refuses writes to the globals and
         // the libraries (rawset too), and no binary chunks.
         &["EVAL", "rawset(_G, 'leak', 'x') return leak", "0"],
@@ -2413,6 +2419,19 @@ fn sorted_set_lex_ranges_match_redis() {
             &words(&["ZRANGE", "z", "0", "1", "LIMIT", "0", "1"]),
             ctx,
         );
+        // A rank range takes LIMIT when its count limits nothing (-1), offset ignored.
+        for (offset, count) in [("0", "-1"), ("1", "-1"), ("0", "-2"), ("5", "0")] {
+            pair.check(
+                0,
+                &words(&["ZRANGE", "z", "0", "-1", "LIMIT", offset, count]),
+                ctx,
+            );
+            pair.check(
+                0,
+                &words(&["ZRANGE", "z", "0", "-1", "REV", "LIMIT", offset, count]),
+                ctx,
+            );
+        }
         pair.check(0, &words(&["ZREMRANGEBYLEX", "z", "[b", "(d"]), ctx);
         pair.check(0, &words(&["ZRANGE", "z", "0", "-1"]), ctx);
     }
