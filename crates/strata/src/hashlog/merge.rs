@@ -166,21 +166,22 @@ impl LogStore {
         // Every output's directory entry is durable before any input disappears.
         fsutil::sync_dir(&*self.opts.fs, &seg_dir)?;
         {
-            let mut segs = self.segments.write();
             let mut dead = self.dead.lock();
-            for (sid, _) in inputs {
-                segs.remove(sid);
-                dead.remove(sid);
-            }
             for (sid, d) in dead_out {
                 *dead.entry(sid).or_default() += d;
             }
         }
         // In ascending order: if a removal fails, every newer input is still there, so no older
-        // record can outlive the newer one (or the delete) that shadowed it.
+        // record can outlive the newer one (or the delete) that shadowed it. An input leaves
+        // the segment map only once its file is gone: one a failed removal left on disk stays
+        // in the map, so the next merge takes it (its records are dead, the index points past
+        // them) and removes it; dropped from the map first, it was merged no more, and a
+        // restart replayed its old records over the deletes that had shadowed them.
         for (sid, seg) in inputs {
             // Readers holding the segment keep reading through their open handle.
             self.opts.fs.remove_file(&seg.path).at(&seg.path)?;
+            self.segments.write().remove(sid);
+            self.dead.lock().remove(sid);
             let hint = seg_dir.join(format!("{}{HINT_SUFFIX}", seg_name(*sid)));
             if self.opts.fs.exists(&hint) {
                 self.opts.fs.remove_file(&hint).at(&hint)?;

@@ -201,7 +201,12 @@ impl LogStore {
             .seg_dir()
             .join(format!("{}{SEGMENT_SUFFIX}", seg_name(sid)));
         self.journal.rotate_locked(st, path.clone())?;
-        let segment = Arc::new(Segment::open(&*self.opts.fs, path, 0)?);
+        // The log now writes to the new file: if it cannot be opened for reading, later writes
+        // would be indexed under the sealed segment's id. The partition stops taking writes.
+        let segment = match Segment::open(&*self.opts.fs, path, 0) {
+            Ok(s) => Arc::new(s),
+            Err(e) => return Err(self.journal.fail(st, e)),
+        };
         let sealed = {
             let mut segments = self.segments.write();
             let sealed = segments.get(&*self.active.lock()).cloned();

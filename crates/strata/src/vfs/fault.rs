@@ -40,6 +40,10 @@ pub enum IoKind {
     SyncDir,
     /// Positional reads and whole-file reads.
     Read,
+    /// Removals of files (unlink).
+    Remove,
+    /// Opens of existing files (EMFILE, say; `FaultKind::FlipBit` does not apply).
+    Open,
 }
 
 /// What an injected fault does.
@@ -405,6 +409,14 @@ impl FileSystem for FaultFs {
     }
 
     fn open(&self, path: &Path) -> io::Result<Arc<dyn FsFile>> {
+        // Opening changes nothing: no crash point, only an injected fault.
+        let fault = {
+            let mut st = self.0.state.lock();
+            self.fault(&mut st, IoKind::Open)
+        };
+        if let Some(f) = fault {
+            return Err(error_for(f, "open"));
+        }
         let f = self.0.real.open(path)?;
         Ok(self.wrap(path, f, false))
     }
@@ -438,7 +450,7 @@ impl FileSystem for FaultFs {
     }
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {
-        self.check(None, "unlink")?;
+        self.check(Some(IoKind::Remove), "unlink")?;
         self.0.real.remove_file(path)?;
         self.0.state.lock().names.remove(path);
         Ok(())
