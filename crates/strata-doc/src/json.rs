@@ -178,12 +178,22 @@ fn map_from_json_entries(entries: Vec<(Doc, Doc)>) -> DocMap {
     if keys.windows(2).all(|w| w[0] != w[1]) {
         return DocMap::from_entries_unchecked(entries);
     }
-    // Rare: merge through `insert`, which replaces in place.
-    let mut m = DocMap::with_capacity(entries.len());
+    // Rare: merge, each key's first position found through a hash map (a linear search per key,
+    // as `DocMap::insert` does, made one object of a million keys with one repeat quadratic).
+    let mut first: std::collections::HashMap<String, usize> =
+        std::collections::HashMap::with_capacity(entries.len());
+    let mut out: Vec<(Doc, Doc)> = Vec::with_capacity(entries.len());
     for (k, v) in entries {
-        m.insert(k, v);
+        let name = k.as_str().unwrap_or_default().to_owned();
+        match first.get(&name) {
+            Some(&i) => out[i].1 = v,
+            None => {
+                first.insert(name, out.len());
+                out.push((k, v));
+            }
+        }
     }
-    m
+    DocMap::from_entries_unchecked(out)
 }
 
 /// Converts a serde_json value (consumed, so strings move rather than copy).
