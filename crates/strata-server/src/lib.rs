@@ -52,8 +52,18 @@ pub use server::{Server, ServerThread, ShutdownHandle};
 pub fn store_options(mut opts: strata::Options) -> strata::Options {
     opts.compaction_filter = Some(Arc::new(keyspace::DeadKeys));
     opts.key_router = Some(Arc::new(collection::ServerRouter));
+    // Redis strings go up to 512 MiB (`proto-max-bulk-len`); a record adds its header and
+    // expiry time.
+    opts.value_bytes_max = opts
+        .value_bytes_max
+        .max(STRING_BYTES_MAX + RECORD_HEADER_BYTES_MAX);
     opts
 }
+
+/// Largest string value, as Redis's default `proto-max-bulk-len`.
+const STRING_BYTES_MAX: usize = 512 << 20;
+/// A record's header byte and expiry time, at most (`keyspace::Record`).
+const RECORD_HEADER_BYTES_MAX: usize = 16;
 
 /// Runs `strata serve`: opens the engine in `dir` with `opts` (its durability mode replaced by
 /// `--appendfsync`), serves until SIGINT, SIGTERM or the SHUTDOWN command, then stops accepting,

@@ -2214,6 +2214,11 @@ fn scripting_edges_match_redis() {
         &["SETRANGE", "typed", "0", ""],
         &["SETRANGE", "fresh", "536870912", ""],
         &["SETRANGE", "fresh", "536870912", "x"],
+        // Strings past the engine's default 64 MiB value limit, as Redis allows (512 MiB).
+        &["SETRANGE", "huge", "67108864", "end"],
+        &["STRLEN", "huge"],
+        &["GETRANGE", "huge", "67108860", "-1"],
+        &["DEL", "huge"],
         // The sandbox: Redis 7 offers no getfenv/setfenv, refuses writes to the globals and
         // the libraries (rawset too), and no binary chunks.
         &["EVAL", "rawset(_G, 'leak', 'x') return leak", "0"],
