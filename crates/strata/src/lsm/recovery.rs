@@ -220,6 +220,7 @@ impl Tree {
             next_file: AtomicU64::new(next_file),
             value_offsets: Mutex::new(Vec::new()),
             gc_lock: Mutex::new(()),
+            unapplied_parts: AtomicU64::new(0),
             sampled_at_flush: AtomicU64::new(0),
             flush_lock: Mutex::new(()),
             compaction_lock: Mutex::new(()),

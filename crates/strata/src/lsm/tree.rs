@@ -83,6 +83,7 @@ impl Journaled for Tree {
     }
 
     fn unapply_locked(&self, _st: &mut JournalState, seq: u64, entries: &[Entry<'_>]) {
+        self.unapplied_parts.fetch_add(1, Ordering::AcqRel);
         let view = self.view.load();
         for (_, key, _) in entries {
             view.active.remove_version(key, seq);
@@ -151,6 +152,11 @@ pub(crate) struct Tree {
     /// Scratch for the value offsets of a batch (used under the journal lock).
     pub(super) value_offsets: Mutex<Vec<u32>>,
     pub(super) gc_lock: Mutex<()>,
+    /// Parts of batches spanning partitions taken back out of the memtable (another
+    /// partition's part failed): value-log GC, whose first liveness pass runs without the lock,
+    /// may have taken a value for shadowed by such a part, so it gives up a round during which
+    /// this moved.
+    pub(super) unapplied_parts: AtomicU64,
     /// The flush count at the last value-log sample (one sample per flush at most).
     pub(super) sampled_at_flush: AtomicU64,
     pub(super) flush_lock: Mutex<()>,

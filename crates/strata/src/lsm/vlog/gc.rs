@@ -48,6 +48,7 @@ impl Tree {
             return Ok(false);
         };
         let path = victim.path().to_path_buf();
+        let unapplied_at_start = self.unapplied_parts.load(Ordering::Acquire);
         let mut rewritten = 0u64;
         // A value is live only if the newest version of its key still points at it. Once dead it
         // stays dead (nothing new ever points into an old log), so the first check runs without
@@ -130,6 +131,19 @@ impl Tree {
         self.journal
             .seqs
             .wait_visible(self.journal.seqs.last_handed_out());
+        // Read under the journal lock: a writer takes a part back out within the same hold of
+        // the lock that put it in, so once the lock is ours every part the first pass may have
+        // seen is either in for good or counted here.
+        let unapplied_now = {
+            let _st = self.journal.lock();
+            self.unapplied_parts.load(Ordering::Acquire)
+        };
+        if unapplied_now != unapplied_at_start {
+            // A part that shadowed a value may have been taken back out since the first pass
+            // judged the value dead: keep the log (the copies made are harmless duplicates of
+            // live values); a later round looks again.
+            return Ok(false);
+        }
         self.install(None, |nv| {
             nv.vlogs.remove(&victim.number);
             Ok(())
