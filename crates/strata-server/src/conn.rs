@@ -65,7 +65,7 @@ use crate::commands::{
     execute, execute_here, execute_without_waiting, placement, resolve, Ctx, Locking, Placement,
 };
 use crate::error::Error;
-use crate::resp::{Parsed, Reply, RequestParser};
+use crate::resp::{Limits, Parsed, Reply, RequestParser};
 use crate::state::{lock, AfterReply, ClientControl, ClientEntry, Session, Shared, UNBLOCK_ERROR};
 
 /// Bytes requested from the socket per read.
@@ -237,7 +237,16 @@ pub(crate) async fn serve(
             batch.session.blocked = None;
             batch.session.wait_ticket = None;
         }
-        let limits = shared.limits();
+        if !batch.session.authenticated && shared.config().requirepass.is_none() {
+            // The password was removed (CONFIG SET requirepass ""): every connection may go on,
+            // as in Redis, whose default user then needs none.
+            batch.session.authenticated = true;
+        }
+        let unauthenticated = !batch.session.authenticated;
+        let limits = Limits {
+            unauthenticated,
+            ..shared.limits()
+        };
         // False when the queue filled up before the input ran out: more complete commands may
         // be buffered, and the client may be waiting for their replies without sending more.
         let input_drained = loop {
@@ -246,6 +255,16 @@ pub(crate) async fn serve(
             }
             if batch.queue.len() >= BATCH_COMMANDS_MAX {
                 break false;
+            }
+            if unauthenticated && !batch.queue.is_empty() {
+                // One command at a time until AUTH succeeds: the next is parsed under the
+                // limits that then apply.
+                break false;
+            }
+            if batch.session.blocked.is_some() && !batch.queue.is_empty() {
+                // Nothing more is taken out of the input while a command waits: what the client
+                // sends meanwhile stays there, counted against client-query-buffer-limit.
+                break true;
             }
             match parser.parse(&mut input, &limits) {
                 Parsed::Command(args) => batch.queue.push_back(args),

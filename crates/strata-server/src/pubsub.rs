@@ -153,13 +153,60 @@ impl PubSub {
     }
 }
 
+/// A connection's channel or pattern names: a list (UNSUBSCRIBE without names answers for each)
+/// with a hash index, so that subscribing to or leaving one of a million names is O(1) (a list
+/// searched per name made `SUBSCRIBE c1 ... c1000000` quadratic). Removal moves the last name
+/// into the gap: the order is not kept, as Redis's (a dict's) is not either.
+#[derive(Debug, Default)]
+pub(crate) struct Names {
+    list: Vec<Bytes>,
+    at: HashMap<Bytes, usize>,
+}
+
+impl Names {
+    /// Adds `name`; false if it was there.
+    fn insert(&mut self, name: &Bytes) -> bool {
+        if self.at.contains_key(name) {
+            return false;
+        }
+        self.at.insert(name.clone(), self.list.len());
+        self.list.push(name.clone());
+        true
+    }
+
+    /// Removes `name`; false if it was not there.
+    fn remove(&mut self, name: &[u8]) -> bool {
+        let Some(i) = self.at.remove(name) else {
+            return false;
+        };
+        self.list.swap_remove(i);
+        if let Some(moved) = self.list.get(i) {
+            self.at.insert(moved.clone(), i);
+        }
+        true
+    }
+
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    /// The names, as a list.
+    pub fn to_vec(&self) -> Vec<Bytes> {
+        self.list.clone()
+    }
+
+    fn into_vec(self) -> Vec<Bytes> {
+        self.list
+    }
+}
+
 /// One connection's subscriptions; leaves the registry when dropped.
 pub(crate) struct Subscriptions {
     registry: Arc<PubSub>,
     mailbox: Mailbox,
-    /// In subscription order.
-    pub channels: Vec<Bytes>,
-    pub patterns: Vec<Bytes>,
+    /// The channels and patterns this connection listens to.
+    pub channels: Names,
+    pub patterns: Names,
 }
 
 impl Subscriptions {
@@ -167,8 +214,8 @@ impl Subscriptions {
         Subscriptions {
             registry,
             mailbox,
-            channels: Vec::new(),
-            patterns: Vec::new(),
+            channels: Names::default(),
+            patterns: Names::default(),
         }
     }
 
@@ -184,23 +231,21 @@ impl Subscriptions {
 
     /// Subscribes to `channel`; false if already subscribed.
     pub fn subscribe(&mut self, channel: &Bytes) -> bool {
-        if self.channels.contains(channel) {
+        if !self.channels.insert(channel) {
             return false;
         }
         lock(&self.registry.channels)
             .entry(channel.clone())
             .or_default()
             .push(self.mailbox.clone());
-        self.channels.push(channel.clone());
         true
     }
 
     /// Unsubscribes from `channel`; false if not subscribed.
     pub fn unsubscribe(&mut self, channel: &[u8]) -> bool {
-        let Some(at) = self.channels.iter().position(|c| c == channel) else {
+        if !self.channels.remove(channel) {
             return false;
-        };
-        self.channels.remove(at);
+        }
         self.leave_channel(channel);
         true
     }
@@ -218,30 +263,28 @@ impl Subscriptions {
 
     /// Leaves every channel and pattern (RESET, and the end of the connection).
     pub fn clear(&mut self) {
-        for c in std::mem::take(&mut self.channels) {
+        for c in std::mem::take(&mut self.channels).into_vec() {
             self.leave_channel(&c);
         }
-        if !std::mem::take(&mut self.patterns).is_empty() {
+        if std::mem::take(&mut self.patterns).len() > 0 {
             lock(&self.registry.patterns).retain(|(_, m)| m.client != self.mailbox.client);
         }
     }
 
     /// Subscribes to `pattern`; false if already subscribed.
     pub fn psubscribe(&mut self, pattern: &Bytes) -> bool {
-        if self.patterns.contains(pattern) {
+        if !self.patterns.insert(pattern) {
             return false;
         }
         lock(&self.registry.patterns).push((pattern.clone(), self.mailbox.clone()));
-        self.patterns.push(pattern.clone());
         true
     }
 
     /// Unsubscribes from `pattern`; false if not subscribed.
     pub fn punsubscribe(&mut self, pattern: &[u8]) -> bool {
-        let Some(at) = self.patterns.iter().position(|p| p == pattern) else {
+        if !self.patterns.remove(pattern) {
             return false;
-        };
-        self.patterns.remove(at);
+        }
         lock(&self.registry.patterns)
             .retain(|(p, m)| !(m.client == self.mailbox.client && p == pattern));
         true
@@ -305,6 +348,33 @@ mod tests {
         }
         assert!((31..40).contains(&delivered), "{delivered}");
         assert!(overflowed.load(Ordering::Acquire));
+    }
+
+    /// Names added and removed in any order: membership and count stay right when the last
+    /// name moves into a removed one's place.
+    #[test]
+    fn names_index_follows_swap_removal() {
+        let mut n = Names::default();
+        let name = |i: u32| Bytes::from(format!("c{i}"));
+        for i in 0..10_000 {
+            assert!(n.insert(&name(i)));
+        }
+        assert!(!n.insert(&name(7)));
+        for i in (0..10_000).step_by(3) {
+            assert!(n.remove(&name(i)));
+        }
+        assert!(!n.remove(&name(0)));
+        for i in 0..10_000 {
+            assert_eq!(n.at.contains_key(&name(i)), i % 3 != 0, "c{i}");
+        }
+        assert_eq!(n.len(), 10_000 - 3334);
+        let mut listed = n.to_vec();
+        listed.sort();
+        listed.dedup();
+        assert_eq!(listed.len(), n.len());
+        for (i, b) in n.list.iter().enumerate() {
+            assert_eq!(n.at.get(b), Some(&i));
+        }
     }
 
     /// Empty messages count too: each costs its queue entry and the reply it becomes, so a

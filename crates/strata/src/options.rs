@@ -261,6 +261,12 @@ impl Options {
         if self.block_bytes < 64 || self.index_every_entries == 0 {
             return bad("block_bytes must be at least 64 and index_every_entries at least 1");
         }
+        // 0 would make a table per entry, or a level whose every byte is over its target.
+        if self.table_bytes_target < self.block_bytes || self.level1_bytes_target == 0 {
+            return bad(
+                "table_bytes_target must be at least block_bytes and level1_bytes_target at least 1",
+            );
+        }
         if self.l0_compaction_trigger < 2
             || self.l0_slowdown_tables < self.l0_compaction_trigger
             || self.l0_stop_tables < self.l0_slowdown_tables

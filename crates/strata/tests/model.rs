@@ -806,3 +806,26 @@ fn a_backwards_range_scans_nothing() {
         );
     }
 }
+
+/// Sizes that would make a table per entry or a level always over its target are refused when
+/// the store opens, with the setting named.
+#[test]
+fn zero_table_and_level_targets_are_refused() {
+    for opts in [
+        Options {
+            table_bytes_target: 0,
+            ..tiny(Engine::Lsm)
+        },
+        Options {
+            level1_bytes_target: 0,
+            ..tiny(Engine::Lsm)
+        },
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        match Db::open(dir.path(), opts) {
+            Err(strata::Error::InvalidArgument(why)) => assert!(why.contains("target"), "{why}"),
+            Err(e) => panic!("other error: {e}"),
+            Ok(_) => panic!("opened with a zero target"),
+        }
+    }
+}

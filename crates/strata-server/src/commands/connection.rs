@@ -168,7 +168,14 @@ fn hello(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         (field("version"), Reply::text(REDIS_COMPAT_VERSION)),
         (field("proto"), Reply::Int(protocol.version())),
         (field("id"), Reply::Int(ctx.session.id as i64)),
-        (field("mode"), Reply::text("standalone")),
+        (
+            field("mode"),
+            Reply::text(if ctx.session.cluster {
+                "cluster"
+            } else {
+                "standalone"
+            }),
+        ),
         (field("role"), Reply::text("master")),
         (field("modules"), Reply::Array(vec![])),
     ]))

@@ -86,8 +86,8 @@ fn leave(ctx: &mut Ctx<'_>, args: &[Bytes], patterns: bool) -> Result<Reply> {
     let subs = &mut ctx.session.subs;
     let names: Vec<Bytes> = match (args.len() > 1, patterns) {
         (true, _) => args[1..].to_vec(),
-        (false, false) => subs.channels.clone(),
-        (false, true) => subs.patterns.clone(),
+        (false, false) => subs.channels.to_vec(),
+        (false, true) => subs.patterns.to_vec(),
     };
     if names.is_empty() {
         return Ok(confirmation(kind, None, subs.count()));

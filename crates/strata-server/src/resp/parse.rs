@@ -13,9 +13,14 @@ use crate::num::parse_i64;
 
 /// Longest inline command line, and longest `*N`/`$N` header line (Redis's `PROTO_INLINE_MAX_SIZE`).
 pub const INLINE_BYTES_MAX: usize = 64 * 1024;
-/// Most arguments in one multibulk command (Redis's limit for unauthenticated clients is lower;
-/// 1M is its absolute one).
+/// Most arguments in one multibulk command (1M, Redis's absolute limit).
 pub const MULTIBULK_ARGS_MAX: usize = 1024 * 1024;
+/// Most arguments, and largest bulk argument, from a client that has not authenticated while a
+/// password is required (Redis 7's limits, from its fix of CVE-2021-32675: without them a
+/// client with no password could make the server hold gigabytes).
+pub const UNAUTHENTICATED_ARGS_MAX: usize = 10;
+/// See [`UNAUTHENTICATED_ARGS_MAX`].
+pub const UNAUTHENTICATED_BULK_BYTES_MAX: usize = 16 * 1024;
 /// Default largest bulk argument (Redis's `proto-max-bulk-len`).
 pub const BULK_BYTES_MAX_DEFAULT: usize = 512 * 1024 * 1024;
 
@@ -28,6 +33,9 @@ pub struct Limits {
     pub inline_bytes_max: usize,
     /// Most arguments in one command.
     pub multibulk_args_max: usize,
+    /// The client must still authenticate: [`UNAUTHENTICATED_ARGS_MAX`] and
+    /// [`UNAUTHENTICATED_BULK_BYTES_MAX`] apply, with Redis's errors.
+    pub unauthenticated: bool,
 }
 
 impl Default for Limits {
@@ -36,6 +44,7 @@ impl Default for Limits {
             bulk_bytes_max: BULK_BYTES_MAX_DEFAULT,
             inline_bytes_max: INLINE_BYTES_MAX,
             multibulk_args_max: MULTIBULK_ARGS_MAX,
+            unauthenticated: false,
         }
     }
 }
@@ -107,6 +116,11 @@ impl RequestParser {
                         buf.advance(consumed);
                         continue;
                     }
+                    Some(n)
+                        if limits.unauthenticated && n as u64 > UNAUTHENTICATED_ARGS_MAX as u64 =>
+                    {
+                        return Parsed::Error("unauthenticated multibulk length".into())
+                    }
                     Some(n) if (n as u64) <= limits.multibulk_args_max as u64 => {
                         buf.advance(consumed);
                         let n = n as usize;
@@ -149,6 +163,12 @@ impl RequestParser {
                         Err(e) => return Parsed::Error(e),
                     };
                     let len = match parse_i64(&buf[1..line]) {
+                        Some(n)
+                            if limits.unauthenticated
+                                && n as u64 > UNAUTHENTICATED_BULK_BYTES_MAX as u64 =>
+                        {
+                            return Parsed::Error("unauthenticated bulk length".into())
+                        }
                         Some(n) if n >= 0 && (n as u64) <= limits.bulk_bytes_max as u64 => {
                             n as usize
                         }
@@ -458,6 +478,7 @@ mod tests {
             bulk_bytes_max: 10,
             inline_bytes_max: 16,
             multibulk_args_max: 4,
+            unauthenticated: false,
         };
         assert_eq!(
             parse_all(b"*1\r\n$11\r\n", &small).1.as_deref(),

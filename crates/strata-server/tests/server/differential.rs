@@ -3785,3 +3785,73 @@ fn a_blocked_client_that_floods_its_input_is_disconnected_like_redis() {
         assert_eq!(admin.call(&words(&["PING"])), b"+PONG\r\n", "{name}");
     }
 }
+
+/// Before AUTH (a password required), a client may send at most 10 arguments of at most
+/// 16 KiB each, with Redis 7's errors, and is then disconnected (without this a client with no
+/// password could make the server hold gigabytes); a pipeline whose AUTH comes first gets the
+/// full limits for what follows; and removing the password at runtime lets connections that
+/// never authenticated go on, as Redis does.
+#[test]
+fn unauthenticated_clients_get_redis_limits_and_a_removed_password_frees_them() {
+    let redis = RedisRef::start();
+    let ours = TestServer::start();
+    for addr in [redis.addr, ours.addr] {
+        assert_eq!(
+            Raw::connect(addr).call(&words(&["CONFIG", "SET", "requirepass", "pw"])),
+            b"+OK\r\n"
+        );
+    }
+    let exchange = |addr: std::net::SocketAddr, input: &[u8]| -> Vec<u8> {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_millis(500)))
+            .unwrap();
+        std::io::Write::write_all(&mut s, input).unwrap();
+        let mut out = Vec::new();
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = std::io::Read::read(&mut s, &mut buf) {
+            if n == 0 {
+                break;
+            }
+            out.extend_from_slice(&buf[..n]);
+        }
+        out
+    };
+    let value = "v".repeat(20_000);
+    let authed_pipeline = format!(
+        "*2\r\n$4\r\nAUTH\r\n$2\r\npw\r\n*3\r\n$3\r\nSET\r\n$3\r\nbig\r\n${}\r\n{value}\r\n*2\r\n$6\r\nSTRLEN\r\n$3\r\nbig\r\n",
+        value.len()
+    );
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("11 arguments", b"*11\r\n".to_vec()),
+        ("a 16385-byte argument", b"*2\r\n$16385\r\n".to_vec()),
+        ("an inline command", b"GET k\r\n".to_vec()),
+        ("AUTH first in a pipeline", authed_pipeline.into_bytes()),
+    ];
+    for (what, input) in cases {
+        assert_eq!(
+            show(&exchange(ours.addr, &input)),
+            show(&exchange(redis.addr, &input)),
+            "{what}"
+        );
+    }
+    // A connection that never authenticated, then the password goes.
+    let mut waiting = [Raw::connect(redis.addr), Raw::connect(ours.addr)];
+    for (i, w) in waiting.iter_mut().enumerate() {
+        let noauth = w.call(&words(&["GET", "big"]));
+        assert!(noauth.starts_with(b"-NOAUTH"), "{i}: {}", show(&noauth));
+    }
+    for addr in [redis.addr, ours.addr] {
+        let mut admin = Raw::connect(addr);
+        assert_eq!(admin.call(&words(&["AUTH", "pw"])), b"+OK\r\n");
+        assert_eq!(
+            admin.call(&words(&["CONFIG", "SET", "requirepass", ""])),
+            b"+OK\r\n"
+        );
+    }
+    let replies: Vec<Vec<u8>> = waiting
+        .iter_mut()
+        .map(|w| w.call(&words(&["STRLEN", "big"])))
+        .collect();
+    assert_eq!(show(&replies[1]), show(&replies[0]));
+    assert_eq!(replies[0], b":20000\r\n");
+}

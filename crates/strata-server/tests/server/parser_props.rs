@@ -39,6 +39,7 @@ fn small_limits() -> Limits {
         bulk_bytes_max: 64,
         inline_bytes_max: 48,
         multibulk_args_max: 16,
+        unauthenticated: false,
     }
 }
 

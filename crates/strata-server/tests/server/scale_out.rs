@@ -807,8 +807,17 @@ fn cluster_replies_match_redis_cluster() {
     let mut compared = 0;
     for protocol in ["2", "3"] {
         if protocol == "3" {
-            a.call(&words(&["HELLO", "3"]));
-            s.call(&words(&["HELLO", "3"]));
+            // Both say they run in cluster mode (the rest of HELLO names each server).
+            for hello in [
+                a.call(&words(&["HELLO", "3"])),
+                s.call(&words(&["HELLO", "3"])),
+            ] {
+                let text = String::from_utf8_lossy(&hello).into_owned();
+                assert!(
+                    text.contains("mode\r\n$7\r\ncluster\r\n"),
+                    "HELLO in cluster mode: {text:?}"
+                );
+            }
         }
         for command in &script {
             // JSON commands exist only here: the reference has no RedisJSON.
