@@ -256,14 +256,18 @@ pub(crate) fn execute_without_waiting(
 
 fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes], spec: Option<&'static Spec>) -> Result<Reply> {
     // Cluster mode: ASKING lets only the next command through, whatever becomes of it (as
-    // Redis clears the flag after every command but ASKING itself); a command that will run
-    // again elsewhere (deferred to the blocking pool) keeps it for that run.
-    let asking = ctx.session.cluster
-        && spec.is_none_or(|s| s.name != "asking")
-        && std::mem::take(&mut ctx.session.asking);
+    // Redis clears the flag after every command but ASKING itself), except that it lasts while
+    // the client is in MULTI (to EXEC or DISCARD, as Redis's `resetClient` keeps it); a command
+    // that will run again (deferred to the blocking pool, or blocked) keeps it for that run.
+    let asking =
+        ctx.session.cluster && spec.is_none_or(|s| s.name != "asking") && ctx.session.asking;
     let result = dispatch_checked(ctx, args, spec, asking);
-    if asking && result.as_ref().is_err_and(Error::is_would_block) {
-        ctx.session.asking = true;
+    if asking
+        && ctx.session.multi.is_none()
+        && ctx.session.blocked.is_none()
+        && !result.as_ref().is_err_and(Error::is_would_block)
+    {
+        ctx.session.asking = false;
     }
     if result.as_ref().is_err_and(|e| !e.is_would_block()) {
         // An error is the answer: a blocked command run again (BLPOP after a wake) that fails

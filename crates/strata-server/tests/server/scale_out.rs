@@ -734,6 +734,13 @@ fn cluster_replies_match_redis_cluster() {
         vec!["ASKING"],
         vec!["NOSUCHCOMMAND"],
         vec!["GET", "foo"],
+        // ASKING lasts through a transaction (Redis keeps it while in MULTI), and ends with it.
+        vec!["ASKING"],
+        vec!["MULTI"],
+        vec!["SET", "foo", "in-multi"],
+        vec!["GET", "foo"],
+        vec!["EXEC"],
+        vec!["GET", "foo"],
         vec!["CLUSTER", "SETSLOT", "12182", "STABLE"],
         vec!["CLUSTER", "SETSLOT", "12182", "MIGRATING", &id_b],
         vec!["CLUSTER", "SETSLOT", "5061", "MIGRATING", &unknown],
