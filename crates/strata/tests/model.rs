@@ -829,3 +829,49 @@ fn zero_table_and_level_targets_are_refused() {
         }
     }
 }
+
+/// An ingest that fails (here: a key out of order at the end) leaves no table files behind
+/// beside the ones the store lists: its finished tables are removed at once, not at the next
+/// open (they held space on a disk that may be full).
+#[test]
+fn a_failed_ingest_leaves_no_tables_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        partitions: 2,
+        ..tiny(Engine::Lsm)
+    };
+    let db = Db::open(dir.path(), opts).unwrap();
+    db.put(b"before", b"1").unwrap();
+    db.flush().unwrap();
+    let mut entries: Vec<(Vec<u8>, Vec<u8>)> = (0..20_000u32)
+        .map(|i| (format!("k{i:06}").into_bytes(), vec![b'v'; 40]))
+        .collect();
+    entries.push((b"a-out-of-order".to_vec(), b"x".to_vec()));
+    assert!(db.ingest(entries).is_err());
+    let listed: usize = db
+        .stats()
+        .partitions
+        .iter()
+        .flat_map(|p| p.levels.iter())
+        .map(|l| l.tables)
+        .sum();
+    let mut on_disk = 0;
+    for p in std::fs::read_dir(dir.path()).unwrap() {
+        let sst = p.unwrap().path().join("sst");
+        if sst.is_dir() {
+            on_disk += std::fs::read_dir(&sst)
+                .unwrap()
+                .filter(|e| {
+                    e.as_ref()
+                        .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "sst"))
+                })
+                .count();
+        }
+    }
+    assert_eq!(
+        on_disk, listed,
+        "table files on disk beside the listed ones"
+    );
+    assert_eq!(db.get(b"k000001").unwrap(), None);
+    assert_eq!(db.get(b"before").unwrap().as_deref(), Some(&b"1"[..]));
+}

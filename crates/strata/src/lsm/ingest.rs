@@ -34,8 +34,38 @@ pub(crate) fn ingest_sorted<K: AsRef<[u8]>, V: AsRef<[u8]>>(
         t.flush_all()?;
     }
     let n = trees.len();
-    let mut builders: Vec<Option<TableBuilder>> = (0..n).map(|_| None).collect();
     let mut metas: Vec<Vec<TableMeta>> = vec![Vec::new(); n];
+    let built = build_tables(trees, table_bytes_target, sorted, &mut metas);
+    let count = match built {
+        Ok(count) => count,
+        Err(e) => {
+            // Finished tables no manifest will name (bad input, a full disk): removed now, not
+            // left to the next open on a disk that may be full.
+            remove_tables(trees, &metas);
+            return Err(e);
+        }
+    };
+    for p in 0..n {
+        let m = std::mem::take(&mut metas[p]);
+        if let Err(e) = trees[p].install_ingested(m) {
+            // The partitions after this one get none of theirs: their tables go too.
+            remove_tables(&trees[p + 1..], &metas[p + 1..]);
+            return Err(e);
+        }
+    }
+    Ok(count)
+}
+
+/// Writes the sorted entries into tables of their partitions (`metas[p]`); returns how many.
+fn build_tables<K: AsRef<[u8]>, V: AsRef<[u8]>>(
+    trees: &[&Tree],
+    table_bytes_target: u64,
+    sorted: impl Iterator<Item = Result<(K, V)>>,
+    metas: &mut [Vec<TableMeta>],
+) -> Result<u64> {
+    let n = trees.len();
+    // Unfinished builders remove their temporary files when dropped (an error here).
+    let mut builders: Vec<Option<TableBuilder>> = (0..n).map(|_| None).collect();
     let mut count = 0u64;
     for kv in sorted {
         let (k, v) = kv?;
@@ -58,10 +88,20 @@ pub(crate) fn ingest_sorted<K: AsRef<[u8]>, V: AsRef<[u8]>>(
             metas[p].push(b.finish()?);
         }
     }
-    for (p, m) in metas.into_iter().enumerate() {
-        trees[p].install_ingested(m)?;
-    }
     Ok(count)
+}
+
+/// Removes finished ingest tables that will not be installed (errors are logged: the next
+/// open removes what is left, as it removes every table no manifest names).
+fn remove_tables(trees: &[&Tree], metas: &[Vec<TableMeta>]) {
+    for (t, ms) in trees.iter().zip(metas) {
+        for m in ms {
+            let path = table_path(&t.sst_dir, m.id);
+            if let Err(e) = t.opts.fs.remove_file(&path) {
+                tracing::warn!(path = %path.display(), error = %e, "could not remove an ingest table that will not be installed");
+            }
+        }
+    }
 }
 
 impl Tree {
