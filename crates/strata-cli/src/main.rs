@@ -280,19 +280,12 @@ fn ingest(cli: &Cli, file: &std::path::Path, run_mib: usize) -> anyhow::Result<(
     }
     bar.set_message(format!("merging {} sorted runs", sorter.runs().max(1)));
     let sorted = sorter.finish()?;
-    let mut err = None;
-    let loaded = db.ingest(sorted.map_while(|r| match r {
-        Ok(kv) => Some(kv),
-        Err(e) => {
-            err = Some(e);
-            None
-        }
-    }))?;
+    // A run that cannot be read stops the ingest before anything is installed (it used to end
+    // the input there: everything before it was installed, then the error reported).
+    let loaded = db.try_ingest(sorted);
     bar.finish_and_clear();
     let _ = std::fs::remove_dir_all(&sort_dir);
-    if let Some(e) = err {
-        return Err(e.into());
-    }
+    let loaded = loaded?;
     println!("ingested {loaded} entries ({n} lines)");
     db.close()?;
     Ok(())

@@ -513,12 +513,25 @@ impl Db {
         K: AsRef<[u8]>,
         V: AsRef<[u8]>,
     {
+        self.try_ingest(sorted.into_iter().map(Ok))
+    }
+
+    /// [`Db::ingest`] of entries that may fail to arrive (read from an external sort's runs,
+    /// say): an error stops the ingest and is returned. On the LSM engine nothing is then
+    /// installed (the tables written so far are removed); on the log engine the batches
+    /// written before it stay.
+    pub fn try_ingest<K, V>(&self, sorted: impl IntoIterator<Item = Result<(K, V)>>) -> Result<u64>
+    where
+        K: AsRef<[u8]>,
+        V: AsRef<[u8]>,
+    {
         self.check()?;
         let mut last: Option<Vec<u8>> = None;
         if self.inner.opts.engine == Engine::Log {
             let mut count = 0u64;
             let mut batch = WriteBatch::new();
-            for (k, v) in sorted {
+            for kv in sorted {
+                let (k, v) = kv?;
                 self.check_sizes(k.as_ref(), v.as_ref())?;
                 check_ascending(&mut last, k.as_ref())?;
                 batch.put(k, v);
@@ -542,7 +555,8 @@ impl Db {
         ingest::ingest_sorted(
             &trees,
             self.inner.opts.table_bytes_target as u64,
-            sorted.into_iter().map(|(k, v)| {
+            sorted.into_iter().map(|kv| {
+                let (k, v) = kv?;
                 self.check_sizes(k.as_ref(), v.as_ref())?;
                 check_ascending(&mut last, k.as_ref())?;
                 Ok((k, v))

@@ -875,3 +875,31 @@ fn a_failed_ingest_leaves_no_tables_behind() {
     assert_eq!(db.get(b"k000001").unwrap(), None);
     assert_eq!(db.get(b"before").unwrap().as_deref(), Some(&b"1"[..]));
 }
+
+/// An ingest whose input fails part way (an external sort's run that cannot be read) installs
+/// nothing on the LSM engine: `strata ingest` used to end its input at the error, installing
+/// everything before it.
+#[test]
+fn an_ingest_whose_input_fails_installs_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(
+        dir.path(),
+        Options {
+            partitions: 2,
+            ..tiny(Engine::Lsm)
+        },
+    )
+    .unwrap();
+    let input = (0..5_000u32).map(|i| {
+        if i == 4_000 {
+            Err(strata::Error::InvalidArgument("run damaged".into()))
+        } else {
+            Ok((format!("k{i:06}").into_bytes(), b"v".to_vec()))
+        }
+    });
+    assert!(db.try_ingest(input).is_err());
+    assert_eq!(db.scan::<&[u8], _>(..).count(), 0);
+    let complete = (0..100u32).map(|i| Ok((format!("k{i:06}").into_bytes(), b"v".to_vec())));
+    assert_eq!(db.try_ingest(complete).unwrap(), 100);
+    assert_eq!(db.scan::<&[u8], _>(..).count(), 100);
+}
