@@ -164,102 +164,65 @@ mod tests {
     use crate::error::{Error, Result};
     use crate::resp::Reply;
 
-    /// A memory backend whose writes of keys ending in `poison` fail while `failing` is set
-    /// (a full disk, say), the rest of their batch with them.
-    struct PoisonedWrites {
+    /// A memory backend with a hook run before every write, given the keys it writes (and, for
+    /// a group update, the group's route): a failing hook fails the write (a full disk, say),
+    /// a waiting one holds it in flight.
+    struct HookedWrites {
         inner: MemoryBackend,
-        failing: AtomicBool,
+        hook: Box<WriteHook>,
     }
 
-    impl PoisonedWrites {
-        fn check<'k>(&self, mut keys: impl Iterator<Item = &'k [u8]>) -> Result<()> {
-            if self.failing.load(Ordering::Relaxed) && keys.any(|k| k.ends_with(b"poison")) {
-                return Err(Error::command("injected write failure"));
+    /// What [`HookedWrites`] runs before a write, given its keys.
+    type WriteHook = dyn Fn(&mut dyn Iterator<Item = &[u8]>) -> Result<()> + Send + Sync;
+
+    impl HookedWrites {
+        fn new(
+            hook: impl Fn(&mut dyn Iterator<Item = &[u8]>) -> Result<()> + Send + Sync + 'static,
+        ) -> Self {
+            HookedWrites {
+                inner: MemoryBackend::new(),
+                hook: Box::new(hook),
             }
-            Ok(())
+        }
+
+        fn before(&self, key: &[u8]) -> Result<()> {
+            (self.hook)(&mut std::iter::once(key))
         }
     }
 
-    impl KvBackend for PoisonedWrites {
+    fn any_key(keys: &mut dyn Iterator<Item = &[u8]>, f: impl Fn(&[u8]) -> bool) -> bool {
+        for k in keys {
+            if f(k) {
+                return true;
+            }
+        }
+        false
+    }
+
+    impl KvBackend for HookedWrites {
         fn get(&self, key: &[u8]) -> Result<Option<bytes::Bytes>> {
             self.inner.get(key)
         }
         fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
-            self.check(std::iter::once(key))?;
+            self.before(key)?;
             self.inner.put(key, value)
         }
         fn delete(&self, key: &[u8]) -> Result<()> {
-            self.check(std::iter::once(key))?;
+            self.before(key)?;
             self.inner.delete(key)
         }
         fn write(&self, ops: Vec<BatchOp>) -> Result<()> {
-            self.check(ops.iter().map(|op| match op {
+            (self.hook)(&mut ops.iter().map(|op| match op {
                 BatchOp::Put(k, _) | BatchOp::Delete(k) => &k[..],
             }))?;
             self.inner.write(ops)
         }
         fn update(&self, key: &[u8], f: &mut UpdateFn<'_>) -> Result<()> {
-            self.check(std::iter::once(key))?;
+            self.before(key)?;
             self.inner.update(key, f)
         }
         fn update_group(&self, route: &[u8], f: &mut GroupFn<'_>) -> Result<()> {
-            self.check(std::iter::once(route))?;
-            self.inner.update_group(route, f)
-        }
-        fn scan(
-            &self,
-            start: Bound<Vec<u8>>,
-            end: Bound<Vec<u8>>,
-            visit: &mut VisitFn<'_>,
-        ) -> Result<()> {
-            self.inner.scan(start, end, visit)
-        }
-        fn flush(&self) -> Result<()> {
-            self.inner.flush()
-        }
-        fn sync(&self) -> Result<()> {
-            self.inner.sync()
-        }
-        fn writes_would_wait(&self) -> bool {
-            false
-        }
-        fn stats_lines(&self) -> Vec<(String, String)> {
-            Vec::new()
-        }
-    }
-
-    /// A memory backend whose `update_group` waits at a gate (a write in flight, as when the
-    /// engine waits for its partition lock) until the gate opens or 300 ms pass.
-    struct GatedWrites {
-        inner: MemoryBackend,
-        gate: std::sync::Mutex<bool>,
-        opened: std::sync::Condvar,
-        entered: AtomicBool,
-    }
-
-    impl KvBackend for GatedWrites {
-        fn get(&self, key: &[u8]) -> Result<Option<bytes::Bytes>> {
-            self.inner.get(key)
-        }
-        fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
-            self.inner.put(key, value)
-        }
-        fn delete(&self, key: &[u8]) -> Result<()> {
-            self.inner.delete(key)
-        }
-        fn write(&self, ops: Vec<BatchOp>) -> Result<()> {
-            self.inner.write(ops)
-        }
-        fn update(&self, key: &[u8], f: &mut UpdateFn<'_>) -> Result<()> {
-            self.inner.update(key, f)
-        }
-        fn update_group(&self, route: &[u8], f: &mut GroupFn<'_>) -> Result<()> {
-            self.entered.store(true, Ordering::SeqCst);
-            let open = self.gate.lock().unwrap();
-            let _open = self
-                .opened
-                .wait_timeout_while(open, std::time::Duration::from_millis(300), |o| !*o)
-                .unwrap();
+            self.before(route)?;
             self.inner.update_group(route, f)
         }
         fn scan(
@@ -291,18 +254,29 @@ mod tests {
     /// EXEC overwrote the write.
     #[test]
     fn a_watch_registered_during_a_write_is_not_missed() {
-        let backend = Arc::new(GatedWrites {
-            inner: MemoryBackend::new(),
-            gate: std::sync::Mutex::new(false),
-            opened: std::sync::Condvar::new(),
-            entered: AtomicBool::new(false),
-        });
+        // Group updates (HSET's) wait at a gate until it opens or 300 ms pass.
+        let gate = Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
+        let entered = Arc::new(AtomicBool::new(false));
+        let backend = {
+            let (gate, entered) = (gate.clone(), entered.clone());
+            Arc::new(HookedWrites::new(move |keys| {
+                if any_key(keys, |k| k.first() == Some(&b'k')) {
+                    entered.store(true, Ordering::SeqCst);
+                    let open = gate.0.lock().unwrap();
+                    let _open = gate
+                        .1
+                        .wait_timeout_while(open, std::time::Duration::from_millis(300), |o| !*o)
+                        .unwrap();
+                }
+                Ok(())
+            }))
+        };
         let h = Harness::with_backend(backend.clone(), ServerConfig::default());
         let mut writer = h.second_session();
         let mut watcher = h.second_session();
         std::thread::scope(|s| {
             let w = s.spawn(|| h.run_as(&mut writer, &["HSET", "h", "f", "writer"]));
-            while !backend.entered.load(Ordering::SeqCst) {
+            while !entered.load(Ordering::SeqCst) {
                 std::thread::yield_now();
             }
             // The writer is inside its write.
@@ -310,8 +284,8 @@ mod tests {
             let seen = h.run_as(&mut watcher, &["HGET", "h", "f"]);
             assert_eq!(h.run_as(&mut watcher, &["MULTI"]), Reply::ok());
             h.run_as(&mut watcher, &["HSET", "h", "f", "watcher"]);
-            *backend.gate.lock().unwrap() = true;
-            backend.opened.notify_all();
+            *gate.0.lock().unwrap() = true;
+            gate.1.notify_all();
             let exec = h.run_as(&mut watcher, &["EXEC"]);
             assert_eq!(w.join().unwrap(), Reply::Int(1));
             // Committed only if the watcher had seen the writer's value.
@@ -326,13 +300,20 @@ mod tests {
     /// swap used to be written straight to the store and kept).
     #[test]
     fn a_swap_in_a_transaction_that_fails_to_commit_is_undone() {
-        let backend = Arc::new(PoisonedWrites {
-            inner: MemoryBackend::new(),
-            failing: AtomicBool::new(false),
-        });
+        // Writes of keys ending in `poison` fail while `failing` is set.
+        let failing = Arc::new(AtomicBool::new(false));
+        let backend = {
+            let failing = failing.clone();
+            Arc::new(HookedWrites::new(move |keys| {
+                if failing.load(Ordering::Relaxed) && any_key(keys, |k| k.ends_with(b"poison")) {
+                    return Err(Error::command("injected write failure"));
+                }
+                Ok(())
+            }))
+        };
         let mut h = Harness::with_backend(backend.clone(), ServerConfig::default());
         assert_eq!(h.run(&["SET", "zero", "in 0"]), Reply::ok());
-        backend.failing.store(true, Ordering::Relaxed);
+        failing.store(true, Ordering::Relaxed);
         assert_eq!(h.run(&["MULTI"]), Reply::ok());
         assert_eq!(h.run(&["SWAPDB", "0", "1"]), Reply::simple("QUEUED"));
         assert_eq!(h.run(&["SET", "poison", "x"]), Reply::simple("QUEUED"));
@@ -351,7 +332,7 @@ mod tests {
         let script = "redis.call('swapdb', '0', '1') redis.call('set', 'poison', 'x')";
         assert!(h.run(&["EVAL", script, "0"]).is_error());
         unchanged(&mut h, "a failed script");
-        backend.failing.store(false, Ordering::Relaxed);
+        failing.store(false, Ordering::Relaxed);
         // A transaction that commits keeps its swap.
         assert_eq!(h.run(&["MULTI"]), Reply::ok());
         assert_eq!(h.run(&["SWAPDB", "0", "1"]), Reply::simple("QUEUED"));
