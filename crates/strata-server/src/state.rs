@@ -85,6 +85,8 @@ pub(crate) struct ClientControl {
     pub unblock: std::sync::atomic::AtomicU8,
     /// Whether the connection waits in a blocking command (BLPOP...).
     pub blocked: AtomicBool,
+    /// Whether the connection listens to a channel or pattern (CLIENT LIST TYPE pubsub).
+    pub subscribed: AtomicBool,
     pub wake: tokio::sync::Notify,
 }
 

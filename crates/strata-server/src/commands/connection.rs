@@ -66,6 +66,10 @@ fn reset(ctx: &mut Ctx<'_>, _: &[Bytes]) -> Result<Reply> {
     if let Some(entry) = lock(&ctx.shared.clients).get_mut(&ctx.session.id) {
         entry.protocol = crate::resp::Protocol::Resp2;
         entry.db = 0;
+        entry
+            .control
+            .subscribed
+            .store(false, std::sync::atomic::Ordering::Relaxed);
     }
     Ok(Reply::simple("RESET"))
 }
@@ -257,10 +261,61 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             Ok(Reply::Verbatim(line))
         }
         "list" => {
+            // Redis's forms: CLIENT LIST, CLIENT LIST TYPE <type>, CLIENT LIST ID <id> ...
+            // (no replicas or masters here: those types list no one).
+            let mut ids: Option<Vec<u64>> = None;
+            let mut subscribed: Option<Option<bool>> = None;
+            if args.len() == 4 && is(&args[2], "TYPE") {
+                let t = text(&args[3]).to_ascii_lowercase();
+                subscribed = Some(match t.as_str() {
+                    "normal" => Some(false),
+                    "pubsub" => Some(true),
+                    "master" | "replica" | "slave" => None,
+                    _ => {
+                        return Err(Error::command(format!(
+                            "Unknown client type '{}'",
+                            text(&args[3])
+                        )))
+                    }
+                });
+            } else if args.len() > 3 && is(&args[2], "ID") {
+                let mut wanted = Vec::with_capacity(args.len() - 3);
+                for a in &args[3..] {
+                    let id = crate::num::parse_i64(a)
+                        .ok_or_else(|| Error::command("Invalid client ID"))?;
+                    wanted.push(u64::try_from(id).unwrap_or(u64::MAX));
+                }
+                ids = Some(wanted);
+            } else if args.len() != 2 {
+                return Err(Error::Syntax);
+            }
             let clients = lock(&ctx.shared.clients);
             let mut out = String::new();
-            for (id, e) in clients.iter() {
-                out.push_str(&client_line(*id, e));
+            match ids {
+                Some(ids) => {
+                    for id in ids {
+                        if let Some(e) = clients.get(&id) {
+                            out.push_str(&client_line(id, e));
+                        }
+                    }
+                }
+                None => {
+                    for (id, e) in clients.iter() {
+                        let listed = match subscribed {
+                            None => true,
+                            Some(None) => false,
+                            Some(Some(want)) => {
+                                e.control
+                                    .subscribed
+                                    .load(std::sync::atomic::Ordering::Relaxed)
+                                    == want
+                            }
+                        };
+                        if listed {
+                            out.push_str(&client_line(*id, e));
+                        }
+                    }
+                }
             }
             Ok(Reply::Verbatim(out))
         }

@@ -51,7 +51,19 @@ fn subscribe(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             ctx.session.subs.count(),
         ));
     }
+    note_subscribed(ctx);
     Ok(Reply::Several(out))
+}
+
+/// Tells the client registry whether this connection listens to anything now (CLIENT LIST's
+/// TYPE filter).
+fn note_subscribed(ctx: &Ctx<'_>) {
+    if let Some(e) = crate::state::lock(&ctx.shared.clients).get(&ctx.session.id) {
+        e.control.subscribed.store(
+            ctx.session.subs.count() > 0,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
 }
 
 fn psubscribe(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
@@ -64,6 +76,7 @@ fn psubscribe(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             ctx.session.subs.count(),
         ));
     }
+    note_subscribed(ctx);
     Ok(Reply::Several(out))
 }
 
@@ -101,6 +114,7 @@ fn leave(ctx: &mut Ctx<'_>, args: &[Bytes], patterns: bool) -> Result<Reply> {
         }
         out.push(confirmation(kind, Some(name), subs.count()));
     }
+    note_subscribed(ctx);
     Ok(Reply::Several(out))
 }
 

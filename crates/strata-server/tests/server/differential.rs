@@ -3855,3 +3855,55 @@ fn unauthenticated_clients_get_redis_limits_and_a_removed_password_frees_them() 
     assert_eq!(show(&replies[1]), show(&replies[0]));
     assert_eq!(replies[0], b":20000\r\n");
 }
+
+/// CLIENT LIST's filters (TYPE, ID) and their errors, compared with redis-server: which clients
+/// each lists (by name: addresses and ages differ by nature), and the errors word for word.
+#[test]
+fn client_list_filters_match_redis() {
+    let mut p = Pair::start();
+    let ctx = "client list";
+    p.check(0, &words(&["CLIENT", "SETNAME", "plain"]), ctx);
+    p.check(1, &words(&["CLIENT", "SETNAME", "listener"]), ctx);
+    p.check_n(1, &words(&["SUBSCRIBE", "news"]), 1, ctx);
+    for args in [
+        vec!["CLIENT", "LIST", "bogus"],
+        vec!["CLIENT", "LIST", "TYPE", "bogus"],
+        vec!["CLIENT", "LIST", "ID"],
+        vec!["CLIENT", "LIST", "ID", "x"],
+        vec!["CLIENT", "LIST", "ID", "999999"],
+        vec!["CLIENT", "LIST", "TYPE", "master"],
+        vec!["CLIENT", "LIST", "TYPE", "replica"],
+        vec!["CLIENT", "LIST", "TYPE", "normal", "ID", "1"],
+    ] {
+        p.check(0, &words(&args), ctx);
+    }
+    // Names listed per filter: the subscribed connection is `pubsub`, the other `normal`.
+    let names = |reply: &[u8]| -> Vec<String> {
+        let text = String::from_utf8_lossy(reply).into_owned();
+        let mut v: Vec<String> = text
+            .split_whitespace()
+            .filter_map(|f| f.strip_prefix("name="))
+            .map(str::to_string)
+            .collect();
+        v.sort();
+        v
+    };
+    for filter in [vec!["TYPE", "pubsub"], vec!["TYPE", "normal"], vec![]] {
+        let mut args = vec!["CLIENT", "LIST"];
+        args.extend(filter.iter().copied());
+        let theirs = names(&p.conns[0][0].call(&words(&args)));
+        let mine = names(&p.conns[1][0].call(&words(&args)));
+        assert_eq!(mine, theirs, "{args:?}");
+        p.compared += 1;
+    }
+    // By ID: each server's own id of connection A lists only it.
+    for side in 0..2 {
+        let id = String::from_utf8_lossy(&p.conns[side][0].call(&words(&["CLIENT", "ID"])))
+            .trim()
+            .trim_start_matches(':')
+            .to_string();
+        let listed =
+            names(&p.conns[side][0].call(&words(&["CLIENT", "LIST", "ID", &id, "424242"])));
+        assert_eq!(listed, vec!["plain".to_string()], "side {side}");
+    }
+}
