@@ -655,11 +655,17 @@ fn migrate(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         }
         match target.call(&command) {
             Ok(()) => moved.push(key),
+            // A key the target refuses (BUSYKEY, say) stays here; the others still go, as
+            // Redis carries on through every key and reports the first refusal.
             Err(e @ Error::Coded(_)) => {
+                failure.get_or_insert(e);
+            }
+            // The connection is gone: the keys the target acknowledged are still removed here
+            // below (they are there now), the rest stay.
+            Err(e) => {
                 failure = Some(e);
                 break;
             }
-            Err(e) => return Err(e),
         }
     }
     if !copy && !moved.is_empty() {

@@ -908,6 +908,7 @@ fn migrate_matches_redis_and_moves_keys_between_strata_and_redis() {
         vec!["SET", "k1", "1"],
         vec!["SET", "k2", "2"],
         vec!["SET", "busy", "here"],
+        vec!["SET", "k3", "3"],
     ];
     let target_setup: Vec<Vec<&str>> = vec![vec!["SET", "busy", "there"]];
     for (src, dst) in [(r1.addr, r2.addr), (s1.addr, s2.addr)] {
@@ -937,6 +938,9 @@ fn migrate_matches_redis_and_moves_keys_between_strata_and_redis() {
             m(&["", "0", "1000", "KEYS", "h", "set", "z", "t", "nokey"]),
             m(&["", "0", "1000", "KEYS", "k1", "k2"]),
             m(&["busy", "0", "1000"]),
+            // The target refuses `busy` (BUSYKEY); `k3` still moves, as Redis carries on.
+            m(&["", "0", "1000", "KEYS", "busy", "k3"]),
+            vec!["EXISTS".into(), "k3".into()],
             m(&["busy", "0", "1000", "REPLACE"]),
             m(&["x", "0", "1000", "KEYS", "a"]),
             m(&["x", "0", "1000", "BOGUS"]),
