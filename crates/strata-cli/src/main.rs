@@ -241,6 +241,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
+/// Longest line `strata ingest` reads: a key (64 KiB) and a string value (512 MiB, as the
+/// server's), a tab and the line break.
+const INGEST_LINE_BYTES_MAX: u64 = (64 << 10) + (512 << 20) + 3;
+
 fn ingest(cli: &Cli, file: &std::path::Path, run_mib: usize) -> anyhow::Result<()> {
     use std::io::BufRead;
     let input: Box<dyn BufRead> = if file.as_os_str() == "-" {
@@ -260,9 +264,26 @@ fn ingest(cli: &Cli, file: &std::path::Path, run_mib: usize) -> anyhow::Result<(
     );
     bar.set_message("sorting");
     let mut n = 0u64;
-    for (i, line) in input.split(b'\n').enumerate() {
-        let line = line.with_context(|| format!("reading line {}", i + 1))?;
-        let line = line.strip_suffix(b"\r").unwrap_or(&line);
+    let mut input = input;
+    let mut buf = Vec::new();
+    for i in 0usize.. {
+        // Bounded: a file without line breaks must not be read into memory whole.
+        buf.clear();
+        let read = std::io::Read::take(&mut input, INGEST_LINE_BYTES_MAX + 1)
+            .read_until(b'\n', &mut buf)
+            .with_context(|| format!("reading line {}", i + 1))?;
+        if read == 0 {
+            break;
+        }
+        if buf.last() != Some(&b'\n') && read as u64 > INGEST_LINE_BYTES_MAX {
+            anyhow::bail!(
+                "line {}: longer than {} bytes (a key and a value of a string at most)",
+                i + 1,
+                INGEST_LINE_BYTES_MAX
+            );
+        }
+        let line = buf.strip_suffix(b"\n").unwrap_or(&buf);
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
         if line.is_empty() {
             continue;
         }
