@@ -2,8 +2,10 @@
 //! runs of at most `run_bytes_max`, spilled to temporary run files, and merged back into one
 //! ascending stream for [`crate::Db::ingest`]. For equal keys the entry added last wins.
 //!
-//! Run file records: `key_len u32 | value_len u32 | key | value` (little-endian), private to one
-//! sort and deleted when the sorter is dropped.
+//! Run file records: `key_len u32 | value_len u32 | key | value | crc32c(key, value) u32`
+//! (little-endian), then an end marker `u32::MAX | entry count u32`: a run cut short or with a
+//! damaged byte is an error, never a shorter run (its lost entries would silently be missing
+//! from an ingest). Private to one sort and deleted when the sorter is dropped.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -60,14 +62,24 @@ impl ExternalSorter {
         self.sort_buffer();
         let path = self.dir.join(format!("run-{:06}.tmp", self.runs.len()));
         let mut w = BufWriter::new(File::create(&path).at(&path)?);
+        let entries = self.buf.len();
         for (k, _, v) in self.buf.drain(..) {
-            w.write_all(&(k.len() as u32).to_le_bytes())
-                .and_then(|()| w.write_all(&(v.len() as u32).to_le_bytes()))
+            let (kl, vl) = (entry_len(&k, &path)?, entry_len(&v, &path)?);
+            let crc = crc32c::crc32c_append(crc32c::crc32c(&k), &v);
+            w.write_all(&kl.to_le_bytes())
+                .and_then(|()| w.write_all(&vl.to_le_bytes()))
                 .and_then(|()| w.write_all(&k))
                 .and_then(|()| w.write_all(&v))
+                .and_then(|()| w.write_all(&crc.to_le_bytes()))
                 .at(&path)?;
         }
-        w.flush().at(&path)?;
+        let count = u32::try_from(entries).map_err(|_| {
+            Error::InvalidArgument("a sort run of more than 4 billion entries".into())
+        })?;
+        w.write_all(&RUN_END.to_le_bytes())
+            .and_then(|()| w.write_all(&count.to_le_bytes()))
+            .and_then(|()| w.flush())
+            .at(&path)?;
         self.buf_bytes = 0;
         self.runs.push(path);
         Ok(())
@@ -92,6 +104,8 @@ impl ExternalSorter {
                 reader: r,
                 path: path.clone(),
                 rank: i,
+                read: 0,
+                done: false,
             });
         }
         if self.runs.is_empty() {
@@ -124,11 +138,33 @@ impl Drop for ExternalSorter {
     }
 }
 
+/// The key length that marks a run's end (the entry count follows).
+const RUN_END: u32 = u32::MAX;
+/// Longest key or value a run holds (what `Db::ingest` accepts fits well within it); a longer
+/// stated length is damage, refused before anything is allocated for it.
+const RUN_ENTRY_BYTES_MAX: u32 = 1 << 30;
+
+fn entry_len(bytes: &[u8], path: &Path) -> Result<u32> {
+    u32::try_from(bytes.len())
+        .ok()
+        .filter(|&n| n <= RUN_ENTRY_BYTES_MAX)
+        .ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "an entry of {} bytes for the sort run {}",
+                bytes.len(),
+                path.display()
+            ))
+        })
+}
+
 enum Source {
     Run {
         reader: BufReader<File>,
         path: PathBuf,
         rank: usize,
+        /// Entries read so far (checked against the end marker).
+        read: u32,
+        done: bool,
     },
     Memory(std::vec::IntoIter<(Vec<u8>, Vec<u8>)>),
 }
@@ -137,23 +173,47 @@ impl Source {
     fn next_entry(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
         match self {
             Source::Memory(it) => Ok(it.next()),
-            Source::Run { reader, path, rank } => {
-                let mut lens = [0u8; 8];
-                match reader.read_exact(&mut lens) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
-                    Err(e) => return Err(Error::io(&*path, e)),
+            Source::Run {
+                reader,
+                path,
+                rank,
+                read,
+                done,
+            } => {
+                if *done {
+                    return Ok(None);
                 }
-                let kl = u32::from_le_bytes([lens[0], lens[1], lens[2], lens[3]]) as usize;
-                let vl = u32::from_le_bytes([lens[4], lens[5], lens[6], lens[7]]) as usize;
-                let mut k = vec![0u8; kl];
-                let mut v = vec![0u8; vl];
+                let damaged = |what: String| Error::corruption(&*path, *rank as u64, what);
+                let mut lens = [0u8; 8];
+                reader
+                    .read_exact(&mut lens)
+                    .map_err(|e| damaged(format!("sort run ends before its end marker ({e})")))?;
+                let kl = u32::from_le_bytes([lens[0], lens[1], lens[2], lens[3]]);
+                let vl = u32::from_le_bytes([lens[4], lens[5], lens[6], lens[7]]);
+                if kl == RUN_END {
+                    if vl != *read {
+                        return Err(damaged(format!(
+                            "sort run holds {read} entries, its end marker says {vl}"
+                        )));
+                    }
+                    *done = true;
+                    return Ok(None);
+                }
+                if kl > RUN_ENTRY_BYTES_MAX || vl > RUN_ENTRY_BYTES_MAX {
+                    return Err(damaged("sort run entry with an impossible length".into()));
+                }
+                let mut k = vec![0u8; kl as usize];
+                let mut v = vec![0u8; vl as usize];
+                let mut crc = [0u8; 4];
                 reader
                     .read_exact(&mut k)
                     .and_then(|()| reader.read_exact(&mut v))
-                    .map_err(|e| {
-                        Error::corruption(&*path, *rank as u64, format!("sort run: {e}"))
-                    })?;
+                    .and_then(|()| reader.read_exact(&mut crc))
+                    .map_err(|e| damaged(format!("sort run: {e}")))?;
+                if crc32c::crc32c_append(crc32c::crc32c(&k), &v) != u32::from_le_bytes(crc) {
+                    return Err(damaged("sort run entry checksum mismatch".into()));
+                }
+                *read += 1;
                 Ok(Some((k, v)))
             }
         }
@@ -230,5 +290,34 @@ mod tests {
         assert!(got == want);
         // Run files are gone.
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    /// A run file cut short (at an entry boundary or inside one) or with a flipped byte makes
+    /// the merge fail instead of ending early: the entries it lost would silently be missing
+    /// from an ingest.
+    #[test]
+    fn a_damaged_run_is_an_error_not_a_short_run() {
+        for damage in ["cut at an entry", "cut inside an entry", "flipped byte"] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut s = ExternalSorter::new(dir.path(), 1).unwrap();
+            for i in 0..5_000u32 {
+                s.add(format!("k{i:05}").as_bytes(), b"value").unwrap();
+            }
+            s.spill().unwrap();
+            let run = s.runs[0].clone();
+            let mut bytes = std::fs::read(&run).unwrap();
+            match damage {
+                // Each entry: 8 length bytes, "kNNNNN", "value", a 4-byte checksum.
+                "cut at an entry" => bytes.truncate(bytes.len() / 2 / 23 * 23),
+                "cut inside an entry" => bytes.truncate(bytes.len() - 3),
+                _ => {
+                    let at = bytes.len() / 3;
+                    bytes[at] ^= 0x10;
+                }
+            }
+            std::fs::write(&run, &bytes).unwrap();
+            let merged: Result<Vec<(Vec<u8>, Vec<u8>)>> = s.finish().unwrap().collect();
+            assert!(merged.is_err(), "{damage}: the merge did not fail");
+        }
     }
 }
