@@ -348,7 +348,8 @@ fn dispatch_checked(
     // under the lock, so MIGRATE (which holds it exclusively) never moves a key between the
     // check and the command.
     let shared_lock = spec.flags.contains(&"write")
-        || MULTI_KEY_READS.contains(&spec.name)
+        || (MULTI_KEY_READS.contains(&spec.name)
+            && !(matches!(spec.name, "exists" | "pfcount") && args.len() <= 2))
         || (routed && (spec.keys.0 > 0 || cluster::MOVABLE_KEYS.contains(&spec.name)));
     let shared = ctx.shared;
     let _guard = match (ctx.locking, exclusive, shared_lock) {
