@@ -172,6 +172,11 @@ pub(crate) async fn serve(
         .map(|a| a.to_string())
         .unwrap_or_default();
     let control = Arc::new(ClientControl::default());
+    control.queued.store(-1, Ordering::Relaxed);
+    #[cfg(unix)]
+    let fd = i64::from(std::os::fd::AsRawFd::as_raw_fd(&stream));
+    #[cfg(not(unix))]
+    let fd = -1i64;
     lock(&shared.clients).insert(
         id,
         ClientEntry {
@@ -181,6 +186,7 @@ pub(crate) async fn serve(
             connected_at: Instant::now(),
             protocol: Default::default(),
             db: 0,
+            fd,
             control: control.clone(),
         },
     );
@@ -196,6 +202,7 @@ pub(crate) async fn serve(
     let mut batch = Batch {
         session: Session {
             peer: Bytes::from(peer.to_string()),
+            control: Some(control.clone()),
             ..Session::new(id, &shared)
         },
         queue: VecDeque::new(),

@@ -71,6 +71,8 @@ pub(crate) struct ClientEntry {
     pub protocol: Protocol,
     /// The selected (logical) database.
     pub db: DbIndex,
+    /// The socket's file descriptor (-1 where there is none to show).
+    pub fd: i64,
     /// What other connections may ask of this one.
     pub control: Arc<ClientControl>,
 }
@@ -87,6 +89,15 @@ pub(crate) struct ClientControl {
     pub blocked: AtomicBool,
     /// Whether the connection listens to a channel or pattern (CLIENT LIST TYPE pubsub).
     pub subscribed: AtomicBool,
+    /// Channels and patterns it listens to (CLIENT LIST `sub`, `psub`).
+    pub channels: std::sync::atomic::AtomicUsize,
+    pub patterns: std::sync::atomic::AtomicUsize,
+    /// Commands queued since MULTI, -1 outside MULTI (CLIENT LIST `multi`).
+    pub queued: std::sync::atomic::AtomicI64,
+    /// When its last command ran, in ms since the server started (CLIENT LIST `idle`).
+    pub last_command_ms: AtomicU64,
+    /// Its last command, as Redis names it (`get`, `client|list`: CLIENT LIST `cmd`).
+    pub last_command: parking_lot::Mutex<(&'static str, Option<Bytes>)>,
     pub wake: tokio::sync::Notify,
 }
 
@@ -473,6 +484,9 @@ pub(crate) struct Session {
     /// A script is running this session's commands (MONITOR shows them as `lua`; the slow log
     /// records the script, not its commands).
     pub in_script: bool,
+    /// What other connections see of this one (CLIENT LIST); `None` for sessions without a
+    /// connection (tests, the text port).
+    pub control: Option<Arc<ClientControl>>,
 }
 
 /// Connections blocked on lists, queued per list in the order they blocked. Redis serves the
@@ -631,6 +645,7 @@ impl Session {
             pop_window: None,
             peer: Bytes::new(),
             in_script: false,
+            control: None,
         }
     }
 }

@@ -66,10 +66,11 @@ fn reset(ctx: &mut Ctx<'_>, _: &[Bytes]) -> Result<Reply> {
     if let Some(entry) = lock(&ctx.shared.clients).get_mut(&ctx.session.id) {
         entry.protocol = crate::resp::Protocol::Resp2;
         entry.db = 0;
-        entry
-            .control
-            .subscribed
+        let c = &entry.control;
+        c.subscribed
             .store(false, std::sync::atomic::Ordering::Relaxed);
+        c.channels.store(0, std::sync::atomic::Ordering::Relaxed);
+        c.patterns.store(0, std::sync::atomic::Ordering::Relaxed);
     }
     Ok(Reply::simple("RESET"))
 }
@@ -256,7 +257,7 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             let clients = lock(&ctx.shared.clients);
             let line = clients
                 .get(&ctx.session.id)
-                .map(|e| client_line(ctx.session.id, e))
+                .map(|e| client_line(ctx.session.id, e, ctx.shared.started))
                 .unwrap_or_default();
             Ok(Reply::Verbatim(line))
         }
@@ -295,7 +296,7 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
                 Some(ids) => {
                     for id in ids {
                         if let Some(e) = clients.get(&id) {
-                            out.push_str(&client_line(id, e));
+                            out.push_str(&client_line(id, e, ctx.shared.started));
                         }
                     }
                 }
@@ -312,7 +313,7 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
                             }
                         };
                         if listed {
-                            out.push_str(&client_line(*id, e));
+                            out.push_str(&client_line(*id, e, ctx.shared.started));
                         }
                     }
                 }
@@ -459,16 +460,56 @@ fn client_kill(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     Ok(Reply::Int(killed))
 }
 
-fn client_line(id: u64, e: &ClientEntry) -> String {
+/// One line of CLIENT LIST / CLIENT INFO, with Redis 7.0's fields in its order. Buffer and
+/// memory fields this server does not account per client read 0; `events` is `r` (every
+/// connection waits for input); `user` is `default` (the only user).
+fn client_line(id: u64, e: &ClientEntry, started: std::time::Instant) -> String {
+    use std::sync::atomic::Ordering::Relaxed;
     let name = e
         .name
         .as_ref()
         .map(|n| String::from_utf8_lossy(n).into_owned())
         .unwrap_or_default();
+    let c = &e.control;
+    let now_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    let last_ms = c.last_command_ms.load(Relaxed);
+    let idle = if last_ms == 0 {
+        e.connected_at.elapsed().as_secs()
+    } else {
+        now_ms.saturating_sub(last_ms) / 1000
+    };
+    let channels = c.channels.load(Relaxed);
+    let patterns = c.patterns.load(Relaxed);
+    let queued = c.queued.load(Relaxed);
+    let mut flags = String::new();
+    if channels + patterns > 0 {
+        flags.push('P');
+    }
+    if queued >= 0 {
+        flags.push('x');
+    }
+    if c.blocked.load(Relaxed) {
+        flags.push('b');
+    }
+    if flags.is_empty() {
+        flags.push('N');
+    }
+    let cmd = match &*c.last_command.lock() {
+        ("", _) => "NULL".to_string(),
+        (name, Some(sub)) => format!(
+            "{name}|{}",
+            String::from_utf8_lossy(sub).to_ascii_lowercase()
+        ),
+        (name, None) => (*name).to_string(),
+    };
     format!(
-        "id={id} addr={} laddr={} name={name} age={} db={} resp={}\n",
+        "id={id} addr={} laddr={} fd={} name={name} age={} idle={idle} flags={flags} db={} \
+         sub={channels} psub={patterns} ssub=0 multi={queued} qbuf=0 qbuf-free=0 argv-mem=0 \
+         multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={cmd} user=default \
+         redir=-1 resp={}\n",
         e.peer,
         e.local,
+        e.fd,
         e.connected_at.elapsed().as_secs(),
         e.db,
         e.protocol.version()

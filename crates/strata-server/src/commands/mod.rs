@@ -254,7 +254,35 @@ pub(crate) fn execute_without_waiting(
     }
 }
 
+/// Commands whose subcommand CLIENT LIST shows with them (`client|list`), as Redis 7 does.
+const CONTAINERS: &[&str] = &[
+    "client", "cluster", "clusterx", "command", "config", "memory", "object", "pubsub", "script",
+    "slowlog",
+];
+
+/// What CLIENT LIST shows of the command a connection is running: its name (with its
+/// subcommand) and when.
+fn note_activity(ctx: &Ctx<'_>, args: &[Bytes], spec: Option<&'static Spec>) {
+    let Some(control) = &ctx.session.control else {
+        return;
+    };
+    if ctx.session.in_exec || ctx.session.in_script {
+        // The client's command is the EXEC or the script itself.
+        return;
+    }
+    let ms = u64::try_from(ctx.shared.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    control.last_command_ms.store(ms, Ordering::Relaxed);
+    if let Some(spec) = spec {
+        let sub = CONTAINERS
+            .contains(&spec.name)
+            .then(|| args.get(1).cloned())
+            .flatten();
+        *control.last_command.lock() = (spec.name, sub);
+    }
+}
+
 fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes], spec: Option<&'static Spec>) -> Result<Reply> {
+    note_activity(ctx, args, spec);
     // Cluster mode: ASKING lets only the next command through, whatever becomes of it (as
     // Redis clears the flag after every command but ASKING itself), except that it lasts while
     // the client is in MULTI (to EXEC or DISCARD, as Redis's `resetClient` keeps it); a command
@@ -280,6 +308,14 @@ fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes], spec: Option<&'static Spec>) -> R
         if !e.is_would_block() && !spec.is_some_and(|s| NOT_QUEUED.contains(&s.name)) {
             multi.failed = true;
         }
+    }
+    if let Some(control) = &ctx.session.control {
+        let queued = ctx
+            .session
+            .multi
+            .as_ref()
+            .map_or(-1, |m| i64::try_from(m.queued.len()).unwrap_or(i64::MAX));
+        control.queued.store(queued, Ordering::Relaxed);
     }
     result
 }

@@ -58,11 +58,12 @@ fn subscribe(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 /// Tells the client registry whether this connection listens to anything now (CLIENT LIST's
 /// TYPE filter).
 fn note_subscribed(ctx: &Ctx<'_>) {
-    if let Some(e) = crate::state::lock(&ctx.shared.clients).get(&ctx.session.id) {
-        e.control.subscribed.store(
-            ctx.session.subs.count() > 0,
-            std::sync::atomic::Ordering::Relaxed,
-        );
+    use std::sync::atomic::Ordering::Relaxed;
+    if let Some(c) = &ctx.session.control {
+        let subs = &ctx.session.subs;
+        c.subscribed.store(subs.count() > 0, Relaxed);
+        c.channels.store(subs.channels.len(), Relaxed);
+        c.patterns.store(subs.patterns.len(), Relaxed);
     }
 }
 

@@ -3907,3 +3907,61 @@ fn client_list_filters_match_redis() {
         assert_eq!(listed, vec!["plain".to_string()], "side {side}");
     }
 }
+
+/// CLIENT LIST lines carry Redis 7.0's fields in its order, and the ones this server keeps
+/// (subscriptions, MULTI's queue, flags, the last command with its subcommand, database,
+/// protocol) read as Redis's do for the same client history.
+#[test]
+fn client_list_fields_match_redis() {
+    let mut p = Pair::start();
+    let ctx = "client fields";
+    p.check(1, &words(&["CLIENT", "SETNAME", "other"]), ctx);
+    p.check(1, &words(&["SELECT", "3"]), ctx);
+    p.check(1, &words(&["MULTI"]), ctx);
+    p.check(1, &words(&["SET", "a", "1"]), ctx);
+    p.check(1, &words(&["INCR", "a"]), ctx);
+    p.check(0, &words(&["CLIENT", "SETNAME", "me"]), ctx);
+    let fields = |line: &str| -> Vec<(String, String)> {
+        line.split_whitespace()
+            .filter_map(|f| f.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let lines = |p: &mut Pair, side: usize| -> Vec<Vec<(String, String)>> {
+        let reply = p.conns[side][0].call(&words(&["CLIENT", "LIST"]));
+        String::from_utf8_lossy(&reply)
+            .lines()
+            .filter(|l| l.starts_with("id="))
+            .map(fields)
+            .collect()
+    };
+    let (theirs, mine) = (lines(&mut p, 0), lines(&mut p, 1));
+    let named = |all: &[Vec<(String, String)>], name: &str| -> Vec<(String, String)> {
+        all.iter()
+            .find(|f| f.iter().any(|(k, v)| k == "name" && v == name))
+            .cloned()
+            .unwrap_or_default()
+    };
+    for name in ["me", "other"] {
+        let (t, m) = (named(&theirs, name), named(&mine, name));
+        let keys = |f: &[(String, String)]| f.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>();
+        assert_eq!(keys(&m), keys(&t), "{name}: fields");
+        for key in [
+            "name", "flags", "db", "sub", "psub", "ssub", "multi", "cmd", "user", "redir", "resp",
+            "events",
+        ] {
+            let get =
+                |f: &[(String, String)]| f.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
+            assert_eq!(get(&m), get(&t), "{name}: {key}");
+        }
+    }
+    p.check(1, &words(&["DISCARD"]), ctx);
+    p.check_n(1, &words(&["SUBSCRIBE", "c1", "c2"]), 2, ctx);
+    p.check_n(1, &words(&["PSUBSCRIBE", "p*"]), 1, ctx);
+    let (theirs, mine) = (lines(&mut p, 0), lines(&mut p, 1));
+    let (t, m) = (named(&theirs, "other"), named(&mine, "other"));
+    for key in ["flags", "sub", "psub", "multi", "cmd"] {
+        let get = |f: &[(String, String)]| f.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
+        assert_eq!(get(&m), get(&t), "subscribed: {key}");
+    }
+}
