@@ -394,6 +394,8 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 fn client_kill(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     use std::sync::atomic::Ordering;
     let (mut id, mut addr, mut laddr, mut skip_me) = (None, None, None, true);
+    // TYPE: `Some(want_subscribed)`, or `None` for a type no client here has (replicas).
+    let mut kind: Option<Option<bool>> = None;
     let old_form = args.len() == 3;
     if old_form {
         addr = Some(text(&args[2]));
@@ -413,6 +415,23 @@ fn client_kill(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
                 addr = Some(text(value));
             } else if is(name, "LADDR") {
                 laddr = Some(text(value));
+            } else if is(name, "TYPE") {
+                kind = Some(match text(value).to_ascii_lowercase().as_str() {
+                    "normal" => Some(false),
+                    "pubsub" => Some(true),
+                    "master" | "replica" | "slave" => None,
+                    _ => {
+                        return Err(Error::command(format!(
+                            "Unknown client type '{}'",
+                            text(value)
+                        )))
+                    }
+                });
+            } else if is(name, "USER") {
+                // Only the default user exists: it matches every client.
+                if !is(value, "default") {
+                    return Err(Error::command(format!("No such user '{}'", text(value))));
+                }
             } else if is(name, "SKIPME") {
                 skip_me = if is(value, "YES") {
                     true
@@ -434,7 +453,12 @@ fn client_kill(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         for (cid, e) in clients.iter() {
             let matches = id.is_none_or(|i| i == *cid)
                 && addr.as_ref().is_none_or(|a| *a == e.peer)
-                && laddr.as_ref().is_none_or(|a| *a == e.local);
+                && laddr.as_ref().is_none_or(|a| *a == e.local)
+                && kind.is_none_or(|k| {
+                    k.is_some_and(|subscribed| {
+                        e.control.subscribed.load(Ordering::Relaxed) == subscribed
+                    })
+                });
             if !matches || (*cid == me && (skip_me && !old_form)) {
                 continue;
             }

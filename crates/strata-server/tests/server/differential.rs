@@ -3965,3 +3965,27 @@ fn client_list_fields_match_redis() {
         assert_eq!(get(&m), get(&t), "subscribed: {key}");
     }
 }
+
+/// CLIENT KILL's TYPE and USER filters, compared with redis-server: the errors, and how many
+/// clients each form kills (the subscribed connection is the one `pubsub` client).
+#[test]
+fn client_kill_type_and_user_match_redis() {
+    let mut p = Pair::start();
+    let ctx = "client kill";
+    p.check_n(1, &words(&["SUBSCRIBE", "news"]), 1, ctx);
+    for args in [
+        vec!["CLIENT", "KILL", "TYPE", "bogus"],
+        vec!["CLIENT", "KILL", "USER", "nobody"],
+        vec!["CLIENT", "KILL", "TYPE", "master"],
+        vec!["CLIENT", "KILL", "TYPE", "replica"],
+        vec![
+            "CLIENT", "KILL", "USER", "default", "SKIPME", "yes", "TYPE", "slave",
+        ],
+        vec!["CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"],
+        vec!["CLIENT", "KILL", "TYPE", "pubsub"],
+        vec!["CLIENT", "KILL", "TYPE", "pubsub"],
+        vec!["CLIENT", "KILL", "USER", "default", "SKIPME", "yes"],
+    ] {
+        p.check(0, &words(&args), ctx);
+    }
+}
