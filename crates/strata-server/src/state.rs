@@ -176,6 +176,17 @@ impl CursorTable {
     pub fn get(&self, id: u64) -> Option<ScanPosition> {
         self.positions.get(&id).cloned()
     }
+
+    /// Where a scan given cursor `id` goes on: the start for 0, and also for a cursor this
+    /// table no longer knows (the oldest are forgotten past the bound, and a restart forgets
+    /// all): keys may then come twice, none is missed. Redis takes any number as a cursor, so
+    /// clients never expect an error here.
+    pub fn resume(&self, id: u64) -> ScanPosition {
+        self.get(id).unwrap_or(ScanPosition {
+            namespace: 0,
+            after_key: None,
+        })
+    }
 }
 
 /// A computed INFO keyspace section: when, what it cost, the lines.
@@ -397,7 +408,7 @@ impl Shared {
     /// Swaps two logical databases (SWAPDB): written to `store` first, then visible. The
     /// caller holds the exec lock exclusively. Inside a transaction or a script `store` is its
     /// overlay, so the swap is part of its one batch; if that batch then fails, the caller puts
-    /// the map back ([`Shared::restore_db_map`]).
+    /// the map back ([`Shared::set_db_map`]).
     pub fn swap_databases(
         &self,
         a: DbIndex,
@@ -411,13 +422,9 @@ impl Shared {
         Ok(())
     }
 
-    /// Puts back the database map a transaction or script started with, after its batch
-    /// failed (the store still holds that map).
-    pub fn restore_db_map(&self, map: &crate::keyspace::DbMap) {
-        self.set_db_map(map);
-    }
-
-    fn set_db_map(&self, map: &crate::keyspace::DbMap) {
+    /// Makes `map` the database map (SWAPDB; and a transaction or script whose batch failed
+    /// puts back the map it started with, which the store still holds).
+    pub fn set_db_map(&self, map: &crate::keyspace::DbMap) {
         for (slot, physical) in self.db_map.iter().zip(map) {
             slot.store(*physical, Ordering::Relaxed);
         }

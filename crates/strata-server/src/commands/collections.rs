@@ -304,14 +304,7 @@ pub(crate) fn scan_elements(ctx: &Ctx<'_>, args: &[Bytes], kind: KeyType) -> Res
         }
         i += 2;
     }
-    let after = if cursor == 0 {
-        None
-    } else {
-        // An unknown cursor starts over, as SCAN's does.
-        lock(&ctx.shared.cursors)
-            .get(cursor)
-            .and_then(|p| p.after_key)
-    };
+    let after = lock(&ctx.shared.cursors).resume(cursor).after_key;
     let whole = !live.big;
     let mut found = Vec::new();
     let mut last: Option<Vec<u8>> = None;

@@ -265,20 +265,9 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             // Redis's forms: CLIENT LIST, CLIENT LIST TYPE <type>, CLIENT LIST ID <id> ...
             // (no replicas or masters here: those types list no one).
             let mut ids: Option<Vec<u64>> = None;
-            let mut subscribed: Option<Option<bool>> = None;
+            let mut kind: Option<ClientType> = None;
             if args.len() == 4 && is(&args[2], "TYPE") {
-                let t = text(&args[3]).to_ascii_lowercase();
-                subscribed = Some(match t.as_str() {
-                    "normal" => Some(false),
-                    "pubsub" => Some(true),
-                    "master" | "replica" | "slave" => None,
-                    _ => {
-                        return Err(Error::command(format!(
-                            "Unknown client type '{}'",
-                            text(&args[3])
-                        )))
-                    }
-                });
+                kind = Some(ClientType::parse(&args[3])?);
             } else if args.len() > 3 && is(&args[2], "ID") {
                 let mut wanted = Vec::with_capacity(args.len() - 3);
                 for a in &args[3..] {
@@ -302,17 +291,7 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
                 }
                 None => {
                     for (id, e) in clients.iter() {
-                        let listed = match subscribed {
-                            None => true,
-                            Some(None) => false,
-                            Some(Some(want)) => {
-                                e.control
-                                    .subscribed
-                                    .load(std::sync::atomic::Ordering::Relaxed)
-                                    == want
-                            }
-                        };
-                        if listed {
+                        if kind.is_none_or(|k| k.matches(e)) {
                             out.push_str(&client_line(*id, e, ctx.shared.started));
                         }
                     }
@@ -394,8 +373,7 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 fn client_kill(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     use std::sync::atomic::Ordering;
     let (mut id, mut addr, mut laddr, mut skip_me) = (None, None, None, true);
-    // TYPE: `Some(want_subscribed)`, or `None` for a type no client here has (replicas).
-    let mut kind: Option<Option<bool>> = None;
+    let mut kind: Option<ClientType> = None;
     let old_form = args.len() == 3;
     if old_form {
         addr = Some(text(&args[2]));
@@ -416,17 +394,7 @@ fn client_kill(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             } else if is(name, "LADDR") {
                 laddr = Some(text(value));
             } else if is(name, "TYPE") {
-                kind = Some(match text(value).to_ascii_lowercase().as_str() {
-                    "normal" => Some(false),
-                    "pubsub" => Some(true),
-                    "master" | "replica" | "slave" => None,
-                    _ => {
-                        return Err(Error::command(format!(
-                            "Unknown client type '{}'",
-                            text(value)
-                        )))
-                    }
-                });
+                kind = Some(ClientType::parse(value)?);
             } else if is(name, "USER") {
                 // Only the default user exists: it matches every client.
                 if !is(value, "default") {
@@ -454,11 +422,7 @@ fn client_kill(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             let matches = id.is_none_or(|i| i == *cid)
                 && addr.as_ref().is_none_or(|a| *a == e.peer)
                 && laddr.as_ref().is_none_or(|a| *a == e.local)
-                && kind.is_none_or(|k| {
-                    k.is_some_and(|subscribed| {
-                        e.control.subscribed.load(Ordering::Relaxed) == subscribed
-                    })
-                });
+                && kind.is_none_or(|k| k.matches(e));
             if !matches || (*cid == me && (skip_me && !old_form)) {
                 continue;
             }
@@ -482,6 +446,44 @@ fn client_kill(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         };
     }
     Ok(Reply::Int(killed))
+}
+
+/// A client type of CLIENT LIST TYPE and CLIENT KILL TYPE.
+#[derive(Debug, Clone, Copy)]
+enum ClientType {
+    Normal,
+    Pubsub,
+    /// Masters and replicas: this server has none.
+    Replication,
+}
+
+impl ClientType {
+    /// Parses a type name, with Redis's error for an unknown one.
+    fn parse(arg: &[u8]) -> Result<ClientType> {
+        match text(arg).to_ascii_lowercase().as_str() {
+            "normal" => Ok(ClientType::Normal),
+            "pubsub" => Ok(ClientType::Pubsub),
+            "master" | "replica" | "slave" => Ok(ClientType::Replication),
+            _ => Err(Error::command(format!(
+                "Unknown client type '{}'",
+                text(arg)
+            ))),
+        }
+    }
+
+    /// Whether the client `e` is of this type (a client listening to a channel or pattern is
+    /// `pubsub`, any other `normal`).
+    fn matches(self, e: &ClientEntry) -> bool {
+        let subscribed = e
+            .control
+            .subscribed
+            .load(std::sync::atomic::Ordering::Relaxed);
+        match self {
+            ClientType::Normal => !subscribed,
+            ClientType::Pubsub => subscribed,
+            ClientType::Replication => false,
+        }
+    }
 }
 
 /// One line of CLIENT LIST / CLIENT INFO, with Redis 7.0's fields in its order. Buffer and

@@ -957,22 +957,7 @@ fn scan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         }
         i += 2;
     }
-    let start = if cursor == 0 {
-        ScanPosition {
-            namespace: 0,
-            after_key: None,
-        }
-    } else {
-        // A cursor this server no longer knows (the table forgets the oldest past its bound,
-        // and a restart forgets all) starts the walk over: keys may come twice, none is
-        // missed. Redis takes any number as a cursor, so clients never expect an error here.
-        lock(&ctx.shared.cursors)
-            .get(cursor)
-            .unwrap_or(ScanPosition {
-                namespace: 0,
-                after_key: None,
-            })
-    };
+    let start = lock(&ctx.shared.cursors).resume(cursor);
     let prefix = pattern.map_or(&b""[..], glob::literal_prefix);
     let now = now_ms();
     let db = ctx.dbi();

@@ -327,7 +327,7 @@ fn run(
             *slot = None;
         }
         if let Err(e) = overlay.commit() {
-            ctx.shared.restore_db_map(&map_before);
+            ctx.shared.set_db_map(&map_before);
             return Err(e);
         }
         ctx.shared.note_list_push();

@@ -144,7 +144,7 @@ fn exec(ctx: &mut Ctx<'_>, _: &[Bytes]) -> Result<Reply> {
         sub.session.in_exec = false;
     }
     if let Err(e) = overlay.commit() {
-        ctx.shared.restore_db_map(&map_before);
+        ctx.shared.set_db_map(&map_before);
         return Err(e);
     }
     // A queued push reached the store only now: wake blocked lists' readers after it.
