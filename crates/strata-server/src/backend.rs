@@ -96,6 +96,17 @@ pub trait KvBackend {
     fn writes_would_wait(&self) -> bool;
     /// `name: value` statistics for INFO.
     fn stats_lines(&self) -> Vec<(String, String)>;
+    /// How many keys database `db` holds, counted by every write (`strata::Db::key_count`,
+    /// one class per database: `keyspace::KeysByDb`), expired keys not yet removed included;
+    /// `None` when this backend does not count or its counts are unknown (then DBSIZE walks).
+    /// A transaction's overlay gives `None`: its pending writes are not in the counts.
+    fn key_count(&self, _db: crate::keyspace::DbIndex) -> Option<u64> {
+        None
+    }
+    /// Counts every database's keys again (at startup: the counts are unknown after open).
+    fn recount_keys(&self) -> Result<()> {
+        Ok(())
+    }
     /// Runs `body` on a backend that holds the write lock of `route`'s partition across the
     /// writes `body` makes through it (`strata::Db::hold_group`): a pipeline of commands on one
     /// key takes the lock once instead of handing it between threads at every command. Each
@@ -249,6 +260,14 @@ impl KvBackend for strata::Db {
         self.stats().lines()
     }
 
+    fn key_count(&self, db: crate::keyspace::DbIndex) -> Option<u64> {
+        strata::Db::key_count(self, usize::from(db))
+    }
+
+    fn recount_keys(&self) -> Result<()> {
+        Ok(strata::Db::recount_keys(self)?)
+    }
+
     fn hold_group(&self, route: &[u8], body: &mut dyn FnMut(&dyn KvBackend)) -> Result<bool> {
         // A run of commands relies on the hold (pop windows read ahead for the next pop): an
         // engine that lets other writers in between gets the commands run one by one.
@@ -365,6 +384,10 @@ impl KvBackend for HeldDb<'_, '_> {
 
     fn stats_lines(&self) -> Vec<(String, String)> {
         self.db.stats().lines()
+    }
+
+    fn key_count(&self, db: crate::keyspace::DbIndex) -> Option<u64> {
+        strata::Db::key_count(self.db, usize::from(db))
     }
 }
 

@@ -21,55 +21,94 @@ const TICK_BUDGET: Duration = Duration::from_millis(25);
 /// Index entries read per engine scan.
 const SCAN_BATCH: usize = 64;
 
+/// What one sweep may still spend.
+struct Budget {
+    keys_left: usize,
+    deadline: Instant,
+}
+
+impl Budget {
+    fn spent(&self) -> bool {
+        self.keys_left == 0 || Instant::now() >= self.deadline
+    }
+}
+
 /// One tick over every database; returns how many keys were removed.
 pub(crate) fn cycle(shared: &Shared) -> Result<usize> {
-    let started = Instant::now();
+    let mut budget = Budget {
+        keys_left: KEYS_PER_TICK_MAX,
+        deadline: Instant::now() + TICK_BUDGET,
+    };
     let databases = shared.config().databases;
-    let mut examined = 0usize;
     let mut removed = 0usize;
     for logical in 0..databases {
         let Ok(logical) = DbIndex::try_from(logical) else {
             break;
         };
-        let db = shared.physical_db(logical);
-        // Nothing can be due before this: no engine read at all.
-        let (next_due, generation) = shared.expiry_due.next(db);
-        if keyspace::now_ms() < next_due {
-            continue;
-        }
-        loop {
-            if examined >= KEYS_PER_TICK_MAX || started.elapsed() >= TICK_BUDGET {
-                return Ok(removed);
-            }
-            let now = keyspace::now_ms();
-            let want = SCAN_BATCH.min(KEYS_PER_TICK_MAX - examined);
-            let due = keyspace::due_expiries(shared.backend.as_ref(), db, now, want)?;
-            if due.is_empty() {
-                // All due entries are gone: the next one decides when to look again.
-                let next = keyspace::first_expiry(shared.backend.as_ref(), db)?;
-                shared
-                    .expiry_due
-                    .settle(db, generation, next.unwrap_or(u64::MAX));
-                break;
-            }
-            let n = due.len();
-            // Writes hold the exec lock's shared side, like every command (`txn.rs`).
-            let _guard = shared.exec_lock.read();
-            for (entry, _, key) in due {
-                // (A document and its expiry record go together: `Shared::doc_locks`.)
-                let _doc_guard = shared.doc_lock(db, &key);
-                if keyspace::expire_if_due(shared.backend.as_ref(), db, &key, now)? {
-                    removed += 1;
-                }
-                shared.backend.delete(&entry)?;
-            }
-            examined += n;
-            if n < want {
-                break;
-            }
+        removed += sweep(shared, shared.physical_db(logical), &mut budget)?;
+        if budget.spent() {
+            break;
         }
     }
     Ok(removed)
+}
+
+/// Most due keys DBSIZE removes before it answers, and the most time it spends on them: past
+/// either, the count includes the rest (as Redis's DBSIZE includes expired keys its expiry
+/// cycle has not reached).
+const DBSIZE_SWEEP_KEYS_MAX: usize = 10_000;
+const DBSIZE_SWEEP_TIME: Duration = Duration::from_millis(100);
+
+/// Removes the due keys of physical database `db` (within bounds) so that its key count holds
+/// live keys only; for DBSIZE, whose caller holds no exec lock.
+pub(crate) fn sweep_for_count(shared: &Shared, db: DbIndex) -> Result<()> {
+    let mut budget = Budget {
+        keys_left: DBSIZE_SWEEP_KEYS_MAX,
+        deadline: Instant::now() + DBSIZE_SWEEP_TIME,
+    };
+    sweep(shared, db, &mut budget).map(|_| ())
+}
+
+/// Walks physical database `db`'s expiry index up to now within `budget`, deleting each key
+/// whose stored expiry time has passed; returns how many were removed.
+fn sweep(shared: &Shared, db: DbIndex, budget: &mut Budget) -> Result<usize> {
+    // Nothing can be due before this: no engine read at all.
+    let (next_due, generation) = shared.expiry_due.next(db);
+    if keyspace::now_ms() < next_due {
+        return Ok(0);
+    }
+    let mut removed = 0usize;
+    loop {
+        if budget.spent() {
+            return Ok(removed);
+        }
+        let now = keyspace::now_ms();
+        let want = SCAN_BATCH.min(budget.keys_left);
+        let due = keyspace::due_expiries(shared.backend.as_ref(), db, now, want)?;
+        if due.is_empty() {
+            // All due entries are gone: the next one decides when to look again.
+            let next = keyspace::first_expiry(shared.backend.as_ref(), db)?;
+            shared
+                .expiry_due
+                .settle(db, generation, next.unwrap_or(u64::MAX));
+            return Ok(removed);
+        }
+        let n = due.len();
+        // Writes hold the exec lock's shared side, like every command (`txn.rs`).
+        let _guard = shared.exec_lock.read();
+        for (entry, _, key) in due {
+            // (A document and its expiry record go together: `Shared::doc_locks`.)
+            let _doc_guard = shared.doc_lock(db, &key);
+            if keyspace::expire_if_due(shared.backend.as_ref(), db, &key, now)? {
+                removed += 1;
+            }
+            shared.backend.delete(&entry)?;
+        }
+        budget.keys_left -= n;
+        if n < want {
+            return Ok(removed);
+        }
+    }
 }
 
 /// Runs [`cycle`] every [`TICK`] on the blocking pool until shutdown.

@@ -285,11 +285,15 @@ fn corrupt(what: &str) -> Error {
 }
 
 /// The engine's compaction filter for a server's store (Kvrocks does the same with RocksDB's):
-/// - a string record whose expiry time has passed is dead, so compaction and value-log
-///   collection reclaim its bytes without a write; a collection's record likewise, but only
-///   [`crate::collection::EXPIRED_ELEMENTS_GRACE_MS`] after its time;
-/// - an element whose Redis key's record (settled) no longer owns it is dead
-///   ([`crate::collection::element_is_dead`]).
+/// - a string whose expiry time has passed is dead: compaction and value-log collection
+///   reclaim its bytes without a write, leaving a *stub*, the record's header and expiry time
+///   without the string (which reads as the expired key it is). The key itself stays until
+///   active expiry deletes it through a write, so the engine's key counts (DBSIZE, [`KeysByDb`])
+///   see every key that goes;
+/// - a collection's record is a few bytes and stays likewise;
+/// - an element whose Redis key's record (settled) no longer owns it, or whose collection
+///   expired [`crate::collection::EXPIRED_ELEMENTS_GRACE_MS`] ago, is dead
+///   ([`crate::collection::element_is_dead`]); elements are not counted.
 ///
 /// Documents are left to active expiry (their time is another record). Set by `strata serve`
 /// only: raw engine keys that start with `'k'` or `'m'` in a store that is not a server's would
@@ -297,22 +301,56 @@ fn corrupt(what: &str) -> Error {
 #[derive(Debug, Default)]
 pub struct DeadKeys;
 
+/// Bytes of a string record's stub: the header byte and the expiry time.
+const STUB_BYTES: usize = 9;
+
 impl strata::CompactionFilter for DeadKeys {
     fn is_dead(&self, key: &[u8], value: &[u8], settled: &dyn strata::SettledRead) -> bool {
         match key.first() {
             Some(&KEY_PREFIX) if key.len() >= 2 => {
-                let grace = match record_kind(value) {
-                    Ok(KeyType::String) => 0,
-                    Ok(_) => crate::collection::EXPIRED_ELEMENTS_GRACE_MS,
-                    Err(_) => return false,
-                };
-                record_expiry(value)
-                    .is_ok_and(|at| at.is_some_and(|at| at.saturating_add(grace) <= now_ms()))
+                // Already a stub (or an empty string): nothing to reclaim.
+                value.len() > STUB_BYTES
+                    && matches!(record_kind(value), Ok(KeyType::String))
+                    && record_expiry(value).is_ok_and(|at| at.is_some_and(|at| at <= now_ms()))
             }
             Some(&crate::collection::ELEMENT_PREFIX) => {
                 crate::collection::element_is_dead(key, settled, now_ms())
             }
             _ => false,
+        }
+    }
+
+    fn stub(&self, key: &[u8], value: &[u8]) -> Option<Vec<u8>> {
+        // Only records are given stubs (an element's tombstone is not counted anywhere).
+        if key.first() != Some(&KEY_PREFIX) {
+            return None;
+        }
+        value.get(..STUB_BYTES).map(<[u8]>::to_vec)
+    }
+}
+
+// The document prefixes `KeysByDb` matches byte by byte.
+const _: () = assert!(DOC_KEY_PREFIX[0] == 0xff && DOC_KEY_PREFIX[1] == b'D');
+const _: () = assert!(DOC_DB_PREFIX[0] == 0xff && DOC_DB_PREFIX[1] == b'd');
+
+/// The engine's key classes for a server's store: one per database, so `strata::Db::key_count`
+/// is that database's DBSIZE. A Redis key is one engine key: its record `'k' db name`, or its
+/// document (`0xFF 'D'` + a string name in database 0, `0xFF 'd' db` + one elsewhere); elements,
+/// expiry records and index entries are not counted.
+#[derive(Debug, Default)]
+pub struct KeysByDb;
+
+impl strata::KeyClasses for KeysByDb {
+    fn classes(&self) -> usize {
+        DATABASES_MAX
+    }
+
+    fn class_of(&self, key: &[u8]) -> Option<usize> {
+        match key {
+            [KEY_PREFIX, db, ..] => Some(usize::from(*db)),
+            [0xff, b'D', DOC_STRING_TAG, ..] => Some(0),
+            [0xff, b'd', db, DOC_STRING_TAG, ..] => Some(usize::from(*db)),
+            _ => None,
         }
     }
 }
@@ -1057,33 +1095,68 @@ mod tests {
         }
     }
 
-    /// Expired records leave the engine at compaction with no write and no index entry (the
-    /// filter, not active expiry); live ones and other keys stay.
+    /// Expired strings lose their bytes at compaction (table values) and value-log collection
+    /// (separated values) with no write and no index entry (the filter, not active expiry): a
+    /// stub of header and expiry time stays, which reads as absent, and the key counts stay
+    /// known and exact (the key goes when active expiry deletes it). Live ones and other keys
+    /// stay whole.
     #[test]
     fn compaction_reclaims_expired_records() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut opts = strata::Options::tiny();
-        opts.compaction_filter = Some(Arc::new(DeadKeys));
-        let db = strata::Db::open(dir.path(), opts).unwrap();
-        let past = now_ms() - 1000;
-        let future = now_ms() + 3_600_000;
-        for i in 0..300u32 {
-            let at = match i % 3 {
-                0 => Some(past),
-                1 => Some(future),
-                _ => None,
-            };
-            let key = string_key(0, format!("key{i}").as_bytes());
-            db.put(&key, &Record::encode(b"value", at)).unwrap();
+        for value_bytes in [5usize, 2000] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut opts = crate::store_options(strata::Options::tiny());
+            opts.key_router = None;
+            let db = strata::Db::open(dir.path(), opts).unwrap();
+            db.recount_keys().unwrap();
+            let past = now_ms() - 1000;
+            let future = now_ms() + 3_600_000;
+            let value = vec![b'v'; value_bytes];
+            // Every key, then the unexpired ones again: the first value logs are then two
+            // thirds dead, so the full compaction below collects them (an expired value in a
+            // mostly live value log waits for its log to be collected).
+            for round in 0..2 {
+                for i in 0..300u32 {
+                    let at = match i % 3 {
+                        0 if round == 0 => Some(past),
+                        0 => continue,
+                        1 => Some(future),
+                        _ => None,
+                    };
+                    let key = string_key(0, format!("key{i}").as_bytes());
+                    db.put(&key, &Record::encode(&value, at)).unwrap();
+                }
+                db.flush().unwrap();
+            }
+            // A raw key outside the 'k' namespace whose bytes look like an expired record.
+            db.put(b"raw", &Record::encode(b"x", Some(past))).unwrap();
+            db.compact().unwrap();
+            for i in 0..300u32 {
+                let key = string_key(0, format!("key{i}").as_bytes());
+                let stored = db.get(&key).unwrap().unwrap();
+                let r = Record::decode(stored).unwrap();
+                if i % 3 == 0 {
+                    assert_eq!((r.expire_at_ms, r.payload.len()), (Some(past), 0), "key{i}");
+                } else {
+                    assert_eq!(r.payload.len(), value_bytes, "key{i}");
+                }
+            }
+            assert!(db.get(b"raw").unwrap().is_some());
+            assert_eq!(db.key_count(0), Some(300), "values of {value_bytes} bytes");
+            if value_bytes >= 1000 {
+                // 200 live values; the 100 expired ones would make it 300.
+                let kept: u64 = db
+                    .stats()
+                    .partitions
+                    .iter()
+                    .map(|p| p.table_bytes() + p.value_log_live_bytes)
+                    .sum();
+                let v = value_bytes as u64;
+                assert!(
+                    kept < 250 * v,
+                    "expired values reclaimed: {kept} bytes kept"
+                );
+            }
         }
-        // A raw key outside the 'k' namespace whose bytes look like an expired record.
-        db.put(b"raw", &Record::encode(b"x", Some(past))).unwrap();
-        db.compact().unwrap();
-        for i in 0..300u32 {
-            let key = string_key(0, format!("key{i}").as_bytes());
-            assert_eq!(db.get(&key).unwrap().is_some(), i % 3 != 0, "key{i}");
-        }
-        assert!(db.get(b"raw").unwrap().is_some());
     }
 
     #[test]

@@ -48,9 +48,11 @@ pub use server::{Server, ServerThread, ShutdownHandle};
 /// `opts` as a server's store needs them; every program that opens a server's data directory
 /// (`strata serve`, the CLI, tests) uses them: the key router that keeps a hash's fields in its
 /// key's partition (`collection::ServerRouter`, recorded in the store) and the compaction filter
-/// that reclaims expired keys and disowned fields (`keyspace::DeadKeys`).
+/// that reclaims expired keys and disowned fields (`keyspace::DeadKeys`), and the key classes
+/// that count each database's keys for DBSIZE (`keyspace::KeysByDb`).
 pub fn store_options(mut opts: strata::Options) -> strata::Options {
     opts.compaction_filter = Some(Arc::new(keyspace::DeadKeys));
+    opts.key_classes = Some(Arc::new(keyspace::KeysByDb));
     opts.key_router = Some(Arc::new(collection::ServerRouter));
     // Redis strings go up to 512 MiB (`proto-max-bulk-len`); a record adds its header and
     // expiry time.

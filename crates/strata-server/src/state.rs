@@ -278,6 +278,14 @@ impl Shared {
         } else {
             None
         };
+        // DBSIZE reads the engine's key counts, which are unknown after open: one walk of the
+        // keys (values unread) before anything is served, like Redis loading its data.
+        let counting = std::time::Instant::now();
+        backend.recount_keys()?;
+        tracing::info!(
+            elapsed_ms = counting.elapsed().as_millis() as u64,
+            "keys counted"
+        );
         let watchers = crate::watchers::Watchers::new(
             config.slowlog_log_slower_than_us,
             config.slowlog_max_len,

@@ -23,6 +23,7 @@ use bytes::Bytes;
 
 use crate::backend::{BatchOp, GroupFn, KvBackend, UpdateFn, VisitFn, Write};
 use crate::error::Result;
+use crate::keyspace::DbIndex;
 use crate::state::lock;
 
 /// A transaction's writes over the store (see the module comment).
@@ -446,6 +447,14 @@ impl KvBackend for Watching {
         self.view().stats_lines()
     }
 
+    fn key_count(&self, db: DbIndex) -> Option<u64> {
+        self.view().key_count(db)
+    }
+
+    fn recount_keys(&self) -> Result<()> {
+        self.view().recount_keys()
+    }
+
     fn hold_group(&self, route: &[u8], body: &mut dyn FnMut(&dyn KvBackend)) -> Result<bool> {
         self.view().hold_group(route, body)
     }
@@ -579,6 +588,14 @@ impl KvBackend for Watched<'_> {
 
     fn stats_lines(&self) -> Vec<(String, String)> {
         self.inner.stats_lines()
+    }
+
+    fn key_count(&self, db: DbIndex) -> Option<u64> {
+        self.inner.key_count(db)
+    }
+
+    fn recount_keys(&self) -> Result<()> {
+        self.inner.recount_keys()
     }
 
     fn hold_group(&self, route: &[u8], body: &mut dyn FnMut(&dyn KvBackend)) -> Result<bool> {

@@ -552,7 +552,10 @@ impl Db {
                 Partition::Log(_) => None,
             })
             .collect();
-        ingest::ingest_sorted(
+        // Ingested tables bypass the writes that keep key counts (the log engine's ingest
+        // above is plain writes).
+        self.forget_key_counts();
+        let ingested = ingest::ingest_sorted(
             &trees,
             self.inner.opts.table_bytes_target as u64,
             sorted.into_iter().map(|kv| {
@@ -561,7 +564,43 @@ impl Db {
                 check_ascending(&mut last, k.as_ref())?;
                 Ok((k, v))
             }),
-        )
+        );
+        // Again: a recount during the ingest may have counted part of it.
+        self.forget_key_counts();
+        ingested
+    }
+
+    fn forget_key_counts(&self) {
+        for p in &self.inner.partitions {
+            if let Some(c) = p.key_counts() {
+                c.forget();
+            }
+        }
+    }
+
+    /// How many keys of `class` ([`Options::key_classes`]) exist: exact, read without a walk or
+    /// a lock (a write being applied may or may not be in it, as it may or may not be
+    /// visible yet). `None` when nothing is counted, and while the counts are unknown: after
+    /// open until [`Db::recount_keys`], and after keys changed where no write counted them (a
+    /// bulk ingest, a compaction filter's tombstone on a counted key, a lookup that failed).
+    pub fn key_count(&self, class: usize) -> Option<u64> {
+        let mut total = 0i64;
+        for p in &self.inner.partitions {
+            total += p.key_counts()?.get(class)?;
+        }
+        Some(total.max(0) as u64)
+    }
+
+    /// Counts every key by class ([`Options::key_classes`]) again and makes
+    /// [`Db::key_count`] known: O(keys), values unread, one partition at a time under its write
+    /// lock (that partition's writers wait meanwhile). A server calls it once after open,
+    /// before it serves.
+    pub fn recount_keys(&self) -> Result<()> {
+        self.check()?;
+        for p in &self.inner.partitions {
+            p.recount_keys()?;
+        }
+        Ok(())
     }
 
     /// Writes every memtable to table files and waits for that to finish.

@@ -60,7 +60,8 @@ pub use db::{Db, GroupHold, Scan};
 pub use error::{Error, Result};
 pub use journal::{deferring_log_writes, LogWrites};
 pub use options::{
-    CompactionFilter, Compression, Engine, KeyRouter, Options, SettledRead, SyncMode,
+    CompactionFilter, Compression, Engine, KeyClasses, KeyRouter, Options, SettledRead, SyncMode,
+    KEY_CLASSES_MAX,
 };
 pub use snapshot::Snapshot;
 pub use stats::{LevelStats, PartitionStats, Stats};

@@ -132,6 +132,11 @@ pub struct Options {
     /// their shared metadata. Recorded in the `STRATA` file at creation (or the first open with a
     /// router) and required at every later open.
     pub key_router: Option<std::sync::Arc<dyn KeyRouter>>,
+    /// Keys counted by class ([`KeyClasses`]): every write looks up, under its partition's write
+    /// lock, whether each counted key it writes exists, so [`crate::Db::key_count`] is exact
+    /// without a walk (a server's DBSIZE). Counts are unknown after open until
+    /// [`crate::Db::recount_keys`]. `None` counts nothing and costs nothing.
+    pub key_classes: Option<std::sync::Arc<dyn KeyClasses>>,
     /// Both engines: on a damaged record in a log or segment, keep the file up to the damage and
     /// drop the rest of that file (with a warning naming file, offset and bytes dropped) instead
     /// of refusing to open. Later files are still replayed.
@@ -148,7 +153,28 @@ pub trait CompactionFilter: Send + Sync + std::fmt::Debug {
     /// True when `value`, the newest version of `key` in what is being rewritten, is dead.
     /// `settled` reads other keys of the same partition (see [`SettledRead`]).
     fn is_dead(&self, key: &[u8], value: &[u8], settled: &dyn SettledRead) -> bool;
+
+    /// What a dead value becomes instead of a tombstone: `Some(stub)` keeps the key present
+    /// with (usually far smaller) `stub` as its value. A store with [`Options::key_classes`]
+    /// needs this for counted keys: a tombstone written by compaction removes a key without a
+    /// write, which the counts cannot see (they are then marked unknown until
+    /// [`crate::Db::recount_keys`]). The stub must itself read as dead to the store's users.
+    fn stub(&self, _key: &[u8], _value: &[u8]) -> Option<Vec<u8>> {
+        None
+    }
 }
+
+/// Sorts keys into classes for [`Options::key_classes`] (a server: one class per database).
+pub trait KeyClasses: Send + Sync + std::fmt::Debug {
+    /// How many classes there are; a class is below this. At most [`KEY_CLASSES_MAX`].
+    fn classes(&self) -> usize;
+    /// The class `key` is counted in, or `None` for a key not counted. A pure function of the
+    /// key, cheap: it runs for every key of every write.
+    fn class_of(&self, key: &[u8]) -> Option<usize>;
+}
+
+/// Most classes [`KeyClasses::classes`] may declare (an atomic counter per class and partition).
+pub const KEY_CLASSES_MAX: usize = 4096;
 
 /// Reads, for a [`CompactionFilter`], keys of the partition being compacted whose state is
 /// *settled*: not written since the last flush, so what the tables hold is both the newest
@@ -208,6 +234,7 @@ impl Default for Options {
             fs: crate::vfs::real(),
             compaction_filter: None,
             key_router: None,
+            key_classes: None,
         }
     }
 }
@@ -300,6 +327,13 @@ impl Options {
         }
         if self.key_router.as_ref().is_some_and(|r| r.id() < 2) {
             return bad("a key router's id must be at least 2 (1 is the default routing)");
+        }
+        if self
+            .key_classes
+            .as_ref()
+            .is_some_and(|c| c.classes() == 0 || c.classes() > KEY_CLASSES_MAX)
+        {
+            return bad("key_classes must declare between 1 and KEY_CLASSES_MAX classes");
         }
         Ok(())
     }

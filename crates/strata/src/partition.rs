@@ -118,6 +118,22 @@ impl Partition {
         }
     }
 
+    /// This partition's key counts, when the options ask for them.
+    pub(crate) fn key_counts(&self) -> Option<&journal::counts::KeyCounts> {
+        match self {
+            Partition::Lsm(t) => journal::Journaled::journal(&**t).counts.as_ref(),
+            Partition::Log(l) => journal::Journaled::journal(&**l).counts.as_ref(),
+        }
+    }
+
+    /// Counts this partition's keys by class again (`journal::counts::recount`).
+    pub(crate) fn recount_keys(&self) -> Result<()> {
+        match self {
+            Partition::Lsm(t) => journal::counts::recount(&**t),
+            Partition::Log(l) => journal::counts::recount(&**l),
+        }
+    }
+
     pub(crate) fn background_step(&self) -> Result<bool> {
         match self {
             Partition::Lsm(t) => t.background_step(),

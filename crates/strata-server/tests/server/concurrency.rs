@@ -499,3 +499,87 @@ fn multi_key_reads_see_a_moving_member_exactly_once() {
         &wrong[..wrong.len().min(3)]
     );
 }
+
+/// DBSIZE reads counts that every write keeps (the engine's key counts): after clients create
+/// and remove keys of every type at once, documents and keys that expire included, on one
+/// small set of names so that their writes collide, it equals a walk of the keys (KEYS *) in
+/// each database; again after the engine compacts everything (expired strings become stubs)
+/// and after a restart (the counts are taken again at startup).
+#[test]
+fn dbsize_equals_a_walk_after_concurrent_creates_and_removes() {
+    use rand::{Rng, SeedableRng};
+    const CLIENTS: u64 = 6;
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start_in(dir.path(), strata_server::ServerConfig::default());
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|seed| {
+            let mut c = server.client();
+            std::thread::spawn(move || {
+                let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+                for _ in 0..150 {
+                    let mut pipe = redis::pipe();
+                    for _ in 0..10 {
+                        let k = format!("k{}", rng.gen_range(0..20));
+                        let k2 = format!("k{}", rng.gen_range(0..20));
+                        let m = format!("m{}", rng.gen_range(0..3));
+                        let cmd: Vec<&str> = match rng.gen_range(0..22) {
+                            0 => vec!["SET", &k, "v"],
+                            1 => vec!["SET", &k, "v", "PX", "1"],
+                            2 => vec!["DEL", &k, &k2],
+                            3 => vec!["HSET", &k, &m, "v"],
+                            4 => vec!["HDEL", &k, &m],
+                            5 => vec!["SADD", &k, &m],
+                            6 => vec!["SREM", &k, &m],
+                            7 => vec!["SPOP", &k],
+                            8 => vec!["LPUSH", &k, &m],
+                            9 => vec!["LPOP", &k],
+                            10 => vec!["ZADD", &k, "1", &m],
+                            11 => vec!["ZPOPMIN", &k],
+                            12 => vec!["RENAME", &k, &k2],
+                            13 => vec!["MOVE", &k, "1"],
+                            14 => vec!["MSET", &k, "a", &k2, "b"],
+                            15 => vec!["COPY", &k, &k2, "DB", "1"],
+                            16 => vec!["SUNIONSTORE", &k, &k2],
+                            17 => vec!["JSON.SET", &k, "$", "{\"a\":1}"],
+                            18 => vec!["JSON.DEL", &k],
+                            19 => vec!["GETDEL", &k],
+                            20 => vec!["EXPIRE", &k, "-1"],
+                            _ => vec!["SETNX", &k, "v"],
+                        };
+                        let mut c = redis::cmd(cmd[0]);
+                        for a in &cmd[1..] {
+                            c.arg(*a);
+                        }
+                        pipe.add_command(c).ignore();
+                    }
+                    // Replies (WRONGTYPE and all) do not matter here: the keyspace does.
+                    let _: redis::RedisResult<()> = pipe.query(&mut c);
+                }
+            })
+        })
+        .collect();
+    for t in clients {
+        t.join().unwrap();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let check = |c: &mut redis::Connection, when: &str| {
+        for db in ["0", "1"] {
+            let _: () = redis::cmd("SELECT").arg(db).query(c).unwrap();
+            let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(c).unwrap();
+            let n: usize = redis::cmd("DBSIZE").query(c).unwrap();
+            assert_eq!(n, keys.len(), "{when}, database {db}: {keys:?}");
+        }
+        let _: () = redis::cmd("SELECT").arg("0").query(c).unwrap();
+    };
+    let mut c = server.client();
+    check(&mut c, "after the clients");
+    server.db().compact().unwrap();
+    check(&mut c, "after a full compaction");
+    let total: usize = redis::cmd("DBSIZE").query(&mut c).unwrap();
+    assert!(total > 0, "the clients left some keys");
+    drop(c);
+    server.stop();
+    let server = TestServer::start_in(dir.path(), strata_server::ServerConfig::default());
+    let mut c = server.client();
+    check(&mut c, "after a restart");
+}

@@ -205,6 +205,14 @@ fn sigkill_loses_no_acknowledged_write(appendfsync: &str) {
         counter >= incrs && counter <= incrs + WRITERS as i64,
         "counter {counter}, acknowledged {incrs}"
     );
+    // DBSIZE (counts taken again at startup, then kept by writes) against a walk of the keys.
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut c).unwrap();
+    let n: usize = redis::cmd("DBSIZE").query(&mut c).unwrap();
+    assert_eq!(n, keys.len());
+    assert!(n > acked.len(), "{n} keys, {} acknowledged", acked.len());
+    let _: () = c.set("one more", "key").unwrap();
+    let m: usize = redis::cmd("DBSIZE").query(&mut c).unwrap();
+    assert_eq!(m, n + 1);
     server.terminate();
 }
 

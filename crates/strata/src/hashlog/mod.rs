@@ -125,6 +125,18 @@ impl Journaled for LogStore {
         self.get_with(key, Some(st))
     }
 
+    fn exists_locked(&self, key: &[u8], _: &JournalState) -> Result<bool> {
+        // The index holds exactly the live keys (a delete removes its entry).
+        Ok(self.index.read().get(key).is_some())
+    }
+
+    fn for_each_key_locked(&self, _: &JournalState, f: &mut dyn FnMut(&[u8])) -> Result<()> {
+        for key in self.index.read().keys() {
+            f(key);
+        }
+        Ok(())
+    }
+
     /// Appends the batch to the active segment and points the index at its record.
     fn apply_locked(
         &self,

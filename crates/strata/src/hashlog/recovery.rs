@@ -15,6 +15,7 @@ use super::index::{Index, Loc, SegId};
 use super::{hint, parse_seg_name, seg_name, segment_ids_exhausted, LogStore, Segment};
 use super::{HINT_SUFFIX, SEGMENT_SUFFIX};
 use crate::error::{IoContext, Result};
+use crate::journal::counts::KeyCounts;
 use crate::journal::{self, Journal, WalWriter};
 use crate::options::Options;
 use crate::seqno::Sequencer;
@@ -102,7 +103,15 @@ impl LogStore {
         segments.insert(active, Arc::new(Segment::open(&*opts.fs, path, 0)?));
         let store = LogStore {
             id,
-            journal: Journal::new(opts.fs.clone(), id, opts.sync, wal, seq, seqs),
+            journal: Journal::new(
+                opts.fs.clone(),
+                id,
+                opts.sync,
+                wal,
+                seq,
+                seqs,
+                opts.key_classes.as_ref().map(KeyCounts::new),
+            ),
             dir,
             opts,
             index: RwLock::new(index),

@@ -32,6 +32,7 @@ use crate::error::{Error, IoContext, Result};
 use crate::options::SyncMode;
 use crate::seqno::Sequencer;
 use crate::vfs::SharedFs;
+pub(crate) mod counts;
 pub(crate) mod deferred;
 pub(crate) mod format;
 pub(crate) mod replay;
@@ -87,6 +88,8 @@ pub(crate) struct JournalInner {
     written_seq: AtomicU64,
     sync_lock: Mutex<()>,
     bytes_written: AtomicU64,
+    /// Counts of keys by class, when the options ask for them (`counts.rs`).
+    pub(crate) counts: Option<counts::KeyCounts>,
 }
 
 /// What an engine gives the journal so that writes and read-modify-writes take one shape in
@@ -108,6 +111,12 @@ pub(crate) trait Journaled {
     /// Reads the newest state of `key`, applied writes not yet visible included, while the
     /// caller holds the write lock (`st`).
     fn get_locked(&self, key: &[u8], st: &JournalState) -> Result<Option<Bytes>>;
+    /// Whether `key` exists in the newest state (as [`Journaled::get_locked`] sees it) without
+    /// reading its value; for key counts (`counts.rs`). Caller holds the write lock.
+    fn exists_locked(&self, key: &[u8], st: &JournalState) -> Result<bool>;
+    /// Calls `f` with every key that exists in the newest state, in no particular order, values
+    /// unread; for recounting keys. Caller holds the write lock.
+    fn for_each_key_locked(&self, st: &JournalState, f: &mut dyn FnMut(&[u8])) -> Result<()>;
     /// Appends the batch to the log and applies it to memory; returns the journal's record
     /// number (for [`Journal::commit`]). Caller holds the write lock.
     fn apply_locked(
@@ -143,6 +152,7 @@ pub(crate) fn apply_one<E: Journaled>(
 ) -> Result<Applied> {
     let journal = engine.journal();
     journal.check_writable(st)?;
+    let count_changes = counts::changes_locked(engine, st, entries);
     let seq = journal.seqs.begin(journal.partition);
     let res = engine.apply_locked(
         st,
@@ -155,6 +165,9 @@ pub(crate) fn apply_one<E: Journaled>(
     journal.seqs.done(journal.partition);
     let record = res?;
     st.last_applied = st.last_applied.max(seq);
+    if let (Some(counts), Some(changes)) = (&journal.counts, &count_changes) {
+        counts.apply(changes);
+    }
     engine.after_apply_locked(st)?;
     Ok(Applied { record, seq })
 }
@@ -216,6 +229,11 @@ pub(crate) fn write_across<E: Journaled>(
         engine.journal().check_writable(st)?;
     }
     validate()?;
+    let count_changes: Vec<Option<counts::CountChanges>> = parts
+        .iter()
+        .zip(&guards)
+        .map(|((engine, entries), st)| counts::changes_locked(*engine, st, entries))
+        .collect();
     let writing: Vec<u32> = parts
         .iter()
         .filter(|(_, entries)| !entries.is_empty())
@@ -257,6 +275,12 @@ pub(crate) fn write_across<E: Journaled>(
     seqs.done(slot);
     if let Some(e) = failed {
         return Err(e);
+    }
+    // Every part applied: the counts move together, still under every lock.
+    for ((engine, _), changes) in parts.iter().zip(&count_changes) {
+        if let (Some(counts), Some(changes)) = (&engine.journal().counts, changes) {
+            counts.apply(changes);
+        }
     }
     let mut first_err = None;
     for (((engine, _), st), record) in parts.iter().zip(guards.iter_mut()).zip(&records) {
@@ -454,8 +478,10 @@ impl Journal {
         wal: WalWriter,
         seq: u64,
         seqs: Arc<Sequencer>,
+        counts: Option<counts::KeyCounts>,
     ) -> Self {
         Journal(Arc::new(JournalInner {
+            counts,
             partition,
             fs,
             sync,

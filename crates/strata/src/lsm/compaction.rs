@@ -16,6 +16,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::error::Result;
+use crate::journal::counts::KeyCounts;
 use crate::lsm::memtable::{Slot, SlotIter};
 use crate::lsm::sstable::{table_path, Table, TableBuilder, TableMeta};
 use crate::lsm::tree::Tree;
@@ -108,6 +109,31 @@ pub(crate) fn pick_full(v: &Version) -> Option<Job> {
     })
 }
 
+/// What the compaction filter makes of `key`'s `value`: `None` keeps it; a dead value becomes
+/// the filter's stub or a tombstone. A tombstone on a counted key removes it where no write
+/// sees it, so the partition's key counts become unknown.
+pub(crate) fn judged(
+    opts: &Options,
+    key: &[u8],
+    value: &[u8],
+    settled: &dyn crate::options::SettledRead,
+    counts: Option<&KeyCounts>,
+) -> Option<Slot> {
+    let f = opts.compaction_filter.as_ref()?;
+    if !f.is_dead(key, value, settled) {
+        return None;
+    }
+    Some(match f.stub(key, value) {
+        Some(stub) => Slot::Put(Bytes::from(stub)),
+        None => {
+            if let Some(c) = counts.filter(|c| c.class_of(key).is_some()) {
+                c.forget();
+            }
+            Slot::Delete
+        }
+    })
+}
+
 /// Runs the merge of `job`, cutting output tables at `table_bytes_target`. `new_table` creates
 /// a builder; `finished` receives each completed table.
 /// Value-log bytes, per log file, whose pointers a compaction dropped.
@@ -119,6 +145,7 @@ pub(crate) fn merge(
     mut new_table: impl FnMut() -> Result<TableBuilder>,
     mut finished: impl FnMut(TableMeta) -> Result<()>,
     settled: &dyn crate::options::SettledRead,
+    counts: Option<&KeyCounts>,
     mut mover: Option<(&mut ValueMover, &mut dyn FnMut() -> u64)>,
 ) -> Result<DeadValueBytes> {
     let mut dead = DeadValueBytes::new();
@@ -151,19 +178,19 @@ pub(crate) fn merge(
                 (Slot::Pointer(p), Some((m, number))) => match m.read_victim(&p)? {
                     Some(value) => {
                         *dead.entry(p.file).or_default() += p.len as u64;
-                        match &opts.compaction_filter {
-                            Some(f) if f.is_dead(&key, &value, settled) => Slot::Delete,
-                            _ => Slot::Pointer(m.write(&key, &value, &p, *number)?),
+                        match judged(opts, &key, &value, settled, counts) {
+                            Some(slot) => slot,
+                            None => Slot::Pointer(m.write(&key, &value, &p, *number)?),
                         }
                     }
                     None => Slot::Pointer(p),
                 },
                 (slot, _) => slot,
             };
-            // A value the filter declares dead becomes a tombstone (older versions below
-            // stay hidden).
-            let slot = match (&slot, &opts.compaction_filter) {
-                (Slot::Put(v), Some(f)) if f.is_dead(&key, v, settled) => Slot::Delete,
+            // A value the filter declares dead becomes its stub or a tombstone (older versions
+            // below stay hidden).
+            let slot = match &slot {
+                Slot::Put(v) => judged(opts, &key, v, settled, counts).unwrap_or(slot),
                 _ => slot,
             };
             if job.drop_tombstones && slot == Slot::Delete {
@@ -254,6 +281,7 @@ impl Tree {
                 Ok(())
             },
             self,
+            self.journal.counts.as_ref(),
             mover
                 .as_mut()
                 .map(|m| (m, &mut new_number as &mut dyn FnMut() -> u64)),

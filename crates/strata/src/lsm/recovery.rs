@@ -21,6 +21,7 @@ use super::vlog::relocate::{moved_path, MOVED_SUFFIX};
 use super::vlog::VlogFile;
 use super::LEVELS;
 use crate::error::{Error, IoContext, Result};
+use crate::journal::counts::KeyCounts;
 use crate::journal::{self, Journal, WalWriter, WAL_SUFFIX};
 use crate::options::Options;
 use crate::seqno::Sequencer;
@@ -204,6 +205,7 @@ impl Tree {
             immutables,
             version: Arc::new(version),
         };
+        let counts = opts.key_classes.as_ref().map(KeyCounts::new);
         let tree = Tree {
             id,
             dir,
@@ -212,7 +214,7 @@ impl Tree {
             opts,
             cache,
             memtable_budget,
-            journal: Journal::new(fs, id, sync, wal, seq, seqs),
+            journal: Journal::new(fs, id, sync, wal, seq, seqs, counts),
             peers,
             view: ArcSwap::from_pointee(view),
             view_lock: Mutex::new(()),

@@ -72,6 +72,29 @@ impl Journaled for Tree {
         self.get_at(&self.view.load(), key, u64::MAX)
     }
 
+    fn exists_locked(&self, key: &[u8], _: &JournalState) -> Result<bool> {
+        Ok(matches!(
+            lookup(&self.view.load(), key, u64::MAX, true)?,
+            Some(Slot::Put(_) | Slot::Pointer(_))
+        ))
+    }
+
+    fn for_each_key_locked(&self, _: &JournalState, f: &mut dyn FnMut(&[u8])) -> Result<()> {
+        let slots = self.slots_at(
+            self.view.load_full(),
+            u64::MAX,
+            Bound::Unbounded,
+            Bound::Unbounded,
+        );
+        for item in slots {
+            let (key, slot) = item?;
+            if slot != Slot::Delete {
+                f(&key);
+            }
+        }
+        Ok(())
+    }
+
     /// Appends a batch to the log and the memtable. Caller holds the journal lock.
     fn apply_locked(
         &self,
@@ -223,6 +246,16 @@ impl Tree {
             fn get_locked(&self, key: &[u8], st: &JournalState) -> Result<Option<Bytes>> {
                 self.0.get_locked(key, st)
             }
+            fn exists_locked(&self, key: &[u8], st: &JournalState) -> Result<bool> {
+                self.0.exists_locked(key, st)
+            }
+            fn for_each_key_locked(
+                &self,
+                st: &JournalState,
+                f: &mut dyn FnMut(&[u8]),
+            ) -> Result<()> {
+                self.0.for_each_key_locked(st, f)
+            }
             fn apply_locked(
                 &self,
                 st: &mut JournalState,
@@ -333,6 +366,29 @@ impl Tree {
         lower: Bound<Bytes>,
         upper: Bound<Bytes>,
     ) -> EntryIter {
+        // Values behind pointers are read as the scan reaches them, from the value logs of the
+        // version the scan started on (which keeps them open).
+        let wal_dir = self.wal_dir.clone();
+        let slots = self.slots_at(v.clone(), at, lower, upper);
+        Box::new(slots.map(move |r| {
+            let (k, slot) = r?;
+            Ok(match slot {
+                Slot::Put(b) => (k, Some(b)),
+                Slot::Delete => (k, None),
+                Slot::Pointer(p) => (k, Some(resolve_pointer(&wal_dir, &v.version, &p)?)),
+            })
+        }))
+    }
+
+    /// The newest slot at or below `at` of each key in `(lower, upper)` of view `v`: values,
+    /// unread pointers and tombstones.
+    fn slots_at(
+        &self,
+        v: Arc<View>,
+        at: u64,
+        lower: Bound<Bytes>,
+        upper: Bound<Bytes>,
+    ) -> MergeIter<Slot> {
         let mut sources: Vec<SlotIter> = Vec::new();
         for m in std::iter::once(&v.active).chain(v.immutables.iter()) {
             let it = MemtableIter::new(m.clone(), at, lower.clone(), upper.clone());
@@ -362,17 +418,7 @@ impl Tree {
                     .flat_map(move |t| t.iter(lo.clone(), hi.clone(), true)),
             ));
         }
-        // Values behind pointers are read as the scan reaches them, from the value logs of the
-        // version the scan started on (which keeps them open).
-        let wal_dir = self.wal_dir.clone();
-        Box::new(MergeIter::new(sources).map(move |r| {
-            let (k, slot) = r?;
-            Ok(match slot {
-                Slot::Put(b) => (k, Some(b)),
-                Slot::Delete => (k, None),
-                Slot::Pointer(p) => (k, Some(resolve_pointer(&wal_dir, &v.version, &p)?)),
-            })
-        }))
+        MergeIter::new(sources)
     }
 
     /// The one way the tree's tables and value logs change: under `version_lock`, `edit`

@@ -56,6 +56,8 @@ impl Tree {
         // rewritten under the lock, a chunk at a time, so writers wait only for short stretches.
         let is_live =
             |view: &View, key: &[u8], at: u64| value_is_live(view, key, victim.number, at);
+        // Stubs the filter gives for dead values, kept until the chunk is written.
+        let mut stubs: Vec<Vec<u8>> = Vec::new();
         let mut pending: Vec<(Vec<u8>, Vec<u8>, u64)> = Vec::new();
         let mut pending_bytes = 0usize;
         let mut rewrite = |pending: &mut Vec<(Vec<u8>, Vec<u8>, u64)>| -> Result<()> {
@@ -64,19 +66,43 @@ impl Tree {
             }
             let mut st = self.journal.lock();
             let view = self.view.load();
-            let mut live: Vec<Entry<'_>> = Vec::with_capacity(pending.len());
+            // A value the filter declares dead is written as its stub or a tombstone instead
+            // (through the write path, so key counts see a tombstone). Stubs are made first:
+            // the entries borrow them.
+            enum Verdict {
+                Gone,
+                Live,
+                Stub(usize),
+                Dead,
+            }
+            stubs.clear();
+            let mut verdicts: Vec<Verdict> = Vec::with_capacity(pending.len());
             for (key, value, at) in pending.iter() {
-                if is_live(&view, key, *at)? {
-                    // A value the filter declares dead is written as a tombstone instead.
+                verdicts.push(if !is_live(&view, key, *at)? {
+                    Verdict::Gone
+                } else {
                     match &self.opts.compaction_filter {
-                        Some(f) if f.is_dead(key, value, self) => {
-                            live.push((Kind::Delete, key, &[]))
-                        }
-                        _ => {
-                            live.push((Kind::Put, key, value));
-                            rewritten += value.len() as u64;
-                        }
+                        Some(f) if f.is_dead(key, value, self) => match f.stub(key, value) {
+                            Some(stub) => {
+                                stubs.push(stub);
+                                Verdict::Stub(stubs.len() - 1)
+                            }
+                            None => Verdict::Dead,
+                        },
+                        _ => Verdict::Live,
                     }
+                });
+            }
+            let mut live: Vec<Entry<'_>> = Vec::with_capacity(pending.len());
+            for ((key, value, _), verdict) in pending.iter().zip(&verdicts) {
+                match verdict {
+                    Verdict::Gone => {}
+                    Verdict::Live => {
+                        live.push((Kind::Put, key, value));
+                        rewritten += value.len() as u64;
+                    }
+                    Verdict::Stub(i) => live.push((Kind::Put, key, &stubs[*i])),
+                    Verdict::Dead => live.push((Kind::Delete, key, &[])),
                 }
             }
             drop(view);

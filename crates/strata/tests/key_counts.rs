@@ -1,0 +1,241 @@
+//! `Options::key_classes`: `Db::key_count` against a model (a `BTreeMap` of the keys that
+//! exist) through every write shape (put, delete, batches across partitions with a key written
+//! twice, read-modify-writes, transactions, value-log collection), flushes and compactions with
+//! tiny options, both engines; known after `recount_keys` at reopen; unknown (never wrong)
+//! after a bulk ingest or a compaction filter's tombstone, and exact again with a stub.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use rand::{Rng, SeedableRng};
+use strata::{CompactionFilter, Db, Engine, KeyClasses, Options, Update, WriteBatch};
+
+/// Keys `a…` are class 0, `b…` class 1, anything else uncounted.
+#[derive(Debug)]
+struct ByFirstByte;
+
+impl KeyClasses for ByFirstByte {
+    fn classes(&self) -> usize {
+        2
+    }
+    fn class_of(&self, key: &[u8]) -> Option<usize> {
+        match key.first() {
+            Some(b'a') => Some(0),
+            Some(b'b') => Some(1),
+            _ => None,
+        }
+    }
+}
+
+fn options(engine: Engine) -> Options {
+    let mut o = Options::tiny();
+    o.engine = engine;
+    o.partitions = 3;
+    o.key_classes = Some(Arc::new(ByFirstByte));
+    o
+}
+
+fn model_count(model: &BTreeMap<Vec<u8>, Vec<u8>>, first: u8) -> u64 {
+    model.keys().filter(|k| k.first() == Some(&first)).count() as u64
+}
+
+fn assert_counts(db: &Db, model: &BTreeMap<Vec<u8>, Vec<u8>>, what: &str) {
+    assert_eq!(db.key_count(0), Some(model_count(model, b'a')), "{what}: a");
+    assert_eq!(db.key_count(1), Some(model_count(model, b'b')), "{what}: b");
+}
+
+fn random_key(rng: &mut impl Rng) -> Vec<u8> {
+    let first = [b'a', b'b', b'c'][rng.gen_range(0..3)];
+    let mut k = vec![first];
+    k.extend_from_slice(format!("{:03}", rng.gen_range(0..150)).as_bytes());
+    k
+}
+
+fn random_value(rng: &mut impl Rng) -> Vec<u8> {
+    // Some values large enough to be separated into value logs.
+    let len = if rng.gen_bool(0.2) { 700 } else { 8 };
+    vec![b'v'; len]
+}
+
+fn run_model(engine: Engine, seed: u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut db = Db::open(dir.path(), options(engine)).unwrap();
+    assert_eq!(db.key_count(0), None, "unknown until recounted");
+    db.recount_keys().unwrap();
+    let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+    assert_counts(&db, &model, "empty");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    for step in 0..3000 {
+        match rng.gen_range(0..100) {
+            0..=39 => {
+                let (k, v) = (random_key(&mut rng), random_value(&mut rng));
+                db.put(&k, &v).unwrap();
+                model.insert(k, v);
+            }
+            40..=59 => {
+                let k = random_key(&mut rng);
+                db.delete(&k).unwrap();
+                model.remove(&k);
+            }
+            60..=79 => {
+                // A batch over several partitions that may write one key more than once.
+                let mut batch = WriteBatch::new();
+                let n = rng.gen_range(1..40);
+                let mut keys: Vec<Vec<u8>> = Vec::new();
+                for _ in 0..n {
+                    let k = if !keys.is_empty() && rng.gen_bool(0.3) {
+                        keys[rng.gen_range(0..keys.len())].clone()
+                    } else {
+                        let k = random_key(&mut rng);
+                        keys.push(k.clone());
+                        k
+                    };
+                    if rng.gen_bool(0.6) {
+                        let v = random_value(&mut rng);
+                        batch.put(&k, &v);
+                        model.insert(k, v);
+                    } else {
+                        batch.delete(&k);
+                        model.remove(&k);
+                    }
+                }
+                db.write(batch).unwrap();
+            }
+            80..=89 => {
+                // Read-modify-write: delete when present, create when absent.
+                let k = random_key(&mut rng);
+                let v = random_value(&mut rng);
+                db.update(&k, |old| {
+                    Ok(match old {
+                        Some(_) => (Update::Delete, ()),
+                        None => (Update::Put(v.clone()), ()),
+                    })
+                })
+                .unwrap();
+                if model.remove(&k).is_none() {
+                    model.insert(k, v);
+                }
+            }
+            // Transactions need the LSM engine.
+            90..=94 if engine == Engine::Lsm => {
+                let mut t = db.transaction().unwrap();
+                let (k1, k2) = (random_key(&mut rng), random_key(&mut rng));
+                let v = random_value(&mut rng);
+                t.put(&k1, &v).unwrap();
+                t.delete(&k2).unwrap();
+                t.commit().unwrap();
+                model.insert(k1, v);
+                model.remove(&k2);
+            }
+            90..=97 => db.flush().unwrap(),
+            _ => db.compact().unwrap(),
+        }
+        if step % 97 == 0 {
+            assert_counts(&db, &model, &format!("step {step}"));
+        }
+    }
+    assert_counts(&db, &model, "end");
+    // Reopen: unknown until recounted, then the same.
+    drop(db);
+    db = Db::open(dir.path(), options(engine)).unwrap();
+    assert_eq!(db.key_count(1), None);
+    db.recount_keys().unwrap();
+    assert_counts(&db, &model, "reopened");
+    // The model itself against the store: the counts are of what a scan sees.
+    let scanned = db.scan::<&[u8], _>(..).map(|r| r.unwrap().0.to_vec());
+    assert_eq!(
+        scanned.collect::<Vec<_>>(),
+        model.keys().cloned().collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn counts_follow_a_model_on_the_lsm_engine() {
+    for seed in 0..3 {
+        run_model(Engine::Lsm, seed);
+    }
+}
+
+#[test]
+fn counts_follow_a_model_on_the_log_engine() {
+    for seed in 0..3 {
+        run_model(Engine::Log, seed);
+    }
+}
+
+#[test]
+fn an_ingest_makes_the_counts_unknown_until_a_recount() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), options(Engine::Lsm)).unwrap();
+    db.recount_keys().unwrap();
+    db.put(b"a1", b"x").unwrap();
+    assert_eq!(db.key_count(0), Some(1));
+    db.ingest([
+        (b"a2".to_vec(), b"y".to_vec()),
+        (b"b1".to_vec(), b"z".to_vec()),
+    ])
+    .unwrap();
+    assert_eq!(db.key_count(0), None);
+    db.recount_keys().unwrap();
+    assert_eq!((db.key_count(0), db.key_count(1)), (Some(2), Some(1)));
+}
+
+/// Declares dead every value starting with `dead`; with `stub`, leaves `dead` in its place.
+#[derive(Debug)]
+struct DeadValues {
+    stub: bool,
+}
+
+impl CompactionFilter for DeadValues {
+    fn is_dead(&self, _: &[u8], value: &[u8], _: &dyn strata::SettledRead) -> bool {
+        value.starts_with(b"dead") && value.len() > 4
+    }
+    fn stub(&self, _: &[u8], _: &[u8]) -> Option<Vec<u8>> {
+        self.stub.then(|| b"dead".to_vec())
+    }
+}
+
+fn filtered(stub: bool, value_bytes: usize) -> (Option<u64>, Option<Vec<u8>>) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options(Engine::Lsm);
+    o.compaction_filter = Some(Arc::new(DeadValues { stub }));
+    let db = Db::open(dir.path(), o).unwrap();
+    db.recount_keys().unwrap();
+    let pad = "p".repeat(value_bytes);
+    for i in 0..200 {
+        let v = if i % 2 == 0 { "dead" } else { "live" };
+        db.put(
+            format!("a{i:04}").as_bytes(),
+            format!("{v}{pad}").as_bytes(),
+        )
+        .unwrap();
+    }
+    // Overwrite so value logs become mostly dead and get collected too.
+    for i in (1..200).step_by(2) {
+        db.put(format!("a{i:04}").as_bytes(), b"live again")
+            .unwrap();
+    }
+    db.compact().unwrap();
+    (
+        db.key_count(0),
+        db.get(b"a0000").unwrap().map(|v| v.to_vec()),
+    )
+}
+
+#[test]
+fn a_compaction_filter_with_stubs_keeps_the_counts_exact() {
+    for value_bytes in [10, 1000] {
+        assert_eq!(
+            filtered(true, value_bytes),
+            (Some(200), Some(b"dead".to_vec())),
+            "values of {value_bytes} bytes"
+        );
+    }
+}
+
+#[test]
+fn a_compaction_filter_tombstone_on_a_counted_key_makes_the_counts_unknown() {
+    // Table values: the compaction's tombstone removes keys unseen.
+    assert_eq!(filtered(false, 10), (None, None));
+}
