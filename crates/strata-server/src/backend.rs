@@ -107,6 +107,11 @@ pub trait KvBackend {
     fn recount_keys(&self) -> Result<()> {
         Ok(())
     }
+    /// Up to `max` record keys (`'k' db name`) that compaction found expired for a while
+    /// (`keyspace::DeadKeys::take_expired`), for active expiry to delete.
+    fn take_expired(&self, _max: usize) -> Vec<Vec<u8>> {
+        Vec::new()
+    }
     /// Runs `body` on a backend that holds the write lock of `route`'s partition across the
     /// writes `body` makes through it (`strata::Db::hold_group`): a pipeline of commands on one
     /// key takes the lock once instead of handing it between threads at every command. Each
@@ -266,6 +271,14 @@ impl KvBackend for strata::Db {
 
     fn recount_keys(&self) -> Result<()> {
         Ok(strata::Db::recount_keys(self)?)
+    }
+
+    fn take_expired(&self, max: usize) -> Vec<Vec<u8>> {
+        self.compaction_filter()
+            .and_then(|f| f.as_any())
+            .and_then(|f| f.downcast_ref::<crate::keyspace::DeadKeys>())
+            .map(|f| f.take_expired(max))
+            .unwrap_or_default()
     }
 
     fn hold_group(&self, route: &[u8], body: &mut dyn FnMut(&dyn KvBackend)) -> Result<bool> {

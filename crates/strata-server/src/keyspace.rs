@@ -285,8 +285,9 @@ fn corrupt(what: &str) -> Error {
 }
 
 /// The engine's compaction filter for a server's store (Kvrocks does the same with RocksDB's):
-/// - a string whose expiry time has passed is dead: compaction and value-log collection
-///   reclaim its bytes without a write, leaving a *stub*, the record's header and expiry time
+/// - a string whose expiry time passed [`crate::collection::EXPIRED_ELEMENTS_GRACE_MS`] ago is
+///   dead: compaction and value-log collection reclaim its bytes without a write, leaving a
+///   *stub*, the record's header and expiry time
 ///   without the string (which reads as the expired key it is). The key itself stays until
 ///   active expiry deletes it through a write, so the engine's key counts (DBSIZE, [`KeysByDb`])
 ///   see every key that goes;
@@ -298,8 +299,42 @@ fn corrupt(what: &str) -> Error {
 /// Documents are left to active expiry (their time is another record). Set by `strata serve`
 /// only: raw engine keys that start with `'k'` or `'m'` in a store that is not a server's would
 /// be read as records.
+///
+/// It also remembers the records it finds long expired ([`DeadKeys::take_expired`]): active
+/// expiry deletes them even when their expiry-index entry is missing (a crash between the two
+/// writes of EXPIRE, whose partitions' logs are written and synced apart), so no expired key
+/// stays forever.
 #[derive(Debug, Default)]
-pub struct DeadKeys;
+pub struct DeadKeys {
+    expired: std::sync::Mutex<Vec<Vec<u8>>>,
+}
+
+/// Most long-expired records [`DeadKeys`] remembers until active expiry takes them; more are
+/// found again by a later compaction.
+const EXPIRED_SEEN_MAX: usize = 10_000;
+
+impl DeadKeys {
+    /// Takes up to `max` of the record keys (`'k' db name`) compactions found expired for
+    /// longer than the grace period.
+    pub fn take_expired(&self, max: usize) -> Vec<Vec<u8>> {
+        let mut seen = self
+            .expired
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let keep = seen.len().saturating_sub(max);
+        seen.split_off(keep)
+    }
+
+    fn note_expired(&self, key: &[u8]) {
+        let mut seen = self
+            .expired
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if seen.len() < EXPIRED_SEEN_MAX {
+            seen.push(key.to_vec());
+        }
+    }
+}
 
 /// Bytes of a string record's stub: the header byte and the expiry time.
 const STUB_BYTES: usize = 9;
@@ -308,16 +343,31 @@ impl strata::CompactionFilter for DeadKeys {
     fn is_dead(&self, key: &[u8], value: &[u8], settled: &dyn strata::SettledRead) -> bool {
         match key.first() {
             Some(&KEY_PREFIX) if key.len() >= 2 => {
+                // The grace keeps a command that judged the key live by a clock read just
+                // before its time (and then waited on a stall) from finding a stub it would
+                // take for an empty string.
+                let long_expired = record_expiry(value).is_ok_and(|at| {
+                    at.is_some_and(|at| {
+                        at.saturating_add(crate::collection::EXPIRED_ELEMENTS_GRACE_MS) <= now_ms()
+                    })
+                });
+                if long_expired {
+                    self.note_expired(key);
+                }
                 // Already a stub (or an empty string): nothing to reclaim.
-                value.len() > STUB_BYTES
+                long_expired
+                    && value.len() > STUB_BYTES
                     && matches!(record_kind(value), Ok(KeyType::String))
-                    && record_expiry(value).is_ok_and(|at| at.is_some_and(|at| at <= now_ms()))
             }
             Some(&crate::collection::ELEMENT_PREFIX) => {
                 crate::collection::element_is_dead(key, settled, now_ms())
             }
             _ => false,
         }
+    }
+
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
     }
 
     fn stub(&self, key: &[u8], value: &[u8]) -> Option<Vec<u8>> {
@@ -1108,7 +1158,8 @@ mod tests {
             opts.key_router = None;
             let db = strata::Db::open(dir.path(), opts).unwrap();
             db.recount_keys().unwrap();
-            let past = now_ms() - 1000;
+            // Past the grace period (strings are reclaimed a minute after their time).
+            let past = now_ms() - 2 * crate::collection::EXPIRED_ELEMENTS_GRACE_MS;
             let future = now_ms() + 3_600_000;
             let value = vec![b'v'; value_bytes];
             // Every key, then the unexpired ones again: the first value logs are then two

@@ -51,7 +51,7 @@ pub use server::{Server, ServerThread, ShutdownHandle};
 /// that reclaims expired keys and disowned fields (`keyspace::DeadKeys`), and the key classes
 /// that count each database's keys for DBSIZE (`keyspace::KeysByDb`).
 pub fn store_options(mut opts: strata::Options) -> strata::Options {
-    opts.compaction_filter = Some(Arc::new(keyspace::DeadKeys));
+    opts.compaction_filter = Some(Arc::new(keyspace::DeadKeys::default()));
     opts.key_classes = Some(Arc::new(keyspace::KeysByDb));
     opts.key_router = Some(Arc::new(collection::ServerRouter));
     // Redis strings go up to 512 MiB (`proto-max-bulk-len`); a record adds its header and

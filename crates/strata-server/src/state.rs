@@ -280,12 +280,18 @@ impl Shared {
         };
         // DBSIZE reads the engine's key counts, which are unknown after open: one walk of the
         // keys (values unread) before anything is served, like Redis loading its data.
+        // A damaged table must not keep the server from serving the rest: the counts stay
+        // unknown then, and DBSIZE walks.
         let counting = std::time::Instant::now();
-        backend.recount_keys()?;
-        tracing::info!(
-            elapsed_ms = counting.elapsed().as_millis() as u64,
-            "keys counted"
-        );
+        match backend.recount_keys() {
+            Ok(()) => tracing::info!(
+                elapsed_ms = counting.elapsed().as_millis() as u64,
+                "keys counted"
+            ),
+            Err(e) => {
+                tracing::warn!(error = %e, "keys could not be counted; DBSIZE will walk them")
+            }
+        }
         let watchers = crate::watchers::Watchers::new(
             config.slowlog_log_slower_than_us,
             config.slowlog_max_len,

@@ -455,6 +455,10 @@ impl KvBackend for Watching {
         self.view().recount_keys()
     }
 
+    fn take_expired(&self, max: usize) -> Vec<Vec<u8>> {
+        self.view().take_expired(max)
+    }
+
     fn hold_group(&self, route: &[u8], body: &mut dyn FnMut(&dyn KvBackend)) -> Result<bool> {
         self.view().hold_group(route, body)
     }
@@ -596,6 +600,10 @@ impl KvBackend for Watched<'_> {
 
     fn recount_keys(&self) -> Result<()> {
         self.inner.recount_keys()
+    }
+
+    fn take_expired(&self, max: usize) -> Vec<Vec<u8>> {
+        self.inner.take_expired(max)
     }
 
     fn hold_group(&self, route: &[u8], body: &mut dyn FnMut(&dyn KvBackend)) -> Result<bool> {

@@ -162,6 +162,12 @@ pub trait CompactionFilter: Send + Sync + std::fmt::Debug {
     fn stub(&self, _key: &[u8], _value: &[u8]) -> Option<Vec<u8>> {
         None
     }
+
+    /// The filter as `Any`, for its owner to reach state it keeps (what it saw) through
+    /// [`crate::Db::compaction_filter`]. `None` by default.
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        None
+    }
 }
 
 /// Sorts keys into classes for [`Options::key_classes`] (a server: one class per database).

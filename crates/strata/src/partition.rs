@@ -126,8 +126,9 @@ impl Partition {
         }
     }
 
-    /// Counts this partition's keys by class again (`journal::counts::recount`).
-    pub(crate) fn recount_keys(&self) -> Result<()> {
+    /// Counts this partition's keys by class again (`journal::counts::recount`); `false` when
+    /// keys changed outside the write path meanwhile (the counts stay unknown).
+    pub(crate) fn recount_keys(&self) -> Result<bool> {
         match self {
             Partition::Lsm(t) => journal::counts::recount(&**t),
             Partition::Log(l) => journal::counts::recount(&**l),

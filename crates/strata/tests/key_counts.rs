@@ -239,3 +239,37 @@ fn a_compaction_filter_tombstone_on_a_counted_key_makes_the_counts_unknown() {
     // Table values: the compaction's tombstone removes keys unseen.
     assert_eq!(filtered(false, 10), (None, None));
 }
+
+/// A write that fails after the engine applied part of it (the log engine updates its index
+/// before a segment roll, which fails here) leaves the counts unknown, never wrong: whatever
+/// `key_count` says is what a scan finds.
+#[test]
+fn a_failed_write_leaves_the_counts_unknown_or_exact() {
+    use strata::vfs::{FaultFs, FaultKind, IoKind};
+    for (engine, kind) in [(Engine::Log, IoKind::Open), (Engine::Lsm, IoKind::Write)] {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = FaultFs::new(dir.path()).unwrap();
+        let mut o = options(engine);
+        o.partitions = 1;
+        o.sync = strata::SyncMode::Always;
+        o.fs = Arc::new(fs.clone());
+        let db = Db::open(dir.path().join("db"), o).unwrap();
+        db.recount_keys().unwrap();
+        fs.fail(kind, 0, FaultKind::Eio);
+        let mut failed = false;
+        for i in 0..600u32 {
+            let value = format!("{i}").repeat(50);
+            failed |= db
+                .put(format!("a{i:04}").as_bytes(), value.as_bytes())
+                .is_err();
+        }
+        assert!(failed, "{engine:?}: the injected failure never happened");
+        let scanned = db
+            .scan::<&[u8], _>(..)
+            .filter(|r| r.as_ref().is_ok_and(|(k, _)| k.starts_with(b"a")))
+            .count() as u64;
+        if let Some(n) = db.key_count(0) {
+            assert_eq!(n, scanned, "{engine:?}: a known count must be exact");
+        }
+    }
+}

@@ -14,7 +14,7 @@
 //! next [`KeyCounts::reset`] (`Db::recount_keys`), so a count is either exact or absent, never
 //! quietly wrong. So does a lookup that fails (a damaged table): the write goes on without it.
 
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::batch::{Entry, Kind};
@@ -28,6 +28,9 @@ pub(crate) struct KeyCounts {
     counts: Box<[AtomicI64]>,
     /// False from open until the first reset, and after anything changed keys unseen.
     known: AtomicBool,
+    /// Moves at every [`KeyCounts::forget`]: a recount that began before one (and may have
+    /// walked keys an ingest or a compaction was about to change) is not trusted.
+    forgotten: AtomicU64,
 }
 
 /// Counted keys a batch creates (+1) and removes (-1), by class, worked out before it applies.
@@ -40,6 +43,7 @@ impl KeyCounts {
             classes: classes.clone(),
             counts: (0..classes.classes()).map(|_| AtomicI64::new(0)).collect(),
             known: AtomicBool::new(false),
+            forgotten: AtomicU64::new(0),
         }
     }
 
@@ -62,18 +66,34 @@ impl KeyCounts {
 
     /// Marks the counts unknown (keys changed where no write could count them).
     pub(crate) fn forget(&self) {
+        self.forgotten.fetch_add(1, Ordering::AcqRel);
         if self.known.swap(false, Ordering::AcqRel) {
             tracing::warn!("key counts are unknown until the next recount");
         }
     }
 
-    /// Sets every class's count (the caller holds the partition's write lock and counted its
-    /// keys under it) and marks them known.
-    pub(crate) fn reset(&self, counts: &[i64]) {
+    /// How many times the counts were forgotten so far.
+    pub(crate) fn forgotten(&self) -> u64 {
+        self.forgotten.load(Ordering::Acquire)
+    }
+
+    /// Sets every class's count and marks them known, unless they were forgotten since
+    /// `forgotten` was read (before the keys were counted). The caller holds the partition's
+    /// write lock and counted its keys under it.
+    fn reset(&self, counts: &[i64], forgotten: u64) -> bool {
         for (c, n) in self.counts.iter().zip(counts) {
             c.store(*n, Ordering::Relaxed);
         }
+        if self.forgotten() != forgotten {
+            return false;
+        }
         self.known.store(true, Ordering::Release);
+        // A forget between the check and the store above undoes it.
+        if self.forgotten() != forgotten {
+            self.known.store(false, Ordering::Release);
+            return false;
+        }
+        true
     }
 
     /// Applies what a batch changed; the caller still holds the write lock the changes were
@@ -150,19 +170,21 @@ pub(crate) fn changes_locked<E: Journaled + ?Sized>(
 }
 
 /// Counts the engine's keys by class again under its write lock (its writers wait meanwhile)
-/// and makes the counts known. Does nothing when nothing is counted.
-pub(crate) fn recount<E: Journaled + ?Sized>(engine: &E) -> crate::Result<()> {
+/// and makes the counts known, unless something changed keys outside the write path while it
+/// counted (an ingest, a compaction's tombstone: then they stay unknown, and `false`). Does
+/// nothing when nothing is counted.
+pub(crate) fn recount<E: Journaled + ?Sized>(engine: &E) -> crate::Result<bool> {
     let journal = engine.journal();
     let Some(counts) = journal.counts.as_ref() else {
-        return Ok(());
+        return Ok(true);
     };
     let st = journal.lock();
+    let forgotten = counts.forgotten();
     let mut n = vec![0i64; counts.counts.len()];
     engine.for_each_key_locked(&st, &mut |key| {
         if let Some(c) = counts.class_of(key) {
             n[c] += 1;
         }
     })?;
-    counts.reset(&n);
-    Ok(())
+    Ok(counts.reset(&n, forgotten))
 }

@@ -163,7 +163,17 @@ pub(crate) fn apply_one<E: Journaled>(
         entries,
     );
     journal.seqs.done(journal.partition);
-    let record = res?;
+    let record = match res {
+        Ok(record) => record,
+        Err(e) => {
+            // The engine may have applied part of it (the hash engine's index is updated
+            // before a segment roll that can fail): the counts cannot tell.
+            if let Some(counts) = &journal.counts {
+                counts.forget();
+            }
+            return Err(e);
+        }
+    };
     st.last_applied = st.last_applied.max(seq);
     if let (Some(counts), Some(changes)) = (&journal.counts, &count_changes) {
         counts.apply(changes);
@@ -274,6 +284,13 @@ pub(crate) fn write_across<E: Journaled>(
     }
     seqs.done(slot);
     if let Some(e) = failed {
+        // Parts taken back out (the LSM) or left in (the hash engine keeps what it applied,
+        // see `RELIABILITY.md`), perhaps half applied: the counts cannot tell.
+        for (engine, _) in parts {
+            if let Some(counts) = &engine.journal().counts {
+                counts.forget();
+            }
+        }
         return Err(e);
     }
     // Every part applied: the counts move together, still under every lock.

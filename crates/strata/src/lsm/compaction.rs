@@ -252,6 +252,19 @@ impl Tree {
     }
 
     pub(super) fn run_compaction(&self, job: Job) -> Result<()> {
+        // A tombstone the filter writes on a counted key forgets the counts as the merge
+        // makes it, and again once readers see it (a recount in between counted the key).
+        let forgotten_before = self.journal.counts.as_ref().map(|c| c.forgotten());
+        let res = self.run_compaction_counted(job);
+        if let (Some(c), Some(before)) = (self.journal.counts.as_ref(), forgotten_before) {
+            if c.forgotten() != before {
+                c.forget();
+            }
+        }
+        res
+    }
+
+    fn run_compaction_counted(&self, job: Job) -> Result<()> {
         let mut outputs: Vec<Arc<Table>> = Vec::new();
         let mut mover = ValueMover::new(
             self.opts.fs.clone(),
