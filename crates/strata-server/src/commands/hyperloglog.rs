@@ -4,9 +4,15 @@
 //! and run length from MurmurHash64A (seed 0xadc83b19) as Redis computes them, and the count
 //! from Ertl's estimator as Redis's `hllCount`, so PFCOUNT answers what Redis answers.
 //!
-//! This server writes the dense encoding only (12 304 bytes per key; Redis starts small ones
-//! sparse, so GET, STRLEN and DUMP of a HyperLogLog differ from Redis's), and reads both, so
-//! payloads restored from Redis work. PFCOUNT does not store its result in the cached count.
+//! The bytes are Redis's too, so GET, STRLEN, DUMP and APPEND see what they see in Redis: a new
+//! HyperLogLog is *sparse* (run-length opcodes, 18 bytes when empty), changed in place by
+//! Redis's own steps (`hllSparseSet`: the covering opcode split, then adjacent equal values
+//! merged within five opcodes), and promoted to the 12 304-byte *dense* encoding when a register
+//! would exceed 32 or the string would pass `hll-sparse-max-bytes` (3000); PFMERGE makes its
+//! destination dense when any input is; the header (magic, encoding, unused bytes, cached count)
+//! is carried through every change. PFCOUNT of one key answers from the cached count when it
+//! is valid, and stores the count it computed when it is not (a write, seen by WATCH), as Redis
+//! does.
 
 use bytes::Bytes;
 
@@ -133,23 +139,257 @@ fn registers(value: &[u8]) -> Result<Vec<u8>> {
     }
 }
 
-/// A dense HyperLogLog string of `regs` (the cached count marked invalid).
-fn dense(regs: &[u8]) -> Vec<u8> {
-    let mut out = vec![0u8; DENSE_BYTES];
-    out[..4].copy_from_slice(b"HYLL");
-    out[4] = ENCODING_DENSE;
-    out[15] = 0x80;
-    let body = &mut out[HEADER_BYTES..];
-    for (r, &v) in regs.iter().enumerate() {
-        let bit = r * REGISTER_BITS;
-        let (byte, shift) = (bit / 8, bit % 8);
-        let v = u16::from(v & REGISTER_MAX) << shift;
-        body[byte] |= v as u8;
-        if let Some(next) = body.get_mut(byte + 1) {
-            *next |= (v >> 8) as u8;
+/// Sparse opcodes (Redis's `HLL_SPARSE_*`): ZERO `00xxxxxx` (1-64 zero registers), XZERO
+/// `01xxxxxx xxxxxxxx` (1-16384 zero registers), VAL `1vvvvvxx` (1-4 registers of value 1-32).
+const SPARSE_VAL_MAX_VALUE: u8 = 32;
+const SPARSE_VAL_MAX_LEN: usize = 4;
+const SPARSE_ZERO_MAX_LEN: usize = 64;
+const SPARSE_XZERO_MAX_LEN: usize = 16384;
+/// Redis's default `hll-sparse-max-bytes`: a sparse string that would grow past this (header
+/// included) becomes dense.
+const SPARSE_MAX_BYTES: usize = 3000;
+/// Opcodes Redis's step 4 looks at, from the one before a change, to merge equal values.
+const SPARSE_MERGE_SCAN_OPCODES: usize = 5;
+
+fn is_zero(op: u8) -> bool {
+    op & 0xc0 == 0
+}
+fn is_xzero(op: u8) -> bool {
+    op & 0xc0 == 0x40
+}
+fn zero_len(op: u8) -> usize {
+    usize::from(op & 0x3f) + 1
+}
+fn val_value(op: u8) -> u8 {
+    ((op >> 2) & 0x1f) + 1
+}
+fn val_len(op: u8) -> usize {
+    usize::from(op & 0x3) + 1
+}
+/// A VAL opcode; `value` 1-32, `len` 1-4.
+fn val_op(value: u8, len: usize) -> u8 {
+    0x80 | ((value - 1) << 2) | ((len - 1) as u8)
+}
+/// The ZERO or XZERO opcode(s) for `len` zero registers, as Redis chooses.
+fn push_zeros(seq: &mut Vec<u8>, len: usize) {
+    if len > SPARSE_ZERO_MAX_LEN {
+        let l = len - 1;
+        seq.extend([0x40 | (l >> 8) as u8, (l & 0xff) as u8]);
+    } else {
+        seq.push((len - 1) as u8);
+    }
+}
+
+/// A HyperLogLog string changed in place the way Redis changes its own (`hyperloglog.c`), so
+/// the bytes stay Redis's.
+struct Hll {
+    bytes: Vec<u8>,
+}
+
+impl Hll {
+    /// An empty sparse HyperLogLog (`createHLLObject`): one XZERO of every register.
+    fn new_sparse() -> Hll {
+        let mut bytes = vec![0u8; HEADER_BYTES];
+        bytes[..4].copy_from_slice(b"HYLL");
+        bytes[4] = ENCODING_SPARSE;
+        let mut left = REGISTERS;
+        while left > 0 {
+            let run = left.min(SPARSE_XZERO_MAX_LEN);
+            push_zeros(&mut bytes, run);
+            left -= run;
+        }
+        Hll { bytes }
+    }
+
+    /// A stored HyperLogLog (`isHLLObjectOrReply`'s checks; WRONGTYPE otherwise).
+    fn parse(value: &[u8]) -> Result<Hll> {
+        let valid = value.len() >= HEADER_BYTES
+            && &value[..4] == b"HYLL"
+            && (value[4] == ENCODING_SPARSE
+                || (value[4] == ENCODING_DENSE && value.len() == DENSE_BYTES));
+        if !valid {
+            return Err(not_hll());
+        }
+        Ok(Hll {
+            bytes: value.to_vec(),
+        })
+    }
+
+    fn is_dense(&self) -> bool {
+        self.bytes[4] == ENCODING_DENSE
+    }
+
+    /// `HLL_INVALIDATE_CACHE`: the count's top bit set, its other bits kept.
+    fn invalidate_cache(&mut self) {
+        self.bytes[15] |= 0x80;
+    }
+
+    /// The cached count, when valid.
+    fn cached_count(&self) -> Option<u64> {
+        let mut card = [0u8; 8];
+        card.copy_from_slice(&self.bytes[8..16]);
+        (card[7] & 0x80 == 0).then(|| u64::from_le_bytes(card))
+    }
+
+    fn store_count(&mut self, count: u64) {
+        self.bytes[8..16].copy_from_slice(&count.to_le_bytes());
+    }
+
+    /// Raises register `index` to `count` if it is lower; whether it changed
+    /// (`hllDenseSet` / `hllSparseSet`).
+    fn set(&mut self, index: usize, count: u8) -> Result<bool> {
+        if self.is_dense() {
+            return Ok(dense_set(&mut self.bytes[HEADER_BYTES..], index, count));
+        }
+        if count > SPARSE_VAL_MAX_VALUE {
+            return self.promote_and_set(index, count);
+        }
+        // Step 1: the opcode covering `index`, the one before it, and the first register it
+        // covers.
+        let b = &self.bytes;
+        let end = b.len();
+        let mut p = HEADER_BYTES;
+        let mut first = 0usize;
+        let mut prev = None;
+        let mut span = 0usize;
+        let mut oplen = 1;
+        while p < end {
+            let op = b[p];
+            oplen = 1;
+            span = if is_zero(op) {
+                zero_len(op)
+            } else if is_xzero(op) {
+                oplen = 2;
+                let low = *b.get(p + 1).ok_or_else(corrupted)?;
+                (usize::from(op & 0x3f) << 8 | usize::from(low)) + 1
+            } else {
+                val_len(op)
+            };
+            if index < first + span {
+                break;
+            }
+            prev = Some(p);
+            p += oplen;
+            first += span;
+        }
+        if span == 0 || p >= end {
+            return Err(corrupted());
+        }
+        let op = b[p];
+        let last = first + span - 1;
+        // Step 2: the cases Redis changes in place.
+        if !is_zero(op) && !is_xzero(op) {
+            if val_value(op) >= count {
+                return Ok(false);
+            }
+            if span == 1 {
+                self.bytes[p] = val_op(count, 1);
+                self.merge_values_after(prev);
+                return Ok(true);
+            }
+        }
+        if is_zero(op) && span == 1 {
+            self.bytes[p] = val_op(count, 1);
+            self.merge_values_after(prev);
+            return Ok(true);
+        }
+        // Step 3: the opcode split in up to three.
+        let mut seq = Vec::with_capacity(5);
+        if is_zero(op) || is_xzero(op) {
+            if index != first {
+                push_zeros(&mut seq, index - first);
+            }
+            seq.push(val_op(count, 1));
+            if index != last {
+                push_zeros(&mut seq, last - index);
+            }
+        } else {
+            let current = val_value(op);
+            if index != first {
+                seq.push(val_op(current, index - first));
+            }
+            seq.push(val_op(count, 1));
+            if index != last {
+                seq.push(val_op(current, last - index));
+            }
+        }
+        if seq.len() > oplen && end + seq.len() - oplen > SPARSE_MAX_BYTES {
+            return self.promote_and_set(index, count);
+        }
+        self.bytes.splice(p..p + oplen, seq);
+        self.merge_values_after(prev);
+        Ok(true)
+    }
+
+    /// Step 4 of Redis's `hllSparseSet`: from the opcode before the change (or the first),
+    /// looking at most five opcodes, merges adjacent VALs of one value that fit one opcode.
+    fn merge_values_after(&mut self, prev: Option<usize>) {
+        let mut p = prev.unwrap_or(HEADER_BYTES);
+        let mut scan = SPARSE_MERGE_SCAN_OPCODES;
+        while p < self.bytes.len() && scan > 0 {
+            scan -= 1;
+            let op = self.bytes[p];
+            if is_xzero(op) {
+                p += 2;
+                continue;
+            }
+            if is_zero(op) {
+                p += 1;
+                continue;
+            }
+            if let Some(&next) = self.bytes.get(p + 1) {
+                if !is_zero(next) && !is_xzero(next) && val_value(op) == val_value(next) {
+                    let len = val_len(op) + val_len(next);
+                    if len <= SPARSE_VAL_MAX_LEN {
+                        self.bytes[p + 1] = val_op(val_value(op), len);
+                        self.bytes.remove(p);
+                        continue;
+                    }
+                }
+            }
+            p += 1;
         }
     }
-    out
+
+    /// The dense encoding of the same registers, the header kept (`hllSparseToDense`).
+    fn make_dense(&mut self) -> Result<()> {
+        if self.is_dense() {
+            return Ok(());
+        }
+        let regs = registers(&self.bytes)?;
+        let mut out = vec![0u8; DENSE_BYTES];
+        out[..HEADER_BYTES].copy_from_slice(&self.bytes[..HEADER_BYTES]);
+        out[4] = ENCODING_DENSE;
+        for (r, &v) in regs.iter().enumerate() {
+            dense_set(&mut out[HEADER_BYTES..], r, v);
+        }
+        self.bytes = out;
+        Ok(())
+    }
+
+    fn promote_and_set(&mut self, index: usize, count: u8) -> Result<bool> {
+        self.make_dense()?;
+        Ok(dense_set(&mut self.bytes[HEADER_BYTES..], index, count))
+    }
+}
+
+/// Raises dense register `index` to `count` if it is lower (`hllDenseSet`).
+fn dense_set(body: &mut [u8], index: usize, count: u8) -> bool {
+    let bit = index * REGISTER_BITS;
+    let (byte, shift) = (bit / 8, bit % 8);
+    let b0 = u16::from(body[byte]);
+    let b1 = u16::from(body.get(byte + 1).copied().unwrap_or(0));
+    let old = (((b0 >> shift) | (b1 << (8 - shift))) as u8) & REGISTER_MAX;
+    if count <= old {
+        return false;
+    }
+    let v = u16::from(count & REGISTER_MAX) << shift;
+    let mask = u16::from(REGISTER_MAX) << shift;
+    body[byte] = (body[byte] & !(mask as u8)) | v as u8;
+    if let Some(next) = body.get_mut(byte + 1) {
+        *next = (*next & !((mask >> 8) as u8)) | (v >> 8) as u8;
+    }
+    true
 }
 
 /// Redis's `hllSigma`.
@@ -207,23 +447,21 @@ fn estimate(regs: &[u8]) -> u64 {
 
 fn pfadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let changed = modify_string(ctx, &args[1], None, |old| {
-        let (mut regs, created) = match old {
-            Some((v, _)) => (registers(v)?, false),
-            None => (vec![0u8; REGISTERS], true),
+        let (mut hll, created) = match old {
+            Some((v, _)) => (Hll::parse(v)?, false),
+            None => (Hll::new_sparse(), true),
         };
         let mut changed = created;
         for e in &args[2..] {
             let (r, run) = register_and_run(e);
-            if run > regs[r] {
-                regs[r] = run;
-                changed = true;
-            }
+            changed |= hll.set(r, run)?;
         }
         if !changed {
             return Ok((StrWrite::Keep, false));
         }
+        hll.invalidate_cache();
         Ok((
-            StrWrite::PutAs(dense(&regs), Expiry::Keep, Encoding::Raw),
+            StrWrite::PutAs(hll.bytes, Expiry::Keep, Encoding::Raw),
             true,
         ))
     })?;
@@ -231,11 +469,29 @@ fn pfadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 }
 
 fn pfcount(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    if let [_, key] = args {
+        // One key: the cached count when valid; otherwise computed and stored (the
+        // dispatcher holds the exec lock's shared side, as for writes).
+        let count = modify_string(ctx, key, None, |old| {
+            let Some((v, _)) = old else {
+                return Ok((StrWrite::Keep, 0));
+            };
+            let mut hll = Hll::parse(v)?;
+            if let Some(n) = hll.cached_count() {
+                return Ok((StrWrite::Keep, n));
+            }
+            let n = estimate(&registers(&hll.bytes)?);
+            hll.store_count(n);
+            Ok((StrWrite::PutAs(hll.bytes, Expiry::Keep, Encoding::Raw), n))
+        })?;
+        return Ok(Reply::Int(i64::try_from(count).unwrap_or(i64::MAX)));
+    }
     let mut merged: Option<Vec<u8>> = None;
     for key in &args[1..] {
         let Some(v) = read_string(ctx, key)? else {
             continue;
         };
+        Hll::parse(&v)?;
         let regs = registers(&v)?;
         match &mut merged {
             None => merged = Some(regs),
@@ -247,12 +503,14 @@ fn pfcount(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 
 fn pfmerge(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     // Every source (the destination too, if it exists) is read and checked first; then the
-    // destination is written whole, keeping its expiry. The dispatcher holds the exec lock
+    // destination's registers are raised in place, in register order, as Redis does (dense
+    // first if any input is dense), keeping its expiry. The dispatcher holds the exec lock
     // exclusively.
     let dst = &args[1];
     let mut regs = vec![0u8; REGISTERS];
-    let mut expiry = None;
-    for key in std::iter::once(dst).chain(&args[2..]) {
+    let mut any_dense = false;
+    let mut existing: Option<(Hll, Option<u64>)> = None;
+    for (i, key) in std::iter::once(dst).chain(&args[2..]).enumerate() {
         let record = ctx
             .db()
             .get(&string_key(ctx.dbi(), key))?
@@ -261,8 +519,10 @@ fn pfmerge(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             .filter(|r| !r.expired_now());
         let value = match record {
             Some(r) if r.kind == crate::keyspace::KeyType::String => {
-                if key == dst {
-                    expiry = r.expire_at_ms;
+                let hll = Hll::parse(&r.payload)?;
+                any_dense |= hll.is_dense();
+                if i == 0 {
+                    existing = Some((hll, r.expire_at_ms));
                 }
                 r.payload
             }
@@ -277,9 +537,19 @@ fn pfmerge(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             *a = (*a).max(b);
         }
     }
+    let (mut hll, expiry) = existing.unwrap_or_else(|| (Hll::new_sparse(), None));
+    if any_dense {
+        hll.make_dense()?;
+    }
+    for (r, &v) in regs.iter().enumerate() {
+        if v != 0 {
+            hll.set(r, v)?;
+        }
+    }
+    hll.invalidate_cache();
     ctx.db().write(vec![BatchOp::Put(
         string_key(ctx.dbi(), dst),
-        Record::encode_as(&dense(&regs), expiry, Encoding::Raw),
+        Record::encode_as(&hll.bytes, expiry, Encoding::Raw),
     )])?;
     ctx.shared.note_writes(1);
     Ok(Reply::ok())
@@ -304,14 +574,30 @@ mod tests {
         }
     }
 
-    /// Dense registers read back what was written, at every bit offset.
+    /// Registers read back what was set: sparse (until promoted), then dense, at every bit
+    /// offset.
     #[test]
-    fn dense_registers_round_trip() {
+    fn registers_round_trip_sparse_and_dense() -> Result<()> {
+        let mut hll = Hll::new_sparse();
+        assert_eq!(hll.bytes.len(), HEADER_BYTES + 2);
         let mut regs = vec![0u8; REGISTERS];
-        for (i, r) in regs.iter_mut().enumerate() {
-            *r = (i * 7 % 64) as u8;
+        for i in (0..REGISTERS).step_by(97) {
+            let v = (i * 7 % 32) as u8 + 1;
+            assert!(hll.set(i, v)?);
+            assert!(!hll.set(i, v)?, "not raised again");
+            regs[i] = v;
         }
-        assert_eq!(registers(&dense(&regs)).unwrap_or_default(), regs);
-        assert_eq!(dense(&regs).len(), DENSE_BYTES);
+        assert!(!hll.is_dense());
+        assert_eq!(registers(&hll.bytes)?, regs);
+        hll.make_dense()?;
+        assert_eq!(registers(&hll.bytes)?, regs);
+        for (i, r) in regs.iter_mut().enumerate() {
+            let v = (i * 7 % 64) as u8;
+            hll.set(i, v)?;
+            *r = (*r).max(v);
+        }
+        assert_eq!(registers(&hll.bytes)?, regs);
+        assert_eq!(hll.bytes.len(), DENSE_BYTES);
+        Ok(())
     }
 }

@@ -385,7 +385,9 @@ fn dispatch_checked(
     // check and the command.
     let shared_lock = spec.flags.contains(&"write")
         || (MULTI_KEY_READS.contains(&spec.name)
-            && !(matches!(spec.name, "exists" | "pfcount") && args.len() <= 2))
+            && !(spec.name == "exists" && args.len() <= 2))
+        // PFCOUNT of one key stores the count it computed in the key (as Redis does).
+        || spec.name == "pfcount"
         || (routed && (spec.keys.0 > 0 || cluster::MOVABLE_KEYS.contains(&spec.name)));
     let shared = ctx.shared;
     let _guard = match (ctx.locking, exclusive, shared_lock) {

@@ -1391,7 +1391,7 @@ impl Gen {
                 // Many elements at once, from a pool wide enough that counts grow into the
                 // thousands (the estimator's every regime), or none.
                 let mut c = vec!["PFADD".into(), k];
-                let n = [0, 1, 3, 50, 400, 2000][self.rng.gen_range(0..6)];
+                let n = [0, 1, 3, 3, 20, 50, 400, 2000][self.rng.gen_range(0..8)];
                 let base = self.rng.gen_range(0..200_000);
                 for i in 0..n {
                     c.push(format!("el:{}", base + i * self.rng.gen_range(1..4)));
@@ -1412,8 +1412,9 @@ impl Gen {
                 }
                 c
             }
+            // GET and STRLEN show the bytes: sparse while small, the header's cached count.
             12 => vec![
-                ["TYPE", "EXISTS", "TTL"][self.rng.gen_range(0..3)].into(),
+                ["TYPE", "EXISTS", "TTL", "GET", "STRLEN", "GET"][self.rng.gen_range(0..6)].into(),
                 k,
             ],
             // Another kind now and then (WRONGTYPE), cleared again soon after.
