@@ -595,7 +595,7 @@ impl Db {
     pub fn key_count(&self, class: usize) -> Option<u64> {
         let mut total = 0i64;
         for p in &self.inner.partitions {
-            total += p.key_counts()?.get(class)?;
+            total += p.key_count(class)?;
         }
         Some(total.max(0) as u64)
     }

@@ -126,6 +126,19 @@ impl Partition {
         }
     }
 
+    /// This partition's count of counted keys of `class`, or `None` when unknown.
+    pub(crate) fn key_count(&self, class: usize) -> Option<i64> {
+        match self {
+            Partition::Lsm(t) => t.key_count(class),
+            // Nothing is ever pending there: the view is never asked for.
+            Partition::Log(l) => journal::Journaled::journal(&**l).counts.as_ref()?.count(
+                class,
+                || (),
+                |_, _| Ok(false),
+            ),
+        }
+    }
+
     /// Counts this partition's keys by class again (`journal::counts::recount`); `false` when
     /// keys changed outside the write path meanwhile (the counts stay unknown).
     pub(crate) fn recount_keys(&self) -> Result<bool> {

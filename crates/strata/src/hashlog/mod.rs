@@ -32,6 +32,7 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::batch::{decode_batch, BatchHeader, Entry, Kind};
 use crate::error::{Error, IoContext, Result};
+use crate::journal::counts::Existence;
 use crate::journal::{self, Journal, JournalState, Journaled};
 use crate::options::Options;
 use crate::stats::{LevelStats, PartitionStats};
@@ -125,9 +126,9 @@ impl Journaled for LogStore {
         self.get_with(key, Some(st))
     }
 
-    fn exists_locked(&self, key: &[u8], _: &JournalState) -> Result<bool> {
+    fn exists_locked(&self, key: &[u8], _: &JournalState) -> Result<Existence> {
         // The index holds exactly the live keys (a delete removes its entry).
-        Ok(self.index.read().get(key).is_some())
+        Ok(Existence::Known(self.index.read().get(key).is_some()))
     }
 
     fn for_each_key_locked(&self, _: &JournalState, f: &mut dyn FnMut(&[u8])) -> Result<()> {

@@ -111,9 +111,10 @@ pub(crate) trait Journaled {
     /// Reads the newest state of `key`, applied writes not yet visible included, while the
     /// caller holds the write lock (`st`).
     fn get_locked(&self, key: &[u8], st: &JournalState) -> Result<Option<Bytes>>;
-    /// Whether `key` exists in the newest state (as [`Journaled::get_locked`] sees it) without
-    /// reading its value; for key counts (`counts.rs`). Caller holds the write lock.
-    fn exists_locked(&self, key: &[u8], st: &JournalState) -> Result<bool>;
+    /// Whether `key` exists in the newest state (as [`Journaled::get_locked`] sees it), from
+    /// memory only (no table read, no value read): for key counts (`counts.rs`). Caller holds
+    /// the write lock.
+    fn exists_locked(&self, key: &[u8], st: &JournalState) -> Result<counts::Existence>;
     /// Calls `f` with every key that exists in the newest state, in no particular order, values
     /// unread; for recounting keys. Caller holds the write lock.
     fn for_each_key_locked(&self, st: &JournalState, f: &mut dyn FnMut(&[u8])) -> Result<()>;
@@ -175,7 +176,7 @@ pub(crate) fn apply_one<E: Journaled>(
         }
     };
     st.last_applied = st.last_applied.max(seq);
-    if let (Some(counts), Some(changes)) = (&journal.counts, &count_changes) {
+    if let (Some(counts), Some(changes)) = (&journal.counts, count_changes) {
         counts.apply(changes);
     }
     engine.after_apply_locked(st)?;
@@ -294,7 +295,7 @@ pub(crate) fn write_across<E: Journaled>(
         return Err(e);
     }
     // Every part applied: the counts move together, still under every lock.
-    for ((engine, _), changes) in parts.iter().zip(&count_changes) {
+    for ((engine, _), changes) in parts.iter().zip(count_changes) {
         if let (Some(counts), Some(changes)) = (&engine.journal().counts, changes) {
             counts.apply(changes);
         }

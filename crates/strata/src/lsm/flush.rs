@@ -72,6 +72,27 @@ impl Tree {
                 self.cache.clone(),
             )?))
         };
+        // Keys the key counts left pending on this memtable are looked up in the tables it
+        // is not in yet (sorted, here in the background) and the counts settled, before its
+        // table becomes visible (`journal/counts.rs`).
+        if let Some(counts) = &self.journal.counts {
+            if let Some(u) = counts.unsettled(mem.wal_number) {
+                let version = self.view.load().version.clone();
+                let held = u
+                    .keys
+                    .iter()
+                    .map(|k| super::tree::in_tables(&version, k))
+                    .collect::<Result<Vec<bool>>>();
+                match held {
+                    Ok(held) => counts.settle(u, &held),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "key counts: pending keys could not be read");
+                        counts.forget();
+                        counts.settle(u, &[]);
+                    }
+                }
+            }
+        }
         self.install(Some(&mem), |nv| {
             if let Some(t) = table {
                 nv.levels[0].insert(0, t);
