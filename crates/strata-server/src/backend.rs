@@ -103,6 +103,10 @@ pub trait KvBackend {
     fn key_count(&self, _db: crate::keyspace::DbIndex) -> Option<u64> {
         None
     }
+    /// Whether [`KvBackend::key_count`] can answer now (cheaply: no look-ups).
+    fn key_counts_known(&self) -> bool {
+        false
+    }
     /// Counts every database's keys again (at startup: the counts are unknown after open).
     fn recount_keys(&self) -> Result<()> {
         Ok(())
@@ -269,6 +273,10 @@ impl KvBackend for strata::Db {
         strata::Db::key_count(self, usize::from(db))
     }
 
+    fn key_counts_known(&self) -> bool {
+        strata::Db::key_counts_known(self)
+    }
+
     fn recount_keys(&self) -> Result<()> {
         Ok(strata::Db::recount_keys(self)?)
     }
@@ -401,6 +409,10 @@ impl KvBackend for HeldDb<'_, '_> {
 
     fn key_count(&self, db: crate::keyspace::DbIndex) -> Option<u64> {
         strata::Db::key_count(self.db, usize::from(db))
+    }
+
+    fn key_counts_known(&self) -> bool {
+        strata::Db::key_counts_known(self.db)
     }
 }
 

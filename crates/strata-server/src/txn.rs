@@ -451,6 +451,10 @@ impl KvBackend for Watching {
         self.view().key_count(db)
     }
 
+    fn key_counts_known(&self) -> bool {
+        self.view().key_counts_known()
+    }
+
     fn recount_keys(&self) -> Result<()> {
         self.view().recount_keys()
     }
@@ -596,6 +600,10 @@ impl KvBackend for Watched<'_> {
 
     fn key_count(&self, db: DbIndex) -> Option<u64> {
         self.inner.key_count(db)
+    }
+
+    fn key_counts_known(&self) -> bool {
+        self.inner.key_counts_known()
     }
 
     fn recount_keys(&self) -> Result<()> {

@@ -600,6 +600,11 @@ impl Db {
         Some(total.max(0) as u64)
     }
 
+    /// Whether [`Db::key_count`] can answer now (without the look-ups it makes).
+    pub fn key_counts_known(&self) -> bool {
+        self.inner.partitions.iter().all(|p| p.key_counts_known())
+    }
+
     /// Counts every key by class ([`Options::key_classes`]) again and makes
     /// [`Db::key_count`] known: O(keys), values unread, one partition at a time under its write
     /// lock (that partition's writers wait meanwhile). A server calls it once after open,

@@ -139,6 +139,11 @@ impl Partition {
         }
     }
 
+    /// Whether this partition's key counts are known now.
+    pub(crate) fn key_counts_known(&self) -> bool {
+        self.key_counts().is_some_and(|c| c.known())
+    }
+
     /// Counts this partition's keys by class again (`journal::counts::recount`); `false` when
     /// keys changed outside the write path meanwhile (the counts stay unknown).
     pub(crate) fn recount_keys(&self) -> Result<bool> {

@@ -274,53 +274,76 @@ fn a_failed_write_leaves_the_counts_unknown_or_exact() {
     }
 }
 
-/// Writers on one small key space at once, with memtables flushed all the time (pending keys
-/// settled by flushes while readers read the counts and look pending keys up): afterwards the
-/// count is what a scan finds, on both engines.
+/// Writers on one small key space at once, with memtables flushed all the time and readers
+/// of the counts beside them (pending keys looked up by readers while flushes settle them);
+/// between rounds of writes, while a flush settles what the writers left pending, every read
+/// of the count equals a scan, and at the end too, on both engines.
 #[test]
 fn counts_are_exact_after_concurrent_writers_flushes_and_readers() {
     for engine in [Engine::Lsm, Engine::Log] {
         let dir = tempfile::tempdir().unwrap();
         let db = Arc::new(Db::open(dir.path(), options(engine)).unwrap());
         db.recount_keys().unwrap();
-        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let reader = {
-            let (db, stop) = (db.clone(), stop.clone());
-            std::thread::spawn(move || {
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    assert!(db.key_count(0).is_some(), "the counts stay known");
-                }
-            })
-        };
-        let writers: Vec<_> = (0..4u64)
-            .map(|seed| {
-                let db = db.clone();
-                std::thread::spawn(move || {
-                    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-                    for _ in 0..3000 {
-                        let k = random_key(&mut rng);
-                        if rng.gen_bool(0.6) {
-                            db.put(&k, &random_value(&mut rng)).unwrap();
-                        } else {
-                            db.delete(&k).unwrap();
-                        }
-                    }
-                })
-            })
-            .collect();
-        for w in writers {
-            w.join().unwrap();
-        }
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        reader.join().unwrap();
-        let scanned = |first: u8| {
+        let scanned = |db: &Db, first: u8| {
             db.scan::<&[u8], _>(..)
                 .filter(|r| r.as_ref().is_ok_and(|(k, _)| k.first() == Some(&first)))
                 .count() as u64
         };
-        assert_eq!(db.key_count(0), Some(scanned(b'a')), "{engine:?}");
-        assert_eq!(db.key_count(1), Some(scanned(b'b')), "{engine:?}");
-        db.flush().unwrap();
-        assert_eq!(db.key_count(0), Some(scanned(b'a')), "{engine:?} flushed");
+        for round in 0..3u64 {
+            let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let reader = {
+                let (db, stop) = (db.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        assert!(db.key_count(0).is_some(), "the counts stay known");
+                    }
+                })
+            };
+            let writers: Vec<_> = (0..4u64)
+                .map(|w| {
+                    let db = db.clone();
+                    std::thread::spawn(move || {
+                        let mut rng = rand::rngs::StdRng::seed_from_u64(round * 10 + w);
+                        for _ in 0..1000 {
+                            let k = random_key(&mut rng);
+                            if rng.gen_bool(0.6) {
+                                db.put(&k, &random_value(&mut rng)).unwrap();
+                            } else {
+                                db.delete(&k).unwrap();
+                            }
+                        }
+                    })
+                })
+                .collect();
+            for w in writers {
+                w.join().unwrap();
+            }
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            reader.join().unwrap();
+            // No writes now: the scan is the truth while a flush settles pending keys.
+            let (a, b) = (scanned(&db, b'a'), scanned(&db, b'b'));
+            let flusher = {
+                let db = db.clone();
+                std::thread::spawn(move || db.flush().unwrap())
+            };
+            for _ in 0..200 {
+                assert_eq!(
+                    db.key_count(0),
+                    Some(a),
+                    "{engine:?} round {round}, flushing"
+                );
+                assert_eq!(
+                    db.key_count(1),
+                    Some(b),
+                    "{engine:?} round {round}, flushing"
+                );
+            }
+            flusher.join().unwrap();
+            assert_eq!(
+                db.key_count(0),
+                Some(a),
+                "{engine:?} round {round}, flushed"
+            );
+        }
     }
 }

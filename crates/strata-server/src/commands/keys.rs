@@ -883,7 +883,7 @@ fn dbsize(ctx: &mut Ctx<'_>, _: &[Bytes]) -> Result<Reply> {
     // The engine counts every database's keys as they are written (`keyspace::KeysByDb`),
     // expired keys not yet removed included: those are removed first. Inside EXEC or a script
     // the counts lack the pending writes: a walk of the transaction's view then.
-    if ctx.db().key_count(ctx.dbi()).is_some() {
+    if ctx.db().key_counts_known() {
         // A store that refuses writes (a failed log) still answers, counting expired keys
         // not yet removed, as Redis does.
         if let Err(e) = crate::expire::sweep_for_count(ctx.shared, ctx.dbi()) {

@@ -199,15 +199,23 @@ impl KeyCounts {
         }
     }
 
+    /// Whether [`KeyCounts::count`] can answer now.
+    pub(crate) fn known(&self) -> bool {
+        self.known.load(Ordering::Acquire)
+    }
+
     /// The pending keys of `memtable` (being flushed), sorted, for [`KeyCounts::settle`].
     pub(crate) fn unsettled(&self, memtable: u64) -> Option<Unsettled> {
-        let st = self.state.lock();
-        let mut keys: Vec<(Bytes, usize)> = st.pending.get(&memtable)?.clone();
+        // Copied under the lock (writers of the partition wait on it), sorted after.
+        let (mut keys, recounts) = {
+            let st = self.state.lock();
+            (st.pending.get(&memtable)?.clone(), st.recounts)
+        };
         keys.sort_unstable();
         let (keys, classes) = keys.into_iter().unzip();
         Some(Unsettled {
             memtable,
-            recounts: st.recounts,
+            recounts,
             keys,
             classes,
         })
@@ -245,6 +253,11 @@ pub(crate) fn changes_locked<E: Journaled + ?Sized>(
     entries: &[Entry<'_>],
 ) -> Option<CountChanges> {
     let counts = engine.journal().counts.as_ref()?;
+    // Unknown counts are not kept (a library that never recounts pays nothing): only a
+    // recount makes them known, under the write lock, and it counts everything afresh.
+    if !counts.known() {
+        return None;
+    }
     let mut counted: Vec<(usize, usize)> = Vec::new();
     for (i, (_, key, _)) in entries.iter().enumerate() {
         if let Some(class) = counts.class_of(key) {

@@ -635,7 +635,7 @@ pub(super) fn lookup(v: &View, key: &[u8], at: u64, fill_cache: bool) -> Result<
 /// Whether the tables of `version` hold `key` (its newest version there is not a tombstone).
 pub(super) fn in_tables(version: &Version, key: &[u8]) -> Result<bool> {
     Ok(matches!(
-        lookup_tables(version, key, false)?,
+        lookup_tables(version, key, true)?,
         Some(Slot::Put(_) | Slot::Pointer(_))
     ))
 }
