@@ -470,21 +470,33 @@ fn pfadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 
 fn pfcount(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     if let [_, key] = args {
-        // One key: the cached count when valid; otherwise computed and stored (the
-        // dispatcher holds the exec lock's shared side, as for writes).
-        let count = modify_string(ctx, key, None, |old| {
-            let Some((v, _)) = old else {
-                return Ok((StrWrite::Keep, 0));
-            };
-            let mut hll = Hll::parse(v)?;
-            if let Some(n) = hll.cached_count() {
-                return Ok((StrWrite::Keep, n));
+        // One key: the cached count when valid; otherwise computed and stored in the key as
+        // Redis does (the dispatcher holds the exec lock's shared side, as for writes), if the
+        // key is still what was counted. The store is a cache: a store that refuses writes
+        // still gets its answer.
+        let Some(v) = read_string(ctx, key)? else {
+            return Ok(Reply::Int(0));
+        };
+        let hll = Hll::parse(&v)?;
+        if let Some(n) = hll.cached_count() {
+            return Ok(Reply::Int(i64::try_from(n).unwrap_or(i64::MAX)));
+        }
+        let n = estimate(&registers(&v)?);
+        let stored = modify_string(ctx, key, None, |old| match old {
+            Some((current, _)) if current == &v[..] => {
+                let mut hll = Hll::parse(current)?;
+                hll.store_count(n);
+                Ok((StrWrite::PutAs(hll.bytes, Expiry::Keep, Encoding::Raw), ()))
             }
-            let n = estimate(&registers(&hll.bytes)?);
-            hll.store_count(n);
-            Ok((StrWrite::PutAs(hll.bytes, Expiry::Keep, Encoding::Raw), n))
-        })?;
-        return Ok(Reply::Int(i64::try_from(count).unwrap_or(i64::MAX)));
+            _ => Ok((StrWrite::Keep, ())),
+        });
+        match stored {
+            // On the network thread: run again where waiting is allowed.
+            Err(Error::WouldWait) => return Err(Error::WouldWait),
+            Err(e) => tracing::debug!(error = %e, "PFCOUNT could not store the count"),
+            Ok(()) => {}
+        }
+        return Ok(Reply::Int(i64::try_from(n).unwrap_or(i64::MAX)));
     }
     let mut merged: Option<Vec<u8>> = None;
     for key in &args[1..] {

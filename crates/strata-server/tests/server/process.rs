@@ -225,6 +225,17 @@ fn full_disk_loses_no_acknowledged_write_and_keeps_serving() {
     let dir = tempfile::tempdir().unwrap();
     let server = ServerProcess::start_limited(dir.path(), "everysec", Some(200_000));
     let mut c = server.client();
+    // HyperLogLogs whose cached count PFADD left invalid: PFCOUNT computes it and stores it in
+    // the key as Redis does, a cache, so a store that refuses writes must still answer it.
+    let hlls: Vec<String> = (0..16).map(|i| format!("hll{i:02}")).collect();
+    for hll in &hlls {
+        let added: i64 = redis::cmd("PFADD")
+            .arg(hll)
+            .arg(&["a", "b", "c"])
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(added, 1);
+    }
     let value = "v".repeat(1000);
     let mut acked = Vec::new();
     let mut failed = false;
@@ -271,6 +282,23 @@ fn full_disk_loses_no_acknowledged_write_and_keeps_serving() {
     );
     let got: Option<String> = other.get(&acked[0]).unwrap();
     assert_eq!(got.as_deref(), Some(value.as_str()), "reads stopped");
+    // The PFADDs of some HyperLogLogs are refused now (their partition's log failed); PFCOUNT
+    // of every one still answers.
+    let mut pfadds_refused = 0;
+    for hll in &hlls {
+        let count: redis::RedisResult<i64> = redis::cmd("PFCOUNT").arg(hll).query(&mut other);
+        assert_eq!(count, Ok(3), "PFCOUNT {hll} on a store refusing writes");
+        let added: redis::RedisResult<i64> =
+            redis::cmd("PFADD").arg(hll).arg("d").query(&mut other);
+        if added.is_err() {
+            pfadds_refused += 1;
+            other = server.client();
+        }
+    }
+    assert!(
+        pfadds_refused > 0,
+        "no HyperLogLog sat in a partition refusing writes"
+    );
     drop((c, other));
     server.kill9();
 
