@@ -45,6 +45,8 @@ impl Tree {
             let id = self.next_file.fetch_add(1, Ordering::AcqRel);
             let mut b = TableBuilder::create(&self.sst_dir, id, &self.opts)?;
             let sep = self.opts.value_separation_bytes_min();
+            // The key order, built here rather than by the writes (`memtable.rs`).
+            mem.settle();
             mem.for_each(|k, s, value_offset| match s {
                 Slot::Put(v) if v.len() >= sep => {
                     separated += v.len() as u64;
