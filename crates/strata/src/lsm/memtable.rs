@@ -76,7 +76,7 @@ type Revisions = SmallVec<[Revision; 1]>;
 const UNSORTED_ENTRIES_MAX: usize = 4096;
 
 /// Where a key's versions sit in [`Maps::entries`].
-type EntryIndex = u32;
+type EntryIndex = usize;
 
 #[derive(Default)]
 struct Maps {
@@ -97,29 +97,25 @@ struct Maps {
 
 impl Maps {
     fn revisions(&self, i: EntryIndex) -> &Revisions {
-        &self.entries[i as usize].1
+        &self.entries[i].1
     }
 
     /// `indexes` sorted by their entries' keys.
     fn sort_by_key(&self, indexes: &mut [EntryIndex]) {
-        indexes.sort_unstable_by(|a, b| {
-            self.entries[*a as usize]
-                .0
-                .cmp(&self.entries[*b as usize].0)
-        });
+        indexes.sort_unstable_by(|a, b| self.entries[*a].0.cmp(&self.entries[*b].0));
     }
 
     /// Puts `indexes` (sorted by key) into the B-tree. A key's entry with versions replaces an
     /// emptied one (a key written again after its versions were taken back out).
     fn insert_sorted(&mut self, indexes: &[EntryIndex]) {
         for &i in indexes {
-            let key = self.entries[i as usize].0.clone();
+            let key = self.entries[i].0.clone();
             match self.sorted.entry(key) {
                 std::collections::btree_map::Entry::Vacant(v) => {
                     v.insert(i);
                 }
                 std::collections::btree_map::Entry::Occupied(mut o) => {
-                    if self.entries[i as usize].1.len() >= self.entries[*o.get() as usize].1.len() {
+                    if self.entries[i].1.len() >= self.entries[*o.get()].1.len() {
                         o.insert(i);
                     }
                 }
@@ -225,7 +221,7 @@ impl Memtable {
                 slot: slot_of(&mut self.arena.lock()),
                 value_offset,
             };
-            let revs = &mut maps.entries[i as usize].1;
+            let revs = &mut maps.entries[i].1;
             match revs.last_mut() {
                 Some(last) if last.seq == seq => *last = rev,
                 _ => revs.push(rev),
@@ -235,9 +231,7 @@ impl Memtable {
                 let mut arena = self.arena.lock();
                 (copy_in(&mut arena, key), slot_of(&mut arena))
             };
-            // A memtable never holds 4 G entries (each is charged at least
-            // ENTRY_OVERHEAD_BYTES against a memtable limit far below 512 GiB).
-            let i = EntryIndex::try_from(maps.entries.len()).unwrap_or(EntryIndex::MAX);
+            let i = maps.entries.len();
             maps.entries.push((
                 key.clone(),
                 smallvec![Revision {
@@ -271,7 +265,7 @@ impl Memtable {
         let Some(&i) = m.hashed.get(key) else {
             return;
         };
-        let revs = &mut m.entries[i as usize].1;
+        let revs = &mut m.entries[i].1;
         revs.retain(|r| r.seq != seq);
         if revs.is_empty() {
             // The emptied entry stays in the key order: ordered readers skip it.
@@ -391,10 +385,7 @@ impl Memtable {
         let mut pending = m.unsorted.clone();
         m.sort_by_key(&mut pending);
         let mut tree = m.sorted.iter().map(|(k, i)| (k, *i)).peekable();
-        let mut loose = pending
-            .iter()
-            .map(|&i| (&m.entries[i as usize].0, i))
-            .peekable();
+        let mut loose = pending.iter().map(|&i| (&m.entries[i].0, i)).peekable();
         loop {
             let next = match (tree.peek(), loose.peek()) {
                 (Some(a), Some(b)) if a.0 <= b.0 => tree.next(),
