@@ -88,11 +88,9 @@ struct Maps {
     hashed: HashMap<Bytes, EntryIndex, Xxh3Builder>,
     /// Keys in order, except those of `unsorted`.
     sorted: BTreeMap<Bytes, EntryIndex>,
-    /// Entries added since the B-tree was last brought up to date, in the order written.
+    /// Entries added since the B-tree was last brought up to date, in the order written
+    /// (fewer than [`UNSORTED_ENTRIES_MAX`]).
     unsorted: Vec<EntryIndex>,
-    /// How many times `unsorted` was moved into the B-tree: a reader that copied the unsorted
-    /// entries knows from it whether the list has only grown since.
-    settles: u64,
 }
 
 impl Maps {
@@ -105,8 +103,8 @@ impl Maps {
         indexes.sort_unstable_by(|a, b| self.entries[*a].0.cmp(&self.entries[*b].0));
     }
 
-    /// Puts `indexes` (sorted by key) into the B-tree. A key's entry with versions replaces an
-    /// emptied one (a key written again after its versions were taken back out).
+    /// Puts `indexes` (sorted by key) into the B-tree. A key's new entry replaces an emptied
+    /// one (a key written again after its versions were taken back out).
     fn insert_sorted(&mut self, indexes: &[EntryIndex]) {
         for &i in indexes {
             let key = self.entries[i].0.clone();
@@ -115,7 +113,7 @@ impl Maps {
                     v.insert(i);
                 }
                 std::collections::btree_map::Entry::Occupied(mut o) => {
-                    if self.entries[i].1.len() >= self.entries[*o.get()].1.len() {
+                    if self.entries[*o.get()].1.is_empty() {
                         o.insert(i);
                     }
                 }
@@ -123,10 +121,10 @@ impl Maps {
         }
     }
 
-    /// Sorts the unsorted entries into the B-tree (before a range scan).
+    /// Sorts the unsorted entries into the B-tree (the write that fills the list, a range
+    /// scan, a flush).
     fn settle(&mut self) {
         let mut pending = std::mem::take(&mut self.unsorted);
-        self.settles += 1;
         self.sort_by_key(&mut pending);
         // In key order the B-tree's insertion path stays in the cache.
         self.insert_sorted(&pending);
@@ -345,34 +343,10 @@ impl Memtable {
         })
     }
 
-    /// Brings the key order up to date in steps (a flush, before it walks an immutable
-    /// memtable): the pending entries are sorted under the read lock and put into the B-tree in
-    /// chunks under the write lock, so readers and range scans of this memtable wait at most
-    /// for one chunk.
+    /// Brings the key order up to date (a flush, before it walks an immutable memtable). The
+    /// unsorted list is bounded, so readers wait for at most one batch.
     pub(crate) fn settle(&self) {
-        const CHUNK_ENTRIES: usize = 4096;
-        let (pending, settles) = {
-            let m = self.map.read();
-            let mut pending = m.unsorted.clone();
-            m.sort_by_key(&mut pending);
-            (pending, m.settles)
-        };
-        for chunk in pending.chunks(CHUNK_ENTRIES) {
-            let mut m = self.map.write();
-            if m.settles != settles {
-                // A range scan settled everything meanwhile.
-                return;
-            }
-            // Also still in `unsorted` until the last chunk: a scan that settles meanwhile puts
-            // them in again, which changes nothing.
-            m.insert_sorted(chunk);
-        }
-        let mut m = self.map.write();
-        if m.settles == settles {
-            // Entries written since the copy stay unsorted.
-            m.unsorted.drain(..pending.len());
-            m.settles += 1;
-        }
+        self.map.write().settle();
     }
 
     /// Calls `f` on the versions of every key in key order: the B-tree's keys merged with the
@@ -395,9 +369,9 @@ impl Memtable {
                 (None, None) => break,
             };
             let Some((key, i)) = next else { break };
-            // A key's entries come together: emptied ones, and at most one with versions, which
-            // may come twice (in the B-tree and still unsorted, between a flush's settling
-            // steps). Each key is visited once.
+            // A key's entries come together: emptied ones, and at most one with versions. An
+            // entry both in the B-tree and still unsorted (a settling cut between its steps;
+            // none does that today) is visited once.
             let revs = m.revisions(i);
             if revs.is_empty() || last_key == Some(key) {
                 continue;
@@ -581,7 +555,7 @@ mod tests {
         /// Every key in order, newest versions (flush) or at `newest - back` (checkpoint).
         ForEach,
         ForEachAt(u64),
-        /// A flush's stepwise sorting of the pending keys.
+        /// A flush's sorting of the pending keys into the B-tree.
         Settle,
     }
 
@@ -717,8 +691,8 @@ mod tests {
         }
     }
 
-    /// A flush's stepwise settling puts entries into the B-tree before it drops them from the
-    /// unsorted list; an ordered walk (a checkpoint) in between sees each key once.
+    /// An entry in the B-tree and still in the unsorted list (a settling cut between its two
+    /// steps) is walked once.
     #[test]
     fn an_ordered_walk_between_settling_steps_sees_each_key_once() {
         let mem = Memtable::new(1, Arc::new(MemtableBudget::new(64 << 20, 1)));
@@ -726,7 +700,7 @@ mod tests {
             mem.insert(1, false, Kind::Put, k, b"v", 0);
         }
         {
-            // The state between `settle`'s chunks and its final step.
+            // The state between putting entries into the B-tree and emptying the list.
             let mut m = mem.map.write();
             let mut pending = m.unsorted.clone();
             m.sort_by_key(&mut pending);
@@ -775,7 +749,7 @@ mod tests {
         };
         for round in 0..20 {
             if round % 2 == 1 {
-                // A flush's stepwise settling, racing the writer's scans and new keys.
+                // A flush's settling, racing the writer's scans and new keys.
                 mem.settle();
             }
             let before = written.load(Ordering::Acquire) as usize;
