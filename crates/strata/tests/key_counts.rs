@@ -58,6 +58,13 @@ fn random_value(rng: &mut impl Rng) -> Vec<u8> {
     vec![b'v'; len]
 }
 
+/// Toggles `k` in the model: removed if present, else `v`.
+fn toggle(model: &mut BTreeMap<Vec<u8>, Vec<u8>>, k: Vec<u8>, v: Vec<u8>) {
+    if model.remove(&k).is_none() {
+        model.insert(k, v);
+    }
+}
+
 fn run_model(engine: Engine, seed: u64) {
     let dir = tempfile::tempdir().unwrap();
     let mut db = Db::open(dir.path(), options(engine)).unwrap();
@@ -102,7 +109,59 @@ fn run_model(engine: Engine, seed: u64) {
                 }
                 db.write(batch).unwrap();
             }
-            80..=89 => {
+            80..=83 => {
+                // A group read-modify-write that reads its key twice and writes it twice:
+                // toggled, then put (the counts take the read's existence, then the batch's).
+                let k = random_key(&mut rng);
+                let v = random_value(&mut rng);
+                let put_again = rng.gen_bool(0.5);
+                db.update_group(&k, |read| {
+                    let first = read(&k)?;
+                    assert_eq!(read(&k)?, first);
+                    let mut batch = WriteBatch::new();
+                    if first.is_some() {
+                        batch.delete(&k);
+                    } else {
+                        batch.put(&k, &v);
+                    }
+                    if put_again {
+                        batch.put(&k, &v);
+                    }
+                    Ok((batch, ()))
+                })
+                .unwrap();
+                if put_again {
+                    model.insert(k, v);
+                } else {
+                    toggle(&mut model, k, v);
+                }
+            }
+            84..=85 => {
+                // Two toggles of one key under one hold of its partition's lock: the second
+                // decides on the first's result.
+                let k = random_key(&mut rng);
+                let v = random_value(&mut rng);
+                db.hold_group(&k, |hold| {
+                    for _ in 0..2 {
+                        hold.update_group(&k, |read| {
+                            let mut batch = WriteBatch::new();
+                            if read(&k)?.is_some() {
+                                batch.delete(&k);
+                            } else {
+                                batch.put(&k, &v);
+                            }
+                            Ok((batch, ()))
+                        })
+                        .unwrap();
+                    }
+                })
+                .unwrap();
+                // Toggled twice: present again (with `v`) if it was, else still absent.
+                if let Some(old) = model.get_mut(&k) {
+                    *old = v;
+                }
+            }
+            86..=89 => {
                 // Read-modify-write: delete when present, create when absent.
                 let k = random_key(&mut rng);
                 let v = random_value(&mut rng);
@@ -113,9 +172,7 @@ fn run_model(engine: Engine, seed: u64) {
                     })
                 })
                 .unwrap();
-                if model.remove(&k).is_none() {
-                    model.insert(k, v);
-                }
+                toggle(&mut model, k, v);
             }
             // Transactions need the LSM engine.
             90..=94 if engine == Engine::Lsm => {

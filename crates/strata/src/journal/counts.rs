@@ -240,17 +240,51 @@ impl KeyCounts {
     }
 }
 
+/// Most keys whose existence a [`KnownExistence`] remembers: a read-modify-write reads few keys
+/// (INCR one, HSET a record and its fields), and a lookup beyond these is only a memtable probe.
+const KNOWN_KEYS_MAX: usize = 8;
+
+/// The existence of keys read under the write lock before a batch applies (by the read of a
+/// read-modify-write), so that the counts need not look them up again: the read already went
+/// through every memtable and table, so it is exact where a memory-only lookup would leave a
+/// key held only by tables pending until the flush.
+#[derive(Default)]
+pub(crate) struct KnownExistence {
+    keys: std::cell::RefCell<Vec<(Vec<u8>, bool)>>,
+}
+
+impl KnownExistence {
+    /// Remembers that `key` exists or not (the newest state under the write lock); keys past
+    /// the first [`KNOWN_KEYS_MAX`] are not remembered.
+    pub(crate) fn note(&self, key: &[u8], exists: bool) {
+        let mut keys = self.keys.borrow_mut();
+        if let Some(slot) = keys.iter_mut().find(|(k, _)| k == key) {
+            slot.1 = exists;
+        } else if keys.len() < KNOWN_KEYS_MAX {
+            keys.push((key.to_vec(), exists));
+        }
+    }
+
+    fn get(&self, key: &[u8]) -> Option<bool> {
+        let keys = self.keys.borrow();
+        keys.iter().find(|(k, _)| k == key).map(|&(_, e)| e)
+    }
+}
+
 /// Batches with at most this many counted keys find repeated keys by a linear search; larger
 /// ones use a hash map.
 const LINEAR_SEARCH_KEYS_MAX: usize = 16;
 
 /// The counted keys `entries` create and remove, looked up in memory under the write lock
-/// (`st`) before they apply. `None` when the engine counts nothing, or when a lookup failed
-/// (the counts are then marked unknown and the write goes on).
+/// (`st`) before they apply. `known` is what the caller read under the same hold of the lock
+/// just before (a read-modify-write's reads: exact, tables included), used instead of a lookup.
+/// `None` when the engine counts nothing, or when a lookup failed (the counts are then marked
+/// unknown and the write goes on).
 pub(crate) fn changes_locked<E: Journaled + ?Sized>(
     engine: &E,
     st: &JournalState,
     entries: &[Entry<'_>],
+    known: &KnownExistence,
 ) -> Option<CountChanges> {
     let counts = engine.journal().counts.as_ref()?;
     // Unknown counts are not kept (a library that never recounts pays nothing): only a
@@ -279,7 +313,7 @@ pub(crate) fn changes_locked<E: Journaled + ?Sized>(
         } else {
             linear.iter().find(|(k, _)| *k == key).map(|&(_, e)| e)
         };
-        let existed = match seen {
+        let existed = match seen.or_else(|| known.get(key)) {
             Some(e) => e,
             None => match engine.exists_locked(key, st) {
                 Ok(Existence::Known(e)) => e,

@@ -151,9 +151,20 @@ pub(crate) fn apply_one<E: Journaled>(
     st: &mut JournalState,
     entries: &[Entry<'_>],
 ) -> Result<Applied> {
+    apply_one_known(engine, st, entries, &counts::KnownExistence::default())
+}
+
+/// [`apply_one`] of a batch whose keys the caller may have just read under the same hold of
+/// the write lock (`known`: what the key counts need not look up again).
+fn apply_one_known<E: Journaled>(
+    engine: &E,
+    st: &mut JournalState,
+    entries: &[Entry<'_>],
+    known: &counts::KnownExistence,
+) -> Result<Applied> {
     let journal = engine.journal();
     journal.check_writable(st)?;
-    let count_changes = counts::changes_locked(engine, st, entries);
+    let count_changes = counts::changes_locked(engine, st, entries, known);
     let seq = journal.seqs.begin(journal.partition);
     let res = engine.apply_locked(
         st,
@@ -243,7 +254,9 @@ pub(crate) fn write_across<E: Journaled>(
     let count_changes: Vec<Option<counts::CountChanges>> = parts
         .iter()
         .zip(&guards)
-        .map(|((engine, entries), st)| counts::changes_locked(*engine, st, entries))
+        .map(|((engine, entries), st)| {
+            counts::changes_locked(*engine, st, entries, &counts::KnownExistence::default())
+        })
         .collect();
     let writing: Vec<u32> = parts
         .iter()
@@ -338,14 +351,26 @@ pub(crate) fn update<T, E: Journaled>(
         let mut st = journal.lock();
         journal.check_writable(&st)?;
         let old = engine.get_locked(key, &st)?;
+        let known = counts::KnownExistence::default();
+        known.note(key, old.is_some());
         let (update, out) = decide(old.as_deref())?;
         let applied = match update {
             Update::Keep => None,
             Update::Put(v) => {
                 check(key, &v)?;
-                Some(apply_one(engine, &mut st, &[(Kind::Put, key, &v)])?)
+                Some(apply_one_known(
+                    engine,
+                    &mut st,
+                    &[(Kind::Put, key, &v)],
+                    &known,
+                )?)
             }
-            Update::Delete => Some(apply_one(engine, &mut st, &[(Kind::Delete, key, &[])])?),
+            Update::Delete => Some(apply_one_known(
+                engine,
+                &mut st,
+                &[(Kind::Delete, key, &[])],
+                &known,
+            )?),
         };
         (applied, out)
     };
@@ -368,9 +393,14 @@ fn decide_and_apply<T, E: Journaled>(
 ) -> Result<(Option<Applied>, T)> {
     engine.journal().check_writable(st)?;
     settle(engine, st);
+    let known = counts::KnownExistence::default();
     let (batch, out) = {
         let locked: &JournalState = st;
-        decide(&|key: &[u8]| engine.get_locked(key, locked))?
+        decide(&|key: &[u8]| {
+            let value = engine.get_locked(key, locked)?;
+            known.note(key, value.is_some());
+            Ok(value)
+        })?
     };
     check(&batch)?;
     if batch.is_empty() {
@@ -381,7 +411,7 @@ fn decide_and_apply<T, E: Journaled>(
         .iter()
         .map(|(kind, k, v)| (*kind, &k[..], &v[..]))
         .collect();
-    Ok((Some(apply_one(engine, st, &entries)?), out))
+    Ok((Some(apply_one_known(engine, st, &entries, &known)?), out))
 }
 
 /// Atomic read-modify-write of several keys of one partition: under the write lock, `decide`
