@@ -38,8 +38,49 @@ pub enum BatchOp {
 /// error aborts the update without writing.
 pub type UpdateFn<'a> = dyn FnMut(Option<&[u8]>) -> Result<Write> + 'a;
 
+/// A [`GroupRead`]'s read of a value.
+pub type GetFn<'a> = dyn Fn(&[u8]) -> Result<Option<Bytes>> + 'a;
+
+/// A [`GroupRead`]'s test of whether a key exists.
+pub type ContainsFn<'a> = dyn Fn(&[u8]) -> Result<bool> + 'a;
+
 /// How [`KvBackend::update_group`]'s callback reads keys of the group (the newest state).
-pub type GroupRead<'a> = dyn Fn(&[u8]) -> Result<Option<Bytes>> + 'a;
+pub struct GroupRead<'a> {
+    get: &'a GetFn<'a>,
+    contains: Option<&'a ContainsFn<'a>>,
+}
+
+impl<'a> GroupRead<'a> {
+    /// Reads through `get`; whether a key exists too.
+    pub fn new(get: &'a GetFn<'a>) -> GroupRead<'a> {
+        GroupRead {
+            get,
+            contains: None,
+        }
+    }
+
+    /// Reads through `get`, and asks `contains` (which must agree with it) whether a key
+    /// exists: the engine answers that without reading a value separated into a value log.
+    pub fn with_contains(get: &'a GetFn<'a>, contains: &'a ContainsFn<'a>) -> GroupRead<'a> {
+        GroupRead {
+            get,
+            contains: Some(contains),
+        }
+    }
+
+    /// The value of `key`.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
+        (self.get)(key)
+    }
+
+    /// Whether `key` exists (a hash field, a set member): as [`GroupRead::get`] sees it.
+    pub fn contains(&self, key: &[u8]) -> Result<bool> {
+        match self.contains {
+            Some(contains) => contains(key),
+            None => Ok(self.get(key)?.is_some()),
+        }
+    }
+}
 
 /// A callback of [`KvBackend::update_group`]: reads what it needs, returns the writes.
 /// Returning an error aborts without writing.
@@ -146,14 +187,14 @@ fn engine_batch(ops: Vec<BatchOp>) -> strata::WriteBatch {
 fn group_update(
     f: &mut GroupFn<'_>,
     run: impl FnOnce(
-        &mut dyn FnMut(
-            &dyn Fn(&[u8]) -> strata::Result<Option<Bytes>>,
-        ) -> strata::Result<(strata::WriteBatch, ())>,
+        &mut dyn FnMut(&strata::GroupRead<'_>) -> strata::Result<(strata::WriteBatch, ())>,
     ) -> strata::Result<()>,
 ) -> Result<()> {
     let mut failure = None;
     run(&mut |read| {
-        let ops = f(&|k: &[u8]| read(k).map_err(crate::error::Error::Engine));
+        let get = |k: &[u8]| read.get(k).map_err(crate::error::Error::Engine);
+        let contains = |k: &[u8]| read.contains(k).map_err(crate::error::Error::Engine);
+        let ops = f(&GroupRead::with_contains(&get, &contains));
         match ops {
             Ok(ops) => Ok((engine_batch(ops), ())),
             Err(e) => {
@@ -171,7 +212,7 @@ fn update_as_group<'a, 'f>(
     f: &'a mut UpdateFn<'f>,
 ) -> impl FnMut(&GroupRead<'_>) -> Result<Vec<BatchOp>> + use<'a, 'f> {
     move |read| {
-        let old = read(key)?;
+        let old = read.get(key)?;
         Ok(match f(old.as_deref())? {
             Write::Keep => Vec::new(),
             Write::Put(v) => vec![BatchOp::Put(key.to_vec(), v)],
@@ -474,7 +515,7 @@ impl KvBackend for MemoryBackend {
         let mut map = self.map();
         let ops = {
             let snapshot = &*map;
-            f(&|k: &[u8]| Ok(snapshot.get(k).cloned()))?
+            f(&GroupRead::new(&|k: &[u8]| Ok(snapshot.get(k).cloned())))?
         };
         apply_ops(&mut map, ops);
         Ok(())

@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 
-use crate::backend::{BatchOp, GroupFn, KvBackend, UpdateFn, VisitFn, Write};
+use crate::backend::{BatchOp, GroupFn, GroupRead, KvBackend, UpdateFn, VisitFn, Write};
 use crate::error::Result;
 use crate::keyspace::DbIndex;
 use crate::state::lock;
@@ -120,7 +120,7 @@ impl KvBackend for Overlay<'_> {
 
     fn update_group(&self, _route: &[u8], f: &mut GroupFn<'_>) -> Result<()> {
         // EXEC holds the exec lock exclusively: nothing else writes while the overlay runs.
-        let ops = f(&|k: &[u8]| self.get(k))?;
+        let ops = f(&GroupRead::new(&|k: &[u8]| self.get(k)))?;
         self.write(ops)
     }
 

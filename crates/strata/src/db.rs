@@ -16,7 +16,7 @@ pub use crate::batch::Update;
 use crate::batch::{Entry, Kind, WriteBatch};
 use crate::error::{Error, Result};
 use crate::hashlog::LogStore;
-use crate::journal;
+use crate::journal::{self, GroupRead};
 use crate::lsm::ingest;
 use crate::lsm::memtable::MemtableBudget;
 use crate::lsm::recovery::{Recovered, Shared};
@@ -354,24 +354,19 @@ impl Db {
 
     /// Atomic read-modify-write of a group of keys that share `route_key`'s partition (a
     /// [`crate::KeyRouter`] puts such groups together): `f` reads any of them through the
-    /// function it is given (the newest state) and returns the batch to apply, while the
+    /// [`GroupRead`] it is given (the newest state) and returns the batch to apply, while the
     /// partition admits no other write. A read or write of a key of another partition is an
     /// [`Error::InvalidArgument`] and nothing is written. Whatever `f` returns besides the
     /// batch is handed back.
     pub fn update_group<T>(
         &self,
         route_key: &[u8],
-        f: impl FnOnce(&dyn Fn(&[u8]) -> Result<Option<Bytes>>) -> Result<(WriteBatch, T)>,
+        f: impl FnOnce(&GroupRead<'_>) -> Result<(WriteBatch, T)>,
     ) -> Result<T> {
         self.check()?;
         let p = self.partition_of(route_key);
         self.inner.partitions[p].update_group(
-            |read| {
-                f(&|key: &[u8]| {
-                    self.group_member(p, key)?;
-                    read(key)
-                })
-            },
+            |read| self.with_group_reads(p, read, f),
             |batch| self.check_batch(batch, Some(p)),
         )
     }
@@ -408,6 +403,25 @@ impl Db {
                 held,
             })
         })
+    }
+
+    /// Runs `f` with `read` refusing keys outside partition `p`'s group
+    /// ([`Db::group_member`]).
+    fn with_group_reads<R>(
+        &self,
+        p: usize,
+        read: &GroupRead<'_>,
+        f: impl FnOnce(&GroupRead<'_>) -> R,
+    ) -> R {
+        let get = |key: &[u8]| {
+            self.group_member(p, key)?;
+            read.get(key)
+        };
+        let contains = |key: &[u8]| {
+            self.group_member(p, key)?;
+            read.contains(key)
+        };
+        f(&GroupRead::new(&get, &contains))
     }
 
     /// `key` belongs to partition `p`'s group, or the error naming both.
@@ -825,7 +839,7 @@ impl GroupHold<'_> {
     pub fn update_group<T>(
         &mut self,
         route_key: &[u8],
-        f: impl FnOnce(&dyn Fn(&[u8]) -> Result<Option<Bytes>>) -> Result<(WriteBatch, T)>,
+        f: impl FnOnce(&GroupRead<'_>) -> Result<(WriteBatch, T)>,
     ) -> Result<T> {
         let (db, p) = (self.db, self.partition);
         db.check()?;
@@ -837,10 +851,7 @@ impl GroupHold<'_> {
                 let f = f.take().ok_or_else(|| {
                     Error::InvalidArgument("a group update decided twice".to_string())
                 })?;
-                let (batch, o) = f(&|key: &[u8]| {
-                    db.group_member(p, key)?;
-                    read(key)
-                })?;
+                let (batch, o) = db.with_group_reads(p, read, f)?;
                 out = Some(o);
                 Ok(batch)
             },
@@ -931,7 +942,7 @@ mod tests {
         });
         let (read, scanned) = db
             .update_group(&key, |read| {
-                let read = read(&key)?.is_some();
+                let read = read.get(&key)?.is_some();
                 let scanned = db
                     .scan_routed(&key, key.clone()..=key.clone())
                     .filter_map(|e| e.ok())

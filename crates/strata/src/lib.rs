@@ -58,7 +58,7 @@ pub use batch::WriteBatch;
 pub use bytes::Bytes;
 pub use db::{Db, GroupHold, Scan};
 pub use error::{Error, Result};
-pub use journal::{deferring_log_writes, LogWrites};
+pub use journal::{deferring_log_writes, GroupRead, LogWrites};
 pub use options::{
     CompactionFilter, Compression, Engine, KeyClasses, KeyRouter, Options, SettledRead, SyncMode,
     KEY_CLASSES_MAX,

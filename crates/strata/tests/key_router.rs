@@ -98,7 +98,8 @@ fn group_updates_are_atomic_and_stay_in_their_partition() {
                         let g = i % 7;
                         let head = format!("h{g}");
                         db.update_group(head.as_bytes(), |read| {
-                            let n = read(head.as_bytes())?
+                            let n = read
+                                .get(head.as_bytes())?
                                 .map_or(0, |v| u64::from_le_bytes(v[..].try_into().unwrap()));
                             let mut b = WriteBatch::new();
                             b.put(format!("m{g}/{t}-{i}"), b"1");
@@ -148,7 +149,12 @@ fn group_updates_are_atomic_and_stay_in_their_partition() {
         assert!(matches!(err, Err(strata::Error::InvalidArgument(_))));
         assert_ne!(db.get(&a).unwrap().as_deref(), Some(&b"changed"[..]));
         assert!(db
-            .update_group(&a, |read| read(&b).map(|_| (WriteBatch::new(), ())))
+            .update_group(&a, |read| read.get(&b).map(|_| (WriteBatch::new(), ())))
+            .is_err());
+        assert!(db
+            .update_group(&a, |read| read
+                .contains(&b)
+                .map(|_| (WriteBatch::new(), ())))
             .is_err());
     }
 }
@@ -164,12 +170,13 @@ fn held_group_updates_are_atomic_visible_and_durable() {
         let mut o = options(Some(9));
         o.engine = engine;
         let db = Arc::new(Db::open(dir.path(), o.clone()).unwrap());
-        let add = |read: &dyn Fn(&[u8]) -> strata::Result<Option<strata::Bytes>>,
+        let add = |read: &strata::GroupRead<'_>,
                    head: &str,
                    member: String|
          -> strata::Result<(WriteBatch, u64)> {
-            let n =
-                read(head.as_bytes())?.map_or(0, |v| u64::from_le_bytes(v[..].try_into().unwrap()));
+            let n = read
+                .get(head.as_bytes())?
+                .map_or(0, |v| u64::from_le_bytes(v[..].try_into().unwrap()));
             let mut b = WriteBatch::new();
             b.put(member, b"1");
             b.put(head, (n + 1).to_le_bytes());

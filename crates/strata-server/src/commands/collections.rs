@@ -72,12 +72,26 @@ impl Edit<'_, '_> {
         if self.found.is_none() {
             return Ok(None);
         }
-        (self.read)(&element_key(self.db, self.name, self.version, sub))
+        self.read
+            .get(&element_key(self.db, self.name, self.version, sub))
+    }
+
+    /// Whether the element exists, pending writes first; its value is not read (a hash
+    /// field's value in a value log stays there).
+    pub fn contains(&self, sub: &[u8]) -> Result<bool> {
+        if let Some(v) = self.pending.get(sub) {
+            return Ok(v.is_some());
+        }
+        if self.found.is_none() {
+            return Ok(false);
+        }
+        self.read
+            .contains(&element_key(self.db, self.name, self.version, sub))
     }
 
     /// Sets an element; true when it is new.
     pub fn set(&mut self, sub: &[u8], value: Bytes) -> Result<bool> {
-        let new = self.get(sub)?.is_none();
+        let new = !self.contains(sub)?;
         if new {
             self.count += 1;
             self.floor.lower_to(&element_suffix(sub));
@@ -89,7 +103,7 @@ impl Edit<'_, '_> {
 
     /// Removes an element; true when it existed.
     pub fn remove(&mut self, sub: &[u8]) -> Result<bool> {
-        let existed = self.get(sub)?.is_some();
+        let existed = self.contains(sub)?;
         if existed {
             self.count -= 1;
             self.pending.insert(sub.to_vec(), None);
@@ -218,7 +232,7 @@ pub(crate) fn modify<T>(
     let mut out = None;
     let mut wrote = false;
     ctx.db().update_group(&record_key, &mut |read| {
-        let mut edit = start(ctx, read, key, kind, read(&record_key)?, false)?;
+        let mut edit = start(ctx, read, key, kind, read.get(&record_key)?, false)?;
         out = Some(f(&mut edit)?);
         let ops = edit.finish();
         wrote = !ops.is_empty();
@@ -244,7 +258,8 @@ pub(crate) fn plan<T>(
         return Err(Error::WrongType);
     }
     let record_key = string_key(ctx.dbi(), key);
-    let read = |k: &[u8]| ctx.db().get(k);
+    let get = |k: &[u8]| ctx.db().get(k);
+    let read = GroupRead::new(&get);
     let record = if fresh {
         None
     } else {

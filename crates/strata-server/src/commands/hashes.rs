@@ -87,7 +87,7 @@ fn hmset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 
 fn hsetnx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let set = modify_hash(ctx, &args[1], |h| {
-        if h.get(&args[2])?.is_some() {
+        if h.contains(&args[2])? {
             return Ok(false);
         }
         h.set(&args[2], args[3].clone())

@@ -112,7 +112,8 @@ impl ListEdit<'_, '_> {
         if let Some(v) = self.pending.get(&at) {
             return Ok(v.clone());
         }
-        (self.read)(&list_key(self.db, self.name, self.version, at))
+        self.read
+            .get(&list_key(self.db, self.name, self.version, at))
     }
 
     fn push(&mut self, left: bool, value: Bytes) {
@@ -282,7 +283,7 @@ fn modify<'c, T>(
     let mut out = None;
     let mut wrote = false;
     ctx.db().update_group(&record_key, &mut |read| {
-        let mut edit = start(ctx, read, key, read(&record_key)?)?;
+        let mut edit = start(ctx, read, key, read.get(&record_key)?)?;
         out = Some(f(&mut edit)?);
         let ops = edit.finish();
         wrote = !ops.is_empty();
@@ -304,7 +305,8 @@ fn plan<'c, T>(
     if json_exists(ctx, key)? {
         return Err(Error::WrongType);
     }
-    let read = |k: &[u8]| ctx.db().get(k);
+    let get = |k: &[u8]| ctx.db().get(k);
+    let read = GroupRead::new(&get);
     let record = ctx.db().get(&string_key(ctx.dbi(), key))?;
     let mut edit = start(ctx, &read, key, record)?;
     let out = f(&mut edit)?;

@@ -95,7 +95,10 @@ impl ZEdit<'_, '_> {
         if self.found.is_none() {
             return Ok(None);
         }
-        match (self.read)(&zset_member_key(self.db, self.name, self.version, member))? {
+        match self
+            .read
+            .get(&zset_member_key(self.db, self.name, self.version, member))?
+        {
             Some(v) => Ok(Some(decode_score(&v)?)),
             None => Ok(None),
         }
@@ -237,7 +240,7 @@ fn modify<T>(
     let mut out = None;
     let mut wrote = false;
     ctx.db().update_group(&record_key, &mut |read| {
-        let found = crate::collection::live(read(&record_key)?, now, KeyType::Zset)?;
+        let found = crate::collection::live(read.get(&record_key)?, now, KeyType::Zset)?;
         let (meta, big) = match found {
             Some(z) => (z.meta, z.big),
             None => (Meta::new(ctx.shared.versions.next(), 0), false),

@@ -1915,7 +1915,14 @@ impl Gen {
     fn hashes(&mut self) -> Vec<String> {
         let k = self.key();
         let f = self.field();
-        let v = self.value();
+        // Some values long enough for the test server's value logs (`Options::tiny`
+        // separates values of 100 bytes and more): HSET, HSETNX and HDEL then learn whether
+        // a field exists from its pointer alone.
+        let v = if self.rng.gen_range(0..6) == 0 {
+            "y".repeat(self.rng.gen_range(100..300))
+        } else {
+            self.value()
+        };
         match self.rng.gen_range(0..34) {
             0..=4 => {
                 let mut c = vec!["HSET".into(), k, f, v];

@@ -111,6 +111,12 @@ pub(crate) trait Journaled {
     /// Reads the newest state of `key`, applied writes not yet visible included, while the
     /// caller holds the write lock (`st`).
     fn get_locked(&self, key: &[u8], st: &JournalState) -> Result<Option<Bytes>>;
+    /// Whether `key` exists in the newest state: [`Journaled::get_locked`] without reading
+    /// the value where the engine can tell without it (the LSM's separated values). Caller
+    /// holds the write lock.
+    fn contains_locked(&self, key: &[u8], st: &JournalState) -> Result<bool> {
+        Ok(self.get_locked(key, st)?.is_some())
+    }
     /// Whether `key` exists in the newest state (as [`Journaled::get_locked`] sees it), from
     /// memory only (no table read, no value read): for key counts (`counts.rs`). Caller holds
     /// the write lock.
@@ -380,8 +386,36 @@ pub(crate) fn update<T, E: Journaled>(
     Ok(out)
 }
 
-/// What [`update_group`]'s decision reads keys with (under the write lock).
-pub(crate) type GroupRead<'a> = dyn Fn(&[u8]) -> Result<Option<Bytes>> + 'a;
+/// What a group update's decision reads keys with, under the partition's write lock (the
+/// newest state): [`Db::update_group`](crate::Db::update_group) and
+/// [`GroupHold::update_group`](crate::GroupHold::update_group) hand it to their callback.
+pub struct GroupRead<'a> {
+    get: &'a dyn Fn(&[u8]) -> Result<Option<Bytes>>,
+    contains: &'a dyn Fn(&[u8]) -> Result<bool>,
+}
+
+impl<'a> GroupRead<'a> {
+    /// Reads through `get` and `contains` (which must agree: `contains(k)` is
+    /// `get(k)?.is_some()`, found more cheaply).
+    pub fn new(
+        get: &'a dyn Fn(&[u8]) -> Result<Option<Bytes>>,
+        contains: &'a dyn Fn(&[u8]) -> Result<bool>,
+    ) -> GroupRead<'a> {
+        GroupRead { get, contains }
+    }
+
+    /// The value of `key`.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
+        (self.get)(key)
+    }
+
+    /// Whether `key` exists: [`GroupRead::get`] without reading the value (a value separated
+    /// into a value log is not read), for a caller that needs only to know whether a field is
+    /// new.
+    pub fn contains(&self, key: &[u8]) -> Result<bool> {
+        (self.contains)(key)
+    }
+}
 
 /// One group update under the write lock `st` (taken by [`update_group`], or held across
 /// several by [`hold`]): settle, decide on the newest state, vet, apply. The caller commits.
@@ -396,11 +430,17 @@ fn decide_and_apply<T, E: Journaled>(
     let known = counts::KnownExistence::default();
     let (batch, out) = {
         let locked: &JournalState = st;
-        decide(&|key: &[u8]| {
+        let get = |key: &[u8]| {
             let value = engine.get_locked(key, locked)?;
             known.note(key, value.is_some());
             Ok(value)
-        })?
+        };
+        let contains = |key: &[u8]| {
+            let exists = engine.contains_locked(key, locked)?;
+            known.note(key, exists);
+            Ok(exists)
+        };
+        decide(&GroupRead::new(&get, &contains))?
     };
     check(&batch)?;
     if batch.is_empty() {

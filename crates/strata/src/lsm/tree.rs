@@ -73,6 +73,14 @@ impl Journaled for Tree {
         self.get_at(&self.view.load(), key, u64::MAX)
     }
 
+    fn contains_locked(&self, key: &[u8], _: &JournalState) -> Result<bool> {
+        // A pointer into a value log says the key exists: the value is not read.
+        Ok(matches!(
+            lookup(&self.view.load(), key, u64::MAX, true)?,
+            Some(Slot::Put(_) | Slot::Pointer(_))
+        ))
+    }
+
     fn exists_locked(&self, key: &[u8], _: &JournalState) -> Result<Existence> {
         // Memtables only: a table read per overwritten key costs a third of a server's SET
         // throughput, so the tables are asked at flush (`journal/counts.rs`).
