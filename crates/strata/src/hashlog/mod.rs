@@ -126,6 +126,11 @@ impl Journaled for LogStore {
         self.get_with(key, Some(st))
     }
 
+    fn contains_locked(&self, key: &[u8], _: &JournalState) -> Result<bool> {
+        // The index holds exactly the live keys: no record is read.
+        Ok(self.index.read().get(key).is_some())
+    }
+
     fn exists_locked(&self, key: &[u8], _: &JournalState) -> Result<Existence> {
         // The index holds exactly the live keys (a delete removes its entry).
         Ok(Existence::Known(self.index.read().get(key).is_some()))
