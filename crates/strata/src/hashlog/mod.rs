@@ -127,13 +127,14 @@ impl Journaled for LogStore {
     }
 
     fn contains_locked(&self, key: &[u8], _: &JournalState) -> Result<bool> {
-        // The index holds exactly the live keys: no record is read.
+        // The index holds exactly the live keys (a delete removes its entry): no record is
+        // read.
         Ok(self.index.read().get(key).is_some())
     }
 
-    fn exists_locked(&self, key: &[u8], _: &JournalState) -> Result<Existence> {
-        // The index holds exactly the live keys (a delete removes its entry).
-        Ok(Existence::Known(self.index.read().get(key).is_some()))
+    fn exists_locked(&self, key: &[u8], st: &JournalState) -> Result<Existence> {
+        // Exact from the index alone (a delete removes its entry).
+        Ok(Existence::Known(self.contains_locked(key, st)?))
     }
 
     fn for_each_key_locked(&self, _: &JournalState, f: &mut dyn FnMut(&[u8])) -> Result<()> {

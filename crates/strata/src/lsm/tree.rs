@@ -75,10 +75,12 @@ impl Journaled for Tree {
 
     fn contains_locked(&self, key: &[u8], _: &JournalState) -> Result<bool> {
         // A pointer into a value log says the key exists: the value is not read.
-        Ok(matches!(
-            lookup(&self.view.load(), key, u64::MAX, true)?,
-            Some(Slot::Put(_) | Slot::Pointer(_))
-        ))
+        Ok(names_a_value(lookup(
+            &self.view.load(),
+            key,
+            u64::MAX,
+            true,
+        )?))
     }
 
     fn exists_locked(&self, key: &[u8], _: &JournalState) -> Result<Existence> {
@@ -642,10 +644,12 @@ pub(super) fn lookup(v: &View, key: &[u8], at: u64, fill_cache: bool) -> Result<
 
 /// Whether the tables of `version` hold `key` (its newest version there is not a tombstone).
 pub(super) fn in_tables(version: &Version, key: &[u8]) -> Result<bool> {
-    Ok(matches!(
-        lookup_tables(version, key, true)?,
-        Some(Slot::Put(_) | Slot::Pointer(_))
-    ))
+    Ok(names_a_value(lookup_tables(version, key, true)?))
+}
+
+/// Whether a lookup's newest version is a value (inline or in a value log), not a tombstone.
+fn names_a_value(slot: Option<Slot>) -> bool {
+    matches!(slot, Some(Slot::Put(_) | Slot::Pointer(_)))
 }
 
 /// The newest version of `key` in the tables of `version` (memtables not consulted).
