@@ -155,6 +155,10 @@ enum Step {
     /// `Session::blocked`): write what is pending, then wait for a list push, its deadline or
     /// input, and run it again.
     Blocked,
+    /// The last command may have pushed to a list a client is blocked on: let the blocked
+    /// clients take what they can before the next command runs (as Redis serves them right
+    /// after the pushing command; `ListWaiters::settled`), then keep running.
+    ServeWaiters,
 }
 
 /// Serves one accepted connection until the client leaves, breaks the protocol, idles out, or the
@@ -308,6 +312,15 @@ pub(crate) async fn serve(
                 }
             }
         };
+        if matches!(step, Step::ServeWaiters) {
+            // The push goes to the OS first (a waiter's reply must not acknowledge an element
+            // whose push could still be lost), then the blocked clients take their turn.
+            if let Err(e) = log_writes.complete() {
+                tracing::error!(%peer, "closing the connection: {e}");
+                return;
+            }
+            shared.list_waiters.settled().await;
+        }
         let closing = batch.session.after_reply != AfterReply::Continue;
         if let (Some(e), true, false) = (&protocol_error, batch.queue.is_empty(), closing) {
             shared
@@ -349,7 +362,9 @@ pub(crate) async fn serve(
             .blocked
             .filter(|_| matches!(step, Step::Blocked));
         control.blocked.store(blocked.is_some(), Ordering::Release);
-        if blocked.is_none() && (matches!(step, Step::OutputFull) || !input_drained) {
+        if blocked.is_none()
+            && (matches!(step, Step::OutputFull | Step::ServeWaiters) || !input_drained)
+        {
             continue;
         }
         if *shutdown.borrow() {
@@ -485,11 +500,13 @@ impl Batch {
                 let session = &mut self.session;
                 session.in_held_run = true;
                 session.pop_window = None;
+                let mut serve_waiters = false;
                 let outcome = shared.backend.hold_group(&route, &mut |store| {
                     for args in &commands[replies.len()..] {
                         if !is_pop(args) {
                             session.pop_window = None;
                         }
+                        let pushes_before = pushes_seen(shared);
                         let mut ctx = Ctx {
                             shared,
                             session: &mut *session,
@@ -505,6 +522,11 @@ impl Batch {
                             }
                             // Writes another partition: runs again without the hold.
                             None => break,
+                        }
+                        if pushed(shared, pushes_before) {
+                            // The waiters take the partition's lock: let it go first.
+                            serve_waiters = true;
+                            break;
                         }
                     }
                 });
@@ -533,6 +555,9 @@ impl Batch {
                 for reply in replies {
                     reply.encode(self.session.protocol, &mut self.output);
                 }
+                if serve_waiters {
+                    return Some(Step::ServeWaiters);
+                }
                 if self.output.len() >= OUT_BYTES_SOFT_MAX && !self.queue.is_empty() {
                     return Some(Step::OutputFull);
                 }
@@ -547,15 +572,28 @@ impl Batch {
                 let commands: Vec<Vec<Bytes>> = self.queue.drain(..scripts).collect();
                 let guard = shared.exec_lock.write();
                 let mut replies = Vec::with_capacity(scripts);
+                let mut serve_waiters = false;
                 {
                     let mut ctx = Ctx::new(shared, &mut self.session, Locking::Held);
                     for args in &commands {
+                        let pushes_before = pushes_seen(shared);
                         replies.push(execute(&mut ctx, args));
+                        if pushed(shared, pushes_before) {
+                            // The waiters need the exec lock this run holds.
+                            serve_waiters = true;
+                            break;
+                        }
                     }
                 }
                 drop(guard);
+                for args in commands[replies.len()..].iter().rev() {
+                    self.queue.push_front(args.clone());
+                }
                 for reply in replies {
                     reply.encode(self.session.protocol, &mut self.output);
+                }
+                if serve_waiters {
+                    return Some(Step::ServeWaiters);
                 }
                 if self.output.len() >= OUT_BYTES_SOFT_MAX && !self.queue.is_empty() {
                     return Some(Step::OutputFull);
@@ -614,6 +652,7 @@ impl Batch {
             } else {
                 Locking::Wait
             };
+            let pushes_before = pushes_seen(shared);
             let mut ctx = Ctx::new(shared, &mut self.session, locking);
             let reply = if on_network {
                 let spec = resolve(&args);
@@ -648,6 +687,9 @@ impl Batch {
                     return Some(Step::NeedInput);
                 }
                 AfterReply::Continue => reply.encode(self.session.protocol, &mut self.output),
+            }
+            if pushed(shared, pushes_before) {
+                return Some(Step::ServeWaiters);
             }
             if self.output.len() >= OUT_BYTES_SOFT_MAX && !self.queue.is_empty() {
                 return Some(Step::OutputFull);
@@ -724,6 +766,19 @@ impl Batch {
         }
         n
     }
+}
+
+/// The list-change count before a command, when some client is blocked (`None`: none is, and
+/// the command's pushes wake nobody): see [`pushed`].
+fn pushes_seen(shared: &Shared) -> Option<u64> {
+    let waiters = &shared.list_waiters;
+    waiters.any_waiting().then(|| waiters.generation())
+}
+
+/// Whether the lists changed since [`pushes_seen`] while clients were blocked: then they are
+/// served before the next command ([`Step::ServeWaiters`]).
+fn pushed(shared: &Shared, before: Option<u64>) -> bool {
+    before.is_some_and(|g| shared.list_waiters.generation() != g)
 }
 
 /// Whether `args` is a pop that may take from the window the held run's previous pop left

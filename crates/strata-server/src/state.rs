@@ -515,12 +515,24 @@ pub(crate) struct Session {
 /// any change and looks again, and a waiter takes from a list only what the waiters queued
 /// before it leave ([`ListWaiters::ahead`], `commands/lists.rs`), so the elements still go in
 /// that order.
+///
+/// Redis serves blocked clients right after the command that pushed, before any next command:
+/// `RPUSH q a` then `LLEN q` from the pusher answers 0 when a client was blocked on `q`. Here
+/// the pusher's connection waits, before its next command, until every waiter has looked at
+/// the lists as they are after the push ([`ListWaiters::settled`]; `conn.rs`); each waiter
+/// records the change count it looked at ([`ListWaiters::looked`]).
 #[derive(Default)]
 pub(crate) struct ListWaiters {
     queues: parking_lot::Mutex<WaitQueues>,
     /// Counts writes that may have added elements to a list and waiters leaving a queue
     /// (those behind moved up); blocked connections wait for it to change.
     pub changes: watch::Sender<u64>,
+    /// Waiters queued (tickets alive): read without the lock by every command of every
+    /// connection, so that a server without blocked clients pays one load per command.
+    waiting: AtomicUsize,
+    /// Signalled whenever a waiter has looked again or left: a pusher waiting in
+    /// [`ListWaiters::settled`] checks again.
+    looked_again: tokio::sync::Notify,
 }
 
 #[derive(Default)]
@@ -528,7 +540,15 @@ struct WaitQueues {
     next_ticket: u64,
     /// Tickets per (logical database, list name), oldest first.
     by_list: HashMap<(DbIndex, Bytes), VecDeque<u64>>,
+    /// Per ticket, the value of [`ListWaiters::changes`] its command read before it last
+    /// looked at its lists.
+    looked_at: HashMap<u64, u64>,
 }
+
+/// Longest a pusher waits for the blocked clients to look at what it pushed: a bound against a
+/// waiter whose connection cannot run (it never happens in the tests); past it the pusher's
+/// next command runs, possibly before a waiter took its element.
+pub(crate) const SERVE_WAITERS_MAX: std::time::Duration = std::time::Duration::from_millis(500);
 
 impl ListWaiters {
     /// Wakes every blocked connection to look again.
@@ -536,8 +556,19 @@ impl ListWaiters {
         self.changes.send_modify(|n| *n = n.wrapping_add(1));
     }
 
-    /// Queues a new waiter on `lists`; it leaves when the ticket is dropped.
-    pub fn enqueue(self: &Arc<Self>, lists: Vec<(DbIndex, Bytes)>) -> WaitTicket {
+    /// The current change count (see [`ListWaiters::changes`]).
+    pub fn generation(&self) -> u64 {
+        *self.changes.borrow()
+    }
+
+    /// Whether any connection is blocked on a list or sorted set.
+    pub fn any_waiting(&self) -> bool {
+        self.waiting.load(Ordering::Acquire) > 0
+    }
+
+    /// Queues a new waiter on `lists`, which looked at them when the change count was
+    /// `looked_at`; it leaves when the ticket is dropped.
+    pub fn enqueue(self: &Arc<Self>, lists: Vec<(DbIndex, Bytes)>, looked_at: u64) -> WaitTicket {
         let mut q = self.queues.lock();
         q.next_ticket += 1;
         let ticket = q.next_ticket;
@@ -547,10 +578,56 @@ impl ListWaiters {
                 queue.push_back(ticket);
             }
         }
+        q.looked_at.insert(ticket, looked_at);
+        self.waiting.fetch_add(1, Ordering::AcqRel);
+        drop(q);
+        self.looked_again.notify_waiters();
         WaitTicket {
             waiters: self.clone(),
             ticket,
             lists,
+        }
+    }
+
+    /// Records that the waiter holding `ticket` looked at its lists again (its command read
+    /// the change count `looked_at` first) and still waits.
+    pub fn looked(&self, ticket: &WaitTicket, looked_at: u64) {
+        if let Some(seen) = self.queues.lock().looked_at.get_mut(&ticket.ticket) {
+            *seen = looked_at;
+        }
+        self.looked_again.notify_waiters();
+    }
+
+    /// Whether every waiter has looked at its lists since the last change.
+    fn all_looked(&self) -> bool {
+        let now = self.generation();
+        self.queues
+            .lock()
+            .looked_at
+            .values()
+            .all(|&seen| seen == now)
+    }
+
+    /// Waits until every blocked connection has looked at its lists since the last change
+    /// (taking what it could), or [`SERVE_WAITERS_MAX`] passed. A waiter served by a push
+    /// leaves its queue, which is a change again: those behind it look once more, and a
+    /// BLMOVE's push serves the clients blocked on its destination before this returns.
+    pub async fn settled(&self) {
+        let give_up = tokio::time::Instant::now() + SERVE_WAITERS_MAX;
+        loop {
+            let looked = self.looked_again.notified();
+            tokio::pin!(looked);
+            looked.as_mut().enable();
+            if self.all_looked() {
+                return;
+            }
+            tokio::select! {
+                () = looked => {}
+                () = tokio::time::sleep_until(give_up) => {
+                    tracing::debug!("blocked clients did not look at a push within {SERVE_WAITERS_MAX:?}");
+                    return;
+                }
+            }
         }
     }
 
@@ -578,8 +655,12 @@ impl ListWaiters {
                     }
                 }
             }
+            if q.looked_at.remove(&ticket).is_some() {
+                self.waiting.fetch_sub(1, Ordering::AcqRel);
+            }
         }
         self.note();
+        self.looked_again.notify_waiters();
     }
 }
 

@@ -738,12 +738,15 @@ pub(super) fn block_or_time_out(
         ctx.session.wait_ticket = None;
         return Ok(Reply::NilArray);
     }
-    if ctx.session.wait_ticket.is_none() {
-        // Queued by the logical database, which a waiting client keeps across SWAPDB (as a
-        // client blocked in Redis stays on its database number).
-        let db = ctx.session.db;
-        let lists = lists.iter().map(|k| (db, k.clone())).collect();
-        ctx.session.wait_ticket = Some(ctx.shared.list_waiters.enqueue(lists));
+    match &ctx.session.wait_ticket {
+        Some(ticket) => ctx.shared.list_waiters.looked(ticket, seen_pushes),
+        None => {
+            // Queued by the logical database, which a waiting client keeps across SWAPDB (as
+            // a client blocked in Redis stays on its database number).
+            let db = ctx.session.db;
+            let lists = lists.iter().map(|k| (db, k.clone())).collect();
+            ctx.session.wait_ticket = Some(ctx.shared.list_waiters.enqueue(lists, seen_pushes));
+        }
     }
     ctx.session.blocked = Some(crate::state::Blocked {
         seen_pushes,

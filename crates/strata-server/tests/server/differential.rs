@@ -3348,6 +3348,149 @@ fn blocked_clients_are_served_first_come_like_redis() {
     }
 }
 
+/// Redis serves blocked clients right after the command that pushed, before the pusher's (or
+/// anyone's) next command: a pipeline that pushes and then reads the list sees it after the
+/// waiters took their elements, a BLMOVE's push serves the client blocked on its destination
+/// in the same step (Redis's "Linked LMOVEs"), and a transaction's pushes are served after
+/// EXEC. Every pipelined reply and every waiter's reply is compared with redis-server's. (Here
+/// the waiters used to be served whenever their connections next ran: `RPUSH q a` then
+/// `LLEN q` in one pipeline answered 1 where Redis answers 0.)
+#[test]
+fn pushers_see_what_blocked_clients_took_like_redis() {
+    let redis = RedisRef::start();
+    let ours = TestServer::start();
+    let mut c: Vec<Vec<Raw>> = [redis.addr, ours.addr]
+        .iter()
+        .map(|a| (0..6).map(|_| Raw::connect(*a)).collect())
+        .collect();
+    // Long enough for a loaded machine to have the command waiting in both servers.
+    let pause = || std::thread::sleep(Duration::from_millis(200));
+    let block = |c: &mut Vec<Vec<Raw>>, i: usize, cmd: &[&str]| {
+        for side in c.iter_mut() {
+            side[i].send(&words(cmd));
+        }
+        pause();
+    };
+    // Connection `i`'s next reply on both sides, compared.
+    let same = |c: &mut Vec<Vec<Raw>>, i: usize, what: &str| {
+        let theirs = c[0][i].reply();
+        let mine = c[1][i].reply();
+        assert_eq!(
+            show(&mine),
+            show(&theirs),
+            "{what} (left ours, right redis)"
+        );
+    };
+    // Sends `cmds` as one pipeline on connection 5, then compares every reply.
+    let pipeline = |c: &mut Vec<Vec<Raw>>, cmds: &[&[&str]], what: &str| {
+        let batch: Vec<Vec<Vec<u8>>> = cmds.iter().map(|cmd| words(cmd)).collect();
+        for side in c.iter_mut() {
+            side[5].send_all(&batch);
+        }
+        for cmd in cmds {
+            let theirs = c[0][5].reply();
+            let mine = c[1][5].reply();
+            assert_eq!(
+                show(&mine),
+                show(&theirs),
+                "{what}: {cmd:?} (left ours, right redis)"
+            );
+        }
+    };
+
+    // One waiter on a list; the pusher reads right after pushing.
+    block(&mut c, 0, &["BLPOP", "q", "0"]);
+    pipeline(
+        &mut c,
+        &[
+            &["RPUSH", "q", "a", "b"],
+            &["LLEN", "q"],
+            &["LRANGE", "q", "0", "-1"],
+        ],
+        "push, then read",
+    );
+    same(&mut c, 0, "the waiter");
+
+    // Linked moves: list1 -> list2 -> list3, served by one push.
+    block(
+        &mut c,
+        1,
+        &["BLMOVE", "list1", "list2", "RIGHT", "LEFT", "0"],
+    );
+    block(
+        &mut c,
+        2,
+        &["BLMOVE", "list2", "list3", "LEFT", "RIGHT", "0"],
+    );
+    pipeline(
+        &mut c,
+        &[
+            &["RPUSH", "list1", "foo"],
+            &["LRANGE", "list1", "0", "-1"],
+            &["LRANGE", "list2", "0", "-1"],
+            &["LRANGE", "list3", "0", "-1"],
+        ],
+        "linked moves",
+    );
+    same(&mut c, 1, "the first mover");
+    same(&mut c, 2, "the second mover");
+
+    // Sorted sets, two waiters, and a pipeline of pushes to one key (a held run here).
+    block(&mut c, 3, &["BZPOPMIN", "z", "0"]);
+    block(&mut c, 4, &["BZPOPMAX", "z", "0"]);
+    pipeline(
+        &mut c,
+        &[
+            &["ZADD", "z", "1", "a", "2", "b", "3", "c"],
+            &["ZADD", "z", "4", "d"],
+            &["ZCARD", "z"],
+            &["ZRANGE", "z", "0", "-1", "WITHSCORES"],
+        ],
+        "sorted sets",
+    );
+    same(&mut c, 3, "BZPOPMIN");
+    same(&mut c, 4, "BZPOPMAX");
+
+    // Pushes in a transaction are served after EXEC; pushes in a pipeline of LPUSHes to one
+    // key (a held run here) after each push.
+    block(&mut c, 0, &["BRPOP", "t", "0"]);
+    block(&mut c, 1, &["BLMPOP", "0", "1", "u", "LEFT", "COUNT", "2"]);
+    pipeline(
+        &mut c,
+        &[
+            &["MULTI"],
+            &["LPUSH", "t", "1"],
+            &["LPUSH", "t", "2"],
+            &["LLEN", "t"],
+            &["EXEC"],
+            &["LLEN", "t"],
+            &["LPUSH", "u", "x"],
+            &["LPUSH", "u", "y"],
+            &["LPUSH", "u", "z"],
+            &["LRANGE", "u", "0", "-1"],
+        ],
+        "transaction and held run",
+    );
+    same(&mut c, 0, "BRPOP after EXEC");
+    same(&mut c, 1, "BLMPOP");
+    // A script's push.
+    block(&mut c, 2, &["BLPOP", "s", "0"]);
+    pipeline(
+        &mut c,
+        &[
+            &[
+                "EVAL",
+                "redis.call('RPUSH', KEYS[1], 'p', 'q'); return redis.call('LLEN', KEYS[1])",
+                "1",
+                "s",
+            ],
+            &["LRANGE", "s", "0", "-1"],
+        ],
+        "script",
+    );
+    same(&mut c, 2, "BLPOP served after the script");
+}
+
 /// CLIENT KILL and CLIENT UNBLOCK as in Redis: each server's own client ids are looked up and
 /// used; the replies, the killed connection's end, and what a blocked command answers when
 /// unblocked (as timed out, or with an error) are compared.
