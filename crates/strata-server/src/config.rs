@@ -155,6 +155,110 @@ pub struct ServerConfig {
     /// a client that sends more while its commands cannot run (it waits in BLPOP, say) is
     /// disconnected, as Redis does.
     pub client_query_buffer_limit_bytes: usize,
+    /// Redis's thresholds for its compact encodings (what OBJECT ENCODING reports).
+    pub encodings: EncodingLimits,
+}
+
+/// Redis's thresholds for its compact in-memory encodings (`hash-max-listpack-entries` and the
+/// rest). Strata stores every collection the same way whatever its size; these decide only
+/// what OBJECT ENCODING answers (`listpack` or `hashtable`, `intset`, `skiplist`), so that an
+/// application or a test written for Redis that tunes them sees Redis's answers. Defaults are
+/// those of the reference redis-server 7.0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EncodingLimits {
+    /// `hash-max-listpack-entries`: most fields of a `listpack` hash.
+    pub hash_max_listpack_entries: u64,
+    /// `hash-max-listpack-value`: longest field or value of a `listpack` hash.
+    pub hash_max_listpack_value_bytes: u64,
+    /// `set-max-intset-entries`: most members of an `intset`.
+    pub set_max_intset_entries: u64,
+    /// `zset-max-listpack-entries`: most members of a `listpack` sorted set.
+    pub zset_max_listpack_entries: u64,
+    /// `zset-max-listpack-value`: longest member of a `listpack` sorted set.
+    pub zset_max_listpack_value_bytes: u64,
+    /// Accepted and shown; a list's encoding is always `quicklist` (as in Redis 7.0).
+    pub list_max_listpack_size: i64,
+    /// Accepted and shown; nothing is compressed by it.
+    pub list_compress_depth: i64,
+}
+
+impl Default for EncodingLimits {
+    fn default() -> Self {
+        EncodingLimits {
+            hash_max_listpack_entries: 512,
+            hash_max_listpack_value_bytes: 64,
+            set_max_intset_entries: 512,
+            zset_max_listpack_entries: 128,
+            zset_max_listpack_value_bytes: 64,
+            list_max_listpack_size: -2,
+            list_compress_depth: 0,
+        }
+    }
+}
+
+/// The encoding settings' names, Redis 7's first and then the older names it still accepts
+/// for the same setting (`ziplist` for `listpack`).
+pub const ENCODING_SETTINGS: &[&str] = &[
+    "hash-max-listpack-entries",
+    "hash-max-listpack-value",
+    "set-max-intset-entries",
+    "zset-max-listpack-entries",
+    "zset-max-listpack-value",
+    "list-max-listpack-size",
+    "list-compress-depth",
+    "hash-max-ziplist-entries",
+    "hash-max-ziplist-value",
+    "zset-max-ziplist-entries",
+    "zset-max-ziplist-value",
+    "list-max-ziplist-size",
+];
+
+impl EncodingLimits {
+    /// The value of setting `name` (one of [`ENCODING_SETTINGS`]).
+    pub fn get(&self, name: &str) -> Option<i64> {
+        let wide = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        Some(match name.replace("ziplist", "listpack").as_str() {
+            "hash-max-listpack-entries" => wide(self.hash_max_listpack_entries),
+            "hash-max-listpack-value" => wide(self.hash_max_listpack_value_bytes),
+            "set-max-intset-entries" => wide(self.set_max_intset_entries),
+            "zset-max-listpack-entries" => wide(self.zset_max_listpack_entries),
+            "zset-max-listpack-value" => wide(self.zset_max_listpack_value_bytes),
+            "list-max-listpack-size" => self.list_max_listpack_size,
+            "list-compress-depth" => self.list_compress_depth,
+            _ => return None,
+        })
+    }
+
+    /// Sets `name` from its text with Redis's checks and reasons; `None` when `name` is not an
+    /// encoding setting.
+    fn set(&mut self, name: &str, value: &str) -> Option<std::result::Result<(), String>> {
+        let canonical = name.replace("ziplist", "listpack");
+        let (min, max) = match canonical.as_str() {
+            "list-max-listpack-size" => (i64::from(i32::MIN), i64::from(i32::MAX)),
+            "list-compress-depth" => (0, i64::from(i32::MAX)),
+            _ if self.get(&canonical).is_some() => (0, i64::MAX),
+            _ => return None,
+        };
+        let Some(n) = crate::num::parse_i64(value.as_bytes()) else {
+            return Some(Err("argument couldn't be parsed into an integer".into()));
+        };
+        if n < min || n > max {
+            return Some(Err(format!(
+                "argument must be between {min} and {max} inclusive"
+            )));
+        }
+        let unsigned = u64::try_from(n).unwrap_or(0);
+        match canonical.as_str() {
+            "hash-max-listpack-entries" => self.hash_max_listpack_entries = unsigned,
+            "hash-max-listpack-value" => self.hash_max_listpack_value_bytes = unsigned,
+            "set-max-intset-entries" => self.set_max_intset_entries = unsigned,
+            "zset-max-listpack-entries" => self.zset_max_listpack_entries = unsigned,
+            "zset-max-listpack-value" => self.zset_max_listpack_value_bytes = unsigned,
+            "list-max-listpack-size" => self.list_max_listpack_size = n,
+            _ => self.list_compress_depth = n,
+        }
+        Some(Ok(()))
+    }
 }
 
 impl Default for ServerConfig {
@@ -176,6 +280,7 @@ impl Default for ServerConfig {
             text_port: None,
             io_threads: None,
             cluster: false,
+            encodings: EncodingLimits::default(),
         }
     }
 }
@@ -296,6 +401,9 @@ impl ServerConfig {
             v.parse::<u64>()
                 .map_err(|_| format!("{key}: '{v}' is not a non-negative integer"))
         };
+        if let Some(result) = self.encodings.set(&key.to_ascii_lowercase(), value) {
+            return result;
+        }
         match key.to_ascii_lowercase().as_str() {
             "bind" => self.bind = value.to_string(),
             "port" => {

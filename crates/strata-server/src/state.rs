@@ -341,6 +341,14 @@ impl Shared {
         f(&mut self.config.write().unwrap_or_else(PoisonError::into_inner));
     }
 
+    /// Redis's compact-encoding thresholds from the live settings (OBJECT ENCODING).
+    pub fn encodings(&self) -> crate::config::EncodingLimits {
+        self.config
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .encodings
+    }
+
     /// The parser limits from the live settings.
     pub fn limits(&self) -> Limits {
         Limits {
@@ -563,7 +571,12 @@ impl ListWaiters {
 
     /// Whether any connection is blocked on a list or sorted set.
     pub fn any_waiting(&self) -> bool {
-        self.waiting.load(Ordering::Acquire) > 0
+        self.waiting() > 0
+    }
+
+    /// How many connections are blocked on lists or sorted sets.
+    pub fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::Acquire)
     }
 
     /// Queues a new waiter on `lists`, which looked at them when the change count was

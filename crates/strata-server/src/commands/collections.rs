@@ -13,29 +13,36 @@ use crate::collection::{
     element_key, element_suffix, read_live as read_record, visit_elements_from,
     visit_zset_members_from, Floor, Live, Meta,
 };
+use crate::config::EncodingLimits;
 use crate::error::{Error, Result};
 use crate::glob;
 use crate::keyspace::{now_ms, string_key, DbIndex, Encoding, KeyType, Record};
 use crate::resp::Reply;
 use crate::state::{lock, ScanPosition};
 
-/// Redis's compact-encoding limits as the reference redis-server 7.0 reports them:
-/// `hash-max-listpack-entries` 512 and `hash-max-listpack-value` 64 bytes (a hash within both
-/// is a `listpack`), `set-max-intset-entries` 512 (a set of integers within it is an
-/// `intset`). A collection that ever outgrew them is a `hashtable` (Redis never converts back).
-pub(crate) const LISTPACK_ENTRIES_MAX: u64 = 512;
-pub(crate) const LISTPACK_VALUE_BYTES_MAX: usize = 64;
-pub(crate) const INTSET_ENTRIES_MAX: u64 = 512;
-
 /// Whether a collection of `kind` holding `count` elements, one of them `sub` -> `value`, is
-/// past Redis's compact encoding.
-pub(crate) fn outgrows(kind: KeyType, count: u64, sub: &[u8], value: &[u8]) -> bool {
+/// past Redis's compact encoding (`limits`: `hash-max-listpack-entries` and `-value` for a
+/// hash, a `listpack` within both; `set-max-intset-entries` for a set of integers, an
+/// `intset`; `zset-max-listpack-entries` and `-value` for a sorted set). A collection that
+/// ever outgrew them is a `hashtable` or `skiplist` (Redis never converts back).
+pub(crate) fn outgrows(
+    limits: &EncodingLimits,
+    kind: KeyType,
+    count: u64,
+    sub: &[u8],
+    value: &[u8],
+) -> bool {
+    let long = |b: &[u8], max: u64| b.len() as u64 > max;
     match kind {
-        KeyType::Set => count > INTSET_ENTRIES_MAX || !is_intset_member(sub),
+        KeyType::Set => count > limits.set_max_intset_entries || !is_intset_member(sub),
+        KeyType::Zset => {
+            count > limits.zset_max_listpack_entries
+                || long(sub, limits.zset_max_listpack_value_bytes)
+        }
         _ => {
-            count > LISTPACK_ENTRIES_MAX
-                || sub.len() > LISTPACK_VALUE_BYTES_MAX
-                || value.len() > LISTPACK_VALUE_BYTES_MAX
+            count > limits.hash_max_listpack_entries
+                || long(sub, limits.hash_max_listpack_value_bytes)
+                || long(value, limits.hash_max_listpack_value_bytes)
         }
     }
 }
@@ -61,6 +68,7 @@ pub(crate) struct Edit<'r, 'a> {
     floor: Floor,
     /// Element -> new value (`None`: removed).
     pending: BTreeMap<Vec<u8>, Option<Bytes>>,
+    limits: EncodingLimits,
 }
 
 impl Edit<'_, '_> {
@@ -96,7 +104,7 @@ impl Edit<'_, '_> {
             self.count += 1;
             self.floor.lower_to(&element_suffix(sub));
         }
-        self.big |= outgrows(self.kind, self.count, sub, &value);
+        self.big |= outgrows(&self.limits, self.kind, self.count, sub, &value);
         self.pending.insert(sub.to_vec(), Some(value));
         Ok(new)
     }
@@ -212,6 +220,7 @@ fn start<'r, 'a>(
         big,
         floor: meta.floor,
         pending: BTreeMap::new(),
+        limits: ctx.shared.encodings(),
     })
 }
 

@@ -757,10 +757,10 @@ pub(crate) fn restore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             fields: Vec::new(),
         },
         crate::dump::Restored::Hash(fields) => {
-            let big = fields.len() as u64 > super::collections::LISTPACK_ENTRIES_MAX
-                || fields.iter().any(|(f, v)| {
-                    f.len().max(v.len()) > super::collections::LISTPACK_VALUE_BYTES_MAX
-                });
+            let limits = ctx.shared.encodings();
+            let big = fields.iter().any(|(f, v)| {
+                super::collections::outgrows(&limits, KeyType::Hash, fields.len() as u64, f, v)
+            });
             let encoding = if big {
                 keyspace::Encoding::Raw
             } else {
@@ -779,10 +779,10 @@ pub(crate) fn restore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             }
         }
         crate::dump::Restored::Zset(entries) => {
-            let big = entries.len() as u64 > super::zsets::LISTPACK_ENTRIES_MAX
-                || entries
-                    .iter()
-                    .any(|(m, _)| m.len() > super::collections::LISTPACK_VALUE_BYTES_MAX);
+            let limits = ctx.shared.encodings();
+            let big = entries.iter().any(|(m, _)| {
+                super::collections::outgrows(&limits, KeyType::Zset, entries.len() as u64, m, &[])
+            });
             let encoding = if big {
                 keyspace::Encoding::Raw
             } else {
@@ -815,10 +815,10 @@ pub(crate) fn restore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             fields: elements.into_iter().map(|e| (e, Bytes::new())).collect(),
         },
         crate::dump::Restored::Set(members) => {
-            let big = members.len() as u64 > super::collections::INTSET_ENTRIES_MAX
-                || !members
-                    .iter()
-                    .all(|m| super::collections::is_intset_member(m));
+            let limits = ctx.shared.encodings();
+            let big = members.iter().any(|m| {
+                super::collections::outgrows(&limits, KeyType::Set, members.len() as u64, m, &[])
+            });
             let encoding = if big {
                 keyspace::Encoding::Raw
             } else {

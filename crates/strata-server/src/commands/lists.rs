@@ -777,15 +777,47 @@ pub(super) fn deadline_of(ctx: &Ctx<'_>, arg: &[u8]) -> Result<Option<std::time:
     }
 }
 
+/// One look of a blocking command at its keys.
+pub(super) struct Look {
+    /// When it gives up (kept across looks; `None`: never).
+    pub deadline: Option<std::time::Instant>,
+    /// The list-change count before it looked (`ListWaiters::changes`).
+    pub seen: u64,
+    /// It waited already: this is a look again after a change.
+    pub again: bool,
+}
+
+/// Starts a blocking command's look at its keys (`timeout`: its timeout argument).
+pub(super) fn look(ctx: &mut Ctx<'_>, timeout: &[u8]) -> Result<Look> {
+    let again = ctx.session.blocked.is_some();
+    let deadline = deadline_of(ctx, timeout)?;
+    ctx.session.blocked = None;
+    let seen = ctx.shared.list_waiters.generation();
+    Ok(Look {
+        deadline,
+        seen,
+        again,
+    })
+}
+
+/// A blocking command's read of a key it may take from: its first look answers WRONGTYPE for a
+/// key of another kind; a client already waiting passes over such a key as empty and waits on,
+/// as Redis serves a waiter only from a key of the kind it waits for (a list that became a
+/// string and then a list again serves it).
+pub(super) fn unless_other_kind<T>(again: bool, read: Result<Option<T>>) -> Result<Option<T>> {
+    match read {
+        Err(Error::WrongType) if again => Ok(None),
+        other => other,
+    }
+}
+
 fn bpop(ctx: &mut Ctx<'_>, args: &[Bytes], left: bool) -> Result<Reply> {
     let keys = &args[1..args.len() - 1];
-    let deadline = deadline_of(ctx, &args[args.len() - 1])?;
-    ctx.session.blocked = None;
-    let seen = *ctx.shared.list_waiters.changes.borrow();
+    let look = look(ctx, &args[args.len() - 1])?;
     // Redis's order: every key is looked at (WRONGTYPE for another kind) until one has an
     // element (for this client, after those blocked before it), which is popped.
     for key in keys {
-        if read_list(ctx, key)?.is_none() || !my_turn(ctx, key) {
+        if unless_other_kind(look.again, read_list(ctx, key))?.is_none() || !my_turn(ctx, key) {
             continue;
         }
         let popped = modify(ctx, key, |l| l.pop(left))?;
@@ -794,7 +826,7 @@ fn bpop(ctx: &mut Ctx<'_>, args: &[Bytes], left: bool) -> Result<Reply> {
             return Ok(Reply::Array(vec![Reply::Bulk(key.clone()), Reply::Bulk(v)]));
         }
     }
-    block_or_time_out(ctx, keys, seen, deadline, Reply::NilArray)
+    block_or_time_out(ctx, keys, look.seen, look.deadline, Reply::NilArray)
 }
 
 /// What LMPOP, BLMPOP, ZMPOP and BZMPOP take after `numkeys` (at `numkeys_at`): the keys, the
@@ -838,17 +870,20 @@ pub(super) fn mpop_args<'a>(
 }
 
 /// Up to `count` elements of the first of `keys` that holds a list (WRONGTYPE for another kind
-/// found first), as `[key, [elements]]`; `None` when every list is empty (or, blocking, when
-/// other clients wait on them first).
+/// found first), as `[key, [elements]]`; `None` when every list is empty (or, for a blocking
+/// command's `look`, when other clients wait on them first).
 fn mpop_first(
     ctx: &Ctx<'_>,
     keys: &[Bytes],
     left: bool,
     count: usize,
-    blocking: bool,
+    look: Option<&Look>,
 ) -> Result<Option<Reply>> {
+    let again = look.is_some_and(|l| l.again);
     for key in keys {
-        if read_list(ctx, key)?.is_none() || (blocking && !my_turn(ctx, key)) {
+        if unless_other_kind(again, read_list(ctx, key))?.is_none()
+            || (look.is_some() && !my_turn(ctx, key))
+        {
             continue;
         }
         let popped = modify(ctx, key, |l| {
@@ -874,21 +909,19 @@ fn mpop_first(
 /// LMPOP numkeys key [key ...] LEFT|RIGHT [COUNT count].
 fn lmpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let (keys, right, count) = mpop_args(args, 1, ["LEFT", "RIGHT"])?;
-    Ok(mpop_first(ctx, keys, !right, count, false)?.unwrap_or(Reply::NilArray))
+    Ok(mpop_first(ctx, keys, !right, count, None)?.unwrap_or(Reply::NilArray))
 }
 
 /// BLMPOP timeout numkeys key [key ...] LEFT|RIGHT [COUNT count]: LMPOP that waits.
 fn blmpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let (keys, right, count) = mpop_args(args, 2, ["LEFT", "RIGHT"])?;
     let left = !right;
-    let deadline = deadline_of(ctx, &args[1])?;
-    ctx.session.blocked = None;
-    let seen = *ctx.shared.list_waiters.changes.borrow();
-    if let Some(reply) = mpop_first(ctx, keys, left, count, true)? {
+    let look = look(ctx, &args[1])?;
+    if let Some(reply) = mpop_first(ctx, keys, left, count, Some(&look))? {
         ctx.session.wait_ticket = None;
         return Ok(reply);
     }
-    block_or_time_out(ctx, keys, seen, deadline, Reply::NilArray)
+    block_or_time_out(ctx, keys, look.seen, look.deadline, Reply::NilArray)
 }
 
 fn blpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
@@ -907,18 +940,22 @@ fn bmove(
     to_left: bool,
     timeout: &[u8],
 ) -> Result<Reply> {
-    let deadline = deadline_of(ctx, timeout)?;
-    ctx.session.blocked = None;
-    let seen = *ctx.shared.list_waiters.changes.borrow();
+    let look = look(ctx, timeout)?;
     let src = Bytes::copy_from_slice(src);
-    if read_list(ctx, &src)?.is_some() && my_turn(ctx, &src) {
+    if unless_other_kind(look.again, read_list(ctx, &src))?.is_some() && my_turn(ctx, &src) {
         let reply = lmove_generic(ctx, &src, dst, from_left, to_left)?;
         if reply != Reply::Nil {
             ctx.session.wait_ticket = None;
             return Ok(reply);
         }
     }
-    block_or_time_out(ctx, std::slice::from_ref(&src), seen, deadline, Reply::Nil)
+    block_or_time_out(
+        ctx,
+        std::slice::from_ref(&src),
+        look.seen,
+        look.deadline,
+        Reply::Nil,
+    )
 }
 
 fn blmove(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {

@@ -21,6 +21,7 @@ use crate::collection::{
     zset_entries, zset_first_entries, zset_member_key, zset_put_ops, zset_score_key,
     zset_score_suffix, Floor, Live, Meta, PopWindow, POP_WINDOW_FILL,
 };
+use crate::config::EncodingLimits;
 use crate::error::{Error, Result};
 use crate::keyspace::{now_ms, string_key, DbIndex, Encoding, KeyType, Record};
 use crate::resp::{Protocol, Reply};
@@ -64,10 +65,16 @@ pub(crate) static SPECS: &[Spec] = &[
     Spec { name: "zpopmax", arity: -2, flags: &["write", "fast"], keys: (1, 1, 1), group: "sorted_set", summary: "Returns the highest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped.", handler: zpopmax },
 ];
 
-/// `zset-max-listpack-entries` and `zset-max-listpack-value` of the reference redis-server 7.0
-/// (128 and 64): within both a sorted set is a `listpack`, past either a `skiplist` for good.
-pub(crate) const LISTPACK_ENTRIES_MAX: u64 = 128;
-const LISTPACK_VALUE_BYTES_MAX: usize = 64;
+/// Whether a sorted set of `count` members is within `zset-max-listpack-entries` and each of
+/// `members` within `zset-max-listpack-value` (a `listpack`; past either a `skiplist` for good).
+fn fits_listpack<'m>(
+    limits: &EncodingLimits,
+    count: u64,
+    mut members: impl Iterator<Item = &'m Bytes>,
+) -> bool {
+    count <= limits.zset_max_listpack_entries
+        && members.all(|m| m.len() as u64 <= limits.zset_max_listpack_value_bytes)
+}
 
 /// A sorted set being changed inside one atomic update.
 struct ZEdit<'r, 'a> {
@@ -81,6 +88,7 @@ struct ZEdit<'r, 'a> {
     floor: Floor,
     /// Member -> (old score as stored, new score or `None` for removed).
     pending: BTreeMap<Bytes, (Option<f64>, Option<f64>)>,
+    limits: EncodingLimits,
 }
 
 impl ZEdit<'_, '_> {
@@ -110,7 +118,8 @@ impl ZEdit<'_, '_> {
         if entry.1.is_none() {
             self.count += 1;
         }
-        self.big |= self.count > LISTPACK_ENTRIES_MAX || member.len() > LISTPACK_VALUE_BYTES_MAX;
+        self.big |=
+            super::collections::outgrows(&self.limits, KeyType::Zset, self.count, member, &[]);
         // A listpack keeps an integral score as an integer, so Redis turns -0 into 0 there (a
         // skiplist keeps it).
         let score = if score == 0.0 && !self.big {
@@ -255,6 +264,7 @@ fn modify<T>(
             big,
             floor: meta.floor,
             pending: BTreeMap::new(),
+            limits: ctx.shared.encodings(),
         };
         out = Some(f(&mut edit)?);
         let ops = edit.finish();
@@ -923,10 +933,15 @@ fn pop_entries(
 /// The first of `keys` that exists, if it is a sorted set whose turn it is (blocking: no
 /// client blocked on it before this one); WRONGTYPE when the first that exists holds another
 /// kind, as Redis's `genericZpopCommand` (later keys are not looked at).
-fn first_zset<'k>(ctx: &Ctx<'_>, keys: &'k [Bytes], blocking: bool) -> Result<Option<&'k Bytes>> {
+fn first_zset<'k>(
+    ctx: &Ctx<'_>,
+    keys: &'k [Bytes],
+    look: Option<&super::lists::Look>,
+) -> Result<Option<&'k Bytes>> {
+    let again = look.is_some_and(|l| l.again);
     for key in keys {
-        if read_live(ctx, key)?.is_some() {
-            if blocking && !super::lists::my_turn(ctx, key) {
+        if super::lists::unless_other_kind(again, read_live(ctx, key))?.is_some() {
+            if look.is_some() && !super::lists::my_turn(ctx, key) {
                 continue;
             }
             return Ok(Some(key));
@@ -951,7 +966,7 @@ fn mpop_reply(key: &Bytes, popped: Vec<(Bytes, f64)>) -> Reply {
 /// ZMPOP numkeys key [key ...] MIN|MAX [COUNT count].
 fn zmpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let (keys, max, count) = super::lists::mpop_args(args, 1, ["MIN", "MAX"])?;
-    let Some(key) = first_zset(ctx, keys, false)? else {
+    let Some(key) = first_zset(ctx, keys, None)? else {
         return Ok(Reply::NilArray);
     };
     let popped = pop_entries(ctx, key, max, count, None)?;
@@ -980,10 +995,8 @@ fn blocking_pop(
     count: usize,
     nested: bool,
 ) -> Result<Reply> {
-    let deadline = super::lists::deadline_of(ctx, timeout)?;
-    ctx.session.blocked = None;
-    let seen = *ctx.shared.list_waiters.changes.borrow();
-    if let Some(key) = first_zset(ctx, keys, true)? {
+    let look = super::lists::look(ctx, timeout)?;
+    if let Some(key) = first_zset(ctx, keys, Some(&look))? {
         let popped = pop_entries(ctx, key, max, count, None)?;
         if !popped.is_empty() {
             ctx.session.wait_ticket = None;
@@ -998,7 +1011,7 @@ fn blocking_pop(
             return Ok(Reply::Array(out));
         }
     }
-    super::lists::block_or_time_out(ctx, keys, seen, deadline, Reply::NilArray)
+    super::lists::block_or_time_out(ctx, keys, look.seen, look.deadline, Reply::NilArray)
 }
 
 fn bzpopmin(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
@@ -1294,10 +1307,11 @@ pub(crate) fn store_entries(
     super::keys::ops_removing(ctx, db, dst, &mut ops)?;
     if !entries.is_empty() {
         let meta = Meta::new(ctx.shared.versions.next(), entries.len() as u64);
-        let big = meta.count > LISTPACK_ENTRIES_MAX
-            || entries
-                .iter()
-                .any(|(m, _)| m.len() > LISTPACK_VALUE_BYTES_MAX);
+        let big = !fits_listpack(
+            &ctx.shared.encodings(),
+            meta.count,
+            entries.iter().map(|(m, _)| m),
+        );
         let encoding = if big {
             Encoding::Raw
         } else {
@@ -1333,10 +1347,11 @@ fn combine_store(ctx: &Ctx<'_>, args: &[Bytes], op: SetOp) -> Result<Reply> {
     match combine(ctx, args, 2, op, true, false)? {
         Combined::Entries(entries, _) => {
             // Redis builds the result as a skiplist, then makes it a listpack if small enough.
-            let small = entries.len() as u64 <= LISTPACK_ENTRIES_MAX
-                && entries
-                    .iter()
-                    .all(|(m, _)| m.len() <= LISTPACK_VALUE_BYTES_MAX);
+            let small = fits_listpack(
+                &ctx.shared.encodings(),
+                entries.len() as u64,
+                entries.iter().map(|(m, _)| m),
+            );
             let listpack_entries = if small { entries.len() } else { 0 };
             store_entries(ctx, &args[1], &entries, listpack_entries)
         }
@@ -1385,15 +1400,14 @@ fn zrangestore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     // Redis starts the destination as a listpack unless a rank range is known to be longer,
     // and adds the members in order, converting before the first that does not fit.
     let by_rank = !args[5..].iter().any(|a| is(a, "BYSCORE") || is(a, "BYLEX"));
-    let listpack_entries = if by_rank && selected.len() as u64 > LISTPACK_ENTRIES_MAX {
+    let limits = ctx.shared.encodings();
+    let listpack_entries = if by_rank && selected.len() as u64 > limits.zset_max_listpack_entries {
         0
     } else {
         selected
             .iter()
             .enumerate()
-            .position(|(i, (m, _))| {
-                i as u64 >= LISTPACK_ENTRIES_MAX || m.len() > LISTPACK_VALUE_BYTES_MAX
-            })
+            .position(|(i, (m, _))| !fits_listpack(&limits, i as u64 + 1, std::iter::once(m)))
             .unwrap_or(selected.len())
     };
     store_entries(ctx, &args[1], &selected, listpack_entries)
