@@ -15,7 +15,7 @@ use crate::backend::KvBackend;
 use crate::collection::PopWindow;
 use crate::config::ServerConfig;
 use crate::error::Result;
-use crate::keyspace::DbIndex;
+use crate::keyspace::{DbIndex, KeyType};
 use crate::pubsub::{Mailbox, Message, PubSub, Subscriptions};
 use crate::resp::{Limits, Protocol};
 use crate::txn::{ExpiryDue, WatchFlag, Watches, Watching};
@@ -546,8 +546,9 @@ pub(crate) struct ListWaiters {
 #[derive(Default)]
 struct WaitQueues {
     next_ticket: u64,
-    /// Tickets per (logical database, list name), oldest first.
-    by_list: HashMap<(DbIndex, Bytes), VecDeque<u64>>,
+    /// Tickets per (logical database, list name), oldest first, with the kind each waits for
+    /// (a list, a sorted set: a client in BLPOP does not wait behind one in BZPOPMIN).
+    by_list: HashMap<(DbIndex, Bytes), VecDeque<(u64, KeyType)>>,
     /// Per ticket, the value of [`ListWaiters::changes`] its command read before it last
     /// looked at its lists.
     looked_at: HashMap<u64, u64>,
@@ -579,16 +580,21 @@ impl ListWaiters {
         self.waiting.load(Ordering::Acquire)
     }
 
-    /// Queues a new waiter on `lists`, which looked at them when the change count was
-    /// `looked_at`; it leaves when the ticket is dropped.
-    pub fn enqueue(self: &Arc<Self>, lists: Vec<(DbIndex, Bytes)>, looked_at: u64) -> WaitTicket {
+    /// Queues a new waiter for keys of `kind` on `lists`, which looked at them when the change
+    /// count was `looked_at`; it leaves when the ticket is dropped.
+    pub fn enqueue(
+        self: &Arc<Self>,
+        lists: Vec<(DbIndex, Bytes)>,
+        kind: KeyType,
+        looked_at: u64,
+    ) -> WaitTicket {
         let mut q = self.queues.lock();
         q.next_ticket += 1;
         let ticket = q.next_ticket;
         for list in &lists {
             let queue = q.by_list.entry(list.clone()).or_default();
-            if !queue.contains(&ticket) {
-                queue.push_back(ticket);
+            if !queue.iter().any(|&(t, _)| t == ticket) {
+                queue.push_back((ticket, kind));
             }
         }
         q.looked_at.insert(ticket, looked_at);
@@ -644,17 +650,24 @@ impl ListWaiters {
         }
     }
 
-    /// How many waiters queued on `list` come before `ticket` (every one of them for `None`,
-    /// a command not queued yet).
-    pub fn ahead(&self, list: &(DbIndex, Bytes), ticket: Option<&WaitTicket>) -> usize {
+    /// How many waiters for keys of `kind` queued on `list` come before `ticket` (every one of
+    /// them for `None`, a command not queued yet).
+    pub fn ahead(
+        &self,
+        list: &(DbIndex, Bytes),
+        kind: KeyType,
+        ticket: Option<&WaitTicket>,
+    ) -> usize {
         let q = self.queues.lock();
         let Some(queue) = q.by_list.get(list) else {
             return 0;
         };
-        match ticket {
-            Some(t) => queue.iter().take_while(|&&x| x != t.ticket).count(),
-            None => queue.len(),
-        }
+        let mine = ticket.map(|t| t.ticket);
+        queue
+            .iter()
+            .take_while(|&&(x, _)| Some(x) != mine)
+            .filter(|&&(_, k)| k == kind)
+            .count()
     }
 
     fn leave(&self, ticket: u64, lists: &[(DbIndex, Bytes)]) {
@@ -662,7 +675,7 @@ impl ListWaiters {
             let mut q = self.queues.lock();
             for list in lists {
                 if let Some(queue) = q.by_list.get_mut(list) {
-                    queue.retain(|&x| x != ticket);
+                    queue.retain(|&(x, _)| x != ticket);
                     if queue.is_empty() {
                         q.by_list.remove(list);
                     }

@@ -727,10 +727,10 @@ fn timeout_arg(arg: &[u8]) -> Result<Option<std::time::Instant>> {
 pub(super) fn block_or_time_out(
     ctx: &mut Ctx<'_>,
     lists: &[Bytes],
-    seen_pushes: u64,
-    deadline: Option<std::time::Instant>,
+    look: &Look,
     in_exec: Reply,
 ) -> Result<Reply> {
+    let (seen_pushes, deadline) = (look.seen, look.deadline);
     if ctx.locking == super::Locking::Held {
         return Ok(in_exec);
     }
@@ -745,7 +745,11 @@ pub(super) fn block_or_time_out(
             // a client blocked in Redis stays on its database number).
             let db = ctx.session.db;
             let lists = lists.iter().map(|k| (db, k.clone())).collect();
-            ctx.session.wait_ticket = Some(ctx.shared.list_waiters.enqueue(lists, seen_pushes));
+            ctx.session.wait_ticket = Some(ctx.shared.list_waiters.enqueue(
+                lists,
+                look.kind,
+                seen_pushes,
+            ));
         }
     }
     ctx.session.blocked = Some(crate::state::Blocked {
@@ -760,10 +764,11 @@ pub(super) fn block_or_time_out(
 /// clients blocked on a list get its elements in the order they blocked, as in Redis (each
 /// one served leaves the queue and wakes the next). Inside EXEC (which never blocks) it takes
 /// what is there.
-pub(super) fn my_turn(ctx: &Ctx<'_>, list: &Bytes) -> bool {
+pub(super) fn my_turn(ctx: &Ctx<'_>, list: &Bytes, look: &Look) -> bool {
     ctx.locking == super::Locking::Held
         || ctx.shared.list_waiters.ahead(
             &(ctx.session.db, list.clone()),
+            look.kind,
             ctx.session.wait_ticket.as_ref(),
         ) == 0
 }
@@ -785,10 +790,12 @@ pub(super) struct Look {
     pub seen: u64,
     /// It waited already: this is a look again after a change.
     pub again: bool,
+    /// What it takes from: lists or sorted sets.
+    pub kind: KeyType,
 }
 
-/// Starts a blocking command's look at its keys (`timeout`: its timeout argument).
-pub(super) fn look(ctx: &mut Ctx<'_>, timeout: &[u8]) -> Result<Look> {
+/// Starts a blocking command's look at its keys of `kind` (`timeout`: its timeout argument).
+pub(super) fn look(ctx: &mut Ctx<'_>, timeout: &[u8], kind: KeyType) -> Result<Look> {
     let again = ctx.session.blocked.is_some();
     let deadline = deadline_of(ctx, timeout)?;
     ctx.session.blocked = None;
@@ -797,6 +804,7 @@ pub(super) fn look(ctx: &mut Ctx<'_>, timeout: &[u8]) -> Result<Look> {
         deadline,
         seen,
         again,
+        kind,
     })
 }
 
@@ -813,11 +821,13 @@ pub(super) fn unless_other_kind<T>(again: bool, read: Result<Option<T>>) -> Resu
 
 fn bpop(ctx: &mut Ctx<'_>, args: &[Bytes], left: bool) -> Result<Reply> {
     let keys = &args[1..args.len() - 1];
-    let look = look(ctx, &args[args.len() - 1])?;
+    let look = look(ctx, &args[args.len() - 1], KeyType::List)?;
     // Redis's order: every key is looked at (WRONGTYPE for another kind) until one has an
     // element (for this client, after those blocked before it), which is popped.
     for key in keys {
-        if unless_other_kind(look.again, read_list(ctx, key))?.is_none() || !my_turn(ctx, key) {
+        if unless_other_kind(look.again, read_list(ctx, key))?.is_none()
+            || !my_turn(ctx, key, &look)
+        {
             continue;
         }
         let popped = modify(ctx, key, |l| l.pop(left))?;
@@ -826,7 +836,7 @@ fn bpop(ctx: &mut Ctx<'_>, args: &[Bytes], left: bool) -> Result<Reply> {
             return Ok(Reply::Array(vec![Reply::Bulk(key.clone()), Reply::Bulk(v)]));
         }
     }
-    block_or_time_out(ctx, keys, look.seen, look.deadline, Reply::NilArray)
+    block_or_time_out(ctx, keys, &look, Reply::NilArray)
 }
 
 /// What LMPOP, BLMPOP, ZMPOP and BZMPOP take after `numkeys` (at `numkeys_at`): the keys, the
@@ -882,7 +892,7 @@ fn mpop_first(
     let again = look.is_some_and(|l| l.again);
     for key in keys {
         if unless_other_kind(again, read_list(ctx, key))?.is_none()
-            || (look.is_some() && !my_turn(ctx, key))
+            || look.is_some_and(|l| !my_turn(ctx, key, l))
         {
             continue;
         }
@@ -916,12 +926,12 @@ fn lmpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 fn blmpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let (keys, right, count) = mpop_args(args, 2, ["LEFT", "RIGHT"])?;
     let left = !right;
-    let look = look(ctx, &args[1])?;
+    let look = look(ctx, &args[1], KeyType::List)?;
     if let Some(reply) = mpop_first(ctx, keys, left, count, Some(&look))? {
         ctx.session.wait_ticket = None;
         return Ok(reply);
     }
-    block_or_time_out(ctx, keys, look.seen, look.deadline, Reply::NilArray)
+    block_or_time_out(ctx, keys, &look, Reply::NilArray)
 }
 
 fn blpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
@@ -940,22 +950,16 @@ fn bmove(
     to_left: bool,
     timeout: &[u8],
 ) -> Result<Reply> {
-    let look = look(ctx, timeout)?;
+    let look = look(ctx, timeout, KeyType::List)?;
     let src = Bytes::copy_from_slice(src);
-    if unless_other_kind(look.again, read_list(ctx, &src))?.is_some() && my_turn(ctx, &src) {
+    if unless_other_kind(look.again, read_list(ctx, &src))?.is_some() && my_turn(ctx, &src, &look) {
         let reply = lmove_generic(ctx, &src, dst, from_left, to_left)?;
         if reply != Reply::Nil {
             ctx.session.wait_ticket = None;
             return Ok(reply);
         }
     }
-    block_or_time_out(
-        ctx,
-        std::slice::from_ref(&src),
-        look.seen,
-        look.deadline,
-        Reply::Nil,
-    )
+    block_or_time_out(ctx, std::slice::from_ref(&src), &look, Reply::Nil)
 }
 
 fn blmove(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {

@@ -941,7 +941,7 @@ fn first_zset<'k>(
     let again = look.is_some_and(|l| l.again);
     for key in keys {
         if super::lists::unless_other_kind(again, read_live(ctx, key))?.is_some() {
-            if look.is_some() && !super::lists::my_turn(ctx, key) {
+            if look.is_some_and(|l| !super::lists::my_turn(ctx, key, l)) {
                 continue;
             }
             return Ok(Some(key));
@@ -995,7 +995,7 @@ fn blocking_pop(
     count: usize,
     nested: bool,
 ) -> Result<Reply> {
-    let look = super::lists::look(ctx, timeout)?;
+    let look = super::lists::look(ctx, timeout, KeyType::Zset)?;
     if let Some(key) = first_zset(ctx, keys, Some(&look))? {
         let popped = pop_entries(ctx, key, max, count, None)?;
         if !popped.is_empty() {
@@ -1011,7 +1011,7 @@ fn blocking_pop(
             return Ok(Reply::Array(out));
         }
     }
-    super::lists::block_or_time_out(ctx, keys, look.seen, look.deadline, Reply::NilArray)
+    super::lists::block_or_time_out(ctx, keys, &look, Reply::NilArray)
 }
 
 fn bzpopmin(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {

@@ -3575,6 +3575,48 @@ fn pushers_see_what_blocked_clients_took_like_redis() {
         "script",
     );
     same(&mut c, 2, "BLPOP served after the script");
+
+    // A waiter passes over its key while it holds another kind (Redis's "BLPOP, LPUSH + DEL +
+    // SET should not awake blocked client"); only its first look answers WRONGTYPE.
+    block(&mut c, 0, &["BLPOP", "w", "0"]);
+    block(&mut c, 1, &["BZPOPMIN", "w", "0"]);
+    pipeline(
+        &mut c,
+        &[
+            &["MULTI"],
+            &["LPUSH", "w", "a"],
+            &["DEL", "w"],
+            &["SET", "w", "foo"],
+            &["EXEC"],
+            &["DEL", "w"],
+            &["ZADD", "w", "1", "m"],
+            &["DEL", "w"],
+            &["LPUSH", "w", "b"],
+            &["EXISTS", "w"],
+        ],
+        "another kind meanwhile",
+    );
+    same(&mut c, 0, "BLPOP served by the list made again");
+    pipeline(
+        &mut c,
+        &[
+            &["ZADD", "w2", "1", "m"],
+            &["RENAME", "w2", "w"],
+            &["EXISTS", "w"],
+        ],
+        "a sorted set renamed into place",
+    );
+    same(
+        &mut c,
+        1,
+        "BZPOPMIN served by the sorted set renamed into place",
+    );
+    block(&mut c, 2, &["BLPOP", "str", "0"]);
+    pipeline(
+        &mut c,
+        &[&["SET", "str", "x"], &["BLPOP", "str", "0"]],
+        "first look",
+    );
 }
 
 /// CLIENT KILL and CLIENT UNBLOCK as in Redis: each server's own client ids are looked up and
