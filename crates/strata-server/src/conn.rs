@@ -243,7 +243,7 @@ pub(crate) async fn serve(
                 } else {
                     Reply::NilArray
                 };
-                reply.encode(batch.session.protocol, &mut batch.output);
+                batch.session.answer(&reply, &mut batch.output);
             }
             batch.session.blocked = None;
             batch.session.wait_ticket = None;
@@ -553,7 +553,7 @@ impl Batch {
                     hold_runs = false;
                 }
                 for reply in replies {
-                    reply.encode(self.session.protocol, &mut self.output);
+                    self.session.answer(&reply, &mut self.output);
                 }
                 if serve_waiters {
                     return Some(Step::ServeWaiters);
@@ -590,7 +590,7 @@ impl Batch {
                     self.queue.push_front(args.clone());
                 }
                 for reply in replies {
-                    reply.encode(self.session.protocol, &mut self.output);
+                    self.session.answer(&reply, &mut self.output);
                 }
                 if serve_waiters {
                     return Some(Step::ServeWaiters);
@@ -635,7 +635,7 @@ impl Batch {
                     );
                 }
                 for _ in 0..run {
-                    reply.encode(self.session.protocol, &mut self.output);
+                    self.session.answer(&reply, &mut self.output);
                 }
                 if self.output.len() >= OUT_BYTES_SOFT_MAX && !self.queue.is_empty() {
                     return Some(Step::OutputFull);
@@ -682,11 +682,11 @@ impl Batch {
                     return Some(Step::NeedInput);
                 }
                 AfterReply::Close => {
-                    reply.encode(self.session.protocol, &mut self.output);
+                    self.session.answer(&reply, &mut self.output);
                     self.queue.clear();
                     return Some(Step::NeedInput);
                 }
-                AfterReply::Continue => reply.encode(self.session.protocol, &mut self.output),
+                AfterReply::Continue => self.session.answer(&reply, &mut self.output),
             }
             if pushed(shared, pushes_before) {
                 return Some(Step::ServeWaiters);

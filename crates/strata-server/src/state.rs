@@ -17,7 +17,7 @@ use crate::config::ServerConfig;
 use crate::error::Result;
 use crate::keyspace::{DbIndex, KeyType};
 use crate::pubsub::{Mailbox, Message, PubSub, Subscriptions};
-use crate::resp::{Limits, Protocol};
+use crate::resp::{Limits, Protocol, Reply};
 use crate::txn::{ExpiryDue, WatchFlag, Watches, Watching};
 
 /// Locks a mutex, ignoring poisoning: every section guarded here leaves its data consistent at
@@ -516,6 +516,8 @@ pub(crate) struct Session {
     /// What other connections see of this one (CLIENT LIST); `None` for sessions without a
     /// connection (tests, the text port).
     pub control: Option<Arc<ClientControl>>,
+    /// CLIENT REPLY: which replies are sent.
+    pub replies: ReplyMode,
 }
 
 /// Connections blocked on lists, queued per list in the order they blocked. Redis serves the
@@ -737,7 +739,42 @@ impl Drop for WatchState {
     }
 }
 
+/// CLIENT REPLY: which replies the connection sends.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReplyMode {
+    /// Every reply (the default; CLIENT REPLY ON).
+    #[default]
+    On,
+    /// None but pushes (pub/sub messages and subscription confirmations), until CLIENT REPLY
+    /// ON (CLIENT REPLY OFF).
+    Off,
+    /// None for the next command (CLIENT REPLY SKIP, which answers nothing itself).
+    SkipNext,
+    /// None for this command, then every reply again.
+    SkipThis,
+}
+
 impl Session {
+    /// Encodes the reply of a command that ran into `out`, unless CLIENT REPLY silences it
+    /// (pushes always go out, as Redis sends pub/sub messages to a client whose replies are
+    /// off); then moves CLIENT REPLY SKIP on by one command, as Redis's `resetClient`.
+    pub fn answer(&mut self, reply: &Reply, out: &mut bytes::BytesMut) {
+        let push = match reply {
+            Reply::Push(_) => true,
+            Reply::Several(parts) => parts.iter().all(|p| matches!(p, Reply::Push(_))),
+            _ => false,
+        };
+        let silent = matches!(self.replies, ReplyMode::Off | ReplyMode::SkipThis);
+        if !silent || push {
+            reply.encode(self.protocol, out);
+        }
+        self.replies = match self.replies {
+            ReplyMode::SkipNext => ReplyMode::SkipThis,
+            ReplyMode::SkipThis => ReplyMode::On,
+            other => other,
+        };
+    }
+
     /// Whether a plain `SET key value` from this connection would simply run: authenticated,
     /// not queued by MULTI, not refused by RESP2's subscribed mode. The connection merges runs
     /// of such SETs into one engine write without going through the dispatcher, so this is
@@ -774,6 +811,7 @@ impl Session {
             peer: Bytes::new(),
             in_script: false,
             control: None,
+            replies: ReplyMode::On,
         }
     }
 }

@@ -88,10 +88,12 @@ pub(crate) fn command_keys<'a>(spec: &Spec, args: &'a [Bytes]) -> Vec<&'a [u8]> 
         }
         "sort" => {
             let mut keys = vec![args[1].as_ref()];
+            // As Redis's sortGetKeys: of several STOREs the last one is the destination.
+            let mut store = None;
             let mut i = 2;
             while i < args.len() {
                 if is(&args[i], "STORE") && i + 1 < args.len() {
-                    keys.push(args[i + 1].as_ref());
+                    store = Some(args[i + 1].as_ref());
                     i += 1;
                 } else if is(&args[i], "LIMIT") {
                     i += 2;
@@ -100,6 +102,7 @@ pub(crate) fn command_keys<'a>(spec: &Spec, args: &'a [Bytes]) -> Vec<&'a [u8]> 
                 }
                 i += 1;
             }
+            keys.extend(store);
             keys
         }
         "migrate" => {

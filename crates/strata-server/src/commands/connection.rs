@@ -8,7 +8,7 @@ use bytes::Bytes;
 use super::{is, text, Ctx, Spec, CONN};
 use crate::error::{Error, Result};
 use crate::resp::{Protocol, Reply};
-use crate::state::{lock, AfterReply, ClientEntry};
+use crate::state::{lock, AfterReply, ClientEntry, ReplyMode};
 
 /// The Redis version reported to clients. Client libraries and tools gate features on it, so it
 /// names the Redis release whose command semantics this server follows; INFO also reports
@@ -220,6 +220,29 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             arity(2)?;
             Ok(Reply::Int(ctx.session.id as i64))
         }
+        "reply" => {
+            arity(3)?;
+            let mode = String::from_utf8_lossy(&args[2]).to_ascii_lowercase();
+            // OFF and SKIP answer nothing themselves; ON answers OK.
+            let nothing = Reply::Several(Vec::new());
+            match mode.as_str() {
+                "on" => {
+                    ctx.session.replies = ReplyMode::On;
+                    Ok(Reply::ok())
+                }
+                "off" => {
+                    ctx.session.replies = ReplyMode::Off;
+                    Ok(nothing)
+                }
+                "skip" => {
+                    if ctx.session.replies != ReplyMode::Off {
+                        ctx.session.replies = ReplyMode::SkipNext;
+                    }
+                    Ok(nothing)
+                }
+                _ => Err(Error::Syntax),
+            }
+        }
         "getname" => {
             arity(2)?;
             Ok(Reply::bulk_or_nil(ctx.session.name.clone()))
@@ -348,6 +371,8 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
                 "    Return information about all connections.",
                 "KILL <ip:port> | [ID <id>] [ADDR <ip:port>] [LADDR <ip:port>] [SKIPME (YES|NO)]",
                 "    Close the connections that match every filter given.",
+                "REPLY (ON|OFF|SKIP)",
+                "    Control the replies sent to the current connection.",
                 "UNBLOCK <clientid> [TIMEOUT|ERROR]",
                 "    Unblock the specified blocked client.",
                 "NO-EVICT (ON|OFF)",

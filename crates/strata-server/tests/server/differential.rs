@@ -3619,6 +3619,128 @@ fn pushers_see_what_blocked_clients_took_like_redis() {
     );
 }
 
+/// CLIENT REPLY ON, OFF and SKIP as in Redis: the silenced replies never arrive (each side's
+/// next reply is compared after every sequence, so an extra reply shows as a mismatch), SKIP
+/// silences the one command after it, ON answers OK, and pub/sub pushes still arrive with
+/// replies off (RESP3).
+#[test]
+fn client_reply_modes_match_redis() {
+    let redis = RedisRef::start();
+    let ours = TestServer::start();
+    let mut c: Vec<Vec<Raw>> = [redis.addr, ours.addr]
+        .iter()
+        .map(|a| (0..2).map(|_| Raw::connect(*a)).collect())
+        .collect();
+    // Sends `cmds` on connection 0 of both sides, then compares the next `replies` replies.
+    let run = |c: &mut Vec<Vec<Raw>>, cmds: &[&[&str]], replies: usize, what: &str| {
+        let batch: Vec<Vec<Vec<u8>>> = cmds.iter().map(|cmd| words(cmd)).collect();
+        for side in c.iter_mut() {
+            side[0].send_all(&batch);
+        }
+        for i in 0..replies {
+            let theirs = c[0][0].reply();
+            let mine = c[1][0].reply();
+            assert_eq!(
+                show(&mine),
+                show(&theirs),
+                "{what}: reply {i} (left ours, right redis)"
+            );
+        }
+    };
+    run(
+        &mut c,
+        &[
+            &["CLIENT", "REPLY", "OFF"],
+            &["PING", "a"],
+            &["SET", "k", "v"],
+            &["CLIENT", "REPLY", "ON"],
+            &["GET", "k"],
+        ],
+        2,
+        "OFF then ON",
+    );
+    run(
+        &mut c,
+        &[
+            &["CLIENT", "REPLY", "SKIP"],
+            &["PING", "skipped"],
+            &["PING", "sent"],
+        ],
+        1,
+        "SKIP",
+    );
+    run(
+        &mut c,
+        &[
+            &["CLIENT", "REPLY", "SKIP"],
+            &["CLIENT", "REPLY", "ON"],
+            &["PING"],
+        ],
+        2,
+        "ON after SKIP",
+    );
+    run(
+        &mut c,
+        &[
+            &["CLIENT", "REPLY", "SKIP"],
+            &["CLIENT", "REPLY", "SKIP"],
+            &["PING", "x"],
+            &["PING", "y"],
+        ],
+        1,
+        "SKIP twice",
+    );
+    run(
+        &mut c,
+        &[
+            &["CLIENT", "REPLY", "OFF"],
+            &["CLIENT", "REPLY", "SKIP"],
+            &["PING", "x"],
+            &["CLIENT", "REPLY", "MAYBE"],
+            &["CLIENT", "REPLY"],
+            &["CLIENT", "REPLY", "ON"],
+            &["CLIENT", "REPLY", "MAYBE"],
+            &["CLIENT", "REPLY"],
+        ],
+        3,
+        "errors",
+    );
+    // RESP3: subscription confirmations and messages are pushes, sent with replies off.
+    for side in c.iter_mut() {
+        // Its reply names each server's version and client id.
+        side[0].call(&words(&["HELLO", "3"]));
+    }
+    run(
+        &mut c,
+        &[
+            &["CLIENT", "REPLY", "OFF"],
+            &["SUBSCRIBE", "ch"],
+            &["PSUBSCRIBE", "c*"],
+        ],
+        2,
+        "subscribed with replies off",
+    );
+    for side in c.iter_mut() {
+        side[1].call(&words(&["PUBLISH", "ch", "hello"]));
+    }
+    for what in ["message", "pmessage"] {
+        let theirs = c[0][0].reply();
+        let mine = c[1][0].reply();
+        assert_eq!(show(&mine), show(&theirs), "{what} with replies off");
+    }
+    run(
+        &mut c,
+        &[
+            &["UNSUBSCRIBE", "ch"],
+            &["PING", "silent"],
+            &["CLIENT", "REPLY", "ON"],
+            &["PING"],
+        ],
+        3,
+        "unsubscribed, then on",
+    );
+}
+
 /// CLIENT KILL and CLIENT UNBLOCK as in Redis: each server's own client ids are looked up and
 /// used; the replies, the killed connection's end, and what a blocked command answers when
 /// unblocked (as timed out, or with an error) are compared.

@@ -764,6 +764,11 @@ fn cluster_replies_match_redis_cluster() {
             "2",
         ],
         vec!["COMMAND", "GETKEYS", "ZUNION", "2", "a", "b"],
+        // Of several STOREs the last is the destination (Redis's sort.tcl).
+        vec![
+            "COMMAND", "GETKEYS", "SORT", "abc", "STORE", "invalid", "STORE", "stillbad", "STORE",
+            "def",
+        ],
         vec![
             "COMMAND",
             "GETKEYS",
