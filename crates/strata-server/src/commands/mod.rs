@@ -346,6 +346,11 @@ fn dispatch_checked(
     if !ctx.session.authenticated && !NO_AUTH.contains(&spec.name) {
         return Err(Error::NoAuth);
     }
+    if ctx.session.multi.is_some() && NO_MULTI.contains(&spec.name) {
+        // Refused while queueing, so EXEC then answers EXECABORT (a queued SHUTDOWN used to
+        // stop the server at EXEC).
+        return Err(Error::command("Command not allowed inside a transaction"));
+    }
     if ctx.session.protocol == crate::resp::Protocol::Resp2
         && ctx.session.subs.count() > 0
         && !pubsub::ALLOWED_WHILE_SUBSCRIBED.contains(&spec.name)
@@ -462,6 +467,9 @@ enum ExecGuard<'a> {
     Shared(#[allow(dead_code)] parking_lot::RwLockReadGuard<'a, ()>),
     Exclusive(#[allow(dead_code)] parking_lot::RwLockWriteGuard<'a, ()>),
 }
+
+/// Commands refused inside MULTI (Redis's `no-multi` flag, of those this server has).
+const NO_MULTI: &[&str] = &["save", "shutdown"];
 
 /// Commands that run at once even inside MULTI (Redis's list).
 const NOT_QUEUED: &[&str] = &[

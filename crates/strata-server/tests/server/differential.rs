@@ -2557,8 +2557,16 @@ fn transactions_match_redis() {
             }
             pair.check(0, &words(&["MULTI"]), &context);
             for _ in 0..g.rng.gen_range(0..5) {
-                let c = match g.rng.gen_range(0..12) {
+                let c = match g.rng.gen_range(0..13) {
                     0 => vec!["NOSUCHCOMMAND".to_string(), "x".into()],
+                    // Refused inside MULTI (Redis's no-multi): EXEC then aborts, and nothing
+                    // is saved or shut down.
+                    12 => vec![if g.rng.gen_bool(0.5) {
+                        "SAVE"
+                    } else {
+                        "SHUTDOWN"
+                    }
+                    .to_string()],
                     1 => vec!["MULTI".to_string()],
                     2 => vec!["WATCH".to_string(), g.key()],
                     3 => vec!["GET".to_string()],
