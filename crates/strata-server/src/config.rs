@@ -180,6 +180,9 @@ pub struct EncodingLimits {
     pub list_max_listpack_size: i64,
     /// Accepted and shown; nothing is compressed by it.
     pub list_compress_depth: i64,
+    /// `hll-sparse-max-bytes`: past it a sparse HyperLogLog string becomes dense (the bytes
+    /// of HyperLogLog strings are Redis's).
+    pub hll_sparse_max_bytes: u64,
 }
 
 impl Default for EncodingLimits {
@@ -192,6 +195,7 @@ impl Default for EncodingLimits {
             zset_max_listpack_value_bytes: 64,
             list_max_listpack_size: -2,
             list_compress_depth: 0,
+            hll_sparse_max_bytes: 3000,
         }
     }
 }
@@ -206,6 +210,7 @@ pub const ENCODING_SETTINGS: &[&str] = &[
     "zset-max-listpack-value",
     "list-max-listpack-size",
     "list-compress-depth",
+    "hll-sparse-max-bytes",
     "hash-max-ziplist-entries",
     "hash-max-ziplist-value",
     "zset-max-ziplist-entries",
@@ -225,6 +230,7 @@ impl EncodingLimits {
             "zset-max-listpack-value" => wide(self.zset_max_listpack_value_bytes),
             "list-max-listpack-size" => self.list_max_listpack_size,
             "list-compress-depth" => self.list_compress_depth,
+            "hll-sparse-max-bytes" => wide(self.hll_sparse_max_bytes),
             _ => return None,
         })
     }
@@ -233,6 +239,21 @@ impl EncodingLimits {
     /// encoding setting.
     fn set(&mut self, name: &str, value: &str) -> Option<std::result::Result<(), String>> {
         let canonical = name.replace("ziplist", "listpack");
+        if canonical == "hll-sparse-max-bytes" {
+            // A memory setting: units allowed (`3kb`), Redis's reason otherwise.
+            return Some(
+                match parse_bytes(value).map(|n| i64::try_from(n).map(|_| n)) {
+                    Some(Ok(n)) => {
+                        self.hll_sparse_max_bytes = n as u64;
+                        Ok(())
+                    }
+                    _ if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) => Err(
+                        format!("argument must be between 0 and {} inclusive", i64::MAX),
+                    ),
+                    _ => Err("argument must be a memory value".into()),
+                },
+            );
+        }
         let (min, max) = match canonical.as_str() {
             "list-max-listpack-size" => (i64::from(i32::MIN), i64::from(i32::MAX)),
             "list-compress-depth" => (0, i64::from(i32::MAX)),

@@ -51,12 +51,18 @@ fn setbit(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let byte = usize::try_from(offset >> 3)
         .map_err(|_| Error::command("bit offset is not an integer or out of range"))?;
     let old = modify_string(ctx, &args[1], None, |old| {
+        let existed = old.is_some();
         let mut v = old.map(|(v, _)| v.to_vec()).unwrap_or_default();
-        if v.len() <= byte {
+        let grown = v.len() <= byte;
+        if grown {
             v.resize(byte + 1, 0);
         }
         let mask = 0x80u8 >> (offset & 7);
         let was = v[byte] & mask != 0;
+        if existed && !grown && was == on {
+            // No bit changes: no write, and WATCH sees none (Redis's setbitCommand).
+            return Ok((StrWrite::Unchanged(v), was));
+        }
         if on {
             v[byte] |= mask;
         } else {
@@ -491,8 +497,10 @@ fn fit(sum: i128, signed: bool, bits: u32, overflow: Overflow) -> Option<i128> {
 }
 
 /// Runs `fields` on `value` (padded as needed for writes); the replies.
-fn run_fields(value: &mut [u8], fields: &[Field]) -> Vec<Reply> {
-    fields
+/// The replies of `fields` run on `value`, and how many writes changed a field.
+fn run_fields(value: &mut [u8], fields: &[Field]) -> (Vec<Reply>, usize) {
+    let mut changes = 0;
+    let replies = fields
         .iter()
         .map(|f| {
             let old = field_value(get_field(value, f.offset, f.bits), f.signed, f.bits);
@@ -506,12 +514,14 @@ fn run_fields(value: &mut [u8], fields: &[Field]) -> Vec<Reply> {
             match fit(sum, f.signed, f.bits, f.overflow) {
                 None => Reply::Nil,
                 Some(new) => {
+                    changes += usize::from(new != old);
                     set_field(value, f.offset, f.bits, new as u64);
                     Reply::Int(if reply_new { new } else { old } as i64)
                 }
             }
         })
-        .collect()
+        .collect();
+    (replies, changes)
 }
 
 /// BITFIELD: GET, SET, INCRBY of integer fields of 1-64 bits at any bit offset, OVERFLOW
@@ -537,7 +547,7 @@ fn bitfield_generic(ctx: &mut Ctx<'_>, args: &[Bytes], read_only: bool) -> Resul
     let Some(farthest) = farthest else {
         let value = read_string(ctx, &args[1])?.unwrap_or_default();
         let mut copy = value.to_vec();
-        return Ok(Reply::Array(run_fields(&mut copy, &fields)));
+        return Ok(Reply::Array(run_fields(&mut copy, &fields).0));
     };
     if read_only {
         return Err(Error::command(
@@ -548,14 +558,27 @@ fn bitfield_generic(ctx: &mut Ctx<'_>, args: &[Bytes], read_only: bool) -> Resul
         .ok()
         .and_then(|b| b.checked_add(1))
         .ok_or_else(max_bit_error)?;
-    let replies = modify_string(ctx, &args[1], None, |old| {
+    let (replies, changes) = modify_string(ctx, &args[1], None, |old| {
+        let existed = old.is_some();
         let mut v = old.map(|(v, _)| v.to_vec()).unwrap_or_default();
-        if v.len() < len {
+        let grown = v.len() < len;
+        if grown {
             v.resize(len, 0);
         }
-        let replies = run_fields(&mut v, &fields);
-        Ok((StrWrite::PutAs(v, Expiry::Keep, Encoding::Raw), replies))
+        let (replies, changes) = run_fields(&mut v, &fields);
+        if existed && !grown && changes == 0 {
+            // Every write left its field as it was: no write, and WATCH sees none (Redis
+            // counts changed fields, not changed bytes).
+            return Ok((StrWrite::Unchanged(v), (replies, 0)));
+        }
+        Ok((
+            StrWrite::PutAs(v, Expiry::Keep, Encoding::Raw),
+            (replies, changes),
+        ))
     })?;
+    // Redis counts each changed field as a change since the last save; the write counted one.
+    ctx.shared
+        .note_writes(u64::try_from(changes.saturating_sub(1)).unwrap_or(u64::MAX));
     Ok(Reply::Array(replies))
 }
 

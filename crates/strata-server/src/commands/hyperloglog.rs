@@ -146,7 +146,7 @@ const SPARSE_VAL_MAX_LEN: usize = 4;
 const SPARSE_ZERO_MAX_LEN: usize = 64;
 const SPARSE_XZERO_MAX_LEN: usize = 16384;
 /// Redis's default `hll-sparse-max-bytes`: a sparse string that would grow past this (header
-/// included) becomes dense.
+/// included) becomes dense. CONFIG SET changes it (`config::EncodingLimits`).
 const SPARSE_MAX_BYTES: usize = 3000;
 /// Opcodes Redis's step 4 looks at, from the one before a change, to merge equal values.
 const SPARSE_MERGE_SCAN_OPCODES: usize = 5;
@@ -184,6 +184,8 @@ fn push_zeros(seq: &mut Vec<u8>, len: usize) {
 /// the bytes stay Redis's.
 struct Hll {
     bytes: Vec<u8>,
+    /// `hll-sparse-max-bytes`: past it a sparse string becomes dense.
+    sparse_max_bytes: usize,
 }
 
 impl Hll {
@@ -198,7 +200,16 @@ impl Hll {
             push_zeros(&mut bytes, run);
             left -= run;
         }
-        Hll { bytes }
+        Hll {
+            bytes,
+            sparse_max_bytes: SPARSE_MAX_BYTES,
+        }
+    }
+
+    /// The same, promoted to dense past `sparse_max_bytes` (`hll-sparse-max-bytes`).
+    fn sparse_max(mut self, sparse_max_bytes: u64) -> Hll {
+        self.sparse_max_bytes = usize::try_from(sparse_max_bytes).unwrap_or(usize::MAX);
+        self
     }
 
     /// A stored HyperLogLog (`isHLLObjectOrReply`'s checks; WRONGTYPE otherwise).
@@ -212,6 +223,7 @@ impl Hll {
         }
         Ok(Hll {
             bytes: value.to_vec(),
+            sparse_max_bytes: SPARSE_MAX_BYTES,
         })
     }
 
@@ -313,7 +325,7 @@ impl Hll {
                 seq.push(val_op(current, last - index));
             }
         }
-        if seq.len() > oplen && end + seq.len() - oplen > SPARSE_MAX_BYTES {
+        if seq.len() > oplen && end + seq.len() - oplen > self.sparse_max_bytes {
             return self.promote_and_set(index, count);
         }
         self.bytes.splice(p..p + oplen, seq);
@@ -446,11 +458,13 @@ fn estimate(regs: &[u8]) -> u64 {
 }
 
 fn pfadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let sparse_max = ctx.shared.encodings().hll_sparse_max_bytes;
     let changed = modify_string(ctx, &args[1], None, |old| {
-        let (mut hll, created) = match old {
+        let (hll, created) = match old {
             Some((v, _)) => (Hll::parse(v)?, false),
             None => (Hll::new_sparse(), true),
         };
+        let mut hll = hll.sparse_max(sparse_max);
         let mut changed = created;
         for e in &args[2..] {
             let (r, run) = register_and_run(e);
@@ -549,7 +563,8 @@ fn pfmerge(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             *a = (*a).max(b);
         }
     }
-    let (mut hll, expiry) = existing.unwrap_or_else(|| (Hll::new_sparse(), None));
+    let (hll, expiry) = existing.unwrap_or_else(|| (Hll::new_sparse(), None));
+    let mut hll = hll.sparse_max(ctx.shared.encodings().hll_sparse_max_bytes);
     if any_dense {
         hll.make_dense()?;
     }

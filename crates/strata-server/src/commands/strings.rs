@@ -136,6 +136,11 @@ pub(crate) enum StrWrite {
     PutAs(Vec<u8>, Expiry, Encoding),
     /// Keep the value (and how it was made), change its expiry (GETEX).
     Retime(Expiry),
+    /// A bit patch (SETBIT, BITFIELD) that changed no bit: stored as [`Encoding::Raw`] like
+    /// any patch, unless the key already is a raw string with these bytes, which is then left
+    /// alone (no write, nothing for WATCH), as Redis does. (Redis makes an `int` or `embstr`
+    /// string `raw` even when no bit changes.)
+    Unchanged(Vec<u8>),
     /// Remove the key.
     Delete,
 }
@@ -220,6 +225,12 @@ fn modify_record<T>(
                     StrWrite::Retime(e) => match &old {
                         Some(r) => (r.payload.to_vec(), at_of(e), r.encoding),
                         None => return Ok(Write::Keep),
+                    },
+                    StrWrite::Unchanged(v) => match &old {
+                        Some(r) if r.encoding == Encoding::Raw && r.payload[..] == v[..] => {
+                            return Ok(Write::Keep)
+                        }
+                        _ => (v, at_of(Expiry::Keep), Encoding::Raw),
                     },
                     StrWrite::Keep | StrWrite::Delete => return Ok(Write::Keep),
                 };

@@ -2190,6 +2190,76 @@ fn bitmap_commands_match_redis() {
     run_families("bitmaps", "bitmaps", 71, 3, 3000, Gen::bitmaps);
 }
 
+/// SETBIT and BITFIELD writes that change no bit of a raw string are no change, as in Redis:
+/// a transaction watching the key still runs, and the count of changes since the last save
+/// does not move (Redis's bitops.tcl "SETBIT/BITFIELD only increase dirty when the value
+/// changed"; here every such write was a write). A BITFIELD that sets a field and sets it back
+/// is a change in Redis (it counts changed fields), and here.
+#[test]
+fn bit_writes_that_change_nothing_match_redis() {
+    let mut pair = Pair::start();
+    let ctx = "unchanged bits";
+    let dirty = |pair: &mut Pair| -> Vec<i64> {
+        (0..2)
+            .map(|side| {
+                let info = pair.conns[side][1].call(&words(&["INFO", "persistence"]));
+                let text = String::from_utf8_lossy(&info).into_owned();
+                text.lines()
+                    .find_map(|l| l.strip_prefix("rdb_changes_since_last_save:"))
+                    .and_then(|v| v.trim().parse().ok())
+                    .expect("rdb_changes_since_last_save in INFO")
+            })
+            .collect()
+    };
+    pair.check(1, &words(&["SETBIT", "b", "7", "1"]), ctx);
+    pair.check(1, &words(&["BITFIELD", "f", "SET", "i5", "0", "3"]), ctx);
+    for (writes, changed) in [
+        (
+            &[
+                &["SETBIT", "b", "7", "1"][..],
+                &["BITFIELD", "f", "SET", "i5", "0", "3"],
+            ][..],
+            0,
+        ),
+        (&[&["SETBIT", "b", "7", "0"], &["SETBIT", "b", "7", "0"]], 1),
+        (
+            &[&[
+                "BITFIELD", "f", "SET", "u1", "0", "1", "SET", "u1", "0", "0",
+            ]],
+            2,
+        ),
+        (
+            &[&["BITFIELD", "f", "INCRBY", "u2", "0", "0", "GET", "u8", "0"]],
+            0,
+        ),
+        (&[&["BITFIELD", "f", "SET", "u8", "100", "0"]], 1),
+    ] {
+        pair.check(0, &words(&["WATCH", "b", "f"]), ctx);
+        let before = dirty(&mut pair);
+        for w in writes {
+            pair.check(1, &words(w), ctx);
+        }
+        let after = dirty(&mut pair);
+        assert_eq!(
+            after[1] - before[1],
+            after[0] - before[0],
+            "{ctx}: changes counted for {writes:?} (ours, then redis)"
+        );
+        assert_eq!(
+            after[0] - before[0],
+            changed,
+            "{ctx}: redis counted {writes:?}"
+        );
+        pair.check(0, &words(&["MULTI"]), ctx);
+        pair.check(0, &words(&["GET", "b"]), ctx);
+        pair.check(0, &words(&["EXEC"]), ctx);
+    }
+    // A string made whole becomes raw at a bit write, changed or not (Redis unshares it).
+    pair.check(1, &words(&["SET", "n", "123"]), ctx);
+    pair.check(1, &words(&["SETBIT", "n", "0", "0"]), ctx);
+    pair.check(1, &words(&["OBJECT", "ENCODING", "n"]), ctx);
+}
+
 /// SET and SETNX over a key of every collection type (with and without an expiry time): NX
 /// and SETNX see the key and do nothing, XX and KEEPTTL replace it (KEEPTTL keeping its expiry
 /// time), only GET fails with WRONGTYPE. (Found by the scripts family: SET NX answered
@@ -3204,6 +3274,27 @@ fn encoding_settings_match_redis() {
         &["OBJECT", "ENCODING", "s"],
         &["SADD", "s", "4"],
         &["OBJECT", "ENCODING", "s"],
+        // HyperLogLogs turn dense past hll-sparse-max-bytes (a memory setting); the bytes are
+        // Redis's either way.
+        &["CONFIG", "SET", "hll-sparse-max-bytes", "abc"],
+        &["CONFIG", "SET", "hll-sparse-max-bytes", "-1"],
+        &[
+            "CONFIG",
+            "SET",
+            "hll-sparse-max-bytes",
+            "99999999999999999999",
+        ],
+        &["CONFIG", "SET", "hll-sparse-max-bytes", "1kb"],
+        &["CONFIG", "GET", "hll-sparse-max-bytes"],
+        &["CONFIG", "SET", "hll-sparse-max-bytes", "40"],
+        &[
+            "PFADD", "hll", "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m",
+        ],
+        &["GET", "hll"],
+        &["PFADD", "hll2", "a", "b"],
+        &["GET", "hll2"],
+        &["PFMERGE", "hll3", "hll2", "hll"],
+        &["GET", "hll3"],
         // RESTORE of a small hash under the new limits.
         &["CONFIG", "SET", "hash-max-ziplist-entries", "128"],
         &[
