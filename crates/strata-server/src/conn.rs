@@ -328,8 +328,11 @@ pub(crate) async fn serve(
                 .protocol_errors
                 .fetch_add(1, Ordering::Relaxed);
             tracing::debug!(%peer, "protocol error: {e}");
-            Reply::from(Error::Protocol(e.clone()))
-                .encode(batch.session.protocol, &mut batch.output);
+            let reply = Reply::from(Error::Protocol(e.clone()));
+            if let Reply::Error(message) = &reply {
+                shared.command_stats.note_error(message);
+            }
+            reply.encode(batch.session.protocol, &mut batch.output);
         }
         if !batch.output.is_empty() {
             if !log_writes.is_empty() {
@@ -626,6 +629,23 @@ impl Batch {
                 drop(guard);
                 // The slow log sees each SET of a merged run as taking the run's time.
                 let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+                let stats = &shared.command_stats;
+                match &reply {
+                    Reply::Error(message) => {
+                        for _ in 0..run {
+                            stats.note_error(message);
+                            stats.note(
+                                "set",
+                                &[],
+                                crate::watchers::Outcome::Ran {
+                                    micros,
+                                    failed: true,
+                                },
+                            );
+                        }
+                    }
+                    _ => stats.note_run("set", run as u64, micros),
+                }
                 for args in &commands {
                     shared.watchers.note_duration(
                         micros,

@@ -249,6 +249,8 @@ pub(crate) struct Shared {
     pub cluster: Option<crate::cluster::ClusterNode>,
     /// The slow log and the MONITOR clients.
     pub watchers: crate::watchers::Watchers,
+    /// INFO commandstats and errorstats.
+    pub command_stats: crate::watchers::CommandStats,
 }
 
 impl Shared {
@@ -298,6 +300,9 @@ impl Shared {
         );
         Ok(Shared {
             watchers,
+            command_stats: crate::watchers::CommandStats::new(
+                crate::commands::table().map(|s| s.name),
+            ),
             cluster,
             names,
             docs_may_exist,
@@ -513,6 +518,12 @@ pub(crate) struct Session {
     /// A script is running this session's commands (MONITOR shows them as `lua`; the slow log
     /// records the script, not its commands).
     pub in_script: bool,
+    /// The command being dispatched reached its handler (INFO commandstats tells calls that
+    /// failed from calls refused before they ran).
+    pub handler_ran: bool,
+    /// The error the command answers was counted in INFO errorstats already (a script's,
+    /// made by a command that failed inside it).
+    pub error_counted: bool,
     /// What other connections see of this one (CLIENT LIST); `None` for sessions without a
     /// connection (tests, the text port).
     pub control: Option<Arc<ClientControl>>,
@@ -810,6 +821,8 @@ impl Session {
             pop_window: None,
             peer: Bytes::new(),
             in_script: false,
+            handler_ran: false,
+            error_counted: false,
             control: None,
             replies: ReplyMode::On,
         }

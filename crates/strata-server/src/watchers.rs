@@ -10,10 +10,14 @@
 //!   escaped as `sdscatrepr` does. Admin commands are not shown (Redis hides them too).
 //!
 //! Both show passwords as `(redacted)` (AUTH, HELLO ... AUTH, CONFIG SET requirepass).
+//!
+//! - Command statistics (INFO commandstats and errorstats, [`CommandStats`]): per command its
+//!   calls, microseconds, calls refused before they ran and calls that failed; per error
+//!   prefix (`ERR`, `WRONGTYPE`, ...) how many error replies were sent.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
@@ -363,5 +367,161 @@ mod tests {
         assert!(!w.timing());
         w.reset();
         assert_eq!(w.len(), 0);
+    }
+}
+
+/// One command's counters (Redis's `cmdstat_<name>`).
+#[derive(Default)]
+struct CommandCounters {
+    calls: AtomicU64,
+    micros: AtomicU64,
+    rejected: AtomicU64,
+    failed: AtomicU64,
+}
+
+/// Commands whose statistics Redis keeps per subcommand (`cmdstat_config|get`), of those this
+/// server has.
+const PER_SUBCOMMAND: &[&str] = &[
+    "client", "cluster", "command", "config", "object", "pubsub", "script", "slowlog", "memory",
+    "latency", "acl", "function", "module",
+];
+
+/// INFO commandstats and errorstats: counters per command (fixed at start: every name of the
+/// command table, so a command costs a map look-up and a few relaxed additions, no lock) and
+/// per subcommand of the commands Redis counts that way, and error replies per prefix.
+pub(crate) struct CommandStats {
+    by_name: HashMap<&'static str, CommandCounters>,
+    by_subcommand: parking_lot::Mutex<BTreeMap<String, [u64; 4]>>,
+    errors: parking_lot::Mutex<BTreeMap<String, u64>>,
+    error_replies: AtomicU64,
+}
+
+/// What happened to a command, for [`CommandStats::note`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// It ran and answered (an error reply included when `failed`).
+    Ran { micros: u64, failed: bool },
+    /// Refused before it ran (arity, authentication, inside MULTI, cluster routing).
+    Rejected,
+}
+
+impl CommandStats {
+    /// Counters for every command named in `names`.
+    pub fn new(names: impl Iterator<Item = &'static str>) -> CommandStats {
+        CommandStats {
+            by_name: names.map(|n| (n, CommandCounters::default())).collect(),
+            by_subcommand: parking_lot::Mutex::new(BTreeMap::new()),
+            errors: parking_lot::Mutex::new(BTreeMap::new()),
+            error_replies: AtomicU64::new(0),
+        }
+    }
+
+    /// Counts one command `name` (its arguments `args`).
+    pub fn note(&self, name: &'static str, args: &[Bytes], outcome: Outcome) {
+        if PER_SUBCOMMAND.contains(&name) && args.len() > 1 {
+            let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
+            let mut map = self.by_subcommand.lock();
+            let c = map.entry(format!("{name}|{sub}")).or_default();
+            match outcome {
+                Outcome::Ran { micros, failed } => {
+                    c[0] += 1;
+                    c[1] += micros;
+                    c[3] += u64::from(failed);
+                }
+                Outcome::Rejected => c[2] += 1,
+            }
+            return;
+        }
+        let Some(c) = self.by_name.get(name) else {
+            return;
+        };
+        match outcome {
+            Outcome::Ran { micros, failed } => {
+                c.calls.fetch_add(1, Ordering::Relaxed);
+                c.micros.fetch_add(micros, Ordering::Relaxed);
+                if failed {
+                    c.failed.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Outcome::Rejected => {
+                c.rejected.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Counts `n` calls of `name` that took `micros` in all (merged runs of SETs).
+    pub fn note_run(&self, name: &'static str, n: u64, micros: u64) {
+        if let Some(c) = self.by_name.get(name) {
+            c.calls.fetch_add(n, Ordering::Relaxed);
+            c.micros.fetch_add(micros, Ordering::Relaxed);
+        }
+    }
+
+    /// Counts an error reply whose text is `message` (by its first word, as Redis).
+    pub fn note_error(&self, message: &str) {
+        self.error_replies.fetch_add(1, Ordering::Relaxed);
+        let prefix = message.split(' ').next().unwrap_or("ERR");
+        *self.errors.lock().entry(prefix.to_string()).or_default() += 1;
+    }
+
+    /// Error replies sent (INFO stats `total_error_replies`).
+    pub fn error_replies(&self) -> u64 {
+        self.error_replies.load(Ordering::Relaxed)
+    }
+
+    /// INFO commandstats' lines: commands that were called or refused, by name.
+    pub fn command_lines(&self) -> Vec<(String, String)> {
+        let line = |calls: u64, micros: u64, rejected: u64, failed: u64| {
+            let per_call = if calls == 0 {
+                0.0
+            } else {
+                micros as f64 / calls as f64
+            };
+            format!(
+                "calls={calls},usec={micros},usec_per_call={per_call:.2},rejected_calls={rejected},failed_calls={failed}"
+            )
+        };
+        let mut lines: Vec<(String, String)> = self
+            .by_name
+            .iter()
+            .filter_map(|(name, c)| {
+                let calls = c.calls.load(Ordering::Relaxed);
+                let rejected = c.rejected.load(Ordering::Relaxed);
+                let failed = c.failed.load(Ordering::Relaxed);
+                (calls + rejected + failed > 0).then(|| {
+                    let micros = c.micros.load(Ordering::Relaxed);
+                    (
+                        format!("cmdstat_{name}"),
+                        line(calls, micros, rejected, failed),
+                    )
+                })
+            })
+            .collect();
+        for (name, c) in self.by_subcommand.lock().iter() {
+            lines.push((format!("cmdstat_{name}"), line(c[0], c[1], c[2], c[3])));
+        }
+        lines.sort();
+        lines
+    }
+
+    /// INFO errorstats' lines.
+    pub fn error_lines(&self) -> Vec<(String, String)> {
+        self.errors
+            .lock()
+            .iter()
+            .map(|(prefix, n)| (format!("errorstat_{prefix}"), format!("count={n}")))
+            .collect()
+    }
+
+    /// CONFIG RESETSTAT.
+    pub fn reset(&self) {
+        for c in self.by_name.values() {
+            for a in [&c.calls, &c.micros, &c.rejected, &c.failed] {
+                a.store(0, Ordering::Relaxed);
+            }
+        }
+        self.by_subcommand.lock().clear();
+        self.errors.lock().clear();
+        self.error_replies.store(0, Ordering::Relaxed);
     }
 }

@@ -283,6 +283,8 @@ fn note_activity(ctx: &Ctx<'_>, args: &[Bytes], spec: Option<&'static Spec>) {
 
 fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes], spec: Option<&'static Spec>) -> Result<Reply> {
     note_activity(ctx, args, spec);
+    ctx.session.handler_ran = false;
+    ctx.session.error_counted = false;
     // Cluster mode: ASKING lets only the next command through, whatever becomes of it (as
     // Redis clears the flag after every command but ASKING itself), except that it lasts while
     // the client is in MULTI (to EXEC or DISCARD, as Redis's `resetClient` keeps it); a command
@@ -297,10 +299,23 @@ fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes], spec: Option<&'static Spec>) -> R
     {
         ctx.session.asking = false;
     }
-    if result.as_ref().is_err_and(|e| !e.is_would_block()) {
-        // An error is the answer: a blocked command run again (BLPOP after a wake) that fails
-        // before its handler, say with MOVED once its slot moved away, is no longer blocked.
-        ctx.session.blocked = None;
+    if let Err(e) = &result {
+        if !e.is_would_block() {
+            // An error is the answer: a blocked command run again (BLPOP after a wake) that
+            // fails before its handler, say with MOVED once its slot moved away, is no longer
+            // blocked.
+            ctx.session.blocked = None;
+            let stats = &ctx.shared.command_stats;
+            if !ctx.session.error_counted {
+                stats.note_error(&e.to_string());
+            }
+            if let (Some(spec), false) = (spec, ctx.session.handler_ran) {
+                stats.note(spec.name, args, crate::watchers::Outcome::Rejected);
+            }
+        }
+    }
+    if let (Ok(Reply::Error(message)), false) = (&result, ctx.session.error_counted) {
+        ctx.shared.command_stats.note_error(message);
     }
     if let (Err(e), Some(multi)) = (&result, ctx.session.multi.as_mut()) {
         // A command refused while queueing (unknown, wrong arity, not authenticated) makes
@@ -425,8 +440,9 @@ fn run_watched(ctx: &mut Ctx<'_>, spec: &'static Spec, args: &[Bytes]) -> Result
     if shown_before && watchers.monitored() {
         watchers.feed(ctx.session.db, source, args);
     }
-    let started = watchers.timing().then(std::time::Instant::now);
+    let started = std::time::Instant::now();
     let result = (spec.handler)(ctx, args);
+    ctx.session.handler_ran = true;
     if result.as_ref().is_err_and(Error::is_would_block) || ctx.session.blocked.is_some() {
         // It runs again (on the blocking pool, or once a list may have grown).
         return result;
@@ -435,20 +451,28 @@ fn run_watched(ctx: &mut Ctx<'_>, spec: &'static Spec, args: &[Bytes]) -> Result
         || matches!(&result, Err(Error::WrongArity(name)) if name.contains('|'))
     {
         // Redis refuses an unknown subcommand, or one with the wrong number of arguments,
-        // before the command runs: neither logged nor shown.
+        // before the command runs: neither logged nor shown, nor counted as a call.
         return result;
     }
+    let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+    // As Redis: EXEC is a call, and so is each command it runs.
+    ctx.shared.command_stats.note(
+        spec.name,
+        args,
+        crate::watchers::Outcome::Ran {
+            micros,
+            // An error reply made by the command (a script's) fails it too.
+            failed: matches!(&result, Err(_) | Ok(Reply::Error(_))),
+        },
+    );
     let watchers = &ctx.shared.watchers;
-    if let Some(started) = started {
-        if !spec.flags.contains(&"skip_slowlog") {
-            let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-            if in_script {
-                // Redis logs a script's commands as its Lua client's: no address, no name.
-                const LUA_CLIENT: Bytes = Bytes::from_static(b"?:0");
-                watchers.note_duration(micros, args, &LUA_CLIENT, None);
-            } else {
-                watchers.note_duration(micros, args, &ctx.session.peer, ctx.session.name.as_ref());
-            }
+    if watchers.timing() && !spec.flags.contains(&"skip_slowlog") {
+        if in_script {
+            // Redis logs a script's commands as its Lua client's: no address, no name.
+            const LUA_CLIENT: Bytes = Bytes::from_static(b"?:0");
+            watchers.note_duration(micros, args, &LUA_CLIENT, None);
+        } else {
+            watchers.note_duration(micros, args, &ctx.session.peer, ctx.session.name.as_ref());
         }
     }
     if !shown_before

@@ -64,6 +64,8 @@ fn script_stopped() -> mlua::Error {
 /// Marks a Redis error raised by `redis.call` inside a Lua error message, so the position Lua
 /// prefixes can be told from the reply's own text.
 const CALL_ERROR_MARK: &str = "\u{1}redis-error\u{1}";
+/// The field Redis sets on the error table of a failed command (`ignore_error_stats_update`).
+const ERROR_COUNTED: &str = "ignore_error_stats_update";
 
 /// The lowercase hex SHA-1 of a script body (EVALSHA's name for it).
 fn sha1_hex(body: &[u8]) -> String {
@@ -599,7 +601,9 @@ fn call_script(
         redis.raw_set("pcall", pcall)?;
         redis.raw_set("call", call)?;
         let value: Value = function.call(())?;
-        from_lua(&value)
+        let counted = matches!(&value, Value::Table(t)
+            if matches!(t.raw_get::<Value>(ERROR_COUNTED), Ok(Value::Boolean(true))));
+        from_lua(&value).map(|reply| (reply, counted))
     });
     lua.remove_hook();
     // A script that stopped the collector (`collectgarbage("stop")`) does not leave it
@@ -614,7 +618,31 @@ fn call_script(
     for k in leftovers {
         vm.env.raw_set(k, Value::Nil).map_err(lua_failure)?;
     }
-    result.map_err(|e| script_error(&e, name))
+    let ctx = ctx.into_inner();
+    match result {
+        Ok((reply, counted)) => {
+            ctx.session.error_counted = counted;
+            Ok(reply)
+        }
+        Err(e) => {
+            // A redis.call error the script did not catch was counted when its command
+            // failed.
+            ctx.session.error_counted = lua_error_text(&e).contains(CALL_ERROR_MARK);
+            Err(script_error(&e, name))
+        }
+    }
+}
+
+/// The message of a Lua error (a callback's cause's, for errors raised in Rust functions).
+fn lua_error_text(e: &mlua::Error) -> String {
+    match e {
+        mlua::Error::CallbackError { cause, .. } => match cause.as_ref() {
+            mlua::Error::RuntimeError(m) => m.clone(),
+            other => other.to_string(),
+        },
+        mlua::Error::RuntimeError(m) => m.clone(),
+        other => other.to_string(),
+    }
 }
 
 /// `KEYS` or `ARGV`.
@@ -649,7 +677,14 @@ fn call_command(ctx: &mut Ctx<'_>, args: MultiValue, read_only: bool) -> Reply {
     let Some(spec) = super::resolve(&words) else {
         return Reply::Error("ERR Unknown Redis command called from script".into());
     };
-    if !callable(spec) {
+    // Redis's scriptCall checks the arity itself, with its own words.
+    let arity = i64::from(spec.arity);
+    let n = words.len() as i64;
+    if (arity > 0 && n != arity) || n < -arity {
+        return Reply::Error("ERR Wrong number of args calling Redis command from script".into());
+    }
+    let cluster_reset = spec.name == "cluster" && super::is(&words[1], "RESET");
+    if !callable(spec) || cluster_reset {
         return Reply::Error("ERR This Redis command is not allowed from script".into());
     }
     if read_only && spec.flags.contains(&"write") {
@@ -674,7 +709,14 @@ fn to_lua(lua: &Lua, reply: Reply) -> mlua::Result<Value> {
     };
     Ok(match reply {
         Reply::Simple(s) => return status("ok", &s),
-        Reply::Error(e) => return status("err", &error_text(&format!("-{e}"))),
+        Reply::Error(e) => {
+            let t = lua.create_table()?;
+            t.set("err", lua.create_string(error_text(&format!("-{e}")))?)?;
+            // As Redis: a command's error is counted in INFO errorstats once, when the
+            // command fails, not again if the script returns it.
+            t.set(ERROR_COUNTED, true)?;
+            return Ok(Value::Table(t));
+        }
         Reply::Int(n) => Value::Number(n as f64),
         Reply::Bulk(b) => Value::String(lua.create_string(&b[..])?),
         Reply::Verbatim(t) | Reply::DoubleText(t) => Value::String(lua.create_string(&t)?),
@@ -732,14 +774,7 @@ fn reply_of(value: &Value, depth: usize) -> mlua::Result<Reply> {
 /// A script that failed, in Redis's words: a command error raised by `redis.call` keeps its
 /// own code; any other Lua error becomes `ERR <lua message>`; both end with where it happened.
 fn script_error(e: &mlua::Error, name: &str) -> Error {
-    let mut text = match e {
-        mlua::Error::CallbackError { cause, .. } => match cause.as_ref() {
-            mlua::Error::RuntimeError(m) => m.clone(),
-            other => other.to_string(),
-        },
-        mlua::Error::RuntimeError(m) => m.clone(),
-        other => other.to_string(),
-    };
+    let mut text = lua_error_text(e);
     // mlua appends a Lua traceback to runtime errors; Redis's message has none.
     if let Some(at) = text.find("\nstack traceback:") {
         text.truncate(at);

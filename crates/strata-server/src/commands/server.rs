@@ -34,7 +34,8 @@ pub(crate) static SPECS: &[Spec] = &[
     Spec { name: "time", arity: 1, flags: &["loading", "stale", "fast"], keys: (0, 0, 0), group: "server", summary: "Returns the server time.", handler: time },
 ];
 
-/// INFO sections in output order; `default` and `all` print all of them.
+/// INFO sections in output order; `all` and `everything` print all of them, `default` (and no
+/// argument) all but `commandstats`, as Redis.
 const SECTIONS: &[&str] = &[
     "server",
     "clients",
@@ -43,6 +44,8 @@ const SECTIONS: &[&str] = &[
     "stats",
     "replication",
     "cpu",
+    "commandstats",
+    "errorstats",
     "cluster",
     "keyspace",
     "engine",
@@ -53,13 +56,15 @@ fn info(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         .iter()
         .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase())
         .collect();
-    let everything = asked.is_empty()
-        || asked
-            .iter()
-            .any(|a| matches!(a.as_str(), "all" | "default" | "everything"));
+    let all = asked
+        .iter()
+        .any(|a| matches!(a.as_str(), "all" | "everything"));
+    let default = asked.is_empty() || asked.iter().any(|a| a == "default");
     let mut out = String::new();
     for section in SECTIONS {
-        if !everything && !asked.iter().any(|a| a == section) {
+        let wanted =
+            all || (default && *section != "commandstats") || asked.iter().any(|a| a == section);
+        if !wanted {
             continue;
         }
         if !out.is_empty() {
@@ -203,6 +208,10 @@ fn info_section(ctx: &Ctx<'_>, section: &str) -> Result<Vec<(String, String)>> {
                 c.net_output_bytes.load(Ordering::Relaxed).to_string(),
             ),
             kv(
+                "total_error_replies",
+                s.command_stats.error_replies().to_string(),
+            ),
+            kv(
                 "total_error_replies_protocol",
                 c.protocol_errors.load(Ordering::Relaxed).to_string(),
             ),
@@ -215,6 +224,8 @@ fn info_section(ctx: &Ctx<'_>, section: &str) -> Result<Vec<(String, String)>> {
             kv("second_repl_offset", "-1".into()),
             kv("repl_backlog_active", "0".into()),
         ],
+        "commandstats" => s.command_stats.command_lines(),
+        "errorstats" => s.command_stats.error_lines(),
         "cpu" => {
             let times = cpu_times().unwrap_or_default();
             let secs = |t: Duration| format!("{}.{:06}", t.as_secs(), t.subsec_micros());
@@ -442,6 +453,7 @@ fn config(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         }
         "resetstat" => {
             ctx.shared.counters.reset();
+            ctx.shared.command_stats.reset();
             Ok(Reply::ok())
         }
         "help" => Ok(Reply::Array(

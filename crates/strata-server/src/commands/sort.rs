@@ -157,8 +157,9 @@ fn sort_command(ctx: &Ctx<'_>, args: &[Bytes], read_only: bool) -> Result<Reply>
     }
     let (mut items, is_set) = elements(ctx, &args[1])?;
     // Not sorting keeps a list's or sorted set's own order; a set's (hash order) is not one
-    // worth storing, so a set stored unsorted is sorted by its members' bytes, as Redis does.
-    if no_sort && is_set && store.is_some() {
+    // worth storing or giving a script, so a set stored or sorted in a script unsorted is
+    // sorted by its members' bytes, as Redis does.
+    if no_sort && is_set && (store.is_some() || ctx.session.in_script) {
         no_sort = false;
         alpha = true;
         by = None;

@@ -2352,6 +2352,28 @@ fn scripting_edges_match_redis() {
         &["EVAL", "return redis.call('multi')", "0"],
         &["EVAL", "return redis.call('blpop','nolist',1)", "0"],
         &["EVAL", "return redis.call('ping')", "0"],
+        // Redis's scriptCall words for a wrong number of arguments (redis-server's own
+        // scripting.tcl); CLUSTER RESET is refused from a script.
+        &["EVAL", "return redis.pcall('set','a')", "0"],
+        &["EVAL", "return redis.call('get')", "0"],
+        &["EVAL", "return redis.pcall('cluster','reset')", "0"],
+        // SORT of a set without sorting (BY a constant) sorts by the members' bytes in a
+        // script, as with STORE.
+        &[
+            "SADD", "sortme", "u", "i", "f", "aa", "d", "z", "b", "h", "aaa", "azz",
+        ],
+        &[
+            "EVAL",
+            "return redis.call('sort',KEYS[1],'by','_')",
+            "1",
+            "sortme",
+        ],
+        &[
+            "EVAL",
+            "return redis.call('sort',KEYS[1],'by','_','get','#','get','_:*')",
+            "1",
+            "sortme",
+        ],
         &["EVAL", "return redis.sha1hex('abc')", "0"],
         &["EVAL", "return tostring(os)", "0"],
         &["EVAL", "return loadstring", "0"],
@@ -3303,6 +3325,91 @@ fn encoding_settings_match_redis() {
         &["OBJECT", "ENCODING", "h3"],
     ] {
         pair.check(0, &words(c), ctx);
+    }
+}
+
+/// INFO commandstats and errorstats count as Redis's do: per command the calls, the calls
+/// refused before they ran and those that failed (microseconds aside), per subcommand for
+/// CONFIG and its kind, and error replies by prefix; INFO without arguments leaves
+/// commandstats out, INFO all has both. (Monitoring tools read these; the section was absent.)
+#[test]
+fn command_and_error_stats_match_redis() {
+    let mut pair = Pair::start();
+    let ctx = "stats";
+    for c in [
+        &["CONFIG", "RESETSTAT"][..],
+        &["SET", "a", "1"],
+        &["GET", "a"],
+        &["GET"],
+        &["INCR", "a"],
+        &["LPUSH", "a", "x"],
+        &["NOSUCH", "x"],
+        &["CONFIG", "GET", "maxclients"],
+        &["CONFIG", "NOSUB"],
+        &["INCRBY", "a", "x"],
+        &["MULTI"],
+        &["SET", "b", "1"],
+        &["GET"],
+        &["EXEC"],
+        &["MULTI"],
+        &["SET", "b", "2"],
+        &["LPUSH", "b", "x"],
+        &["EXEC"],
+        &["EVAL", "return redis.call('GET', KEYS[1])", "1", "a"],
+        &[
+            "EVAL",
+            "return redis.pcall('LPUSH', KEYS[1], 'x')",
+            "1",
+            "a",
+        ],
+        &["EVAL", "return redis.call('LPUSH', KEYS[1], 'x')", "1", "a"],
+        &["EVAL", "return redis.error_reply('MY oops')", "0"],
+        &["EVAL", "return {err='OTHER no'}", "0"],
+        &["OBJECT", "ENCODING", "a"],
+    ] {
+        pair.check(0, &words(c), ctx);
+    }
+    // The counters without the timings: `name:calls=..,rejected_calls=..,failed_calls=..`.
+    let stats = |pair: &mut Pair, side: usize, section: &str| -> Vec<String> {
+        let info = pair.conns[side][1].call(&words(&["INFO", section]));
+        String::from_utf8_lossy(&info)
+            .lines()
+            .filter(|l| l.starts_with("cmdstat_") || l.starts_with("errorstat_"))
+            .filter(|l| !l.starts_with("cmdstat_info"))
+            .map(|l| {
+                l.split(',')
+                    .filter(|f| !f.starts_with("usec"))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect()
+    };
+    for section in ["commandstats", "errorstats"] {
+        let theirs = stats(&mut pair, 0, section);
+        let mine = stats(&mut pair, 1, section);
+        assert_eq!(mine, theirs, "INFO {section} (left ours, right redis)");
+    }
+    let headers = |pair: &mut Pair, side: usize, args: &[&str]| -> Vec<String> {
+        let info = pair.conns[side][1].call(&words(args));
+        String::from_utf8_lossy(&info)
+            .lines()
+            .filter(|l| *l == "# Commandstats" || *l == "# Errorstats")
+            .map(str::to_string)
+            .collect()
+    };
+    for args in [
+        &["INFO"][..],
+        &["INFO", "default"],
+        &["INFO", "all"],
+        &["INFO", "everything"],
+    ] {
+        assert_eq!(
+            headers(&mut pair, 1, args),
+            headers(&mut pair, 0, args),
+            "{args:?}"
+        );
     }
 }
 
