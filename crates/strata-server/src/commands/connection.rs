@@ -399,6 +399,9 @@ fn client_kill(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     use std::sync::atomic::Ordering;
     let (mut id, mut addr, mut laddr, mut skip_me) = (None, None, None, true);
     let mut kind: Option<ClientType> = None;
+    if args.len() == 2 {
+        return Err(Error::WrongArity("client|kill".into()));
+    }
     let old_form = args.len() == 3;
     if old_form {
         addr = Some(text(&args[2]));

@@ -389,6 +389,8 @@ const FIXED: &[(&str, &str, &str)] = &[
         "keyspace notifications are not offered",
     ),
     ("hz", "10", "active expiry runs 10 times a second"),
+    ("replicaof", "", "replication is not offered"),
+    ("slaveof", "", "replication is not offered"),
 ];
 
 fn config(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {

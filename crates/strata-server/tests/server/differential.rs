@@ -3413,6 +3413,36 @@ fn command_and_error_stats_match_redis() {
     }
 }
 
+/// Small introspection replies redis-server's own tests check (introspection.tcl,
+/// introspection-2.tcl): CLIENT KILL's arity error, COMMAND GETKEYS of a script without keys
+/// (an empty list, not an error), CONFIG GET of the replication settings.
+#[test]
+fn introspection_details_match_redis() {
+    let mut pair = Pair::start();
+    let ctx = "introspection";
+    for c in [
+        &["CLIENT", "KILL"][..],
+        &["CLIENT", "KILL", "ID", "10", "wrong_arg"],
+        &["CLIENT", "KILL", "SKIPME", "yes_or_no"],
+        &["COMMAND", "GETKEYS", "EVAL", "return 1", "0"],
+        &["COMMAND", "GETKEYS", "EVAL", "return 1", "1", "k"],
+        &["COMMAND", "GETKEYS", "PING", "x"],
+        &["COMMAND", "GETKEYS", "SORT_RO", "a", "BY", "w*"],
+        &["CONFIG", "GET", "slaveof", "replicaof"],
+        &[
+            "CONFIG",
+            "GET",
+            "bind",
+            "maxmemory",
+            "maxmemory-policy",
+            "slaveof",
+            "replicaof",
+        ],
+    ] {
+        pair.check(0, &words(c), ctx);
+    }
+}
+
 /// Pipelines of writes to one hot key (which the server runs back to back under one hold of
 /// the key's partition lock, `conn.rs`), mostly of one type with some of another (WRONGTYPE),
 /// the odd DEL or read between (which ends a run): every reply of every pipeline and the key's
