@@ -217,6 +217,38 @@ pub(crate) fn verify(payload: &[u8]) -> Result<&[u8]> {
     Ok(&body[..body.len() - 2])
 }
 
+/// RDB's opcode before each function library in a FUNCTION DUMP payload
+/// (`RDB_OPCODE_FUNCTION2`).
+const OPCODE_FUNCTION2: u8 = 245;
+
+/// FUNCTION DUMP's payload: each library's code after the opcode, then the version and
+/// checksum, as Redis 7.0 writes it.
+pub(crate) fn dump_functions<'a>(codes: impl Iterator<Item = &'a [u8]>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for code in codes {
+        out.push(OPCODE_FUNCTION2);
+        push_string(&mut out, code);
+    }
+    finish(out)
+}
+
+/// The library codes of a FUNCTION DUMP payload, with Redis's errors.
+pub(crate) fn restore_functions(payload: &[u8]) -> Result<Vec<Vec<u8>>> {
+    let body = verify(payload)?;
+    let mut r = Reader { bytes: body };
+    let mut codes = Vec::new();
+    while let Some(opcode) = r.byte() {
+        if opcode != OPCODE_FUNCTION2 {
+            return Err(Error::command("given type is not a function"));
+        }
+        codes.push(
+            r.string()
+                .ok_or_else(|| Error::command("failed loading the given functions payload"))?,
+        );
+    }
+    Ok(codes)
+}
+
 /// A bounds-checked reader over a payload's value.
 struct Reader<'a> {
     bytes: &'a [u8],

@@ -96,7 +96,10 @@ pub fn now_ms() -> u64 {
 /// record (stored documents refer to it; it only grows), the keyspace format record and a
 /// cluster node's state.
 pub fn is_internal(engine_key: &[u8]) -> bool {
-    engine_key == NAMES_KEY || engine_key == FORMAT_KEY || engine_key == crate::cluster::STATE_KEY
+    engine_key == NAMES_KEY
+        || engine_key == FORMAT_KEY
+        || engine_key == crate::cluster::STATE_KEY
+        || engine_key.starts_with(&crate::commands::functions::LIBRARY_PREFIX)
 }
 
 /// How a string was made, for OBJECT ENCODING (Redis's encoding depends on the command that

@@ -214,6 +214,8 @@ pub(crate) struct Shared {
     /// Scripts EVAL and SCRIPT LOAD have seen, by the lowercase hex SHA-1 of their body
     /// (EVALSHA's cache; kept until SCRIPT FLUSH, in memory as in Redis).
     pub scripts: Mutex<HashMap<String, Bytes>>,
+    /// The function libraries (FUNCTION LOAD, `commands/functions.rs`).
+    pub functions: Mutex<crate::commands::functions::Registry>,
     /// Counts SCRIPT FLUSHes: a thread's Lua state made before the last one is made anew.
     pub script_generation: std::sync::atomic::AtomicU64,
     /// When each database next has an expiry due (`txn::ExpiryDue`).
@@ -294,6 +296,7 @@ impl Shared {
                 tracing::warn!(error = %e, "keys could not be counted; DBSIZE will walk them")
             }
         }
+        let functions = crate::commands::functions::Registry::read(backend.as_ref())?;
         let watchers = crate::watchers::Watchers::new(
             config.slowlog_log_slower_than_us,
             config.slowlog_max_len,
@@ -316,6 +319,7 @@ impl Shared {
             pubsub: Arc::default(),
             keyspace_info: Mutex::new(None),
             scripts: Mutex::new(HashMap::new()),
+            functions: Mutex::new(functions),
             script_generation: std::sync::atomic::AtomicU64::new(0),
             expiry_due,
             doc_locks: (0..DOC_LOCK_STRIPES)

@@ -51,6 +51,8 @@ pub(crate) const MOVABLE_KEYS: &[&str] = &[
     "evalsha",
     "eval_ro",
     "evalsha_ro",
+    "fcall",
+    "fcall_ro",
 ];
 
 /// The key arguments of a command (Redis's `getKeysFromCommand`), in argument order.
@@ -71,7 +73,8 @@ pub(crate) fn command_keys<'a>(spec: &Spec, args: &'a [Bytes]) -> Vec<&'a [u8]> 
         "zunion" | "zinter" | "zdiff" | "zintercard" | "sintercard" | "lmpop" | "zmpop" => {
             numkeys_at(1)
         }
-        "blmpop" | "bzmpop" | "eval" | "evalsha" | "eval_ro" | "evalsha_ro" => numkeys_at(2),
+        "blmpop" | "bzmpop" | "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall"
+        | "fcall_ro" => numkeys_at(2),
         "zunionstore" | "zinterstore" | "zdiffstore" => {
             let mut keys = vec![args[1].as_ref()];
             keys.extend(numkeys_at(2));

@@ -9,6 +9,7 @@ pub mod bitmaps;
 pub mod cluster;
 pub mod collections;
 pub mod connection;
+pub mod functions;
 pub mod geo;
 pub mod hashes;
 pub mod hyperloglog;
@@ -132,6 +133,7 @@ pub(crate) fn table() -> impl Iterator<Item = &'static Spec> {
         .chain(zsets::SPECS)
         .chain(geo::SPECS)
         .chain(scripting::SPECS)
+        .chain(functions::SPECS)
         .chain(json::SPECS)
         .chain(transactions::SPECS)
         .chain(pubsub::SPECS)
@@ -517,6 +519,9 @@ const EXCLUSIVE: &[&str] = &[
     "evalsha",
     "eval_ro",
     "evalsha_ro",
+    "fcall",
+    "fcall_ro",
+    "function",
     "msetnx",
     "rename",
     "renamenx",

@@ -15,8 +15,9 @@
 //! cannot reach the machine or leave state for each other (`getfenv`, `setfenv`, `loadstring`,
 //! `load`, `rawset` and the string metatable are guarded: `install_libraries`). The `coroutine`
 //! library is not offered: the clock that stops a runaway script does not reach into one. `cjson.encode` / `cjson.decode` follow lua-cjson as Redis configures it, `bit` follows
-//! LuaBitOp. Not offered: the `cmsgpack` and `struct` libraries, SCRIPT DEBUG,
-//! FUNCTION/FCALL, and SCRIPT KILL (it answers that none runs): a script that runs longer
+//! LuaBitOp. Functions (FUNCTION LOAD, FCALL) run on the same
+//! Lua states (`functions.rs`). Not offered: the `cmsgpack` and `struct` libraries, SCRIPT
+//! DEBUG, and SCRIPT KILL (it answers that none runs): a script that runs longer
 //! than [`SCRIPT_TIME_LIMIT`] is stopped with an error instead of blocking everyone.
 
 use std::sync::atomic::Ordering;
@@ -285,6 +286,30 @@ fn run(
     body: &[u8],
     read_only: bool,
 ) -> Result<Reply> {
+    execute_lua(ctx, args, numkeys, name, read_only, Invoke::Script, |vm| {
+        vm.function(name, body)
+    })
+}
+
+/// How a compiled chunk is run: a script (EVAL: `KEYS` and `ARGV` globals, no arguments) or
+/// a function (FCALL: the keys and the arguments as its two arguments, no such globals).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Invoke {
+    Script,
+    Function,
+}
+
+/// Runs the function `pick` chooses on this thread's Lua state, with the first `numkeys` of
+/// `args[3..]` as keys, in an overlay committed at the end whatever it did.
+pub(super) fn execute_lua(
+    ctx: &mut Ctx<'_>,
+    args: &[Bytes],
+    numkeys: usize,
+    name: &str,
+    read_only: bool,
+    invoke: Invoke,
+    pick: impl FnOnce(&mut Vm) -> Result<mlua::Function>,
+) -> Result<Reply> {
     let generation = ctx.shared.script_generation.load(Ordering::Acquire);
     VM.with(|cell| {
         // (EVAL is not callable from a script, so the state is never in use here.)
@@ -300,7 +325,7 @@ fn run(
         let Some(vm) = slot.as_mut() else {
             return Err(Error::command("internal error: no Lua state"));
         };
-        let function = vm.function(name, body)?;
+        let function = pick(vm)?;
         let keys = &args[3..3 + numkeys];
         let argv = &args[3 + numkeys..];
         // A SWAPDB in the script changes the map at once; if the batch fails, it goes back.
@@ -318,7 +343,15 @@ fn run(
                 (sub.session.in_exec, sub.session.in_script, sub.session.db);
             sub.session.in_exec = true;
             sub.session.in_script = true;
-            let outcome = call_script(vm, &function, &mut sub, keys, argv, read_only, name);
+            let outcome = call_script(
+                vm,
+                &function,
+                &mut sub,
+                (keys, argv),
+                read_only,
+                name,
+                invoke,
+            );
             sub.session.in_exec = in_exec;
             sub.session.in_script = in_script;
             sub.session.db = db;
@@ -347,7 +380,7 @@ thread_local! {
 }
 
 /// A Lua state with Redis's libraries and protected globals, and the scripts it compiled.
-struct Vm {
+pub(super) struct Vm {
     lua: Lua,
     /// The environment scripts run in (`install_libraries`).
     env: Table,
@@ -358,6 +391,10 @@ struct Vm {
     functions: std::collections::HashMap<String, mlua::Function>,
     /// `Shared::script_generation` when made: SCRIPT FLUSH makes every state stale.
     generation: u64,
+    /// The functions of the loaded function libraries, by name, and the registry generation
+    /// they were loaded at (`functions.rs`).
+    library_functions: std::collections::HashMap<String, mlua::Function>,
+    libraries_generation: Option<u64>,
 }
 
 impl Vm {
@@ -372,7 +409,39 @@ impl Vm {
             redis,
             functions: std::collections::HashMap::new(),
             generation,
+            library_functions: std::collections::HashMap::new(),
+            libraries_generation: None,
         })
+    }
+
+    /// Function `name` of the function libraries `registry` holds, loading them all into this
+    /// state first if it has an older set.
+    pub(super) fn library_function(
+        &mut self,
+        registry: &super::functions::Registry,
+        name: &str,
+    ) -> Result<mlua::Function> {
+        if self.libraries_generation != Some(registry.generation) {
+            self.library_functions.clear();
+            for code in registry.codes() {
+                for f in load_library(self, code)? {
+                    self.library_functions.insert(f.name, f.callback);
+                }
+            }
+            self.libraries_generation = Some(registry.generation);
+        }
+        // The exact name first, else one that differs in case only (Redis finds functions
+        // case-insensitively).
+        self.library_functions
+            .get(name)
+            .or_else(|| {
+                self.library_functions
+                    .iter()
+                    .find(|(n, _)| n.eq_ignore_ascii_case(name))
+                    .map(|(_, f)| f)
+            })
+            .cloned()
+            .ok_or_else(|| Error::command("Function not found"))
     }
 
     /// The compiled script `name` (compiled now if new to this state).
@@ -444,6 +513,14 @@ fn install_libraries(lua: &Lua) -> mlua::Result<(Table, Table)> {
         })?,
     )?;
     redis.set("replicate_commands", lua.create_function(|_, ()| Ok(true))?)?;
+    // The version this server answers as (INFO's redis_version), and as 0x00MMmmpp.
+    let version = super::connection::REDIS_COMPAT_VERSION;
+    redis.set("REDIS_VERSION", version)?;
+    let number = version
+        .split('.')
+        .map(|p| p.parse::<i64>().unwrap_or(0))
+        .fold(0i64, |n, p| (n << 8) | p);
+    redis.set("REDIS_VERSION_NUM", number)?;
     redis.set("set_repl", lua.create_function(|_, _: MultiValue| Ok(()))?)?;
     globals.set("redis", redis.clone())?;
     globals.set("cjson", cjson_table(lua)?)?;
@@ -542,16 +619,270 @@ fn install_libraries(lua: &Lua) -> mlua::Result<(Table, Table)> {
     .map(|env| (env, redis))
 }
 
+/// A function a library registered with `redis.register_function`.
+pub(super) struct Registered {
+    pub name: String,
+    pub description: Option<String>,
+    /// Its flags, in Redis's order ([`FUNCTION_FLAGS`]).
+    pub flags: Vec<&'static str>,
+    pub callback: mlua::Function,
+}
+
+/// Redis's script flags, in the order it lists them (`scripts_flags_def`).
+pub(super) const FUNCTION_FLAGS: &[&str] = &[
+    "no-writes",
+    "allow-oom",
+    "allow-stale",
+    "no-cluster",
+    "allow-cross-slot-keys",
+];
+
+/// How long FUNCTION LOAD lets a library's code run (Redis's `LOAD_TIMEOUT_MS`): it should
+/// only register functions.
+const LOAD_TIME_LIMIT: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Runs a library's code on `vm` and returns the functions it registered. `code` is what
+/// follows the library's first line (`#!lua name=...`), that line's end included, so errors
+/// name the library's own line numbers. While it runs, `redis.register_function` exists and
+/// `redis.call` does not, as in Redis.
+pub(super) fn load_library(vm: &Vm, code: &[u8]) -> Result<Vec<Registered>> {
+    let lua = &vm.lua;
+    let chunk = lua
+        .load(code)
+        .set_name("@user_function")
+        .into_function()
+        .map_err(|e| {
+            let message = match &e {
+                mlua::Error::SyntaxError { message, .. } => message.clone(),
+                other => other.to_string(),
+            };
+            Error::command(format!("Error compiling function: {message}"))
+        })?;
+    let found: std::cell::RefCell<Vec<Registered>> = std::cell::RefCell::new(Vec::new());
+    // What the code sees while it loads is Redis's load API only: `redis` with
+    // `register_function`, `log` and the version; any other name is an error. Its functions
+    // keep this environment, whose look-ups go to the scripts' environment once loaded.
+    let load_redis = lua.create_table().map_err(lua_failure)?;
+    let load_api = lua.create_table().map_err(lua_failure)?;
+    let env = lua.create_table().map_err(lua_failure)?;
+    let env_meta = lua.create_table().map_err(lua_failure)?;
+    (|| -> mlua::Result<()> {
+        load_redis.set("log", vm.redis.get::<Value>("log")?)?;
+        for name in [
+            "LOG_DEBUG",
+            "LOG_VERBOSE",
+            "LOG_NOTICE",
+            "LOG_WARNING",
+            "REDIS_VERSION",
+            "REDIS_VERSION_NUM",
+        ] {
+            load_redis.set(name, vm.redis.get::<Value>(name)?)?;
+        }
+        load_api.set("redis", load_redis.clone())?;
+        let api_meta = lua.create_table()?;
+        api_meta.set(
+            "__index",
+            lua.create_function(|lua, (_, name): (Value, Value)| -> mlua::Result<()> {
+                let name = match name {
+                    Value::String(s) => s.to_string_lossy(),
+                    other => format!("{other:?}"),
+                };
+                Err(raise_coded(
+                    lua,
+                    &format!("Script attempted to access nonexistent global variable '{name}'"),
+                ))
+            })?,
+        )?;
+        // `redis.call` and any other missing field of the load API fail the same way.
+        load_redis.set_metatable(Some(api_meta.clone()))?;
+        load_api.set_metatable(Some(api_meta))?;
+        env_meta.set("__index", load_api.clone())?;
+        env_meta.set("__newindex", vm.env.clone())?;
+        env.set_metatable(Some(env_meta.clone()))?;
+        Ok(())
+    })()
+    .map_err(lua_failure)?;
+    let started = std::time::Instant::now();
+    lua.set_hook(
+        mlua::HookTriggers::new().every_nth_instruction(CLOCK_EVERY_INSTRUCTIONS),
+        move |_, _| {
+            if started.elapsed() > LOAD_TIME_LIMIT {
+                Err(mlua::Error::runtime("FUNCTION LOAD timeout"))
+            } else {
+                Ok(mlua::VmState::Continue)
+            }
+        },
+    )
+    .map_err(lua_failure)?;
+    let result = lua.scope(|scope| {
+        let register = scope.create_function(|lua, args: MultiValue| {
+            let r = registration(lua, args)?;
+            let mut found = found.borrow_mut();
+            // Within a library names are case-sensitive (Redis's library dictionary); calls
+            // find them case-insensitively, the first registered winning.
+            if found.iter().any(|f| f.name == r.name) {
+                return Err(raise_in_library(
+                    lua,
+                    "Function already exists in the library",
+                ));
+            }
+            found.push(r);
+            Ok(())
+        })?;
+        load_redis.raw_set("register_function", register)?;
+        chunk.set_environment(env.clone())?;
+        chunk.call::<()>(())
+    });
+    lua.remove_hook();
+    let _ = load_redis.raw_set("register_function", Value::Nil);
+    // From now on the functions see what scripts see.
+    env_meta
+        .raw_set("__index", vm.env.clone())
+        .map_err(lua_failure)?;
+    result.map_err(|e| {
+        let mut text = lua_error_text(&e);
+        if let Some(at) = text.find("\nstack traceback:") {
+            text.truncate(at);
+        }
+        Error::command(format!("Error registering functions: {text}"))
+    })?;
+    Ok(found.into_inner())
+}
+
+/// Runs a library's code on a fresh Lua state (FUNCTION LOAD's check, and loading the stored
+/// libraries at start-up): the functions it registers, as FUNCTION LIST shows them.
+pub(super) fn check_library(body: &[u8]) -> Result<Vec<super::functions::FunctionInfo>> {
+    let vm = Vm::new(0)?;
+    Ok(load_library(&vm, body)?
+        .into_iter()
+        .map(|r| super::functions::FunctionInfo {
+            name: r.name,
+            description: r.description,
+            flags: r.flags,
+        })
+        .collect())
+}
+
+/// An error `redis.register_function` raises, as Redis words it (`ERR message`, no place).
+fn raise_in_library(_lua: &Lua, message: &str) -> mlua::Error {
+    mlua::Error::runtime(format!("ERR {message}"))
+}
+
+/// An error raised while a library loads, placed at its line as Redis places them.
+fn raise_coded(lua: &Lua, message: &str) -> mlua::Error {
+    let line = lua
+        .inspect_stack(1, |d| d.current_line())
+        .flatten()
+        .unwrap_or(0);
+    mlua::Error::runtime(format!("ERR user_function:{line}: {message}"))
+}
+
+/// The arguments of one `redis.register_function` call, checked as Redis checks them: a name
+/// and a callback, or one table of named arguments (`function_name`, `callback`, `flags`,
+/// `description`).
+fn registration(lua: &Lua, args: MultiValue) -> mlua::Result<Registered> {
+    let fail = |m: &str| raise_in_library(lua, m);
+    let as_text = |v: &Value| match v {
+        Value::String(s) => Some(s.to_string_lossy()),
+        Value::Integer(n) => Some(n.to_string()),
+        Value::Number(n) => Some(crate::num::format_g17(*n)),
+        _ => None,
+    };
+    let args: Vec<Value> = args.into_iter().collect();
+    let (name, callback, description, flags) = match args.as_slice() {
+        [named] => {
+            let Value::Table(t) = named else {
+                return Err(fail("calling redis.register_function with a single argument is only applicable to Lua table (representing named arguments)."));
+            };
+            let (mut name, mut callback, mut description, mut flags) =
+                (None, None, None, Vec::new());
+            for pair in t.pairs::<Value, Value>() {
+                let (k, v) = pair?;
+                let Some(key) = as_text(&k) else {
+                    return Err(fail(
+                        "named argument key given to redis.register_function is not a string",
+                    ));
+                };
+                match key.to_ascii_lowercase().as_str() {
+                    "function_name" => {
+                        name = Some(as_text(&v).ok_or_else(|| {
+                            fail("function_name argument given to redis.register_function must be a string")
+                        })?);
+                    }
+                    "description" => {
+                        description = Some(as_text(&v).ok_or_else(|| {
+                            fail("description argument given to redis.register_function must be a string")
+                        })?);
+                    }
+                    "callback" => match v {
+                        Value::Function(f) => callback = Some(f),
+                        _ => return Err(fail(
+                            "callback argument given to redis.register_function must be a function",
+                        )),
+                    },
+                    "flags" => {
+                        let Value::Table(list) = v else {
+                            return Err(fail("flags argument to redis.register_function must be a table representing function flags"));
+                        };
+                        for item in list.sequence_values::<Value>() {
+                            let given = as_text(&item?).unwrap_or_default();
+                            let Some(flag) = FUNCTION_FLAGS
+                                .iter()
+                                .find(|f| f.eq_ignore_ascii_case(&given))
+                            else {
+                                return Err(fail("unknown flag given"));
+                            };
+                            if !flags.contains(flag) {
+                                flags.push(*flag);
+                            }
+                        }
+                    }
+                    _ => return Err(fail("unknown argument given to redis.register_function")),
+                }
+            }
+            let name = name
+                .ok_or_else(|| fail("redis.register_function must get a function name argument"))?;
+            let callback = callback
+                .ok_or_else(|| fail("redis.register_function must get a callback argument"))?;
+            (name, callback, description, flags)
+        }
+        [first, second] => {
+            let name = as_text(first).ok_or_else(|| {
+                fail("first argument to redis.register_function must be a string")
+            })?;
+            let Value::Function(f) = second else {
+                return Err(fail(
+                    "second argument to redis.register_function must be a function",
+                ));
+            };
+            (name, f.clone(), None, Vec::new())
+        }
+        _ => return Err(fail("wrong number of arguments to redis.register_function")),
+    };
+    if !super::functions::valid_name(&name) {
+        // (Redis 7.0 says "Library" here too.)
+        return Err(fail("Library names can only contain letters, numbers, or underscores(_) and must be at least one character long"));
+    }
+    let mut flags = flags;
+    flags.sort_by_key(|f| FUNCTION_FLAGS.iter().position(|x| x == f));
+    Ok(Registered {
+        name,
+        description,
+        flags,
+        callback,
+    })
+}
+
 /// Runs the compiled script with `KEYS`, `ARGV` and `redis.call` / `redis.pcall` bound to
 /// `ctx`, stopped by the clock after [`SCRIPT_TIME_LIMIT`].
 fn call_script(
     vm: &Vm,
     function: &mlua::Function,
     ctx: &mut Ctx<'_>,
-    keys: &[Bytes],
-    argv: &[Bytes],
+    (keys, argv): (&[Bytes], &[Bytes]),
     read_only: bool,
     name: &str,
+    invoke: Invoke,
 ) -> Result<Reply> {
     let lua = &vm.lua;
     let started = std::time::Instant::now();
@@ -572,10 +903,25 @@ fn call_script(
     )
     .map_err(lua_failure)?;
     let ctx = std::cell::RefCell::new(ctx);
+    // The chunk name errors carry: a script's, or a function library's.
+    let source = match invoke {
+        Invoke::Script => "user_script",
+        Invoke::Function => "user_function",
+    };
     let result = lua.scope(|scope| {
         let globals = lua.globals();
-        globals.raw_set("KEYS", strings_table(lua, keys)?)?;
-        globals.raw_set("ARGV", strings_table(lua, argv)?)?;
+        let (keys, argv) = (strings_table(lua, keys)?, strings_table(lua, argv)?);
+        let (as_globals, as_arguments) = match invoke {
+            Invoke::Script => (Some((keys, argv)), None),
+            Invoke::Function => (None, Some((keys, argv))),
+        };
+        // A function gets its keys and arguments as parameters: no KEYS or ARGV global.
+        let (keys_global, argv_global) = match as_globals {
+            Some((k, a)) => (Value::Table(k), Value::Table(a)),
+            None => (Value::Nil, Value::Nil),
+        };
+        globals.raw_set("KEYS", keys_global)?;
+        globals.raw_set("ARGV", argv_global)?;
         let redis = &vm.redis;
         // pcall returns a command's error as a table; call raises it, marked and placed at the
         // caller's line (a Rust function, so `return redis.call(...)` keeps the caller's frame,
@@ -592,7 +938,7 @@ fn call_script(
                     .flatten()
                     .unwrap_or(0);
                 return Err(mlua::Error::runtime(format!(
-                    "user_script:{line}: {CALL_ERROR_MARK}{}",
+                    "{source}:{line}: {CALL_ERROR_MARK}{}",
                     error_text(&format!("-{e}"))
                 )));
             }
@@ -600,7 +946,10 @@ fn call_script(
         })?;
         redis.raw_set("pcall", pcall)?;
         redis.raw_set("call", call)?;
-        let value: Value = function.call(())?;
+        let value: Value = match as_arguments {
+            Some(parameters) => function.call(parameters)?,
+            None => function.call(())?,
+        };
         let counted = matches!(&value, Value::Table(t)
             if matches!(t.raw_get::<Value>(ERROR_COUNTED), Ok(Value::Boolean(true))));
         from_lua(&value).map(|reply| (reply, counted))
@@ -779,16 +1128,22 @@ fn script_error(e: &mlua::Error, name: &str) -> Error {
     if let Some(at) = text.find("\nstack traceback:") {
         text.truncate(at);
     }
+    // A script's chunk is `@user_script`, a function library's `@user_function`.
+    let source = if text.contains("user_function:") && !text.contains("user_script:") {
+        "user_function"
+    } else {
+        "user_script"
+    };
     let line = text
-        .find("user_script:")
-        .and_then(|at| text[at + "user_script:".len()..].split(':').next())
+        .find(&format!("{source}:"))
+        .and_then(|at| text[at + source.len() + 1..].split(':').next())
         .and_then(|n| n.parse::<u32>().ok());
     let message = match text.find(CALL_ERROR_MARK) {
         Some(at) => text[at + CALL_ERROR_MARK.len()..].to_string(),
         None => format!("ERR {text}"),
     };
     Error::Coded(match line {
-        Some(line) => format!("{message} script: {name}, on @user_script:{line}."),
+        Some(line) => format!("{message} script: {name}, on @{source}:{line}."),
         None => message,
     })
 }

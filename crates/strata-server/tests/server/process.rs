@@ -481,6 +481,56 @@ fn expiry_times_survive_sigkill_and_restart() {
     server.terminate();
 }
 
+/// Function libraries survive SIGKILL and restart (Redis keeps them in its RDB and AOF; here
+/// they are engine records): a loaded library's functions answer after the restart, a deleted
+/// one's do not, FLUSHALL leaves them, and FUNCTION FLUSH removes them for good.
+#[test]
+fn function_libraries_survive_sigkill_and_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = ServerProcess::start(dir.path(), "everysec");
+    let mut c = server.client();
+    for code in [
+        "#!lua name=kept\nredis.register_function('greet', function(keys, args) return 'hi ' .. args[1] end)",
+        "#!lua name=gone\nredis.register_function('bye', function() return 1 end)",
+    ] {
+        let _: String = redis::cmd("FUNCTION").arg("LOAD").arg(code).query(&mut c).unwrap();
+    }
+    let _: () = redis::cmd("FUNCTION")
+        .arg("DELETE")
+        .arg("gone")
+        .query(&mut c)
+        .unwrap();
+    let _: () = redis::cmd("FLUSHALL").query(&mut c).unwrap();
+    server.kill9();
+    let server = ServerProcess::start(dir.path(), "everysec");
+    let mut c = server.client();
+    let hi: String = redis::cmd("FCALL")
+        .arg("greet")
+        .arg(0)
+        .arg("you")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(hi, "hi you");
+    let bye: redis::RedisResult<i64> = redis::cmd("FCALL").arg("bye").arg(0).query(&mut c);
+    assert!(
+        bye.is_err(),
+        "a deleted library's function answered: {bye:?}"
+    );
+    let dbsize: i64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
+    assert_eq!(dbsize, 0, "libraries are not keys");
+    let _: () = redis::cmd("FUNCTION").arg("FLUSH").query(&mut c).unwrap();
+    server.kill9();
+    let server = ServerProcess::start(dir.path(), "everysec");
+    let mut c = server.client();
+    let hi: redis::RedisResult<String> = redis::cmd("FCALL")
+        .arg("greet")
+        .arg(0)
+        .arg("x")
+        .query(&mut c);
+    assert!(hi.is_err(), "a flushed library's function answered: {hi:?}");
+    server.terminate();
+}
+
 /// Hash writes survive SIGKILL whole: every acknowledged HSET's field is there after the
 /// restart, and each hash's count (its record) agrees with the fields found (the record and
 /// the fields of one command are one atomic batch).
