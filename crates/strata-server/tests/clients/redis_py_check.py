@@ -1,5 +1,6 @@
 """redis-py against a Strata server, as an application uses it: plain commands with TTLs,
-pipelines with and without MULTI/EXEC, a WATCH retry loop, JSON documents, pub/sub. Exits
+pipelines with and without MULTI/EXEC, a WATCH retry loop, JSON documents, pub/sub, scripts
+and functions. Exits
 non-zero with the failing assertion. Usage: redis_py_check.py PORT"""
 import sys
 import time
@@ -104,6 +105,27 @@ assert incr_by(keys=["scripted"], args=[5]) == 5
 r.script_flush()
 assert incr_by(keys=["scripted"], args=[2]) == 7
 assert r.eval("return {KEYS[1], ARGV[1], 3}", 1, "k", "a") == ["k", "a", 3]
+
+# Redis 7 functions through redis-py's function_* and fcall helpers, in a MULTI pipeline too.
+r.function_flush()
+lib = (
+    "#!lua name=pylib\n"
+    "redis.register_function('incrby2', function(keys, args)\n"
+    "  return redis.call('INCRBY', keys[1], 2 * tonumber(args[1])) end)\n"
+    "redis.register_function{function_name='peek', flags={'no-writes'},\n"
+    "  callback=function(keys) return redis.call('GET', keys[1]) end}"
+)
+assert r.function_load(lib) == "pylib"
+assert r.fcall("incrby2", 1, "fn", 5) == 10
+assert r.fcall_ro("peek", 1, "fn") == "10"
+assert r.function_stats()["engines"]["LUA"] == {"libraries_count": 1, "functions_count": 2}
+dump = r.function_dump()
+r.function_flush()
+assert r.function_list() == []
+assert r.function_restore(dump)
+pipe = r.pipeline()
+pipe.fcall("incrby2", 1, "fn", 1).fcall_ro("peek", 1, "fn")
+assert pipe.execute() == [12, "12"]
 
 # BITFIELD through redis-py's builder.
 bf = r.bitfield("counters")
