@@ -103,7 +103,7 @@ impl Registry {
 /// The words of a library's first line as Redis's `sdssplitargs` makes them: separated by
 /// spaces, with `"..."` (backslash escapes) and `'...'` parts anywhere in a word; `None` for
 /// an unbalanced quote or one closed without a space after it.
-fn split_args(line: &str) -> Option<Vec<String>> {
+pub(super) fn split_args(line: &str) -> Option<Vec<String>> {
     let mut words = Vec::new();
     let mut chars = line.chars().peekable();
     loop {
@@ -596,6 +596,11 @@ fn call(ctx: &mut Ctx<'_>, args: &[Bytes], ro: bool) -> Result<Reply> {
     }
     let numkeys =
         usize::try_from(numkeys).map_err(|_| Error::command("Number of keys can't be negative"))?;
+    if ctx.session.cluster && flags.contains(&"no-cluster") {
+        return Err(Error::command(
+            "Can not run script on cluster, 'no-cluster' flag is set.",
+        ));
+    }
     let no_writes = flags.contains(&"no-writes");
     if ro && !no_writes {
         return Err(Error::command(

@@ -75,14 +75,55 @@ fn sha1_hex(body: &[u8]) -> String {
 
 fn eval(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let numkeys = key_count(args)?;
+    shebang(&args[1])?;
     let name = remember(ctx, &args[1]);
     run(ctx, args, numkeys, &name, &args[1], false)
 }
 
 fn eval_ro(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let numkeys = key_count(args)?;
+    shebang(&args[1])?;
     let name = remember(ctx, &args[1]);
     run(ctx, args, numkeys, &name, &args[1], true)
+}
+
+/// A script's first line when it starts with `#!` (Redis 7's shebang, `#!lua flags=a,b`):
+/// its flags (`None`: no shebang, the scripts of Redis 6 and before) and its length (the code
+/// compiled starts at its line end, so line numbers stay the script's). Redis's errors.
+fn shebang(body: &[u8]) -> Result<(Option<Vec<&'static str>>, usize)> {
+    if !body.starts_with(b"#!") {
+        return Ok((None, 0));
+    }
+    let Some(end) = body.iter().position(|&b| b == b'\n') else {
+        return Err(Error::command("Invalid script shebang"));
+    };
+    let line = String::from_utf8_lossy(&body[..end]).into_owned();
+    let parts = super::functions::split_args(&line)
+        .filter(|p| !p.is_empty())
+        .ok_or_else(|| Error::command("Invalid engine in script shebang"))?;
+    if parts[0] != "#!lua" {
+        return Err(Error::command(format!(
+            "Unexpected engine in script shebang: {}",
+            parts[0]
+        )));
+    }
+    let mut flags = Vec::new();
+    for part in &parts[1..] {
+        let Some(list) = part.strip_prefix("flags=") else {
+            return Err(Error::command(format!(
+                "Unknown lua shebang option: {part}"
+            )));
+        };
+        for given in list.split(',').filter(|f| !f.is_empty()) {
+            let Some(flag) = FUNCTION_FLAGS.iter().find(|f| **f == given) else {
+                return Err(Error::command(format!(
+                    "Unexpected flag in script shebang: {given}"
+                )));
+            };
+            flags.push(*flag);
+        }
+    }
+    Ok((Some(flags), end))
 }
 
 fn evalsha(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
@@ -130,7 +171,8 @@ fn script(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         if args.len() != 3 {
             return Err(wrong_arity());
         }
-        compile_check(&args[2])?;
+        let (_, shebang_bytes) = shebang(&args[2])?;
+        compile_check(&args[2][shebang_bytes..])?;
         return Ok(Reply::text(remember(ctx, &args[2])));
     }
     if is(sub, "EXISTS") {
@@ -286,8 +328,27 @@ fn run(
     body: &[u8],
     read_only: bool,
 ) -> Result<Reply> {
+    // A script with a shebang runs by its flags (Redis 7): `no-writes` makes it read-only,
+    // EVAL_RO refuses one without it; one without a shebang runs as in Redis 6.
+    let (flags, shebang_bytes) = shebang(body)?;
+    let mut read_only = read_only;
+    if let Some(flags) = &flags {
+        let no_writes = flags.contains(&"no-writes");
+        if read_only && !no_writes {
+            return Err(Error::command(
+                "Can not execute a script with write flag using *_ro command.",
+            ));
+        }
+        if ctx.session.cluster && flags.contains(&"no-cluster") {
+            return Err(Error::command(
+                "Can not run script on cluster, 'no-cluster' flag is set.",
+            ));
+        }
+        read_only |= no_writes;
+    }
+    let code = &body[shebang_bytes..];
     execute_lua(ctx, args, numkeys, name, read_only, Invoke::Script, |vm| {
-        vm.function(name, body)
+        vm.function(name, code)
     })
 }
 
