@@ -393,10 +393,23 @@ pub(crate) async fn serve(
         // A blocked command waits for a write that may have added to a list, or its deadline;
         // then it runs again (the loop's top). Input keeps being read meanwhile (queued behind
         // it), so a client that leaves is noticed and its command never takes an element.
+        // A change of lists this command does not wait on wakes it too: it then waits on
+        // without running again (`ListWaiters::needs_look`).
+        let ticket = batch.session.wait_ticket.as_ref().map(|t| t.id());
+        let waiters = &shared.list_waiters;
         let list_pushed = async {
             match blocked {
                 Some(b) => {
-                    let _ = list_pushes.wait_for(|n| *n != b.seen_pushes).await;
+                    let mut seen = b.seen_pushes;
+                    loop {
+                        let Ok(now) = list_pushes.wait_for(|n| *n != seen).await.map(|n| *n) else {
+                            break;
+                        };
+                        match ticket {
+                            Some(t) if !waiters.needs_look(t) => seen = now,
+                            _ => break,
+                        }
+                    }
                 }
                 None => std::future::pending::<()>().await,
             }

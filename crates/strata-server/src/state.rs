@@ -256,9 +256,15 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// Wakes connections blocked on lists or sorted sets: a write may have added elements.
+    /// Wakes connections blocked on lists or sorted sets: a write may have added elements to
+    /// any of them.
     pub fn note_list_push(&self) {
         self.list_waiters.note();
+    }
+
+    /// Wakes the connections blocked on list or sorted set `key` of logical database `db`.
+    pub fn note_key_push(&self, db: DbIndex, key: &[u8]) {
+        self.list_waiters.note_keys(db, [key]);
     }
 
     /// Reads the key names of stored documents from `backend`.
@@ -536,21 +542,23 @@ pub(crate) struct Session {
 }
 
 /// Connections blocked on lists, queued per list in the order they blocked. Redis serves the
-/// clients blocked on a list first come, first served; here every blocked connection wakes at
-/// any change and looks again, and a waiter takes from a list only what the waiters queued
+/// clients blocked on a list first come, first served; here a blocked connection wakes at any
+/// change, looks again only if one of its lists changed since it last looked
+/// ([`ListWaiters::needs_look`]), and a waiter takes from a list only what the waiters queued
 /// before it leave ([`ListWaiters::ahead`], `commands/lists.rs`), so the elements still go in
 /// that order.
 ///
 /// Redis serves blocked clients right after the command that pushed, before any next command:
 /// `RPUSH q a` then `LLEN q` from the pusher answers 0 when a client was blocked on `q`. Here
-/// the pusher's connection waits, before its next command, until every waiter has looked at
-/// the lists as they are after the push ([`ListWaiters::settled`]; `conn.rs`); each waiter
-/// records the change count it looked at ([`ListWaiters::looked`]).
+/// the pusher's connection waits, before its next command, until every waiter whose lists
+/// changed has looked at them again ([`ListWaiters::settled`]; `conn.rs`). Writers name the
+/// keys they pushed to ([`ListWaiters::note_keys`]) where they can; a change of unknown keys
+/// (EXEC, a script, RENAME) makes every waiter look again ([`ListWaiters::note`]).
 #[derive(Default)]
 pub(crate) struct ListWaiters {
     queues: parking_lot::Mutex<WaitQueues>,
-    /// Counts writes that may have added elements to a list and waiters leaving a queue
-    /// (those behind moved up); blocked connections wait for it to change.
+    /// Counts changes that may have added elements to a list or moved a queue; blocked
+    /// connections wake when it changes.
     pub changes: watch::Sender<u64>,
     /// Waiters queued (tickets alive): read without the lock by every command of every
     /// connection, so that a server without blocked clients pays one load per command.
@@ -566,9 +574,26 @@ struct WaitQueues {
     /// Tickets per (logical database, list name), oldest first, with the kind each waits for
     /// (a list, a sorted set: a client in BLPOP does not wait behind one in BZPOPMIN).
     by_list: HashMap<(DbIndex, Bytes), VecDeque<(u64, KeyType)>>,
-    /// Per ticket, the value of [`ListWaiters::changes`] its command read before it last
-    /// looked at its lists.
-    looked_at: HashMap<u64, u64>,
+    /// Per ticket: the change count its command read before it last looked, and its lists.
+    tickets: HashMap<u64, (u64, Vec<(DbIndex, Bytes)>)>,
+    /// The change count of the last change of each list someone waits on.
+    changed_at: HashMap<(DbIndex, Bytes), u64>,
+    /// The change count of the last change of lists not named (every list may have changed).
+    all_changed_at: u64,
+}
+
+impl WaitQueues {
+    /// Whether the waiter holding `ticket` has looked since the last change of its lists.
+    fn settled(&self, ticket: u64) -> bool {
+        let Some((looked_at, lists)) = self.tickets.get(&ticket) else {
+            return true;
+        };
+        let last_change = lists
+            .iter()
+            .filter_map(|l| self.changed_at.get(l))
+            .fold(self.all_changed_at, |a, &b| a.max(b));
+        *looked_at >= last_change
+    }
 }
 
 /// Longest a pusher waits for the blocked clients to look at what it pushed: a bound against a
@@ -577,9 +602,33 @@ struct WaitQueues {
 pub(crate) const SERVE_WAITERS_MAX: std::time::Duration = std::time::Duration::from_millis(500);
 
 impl ListWaiters {
-    /// Wakes every blocked connection to look again.
+    /// Every list may have changed: every blocked connection looks again.
     pub fn note(&self) {
-        self.changes.send_modify(|n| *n = n.wrapping_add(1));
+        // The count moves under the queues' lock, so a change recorded at `next` is never
+        // followed by a count that goes back (a waiter would take a later change for one it
+        // had seen).
+        let mut q = self.queues.lock();
+        let next = self.generation().wrapping_add(1);
+        q.all_changed_at = next;
+        self.changes.send_modify(|n| *n = next);
+    }
+
+    /// The lists `keys` of logical database `db` may have gained elements: the connections
+    /// blocked on them look again (others wake, see nothing changed for them, and wait on).
+    pub fn note_keys<'k>(&self, db: DbIndex, keys: impl IntoIterator<Item = &'k [u8]>) {
+        let mut q = self.queues.lock();
+        let next = self.generation().wrapping_add(1);
+        if !q.by_list.is_empty() {
+            for key in keys {
+                let list = (db, Bytes::copy_from_slice(key));
+                if q.by_list.contains_key(&list) {
+                    q.changed_at.insert(list, next);
+                }
+            }
+        }
+        // The count moves even when nobody waits on these keys: a command about to block
+        // read the count before it looked, and finds it moved when it queues (`enqueue`).
+        self.changes.send_modify(|n| *n = next);
     }
 
     /// The current change count (see [`ListWaiters::changes`]).
@@ -608,13 +657,21 @@ impl ListWaiters {
         let mut q = self.queues.lock();
         q.next_ticket += 1;
         let ticket = q.next_ticket;
+        // Something changed between the command's reading of the count and now, perhaps one
+        // of these lists before anyone waited on it: it looks again.
+        let now = self.generation();
+        if now != looked_at {
+            for list in &lists {
+                q.changed_at.insert(list.clone(), now);
+            }
+        }
         for list in &lists {
             let queue = q.by_list.entry(list.clone()).or_default();
             if !queue.iter().any(|&(t, _)| t == ticket) {
                 queue.push_back((ticket, kind));
             }
         }
-        q.looked_at.insert(ticket, looked_at);
+        q.tickets.insert(ticket, (looked_at, lists.clone()));
         self.waiting.fetch_add(1, Ordering::AcqRel);
         drop(q);
         self.looked_again.notify_waiters();
@@ -628,33 +685,35 @@ impl ListWaiters {
     /// Records that the waiter holding `ticket` looked at its lists again (its command read
     /// the change count `looked_at` first) and still waits.
     pub fn looked(&self, ticket: &WaitTicket, looked_at: u64) {
-        if let Some(seen) = self.queues.lock().looked_at.get_mut(&ticket.ticket) {
+        if let Some((seen, _)) = self.queues.lock().tickets.get_mut(&ticket.ticket) {
             *seen = looked_at;
         }
         self.looked_again.notify_waiters();
     }
 
-    /// Whether every waiter has looked at its lists since the last change.
-    fn all_looked(&self) -> bool {
-        let now = self.generation();
-        self.queues
-            .lock()
-            .looked_at
-            .values()
-            .all(|&seen| seen == now)
+    /// Whether the waiter holding ticket `id` must look at its lists again: one changed since
+    /// it last looked.
+    pub fn needs_look(&self, id: u64) -> bool {
+        !self.queues.lock().settled(id)
     }
 
-    /// Waits until every blocked connection has looked at its lists since the last change
+    /// Whether every waiter has looked at its lists since their last change.
+    fn all_settled(&self) -> bool {
+        let q = self.queues.lock();
+        q.tickets.keys().all(|&t| q.settled(t))
+    }
+
+    /// Waits until every blocked connection whose lists changed has looked at them again
     /// (taking what it could), or [`SERVE_WAITERS_MAX`] passed. A waiter served by a push
-    /// leaves its queue, which is a change again: those behind it look once more, and a
-    /// BLMOVE's push serves the clients blocked on its destination before this returns.
+    /// leaves its queue, which is a change of its lists for those behind it, and a BLMOVE's
+    /// push is a change of its destination: those clients are served before this returns too.
     pub async fn settled(&self) {
         let give_up = tokio::time::Instant::now() + SERVE_WAITERS_MAX;
         loop {
             let looked = self.looked_again.notified();
             tokio::pin!(looked);
             looked.as_mut().enable();
-            if self.all_looked() {
+            if self.all_settled() {
                 return;
             }
             tokio::select! {
@@ -688,21 +747,29 @@ impl ListWaiters {
     }
 
     fn leave(&self, ticket: u64, lists: &[(DbIndex, Bytes)]) {
-        {
-            let mut q = self.queues.lock();
-            for list in lists {
-                if let Some(queue) = q.by_list.get_mut(list) {
-                    queue.retain(|&(x, _)| x != ticket);
-                    if queue.is_empty() {
-                        q.by_list.remove(list);
-                    }
+        let mut q = self.queues.lock();
+        let next = self.generation().wrapping_add(1);
+        let mut behind = false;
+        for list in lists {
+            if let Some(queue) = q.by_list.get_mut(list) {
+                queue.retain(|&(x, _)| x != ticket);
+                if queue.is_empty() {
+                    q.by_list.remove(list);
+                    q.changed_at.remove(list);
+                } else {
+                    // Those behind moved up: they look again.
+                    q.changed_at.insert(list.clone(), next);
+                    behind = true;
                 }
             }
-            if q.looked_at.remove(&ticket).is_some() {
-                self.waiting.fetch_sub(1, Ordering::AcqRel);
-            }
         }
-        self.note();
+        if q.tickets.remove(&ticket).is_some() {
+            self.waiting.fetch_sub(1, Ordering::AcqRel);
+        }
+        if behind {
+            self.changes.send_modify(|n| *n = next);
+        }
+        drop(q);
         self.looked_again.notify_waiters();
     }
 }
@@ -712,6 +779,13 @@ pub(crate) struct WaitTicket {
     waiters: Arc<ListWaiters>,
     ticket: u64,
     lists: Vec<(DbIndex, Bytes)>,
+}
+
+impl WaitTicket {
+    /// The ticket's number ([`ListWaiters::needs_look`]).
+    pub fn id(&self) -> u64 {
+        self.ticket
+    }
 }
 
 impl Drop for WaitTicket {
@@ -836,6 +910,50 @@ impl Session {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A command that looked at its list, then saw a push land before it queued, looks again
+    /// (else it would sleep with the element there); a queued waiter looks again when its own
+    /// list changes, or lists nobody named, and not for another list.
+    #[test]
+    fn waiters_look_again_exactly_when_their_lists_may_have_changed() {
+        let w = Arc::new(ListWaiters::default());
+        let q = || vec![(0, Bytes::from_static(b"q"))];
+        let seen = w.generation();
+        w.note_keys(0, [&b"q"[..]]);
+        let t = w.enqueue(q(), KeyType::List, seen);
+        assert!(
+            w.needs_look(t.id()),
+            "a push between the look and the queueing"
+        );
+        w.looked(&t, w.generation());
+        assert!(!w.needs_look(t.id()));
+        w.note_keys(0, [&b"other"[..]]);
+        w.note_keys(1, [&b"q"[..]]);
+        assert!(!w.needs_look(t.id()), "other lists changed");
+        w.note_keys(0, [&b"q"[..]]);
+        assert!(w.needs_look(t.id()), "its list changed");
+        w.looked(&t, w.generation());
+        w.note();
+        assert!(w.needs_look(t.id()), "unnamed lists changed");
+        assert!(w.any_waiting());
+        drop(t);
+        assert!(!w.any_waiting());
+    }
+
+    /// The waiter behind one that leaves moves up, and looks again.
+    #[test]
+    fn the_waiter_behind_one_that_leaves_looks_again() {
+        let w = Arc::new(ListWaiters::default());
+        let q = || vec![(0, Bytes::from_static(b"q"))];
+        let first = w.enqueue(q(), KeyType::List, w.generation());
+        let second = w.enqueue(q(), KeyType::List, w.generation());
+        assert_eq!(w.ahead(&q()[0], KeyType::List, Some(&second)), 1);
+        assert_eq!(w.ahead(&q()[0], KeyType::Zset, Some(&second)), 0);
+        assert!(!w.needs_look(second.id()));
+        drop(first);
+        assert!(w.needs_look(second.id()));
+        assert_eq!(w.ahead(&q()[0], KeyType::List, Some(&second)), 0);
+    }
 
     #[test]
     fn cursor_table_forgets_oldest_first_and_never_issues_zero() {

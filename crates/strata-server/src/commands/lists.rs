@@ -324,7 +324,7 @@ fn push(ctx: &Ctx<'_>, args: &[Bytes], left: bool, only_existing: bool) -> Resul
         Ok(l.count)
     })?;
     if n > 0 {
-        ctx.shared.note_list_push();
+        ctx.shared.note_key_push(ctx.session.db, &args[1]);
     }
     Ok(Reply::Int(i64::try_from(n).unwrap_or(i64::MAX)))
 }
@@ -543,7 +543,7 @@ fn linsert(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         Ok(n)
     })?;
     if n > 0 {
-        ctx.shared.note_list_push();
+        ctx.shared.note_key_push(ctx.session.db, &args[1]);
     }
     Ok(Reply::Int(n))
 }
@@ -659,7 +659,7 @@ fn lmove_generic(
             Ok(v)
         })?;
         if v.is_some() {
-            ctx.shared.note_list_push();
+            ctx.shared.note_key_push(ctx.session.db, src);
         }
         return Ok(Reply::bulk_or_nil(v));
     }
@@ -686,7 +686,7 @@ fn lmove_pop_push(
     ops.extend(pushed);
     ctx.db().write(ops)?;
     ctx.shared.note_writes(1);
-    ctx.shared.note_list_push();
+    ctx.shared.note_key_push(ctx.session.db, dst);
     Ok(Some(value))
 }
 

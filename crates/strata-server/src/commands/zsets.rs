@@ -273,8 +273,8 @@ fn modify<T>(
     })?;
     if wrote {
         ctx.shared.note_writes(1);
-        // Clients blocked in BZPOPMIN/BZMPOP look again.
-        ctx.shared.note_list_push();
+        // Clients blocked in BZPOPMIN/BZMPOP on it look again.
+        ctx.shared.note_key_push(ctx.session.db, key);
     }
     out.ok_or_else(|| Error::command("internal error: the sorted set update did not run"))
 }
@@ -1332,7 +1332,7 @@ pub(crate) fn store_entries(
     }
     ctx.db().write(ops)?;
     ctx.shared.note_writes(1);
-    ctx.shared.note_list_push();
+    ctx.shared.note_key_push(ctx.session.db, dst);
     Ok(Reply::Int(entries.len() as i64))
 }
 

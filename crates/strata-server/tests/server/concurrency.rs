@@ -631,3 +631,98 @@ fn an_expired_key_without_an_index_entry_is_removed_after_compaction() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
+
+/// Job queues on lists, as applications run them: workers blocked in BLPOP on three queues
+/// without a timeout, more connections blocking and timing out on lists nobody pushes to (so
+/// blocking, waking and leaving go on all the time), and pushers racing each other; a `stop`
+/// job per worker at the end. Every job is taken exactly once and every worker stops: a lost
+/// wake-up (a waiter that wakes at a change but looks again only when one of its lists
+/// changed, or a command about to block that missed a push in between) leaves a worker
+/// waiting for ever, which the deadline reports.
+#[test]
+fn blocked_workers_take_every_job_once() {
+    const QUEUES: usize = 3;
+    const PUSHERS: usize = 4;
+    const JOBS_PER_PUSHER: usize = 500;
+    const WORKERS: usize = 6;
+    const IDLE: usize = 20;
+    let server = TestServer::start();
+    let url = server.url();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let idle: Vec<_> = (0..IDLE)
+        .map(|i| {
+            let (url, done) = (url.clone(), done.clone());
+            std::thread::spawn(move || {
+                let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+                while !done.load(std::sync::atomic::Ordering::Acquire) {
+                    let got: Option<(String, String)> = redis::cmd("BLPOP")
+                        .arg(format!("idle:{i}"))
+                        .arg(0.05)
+                        .query(&mut c)
+                        .unwrap();
+                    assert_eq!(got, None, "nobody pushes to idle:{i}");
+                }
+            })
+        })
+        .collect();
+    let (finished_tx, finished_rx) = std::sync::mpsc::channel();
+    for w in 0..WORKERS {
+        let (url, finished) = (url.clone(), finished_tx.clone());
+        std::thread::spawn(move || {
+            let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+            let mut taken = Vec::new();
+            loop {
+                let mut cmd = redis::cmd("BLPOP");
+                // Workers listen to the queues in different orders.
+                for q in 0..QUEUES {
+                    cmd.arg(format!("jobs:{}", (q + w) % QUEUES));
+                }
+                let (_, job): (String, String) = cmd.arg(0).query(&mut c).unwrap();
+                if job == "stop" {
+                    break;
+                }
+                taken.push(job);
+            }
+            let _ = finished.send(taken);
+        });
+    }
+    let pushers: Vec<_> = (0..PUSHERS)
+        .map(|p| {
+            let url = url.clone();
+            std::thread::spawn(move || {
+                let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+                for j in 0..JOBS_PER_PUSHER {
+                    let queue = format!("jobs:{}", (p + j) % QUEUES);
+                    let _: i64 = c.rpush(queue, format!("{p}:{j}")).unwrap();
+                }
+            })
+        })
+        .collect();
+    for p in pushers {
+        p.join().unwrap();
+    }
+    let mut c = server.client();
+    for w in 0..WORKERS {
+        let _: i64 = c.rpush(format!("jobs:{}", w % QUEUES), "stop").unwrap();
+    }
+    let mut all = Vec::new();
+    for _ in 0..WORKERS {
+        let taken = finished_rx
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("a worker still waits though jobs and its stop were pushed");
+        all.extend(taken);
+    }
+    done.store(true, std::sync::atomic::Ordering::Release);
+    for i in idle {
+        i.join().unwrap();
+    }
+    let taken = all.len();
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), taken, "a job was taken twice");
+    assert_eq!(taken, PUSHERS * JOBS_PER_PUSHER, "jobs taken");
+    let left: usize = (0..QUEUES)
+        .map(|q| c.llen::<_, usize>(format!("jobs:{q}")).unwrap())
+        .sum();
+    assert_eq!(left, 0, "jobs left in the queues");
+}
