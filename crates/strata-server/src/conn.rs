@@ -801,17 +801,18 @@ impl Batch {
     }
 }
 
-/// The list-change count before a command, when some client is blocked (`None`: none is, and
-/// the command's pushes wake nobody): see [`pushed`].
+/// The count of changes blocked clients must look at, before a command, when some client is
+/// blocked (`None`: none is, and the command's pushes wake nobody): see [`pushed`].
 fn pushes_seen(shared: &Shared) -> Option<u64> {
     let waiters = &shared.list_waiters;
-    waiters.any_waiting().then(|| waiters.generation())
+    waiters.any_waiting().then(|| waiters.concerning())
 }
 
-/// Whether the lists changed since [`pushes_seen`] while clients were blocked: then they are
-/// served before the next command ([`Step::ServeWaiters`]).
+/// Whether a list a client is blocked on changed since [`pushes_seen`]: then the blocked
+/// clients are served before the next command ([`Step::ServeWaiters`]). Pushes to lists nobody
+/// waits on do not count, so they keep a pipeline's held run going.
 fn pushed(shared: &Shared, before: Option<u64>) -> bool {
-    before.is_some_and(|g| shared.list_waiters.generation() != g)
+    before.is_some_and(|g| shared.list_waiters.concerning() != g)
 }
 
 /// Whether `args` is a pop that may take from the window the held run's previous pop left

@@ -566,6 +566,11 @@ pub(crate) struct ListWaiters {
     /// Signalled whenever a waiter has looked again or left: a pusher waiting in
     /// [`ListWaiters::settled`] checks again.
     looked_again: tokio::sync::Notify,
+    /// The change count of the last change that a queued waiter must look at (a push to a
+    /// list someone waits on, a change of unnamed lists, a queue moving up): a command after
+    /// which it moved lets the waiters take their turn ([`ListWaiters::concerning`]); pushes
+    /// to lists nobody waits on leave it, so they do not stop a pipeline.
+    concerning: AtomicU64,
 }
 
 #[derive(Default)]
@@ -610,6 +615,9 @@ impl ListWaiters {
         let mut q = self.queues.lock();
         let next = self.generation().wrapping_add(1);
         q.all_changed_at = next;
+        if !q.tickets.is_empty() {
+            self.concerning.store(next, Ordering::Release);
+        }
         self.changes.send_modify(|n| *n = next);
     }
 
@@ -623,6 +631,7 @@ impl ListWaiters {
                 let list = (db, Bytes::copy_from_slice(key));
                 if q.by_list.contains_key(&list) {
                     q.changed_at.insert(list, next);
+                    self.concerning.store(next, Ordering::Release);
                 }
             }
         }
@@ -634,6 +643,12 @@ impl ListWaiters {
     /// The current change count (see [`ListWaiters::changes`]).
     pub fn generation(&self) -> u64 {
         *self.changes.borrow()
+    }
+
+    /// The change count of the last change a queued waiter must look at; when it moves
+    /// during a command, the blocked clients are served before the next one (`conn.rs`).
+    pub fn concerning(&self) -> u64 {
+        self.concerning.load(Ordering::Acquire)
     }
 
     /// Whether any connection is blocked on a list or sorted set.
@@ -671,14 +686,13 @@ impl ListWaiters {
                 queue.push_back((ticket, kind));
             }
         }
-        q.tickets.insert(ticket, (looked_at, lists.clone()));
+        q.tickets.insert(ticket, (looked_at, lists));
         self.waiting.fetch_add(1, Ordering::AcqRel);
         drop(q);
         self.looked_again.notify_waiters();
         WaitTicket {
             waiters: self.clone(),
             ticket,
-            lists,
         }
     }
 
@@ -746,11 +760,18 @@ impl ListWaiters {
             .count()
     }
 
-    fn leave(&self, ticket: u64, lists: &[(DbIndex, Bytes)]) {
+    fn leave(&self, ticket: u64) {
         let mut q = self.queues.lock();
         let next = self.generation().wrapping_add(1);
         let mut behind = false;
-        for list in lists {
+        let lists = match q.tickets.remove(&ticket) {
+            Some((_, lists)) => {
+                self.waiting.fetch_sub(1, Ordering::AcqRel);
+                lists
+            }
+            None => Vec::new(),
+        };
+        for list in &lists {
             if let Some(queue) = q.by_list.get_mut(list) {
                 queue.retain(|&(x, _)| x != ticket);
                 if queue.is_empty() {
@@ -763,10 +784,8 @@ impl ListWaiters {
                 }
             }
         }
-        if q.tickets.remove(&ticket).is_some() {
-            self.waiting.fetch_sub(1, Ordering::AcqRel);
-        }
         if behind {
+            self.concerning.store(next, Ordering::Release);
             self.changes.send_modify(|n| *n = next);
         }
         drop(q);
@@ -778,7 +797,6 @@ impl ListWaiters {
 pub(crate) struct WaitTicket {
     waiters: Arc<ListWaiters>,
     ticket: u64,
-    lists: Vec<(DbIndex, Bytes)>,
 }
 
 impl WaitTicket {
@@ -790,7 +808,7 @@ impl WaitTicket {
 
 impl Drop for WaitTicket {
     fn drop(&mut self) {
-        self.waiters.leave(self.ticket, &self.lists);
+        self.waiters.leave(self.ticket);
     }
 }
 

@@ -309,6 +309,34 @@ fn repr(bytes: &[u8], out: &mut String) {
 mod tests {
     use super::*;
 
+    /// Error codes and subcommand names that clients choose are kept up to a bound (a client
+    /// sending made-up ones cannot grow the maps); the totals still count every reply.
+    #[test]
+    fn command_statistics_stay_bounded() {
+        let stats = CommandStats::new(["get", "config"].into_iter());
+        for i in 0..1000 {
+            stats.note_error(&format!("CODE{i} made up"));
+            let args = [Bytes::from("config"), Bytes::from(format!("sub{i}"))];
+            stats.note("config", &args, Outcome::Rejected);
+        }
+        stats.note(
+            "get",
+            &[Bytes::from("get")],
+            Outcome::Ran {
+                micros: 3,
+                failed: false,
+            },
+        );
+        assert_eq!(stats.error_replies(), 1000);
+        assert_eq!(stats.error_lines().len(), ERROR_KINDS_MAX);
+        let lines = stats.command_lines();
+        assert_eq!(lines.len(), SUBCOMMANDS_MAX + 1);
+        assert!(lines.contains(&(
+            "cmdstat_get".to_string(),
+            "calls=1,usec=3,usec_per_call=3.00,rejected_calls=0,failed_calls=0".to_string()
+        )));
+    }
+
     fn words(w: &[&str]) -> Vec<Bytes> {
         w.iter().map(|s| Bytes::from(s.to_string())).collect()
     }
@@ -386,6 +414,11 @@ const PER_SUBCOMMAND: &[&str] = &[
     "latency", "acl", "function", "module",
 ];
 
+/// Most error codes INFO errorstats keeps (Redis's `ERRORSTATS_LIMIT`).
+const ERROR_KINDS_MAX: usize = 128;
+/// Most `command|subcommand` names INFO commandstats keeps.
+const SUBCOMMANDS_MAX: usize = 256;
+
 /// INFO commandstats and errorstats: counters per command (fixed at start: every name of the
 /// command table, so a command costs a map look-up and a few relaxed additions, no lock) and
 /// per subcommand of the commands Redis counts that way, and error replies per prefix.
@@ -406,10 +439,13 @@ pub(crate) enum Outcome {
 }
 
 impl CommandStats {
-    /// Counters for every command named in `names`.
+    /// Counters for every command named in `names` (those counted per subcommand apart).
     pub fn new(names: impl Iterator<Item = &'static str>) -> CommandStats {
         CommandStats {
-            by_name: names.map(|n| (n, CommandCounters::default())).collect(),
+            by_name: names
+                .filter(|n| !PER_SUBCOMMAND.contains(n))
+                .map(|n| (n, CommandCounters::default()))
+                .collect(),
             by_subcommand: parking_lot::Mutex::new(BTreeMap::new()),
             errors: parking_lot::Mutex::new(BTreeMap::new()),
             error_replies: AtomicU64::new(0),
@@ -418,10 +454,22 @@ impl CommandStats {
 
     /// Counts one command `name` (its arguments `args`).
     pub fn note(&self, name: &'static str, args: &[Bytes], outcome: Outcome) {
-        if PER_SUBCOMMAND.contains(&name) && args.len() > 1 {
-            let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
+        let Some(c) = self.by_name.get(name) else {
+            // A command counted per subcommand. A refused one's subcommand was not checked:
+            // past SUBCOMMANDS_MAX names, new ones are not counted (an unauthenticated client
+            // could otherwise grow the map with made-up names).
+            let Some(sub) = args.get(1) else {
+                return;
+            };
+            let key = format!(
+                "{name}|{}",
+                String::from_utf8_lossy(sub).to_ascii_lowercase()
+            );
             let mut map = self.by_subcommand.lock();
-            let c = map.entry(format!("{name}|{sub}")).or_default();
+            if !map.contains_key(&key) && map.len() >= SUBCOMMANDS_MAX {
+                return;
+            }
+            let c = map.entry(key).or_default();
             match outcome {
                 Outcome::Ran { micros, failed } => {
                     c[0] += 1;
@@ -430,9 +478,6 @@ impl CommandStats {
                 }
                 Outcome::Rejected => c[2] += 1,
             }
-            return;
-        }
-        let Some(c) = self.by_name.get(name) else {
             return;
         };
         match outcome {
@@ -461,7 +506,14 @@ impl CommandStats {
     pub fn note_error(&self, message: &str) {
         self.error_replies.fetch_add(1, Ordering::Relaxed);
         let prefix = message.split(' ').next().unwrap_or("ERR");
-        *self.errors.lock().entry(prefix.to_string()).or_default() += 1;
+        let mut errors = self.errors.lock();
+        // Scripts choose their error codes: as Redis, past ERROR_KINDS_MAX codes new ones are
+        // not tracked (their replies still count in the total).
+        if let Some(n) = errors.get_mut(prefix) {
+            *n += 1;
+        } else if errors.len() < ERROR_KINDS_MAX {
+            errors.insert(prefix.to_string(), 1);
+        }
     }
 
     /// Error replies sent (INFO stats `total_error_replies`).

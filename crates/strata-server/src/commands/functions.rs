@@ -100,51 +100,15 @@ impl Registry {
     }
 }
 
-/// The words of a library's first line as Redis's `sdssplitargs` makes them: separated by
-/// spaces, with `"..."` (backslash escapes) and `'...'` parts anywhere in a word; `None` for
-/// an unbalanced quote or one closed without a space after it.
-pub(super) fn split_args(line: &str) -> Option<Vec<String>> {
-    let mut words = Vec::new();
-    let mut chars = line.chars().peekable();
-    loop {
-        while chars.peek().is_some_and(|c| c.is_ascii_whitespace()) {
-            chars.next();
-        }
-        if chars.peek().is_none() {
-            return Some(words);
-        }
-        let mut word = String::new();
-        while let Some(c) = chars.next() {
-            match c {
-                c if c.is_ascii_whitespace() => break,
-                '"' | '\'' => {
-                    loop {
-                        match chars.next()? {
-                            q if q == c => break,
-                            '\\' if c == '"' => word.push(match chars.next()? {
-                                'n' => '\n',
-                                'r' => '\r',
-                                't' => '\t',
-                                'b' => '\u{8}',
-                                'a' => '\u{7}',
-                                other => other,
-                            }),
-                            '\\' if chars.peek() == Some(&'\'') => {
-                                chars.next();
-                                word.push('\'');
-                            }
-                            other => word.push(other),
-                        }
-                    }
-                    if chars.peek().is_some_and(|n| !n.is_ascii_whitespace()) {
-                        return None;
-                    }
-                }
-                other => word.push(other),
-            }
-        }
-        words.push(word);
-    }
+/// The words of a script's or library's first line, split as Redis's `sdssplitargs` splits
+/// them (the inline protocol's splitter); `None` for an unbalanced quote.
+pub(super) fn first_line_words(line: &[u8]) -> Option<Vec<String>> {
+    crate::resp::parse::split_args(line).map(|words| {
+        words
+            .iter()
+            .map(|w| String::from_utf8_lossy(w).into_owned())
+            .collect()
+    })
 }
 
 /// Whether `name` may name a library or a function: letters, digits and `_`, at least one.
@@ -175,8 +139,7 @@ fn metadata(code: &Bytes) -> Result<(String, Bytes)> {
     let Some(line_end) = code.iter().position(|&b| b == b'\n') else {
         return Err(Error::command("Invalid library metadata"));
     };
-    let first_line = String::from_utf8_lossy(&code[..line_end]).into_owned();
-    let parts = split_args(&first_line)
+    let parts = first_line_words(&code[..line_end])
         .filter(|p| !p.is_empty())
         .ok_or_else(|| Error::command("Invalid library metadata"))?;
     let mut parts = parts.into_iter();
@@ -364,8 +327,18 @@ fn function(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
                 "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
                 "    * ASYNC: Asynchronously flush the libraries.",
                 "    * SYNC: Synchronously flush the libraries.",
+                "DUMP",
+                "    Return a serialized payload representing the current libraries, can be restored using FUNCTION RESTORE command",
+                "RESTORE <PAYLOAD> [FLUSH|APPEND|REPLACE]",
+                "    Restore the libraries represented by the given payload, it is possible to give a restore policy to",
+                "    control how to handle existing libraries (default APPEND):",
+                "    * FLUSH: delete all existing libraries.",
+                "    * APPEND: appends the restored libraries to the existing libraries. On collision, abort.",
+                "    * REPLACE: appends the restored libraries to the existing libraries, On collision, replace the old",
+                "      libraries with the new libraries (notice that even on this option there is a chance of failure",
+                "      in case of functions name collision with another library).",
                 "HELP",
-                "    Print this help.",
+                "    Prints this help.",
             ]
             .iter()
             .map(|s| Reply::Simple(std::borrow::Cow::Borrowed(s)))
@@ -617,4 +590,30 @@ fn call(ctx: &mut Ctx<'_>, args: &[Bytes], ro: bool) -> Result<Reply> {
         Invoke::Function,
         |vm| vm.library_function(&lock(&shared.functions), &name),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::backend::MemoryBackend;
+
+    /// A stored library that no longer loads (damaged code, a name that is not one) is left out
+    /// at start-up and the others load; the server starts either way.
+    #[test]
+    fn start_up_skips_a_stored_library_that_does_not_load() {
+        let store = MemoryBackend::new();
+        let good = "#!lua name=good\nredis.register_function('f', function() return 1 end)";
+        store.put(&library_key("good"), good.as_bytes()).unwrap();
+        store
+            .put(
+                &library_key("bad"),
+                b"#!lua name=bad\nredis.register_function(",
+            )
+            .unwrap();
+        store.put(&library_key("noname"), b"no shebang").unwrap();
+        let registry = Registry::read(&store).unwrap();
+        assert_eq!(registry.libraries.keys().collect::<Vec<_>>(), vec!["good"]);
+        assert_eq!(registry.function("F").map(|f| f.name.as_str()), Some("f"));
+    }
 }

@@ -97,8 +97,7 @@ fn shebang(body: &[u8]) -> Result<(Option<Vec<&'static str>>, usize)> {
     let Some(end) = body.iter().position(|&b| b == b'\n') else {
         return Err(Error::command("Invalid script shebang"));
     };
-    let line = String::from_utf8_lossy(&body[..end]).into_owned();
-    let parts = super::functions::split_args(&line)
+    let parts = super::functions::first_line_words(&body[..end])
         .filter(|p| !p.is_empty())
         .ok_or_else(|| Error::command("Invalid engine in script shebang"))?;
     if parts[0] != "#!lua" {

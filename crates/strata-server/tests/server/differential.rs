@@ -3546,6 +3546,7 @@ fn functions_match_redis() {
         vec!["FUNCTION", "RESTORE", "x", "FLUSH", "extra"],
         vec!["FUNCTION", "RESTORE", "not a payload"],
         vec!["FUNCTION", "NOSUB"],
+        vec!["FUNCTION", "HELP"],
         vec!["FUNCTION", "DELETE", "mylib"],
         vec!["FUNCTION", "DELETE", "quoted"],
     ];
@@ -3915,6 +3916,22 @@ fn pushers_see_what_blocked_clients_took_like_redis() {
     // Sorted sets, two waiters, and a pipeline of pushes to one key (a held run here).
     block(&mut c, 3, &["BZPOPMIN", "z", "0"]);
     block(&mut c, 4, &["BZPOPMAX", "z", "0"]);
+    // INFO's count of blocked clients (harnesses written for Redis poll it).
+    let blocked: Vec<String> = c
+        .iter_mut()
+        .map(|side| {
+            let info = side[5].call(&words(&["INFO", "clients"]));
+            String::from_utf8_lossy(&info)
+                .lines()
+                .find(|l| l.starts_with("blocked_clients:"))
+                .unwrap_or("no blocked_clients line")
+                .to_string()
+        })
+        .collect();
+    assert_eq!(
+        blocked[1], blocked[0],
+        "INFO clients (left ours, right redis)"
+    );
     pipeline(
         &mut c,
         &[
