@@ -5,7 +5,8 @@
 //! The file is flat TOML (or the same keys under a `[server]` table; other tables belong to other
 //! components and are ignored): `bind`, `port`, `appendfsync`, `requirepass`, `maxclients`,
 //! `proto-max-bulk-len` (bytes, or a string such as `"512mb"`), `timeout` (idle seconds),
-//! `background-nice`, `databases`, `text-port`, `io-threads`, `cluster-enabled`.
+//! `background-nice`, `databases`, `text-port`, `io-threads`, `cluster-enabled`,
+//! `notify-keyspace-events`.
 
 use std::path::{Path, PathBuf};
 
@@ -157,6 +158,9 @@ pub struct ServerConfig {
     pub client_query_buffer_limit_bytes: usize,
     /// Redis's thresholds for its compact encodings (what OBJECT ENCODING reports).
     pub encodings: EncodingLimits,
+    /// Which keyspace notifications are published (`notify-keyspace-events`, as flags of
+    /// `notify.rs`; 0: none).
+    pub notify_keyspace_events: u32,
 }
 
 /// Redis's thresholds for its compact in-memory encodings (`hash-max-listpack-entries` and the
@@ -302,6 +306,7 @@ impl Default for ServerConfig {
             io_threads: None,
             cluster: false,
             encodings: EncodingLimits::default(),
+            notify_keyspace_events: 0,
         }
     }
 }
@@ -491,6 +496,10 @@ impl ServerConfig {
                     usize::try_from(number(value)?)
                         .map_err(|_| format!("io-threads: {value} is out of range"))?,
                 )
+            }
+            "notify-keyspace-events" => {
+                self.notify_keyspace_events = crate::notify::parse_flags(value)
+                    .ok_or_else(|| crate::notify::INVALID_FLAGS.to_string())?
             }
             "cluster-enabled" => {
                 self.cluster = match value.to_ascii_lowercase().as_str() {

@@ -444,6 +444,13 @@ pub(crate) async fn serve(
             r = read => match r {
                 Some(Ok(0)) => return,
                 Some(Ok(n)) => {
+                    // Messages published before this input arrived go out before its replies,
+                    // as Redis has them in the output buffer already (`select!` may pick the
+                    // input first when both are ready).
+                    while let Ok(m) = mailbox.try_recv() {
+                        mailbox_bytes.fetch_sub(m.bytes(), Ordering::AcqRel);
+                        message_reply(m).encode(batch.session.protocol, &mut batch.output);
+                    }
                     shared.counters.net_input_bytes.fetch_add(n as u64, Ordering::Relaxed);
                     // Input piles up only while commands cannot run (a blocked command, a full
                     // queue): past the limit the client goes, as Redis closes it.
@@ -778,7 +785,14 @@ impl Batch {
     /// engine write (bounded in count and bytes so one write stays small).
     fn plain_set_run(&self, shared: &Shared) -> usize {
         // MONITOR shows every command on its own, as it runs: no merging while anyone watches.
-        if !self.session.plain_sets_run_now() || self.session.asking || shared.watchers.monitored()
+        // Nor while keyspace notifications of SETs (or of new keys) are published: each SET
+        // reports its own through the dispatcher.
+        if !self.session.plain_sets_run_now()
+            || self.session.asking
+            || shared.watchers.monitored()
+            || shared
+                .notify
+                .wants(crate::notify::STRING | crate::notify::NEW)
         {
             return 0;
         }

@@ -62,6 +62,7 @@ pub(crate) fn cycle(shared: &Shared) -> Result<usize> {
             };
             let _doc_guard = shared.doc_lock(db, name);
             if keyspace::expire_if_due(shared.backend.as_ref(), db, name, now)? {
+                shared.notify_expired(db, name);
                 removed += 1;
             }
         }
@@ -116,6 +117,7 @@ fn sweep(shared: &Shared, db: DbIndex, budget: &mut Budget) -> Result<usize> {
             // (A document and its expiry record go together: `Shared::doc_locks`.)
             let _doc_guard = shared.doc_lock(db, &key);
             if keyspace::expire_if_due(shared.backend.as_ref(), db, &key, now)? {
+                shared.notify_expired(db, &key);
                 removed += 1;
             }
             shared.backend.delete(&entry)?;

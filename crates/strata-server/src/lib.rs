@@ -28,6 +28,7 @@ mod expire;
 pub mod glob;
 pub mod keyspace;
 mod ldouble;
+mod notify;
 pub mod num;
 mod pubsub;
 pub mod resp;

@@ -209,6 +209,8 @@ pub(crate) struct Shared {
     pub watches: Arc<Watches>,
     /// Pub/Sub subscriptions.
     pub pubsub: Arc<PubSub>,
+    /// Which keyspace notifications are published (`notify.rs`).
+    pub notify: crate::notify::Notifier,
     /// INFO keyspace's last result: when, what computing it cost, the lines.
     pub keyspace_info: Mutex<Option<KeyspaceInfo>>,
     /// Scripts EVAL and SCRIPT LOAD have seen, by the lowercase hex SHA-1 of their body
@@ -307,6 +309,7 @@ impl Shared {
             config.slowlog_log_slower_than_us,
             config.slowlog_max_len,
         );
+        let notify = crate::notify::Notifier::new(config.notify_keyspace_events);
         Ok(Shared {
             watchers,
             command_stats: crate::watchers::CommandStats::new(
@@ -323,6 +326,7 @@ impl Shared {
             exec_lock: parking_lot::RwLock::new(()),
             watches,
             pubsub: Arc::default(),
+            notify,
             keyspace_info: Mutex::new(None),
             scripts: Mutex::new(HashMap::new()),
             functions: Mutex::new(functions),
@@ -437,6 +441,29 @@ impl Shared {
         self.db_map[usize::from(db)].load(Ordering::Relaxed)
     }
 
+    /// The logical database (as clients number it) stored as physical database `physical`.
+    pub fn logical_db(&self, physical: DbIndex) -> DbIndex {
+        (0..crate::keyspace::DATABASES_MAX)
+            .filter_map(|l| DbIndex::try_from(l).ok())
+            .find(|&l| self.physical_db(l) == physical)
+            .unwrap_or(physical)
+    }
+
+    /// Publishes the `expired` keyspace event of `key` of physical database `physical`, which
+    /// active expiry just removed (`notify.rs`).
+    pub fn notify_expired(&self, physical: DbIndex, key: &[u8]) {
+        if !self.notify.wants(crate::notify::EXPIRED) {
+            return;
+        }
+        let event = crate::notify::Event {
+            class: crate::notify::EXPIRED,
+            name: "expired",
+            db: self.logical_db(physical),
+            key: Bytes::copy_from_slice(key),
+        };
+        self.notify.publish(&self.pubsub, &event);
+    }
+
     /// The whole database map.
     pub fn db_map(&self) -> crate::keyspace::DbMap {
         std::array::from_fn(|i| self.db_map[i].load(Ordering::Relaxed))
@@ -539,6 +566,9 @@ pub(crate) struct Session {
     pub control: Option<Arc<ClientControl>>,
     /// CLIENT REPLY: which replies are sent.
     pub replies: ReplyMode,
+    /// Keyspace notifications of the running command (of a whole EXEC or script), published
+    /// when it ends (`notify.rs`).
+    pub events: Vec<crate::notify::Event>,
 }
 
 /// Connections blocked on lists, queued per list in the order they blocked. Redis serves the
@@ -921,6 +951,7 @@ impl Session {
             error_counted: false,
             control: None,
             replies: ReplyMode::On,
+            events: Vec::new(),
         }
     }
 }

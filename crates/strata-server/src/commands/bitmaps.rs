@@ -50,7 +50,9 @@ fn setbit(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     };
     let byte = usize::try_from(offset >> 3)
         .map_err(|_| Error::command("bit offset is not an integer or out of range"))?;
+    let mut wrote = false;
     let old = modify_string(ctx, &args[1], None, |old| {
+        wrote = false;
         let existed = old.is_some();
         let mut v = old.map(|(v, _)| v.to_vec()).unwrap_or_default();
         let grown = v.len() <= byte;
@@ -68,8 +70,12 @@ fn setbit(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         } else {
             v[byte] &= !mask;
         }
+        wrote = true;
         Ok((StrWrite::PutAs(v, Expiry::Keep, Encoding::Raw), was))
     })?;
+    if wrote {
+        ctx.notify(crate::notify::STRING, "setbit", &args[1]);
+    }
     Ok(Reply::Int(i64::from(old)))
 }
 
@@ -261,7 +267,7 @@ fn bitop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     // result is empty: one batch. The dispatcher holds the exec lock exclusively.
     let dst = &args[2];
     let mut ops = Vec::new();
-    super::keys::ops_removing(ctx, ctx.dbi(), dst, &mut ops)?;
+    let existed = super::keys::ops_removing(ctx, ctx.dbi(), dst, &mut ops)?;
     if !result.is_empty() {
         ops.push(BatchOp::Put(
             string_key(ctx.dbi(), dst),
@@ -270,6 +276,11 @@ fn bitop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     }
     ctx.db().write(ops)?;
     ctx.shared.note_writes(1);
+    if !result.is_empty() {
+        ctx.notify(crate::notify::STRING, "set", dst);
+    } else if existed {
+        ctx.notify(crate::notify::GENERIC, "del", dst);
+    }
     Ok(Reply::Int(len as i64))
 }
 
@@ -496,10 +507,11 @@ fn fit(sum: i128, signed: bool, bits: u32, overflow: Overflow) -> Option<i128> {
     }
 }
 
-/// Runs `fields` on `value` (padded as needed for writes); the replies.
-/// The replies of `fields` run on `value`, and how many writes changed a field.
-fn run_fields(value: &mut [u8], fields: &[Field]) -> (Vec<Reply>, usize) {
+/// The replies of `fields` run on `value` (padded as needed for writes), how many writes
+/// changed a field, and how many writes were made (an overflow under FAIL makes none).
+fn run_fields(value: &mut [u8], fields: &[Field]) -> (Vec<Reply>, usize, usize) {
     let mut changes = 0;
+    let mut writes = 0;
     let replies = fields
         .iter()
         .map(|f| {
@@ -515,13 +527,14 @@ fn run_fields(value: &mut [u8], fields: &[Field]) -> (Vec<Reply>, usize) {
                 None => Reply::Nil,
                 Some(new) => {
                     changes += usize::from(new != old);
+                    writes += 1;
                     set_field(value, f.offset, f.bits, new as u64);
                     Reply::Int(if reply_new { new } else { old } as i64)
                 }
             }
         })
         .collect();
-    (replies, changes)
+    (replies, changes, writes)
 }
 
 /// BITFIELD: GET, SET, INCRBY of integer fields of 1-64 bits at any bit offset, OVERFLOW
@@ -558,6 +571,7 @@ fn bitfield_generic(ctx: &mut Ctx<'_>, args: &[Bytes], read_only: bool) -> Resul
         .ok()
         .and_then(|b| b.checked_add(1))
         .ok_or_else(max_bit_error)?;
+    let mut wrote = false;
     let (replies, changes) = modify_string(ctx, &args[1], None, |old| {
         let existed = old.is_some();
         let mut v = old.map(|(v, _)| v.to_vec()).unwrap_or_default();
@@ -565,7 +579,10 @@ fn bitfield_generic(ctx: &mut Ctx<'_>, args: &[Bytes], read_only: bool) -> Resul
         if grown {
             v.resize(len, 0);
         }
-        let (replies, changes) = run_fields(&mut v, &fields);
+        let (replies, changes, writes) = run_fields(&mut v, &fields);
+        // Redis counts every write to a new or grown string as a change, and reports the
+        // command when anything changed.
+        wrote = if existed && !grown { changes } else { writes } > 0;
         if existed && !grown && changes == 0 {
             // Every write left its field as it was: no write, and WATCH sees none (Redis
             // counts changed fields, not changed bytes).
@@ -579,6 +596,9 @@ fn bitfield_generic(ctx: &mut Ctx<'_>, args: &[Bytes], read_only: bool) -> Resul
     // Redis counts each changed field as a change since the last save; the write counted one.
     ctx.shared
         .note_writes(u64::try_from(changes.saturating_sub(1)).unwrap_or(u64::MAX));
+    if wrote {
+        ctx.notify(crate::notify::STRING, "setbit", &args[1]);
+    }
     Ok(Reply::Array(replies))
 }
 

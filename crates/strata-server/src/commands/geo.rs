@@ -692,6 +692,11 @@ fn search_generic(ctx: &mut Ctx<'_>, args: &[Bytes], variant: Variant) -> Result
         Variant::SearchStore => 3,
     };
     let geosearch = matches!(variant, Variant::Search | Variant::SearchStore);
+    let store_event = if geosearch {
+        "geosearchstore"
+    } else {
+        "georadiusstore"
+    };
     let may_store = matches!(
         variant,
         Variant::Coords { store: true } | Variant::Member { store: true }
@@ -784,7 +789,7 @@ fn search_generic(ctx: &mut Ctx<'_>, args: &[Bytes], variant: Variant) -> Result
     }
     let (Some(z), Some(centre), Some((shape, to_metres))) = (live, centre, shape) else {
         return match store {
-            Some(dst) => store_entries(ctx, &dst, &[], 0),
+            Some(dst) => store_entries(ctx, &dst, &[], 0, store_event),
             None => Ok(Reply::Array(Vec::new())),
         };
     };
@@ -816,7 +821,7 @@ fn search_generic(ctx: &mut Ctx<'_>, args: &[Bytes], variant: Variant) -> Result
             })
             .collect();
         let listpack = entries.len();
-        return store_entries(ctx, &dst, &entries, listpack);
+        return store_entries(ctx, &dst, &entries, listpack, store_event);
     }
     let options = usize::from(with_dist) + usize::from(with_hash) + usize::from(with_coord);
     Ok(Reply::Array(

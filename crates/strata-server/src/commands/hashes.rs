@@ -18,6 +18,7 @@ use crate::collection::{element_key, random_elements, read_elements, Live};
 use crate::error::{Error, Result};
 use crate::keyspace::KeyType;
 use crate::ldouble::{LdError, LongDouble};
+use crate::notify;
 use crate::resp::Reply;
 
 #[rustfmt::skip]
@@ -76,12 +77,15 @@ fn set_fields(ctx: &Ctx<'_>, key: &[u8], pairs: &[(Bytes, Bytes)]) -> Result<i64
 
 fn hset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let pairs = field_pairs(args, "hset")?;
-    Ok(Reply::Int(set_fields(ctx, &args[1], &pairs)?))
+    let added = set_fields(ctx, &args[1], &pairs)?;
+    ctx.notify(notify::HASH, "hset", &args[1]);
+    Ok(Reply::Int(added))
 }
 
 fn hmset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let pairs = field_pairs(args, "hmset")?;
     set_fields(ctx, &args[1], &pairs)?;
+    ctx.notify(notify::HASH, "hset", &args[1]);
     Ok(Reply::ok())
 }
 
@@ -92,20 +96,29 @@ fn hsetnx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         }
         h.set(&args[2], args[3].clone())
     })?;
+    if set {
+        ctx.notify(notify::HASH, "hset", &args[1]);
+    }
     Ok(Reply::Int(i64::from(set)))
 }
 
 fn hdel(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
-    let removed = modify_hash(ctx, &args[1], |h| {
+    let (removed, emptied) = modify_hash(ctx, &args[1], |h| {
         if h.found.is_none() {
-            return Ok(0);
+            return Ok((0, false));
         }
         let mut removed = 0;
         for f in &args[2..] {
             removed += i64::from(h.remove(f)?);
         }
-        Ok(removed)
+        Ok((removed, h.count() == 0))
     })?;
+    if removed > 0 {
+        ctx.notify(notify::HASH, "hdel", &args[1]);
+        if emptied {
+            ctx.notify(notify::GENERIC, "del", &args[1]);
+        }
+    }
     Ok(Reply::Int(removed))
 }
 
@@ -193,6 +206,7 @@ fn hincrby(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         h.set(&args[2], Bytes::from(next.to_string()))?;
         Ok(next)
     })?;
+    ctx.notify(notify::HASH, "hincrby", &args[1]);
     Ok(Reply::Int(n))
 }
 
@@ -218,6 +232,7 @@ fn hincrbyfloat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         h.set(&args[2], Bytes::from(text.clone()))?;
         Ok(text)
     })?;
+    ctx.notify(notify::HASH, "hincrbyfloat", &args[1]);
     Ok(Reply::text(text))
 }
 

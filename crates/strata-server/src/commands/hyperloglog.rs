@@ -479,6 +479,9 @@ fn pfadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             true,
         ))
     })?;
+    if changed {
+        ctx.notify(crate::notify::STRING, "pfadd", &args[1]);
+    }
     Ok(Reply::Int(i64::from(changed)))
 }
 
@@ -579,6 +582,8 @@ fn pfmerge(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         Record::encode_as(&hll.bytes, expiry, Encoding::Raw),
     )])?;
     ctx.shared.note_writes(1);
+    // Redis reports a merge as a PFADD.
+    ctx.notify(crate::notify::STRING, "pfadd", dst);
     Ok(Reply::ok())
 }
 

@@ -25,6 +25,7 @@ use crate::keyspace::{
     self, doc_expiry, doc_ttl_key, expiry_index_key, now_ms, read_doc_bytes, string_key, DbIndex,
     KeyType, Record, Space,
 };
+use crate::notify;
 use crate::resp::Reply;
 use crate::state::{lock, ScanPosition};
 
@@ -70,27 +71,31 @@ fn del(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let now = now_ms();
     let removed = if args.len() == 2 {
         // (A document and its expiry record go together: `Shared::doc_locks`.)
-        let _doc_guard = docs(ctx).then(|| ctx.shared.doc_lock(ctx.dbi(), &args[1]));
-        i64::from(keyspace::remove(
-            ctx.db(),
-            ctx.dbi(),
-            &args[1],
-            now,
-            docs(ctx),
-        )?)
+        let doc_guard = docs(ctx).then(|| ctx.shared.doc_lock(ctx.dbi(), &args[1]));
+        let removed = keyspace::remove(ctx.db(), ctx.dbi(), &args[1], now, docs(ctx))?;
+        drop(doc_guard);
+        if removed {
+            ctx.notify(notify::GENERIC, "del", &args[1]);
+        }
+        i64::from(removed)
     } else {
         // Several keys: the dispatcher holds the exec lock exclusively, so the keys found here
         // are the ones the single batch below removes.
         let mut ops = Vec::new();
         let mut removed = 0;
         let mut seen = std::collections::HashSet::new();
+        let mut gone = Vec::new();
         for key in &args[1..] {
             // A key named twice is deleted (and counted) once.
             if seen.insert(key) && ops_removing(ctx, ctx.dbi(), key, &mut ops)? {
                 removed += 1;
+                gone.push(key);
             }
         }
         ctx.db().write(ops)?;
+        for key in gone {
+            ctx.notify(notify::GENERIC, "del", key);
+        }
         removed
     };
     ctx.shared.note_writes(removed as u64);
@@ -239,6 +244,9 @@ fn change_expiry(
 
 fn persist(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let changed = change_expiry(ctx, &args[1], None, &|current| current.is_some())?;
+    if changed == Some(true) {
+        ctx.notify(notify::GENERIC, "persist", &args[1]);
+    }
     Ok(Reply::Int(i64::from(changed == Some(true))))
 }
 
@@ -281,6 +289,11 @@ fn expire_generic(
             || lt && current.is_some_and(|c| when >= c))
     };
     let changed = change_expiry(ctx, &args[1], Some(when), &allowed)?;
+    if changed == Some(true) {
+        // A time already past deletes the key (as Redis does).
+        let event = if when <= now_ms() { "del" } else { "expire" };
+        ctx.notify(notify::GENERIC, event, &args[1]);
+    }
     Ok(Reply::Int(i64::from(changed == Some(true))))
 }
 
@@ -462,6 +475,10 @@ fn rename_generic(ctx: &mut Ctx<'_>, args: &[Bytes], nx: bool) -> Result<Reply> 
     ops_removing(ctx, db, src, &mut ops)?;
     ops_storing(ctx, db, dst, &stored, &mut ops)?;
     write_ops(ctx, ops)?;
+    // Redis deletes the destination and adds it anew: always a `new` key.
+    ctx.notify(notify::NEW, "new", dst);
+    ctx.notify(notify::GENERIC, "rename_from", src);
+    ctx.notify(notify::GENERIC, "rename_to", dst);
     Ok(if nx { Reply::Int(1) } else { Reply::ok() })
 }
 
@@ -506,15 +523,15 @@ pub(crate) fn db_arg(ctx: &Ctx<'_>, arg: &[u8], not_integer: Error) -> Result<Db
 fn copy(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let (src, dst) = (&args[1], &args[2]);
     let mut to_db = ctx.dbi();
+    let mut to_logical = ctx.session.db;
     let mut replace = false;
     let mut i = 3;
     while i < args.len() {
         if is(&args[i], "REPLACE") {
             replace = true;
         } else if is(&args[i], "DB") && i + 1 < args.len() {
-            to_db = ctx
-                .shared
-                .physical_db(db_arg(ctx, &args[i + 1], Error::NotInteger)?);
+            to_logical = db_arg(ctx, &args[i + 1], Error::NotInteger)?;
+            to_db = ctx.shared.physical_db(to_logical);
             i += 1;
         } else {
             return Err(Error::Syntax);
@@ -541,6 +558,8 @@ fn copy(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     ops_removing(ctx, to_db, dst, &mut ops)?;
     ops_storing(ctx, to_db, dst, &stored, &mut ops)?;
     write_ops(ctx, ops)?;
+    ctx.notify_in(notify::NEW, "new", to_logical, dst);
+    ctx.notify_in(notify::GENERIC, "copy_to", to_logical, dst);
     Ok(Reply::Int(1))
 }
 
@@ -549,9 +568,8 @@ fn move_cmd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         return Err(Error::command("MOVE is not allowed in cluster mode"));
     }
     let key = &args[1];
-    let to_db = ctx
-        .shared
-        .physical_db(db_arg(ctx, &args[2], Error::NotInteger)?);
+    let to_logical = db_arg(ctx, &args[2], Error::NotInteger)?;
+    let to_db = ctx.shared.physical_db(to_logical);
     if to_db == ctx.dbi() {
         return Err(Error::command(
             "source and destination objects are the same",
@@ -568,6 +586,9 @@ fn move_cmd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     ops_removing(ctx, ctx.dbi(), key, &mut ops)?;
     ops_storing(ctx, to_db, key, &stored, &mut ops)?;
     write_ops(ctx, ops)?;
+    ctx.notify_in(notify::NEW, "new", to_logical, key);
+    ctx.notify(notify::GENERIC, "move_from", key);
+    ctx.notify_in(notify::GENERIC, "move_to", to_logical, key);
     Ok(Reply::Int(1))
 }
 
@@ -739,13 +760,14 @@ pub(crate) fn restore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         (t, false) => Some((t as u64).saturating_add(now_ms())),
     };
     let mut ops = Vec::new();
-    if replace {
-        ops_removing(ctx, db, key, &mut ops)?;
-    }
+    let replaced = replace && ops_removing(ctx, db, key, &mut ops)?;
     if expire_at_ms.is_some_and(|at| at <= now_ms()) {
         // Already expired: only the removal (REPLACE) happens, as in Redis.
         if !ops.is_empty() {
             write_ops(ctx, ops)?;
+        }
+        if replaced {
+            ctx.notify(notify::GENERIC, "del", key);
         }
         return Ok(Reply::ok());
     }
@@ -851,6 +873,8 @@ pub(crate) fn restore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     };
     ops_storing(ctx, db, key, &stored, &mut ops)?;
     write_ops(ctx, ops)?;
+    ctx.notify(notify::NEW, "new", key);
+    ctx.notify(notify::GENERIC, "restore", key);
     Ok(Reply::ok())
 }
 

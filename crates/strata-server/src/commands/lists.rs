@@ -19,6 +19,7 @@ use crate::backend::{BatchOp, GroupRead};
 use crate::collection::{list_key, list_range, ListMeta, LIST_HEAD_START};
 use crate::error::{Error, Result};
 use crate::keyspace::{now_ms, string_key, DbIndex, Encoding, KeyType, Record};
+use crate::notify;
 use crate::resp::Reply;
 
 #[rustfmt::skip]
@@ -313,7 +314,32 @@ fn plan<'c, T>(
     Ok((out, edit.finish()))
 }
 
-fn push(ctx: &Ctx<'_>, args: &[Bytes], left: bool, only_existing: bool) -> Result<Reply> {
+/// The event of a pop from one side.
+fn pop_event(left: bool) -> &'static str {
+    if left {
+        "lpop"
+    } else {
+        "rpop"
+    }
+}
+
+/// The events of elements popped from `key`: the pop, and `del` when it emptied the list.
+fn notify_popped(ctx: &mut Ctx<'_>, key: &Bytes, left: bool, emptied: bool) {
+    ctx.notify(notify::LIST, pop_event(left), key);
+    if emptied {
+        ctx.notify(notify::GENERIC, "del", key);
+    }
+}
+
+fn push_event(left: bool) -> &'static str {
+    if left {
+        "lpush"
+    } else {
+        "rpush"
+    }
+}
+
+fn push(ctx: &mut Ctx<'_>, args: &[Bytes], left: bool, only_existing: bool) -> Result<Reply> {
     let n = modify(ctx, &args[1], |l| {
         if only_existing && !l.exists() {
             return Ok(0);
@@ -325,6 +351,7 @@ fn push(ctx: &Ctx<'_>, args: &[Bytes], left: bool, only_existing: bool) -> Resul
     })?;
     if n > 0 {
         ctx.shared.note_key_push(ctx.session.db, &args[1]);
+        ctx.notify(notify::LIST, push_event(left), &args[1]);
     }
     Ok(Reply::Int(i64::try_from(n).unwrap_or(i64::MAX)))
 }
@@ -345,7 +372,7 @@ fn rpushx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     push(ctx, args, false, true)
 }
 
-fn pop(ctx: &Ctx<'_>, args: &[Bytes], left: bool) -> Result<Reply> {
+fn pop(ctx: &mut Ctx<'_>, args: &[Bytes], left: bool) -> Result<Reply> {
     let name = if left { "lpop" } else { "rpop" };
     if args.len() > 3 {
         return Err(Error::WrongArity(name.into()));
@@ -369,8 +396,14 @@ fn pop(ctx: &Ctx<'_>, args: &[Bytes], left: bool) -> Result<Reply> {
                 None => break,
             }
         }
-        Ok(Some(out))
+        Ok(Some((out, l.count == 0)))
     })?;
+    if let Some((out, emptied)) = &popped {
+        if !out.is_empty() {
+            notify_popped(ctx, &args[1], left, *emptied);
+        }
+    }
+    let popped = popped.map(|(out, _)| out);
     Ok(match (popped, count) {
         (None, Some(_)) => Reply::NilArray,
         (None, None) => Reply::Nil,
@@ -464,27 +497,36 @@ fn lset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         l.set(i as u64, args[3].clone());
         Ok(())
     })?;
+    ctx.notify(notify::LIST, "lset", &args[1]);
     Ok(Reply::ok())
 }
 
 fn ltrim(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let (start, stop) = (int_arg(&args[2])?, int_arg(&args[3])?);
-    modify(ctx, &args[1], |l| {
+    let trimmed = modify(ctx, &args[1], |l| {
         if l.exists() {
             let (from, to) = span(start, stop, l.count);
             l.trim(from, to);
+            return Ok(Some(l.count == 0));
         }
-        Ok(())
+        Ok(None)
     })?;
+    if let Some(emptied) = trimmed {
+        // Redis reports the trim whether or not it removed anything.
+        ctx.notify(notify::LIST, "ltrim", &args[1]);
+        if emptied {
+            ctx.notify(notify::GENERIC, "del", &args[1]);
+        }
+    }
     Ok(Reply::ok())
 }
 
 fn lrem(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let count = int_arg(&args[2])?;
     let target = &args[3];
-    let removed = modify(ctx, &args[1], |l| {
+    let (removed, emptied) = modify(ctx, &args[1], |l| {
         if !l.exists() {
-            return Ok(0);
+            return Ok((0, false));
         }
         let all = l.all()?;
         let limit = if count == 0 {
@@ -516,8 +558,14 @@ fn lrem(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
                 .collect();
             l.replace(rest);
         }
-        Ok(removed)
+        Ok((removed, l.count == 0))
     })?;
+    if removed > 0 {
+        ctx.notify(notify::LIST, "lrem", &args[1]);
+        if emptied {
+            ctx.notify(notify::GENERIC, "del", &args[1]);
+        }
+    }
     Ok(Reply::Int(removed as i64))
 }
 
@@ -544,6 +592,7 @@ fn linsert(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     })?;
     if n > 0 {
         ctx.shared.note_key_push(ctx.session.db, &args[1]);
+        ctx.notify(notify::LIST, "linsert", &args[1]);
     }
     Ok(Reply::Int(n))
 }
@@ -639,9 +688,9 @@ fn side(arg: &[u8]) -> Result<bool> {
 }
 
 fn lmove_generic(
-    ctx: &Ctx<'_>,
-    src: &[u8],
-    dst: &[u8],
+    ctx: &mut Ctx<'_>,
+    src: &Bytes,
+    dst: &Bytes,
     from_left: bool,
     to_left: bool,
 ) -> Result<Reply> {
@@ -660,6 +709,9 @@ fn lmove_generic(
         })?;
         if v.is_some() {
             ctx.shared.note_key_push(ctx.session.db, src);
+            // Redis pushes onto the destination first, then reports the pop.
+            ctx.notify(notify::LIST, push_event(to_left), src);
+            ctx.notify(notify::LIST, pop_event(from_left), src);
         }
         return Ok(Reply::bulk_or_nil(v));
     }
@@ -669,13 +721,13 @@ fn lmove_generic(
 
 /// Moves one element from `src` to `dst` (two lists) in one batch; `None` when `src` is empty.
 fn lmove_pop_push(
-    ctx: &Ctx<'_>,
-    src: &[u8],
-    dst: &[u8],
+    ctx: &mut Ctx<'_>,
+    src: &Bytes,
+    dst: &Bytes,
     from_left: bool,
     to_left: bool,
 ) -> Result<Option<Bytes>> {
-    let (value, mut ops) = plan(ctx, src, |l| l.pop(from_left))?;
+    let ((value, emptied), mut ops) = plan(ctx, src, |l| Ok((l.pop(from_left)?, l.count == 0)))?;
     let Some(value) = value else {
         return Ok(None);
     };
@@ -687,6 +739,8 @@ fn lmove_pop_push(
     ctx.db().write(ops)?;
     ctx.shared.note_writes(1);
     ctx.shared.note_key_push(ctx.session.db, dst);
+    ctx.notify(notify::LIST, push_event(to_left), dst);
+    notify_popped(ctx, src, from_left, emptied);
     Ok(Some(value))
 }
 
@@ -830,8 +884,9 @@ fn bpop(ctx: &mut Ctx<'_>, args: &[Bytes], left: bool) -> Result<Reply> {
         {
             continue;
         }
-        let popped = modify(ctx, key, |l| l.pop(left))?;
+        let (popped, emptied) = modify(ctx, key, |l| Ok((l.pop(left)?, l.count == 0)))?;
         if let Some(v) = popped {
+            notify_popped(ctx, key, left, emptied);
             ctx.session.wait_ticket = None;
             return Ok(Reply::Array(vec![Reply::Bulk(key.clone()), Reply::Bulk(v)]));
         }
@@ -883,7 +938,7 @@ pub(super) fn mpop_args<'a>(
 /// found first), as `[key, [elements]]`; `None` when every list is empty (or, for a blocking
 /// command's `look`, when other clients wait on them first).
 fn mpop_first(
-    ctx: &Ctx<'_>,
+    ctx: &mut Ctx<'_>,
     keys: &[Bytes],
     left: bool,
     count: usize,
@@ -896,7 +951,7 @@ fn mpop_first(
         {
             continue;
         }
-        let popped = modify(ctx, key, |l| {
+        let (popped, emptied) = modify(ctx, key, |l| {
             let mut out = Vec::new();
             while out.len() < count {
                 match l.pop(left)? {
@@ -904,9 +959,10 @@ fn mpop_first(
                     None => break,
                 }
             }
-            Ok(out)
+            Ok((out, l.count == 0))
         })?;
         if !popped.is_empty() {
+            notify_popped(ctx, key, left, emptied);
             return Ok(Some(Reply::Array(vec![
                 Reply::Bulk(key.clone()),
                 Reply::Array(popped),
@@ -944,22 +1000,21 @@ fn brpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 
 fn bmove(
     ctx: &mut Ctx<'_>,
-    src: &[u8],
-    dst: &[u8],
+    src: &Bytes,
+    dst: &Bytes,
     from_left: bool,
     to_left: bool,
     timeout: &[u8],
 ) -> Result<Reply> {
     let look = look(ctx, timeout, KeyType::List)?;
-    let src = Bytes::copy_from_slice(src);
-    if unless_other_kind(look.again, read_list(ctx, &src))?.is_some() && my_turn(ctx, &src, &look) {
-        let reply = lmove_generic(ctx, &src, dst, from_left, to_left)?;
+    if unless_other_kind(look.again, read_list(ctx, src))?.is_some() && my_turn(ctx, src, &look) {
+        let reply = lmove_generic(ctx, src, dst, from_left, to_left)?;
         if reply != Reply::Nil {
             ctx.session.wait_ticket = None;
             return Ok(reply);
         }
     }
-    block_or_time_out(ctx, std::slice::from_ref(&src), &look, Reply::Nil)
+    block_or_time_out(ctx, std::slice::from_ref(src), &look, Reply::Nil)
 }
 
 fn blmove(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {

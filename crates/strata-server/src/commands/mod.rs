@@ -82,6 +82,28 @@ impl<'a> Ctx<'a> {
     pub fn dbi(&self) -> DbIndex {
         self.shared.physical_db(self.session.db)
     }
+
+    /// Reports a keyspace event of `class` (`notify.rs`) on `key` of the selected database:
+    /// published when the command (its EXEC, its script) ends, if the setting selects it.
+    pub fn notify(&mut self, class: u32, name: &'static str, key: &Bytes) {
+        let db = self.session.db;
+        self.notify_in(class, name, db, key);
+    }
+
+    /// [`Ctx::notify`] for a key of logical database `db` (MOVE, COPY ... DB).
+    pub fn notify_in(&mut self, class: u32, name: &'static str, db: DbIndex, key: &Bytes) {
+        // With `new` events wanted every event is kept until the command ends: it tells the
+        // dispatcher that the command made the key (`publish_events` skips the unwanted).
+        let notify = &self.shared.notify;
+        if notify.wants(class) || notify.wants(crate::notify::NEW) {
+            self.session.events.push(crate::notify::Event {
+                class,
+                name,
+                db,
+                key: key.clone(),
+            });
+        }
+    }
 }
 
 /// A command implementation. `args[0]` is the command name as sent. The dispatcher has checked
@@ -442,12 +464,21 @@ fn run_watched(ctx: &mut Ctx<'_>, spec: &'static Spec, args: &[Bytes]) -> Result
     if shown_before && watchers.monitored() {
         watchers.feed(ctx.session.db, source, args);
     }
+    let events_before = ctx.session.events.len();
+    let absent_before = absent_keys_for_new(ctx, spec, args)?;
     let started = std::time::Instant::now();
     let result = (spec.handler)(ctx, args);
     ctx.session.handler_ran = true;
     if result.as_ref().is_err_and(Error::is_would_block) || ctx.session.blocked.is_some() {
-        // It runs again (on the blocking pool, or once a list may have grown).
+        // It runs again (on the blocking pool, or once a list may have grown): what it
+        // reported is reported again then.
+        ctx.session.events.truncate(events_before);
         return result;
+    }
+    note_dispatcher_events(ctx, spec, args, events_before, absent_before)?;
+    if !ctx.session.in_exec && !ctx.session.in_script {
+        // EXEC and scripts publish their commands' events once their batch is committed.
+        publish_events(ctx);
     }
     if matches!(&result, Err(Error::UnknownSubcommand { .. }))
         || matches!(&result, Err(Error::WrongArity(name)) if name.contains('|'))
@@ -485,6 +516,105 @@ fn run_watched(ctx: &mut Ctx<'_>, spec: &'static Spec, args: &[Bytes]) -> Result
         watchers.feed(ctx.session.db, source, args);
     }
     result
+}
+
+/// Commands whose key arguments the `new` and `keymiss` events do not look at: those that run
+/// other commands (which report their own), and OBJECT (Redis's lookup for it notifies
+/// nothing).
+const NO_DISPATCHER_EVENTS: &[&str] = &[
+    "eval",
+    "evalsha",
+    "eval_ro",
+    "evalsha_ro",
+    "fcall",
+    "fcall_ro",
+    "exec",
+    "object",
+    "migrate",
+];
+
+/// When `new` events are wanted and `spec` writes: the command's keys that do not exist now.
+fn absent_keys_for_new(ctx: &Ctx<'_>, spec: &'static Spec, args: &[Bytes]) -> Result<Vec<Bytes>> {
+    if !ctx.shared.notify.wants(crate::notify::NEW)
+        || !spec.flags.contains(&"write")
+        || NO_DISPATCHER_EVENTS.contains(&spec.name)
+    {
+        return Ok(Vec::new());
+    }
+    let mut absent = Vec::new();
+    for key in cluster::command_keys(spec, args) {
+        if !key_exists(ctx, key)? {
+            absent.push(Bytes::copy_from_slice(key));
+        }
+    }
+    Ok(absent)
+}
+
+fn key_exists(ctx: &Ctx<'_>, key: &[u8]) -> Result<bool> {
+    let now = crate::keyspace::now_ms();
+    Ok(crate::keyspace::lookup(ctx.db(), ctx.dbi(), key, now, true)?.is_some())
+}
+
+/// The events Redis raises below its commands: `new` for a key a write added (placed before
+/// the first event the command reported on that key, where Redis's `dbAdd` raises it), and
+/// `keymiss` for each key a read command looked up and did not find.
+///
+/// A key that did not exist before the command is new when the command reported a change of
+/// it (every way Redis adds a key reports one; a key set with a time already past counts,
+/// as in Redis, though it is gone at once).
+fn note_dispatcher_events(
+    ctx: &mut Ctx<'_>,
+    spec: &'static Spec,
+    args: &[Bytes],
+    events_before: usize,
+    absent_before: Vec<Bytes>,
+) -> Result<()> {
+    use crate::notify::{Event, KEY_MISS, NEW};
+    let db = ctx.session.db;
+    for key in absent_before {
+        let reported = &ctx.session.events[events_before..];
+        if reported
+            .iter()
+            .any(|e| e.class == NEW && e.db == db && e.key == key)
+        {
+            continue;
+        }
+        let Some(first_change) = reported
+            .iter()
+            .position(|e| e.db == db && e.key == key && e.class != KEY_MISS && e.name != "del")
+        else {
+            continue;
+        };
+        let at = events_before + first_change;
+        let event = Event {
+            class: NEW,
+            name: "new",
+            db,
+            key,
+        };
+        ctx.session.events.insert(at, event);
+    }
+    if ctx.shared.notify.wants(KEY_MISS)
+        && spec.flags.contains(&"readonly")
+        && !NO_DISPATCHER_EVENTS.contains(&spec.name)
+    {
+        for key in cluster::command_keys(spec, args) {
+            if !key_exists(ctx, key)? {
+                ctx.notify(KEY_MISS, "keymiss", &Bytes::copy_from_slice(key));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Publishes the session's waiting events (`notify.rs`).
+pub(crate) fn publish_events(ctx: &mut Ctx<'_>) {
+    if ctx.session.events.is_empty() {
+        return;
+    }
+    for event in ctx.session.events.drain(..) {
+        ctx.shared.notify.publish(&ctx.shared.pubsub, &event);
+    }
 }
 
 /// A held side of the exec lock.

@@ -423,6 +423,8 @@ pub(super) fn execute_lua(
         }
         if let Err(e) = overlay.commit() {
             ctx.shared.set_db_map(&map_before);
+            // Nothing of it happened: no keyspace events either.
+            ctx.session.events.clear();
             return Err(e);
         }
         ctx.shared.note_list_push();

@@ -333,6 +333,10 @@ fn config_values(c: &ServerConfig) -> Vec<(&'static str, String)> {
         ("save", String::new()),
         ("databases", c.databases.to_string()),
         (
+            "notify-keyspace-events",
+            crate::notify::format_flags(c.notify_keyspace_events),
+        ),
+        (
             "cluster-enabled",
             if c.cluster { "yes" } else { "no" }.into(),
         ),
@@ -367,6 +371,7 @@ const MUTABLE: &[&str] = &[
     "slowlog-log-slower-than",
     "slowlog-max-len",
     "client-query-buffer-limit",
+    "notify-keyspace-events",
 ];
 
 /// Redis settings that describe what this server always does: CONFIG GET shows the value,
@@ -382,11 +387,6 @@ const FIXED: &[(&str, &str, &str)] = &[
         "maxmemory-policy",
         "noeviction",
         "keys live on disk and are never evicted",
-    ),
-    (
-        "notify-keyspace-events",
-        "",
-        "keyspace notifications are not offered",
     ),
     ("hz", "10", "active expiry runs 10 times a second"),
     ("replicaof", "", "replication is not offered"),
@@ -450,6 +450,7 @@ fn config(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             ctx.shared
                 .watchers
                 .configure(next.slowlog_log_slower_than_us, next.slowlog_max_len);
+            ctx.shared.notify.set(next.notify_keyspace_events);
             ctx.shared.update_config(|c| *c = next);
             Ok(Reply::ok())
         }

@@ -19,6 +19,7 @@ use crate::collection::{
 };
 use crate::error::{Error, Result};
 use crate::keyspace::KeyType;
+use crate::notify;
 use crate::resp::Reply;
 
 #[rustfmt::skip]
@@ -50,20 +51,29 @@ fn sadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         }
         Ok(added)
     })?;
+    if added > 0 {
+        ctx.notify(notify::SET, "sadd", &args[1]);
+    }
     Ok(Reply::Int(added))
 }
 
 fn srem(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
-    let removed = modify(ctx, &args[1], KeyType::Set, |s| {
+    let (removed, emptied) = modify(ctx, &args[1], KeyType::Set, |s| {
         if s.found.is_none() {
-            return Ok(0);
+            return Ok((0, false));
         }
         let mut removed = 0;
         for m in &args[2..] {
             removed += i64::from(s.remove(m)?);
         }
-        Ok(removed)
+        Ok((removed, s.count() == 0))
     })?;
+    if removed > 0 {
+        ctx.notify(notify::SET, "srem", &args[1]);
+        if emptied {
+            ctx.notify(notify::GENERIC, "del", &args[1]);
+        }
+    }
     Ok(Reply::Int(removed))
 }
 
@@ -215,10 +225,10 @@ fn spop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let held = ctx.session.in_held_run;
     let cached = ctx.session.pop_window.take().filter(|_| held);
     let db = ctx.dbi();
-    let (popped, left) = modify(ctx, key, KeyType::Set, |e| {
+    let (popped, left, emptied) = modify(ctx, key, KeyType::Set, |e| {
         let mut popped = Vec::new();
         if e.found.is_none() {
-            return Ok((popped, None));
+            return Ok((popped, None, false));
         }
         // Candidates: the members from the set's floor on (its first in position order, which
         // is hash order: random with respect to the members), one more than wanted and at
@@ -271,9 +281,15 @@ fn spop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
                 .collect();
             PopWindow::new(db, key, meta.version, KeyType::Set, rest, complete)
         });
-        Ok((popped, left))
+        Ok((popped, left, e.count() == 0))
     })?;
     ctx.session.pop_window = left;
+    if !popped.is_empty() {
+        ctx.notify(notify::SET, "spop", key);
+        if emptied {
+            ctx.notify(notify::GENERIC, "del", key);
+        }
+    }
     Ok(match count {
         None => Reply::bulk_or_nil(popped.into_iter().next()),
         Some(_) => set_reply(popped),
@@ -291,16 +307,25 @@ fn smove(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     if src == dst {
         return Ok(Reply::Int(i64::from(contains(ctx, src, &args[3..4])?[0])));
     }
-    let (removed, mut ops) = plan(ctx, src, KeyType::Set, false, |e| e.remove(member))?;
+    let ((removed, emptied), mut ops) = plan(ctx, src, KeyType::Set, false, |e| {
+        Ok((e.remove(member)?, e.count() == 0))
+    })?;
     if !removed {
         return Ok(Reply::Int(0));
     }
-    let (_, added) = plan(ctx, dst, KeyType::Set, false, |e| {
+    let (new_in_dst, added) = plan(ctx, dst, KeyType::Set, false, |e| {
         e.set(member, Bytes::new())
     })?;
     ops.extend(added);
     ctx.db().write(ops)?;
     ctx.shared.note_writes(1);
+    ctx.notify(notify::SET, "srem", src);
+    if emptied {
+        ctx.notify(notify::GENERIC, "del", src);
+    }
+    if new_in_dst {
+        ctx.notify(notify::SET, "sadd", dst);
+    }
     Ok(Reply::Int(1))
 }
 
@@ -381,11 +406,11 @@ fn sdiff(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 
 /// The STORE variants: the destination is replaced by the result (whatever it held), or
 /// deleted when the result is empty; one batch. The dispatcher holds the exec lock exclusively.
-fn store(ctx: &Ctx<'_>, args: &[Bytes], op: Op) -> Result<Reply> {
+fn store(ctx: &mut Ctx<'_>, args: &[Bytes], op: Op) -> Result<Reply> {
     let dst = &args[1];
     let result = combine(ctx, &args[2..], op)?;
     let mut ops = Vec::new();
-    super::keys::ops_removing(ctx, ctx.dbi(), dst, &mut ops)?;
+    let existed = super::keys::ops_removing(ctx, ctx.dbi(), dst, &mut ops)?;
     let (n, added) = plan(ctx, dst, KeyType::Set, true, |e| {
         for m in &result {
             e.set(m, Bytes::new())?;
@@ -395,6 +420,16 @@ fn store(ctx: &Ctx<'_>, args: &[Bytes], op: Op) -> Result<Reply> {
     ops.extend(added);
     ctx.db().write(ops)?;
     ctx.shared.note_writes(1);
+    if n > 0 {
+        let event = match op {
+            Op::Union => "sunionstore",
+            Op::Inter => "sinterstore",
+            Op::Diff => "sdiffstore",
+        };
+        ctx.notify(notify::SET, event, dst);
+    } else if existed {
+        ctx.notify(notify::GENERIC, "del", dst);
+    }
     Ok(Reply::Int(i64::try_from(n).unwrap_or(i64::MAX)))
 }
 

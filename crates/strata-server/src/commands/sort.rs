@@ -113,7 +113,7 @@ fn sort_ro(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     sort_command(ctx, args, true)
 }
 
-fn sort_command(ctx: &Ctx<'_>, args: &[Bytes], read_only: bool) -> Result<Reply> {
+fn sort_command(ctx: &mut Ctx<'_>, args: &[Bytes], read_only: bool) -> Result<Reply> {
     let (mut desc, mut alpha) = (false, false);
     let (mut limit, mut by, mut store): (Option<(i64, i64)>, Option<&Bytes>, Option<&Bytes>) =
         (None, None, None);
@@ -156,6 +156,11 @@ fn sort_command(ctx: &Ctx<'_>, args: &[Bytes], read_only: bool) -> Result<Reply>
         j += 1;
     }
     let (mut items, is_set) = elements(ctx, &args[1])?;
+    if !read_only && items.is_empty() && record(ctx, &args[1])?.is_none() {
+        // SORT writes (the dispatcher reports misses of read commands, SORT_RO's); Redis's
+        // read of its source reports the miss. (Misses of BY and GET patterns are not.)
+        ctx.notify(crate::notify::KEY_MISS, "keymiss", &args[1]);
+    }
     // Not sorting keeps a list's or sorted set's own order; a set's (hash order) is not one
     // worth storing or giving a script, so a set stored or sorted in a script unsorted is
     // sorted by its members' bytes, as Redis does.
@@ -240,7 +245,7 @@ fn sort_command(ctx: &Ctx<'_>, args: &[Bytes], read_only: bool) -> Result<Reply>
     // is deleted when the result is empty. The dispatcher holds the exec lock exclusively.
     let db = ctx.dbi();
     let mut ops = Vec::new();
-    super::keys::ops_removing(ctx, db, dst, &mut ops)?;
+    let existed = super::keys::ops_removing(ctx, db, dst, &mut ops)?;
     if !out.is_empty() {
         let meta = ListMeta {
             version: ctx.shared.versions.next(),
@@ -261,5 +266,10 @@ fn sort_command(ctx: &Ctx<'_>, args: &[Bytes], read_only: bool) -> Result<Reply>
     ctx.db().write(ops)?;
     ctx.shared.note_writes(1);
     ctx.shared.note_list_push();
+    if !out.is_empty() {
+        ctx.notify(crate::notify::LIST, "sortstore", dst);
+    } else if existed {
+        ctx.notify(crate::notify::GENERIC, "del", dst);
+    }
     Ok(Reply::Int(out.len() as i64))
 }

@@ -14,6 +14,7 @@ use crate::keyspace::{
     Record, Space,
 };
 use crate::ldouble::{LdError, LongDouble};
+use crate::notify;
 use crate::num::parse_i64;
 use crate::resp::Reply;
 
@@ -299,6 +300,15 @@ fn expiry_option(opts: &[Bytes], i: usize, command: &str) -> Result<Option<u64>>
     expiry_arg(value, unit, absolute, command, false).map(Some)
 }
 
+/// GET for a write command (GETEX without a time), which reports its own `keymiss`.
+fn get_noting_miss(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let reply = get(ctx, args)?;
+    if reply == Reply::Nil {
+        notify_key_miss(ctx, &args[1]);
+    }
+    Ok(reply)
+}
+
 fn getex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let opts = &args[2..];
     // As SET: one kind of option, which may repeat (the last time wins); times checked after
@@ -326,11 +336,12 @@ fn getex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         return Err(Error::Syntax);
     }
     if word.is_none() {
-        return get(ctx, args);
+        return get_noting_miss(ctx, args);
     }
     // Redis answers nil for a missing key (and WRONGTYPE for another type) before it looks at
     // the time.
     if read_string(ctx, &args[1])?.is_none() {
+        notify_key_miss(ctx, &args[1]);
         return Ok(Reply::Nil);
     }
     let change: Option<Option<u64>> = match (word, time_at) {
@@ -340,7 +351,7 @@ fn getex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         (Some(_), None) => None,
     };
     let Some(change) = change else {
-        return get(ctx, args);
+        return get_noting_miss(ctx, args);
     };
     let now = now_ms();
     if change.is_some_and(|at| at <= now) {
@@ -351,18 +362,34 @@ fn getex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
                 None => (StrWrite::Keep, None),
             })
         })?;
+        if old.is_some() {
+            ctx.notify(notify::GENERIC, "del", &args[1]);
+        }
         return Ok(Reply::bulk_or_nil(old));
     }
+    let mut had_time = false;
     let old = modify_string(ctx, &args[1], change, |old| {
         Ok(match old {
-            Some((v, at)) if at == change => (StrWrite::Keep, Some(Bytes::copy_from_slice(v))),
-            Some((v, _)) => (
-                StrWrite::Retime(change.map_or(Expiry::None, Expiry::At)),
-                Some(Bytes::copy_from_slice(v)),
-            ),
+            Some((v, at)) if at == change => {
+                had_time = at.is_some();
+                (StrWrite::Keep, Some(Bytes::copy_from_slice(v)))
+            }
+            Some((v, at)) => {
+                had_time = at.is_some();
+                (
+                    StrWrite::Retime(change.map_or(Expiry::None, Expiry::At)),
+                    Some(Bytes::copy_from_slice(v)),
+                )
+            }
             None => (StrWrite::Keep, None),
         })
     })?;
+    match change {
+        // Redis sets the time (and reports it) even when it is the one the key had.
+        Some(_) if old.is_some() => ctx.notify(notify::GENERIC, "expire", &args[1]),
+        None if had_time => ctx.notify(notify::GENERIC, "persist", &args[1]),
+        _ => {}
+    }
     Ok(Reply::bulk_or_nil(old))
 }
 
@@ -427,6 +454,7 @@ fn set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     };
     if !o.nx && !o.xx && !o.get && o.expiry != Expiry::Keep {
         overwrite_string(ctx, key, value, at)?;
+        notify_set(ctx, key, at);
         return Ok(Reply::ok());
     }
     if json_exists(ctx, key)? {
@@ -442,6 +470,7 @@ fn set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             _ => at,
         };
         overwrite_string(ctx, key, value, at)?;
+        notify_set(ctx, key, at);
         return Ok(Reply::ok());
     }
     // Only SET ... GET reads the old value: without it SET replaces a key of any type.
@@ -463,6 +492,12 @@ fn set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             Ok((StrWrite::Put(value.to_vec(), o.expiry), (true, old)))
         }
     })?;
+    if o.get && old.is_none() {
+        notify_key_miss(ctx, key);
+    }
+    if stored {
+        notify_set(ctx, key, at);
+    }
     Ok(match (o.get, stored) {
         (true, _) => Reply::bulk_or_nil(old),
         (false, true) => Reply::ok(),
@@ -470,9 +505,24 @@ fn set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     })
 }
 
+/// A command that reads a string first (SET ... GET, GETSET, GETDEL, GETEX) found no key: its
+/// `keymiss` event, as Redis's read lookup reports it.
+fn notify_key_miss(ctx: &mut Ctx<'_>, key: &Bytes) {
+    ctx.notify(notify::KEY_MISS, "keymiss", key);
+}
+
+/// The events of a SET that stored its value: `set`, and `expire` when it gave a time.
+fn notify_set(ctx: &mut Ctx<'_>, key: &Bytes, at: Option<u64>) {
+    ctx.notify(notify::STRING, "set", key);
+    if at.is_some() {
+        ctx.notify(notify::GENERIC, "expire", key);
+    }
+}
+
 fn setex_with(ctx: &mut Ctx<'_>, args: &[Bytes], unit_ms: u64, name: &str) -> Result<Reply> {
     let at = expiry_arg(&args[2], unit_ms, false, name, false)?;
     overwrite_string(ctx, &args[1], &args[3], Some(at))?;
+    notify_set(ctx, &args[1], Some(at));
     Ok(Reply::ok())
 }
 
@@ -494,6 +544,9 @@ fn setnx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             None => (StrWrite::Put(args[2].to_vec(), Expiry::None), true),
         })
     })?;
+    if set {
+        ctx.notify(notify::STRING, "set", &args[1]);
+    }
     Ok(Reply::Int(i64::from(set)))
 }
 
@@ -504,6 +557,10 @@ fn getset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             old.map(|(v, _)| Bytes::copy_from_slice(v)),
         ))
     })?;
+    if old.is_none() {
+        notify_key_miss(ctx, &args[1]);
+    }
+    ctx.notify(notify::STRING, "set", &args[1]);
     Ok(Reply::bulk_or_nil(old))
 }
 
@@ -514,6 +571,10 @@ fn getdel(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             None => (StrWrite::Keep, None),
         })
     })?;
+    match old {
+        Some(_) => ctx.notify(notify::GENERIC, "del", &args[1]),
+        None => notify_key_miss(ctx, &args[1]),
+    }
     Ok(Reply::bulk_or_nil(old))
 }
 
@@ -571,7 +632,15 @@ pub(crate) fn set_run(ctx: &Ctx<'_>, run: &[Vec<Bytes>]) -> Reply {
 fn mset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let pairs = pairs(args, "mset")?;
     write_pairs(ctx, &pairs)?;
+    notify_pairs(ctx, &pairs);
     Ok(Reply::ok())
+}
+
+/// MSET's and MSETNX's `set` events, one per pair (a key given twice is reported twice).
+fn notify_pairs(ctx: &mut Ctx<'_>, pairs: &[(&Bytes, &Bytes)]) {
+    for (k, _) in pairs {
+        ctx.notify(notify::STRING, "set", k);
+    }
 }
 
 fn msetnx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
@@ -585,10 +654,11 @@ fn msetnx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         }
     }
     write_pairs(ctx, &pairs)?;
+    notify_pairs(ctx, &pairs);
     Ok(Reply::Int(1))
 }
 
-fn incr_by(ctx: &Ctx<'_>, key: &[u8], delta: i64) -> Result<Reply> {
+fn incr_by(ctx: &mut Ctx<'_>, key: &Bytes, delta: i64) -> Result<Reply> {
     let n = modify_string(ctx, key, None, |old| {
         let current = match old {
             None => 0,
@@ -600,6 +670,7 @@ fn incr_by(ctx: &Ctx<'_>, key: &[u8], delta: i64) -> Result<Reply> {
             next,
         ))
     })?;
+    ctx.notify(notify::STRING, "incrby", key);
     Ok(Reply::Int(n))
 }
 
@@ -644,6 +715,7 @@ fn incrbyfloat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             text,
         ))
     })?;
+    ctx.notify(notify::STRING, "incrbyfloat", &args[1]);
     Ok(Reply::text(text))
 }
 
@@ -667,6 +739,7 @@ fn append(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         let len = v.len();
         Ok((StrWrite::PutAs(v, Expiry::Keep, encoding), len))
     })?;
+    ctx.notify(notify::STRING, "append", &args[1]);
     Ok(Reply::Int(len as i64))
 }
 
@@ -728,6 +801,9 @@ fn setrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         let len = v.len();
         Ok((StrWrite::PutAs(v, Expiry::Keep, Encoding::Raw), len))
     })?;
+    if !patch.is_empty() {
+        ctx.notify(notify::STRING, "setrange", &args[1]);
+    }
     Ok(Reply::Int(len as i64))
 }
 

@@ -145,6 +145,8 @@ fn exec(ctx: &mut Ctx<'_>, _: &[Bytes]) -> Result<Reply> {
     }
     if let Err(e) = overlay.commit() {
         ctx.shared.set_db_map(&map_before);
+        // Nothing of it happened: no keyspace events either.
+        ctx.session.events.clear();
         return Err(e);
     }
     // A queued push reached the store only now: wake blocked lists' readers after it.

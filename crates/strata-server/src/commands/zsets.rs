@@ -24,6 +24,7 @@ use crate::collection::{
 use crate::config::EncodingLimits;
 use crate::error::{Error, Result};
 use crate::keyspace::{now_ms, string_key, DbIndex, Encoding, KeyType, Record};
+use crate::notify;
 use crate::resp::{Protocol, Reply};
 
 #[rustfmt::skip]
@@ -357,7 +358,9 @@ pub(crate) fn zadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     for p in pairs.chunks_exact(2) {
         items.push((score_arg(&p[0])?, p[1].clone()));
     }
+    let mut touched = false;
     let outcome = modify(ctx, &args[1], |z| {
+        touched = false;
         if z.found.is_none() && xx {
             return Ok((0, None));
         }
@@ -384,6 +387,7 @@ pub(crate) fn zadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
                     }
                     if new != cur {
                         z.set(member, new)?;
+                        touched = true;
                         if ch {
                             changed += 1;
                         }
@@ -396,6 +400,7 @@ pub(crate) fn zadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
                         continue;
                     }
                     z.set(member, new)?;
+                    touched = true;
                     changed += 1;
                     last = Some(new);
                 }
@@ -403,6 +408,10 @@ pub(crate) fn zadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         }
         Ok((changed, last))
     })?;
+    if touched {
+        let event = if incr { "zincr" } else { "zadd" };
+        ctx.notify(notify::ZSET, event, &args[1]);
+    }
     Ok(if incr {
         outcome.1.map_or(Reply::Nil, Reply::Double)
     } else {
@@ -413,15 +422,20 @@ pub(crate) fn zadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 fn zincrby(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let delta = score_arg(&args[2])?;
     let member = args[3].clone();
-    let score = modify(ctx, &args[1], |z| {
+    let (score, changed) = modify(ctx, &args[1], |z| {
         // A new member takes the increment itself (-0 stays -0, as in Redis).
-        let new = z.score(&member)?.map_or(delta, |s| s + delta);
+        let current = z.score(&member)?;
+        let new = current.map_or(delta, |s| s + delta);
         if new.is_nan() {
             return Err(Error::command("resulting score is not a number (NaN)"));
         }
         z.set(&member, new)?;
-        Ok(new)
+        Ok((new, current != Some(new)))
     })?;
+    // As ZADD INCR in Redis: a score left as it was is no change to report.
+    if changed {
+        ctx.notify(notify::ZSET, "zincr", &args[1]);
+    }
     Ok(Reply::Double(score))
 }
 
@@ -755,28 +769,42 @@ fn range_rank_rev(ctx: &Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 }
 
 fn zrem(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
-    let n = modify(ctx, &args[1], |z| {
+    let (n, emptied) = modify(ctx, &args[1], |z| {
         let mut n = 0;
         if z.found.is_none() {
-            return Ok(0);
+            return Ok((0, false));
         }
         for m in &args[2..] {
             n += i64::from(z.remove(m)?);
         }
-        Ok(n)
+        Ok((n, z.count == 0))
     })?;
+    notify_removed(ctx, &args[1], "zrem", n > 0, emptied);
     Ok(Reply::Int(n))
 }
 
-/// Removes the members `pick` selects from the live sorted set (in order), atomically.
+/// The events of a removal from sorted set `key`: `event` when something went, and `del`
+/// when the set went with it.
+fn notify_removed(ctx: &mut Ctx<'_>, key: &Bytes, event: &'static str, any: bool, emptied: bool) {
+    if any {
+        ctx.notify(notify::ZSET, event, key);
+        if emptied {
+            ctx.notify(notify::GENERIC, "del", key);
+        }
+    }
+}
+
+/// Removes the members `pick` selects from the live sorted set (in order), atomically;
+/// reports `event`.
 fn remove_where(
-    ctx: &Ctx<'_>,
-    key: &[u8],
+    ctx: &mut Ctx<'_>,
+    key: &Bytes,
+    event: &'static str,
     pick: impl Fn(&[(Bytes, f64)]) -> Vec<Bytes>,
 ) -> Result<i64> {
-    modify(ctx, key, |z| {
+    let (n, emptied) = modify(ctx, key, |z| {
         let Some(found) = z.found else {
-            return Ok(0);
+            return Ok((0, false));
         };
         let all = zset_entries(ctx.db(), z.db, z.name, &found.meta)?;
         let scores: std::collections::HashMap<&Bytes, f64> =
@@ -788,13 +816,15 @@ fn remove_where(
                 n += 1;
             }
         }
-        Ok(n)
-    })
+        Ok((n, z.count == 0))
+    })?;
+    notify_removed(ctx, key, event, n > 0, emptied);
+    Ok(n)
 }
 
 fn zremrangebyrank(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let (start, stop) = (int_arg(&args[2])?, int_arg(&args[3])?);
-    let n = remove_where(ctx, &args[1], |all| {
+    let n = remove_where(ctx, &args[1], "zremrangebyrank", |all| {
         let len = all.len() as i64;
         let start = if start < 0 { start + len } else { start }.max(0);
         let stop = if stop < 0 { stop + len } else { stop };
@@ -811,7 +841,7 @@ fn zremrangebyrank(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 
 fn zremrangebyscore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let range = ScoreRange::parse(&args[2], &args[3])?;
-    let n = remove_where(ctx, &args[1], |all| {
+    let n = remove_where(ctx, &args[1], "zremrangebyscore", |all| {
         all.iter()
             .filter(|(_, s)| range.contains(*s))
             .map(|(m, _)| m.clone())
@@ -822,7 +852,7 @@ fn zremrangebyscore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 
 fn zremrangebylex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let range = LexRange::parse(&args[2], &args[3])?;
-    let n = remove_where(ctx, &args[1], |all| {
+    let n = remove_where(ctx, &args[1], "zremrangebylex", |all| {
         all.iter()
             .filter(|(m, _)| range.contains(m))
             .map(|(m, _)| m.clone())
@@ -870,8 +900,8 @@ fn zpop(ctx: &mut Ctx<'_>, args: &[Bytes], max: bool) -> Result<Reply> {
 /// end, in that order, as one atomic update (empty when absent). `window` (ZPOPMIN in a held
 /// run): the window the run's previous pop left, replaced by what this pop leaves.
 fn pop_entries(
-    ctx: &Ctx<'_>,
-    key: &[u8],
+    ctx: &mut Ctx<'_>,
+    key: &Bytes,
     max: bool,
     want: usize,
     window: Option<&mut Option<PopWindow>>,
@@ -881,9 +911,9 @@ fn pop_entries(
         Some(slot) => (slot.take(), Some(slot)),
         None => (None, None),
     };
-    let (popped, left) = modify(ctx, key, |z| {
+    let (popped, left, emptied) = modify(ctx, key, |z| {
         let Some(found) = z.found else {
-            return Ok((Vec::new(), None));
+            return Ok((Vec::new(), None, false));
         };
         let meta = &found.meta;
         // The lowest scores are a bounded scan from the start; the highest need the whole set
@@ -922,11 +952,13 @@ fn pop_entries(
         }
         let left =
             held.then(|| PopWindow::new(z.db, z.name, meta.version, KeyType::Zset, rest, complete));
-        Ok((all, left))
+        Ok((all, left, z.count == 0))
     })?;
     if let Some(slot) = slot {
         *slot = left;
     }
+    let event = if max { "zpopmax" } else { "zpopmin" };
+    notify_removed(ctx, key, event, !popped.is_empty(), emptied);
     Ok(popped)
 }
 
@@ -1296,15 +1328,18 @@ fn combine(
 /// Replaces `dst` (whatever it held, its expiry too) by a sorted set of `entries`, or deletes
 /// it when there are none: one batch. The dispatcher holds the exec lock exclusively. The first
 /// `listpack_entries` entries went into a listpack in Redis, which keeps -0 as 0 (`ZEdit::set`).
+/// Replaces `dst` with a sorted set of `entries` (or deletes it when there are none), and
+/// reports `event` (or `del`).
 pub(crate) fn store_entries(
-    ctx: &Ctx<'_>,
-    dst: &[u8],
+    ctx: &mut Ctx<'_>,
+    dst: &Bytes,
     entries: &[(Bytes, f64)],
     listpack_entries: usize,
+    event: &'static str,
 ) -> Result<Reply> {
     let db = ctx.dbi();
     let mut ops = Vec::with_capacity(2 * entries.len() + 3);
-    super::keys::ops_removing(ctx, db, dst, &mut ops)?;
+    let existed = super::keys::ops_removing(ctx, db, dst, &mut ops)?;
     if !entries.is_empty() {
         let meta = Meta::new(ctx.shared.versions.next(), entries.len() as u64);
         let big = !fits_listpack(
@@ -1333,6 +1368,11 @@ pub(crate) fn store_entries(
     ctx.db().write(ops)?;
     ctx.shared.note_writes(1);
     ctx.shared.note_key_push(ctx.session.db, dst);
+    if !entries.is_empty() {
+        ctx.notify(notify::ZSET, event, dst);
+    } else if existed {
+        ctx.notify(notify::GENERIC, "del", dst);
+    }
     Ok(Reply::Int(entries.len() as i64))
 }
 
@@ -1343,7 +1383,7 @@ fn combine_reply(ctx: &Ctx<'_>, args: &[Bytes], op: SetOp) -> Result<Reply> {
     }
 }
 
-fn combine_store(ctx: &Ctx<'_>, args: &[Bytes], op: SetOp) -> Result<Reply> {
+fn combine_store(ctx: &mut Ctx<'_>, args: &[Bytes], op: SetOp) -> Result<Reply> {
     match combine(ctx, args, 2, op, true, false)? {
         Combined::Entries(entries, _) => {
             // Redis builds the result as a skiplist, then makes it a listpack if small enough.
@@ -1353,7 +1393,12 @@ fn combine_store(ctx: &Ctx<'_>, args: &[Bytes], op: SetOp) -> Result<Reply> {
                 entries.iter().map(|(m, _)| m),
             );
             let listpack_entries = if small { entries.len() } else { 0 };
-            store_entries(ctx, &args[1], &entries, listpack_entries)
+            let event = match op {
+                SetOp::Union => "zunionstore",
+                SetOp::Inter => "zinterstore",
+                SetOp::Diff => "zdiffstore",
+            };
+            store_entries(ctx, &args[1], &entries, listpack_entries, event)
         }
         Combined::Count(n) => Ok(Reply::Int(n as i64)),
     }
@@ -1410,7 +1455,7 @@ fn zrangestore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             .position(|(i, (m, _))| !fits_listpack(&limits, i as u64 + 1, std::iter::once(m)))
             .unwrap_or(selected.len())
     };
-    store_entries(ctx, &args[1], &selected, listpack_entries)
+    store_entries(ctx, &args[1], &selected, listpack_entries, "zrangestore")
 }
 
 /// Most members ZRANDMEMBER with a negative count returns.
