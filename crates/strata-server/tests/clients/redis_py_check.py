@@ -1,6 +1,6 @@
 """redis-py against a Strata server, as an application uses it: plain commands with TTLs,
-pipelines with and without MULTI/EXEC, a WATCH retry loop, JSON documents, pub/sub, scripts
-and functions. Exits
+pipelines with and without MULTI/EXEC, a WATCH retry loop, JSON documents, pub/sub, keyspace
+notifications, scripts and functions. Exits
 non-zero with the failing assertion. Usage: redis_py_check.py PORT"""
 import sys
 import time
@@ -78,6 +78,30 @@ assert other.publish("news", "hello") == 1
 m = p.get_message(timeout=2)
 assert m["type"] == "message" and m["channel"] == "news" and m["data"] == "hello", m
 p.close()
+
+# Keyspace notifications as a session store uses them (Spring Session's setting, then a
+# listener for expired and deleted sessions on database 0).
+assert r.config_set("notify-keyspace-events", "Egx")
+assert r.config_get("notify-keyspace-events") == {"notify-keyspace-events": "gxE"}
+p = r.pubsub()
+p.psubscribe("__keyevent@0__:*")
+assert p.get_message(timeout=2)["type"] == "psubscribe"
+assert r.set("session:gone", "x", px=100)
+assert r.set("session:deleted", "y")
+assert r.delete("session:deleted") == 1
+seen = []
+deadline = time.time() + 3
+while len(seen) < 3 and time.time() < deadline:
+    m = p.get_message(timeout=0.5)
+    if m and m["type"] == "pmessage":
+        seen.append((m["channel"], m["data"]))
+assert seen == [
+    ("__keyevent@0__:expire", "session:gone"),
+    ("__keyevent@0__:del", "session:deleted"),
+    ("__keyevent@0__:expired", "session:gone"),
+], seen
+p.close()
+assert r.config_set("notify-keyspace-events", "")
 
 # Geo, through redis-py's own argument building and reply parsing (Redis's documented
 # Palermo/Catania example values).
