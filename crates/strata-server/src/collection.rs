@@ -578,6 +578,14 @@ pub fn element_is_dead(key: &[u8], settled: &dyn strata::SettledRead, now: u64) 
             }
             Err(_) => false,
         },
+        KeyType::Stream => match crate::stream::StreamMeta::decode(&r.payload) {
+            Ok(m) => {
+                m.version != e.version
+                    || r.expire_at_ms
+                        .is_some_and(|at| at.saturating_add(EXPIRED_ELEMENTS_GRACE_MS) <= now)
+            }
+            Err(_) => false,
+        },
         // The name now holds a string.
         _ => true,
     }

@@ -1,4 +1,4 @@
-//! How Redis keys map to engine keys (keyspace format 4; `docs/format.md` gives every byte).
+//! How Redis keys map to engine keys (keyspace format 5; `docs/format.md` gives every byte).
 //!
 //! - A Redis string in database `db` is the engine key `'k' db name` whose value is a
 //!   [`Record`]: one header byte (kind, and whether an expiry time follows), the expiry time
@@ -37,13 +37,17 @@ pub type DbIndex = u8;
 /// Most databases a server may have (`databases` setting).
 pub const DATABASES_MAX: usize = 256;
 
-/// The keyspace format this build writes (4: format 3 plus a floor at the end of a hash's,
-/// set's or sorted set's record, `collection::Floor`).
-pub const KEYSPACE_FORMAT_VERSION: u8 = 4;
-/// Format 2 differs from 4 only in holding no collections, format 3 only in records without a
-/// floor (which format 4 reads as "no floor"): both are upgraded by rewriting the version byte.
+/// The keyspace format this build writes (5: format 4 plus streams, records of kind 5 and
+/// their entries, `stream.rs`; 4: format 3 plus a floor at the end of a hash's, set's or sorted
+/// set's record, `collection::Floor`).
+pub const KEYSPACE_FORMAT_VERSION: u8 = 5;
+/// Format 2 differs from 5 only in holding no collections, format 3 in records without a
+/// floor too (which format 5 reads as "no floor"), format 4 only in holding no streams: all
+/// are upgraded by rewriting the version byte. (A build of format 4 refuses a store with
+/// streams: it names the newer format instead of misreading their records.)
 const KEYSPACE_FORMAT_NO_COLLECTIONS: u8 = 2;
 const KEYSPACE_FORMAT_NO_FLOORS: u8 = 3;
+const KEYSPACE_FORMAT_NO_STREAMS: u8 = 4;
 
 /// Engine key of the keyspace format record.
 pub const FORMAT_KEY: [u8; 2] = [0xff, b'K'];
@@ -84,6 +88,8 @@ const KIND_SET: u8 = 2;
 const KIND_LIST: u8 = 3;
 /// Kind of a record holding a sorted set's metadata (its members and scores are other keys).
 const KIND_ZSET: u8 = 4;
+/// Kind bits of a stream's record (`collection::StreamMeta`).
+const KIND_STREAM: u8 = 5;
 
 /// Current time in unix milliseconds.
 pub fn now_ms() -> u64 {
@@ -221,6 +227,7 @@ fn kind_bits(kind: KeyType) -> u8 {
         KeyType::Set => KIND_SET,
         KeyType::List => KIND_LIST,
         KeyType::Zset => KIND_ZSET,
+        KeyType::Stream => KIND_STREAM,
         KeyType::String | KeyType::Json => KIND_STRING,
     }
 }
@@ -273,6 +280,7 @@ fn check_header(header: u8) -> Result<(KeyType, Encoding)> {
         KIND_SET if header & HEADER_ENCODING_MASK <= Encoding::Raw.bits() => Some(KeyType::Set),
         KIND_LIST if header & HEADER_ENCODING_MASK == 0 => Some(KeyType::List),
         KIND_ZSET if header & HEADER_ENCODING_MASK <= Encoding::Raw.bits() => Some(KeyType::Zset),
+        KIND_STREAM if header & HEADER_ENCODING_MASK == 0 => Some(KeyType::Stream),
         _ => None,
     };
     match (kind, Encoding::from_header(header)) {
@@ -464,18 +472,21 @@ pub enum KeyType {
     List,
     /// A sorted set (a record; per member a member->score entry and a score-ordered entry).
     Zset,
+    /// A stream (a record, each entry its own engine key by ID).
+    Stream,
     /// A JSON document (RedisJSON's type).
     Json,
 }
 
 impl KeyType {
     /// Every kind.
-    pub const ALL: [KeyType; 6] = [
+    pub const ALL: [KeyType; 7] = [
         KeyType::String,
         KeyType::Hash,
         KeyType::Set,
         KeyType::List,
         KeyType::Zset,
+        KeyType::Stream,
         KeyType::Json,
     ];
 
@@ -487,6 +498,7 @@ impl KeyType {
             KeyType::Set => "set",
             KeyType::List => "list",
             KeyType::Zset => "zset",
+            KeyType::Stream => "stream",
             KeyType::Json => "ReJSON-RL",
         }
     }
@@ -494,9 +506,12 @@ impl KeyType {
     /// The engine-key space holding keys of this kind.
     pub fn space(self) -> Space {
         match self {
-            KeyType::String | KeyType::Hash | KeyType::Set | KeyType::List | KeyType::Zset => {
-                Space::Records
-            }
+            KeyType::String
+            | KeyType::Hash
+            | KeyType::Set
+            | KeyType::List
+            | KeyType::Zset
+            | KeyType::Stream => Space::Records,
             KeyType::Json => Space::Docs,
         }
     }
@@ -696,14 +711,18 @@ pub fn write_db_map(b: &dyn KvBackend, map: &DbMap) -> Result<()> {
 
 /// Brings the store's keyspace to the current format before the server uses it: a store without
 /// a format record that holds format-1 strings (`'s' name` -> raw bytes, written by earlier
-/// builds) has them rewritten as database-0 records, in batches; formats 2 and 3 get their
-/// version byte rewritten (everything they hold reads as format 4); a newer format is refused. Safe to interrupt: each batch writes the new keys and syncs before
+/// builds) has them rewritten as database-0 records, in batches; formats 2 to 4 get their
+/// version byte rewritten (everything they hold reads as format 5); a newer format is refused. Safe to interrupt: each batch writes the new keys and syncs before
 /// deleting the old ones, and a restart continues with the old keys that are left.
 pub fn prepare(b: &dyn KvBackend) -> Result<()> {
     if let Some(v) = b.get(&FORMAT_KEY)? {
         return match v.first() {
             Some(&KEYSPACE_FORMAT_VERSION) => Ok(()),
-            Some(&old @ (KEYSPACE_FORMAT_NO_COLLECTIONS | KEYSPACE_FORMAT_NO_FLOORS)) => {
+            Some(
+                &old @ (KEYSPACE_FORMAT_NO_COLLECTIONS
+                | KEYSPACE_FORMAT_NO_FLOORS
+                | KEYSPACE_FORMAT_NO_STREAMS),
+            ) => {
                 let mut v = v.to_vec();
                 v[0] = KEYSPACE_FORMAT_VERSION;
                 b.put(&FORMAT_KEY, &v)?;
@@ -1124,11 +1143,15 @@ mod tests {
         assert!(prepare(&b).is_err());
     }
 
-    /// Formats 2 and 3 open as format 4 (version byte rewritten); a format-3 collection
+    /// Formats 2 to 4 open as format 5 (version byte rewritten); a format-3 collection
     /// record (no floor) reads with no floor, so nothing it holds is skipped.
     #[test]
     fn older_formats_are_upgraded_in_place() {
-        for old in [KEYSPACE_FORMAT_NO_COLLECTIONS, KEYSPACE_FORMAT_NO_FLOORS] {
+        for old in [
+            KEYSPACE_FORMAT_NO_COLLECTIONS,
+            KEYSPACE_FORMAT_NO_FLOORS,
+            KEYSPACE_FORMAT_NO_STREAMS,
+        ] {
             let b = MemoryBackend::new();
             b.put(&FORMAT_KEY, &[old]).unwrap();
             let mut meta = Vec::new();

@@ -34,6 +34,7 @@ mod pubsub;
 pub mod resp;
 mod server;
 mod state;
+mod stream;
 mod text;
 mod txn;
 mod watchers;

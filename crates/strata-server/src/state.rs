@@ -569,6 +569,9 @@ pub(crate) struct Session {
     /// Keyspace notifications of the running command (of a whole EXEC or script), published
     /// when it ends (`notify.rs`).
     pub events: Vec<crate::notify::Event>,
+    /// A blocked XREAD's IDs as its first look resolved them (`$`: the stream's last ID then),
+    /// for its looks again.
+    pub stream_from: Option<Vec<crate::stream::StreamId>>,
 }
 
 /// Connections blocked on lists, queued per list in the order they blocked. Redis serves the
@@ -952,6 +955,7 @@ impl Session {
             control: None,
             replies: ReplyMode::On,
             events: Vec::new(),
+            stream_from: None,
         }
     }
 }

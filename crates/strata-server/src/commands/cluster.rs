@@ -53,6 +53,7 @@ pub(crate) const MOVABLE_KEYS: &[&str] = &[
     "evalsha_ro",
     "fcall",
     "fcall_ro",
+    "xread",
 ];
 
 /// The key arguments of a command (Redis's `getKeysFromCommand`), in argument order.
@@ -75,6 +76,14 @@ pub(crate) fn command_keys<'a>(spec: &Spec, args: &'a [Bytes]) -> Vec<&'a [u8]> 
         }
         "blmpop" | "bzmpop" | "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall"
         | "fcall_ro" => numkeys_at(2),
+        "xread" => {
+            // The first half of what follows STREAMS (Redis's xreadGetKeys).
+            let Some(at) = args.iter().skip(1).position(|a| is(a, "STREAMS")) else {
+                return Vec::new();
+            };
+            let rest = &args[at + 2..];
+            rest[..rest.len() / 2].iter().map(|a| a.as_ref()).collect()
+        }
         "zunionstore" | "zinterstore" | "zdiffstore" => {
             let mut keys = vec![args[1].as_ref()];
             keys.extend(numkeys_at(2));

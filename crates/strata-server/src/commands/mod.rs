@@ -22,6 +22,7 @@ pub mod scripting;
 pub mod server;
 pub mod sets;
 pub mod sort;
+pub mod streams;
 pub mod strings;
 pub mod transactions;
 pub mod zsets;
@@ -153,6 +154,7 @@ pub(crate) fn table() -> impl Iterator<Item = &'static Spec> {
         .chain(sets::SPECS)
         .chain(lists::SPECS)
         .chain(zsets::SPECS)
+        .chain(streams::SPECS)
         .chain(geo::SPECS)
         .chain(scripting::SPECS)
         .chain(functions::SPECS)

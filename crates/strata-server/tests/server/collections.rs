@@ -396,6 +396,88 @@ fn deleting_a_large_hash_is_one_write_and_compaction_reclaims_its_fields() {
     server.stop();
 }
 
+/// A stream's entries go the way a collection's elements do: DEL is one write, a new stream
+/// under the name sees none of the old entries, and compaction reclaims them; trimmed and
+/// deleted entries are reclaimed too (their tombstones, then nothing).
+#[test]
+fn deleting_a_large_stream_is_one_write_and_compaction_reclaims_its_entries() {
+    const ENTRIES: usize = 20_000;
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = strata::Options::tiny();
+    options.memtable_bytes_max = 4 << 20;
+    options.table_bytes_target = 4 << 20;
+    options.level1_bytes_target = 16 << 20;
+    let server = TestServer::start_with_options(dir.path(), ServerConfig::default(), options);
+    let mut c = server.client();
+    let mut pipe = redis::pipe();
+    for i in 1..=ENTRIES {
+        pipe.cmd("XADD")
+            .arg("big")
+            .arg(format!("{i}-0"))
+            .arg("n")
+            .arg(i)
+            .ignore();
+    }
+    let _: () = pipe.query(&mut c).unwrap();
+    let len: usize = redis::cmd("XLEN").arg("big").query(&mut c).unwrap();
+    assert_eq!(len, ENTRIES);
+    assert_eq!(field_keys(server.db()), ENTRIES);
+    assert_eq!(c.del::<_, i64>("big").unwrap(), 1);
+    assert_eq!(c.exists::<_, i64>("big").unwrap(), 0);
+    assert_eq!(
+        field_keys(server.db()),
+        ENTRIES,
+        "DEL wrote only the record"
+    );
+    let id: String = redis::cmd("XADD")
+        .arg("big")
+        .arg("1-0")
+        .arg("new")
+        .arg("1")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(id, "1-0");
+    let all: Vec<(String, Vec<String>)> = redis::cmd("XRANGE")
+        .arg("big")
+        .arg("-")
+        .arg("+")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(all, vec![("1-0".into(), vec!["new".into(), "1".into()])]);
+    server.db().compact().unwrap();
+    assert_eq!(field_keys(server.db()), 1, "old entries not reclaimed");
+    // Trimmed entries: deleted in the engine, gone after compaction.
+    for i in 2..=100 {
+        let _: String = redis::cmd("XADD")
+            .arg("big")
+            .arg(format!("{i}-0"))
+            .arg("n")
+            .arg(i)
+            .query(&mut c)
+            .unwrap();
+    }
+    let trimmed: usize = redis::cmd("XTRIM")
+        .arg("big")
+        .arg("MAXLEN")
+        .arg(10)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(trimmed, 90);
+    server.db().compact().unwrap();
+    assert_eq!(field_keys(server.db()), 10);
+    let first: Vec<(String, Vec<String>)> = redis::cmd("XRANGE")
+        .arg("big")
+        .arg("-")
+        .arg("+")
+        .arg("COUNT")
+        .arg(1)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(first[0].0, "91-0");
+    drop(c);
+    server.stop();
+}
+
 /// Large collections (past Redis's compact encodings): SSCAN and HSCAN page by COUNT and see
 /// every element exactly once; SPOP, SRANDMEMBER and HRANDFIELD draw from a window of the
 /// collection (bounded work) and still answer with distinct, live elements.

@@ -1127,6 +1127,202 @@ impl Gen {
         }
     }
 
+    /// A stream ID argument: mostly small valid IDs, sometimes the special or broken forms.
+    fn stream_id(&mut self) -> String {
+        match self.rng.gen_range(0..14) {
+            0 => "-".into(),
+            1 => "+".into(),
+            2 => self.rng.gen_range(0..12).to_string(),
+            3 => format!(
+                "({}-{}",
+                self.rng.gen_range(0..12),
+                self.rng.gen_range(0..3)
+            ),
+            4 => [
+                "0-0",
+                "x",
+                "1-",
+                "-1",
+                "1-x",
+                "(",
+                "(-",
+                "18446744073709551615-18446744073709551615",
+            ][self.rng.gen_range(0..8)]
+            .into(),
+            _ => format!("{}-{}", self.rng.gen_range(0..12), self.rng.gen_range(0..3)),
+        }
+    }
+
+    /// Streams: XADD with explicit IDs (`*` takes the clock, which differs between the two
+    /// servers), ranges, deletes, exact trims, XSETID, non-blocking XREAD, and the generic
+    /// commands on stream keys; string keys beside them for WRONGTYPE.
+    fn streams(&mut self) -> Vec<String> {
+        let k = format!("s{}", self.rng.gen_range(0..4));
+        let field = |g: &mut Gen| format!("f{}", g.rng.gen_range(0..4));
+        match self.rng.gen_range(0..34) {
+            0..=7 => {
+                let mut c = vec!["XADD".into(), k];
+                match self.rng.gen_range(0..8) {
+                    0 => c.push("NOMKSTREAM".into()),
+                    1 => c.extend(["MAXLEN".into(), self.rng.gen_range(0..6).to_string()]),
+                    2 => c.extend([
+                        "MAXLEN".into(),
+                        "=".into(),
+                        self.rng.gen_range(0..6).to_string(),
+                    ]),
+                    3 => c.extend(["MINID".into(), self.stream_id()]),
+                    4 => c.extend([
+                        "MAXLEN".into(),
+                        ["-1", "x"][self.rng.gen_range(0..2)].into(),
+                    ]),
+                    5 => c.extend(["LIMIT".into(), "5".into()]),
+                    _ => {}
+                }
+                let id = match self.rng.gen_range(0..6) {
+                    0 => format!("{}-*", self.rng.gen_range(0..14)),
+                    1 => self.rng.gen_range(0..14).to_string(),
+                    2 => self.stream_id(),
+                    _ => format!("{}-{}", self.rng.gen_range(0..14), self.rng.gen_range(0..4)),
+                };
+                c.push(id);
+                for _ in 0..self.rng.gen_range(1..3) {
+                    c.push(field(self));
+                    c.push(self.value());
+                }
+                if self.rng.gen_range(0..15) == 0 {
+                    c.pop();
+                }
+                c
+            }
+            8 => vec!["XLEN".into(), k],
+            9..=12 => {
+                let rev = self.rng.gen_range(0..2) == 0;
+                let mut c = vec![
+                    if rev { "XREVRANGE" } else { "XRANGE" }.into(),
+                    k,
+                    self.stream_id(),
+                    self.stream_id(),
+                ];
+                if self.rng.gen_range(0..2) == 0 {
+                    c.extend([
+                        "COUNT".into(),
+                        ["0", "1", "2", "5", "-1", "x"][self.rng.gen_range(0..6)].into(),
+                    ]);
+                }
+                c
+            }
+            13 => vec!["XRANGE".into(), k, "-".into(), "+".into()],
+            14 | 15 => {
+                let mut c = vec!["XDEL".into(), k];
+                for _ in 0..self.rng.gen_range(1..4) {
+                    c.push(format!(
+                        "{}-{}",
+                        self.rng.gen_range(0..14),
+                        self.rng.gen_range(0..4)
+                    ));
+                }
+                if self.rng.gen_range(0..8) == 0 {
+                    c.push(self.stream_id());
+                }
+                c
+            }
+            16 | 17 => {
+                let mut c = vec!["XTRIM".into(), k];
+                match self.rng.gen_range(0..6) {
+                    0 => c.extend(["MAXLEN".into(), self.rng.gen_range(0..6).to_string()]),
+                    1 => c.extend([
+                        "MAXLEN".into(),
+                        "=".into(),
+                        self.rng.gen_range(0..6).to_string(),
+                    ]),
+                    2 => c.extend([
+                        "MINID".into(),
+                        format!("{}-{}", self.rng.gen_range(0..14), self.rng.gen_range(0..4)),
+                    ]),
+                    3 => c.extend(["MAXLEN".into(), "2".into(), "LIMIT".into(), "1".into()]),
+                    4 => c.extend([
+                        "MINID".into(),
+                        "~".into(),
+                        "5".into(),
+                        "LIMIT".into(),
+                        "-1".into(),
+                    ]),
+                    _ => c.push(["LIMIT", "MAXLEN", "FOO"][self.rng.gen_range(0..3)].into()),
+                }
+                c
+            }
+            18 => {
+                let mut c = vec!["XSETID".into(), k];
+                c.push(match self.rng.gen_range(0..4) {
+                    0 => self.stream_id(),
+                    _ => format!("{}-{}", self.rng.gen_range(0..20), self.rng.gen_range(0..4)),
+                });
+                match self.rng.gen_range(0..4) {
+                    0 => c.extend([
+                        "ENTRIESADDED".into(),
+                        self.rng.gen_range(-1..30).to_string(),
+                    ]),
+                    1 => c.extend([
+                        "MAXDELETEDID".into(),
+                        format!("{}-0", self.rng.gen_range(0..20)),
+                    ]),
+                    2 => c.push("FOO".into()),
+                    _ => {}
+                }
+                c
+            }
+            19..=22 => {
+                let mut c = vec!["XREAD".into()];
+                if self.rng.gen_range(0..2) == 0 {
+                    c.extend(["COUNT".into(), self.rng.gen_range(0..4).to_string()]);
+                }
+                c.push("STREAMS".into());
+                let n = self.rng.gen_range(1..3);
+                let keys: Vec<String> = (0..n)
+                    .map(|_| format!("s{}", self.rng.gen_range(0..4)))
+                    .collect();
+                c.extend(keys);
+                for _ in 0..n {
+                    c.push(match self.rng.gen_range(0..5) {
+                        0 => "$".into(),
+                        1 => self.stream_id(),
+                        _ => format!("{}-{}", self.rng.gen_range(0..14), self.rng.gen_range(0..4)),
+                    });
+                }
+                if self.rng.gen_range(0..12) == 0 {
+                    c.pop();
+                }
+                c
+            }
+            23 => vec![
+                "XREAD".into(),
+                "GROUP".into(),
+                "g".into(),
+                "c".into(),
+                "STREAMS".into(),
+                k,
+                ">".into(),
+            ],
+            24 => vec!["XREAD".into(), "STREAMS".into(), k, ">".into()],
+            25 => vec!["TYPE".into(), k],
+            26 => vec!["OBJECT".into(), "ENCODING".into(), k],
+            27 => vec!["DEL".into(), k],
+            28 => vec!["SET".into(), k, "v".into()],
+            29 => vec!["LPUSH".into(), k, "e".into()],
+            30 => vec![
+                ["RENAME", "COPY"][self.rng.gen_range(0..2)].into(),
+                k,
+                format!("s{}", self.rng.gen_range(0..4)),
+            ],
+            31 => vec!["EXISTS".into(), k],
+            32 => vec![
+                "XINFO".into(),
+                ["HELP", "NOPE"][self.rng.gen_range(0..2)].into(),
+            ],
+            _ => vec!["XLEN".into(), "s9".into()],
+        }
+    }
+
     fn lists(&mut self) -> Vec<String> {
         let k = self.key();
         let e = format!("e{}", self.rng.gen_range(0..5));
@@ -2190,7 +2386,7 @@ fn run_family_with(
 #[test]
 fn keyspace_events_match_redis() {
     type Family = (&'static str, u64, fn(&mut Gen) -> Vec<String>);
-    let families: [Family; 13] = [
+    let families: [Family; 14] = [
         ("strings", 1, Gen::strings),
         ("keyspace", 11, Gen::keyspace),
         ("hashes", 21, Gen::hashes),
@@ -2204,6 +2400,7 @@ fn keyspace_events_match_redis() {
         ("counting", 41, Gen::counting),
         ("bitfields", 72, Gen::bitfields),
         ("scripts", 91, Gen::scripts),
+        ("streams", 131, Gen::streams),
     ];
     let only = std::env::var("STRATA_EVENTS_FAMILY").ok();
     let mut total = 0;
@@ -2407,6 +2604,125 @@ fn keyspace_and_expiry_commands_match_redis() {
 #[test]
 fn dbsize_follows_every_way_keys_come_and_go_like_redis() {
     run_families("counting", "key counts", 41, 4, 3000, Gen::counting);
+}
+
+#[test]
+fn stream_commands_match_redis() {
+    run_families("streams", "streams", 131, 4, 3000, Gen::streams);
+}
+
+/// XREAD BLOCK served by an XADD from another client (`$`: only what comes after the call,
+/// even when more is added before the reader runs again), timeouts, BLOCK inside MULTI and
+/// scripts; XADD `*` IDs (the clock's milliseconds, so compared by shape); XINFO STREAM with
+/// the two fields that describe Redis's memory layout left out.
+#[test]
+fn stream_blocking_reads_and_info_match_redis() {
+    let mut pair = Pair::start();
+    let run = |pair: &mut Pair, conn: usize, cmd: &[&str]| {
+        pair.check(conn, &words(cmd), &format!("{cmd:?}"));
+    };
+    run(&mut pair, 0, &["XADD", "s", "1-1", "a", "1"]);
+    // `$` on a stream with entries, and on one that does not exist yet.
+    for (stream, id) in [("s", "$"), ("fresh", "$"), ("s", "1-1")] {
+        for side in 0..2 {
+            pair.conns[side][1].send(&words(&["XREAD", "BLOCK", "0", "STREAMS", stream, id]));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        run(&mut pair, 0, &["XADD", stream, "2-1", "b", "2"]);
+        pair.compare_pending(1, 1, false, &format!("XREAD BLOCK on {stream} {id}"));
+        run(&mut pair, 0, &["DEL", "fresh"]);
+    }
+    for cmd in [
+        &["XREAD", "BLOCK", "50", "STREAMS", "s", "$"][..],
+        &["XREAD", "BLOCK", "-1", "STREAMS", "s", "$"],
+        &["XREAD", "BLOCK", "x", "STREAMS", "s", "$"],
+        &[
+            "XREAD", "COUNT", "1", "BLOCK", "10", "STREAMS", "s", "nothere", "0", "0",
+        ],
+        &["MULTI"],
+        &["XREAD", "BLOCK", "0", "STREAMS", "s", "$"],
+        &["EXEC"],
+        &[
+            "EVAL",
+            "return redis.call('XREAD', 'BLOCK', 0, 'STREAMS', KEYS[1], '$')",
+            "1",
+            "s",
+        ],
+        &[
+            "EVAL",
+            "return redis.call('XREAD', 'STREAMS', KEYS[1], 0)",
+            "1",
+            "s",
+        ],
+        &["XINFO", "STREAM", "nothere"],
+        &["XINFO", "GROUPS"],
+        &["XINFO", "GROUPS", "s"],
+        &["XINFO", "GROUPS", "nothere"],
+        &["XINFO", "CONSUMERS", "s", "g"],
+        &["XINFO", "STREAM", "s", "FULLY"],
+        &["XINFO", "STREAM", "s", "FULL", "COUNT"],
+        &["XINFO", "NOPE", "s"],
+        &["XLEN", "s"],
+    ] {
+        run(&mut pair, 0, cmd);
+    }
+    // XADD with `*`: Redis's clock and ours give different milliseconds.
+    for side in 0..2 {
+        let id = pair.conns[side][0].call(&words(&["XADD", "auto", "*", "f", "v"]));
+        let text = String::from_utf8_lossy(&id).into_owned();
+        let id = text.trim_end().rsplit('\n').next().unwrap().to_string();
+        let (ms, seq) = id.split_once('-').unwrap();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
+        let ms: u64 = ms.parse().unwrap();
+        assert!(ms <= now && now - ms < 5000 && seq == "0", "{id}");
+        let next =
+            pair.conns[side][0].call(&words(&["XADD", "auto", &format!("{ms}-*"), "f", "w"]));
+        assert!(String::from_utf8_lossy(&next).contains(&format!("{ms}-1")));
+    }
+    // XINFO STREAM, with radix-tree-keys and radix-tree-nodes left out.
+    for cmd in [
+        &["XADD", "info", "5-1", "a", "1", "b", "2"][..],
+        &["XADD", "info", "6-1", "c", "3"],
+        &["XADD", "info", "7-1", "d", "4"],
+        &["XDEL", "info", "5-1"],
+        &[
+            "XSETID",
+            "info",
+            "9-0",
+            "ENTRIESADDED",
+            "10",
+            "MAXDELETEDID",
+            "8-0",
+        ],
+    ] {
+        run(&mut pair, 0, cmd);
+    }
+    let forms: [&[&str]; 3] = [
+        &["XINFO", "STREAM", "info"],
+        &["XINFO", "STREAM", "info", "FULL"],
+        &["XINFO", "STREAM", "info", "FULL", "COUNT", "1"],
+    ];
+    for (protocol, form) in ["2", "3"]
+        .iter()
+        .flat_map(|p| forms.iter().map(move |f| (p, f)))
+    {
+        let mut shown = Vec::new();
+        for side in 0..2 {
+            pair.conns[side][0].call(&words(&["HELLO", protocol]));
+            let reply = pair.conns[side][0].call(&words(form));
+            let text = String::from_utf8_lossy(&reply).into_owned();
+            let mut lines: Vec<&str> = text.split("\r\n").collect();
+            for name in ["radix-tree-keys", "radix-tree-nodes"] {
+                let at = lines.iter().position(|l| *l == name).unwrap();
+                lines[at + 1] = ":?";
+            }
+            shown.push(lines.join("|"));
+        }
+        assert_eq!(shown[0], shown[1], "{form:?} in RESP{protocol}");
+    }
 }
 
 #[test]

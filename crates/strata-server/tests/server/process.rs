@@ -531,6 +531,91 @@ fn function_libraries_survive_sigkill_and_restart() {
     server.terminate();
 }
 
+/// Streams survive SIGKILL: every acknowledged XADD, XDEL and XTRIM is there after the
+/// restart, and the stream's record (length, last ID, entries added) agrees with its entries
+/// (the record and the entries of one command are one atomic batch). The model is a map of
+/// the entries the commands' replies said are there.
+#[test]
+fn stream_entries_survive_sigkill_with_a_record_that_matches_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = ServerProcess::start(dir.path(), "everysec");
+    let mut c = server.client();
+    let mut model: std::collections::BTreeMap<u64, String> = std::collections::BTreeMap::new();
+    let mut added = 0u64;
+    for n in 1..=600u64 {
+        let value = format!("v{n}");
+        let id: String = redis::cmd("XADD")
+            .arg("events")
+            .arg(format!("{n}-1"))
+            .arg("n")
+            .arg(&value)
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(id, format!("{n}-1"));
+        model.insert(n, value);
+        added += 1;
+        if n % 7 == 0 {
+            let gone: i64 = redis::cmd("XDEL")
+                .arg("events")
+                .arg(format!("{}-1", n - 3))
+                .query(&mut c)
+                .unwrap();
+            assert_eq!(gone, i64::from(model.remove(&(n - 3)).is_some()));
+        }
+        if n % 100 == 0 {
+            let trimmed: i64 = redis::cmd("XTRIM")
+                .arg("events")
+                .arg("MAXLEN")
+                .arg(300)
+                .query(&mut c)
+                .unwrap();
+            let excess = model.len().saturating_sub(300);
+            assert_eq!(trimmed, excess as i64);
+            let keep: Vec<u64> = model.keys().skip(excess).copied().collect();
+            model.retain(|k, _| keep.contains(k));
+        }
+    }
+    server.kill9();
+    let server = ServerProcess::start(dir.path(), "everysec");
+    let mut c = server.client();
+    let found: Vec<(String, Vec<String>)> = redis::cmd("XRANGE")
+        .arg("events")
+        .arg("-")
+        .arg("+")
+        .query(&mut c)
+        .unwrap();
+    let want: Vec<(String, Vec<String>)> = model
+        .iter()
+        .map(|(n, v)| (format!("{n}-1"), vec!["n".to_string(), v.clone()]))
+        .collect();
+    assert_eq!(found, want);
+    let len: u64 = redis::cmd("XLEN").arg("events").query(&mut c).unwrap();
+    assert_eq!(len, model.len() as u64);
+    let info: Vec<redis::Value> = redis::cmd("XINFO")
+        .arg("STREAM")
+        .arg("events")
+        .query(&mut c)
+        .unwrap();
+    let field = |name: &str| -> redis::Value {
+        let at = info
+            .iter()
+            .position(|v| matches!(v, redis::Value::BulkString(b) if b == name.as_bytes()))
+            .unwrap();
+        info[at + 1].clone()
+    };
+    assert_eq!(field("entries-added"), redis::Value::Int(added as i64));
+    assert_eq!(
+        field("last-generated-id"),
+        redis::Value::BulkString(b"600-1".to_vec())
+    );
+    let first = format!("{}-1", model.keys().next().unwrap());
+    assert_eq!(
+        field("recorded-first-entry-id"),
+        redis::Value::BulkString(first.into_bytes())
+    );
+    server.terminate();
+}
+
 /// Hash writes survive SIGKILL whole: every acknowledged HSET's field is there after the
 /// restart, and each hash's count (its record) agrees with the fields found (the record and
 /// the fields of one command are one atomic batch).
