@@ -1083,13 +1083,15 @@ mod tests {
         assert!(Record::decode(Bytes::from_static(&[0x80, 1, 2])).is_err());
         // Unknown kinds, and collection kinds with encoding bits they never carry.
         assert!(Record::decode(Bytes::from_static(&[0x0f, 1])).is_err());
-        assert!(Record::decode(Bytes::from_static(&[0x05, 1])).is_err());
+        assert!(Record::decode(Bytes::from_static(&[0x06, 1])).is_err());
+        assert!(Record::decode(Bytes::from_static(&[0x15, 1])).is_err());
         assert!(Record::decode(Bytes::from_static(&[0x13, 1])).is_err());
         assert!(Record::decode(Bytes::from_static(&[0x21, 1])).is_err());
         for (header, kind) in [
             (0x01, KeyType::Hash),
             (0x12, KeyType::Set),
             (0x03, KeyType::List),
+            (0x05, KeyType::Stream),
         ] {
             assert_eq!(
                 Record::decode(Bytes::from(vec![header])).unwrap().kind,
