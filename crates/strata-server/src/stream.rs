@@ -288,6 +288,256 @@ pub fn entries(
     Ok(out)
 }
 
+/// The sub-key bytes of a stream's consumer groups, their pending entries and consumers.
+const GROUP_TAG: u8 = b'G';
+const PEL_TAG: u8 = b'P';
+const CONSUMER_TAG: u8 = b'C';
+
+/// A consumer group: the last ID delivered, and how many entries it has read (`None`: not
+/// known, Redis's `SCG_INVALID_ENTRIES_READ`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Group {
+    pub last_id: StreamId,
+    pub entries_read: Option<u64>,
+}
+
+/// Bytes of an encoded [`Group`]: a format byte, the ID and the counter (-1: unknown).
+const GROUP_BYTES: usize = 1 + 3 * 8;
+
+impl Group {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(GROUP_BYTES);
+        out.push(1);
+        out.extend_from_slice(&self.last_id.ms.to_le_bytes());
+        out.extend_from_slice(&self.last_id.seq.to_le_bytes());
+        let read = self
+            .entries_read
+            .and_then(|n| i64::try_from(n).ok())
+            .unwrap_or(-1);
+        out.extend_from_slice(&read.to_le_bytes());
+        out
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<Group> {
+        let damaged = || Error::command("stored data is damaged: a stream consumer group");
+        if bytes.len() != GROUP_BYTES || bytes[0] != 1 {
+            return Err(damaged());
+        }
+        let word = |i: usize| -> Result<[u8; 8]> {
+            bytes
+                .get(1 + 8 * i..9 + 8 * i)
+                .and_then(|b| b.try_into().ok())
+                .ok_or_else(damaged)
+        };
+        let read = i64::from_le_bytes(word(2)?);
+        Ok(Group {
+            last_id: StreamId::new(u64::from_le_bytes(word(0)?), u64::from_le_bytes(word(1)?)),
+            entries_read: u64::try_from(read).ok(),
+        })
+    }
+}
+
+/// A pending entry of a group (delivered, not acknowledged): to whom, when last, how often.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Nack {
+    pub consumer: Bytes,
+    pub delivery_ms: u64,
+    pub deliveries: u64,
+}
+
+impl Nack {
+    /// The delivery time and count (u64 LE each), then the consumer's name.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(16 + self.consumer.len());
+        out.extend_from_slice(&self.delivery_ms.to_le_bytes());
+        out.extend_from_slice(&self.deliveries.to_le_bytes());
+        out.extend_from_slice(&self.consumer);
+        out
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<Nack> {
+        let damaged = || Error::command("stored data is damaged: a stream pending entry");
+        let (time, rest) = bytes.split_first_chunk::<8>().ok_or_else(damaged)?;
+        let (count, name) = rest.split_first_chunk::<8>().ok_or_else(damaged)?;
+        Ok(Nack {
+            consumer: Bytes::copy_from_slice(name),
+            delivery_ms: u64::from_le_bytes(*time),
+            deliveries: u64::from_le_bytes(*count),
+        })
+    }
+}
+
+/// `prefix tag len(group) group`: where one group's pending entries or consumers start.
+fn group_part(db: DbIndex, name: &[u8], version: u64, tag: u8, group: &[u8]) -> Vec<u8> {
+    let mut k = element_prefix(db, name, version);
+    k.push(tag);
+    k.extend_from_slice(&u32::try_from(group.len()).unwrap_or(u32::MAX).to_be_bytes());
+    k.extend_from_slice(group);
+    k
+}
+
+/// The engine key of consumer group `group`.
+pub fn group_key(db: DbIndex, name: &[u8], version: u64, group: &[u8]) -> Vec<u8> {
+    let mut k = element_prefix(db, name, version);
+    k.push(GROUP_TAG);
+    k.extend_from_slice(group);
+    k
+}
+
+/// The engine key of `group`'s pending entry `id`.
+pub fn pel_key(db: DbIndex, name: &[u8], version: u64, group: &[u8], id: StreamId) -> Vec<u8> {
+    let mut k = group_part(db, name, version, PEL_TAG, group);
+    k.extend_from_slice(&id.key_bytes());
+    k
+}
+
+/// The engine key of `group`'s consumer `consumer` (value: when it was last seen, u64 LE ms).
+pub fn consumer_key(
+    db: DbIndex,
+    name: &[u8],
+    version: u64,
+    group: &[u8],
+    consumer: &[u8],
+) -> Vec<u8> {
+    let mut k = group_part(db, name, version, CONSUMER_TAG, group);
+    k.extend_from_slice(consumer);
+    k
+}
+
+/// Visits the engine keys that start with `prefix` (one scan of the stream's partition):
+/// each key's rest after the prefix and its value.
+fn visit_prefix(
+    b: &dyn KvBackend,
+    db: DbIndex,
+    name: &[u8],
+    prefix: Vec<u8>,
+    visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+) -> Result<()> {
+    let end = crate::backend::prefix_end(&prefix);
+    let n = prefix.len();
+    b.scan_group(
+        &string_key(db, name),
+        std::ops::Bound::Included(prefix),
+        end,
+        &mut |k, v| visit(&k[n..], v),
+    )
+}
+
+/// The stream's consumer groups, in name order.
+pub fn groups(
+    b: &dyn KvBackend,
+    db: DbIndex,
+    name: &[u8],
+    meta: &StreamMeta,
+) -> Result<Vec<(Bytes, Group)>> {
+    let mut prefix = element_prefix(db, name, meta.version);
+    prefix.push(GROUP_TAG);
+    let mut out = Vec::new();
+    let mut damage = None;
+    visit_prefix(
+        b,
+        db,
+        name,
+        prefix,
+        &mut |group, v| match Group::decode(v) {
+            Ok(g) => {
+                out.push((Bytes::copy_from_slice(group), g));
+                true
+            }
+            Err(e) => {
+                damage = Some(e);
+                false
+            }
+        },
+    )?;
+    damage.map_or(Ok(out), Err)
+}
+
+/// `group`'s pending entries with IDs in `from..=to`, in ID order.
+pub fn pending(
+    b: &dyn KvBackend,
+    db: DbIndex,
+    name: &[u8],
+    meta: &StreamMeta,
+    group: &[u8],
+    (from, to): (StreamId, StreamId),
+) -> Result<Vec<(StreamId, Nack)>> {
+    let prefix = group_part(db, name, meta.version, PEL_TAG, group);
+    let mut out = Vec::new();
+    let mut damage = None;
+    if from > to {
+        return Ok(out);
+    }
+    let mut lo = prefix.clone();
+    lo.extend_from_slice(&from.key_bytes());
+    let mut hi = prefix.clone();
+    hi.extend_from_slice(&to.key_bytes());
+    let n = prefix.len();
+    b.scan_group(
+        &string_key(db, name),
+        std::ops::Bound::Included(lo),
+        std::ops::Bound::Included(hi),
+        &mut |k, v| {
+            let id = k.get(n..).and_then(StreamId::from_key_bytes);
+            match (id, Nack::decode(v)) {
+                (Some(id), Ok(nack)) => {
+                    out.push((id, nack));
+                    true
+                }
+                (_, Err(e)) => {
+                    damage = Some(e);
+                    false
+                }
+                (None, _) => true,
+            }
+        },
+    )?;
+    damage.map_or(Ok(out), Err)
+}
+
+/// `group`'s consumers in name order, with when each was last seen (unix ms).
+pub fn consumers(
+    b: &dyn KvBackend,
+    db: DbIndex,
+    name: &[u8],
+    meta: &StreamMeta,
+    group: &[u8],
+) -> Result<Vec<(Bytes, u64)>> {
+    let prefix = group_part(db, name, meta.version, CONSUMER_TAG, group);
+    let mut out = Vec::new();
+    visit_prefix(b, db, name, prefix, &mut |consumer, v| {
+        let seen = v
+            .get(..8)
+            .and_then(|b| b.try_into().ok())
+            .map_or(0, u64::from_le_bytes);
+        out.push((Bytes::copy_from_slice(consumer), seen));
+        true
+    })?;
+    Ok(out)
+}
+
+/// Every engine key of `group` (its record, pending entries and consumers), for DESTROY.
+pub fn group_keys(
+    b: &dyn KvBackend,
+    db: DbIndex,
+    name: &[u8],
+    meta: &StreamMeta,
+    group: &[u8],
+) -> Result<Vec<Vec<u8>>> {
+    let mut keys = vec![group_key(db, name, meta.version, group)];
+    for tag in [PEL_TAG, CONSUMER_TAG] {
+        let prefix = group_part(db, name, meta.version, tag, group);
+        let start = prefix.clone();
+        visit_prefix(b, db, name, prefix, &mut |rest, _| {
+            let mut k = start.clone();
+            k.extend_from_slice(rest);
+            keys.push(k);
+            true
+        })?;
+    }
+    Ok(keys)
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -352,6 +602,36 @@ mod tests {
         let mut longer = enc.clone();
         longer.push(0);
         assert!(decode_fields(&longer).is_err());
+    }
+
+    #[test]
+    fn groups_and_pending_entries_round_trip() {
+        for g in [
+            Group {
+                last_id: StreamId::new(5, 1),
+                entries_read: Some(9),
+            },
+            Group {
+                last_id: StreamId::MAX,
+                entries_read: None,
+            },
+        ] {
+            let bytes = g.encode();
+            assert_eq!(Group::decode(&bytes).unwrap(), g);
+            assert!(Group::decode(&bytes[..bytes.len() - 1]).is_err());
+        }
+        let n = Nack {
+            consumer: Bytes::from("alice"),
+            delivery_ms: 1_700_000_000_000,
+            deliveries: 3,
+        };
+        assert_eq!(Nack::decode(&n.encode()).unwrap(), n);
+        assert!(Nack::decode(&n.encode()[..15]).is_err());
+        // One group's pending entries never run into another's whose name extends it.
+        let a = pel_key(0, b"s", 1, b"g", StreamId::MAX);
+        let b = pel_key(0, b"s", 1, b"g2", StreamId::MIN);
+        assert!(!b.starts_with(&group_part(0, b"s", 1, PEL_TAG, b"g")));
+        assert!(a.starts_with(&group_part(0, b"s", 1, PEL_TAG, b"g")));
     }
 
     #[test]

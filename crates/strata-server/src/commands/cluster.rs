@@ -54,6 +54,7 @@ pub(crate) const MOVABLE_KEYS: &[&str] = &[
     "fcall",
     "fcall_ro",
     "xread",
+    "xreadgroup",
 ];
 
 /// The key arguments of a command (Redis's `getKeysFromCommand`), in argument order.
@@ -76,7 +77,7 @@ pub(crate) fn command_keys<'a>(spec: &Spec, args: &'a [Bytes]) -> Vec<&'a [u8]> 
         }
         "blmpop" | "bzmpop" | "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall"
         | "fcall_ro" => numkeys_at(2),
-        "xread" => {
+        "xread" | "xreadgroup" => {
             // The first half of what follows STREAMS (Redis's xreadGetKeys).
             let Some(at) = args.iter().skip(1).position(|a| is(a, "STREAMS")) else {
                 return Vec::new();

@@ -18,7 +18,8 @@ use crate::keyspace::{now_ms, string_key, Encoding, KeyType, Record};
 use crate::notify;
 use crate::resp::{Protocol, Reply};
 use crate::stream::{
-    decode_fields, encode_fields, entries, entry_key, Entry, StreamId, StreamMeta,
+    consumer_key, decode_fields, encode_fields, entries, entry_key, group_key, pel_key, pending,
+    Entry, Group, Nack, StreamId, StreamMeta,
 };
 
 #[rustfmt::skip]
@@ -31,6 +32,12 @@ pub(crate) static SPECS: &[Spec] = &[
     Spec { name: "xtrim", arity: -4, flags: &["write"], keys: (1, 1, 1), group: "stream", summary: "Deletes messages from the beginning of a stream.", handler: xtrim },
     Spec { name: "xread", arity: -4, flags: &["readonly", "blocking"], keys: (0, 0, 0), group: "stream", summary: "Returns messages from multiple streams with IDs greater than the ones requested. Blocks until a message is available otherwise.", handler: xread },
     Spec { name: "xsetid", arity: -3, flags: &["write", "denyoom", "fast"], keys: (1, 1, 1), group: "stream", summary: "An internal command for replicating stream values.", handler: xsetid },
+    Spec { name: "xreadgroup", arity: -7, flags: &["write", "blocking"], keys: (0, 0, 0), group: "stream", summary: "Returns new or historical messages from a stream for a consumer in a group. Blocks until a message is available otherwise.", handler: xreadgroup },
+    Spec { name: "xgroup", arity: -2, flags: &["write"], keys: (2, 2, 1), group: "stream", summary: "A container for consumer groups commands (CREATE, SETID, DESTROY, CREATECONSUMER, DELCONSUMER, HELP).", handler: xgroup },
+    Spec { name: "xack", arity: -4, flags: &["write", "fast"], keys: (1, 1, 1), group: "stream", summary: "Returns the number of messages that were successfully acknowledged by the consumer group member of a stream.", handler: xack },
+    Spec { name: "xpending", arity: -3, flags: &["readonly"], keys: (1, 1, 1), group: "stream", summary: "Returns the information and entries from a stream consumer group's pending entries list.", handler: xpending },
+    Spec { name: "xclaim", arity: -6, flags: &["write", "fast"], keys: (1, 1, 1), group: "stream", summary: "Changes, or acquires, ownership of a message in a consumer group, as if the message was delivered a consumer group member.", handler: xclaim },
+    Spec { name: "xautoclaim", arity: -6, flags: &["write", "fast"], keys: (1, 1, 1), group: "stream", summary: "Changes, or acquires, ownership of messages in a consumer group, as if the messages were delivered to as consumer group member.", handler: xautoclaim },
     Spec { name: "xinfo", arity: -2, flags: &["readonly"], keys: (2, 2, 1), group: "stream", summary: "A container for stream introspection commands (STREAM, HELP).", handler: xinfo },
 ];
 
@@ -675,9 +682,32 @@ fn block_deadline(arg: &[u8]) -> Result<Option<std::time::Instant>> {
 
 /// XREAD [COUNT count] [BLOCK milliseconds] STREAMS key [key ...] id [id ...].
 fn xread(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    read_streams(ctx, args, false)
+}
+
+/// XREADGROUP GROUP group consumer [COUNT count] [BLOCK milliseconds] [NOACK] STREAMS key
+/// [key ...] id [id ...].
+fn xreadgroup(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    read_streams(ctx, args, true)
+}
+
+/// What XREADGROUP reads from one stream: new entries (`>`), or the consumer's pending
+/// history after an ID.
+#[derive(Debug, Clone, Copy)]
+enum GroupRead {
+    New,
+    History(StreamId),
+}
+
+/// XREAD and XREADGROUP (Redis's `xreadCommand`): options, then every key's ID (`$`, `>`),
+/// then what each stream can serve now; with BLOCK and nothing to serve, the connection waits
+/// (the IDs the first look resolved are kept for the looks after a wake-up).
+fn read_streams(ctx: &mut Ctx<'_>, args: &[Bytes], xreadgroup: bool) -> Result<Reply> {
     let mut block: Option<&Bytes> = None;
     let mut count: usize = 0;
     let mut streams_at = 0;
+    let mut group: Option<(&Bytes, &Bytes)> = None;
+    let mut noack = false;
     let mut i = 1;
     while i < args.len() {
         let more = args.len() - 1 - i;
@@ -703,13 +733,21 @@ fn xread(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             }
             break;
         } else if is(o, "GROUP") && more >= 2 {
-            return Err(Error::command(
-                "The GROUP option is only supported by XREADGROUP. You called XREAD instead.",
-            ));
+            if !xreadgroup {
+                return Err(Error::command(
+                    "The GROUP option is only supported by XREADGROUP. You called XREAD instead.",
+                ));
+            }
+            group = Some((&args[i + 1], &args[i + 2]));
+            i += 3;
         } else if is(o, "NOACK") {
-            return Err(Error::command(
-                "The NOACK option is only supported by XREADGROUP. You called XREAD instead.",
-            ));
+            if !xreadgroup {
+                return Err(Error::command(
+                    "The NOACK option is only supported by XREADGROUP. You called XREAD instead.",
+                ));
+            }
+            noack = true;
+            i += 1;
         } else {
             return Err(Error::Syntax);
         }
@@ -717,35 +755,60 @@ fn xread(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     if streams_at == 0 {
         return Err(Error::Syntax);
     }
+    if xreadgroup && group.is_none() {
+        return Err(Error::command("Missing GROUP option for XREADGROUP"));
+    }
     let n = (args.len() - streams_at) / 2;
     let keys = &args[streams_at..streams_at + n];
-    // A blocked XREAD looking again keeps the IDs its first look resolved (`$`).
+    // A blocked read looking again keeps the IDs its first look resolved (`$`).
     let again = ctx.session.blocked.is_some();
     let deadline = match (block, ctx.session.blocked) {
         (Some(_), Some(b)) => b.deadline,
         (Some(arg), None) => block_deadline(arg)?,
         (None, _) => None,
     };
-    let mut ids = Vec::with_capacity(n);
     let remembered = ctx
         .session
         .stream_from
         .take()
         .filter(|r| again && r.len() == n);
+    let mut reads: Vec<(StreamId, GroupRead)> = Vec::with_capacity(n);
     for (j, key) in keys.iter().enumerate() {
         let f = read_stream(ctx, key)?;
+        if let Some((g, _)) = group {
+            let exists = match f {
+                Some(f) => group_of(ctx, key, &f.meta, g)?.is_some(),
+                None => false,
+            };
+            if !exists {
+                return Err(Error::Coded(format!(
+                    "NOGROUP No such key '{}' or consumer group '{}' in XREADGROUP with GROUP option",
+                    String::from_utf8_lossy(key),
+                    String::from_utf8_lossy(g)
+                )));
+            }
+        }
         let arg = &args[streams_at + n + j];
-        let id = match &remembered {
-            Some(r) => r[j],
-            None if arg.as_ref() == b"$" => f.map_or(StreamId::MIN, |f| f.meta.last_id),
-            None if arg.as_ref() == b">" => {
+        let read = match (arg.as_ref(), &remembered) {
+            (_, Some(r)) if !xreadgroup => (r[j], GroupRead::New),
+            (b"$", _) if xreadgroup => {
+                return Err(Error::command(
+                    "The $ ID is meaningless in the context of XREADGROUP: you want to read the history of this consumer by specifying a proper ID, or use the > ID to get new messages. The $ ID would just return an empty result set.",
+                ))
+            }
+            (b"$", _) => (f.map_or(StreamId::MIN, |f| f.meta.last_id), GroupRead::New),
+            (b">", _) if !xreadgroup => {
                 return Err(Error::command(
                     "The > ID can be specified only when calling XREADGROUP using the GROUP <group> <consumer> option.",
                 ))
             }
-            None => id_arg(arg, 0, true)?,
+            (b">", _) => (StreamId::MAX, GroupRead::New),
+            _ => {
+                let id = id_arg(arg, 0, true)?;
+                (id, GroupRead::History(id))
+            }
         };
-        ids.push(id);
+        reads.push(read);
     }
     let look = super::lists::Look {
         deadline,
@@ -754,30 +817,46 @@ fn xread(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         kind: KeyType::Stream,
     };
     ctx.session.blocked = None;
-    let limit = match (count, block.is_some()) {
-        (0, true) => XREAD_BLOCKED_DEFAULT_COUNT,
-        (0, false) => usize::MAX,
-        (n, _) => n,
+    // Redis serves a reader it blocked at most 1000 entries per stream unless COUNT says.
+    let limit = match count {
+        0 if again => XREAD_BLOCKED_DEFAULT_COUNT,
+        0 => usize::MAX,
+        n => n,
     };
     let mut found = Vec::new();
-    for (key, after) in keys.iter().zip(&ids) {
-        let Some(f) = read_stream(ctx, key)? else {
-            continue;
+    for (key, &(after, read)) in keys.iter().zip(&reads) {
+        let served = match group {
+            None => {
+                let Some(f) = read_stream(ctx, key)? else {
+                    continue;
+                };
+                let Some(from) = after.next() else {
+                    continue;
+                };
+                let list = entries(
+                    ctx.db(),
+                    ctx.dbi(),
+                    key,
+                    &f.meta,
+                    (from, StreamId::MAX),
+                    false,
+                    limit,
+                )?;
+                (!list.is_empty())
+                    .then(|| entries_reply(&list))
+                    .transpose()?
+            }
+            Some((g, consumer)) => {
+                let limit = if count == 0 && matches!(read, GroupRead::History(_)) {
+                    usize::MAX
+                } else {
+                    limit
+                };
+                serve_group(ctx, key, g, consumer, read, limit, noack)?
+            }
         };
-        let Some(from) = after.next() else {
-            continue;
-        };
-        let list = entries(
-            ctx.db(),
-            ctx.dbi(),
-            key,
-            &f.meta,
-            (from, StreamId::MAX),
-            false,
-            limit,
-        )?;
-        if !list.is_empty() {
-            found.push((key.clone(), entries_reply(&list)?));
+        if let Some(reply) = served {
+            found.push((key.clone(), reply));
         }
     }
     if !found.is_empty() {
@@ -802,7 +881,803 @@ fn xread(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     }
     let reply = super::lists::block_or_time_out(ctx, keys, &look, Reply::NilArray)?;
     if ctx.session.blocked.is_some() {
-        ctx.session.stream_from = Some(ids);
+        ctx.session.stream_from = Some(reads.iter().map(|(id, _)| *id).collect());
+    }
+    Ok(reply)
+}
+
+/// Consumer group `group` of the stream `key` as stored.
+fn group_of(ctx: &Ctx<'_>, key: &[u8], meta: &StreamMeta, group: &[u8]) -> Result<Option<Group>> {
+    ctx.db()
+        .get(&group_key(ctx.dbi(), key, meta.version, group))?
+        .map(|v| Group::decode(&v))
+        .transpose()
+}
+
+/// Whether `id..` (or the whole stream) holds a deleted entry (Redis's
+/// `streamRangeHasTombstones`, from the deleted-ID watermark).
+fn range_has_tombstones(m: &StreamMeta, start: StreamId) -> bool {
+    m.length != 0
+        && m.max_deleted_id != StreamId::MIN
+        && m.first_id <= m.max_deleted_id
+        && start <= m.max_deleted_id
+}
+
+/// How many entries were added up to `id` (Redis's `streamEstimateDistanceFromFirstEverEntry`),
+/// when that is known.
+fn entries_before(m: &StreamMeta, id: StreamId) -> Option<u64> {
+    if m.entries_added == 0 {
+        return Some(0);
+    }
+    if m.length == 0 && id <= m.last_id {
+        return Some(m.entries_added);
+    }
+    if id == m.last_id {
+        return Some(m.entries_added);
+    }
+    if id > m.last_id {
+        return None;
+    }
+    if m.max_deleted_id == StreamId::MIN || m.max_deleted_id < m.first_id {
+        if id < m.first_id {
+            return Some(m.entries_added - m.length);
+        }
+        if id == m.first_id {
+            return Some(m.entries_added - m.length + 1);
+        }
+    }
+    None
+}
+
+/// A group's lag: entries added it has not read (Redis's `streamReplyWithCGLag`, in signed
+/// arithmetic, so a counter set past the stream by ENTRIESREAD gives a negative lag as there);
+/// `None` when it cannot be known.
+fn lag(m: &StreamMeta, g: &Group) -> Option<i64> {
+    let signed = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    if m.entries_added == 0 {
+        return Some(0);
+    }
+    if let Some(read) = g.entries_read {
+        if !range_has_tombstones(m, g.last_id) {
+            return Some(signed(m.entries_added).wrapping_sub(signed(read)));
+        }
+    }
+    entries_before(m, g.last_id).map(|read| signed(m.entries_added).wrapping_sub(signed(read)))
+}
+
+/// Serves one stream of an XREADGROUP: new entries (delivered to `consumer`, added to the
+/// group's pending entries unless `noack`, the group's last ID and read counter moved), or
+/// the consumer's pending history after an ID (deleted entries as `[id, nil]`). `None` when
+/// there is nothing new to serve (history always answers, possibly empty).
+fn serve_group(
+    ctx: &mut Ctx<'_>,
+    key: &Bytes,
+    group: &Bytes,
+    consumer: &Bytes,
+    read: GroupRead,
+    limit: usize,
+    noack: bool,
+) -> Result<Option<Reply>> {
+    let db = ctx.dbi();
+    let outcome = modify(ctx, key, |current| {
+        let Some(f) = current else {
+            return Ok(Change::none(None));
+        };
+        let meta = f.meta;
+        let Some(mut g) = group_of(ctx, key, &meta, group)? else {
+            return Ok(Change::none(None));
+        };
+        let now = now_ms();
+        let mut ops = Vec::new();
+        let ckey = consumer_key(db, key, meta.version, group, consumer);
+        let created = ctx.db().get(&ckey)?.is_none();
+        let mut out: Vec<Reply> = Vec::new();
+        match read {
+            GroupRead::New => {
+                let Some(from) = g.last_id.next() else {
+                    return Ok(Change::none(None));
+                };
+                let list = entries(
+                    ctx.db(),
+                    db,
+                    key,
+                    &meta,
+                    (from, StreamId::MAX),
+                    false,
+                    limit,
+                )?;
+                if list.is_empty() {
+                    return Ok(Change::none(None));
+                }
+                for entry in &list {
+                    let id = entry.0;
+                    if id > g.last_id {
+                        g.entries_read = match g.entries_read {
+                            Some(n) if !range_has_tombstones(&meta, id) => Some(n + 1),
+                            _ if meta.entries_added != 0 => entries_before(&meta, id),
+                            other => other,
+                        };
+                        g.last_id = id;
+                    }
+                    if !noack {
+                        // A pending entry another consumer held (after SETID) moves here.
+                        let nack = Nack {
+                            consumer: consumer.clone(),
+                            delivery_ms: now,
+                            deliveries: 1,
+                        };
+                        ops.push(BatchOp::Put(
+                            pel_key(db, key, meta.version, group, id),
+                            nack.encode(),
+                        ));
+                    }
+                    out.push(entry_reply(entry)?);
+                }
+                ops.push(BatchOp::Put(
+                    group_key(db, key, meta.version, group),
+                    g.encode(),
+                ));
+            }
+            GroupRead::History(after) => {
+                let Some(from) = after.next() else {
+                    return Ok(Change {
+                        meta: None,
+                        ops: vec![BatchOp::Put(ckey, now.to_le_bytes().to_vec())],
+                        out: Some((Reply::Array(Vec::new()), created)),
+                    });
+                };
+                let mine = pending(ctx.db(), db, key, &meta, group, (from, StreamId::MAX))?;
+                for (id, mut nack) in mine.into_iter().filter(|(_, n)| n.consumer == *consumer) {
+                    if out.len() >= limit {
+                        break;
+                    }
+                    let found = entries(ctx.db(), db, key, &meta, (id, id), false, 1)?;
+                    match found.first() {
+                        Some(entry) => {
+                            out.push(entry_reply(entry)?);
+                            nack.delivery_ms = now;
+                            nack.deliveries += 1;
+                            ops.push(BatchOp::Put(
+                                pel_key(db, key, meta.version, group, id),
+                                nack.encode(),
+                            ));
+                        }
+                        None => out.push(Reply::Array(vec![
+                            Reply::Bulk(id.to_bytes()),
+                            Reply::NilArray,
+                        ])),
+                    }
+                }
+            }
+        }
+        ops.push(BatchOp::Put(ckey, now.to_le_bytes().to_vec()));
+        Ok(Change {
+            meta: None,
+            ops,
+            out: Some((Reply::Array(out), created)),
+        })
+    })?;
+    let Some((reply, created)) = outcome else {
+        return Ok(None);
+    };
+    if created {
+        ctx.notify(notify::STREAM, "xgroup-createconsumer", key);
+    }
+    Ok(Some(reply))
+}
+
+/// `-NOGROUP No such key 'k' or consumer group 'g'` (XPENDING, XCLAIM, XAUTOCLAIM).
+fn no_key_or_group(key: &[u8], group: &[u8]) -> Error {
+    Error::Coded(format!(
+        "NOGROUP No such key '{}' or consumer group '{}'",
+        String::from_utf8_lossy(key),
+        String::from_utf8_lossy(group)
+    ))
+}
+
+/// XGROUP CREATE | SETID | DESTROY | CREATECONSUMER | DELCONSUMER | HELP.
+fn xgroup(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
+    let arity_ok = match sub.as_str() {
+        "help" => args.len() == 2,
+        "create" | "setid" => args.len() >= 5,
+        "destroy" => args.len() == 4,
+        "createconsumer" | "delconsumer" => args.len() == 5,
+        _ => {
+            return Err(Error::UnknownSubcommand {
+                container: "XGROUP",
+                sub: String::from_utf8_lossy(&args[1]).into_owned(),
+            })
+        }
+    };
+    if !arity_ok {
+        return Err(Error::WrongArity(format!("xgroup|{sub}")));
+    }
+    let syntax = || {
+        Error::command(format!(
+            "unknown subcommand or wrong number of arguments for '{}'. Try XGROUP HELP.",
+            String::from_utf8_lossy(&args[1])
+        ))
+    };
+    if sub == "help" {
+        return Ok(Reply::Array(
+            [
+                "XGROUP <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "CREATE <key> <groupname> <id|$> [option]",
+                "    Create a new consumer group. Options are:",
+                "    * MKSTREAM",
+                "      Create the empty stream if it does not exist.",
+                "    * ENTRIESREAD entries_read",
+                "      Set the group's entries_read counter (internal use).",
+                "CREATECONSUMER <key> <groupname> <consumer>",
+                "    Create a new consumer in the specified group.",
+                "DELCONSUMER <key> <groupname> <consumer>",
+                "    Remove the specified consumer.",
+                "DESTROY <key> <groupname>",
+                "    Remove the specified group.",
+                "SETID <key> <groupname> <id|$> [ENTRIESREAD entries_read]",
+                "    Set the current group ID and entries_read counter.",
+                "HELP",
+                "    Prints this help.",
+            ]
+            .iter()
+            .map(|l| Reply::Simple((*l).into()))
+            .collect(),
+        ));
+    }
+    let (key, group) = (&args[2], &args[3]);
+    let mut mkstream = false;
+    let mut entries_read: Option<u64> = None;
+    let mut i = 5;
+    while i < args.len() {
+        if sub == "create" && is(&args[i], "MKSTREAM") {
+            mkstream = true;
+            i += 1;
+        } else if matches!(sub.as_str(), "create" | "setid")
+            && is(&args[i], "ENTRIESREAD")
+            && i + 1 < args.len()
+        {
+            let n = super::int_arg(&args[i + 1])?;
+            if n < -1 {
+                return Err(Error::command(
+                    "value for ENTRIESREAD must be positive or -1",
+                ));
+            }
+            entries_read = u64::try_from(n).ok();
+            i += 2;
+        } else {
+            return Err(syntax());
+        }
+    }
+    let current = read_stream(ctx, key)?;
+    if current.is_none() && !mkstream {
+        return Err(Error::command(
+            "The XGROUP subcommand requires the key to exist. Note that for CREATE you may want to use the MKSTREAM option to create an empty stream automatically.",
+        ));
+    }
+    if let Some(f) = current {
+        if group_of(ctx, key, &f.meta, group)?.is_none()
+            && matches!(sub.as_str(), "setid" | "createconsumer" | "delconsumer")
+        {
+            return Err(Error::Coded(format!(
+                "NOGROUP No such consumer group '{}' for key name '{}'",
+                String::from_utf8_lossy(group),
+                String::from_utf8_lossy(key)
+            )));
+        }
+    }
+    // The argument counts each subcommand takes whole (Redis answers the syntax error).
+    let shape_ok = match sub.as_str() {
+        "create" => args.len() <= 8,
+        "setid" => args.len() == 5 || args.len() == 7,
+        _ => true,
+    };
+    if !shape_ok {
+        return Err(syntax());
+    }
+    let db = ctx.dbi();
+    let versions = &ctx.shared.versions;
+    let (reply, event) = modify(ctx, key, |current| {
+        let (meta, created) = match current {
+            Some(f) => (f.meta, false),
+            None => (StreamMeta::new(versions.next()), true),
+        };
+        let gkey = group_key(db, key, meta.version, group);
+        let existing = group_of(ctx, key, &meta, group)?;
+        let id_of = |arg: &Bytes, strict: bool| -> Result<StreamId> {
+            if arg.as_ref() == b"$" {
+                Ok(meta.last_id)
+            } else {
+                id_arg(arg, 0, strict)
+            }
+        };
+        let mut ops = Vec::new();
+        let (reply, event) = match sub.as_str() {
+            "create" => {
+                let id = id_of(&args[4], true)?;
+                if existing.is_some() {
+                    return Err(Error::Coded(
+                        "BUSYGROUP Consumer Group name already exists".into(),
+                    ));
+                }
+                let g = Group {
+                    last_id: id,
+                    entries_read,
+                };
+                ops.push(BatchOp::Put(gkey, g.encode()));
+                (Reply::ok(), Some("xgroup-create"))
+            }
+            "setid" => {
+                let id = id_of(&args[4], false)?;
+                let g = Group {
+                    last_id: id,
+                    entries_read,
+                };
+                ops.push(BatchOp::Put(gkey, g.encode()));
+                (Reply::ok(), Some("xgroup-setid"))
+            }
+            "destroy" => match existing {
+                Some(_) => {
+                    for k in crate::stream::group_keys(ctx.db(), db, key, &meta, group)? {
+                        ops.push(BatchOp::Delete(k));
+                    }
+                    (Reply::Int(1), Some("xgroup-destroy"))
+                }
+                None => (Reply::Int(0), None),
+            },
+            "createconsumer" => {
+                let ckey = consumer_key(db, key, meta.version, group, &args[4]);
+                if ctx.db().get(&ckey)?.is_some() {
+                    (Reply::Int(0), None)
+                } else {
+                    ops.push(BatchOp::Put(ckey, now_ms().to_le_bytes().to_vec()));
+                    (Reply::Int(1), Some("xgroup-createconsumer"))
+                }
+            }
+            _ => {
+                // DELCONSUMER: its pending entries go with it.
+                let ckey = consumer_key(db, key, meta.version, group, &args[4]);
+                if ctx.db().get(&ckey)?.is_none() {
+                    (Reply::Int(0), None)
+                } else {
+                    let all = pending(
+                        ctx.db(),
+                        db,
+                        key,
+                        &meta,
+                        group,
+                        (StreamId::MIN, StreamId::MAX),
+                    )?;
+                    let mut n = 0;
+                    for (id, nack) in all {
+                        if nack.consumer == args[4] {
+                            ops.push(BatchOp::Delete(pel_key(db, key, meta.version, group, id)));
+                            n += 1;
+                        }
+                    }
+                    ops.push(BatchOp::Delete(ckey));
+                    (Reply::Int(n), Some("xgroup-delconsumer"))
+                }
+            }
+        };
+        let new_meta = created.then_some(meta);
+        Ok(Change {
+            meta: new_meta,
+            ops,
+            out: (reply, event),
+        })
+    })?;
+    if let Some(event) = event {
+        ctx.notify(notify::STREAM, event, key);
+    }
+    if sub == "destroy" {
+        // Readers blocked on the group look again (and answer its absence).
+        ctx.shared.note_key_push(ctx.session.db, key);
+    }
+    Ok(reply)
+}
+
+fn xack(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let (key, group) = (&args[1], &args[2]);
+    let Some(f) = read_stream(ctx, key)? else {
+        return Ok(Reply::Int(0));
+    };
+    if group_of(ctx, key, &f.meta, group)?.is_none() {
+        return Ok(Reply::Int(0));
+    }
+    let ids = args[3..]
+        .iter()
+        .map(|a| id_arg(a, 0, true))
+        .collect::<Result<Vec<_>>>()?;
+    let db = ctx.dbi();
+    let acked = modify(ctx, key, |current| {
+        let Some(f) = current else {
+            return Ok(Change::none(0));
+        };
+        let mut ops = Vec::new();
+        let mut gone = std::collections::BTreeSet::new();
+        for &id in &ids {
+            let k = pel_key(db, key, f.meta.version, group, id);
+            if !gone.contains(&id) && ctx.db().get(&k)?.is_some() {
+                ops.push(BatchOp::Delete(k));
+                gone.insert(id);
+            }
+        }
+        Ok(Change {
+            meta: None,
+            ops,
+            out: gone.len() as i64,
+        })
+    })?;
+    Ok(Reply::Int(acked))
+}
+
+/// XPENDING key group [[IDLE min-idle-time] start end count [consumer]].
+fn xpending(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let (key, group) = (&args[1], &args[2]);
+    let summary = args.len() == 3;
+    if !summary && !(6..=9).contains(&args.len()) {
+        return Err(Error::Syntax);
+    }
+    let mut min_idle = 0i64;
+    let mut range = (StreamId::MIN, StreamId::MAX);
+    let mut count = 0usize;
+    let mut consumer: Option<&Bytes> = None;
+    if !summary {
+        let mut at = 3;
+        if is(&args[3], "IDLE") {
+            min_idle = super::int_arg(&args[4])?;
+            if args.len() < 8 {
+                return Err(Error::Syntax);
+            }
+            at += 2;
+        }
+        count = usize::try_from(super::int_arg(&args[at + 2])?).unwrap_or(0);
+        let (mut start, start_ex) = interval_arg(&args[at], 0)?;
+        if start_ex {
+            start = start
+                .next()
+                .ok_or_else(|| Error::command("invalid start ID for the interval"))?;
+        }
+        let (mut end, end_ex) = interval_arg(&args[at + 1], u64::MAX)?;
+        if end_ex {
+            end = end
+                .prev()
+                .ok_or_else(|| Error::command("invalid end ID for the interval"))?;
+        }
+        range = (start, end);
+        consumer = args.get(at + 3);
+    }
+    let Some(f) = read_stream(ctx, key)? else {
+        return Err(no_key_or_group(key, group));
+    };
+    if group_of(ctx, key, &f.meta, group)?.is_none() {
+        return Err(no_key_or_group(key, group));
+    }
+    let db = ctx.dbi();
+    if summary {
+        let all = pending(
+            ctx.db(),
+            db,
+            key,
+            &f.meta,
+            group,
+            (StreamId::MIN, StreamId::MAX),
+        )?;
+        let (Some(first), Some(last)) = (all.first(), all.last()) else {
+            return Ok(Reply::Array(vec![
+                Reply::Int(0),
+                Reply::Nil,
+                Reply::Nil,
+                Reply::NilArray,
+            ]));
+        };
+        let mut per: std::collections::BTreeMap<Bytes, i64> = std::collections::BTreeMap::new();
+        for (_, nack) in &all {
+            *per.entry(nack.consumer.clone()).or_default() += 1;
+        }
+        return Ok(Reply::Array(vec![
+            Reply::Int(all.len() as i64),
+            Reply::Bulk(first.0.to_bytes()),
+            Reply::Bulk(last.0.to_bytes()),
+            Reply::Array(
+                per.into_iter()
+                    .map(|(c, n)| {
+                        Reply::Array(vec![
+                            Reply::Bulk(c),
+                            Reply::Bulk(Bytes::from(n.to_string())),
+                        ])
+                    })
+                    .collect(),
+            ),
+        ]));
+    }
+    if let Some(c) = consumer {
+        if ctx
+            .db()
+            .get(&consumer_key(db, key, f.meta.version, group, c))?
+            .is_none()
+        {
+            return Ok(Reply::Array(Vec::new()));
+        }
+    }
+    let now = now_ms();
+    let mut out = Vec::new();
+    for (id, nack) in pending(ctx.db(), db, key, &f.meta, group, range)? {
+        if out.len() >= count {
+            break;
+        }
+        if consumer.is_some_and(|c| *c != nack.consumer) {
+            continue;
+        }
+        let idle = now.saturating_sub(nack.delivery_ms);
+        if min_idle != 0 && (idle as i64) < min_idle {
+            continue;
+        }
+        out.push(Reply::Array(vec![
+            Reply::Bulk(id.to_bytes()),
+            Reply::Bulk(nack.consumer),
+            Reply::Int(i64::try_from(idle).unwrap_or(i64::MAX)),
+            Reply::Int(i64::try_from(nack.deliveries).unwrap_or(i64::MAX)),
+        ]));
+    }
+    Ok(Reply::Array(out))
+}
+
+/// A numeric option of XCLAIM / XAUTOCLAIM with its own error text.
+fn long_arg(arg: &[u8], message: &str) -> Result<i64> {
+    crate::num::parse_i64(arg).ok_or_else(|| Error::command(message.to_string()))
+}
+
+/// XCLAIM key group consumer min-idle-time id [id ...] [IDLE ms] [TIME unix-ms]
+/// [RETRYCOUNT count] [FORCE] [JUSTID] [LASTID id].
+fn xclaim(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let (key, group, consumer) = (&args[1], &args[2], &args[3]);
+    let Some(f) = read_stream(ctx, key)? else {
+        return Err(no_key_or_group(key, group));
+    };
+    if group_of(ctx, key, &f.meta, group)?.is_none() {
+        return Err(no_key_or_group(key, group));
+    }
+    let min_idle = long_arg(&args[4], "Invalid min-idle-time argument for XCLAIM")?.max(0);
+    // The IDs run up to the first argument that is not one; the options follow.
+    let mut ids = Vec::new();
+    let mut j = 5;
+    while j < args.len() {
+        match id_arg(&args[j], 0, true) {
+            Ok(id) => ids.push(id),
+            Err(_) => break,
+        }
+        j += 1;
+    }
+    let now = now_ms();
+    let (mut force, mut justid) = (false, false);
+    let mut delivery: Option<i64> = None;
+    let mut retry: Option<i64> = None;
+    let mut last_id = StreamId::MIN;
+    while j < args.len() {
+        let more = j + 1 < args.len();
+        let opt = &args[j];
+        if is(opt, "FORCE") {
+            force = true;
+        } else if is(opt, "JUSTID") {
+            justid = true;
+        } else if is(opt, "IDLE") && more {
+            j += 1;
+            let idle = long_arg(&args[j], "Invalid IDLE option argument for XCLAIM")?;
+            delivery = Some((now as i64).saturating_sub(idle));
+        } else if is(opt, "TIME") && more {
+            j += 1;
+            delivery = Some(long_arg(
+                &args[j],
+                "Invalid TIME option argument for XCLAIM",
+            )?);
+        } else if is(opt, "RETRYCOUNT") && more {
+            j += 1;
+            retry = Some(long_arg(
+                &args[j],
+                "Invalid RETRYCOUNT option argument for XCLAIM",
+            )?);
+        } else if is(opt, "LASTID") && more {
+            j += 1;
+            last_id = id_arg(&args[j], 0, true)?;
+        } else {
+            return Err(Error::command(format!(
+                "Unrecognized XCLAIM option '{}'",
+                String::from_utf8_lossy(opt)
+            )));
+        }
+        j += 1;
+    }
+    let delivery_ms = match delivery {
+        Some(t) if t >= 0 && (t as u64) <= now => t as u64,
+        _ => now,
+    };
+    let db = ctx.dbi();
+    let (reply, created) = modify(ctx, key, |current| {
+        let Some(f) = current else {
+            return Err(no_key_or_group(key, group));
+        };
+        let meta = f.meta;
+        let Some(mut g) = group_of(ctx, key, &meta, group)? else {
+            return Err(no_key_or_group(key, group));
+        };
+        let mut ops = Vec::new();
+        if last_id > g.last_id {
+            g.last_id = last_id;
+            ops.push(BatchOp::Put(
+                group_key(db, key, meta.version, group),
+                g.encode(),
+            ));
+        }
+        let ckey = consumer_key(db, key, meta.version, group, consumer);
+        let mut consumer_known = None;
+        let mut out = Vec::new();
+        let mut claimed = std::collections::BTreeMap::new();
+        for &id in &ids {
+            let pkey = pel_key(db, key, meta.version, group, id);
+            let nack = match claimed.get(&id) {
+                Some(n) => Some(Nack::clone(n)),
+                None => ctx.db().get(&pkey)?.map(|v| Nack::decode(&v)).transpose()?,
+            };
+            let entry = entries(ctx.db(), db, key, &meta, (id, id), false, 1)?;
+            let Some(entry) = entry.first() else {
+                if nack.is_some() {
+                    ops.push(BatchOp::Delete(pkey));
+                }
+                continue;
+            };
+            let (mut nack, forced) = match nack {
+                Some(n) => (n, false),
+                None if force => (
+                    Nack {
+                        consumer: Bytes::new(),
+                        delivery_ms: now,
+                        deliveries: 1,
+                    },
+                    true,
+                ),
+                None => continue,
+            };
+            if !forced && min_idle > 0 && (now.saturating_sub(nack.delivery_ms) as i64) < min_idle {
+                continue;
+            }
+            if consumer_known.is_none() {
+                consumer_known = Some(ctx.db().get(&ckey)?.is_none());
+            }
+            nack.consumer = consumer.clone();
+            nack.delivery_ms = delivery_ms;
+            match retry {
+                Some(r) if r >= 0 => nack.deliveries = r as u64,
+                _ if !justid => nack.deliveries += 1,
+                _ => {}
+            }
+            ops.push(BatchOp::Put(pkey, nack.encode()));
+            claimed.insert(id, nack);
+            out.push(if justid {
+                Reply::Bulk(id.to_bytes())
+            } else {
+                entry_reply(entry)?
+            });
+        }
+        let created = consumer_known.unwrap_or(false);
+        if consumer_known.is_some() {
+            ops.push(BatchOp::Put(ckey, now.to_le_bytes().to_vec()));
+        }
+        Ok(Change {
+            meta: None,
+            ops,
+            out: (Reply::Array(out), created),
+        })
+    })?;
+    if created {
+        ctx.notify(notify::STREAM, "xgroup-createconsumer", key);
+    }
+    Ok(reply)
+}
+
+/// XAUTOCLAIM key group consumer min-idle-time start [COUNT count] [JUSTID].
+fn xautoclaim(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let (key, group, consumer) = (&args[1], &args[2], &args[3]);
+    let min_idle = long_arg(&args[4], "Invalid min-idle-time argument for XAUTOCLAIM")?.max(0);
+    let (mut start, start_ex) = interval_arg(&args[5], 0)?;
+    if start_ex {
+        start = start
+            .next()
+            .ok_or_else(|| Error::command("invalid start ID for the interval"))?;
+    }
+    let mut count: u64 = 100;
+    let mut justid = false;
+    let mut j = 6;
+    while j < args.len() {
+        if is(&args[j], "COUNT") && j + 1 < args.len() {
+            let max = (i64::MAX / 16) as u64;
+            count = crate::num::parse_i64(&args[j + 1])
+                .and_then(|n| u64::try_from(n).ok())
+                .filter(|n| (1..=max).contains(n))
+                .ok_or_else(|| Error::command("COUNT must be > 0"))?;
+            j += 2;
+        } else if is(&args[j], "JUSTID") {
+            justid = true;
+            j += 1;
+        } else {
+            return Err(Error::Syntax);
+        }
+    }
+    let Some(f) = read_stream(ctx, key)? else {
+        return Err(no_key_or_group(key, group));
+    };
+    if group_of(ctx, key, &f.meta, group)?.is_none() {
+        return Err(no_key_or_group(key, group));
+    }
+    let db = ctx.dbi();
+    let (reply, created) = modify(ctx, key, |current| {
+        let Some(f) = current else {
+            return Err(no_key_or_group(key, group));
+        };
+        let meta = f.meta;
+        let now = now_ms();
+        let all = pending(ctx.db(), db, key, &meta, group, (start, StreamId::MAX))?;
+        let ckey = consumer_key(db, key, meta.version, group, consumer);
+        let mut consumer_known = None;
+        let mut ops = Vec::new();
+        let (mut claimed, mut deleted) = (Vec::new(), Vec::new());
+        let mut left = count;
+        let mut attempts = count.saturating_mul(10);
+        let mut next = 0;
+        while attempts > 0 && left > 0 && next < all.len() {
+            attempts -= 1;
+            let (id, nack) = &all[next];
+            next += 1;
+            let pkey = pel_key(db, key, meta.version, group, *id);
+            let entry = entries(ctx.db(), db, key, &meta, (*id, *id), false, 1)?;
+            let Some(entry) = entry.first() else {
+                ops.push(BatchOp::Delete(pkey));
+                deleted.push(Reply::Bulk(id.to_bytes()));
+                left -= 1;
+                continue;
+            };
+            if min_idle > 0 && (now.saturating_sub(nack.delivery_ms) as i64) < min_idle {
+                continue;
+            }
+            if consumer_known.is_none() {
+                consumer_known = Some(ctx.db().get(&ckey)?.is_none());
+            }
+            let mut nack = nack.clone();
+            nack.consumer = consumer.clone();
+            nack.delivery_ms = now;
+            if !justid {
+                nack.deliveries += 1;
+            }
+            ops.push(BatchOp::Put(pkey, nack.encode()));
+            claimed.push(if justid {
+                Reply::Bulk(id.to_bytes())
+            } else {
+                entry_reply(entry)?
+            });
+            left -= 1;
+        }
+        // The cursor: the pending entry after the last one looked at, 0-0 past the end.
+        let cursor = all.get(next).map_or(StreamId::MIN, |(id, _)| *id);
+        let created = consumer_known.unwrap_or(false);
+        if consumer_known.is_some() {
+            ops.push(BatchOp::Put(ckey, now.to_le_bytes().to_vec()));
+        }
+        Ok(Change {
+            meta: None,
+            ops,
+            out: (
+                Reply::Array(vec![
+                    Reply::Bulk(cursor.to_bytes()),
+                    Reply::Array(claimed),
+                    Reply::Array(deleted),
+                ]),
+                created,
+            ),
+        })
+    })?;
+    if created {
+        ctx.notify(notify::STREAM, "xgroup-createconsumer", key);
     }
     Ok(reply)
 }
@@ -848,15 +1723,56 @@ fn xinfo(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         return Err(Error::command("no such key"));
     };
     let m = f.meta;
+    let db = ctx.dbi();
+    let int = |n: u64| Reply::Int(i64::try_from(n).unwrap_or(i64::MAX));
+    let groups = crate::stream::groups(ctx.db(), db, key, &m)?;
+    let now = now_ms();
     match sub.as_str() {
-        // No consumer groups exist here (XGROUP is not offered yet).
-        "groups" => return Ok(Reply::Array(Vec::new())),
+        "groups" => {
+            let mut out = Vec::new();
+            for (name, g) in &groups {
+                let consumers = crate::stream::consumers(ctx.db(), db, key, &m, name)?;
+                let pel = pending(ctx.db(), db, key, &m, name, (StreamId::MIN, StreamId::MAX))?;
+                out.push(Reply::Map(vec![
+                    (Reply::text("name"), Reply::Bulk(name.clone())),
+                    (Reply::text("consumers"), int(consumers.len() as u64)),
+                    (Reply::text("pending"), int(pel.len() as u64)),
+                    (
+                        Reply::text("last-delivered-id"),
+                        Reply::Bulk(g.last_id.to_bytes()),
+                    ),
+                    (
+                        Reply::text("entries-read"),
+                        g.entries_read.map_or(Reply::Nil, int),
+                    ),
+                    (
+                        Reply::text("lag"),
+                        lag(&m, g).map_or(Reply::Nil, Reply::Int),
+                    ),
+                ]));
+            }
+            return Ok(Reply::Array(out));
+        }
         "consumers" => {
-            return Err(Error::Coded(format!(
-                "NOGROUP No such consumer group '{}' for key name '{}'",
-                String::from_utf8_lossy(&args[3]),
-                String::from_utf8_lossy(key)
-            )))
+            let group = &args[3];
+            if !groups.iter().any(|(name, _)| name == group) {
+                return Err(Error::Coded(format!(
+                    "NOGROUP No such consumer group '{}' for key name '{}'",
+                    String::from_utf8_lossy(group),
+                    String::from_utf8_lossy(key)
+                )));
+            }
+            let pel = pending(ctx.db(), db, key, &m, group, (StreamId::MIN, StreamId::MAX))?;
+            let mut out = Vec::new();
+            for (name, seen) in crate::stream::consumers(ctx.db(), db, key, &m, group)? {
+                let mine = pel.iter().filter(|(_, n)| n.consumer == name).count();
+                out.push(Reply::Map(vec![
+                    (Reply::text("name"), Reply::Bulk(name)),
+                    (Reply::text("pending"), int(mine as u64)),
+                    (Reply::text("idle"), int(now.saturating_sub(seen))),
+                ]));
+            }
+            return Ok(Reply::Array(out));
         }
         _ => {}
     }
@@ -876,8 +1792,7 @@ fn xinfo(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         }
         _ => return Err(syntax()),
     };
-    let (db, all) = (ctx.dbi(), (StreamId::MIN, StreamId::MAX));
-    let int = |n: u64| Reply::Int(i64::try_from(n).unwrap_or(i64::MAX));
+    let all = (StreamId::MIN, StreamId::MAX);
     // Redis's radix tree: one key per node of up to 100 entries, and its inner nodes.
     let keys = m.length.div_ceil(100);
     let mut out = vec![
@@ -906,7 +1821,7 @@ fn xinfo(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
                     None => Ok(Reply::Nil),
                 }
             };
-            out.push((Reply::text("groups"), Reply::Int(0)));
+            out.push((Reply::text("groups"), int(groups.len() as u64)));
             out.push((Reply::text("first-entry"), edge(false)?));
             out.push((Reply::text("last-entry"), edge(true)?));
         }
@@ -917,7 +1832,65 @@ fn xinfo(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             };
             let list = entries(ctx.db(), db, key, &m, all, false, limit)?;
             out.push((Reply::text("entries"), entries_reply(&list)?));
-            out.push((Reply::text("groups"), Reply::Array(Vec::new())));
+            let mut detail = Vec::new();
+            for (name, g) in &groups {
+                let pel = pending(ctx.db(), db, key, &m, name, all)?;
+                let nack_reply = |id: &StreamId, n: &Nack, with_consumer: bool| {
+                    let mut r = vec![Reply::Bulk(id.to_bytes())];
+                    if with_consumer {
+                        r.push(Reply::Bulk(n.consumer.clone()));
+                    }
+                    r.push(int(n.delivery_ms));
+                    r.push(int(n.deliveries));
+                    Reply::Array(r)
+                };
+                let mut consumers = Vec::new();
+                for (cname, seen) in crate::stream::consumers(ctx.db(), db, key, &m, name)? {
+                    let mine: Vec<&(StreamId, Nack)> =
+                        pel.iter().filter(|(_, n)| n.consumer == cname).collect();
+                    consumers.push(Reply::Map(vec![
+                        (Reply::text("name"), Reply::Bulk(cname.clone())),
+                        (Reply::text("seen-time"), int(seen)),
+                        (Reply::text("pel-count"), int(mine.len() as u64)),
+                        (
+                            Reply::text("pending"),
+                            Reply::Array(
+                                mine.iter()
+                                    .take(limit)
+                                    .map(|(id, n)| nack_reply(id, n, false))
+                                    .collect(),
+                            ),
+                        ),
+                    ]));
+                }
+                detail.push(Reply::Map(vec![
+                    (Reply::text("name"), Reply::Bulk(name.clone())),
+                    (
+                        Reply::text("last-delivered-id"),
+                        Reply::Bulk(g.last_id.to_bytes()),
+                    ),
+                    (
+                        Reply::text("entries-read"),
+                        g.entries_read.map_or(Reply::Nil, int),
+                    ),
+                    (
+                        Reply::text("lag"),
+                        lag(&m, g).map_or(Reply::Nil, Reply::Int),
+                    ),
+                    (Reply::text("pel-count"), int(pel.len() as u64)),
+                    (
+                        Reply::text("pending"),
+                        Reply::Array(
+                            pel.iter()
+                                .take(limit)
+                                .map(|(id, n)| nack_reply(id, n, true))
+                                .collect(),
+                        ),
+                    ),
+                    (Reply::text("consumers"), Reply::Array(consumers)),
+                ]));
+            }
+            out.push((Reply::text("groups"), Reply::Array(detail)));
         }
     }
     Ok(Reply::Map(out))
