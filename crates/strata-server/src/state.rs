@@ -452,6 +452,10 @@ impl Shared {
     /// Publishes the `expired` keyspace event of `key` of physical database `physical`, which
     /// active expiry just removed (`notify.rs`).
     pub fn notify_expired(&self, physical: DbIndex, key: &[u8]) {
+        if self.list_waiters.any_waiting() {
+            self.list_waiters
+                .note_key_if_waited(self.logical_db(physical), key);
+        }
         if !self.notify.wants(crate::notify::EXPIRED) {
             return;
         }
@@ -670,6 +674,24 @@ impl ListWaiters {
         }
         // The count moves even when nobody waits on these keys: a command about to block
         // read the count before it looked, and finds it moved when it queues (`enqueue`).
+        self.changes.send_modify(|n| *n = next);
+    }
+
+    /// Key `key` of logical database `db` changed in a way other than a push (deleted,
+    /// replaced by another kind, a stream's group destroyed): the connections blocked on it
+    /// look again (a reader blocked in a stream's consumer group then answers that the key or
+    /// its group is gone, as Redis does). Nothing happens when nobody waits on the key. (A
+    /// reader that looked at the key just before the change and queues just after it waits
+    /// on: a narrow window, for a change that is rare beside a blocked reader.)
+    pub fn note_key_if_waited(&self, db: DbIndex, key: &[u8]) {
+        let mut q = self.queues.lock();
+        let list = (db, Bytes::copy_from_slice(key));
+        if !q.by_list.contains_key(&list) {
+            return;
+        }
+        let next = self.generation().wrapping_add(1);
+        q.changed_at.insert(list, next);
+        self.concerning.store(next, Ordering::Release);
         self.changes.send_modify(|n| *n = next);
     }
 

@@ -1147,6 +1147,8 @@ fn flushdb(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         deleted += delete_range(ctx, Bound::Included(prefix.clone()), prefix_end(&prefix))?;
     }
     ctx.shared.note_writes(deleted);
+    // Blocked readers of streams that went answer so (`Ctx::notify_in`).
+    ctx.shared.note_list_push();
     tracing::info!(deleted, db = ctx.dbi(), "FLUSHDB");
     Ok(Reply::ok())
 }
@@ -1157,6 +1159,7 @@ fn flushall(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     // the internal records (key names, keyspace format).
     let deleted = delete_range(ctx, Bound::Unbounded, Bound::Unbounded)?;
     ctx.shared.note_writes(deleted);
+    ctx.shared.note_list_push();
     tracing::info!(deleted, "FLUSHALL");
     Ok(Reply::ok())
 }

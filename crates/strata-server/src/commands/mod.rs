@@ -93,6 +93,12 @@ impl<'a> Ctx<'a> {
 
     /// [`Ctx::notify`] for a key of logical database `db` (MOVE, COPY ... DB).
     pub fn notify_in(&mut self, class: u32, name: &'static str, db: DbIndex, key: &Bytes) {
+        // Every change of a key reports an event: the clients blocked on the key look again
+        // (a stream deleted or replaced answers its blocked group readers, as in Redis).
+        let waiters = &self.shared.list_waiters;
+        if waiters.any_waiting() {
+            waiters.note_key_if_waited(db, key);
+        }
         // With `new` events wanted every event is kept until the command ends: it tells the
         // dispatcher that the command made the key (`publish_events` skips the unwanted).
         let notify = &self.shared.notify;

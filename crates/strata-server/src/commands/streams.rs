@@ -774,7 +774,23 @@ fn read_streams(ctx: &mut Ctx<'_>, args: &[Bytes], xreadgroup: bool) -> Result<R
         .filter(|r| again && r.len() == n);
     let mut reads: Vec<(StreamId, GroupRead)> = Vec::with_capacity(n);
     for (j, key) in keys.iter().enumerate() {
-        let f = read_stream(ctx, key)?;
+        // A reader that waited passes over a key that now holds another kind (Redis serves
+        // it only from a stream); a group reader learns that its stream or group went.
+        let f = super::lists::unless_other_kind(again, read_stream(ctx, key))?;
+        if let (Some((g, _)), true) = (group, again) {
+            let Some(f) = f else {
+                ctx.session.wait_ticket = None;
+                return Err(Error::Coded(
+                    "UNBLOCKED the stream key no longer exists".into(),
+                ));
+            };
+            if group_of(ctx, key, &f.meta, g)?.is_none() {
+                ctx.session.wait_ticket = None;
+                return Err(Error::Coded(
+                    "NOGROUP the consumer group this client was blocked on no longer exists".into(),
+                ));
+            }
+        }
         if let Some((g, _)) = group {
             let exists = match f {
                 Some(f) => group_of(ctx, key, &f.meta, g)?.is_some(),
@@ -827,7 +843,7 @@ fn read_streams(ctx: &mut Ctx<'_>, args: &[Bytes], xreadgroup: bool) -> Result<R
     for (key, &(after, read)) in keys.iter().zip(&reads) {
         let served = match group {
             None => {
-                let Some(f) = read_stream(ctx, key)? else {
+                let Some(f) = super::lists::unless_other_kind(again, read_stream(ctx, key))? else {
                     continue;
                 };
                 let Some(from) = after.next() else {

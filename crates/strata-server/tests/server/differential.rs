@@ -2858,6 +2858,56 @@ fn stream_blocking_reads_and_info_match_redis() {
     ] {
         run(&mut pair, 0, cmd);
     }
+    // Blocked group readers whose stream or group goes answer so; a blocked XREAD passes
+    // over its key while it holds another kind and is served once it is a stream again.
+    let gone: [&[&[&str]]; 4] = [
+        &[&["DEL", "gs"]],
+        &[&["SET", "gs", "v"]],
+        &[&["XGROUP", "DESTROY", "gs", "g"]],
+        &[&["MULTI"], &["DEL", "gs"], &["SADD", "gs", "m"], &["EXEC"]],
+    ];
+    for (round, change) in gone.iter().enumerate() {
+        run(&mut pair, 0, &["DEL", "gs"]);
+        run(&mut pair, 0, &["XADD", "gs", "666", "f", "v"]);
+        run(&mut pair, 0, &["XGROUP", "CREATE", "gs", "g", "$"]);
+        for side in 0..2 {
+            pair.conns[side][1].send(&words(&[
+                "XREADGROUP",
+                "GROUP",
+                "g",
+                "Alice",
+                "BLOCK",
+                "0",
+                "STREAMS",
+                "gs",
+                ">",
+            ]));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        for cmd in change.iter() {
+            run(&mut pair, 0, cmd);
+        }
+        pair.compare_pending(
+            1,
+            1,
+            false,
+            &format!("blocked group reader, change {round}"),
+        );
+    }
+    run(&mut pair, 0, &["DEL", "rs"]);
+    run(&mut pair, 0, &["XADD", "rs", "666", "f", "v"]);
+    for side in 0..2 {
+        pair.conns[side][1].send(&words(&["XREAD", "BLOCK", "0", "STREAMS", "rs", "$"]));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    for cmd in [
+        &["SET", "rs", "val"][..],
+        &["DEL", "rs"],
+        &["XADD", "rs", "667", "f", "v"],
+    ] {
+        run(&mut pair, 0, cmd);
+    }
+    pair.compare_pending(1, 1, false, "blocked XREAD after SET, DEL, XADD");
     // XINFO CONSUMERS and XINFO STREAM FULL name times (idle, seen, delivered): masked.
     let masked = |reply: &[u8]| -> String {
         let text = String::from_utf8_lossy(reply).into_owned();
