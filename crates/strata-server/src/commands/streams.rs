@@ -767,6 +767,8 @@ fn read_streams(ctx: &mut Ctx<'_>, args: &[Bytes], xreadgroup: bool) -> Result<R
         (Some(arg), None) => block_deadline(arg)?,
         (None, _) => None,
     };
+    // From here this run answers or blocks anew (and is counted as a call when it answers).
+    ctx.session.blocked = None;
     let remembered = ctx
         .session
         .stream_from
@@ -832,7 +834,6 @@ fn read_streams(ctx: &mut Ctx<'_>, args: &[Bytes], xreadgroup: bool) -> Result<R
         again,
         kind: KeyType::Stream,
     };
-    ctx.session.blocked = None;
     // Redis serves a reader it blocked at most 1000 entries per stream unless COUNT says.
     let limit = match count {
         0 if again => XREAD_BLOCKED_DEFAULT_COUNT,

@@ -2866,6 +2866,7 @@ fn stream_blocking_reads_and_info_match_redis() {
         &[&["XGROUP", "DESTROY", "gs", "g"]],
         &[&["MULTI"], &["DEL", "gs"], &["SADD", "gs", "m"], &["EXEC"]],
     ];
+    run(&mut pair, 0, &["CONFIG", "RESETSTAT"]);
     for (round, change) in gone.iter().enumerate() {
         run(&mut pair, 0, &["DEL", "gs"]);
         run(&mut pair, 0, &["XADD", "gs", "666", "f", "v"]);
@@ -2894,6 +2895,24 @@ fn stream_blocking_reads_and_info_match_redis() {
             &format!("blocked group reader, change {round}"),
         );
     }
+    // Each blocked read that ended in an error counts as a failed call, as in Redis.
+    let stats: Vec<String> = (0..2)
+        .map(|side| {
+            let info = pair.conns[side][0].call(&words(&["INFO", "commandstats"]));
+            let text = String::from_utf8_lossy(&info).into_owned();
+            let line = text
+                .lines()
+                .find(|l| l.starts_with("cmdstat_xreadgroup:"))
+                .unwrap_or("")
+                .to_string();
+            line.split(',')
+                .filter(|f| !f.contains("usec"))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .collect();
+    assert_eq!(stats[0], stats[1], "XREADGROUP's command stats");
+    run(&mut pair, 0, &["INFO", "errorstats"]);
     run(&mut pair, 0, &["DEL", "rs"]);
     run(&mut pair, 0, &["XADD", "rs", "666", "f", "v"]);
     for side in 0..2 {
