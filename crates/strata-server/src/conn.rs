@@ -112,6 +112,10 @@ const HELD_RUN_COMMANDS: &[&str] = &[
     "zrem",
     "zpopmin",
     "zpopmax",
+    "xadd",
+    "xdel",
+    "xtrim",
+    "xack",
 ];
 /// Most scripts a pipeline runs under one hold of the exec lock (others wait meanwhile).
 const SCRIPT_RUN_COMMANDS_MAX: usize = 64;

@@ -4497,13 +4497,15 @@ fn pipelined_writes_to_one_key_match_redis() {
             // Kind 5: a sorted set popped from its low end again and again (ZPOPMIN in a run
             // reads ahead and leaves a window for the next pop, `collection::PopWindow`), grown
             // past the window's size by ZADDs of several members.
-            let kind = rng.gen_range(0..6);
+            // Kind 6: a stream (XADD with rising IDs, now and then one too low, XDEL, XTRIM).
+            let kind = rng.gen_range(0..7);
             let mut pipeline: Vec<Vec<Vec<u8>>> = Vec::new();
+            let mut next_ms = 1 + round as u64 * 1000;
             for _ in 0..rng.gen_range(2..70) {
                 let k = if rng.gen_bool(0.92) {
                     kind
                 } else {
-                    rng.gen_range(0..7)
+                    rng.gen_range(0..8)
                 };
                 let m = format!("m{}", rng.gen_range(0..12));
                 let n = rng.gen_range(-3..8).to_string();
@@ -4537,6 +4539,21 @@ fn pipelined_writes_to_one_key_match_redis() {
                         rng.gen_range(0..4).to_string(),
                     ],
                     (5, _) => vec!["ZPOPMIN".into(), "hot".into()],
+                    (6, 0) => vec![
+                        "XDEL".into(),
+                        "hot".into(),
+                        format!("{}-0", next_ms.saturating_sub(rng.gen_range(1..5))),
+                    ],
+                    (6, 1) => vec![
+                        "XTRIM".into(),
+                        "hot".into(),
+                        "MAXLEN".into(),
+                        rng.gen_range(0..20).to_string(),
+                    ],
+                    (6, _) => {
+                        next_ms += rng.gen_range(0..3);
+                        vec!["XADD".into(), "hot".into(), format!("{next_ms}-0"), m, n]
+                    }
                     (_, 0) => vec!["DEL".into(), "hot".into()],
                     (_, _) => vec!["TYPE".into(), "hot".into()],
                 };
@@ -4551,6 +4568,7 @@ fn pipelined_writes_to_one_key_match_redis() {
                 &["LRANGE", "hot", "0", "-1"],
                 &["ZRANGE", "hot", "0", "-1", "WITHSCORES"],
                 &["GET", "hot"],
+                &["XRANGE", "hot", "-", "+"],
             ] {
                 pair.check(
                     0,
