@@ -451,9 +451,14 @@ pub(crate) async fn serve(
                     // Messages published before this input arrived go out before its replies,
                     // as Redis has them in the output buffer already (`select!` may pick the
                     // input first when both are ready).
+                    // (At most the mailbox's bound, `pubsub::QUEUE_BYTES_MAX`.)
                     while let Ok(m) = mailbox.try_recv() {
                         mailbox_bytes.fetch_sub(m.bytes(), Ordering::AcqRel);
                         message_reply(m).encode(batch.session.protocol, &mut batch.output);
+                    }
+                    if mailbox_overflowed.load(Ordering::Acquire) {
+                        tracing::warn!(%peer, "closing a subscriber that fell {} MiB behind", crate::pubsub::QUEUE_BYTES_MAX >> 20);
+                        return;
                     }
                     shared.counters.net_input_bytes.fetch_add(n as u64, Ordering::Relaxed);
                     // Input piles up only while commands cannot run (a blocked command, a full

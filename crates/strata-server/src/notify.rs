@@ -12,8 +12,9 @@
 //! command's key that does not exist). Expired keys are published as `expired` when active
 //! expiry removes them (`expire.rs`); a read that finds a key past its time does not remove
 //! it, so the event comes from the next expiry cycle (within [`crate::expire::TICK`]) rather
-//! than at that read. Evictions never happen here (keys live on disk), nor do streams exist,
-//! so `e` and `t` are accepted and never fire.
+//! than at that read; a write command that finds its key past its time reports `expired`
+//! first, as Redis's write lookup does. Evictions never happen here (keys live on disk), so
+//! `e` never fires; the JSON commands report no module (`d`) events yet.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -42,11 +43,11 @@ pub(crate) const ZSET: u32 = 1 << 7;
 pub(crate) const EXPIRED: u32 = 1 << 8;
 /// `e`: a key evicted for memory (never here).
 pub(crate) const EVICTED: u32 = 1 << 9;
-/// `t`: stream commands (no streams here).
+/// `t`: stream commands.
 pub(crate) const STREAM: u32 = 1 << 10;
 /// `m`: a read of a key that does not exist (not part of `A`).
 pub(crate) const KEY_MISS: u32 = 1 << 11;
-/// `d`: module commands: the JSON commands here, as RedisJSON reports them.
+/// `d`: module commands (accepted; the JSON commands do not report events yet).
 pub(crate) const MODULE: u32 = 1 << 13;
 /// `n`: a key added to a database (not part of `A`).
 pub(crate) const NEW: u32 = 1 << 14;

@@ -274,6 +274,14 @@ pub fn entries(
     if limit == 0 {
         return Ok(Vec::new());
     }
+    // The last entry (XREVRANGE + - COUNT 1, XINFO STREAM): the last ID's entry, unless it
+    // was deleted, is one read.
+    let (from, to) = range;
+    if rev && limit == 1 && meta.length > 0 && from <= meta.last_id && meta.last_id <= to {
+        if let Some(v) = b.get(&entry_key(db, name, meta.version, meta.last_id))? {
+            return Ok(vec![(meta.last_id, v)]);
+        }
+    }
     visit_entries(b, db, name, meta, range, &mut |id, v| {
         if rev && out.len() == limit {
             out.pop_front();
@@ -460,14 +468,32 @@ pub fn pending(
     name: &[u8],
     meta: &StreamMeta,
     group: &[u8],
-    (from, to): (StreamId, StreamId),
+    range: (StreamId, StreamId),
 ) -> Result<Vec<(StreamId, Nack)>> {
-    let prefix = group_part(db, name, meta.version, PEL_TAG, group);
     let mut out = Vec::new();
-    let mut damage = None;
+    visit_pending(b, db, name, meta, group, range, &mut |id, nack| {
+        out.push((id, nack));
+        true
+    })?;
+    Ok(out)
+}
+
+/// Visits `group`'s pending entries with IDs in `from..=to`, in ID order, until `visit`
+/// returns false (the scan stops there).
+pub fn visit_pending(
+    b: &dyn KvBackend,
+    db: DbIndex,
+    name: &[u8],
+    meta: &StreamMeta,
+    group: &[u8],
+    (from, to): (StreamId, StreamId),
+    visit: &mut dyn FnMut(StreamId, Nack) -> bool,
+) -> Result<()> {
     if from > to {
-        return Ok(out);
+        return Ok(());
     }
+    let prefix = group_part(db, name, meta.version, PEL_TAG, group);
+    let mut damage = None;
     let mut lo = prefix.clone();
     lo.extend_from_slice(&from.key_bytes());
     let mut hi = prefix.clone();
@@ -480,10 +506,7 @@ pub fn pending(
         &mut |k, v| {
             let id = k.get(n..).and_then(StreamId::from_key_bytes);
             match (id, Nack::decode(v)) {
-                (Some(id), Ok(nack)) => {
-                    out.push((id, nack));
-                    true
-                }
+                (Some(id), Ok(nack)) => visit(id, nack),
                 (_, Err(e)) => {
                     damage = Some(e);
                     false
@@ -492,7 +515,7 @@ pub fn pending(
             }
         },
     )?;
-    damage.map_or(Ok(out), Err)
+    damage.map_or(Ok(()), Err)
 }
 
 /// `group`'s consumers in name order, with when each was last seen (unix ms).

@@ -696,6 +696,10 @@ fn migrate(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             super::keys::ops_removing(ctx, db, key, &mut ops)?;
         }
         super::keys::write_ops(ctx, ops)?;
+        // The moved keys are deleted here, as Redis reports them.
+        for key in &moved {
+            ctx.notify(crate::notify::GENERIC, "del", key);
+        }
     }
     match failure {
         Some(e) => Err(e),

@@ -93,10 +93,11 @@ impl<'a> Ctx<'a> {
 
     /// [`Ctx::notify`] for a key of logical database `db` (MOVE, COPY ... DB).
     pub fn notify_in(&mut self, class: u32, name: &'static str, db: DbIndex, key: &Bytes) {
-        // Every change of a key reports an event: the clients blocked on the key look again
-        // (a stream deleted or replaced answers its blocked group readers, as in Redis).
+        // A key removed or replaced (every way reports one of these events): the clients
+        // blocked on it look again (a stream that went answers its blocked group readers, as
+        // in Redis). Pushes wake their waiters themselves (`Shared::note_key_push`).
         let waiters = &self.shared.list_waiters;
-        if waiters.any_waiting() {
+        if waiters.any_waiting() && KEY_REPLACED_EVENTS.contains(&name) {
             waiters.note_key_if_waited(db, key);
         }
         // With `new` events wanted every event is kept until the command ends: it tells the
@@ -112,6 +113,30 @@ impl<'a> Ctx<'a> {
         }
     }
 }
+
+/// Events that say a key was removed or replaced by another value (of any kind).
+const KEY_REPLACED_EVENTS: &[&str] = &[
+    "del",
+    "expired",
+    "set",
+    "rename_from",
+    "rename_to",
+    "move_from",
+    "move_to",
+    "copy_to",
+    "restore",
+    "sortstore",
+    "sunionstore",
+    "sinterstore",
+    "sdiffstore",
+    "zunionstore",
+    "zinterstore",
+    "zdiffstore",
+    "zrangestore",
+    "georadiusstore",
+    "geosearchstore",
+    "xgroup-destroy",
+];
 
 /// A command implementation. `args[0]` is the command name as sent. The dispatcher has checked
 /// the spec's arity before calling, so a handler may index the arguments the arity guarantees.
@@ -473,7 +498,7 @@ fn run_watched(ctx: &mut Ctx<'_>, spec: &'static Spec, args: &[Bytes]) -> Result
         watchers.feed(ctx.session.db, source, args);
     }
     let events_before = ctx.session.events.len();
-    let absent_before = absent_keys_for_new(ctx, spec, args)?;
+    let absent_before = keys_before_write(ctx, spec, args)?;
     let started = std::time::Instant::now();
     let result = (spec.handler)(ctx, args);
     ctx.session.handler_ran = true;
@@ -483,7 +508,7 @@ fn run_watched(ctx: &mut Ctx<'_>, spec: &'static Spec, args: &[Bytes]) -> Result
         ctx.session.events.truncate(events_before);
         return result;
     }
-    note_dispatcher_events(ctx, spec, args, events_before, absent_before)?;
+    note_dispatcher_events(ctx, spec, args, events_before, absent_before);
     if !ctx.session.in_exec && !ctx.session.in_script {
         // EXEC and scripts publish their commands' events once their batch is committed.
         publish_events(ctx);
@@ -541,18 +566,34 @@ const NO_DISPATCHER_EVENTS: &[&str] = &[
     "migrate",
 ];
 
-/// When `new` events are wanted and `spec` writes: the command's keys that do not exist now.
-fn absent_keys_for_new(ctx: &Ctx<'_>, spec: &'static Spec, args: &[Bytes]) -> Result<Vec<Bytes>> {
-    if !ctx.shared.notify.wants(crate::notify::NEW)
+/// Before a write command runs, when `new` or `expired` events are wanted: reports `expired`
+/// for each of its keys stored past its time (Redis's write lookup removes such a key and
+/// reports it before the command's own events; here the command replaces it, and active
+/// expiry, which would have reported it, then finds it gone or alive), and returns the keys
+/// that do not exist now (for `new`).
+fn keys_before_write(ctx: &mut Ctx<'_>, spec: &'static Spec, args: &[Bytes]) -> Result<Vec<Bytes>> {
+    use crate::notify::{EXPIRED, NEW};
+    let notify = &ctx.shared.notify;
+    let (new, expired) = (notify.wants(NEW), notify.wants(EXPIRED));
+    if !(new || expired)
         || !spec.flags.contains(&"write")
         || NO_DISPATCHER_EVENTS.contains(&spec.name)
     {
         return Ok(Vec::new());
     }
     let mut absent = Vec::new();
+    let now = crate::keyspace::now_ms();
     for key in cluster::command_keys(spec, args) {
-        if !key_exists(ctx, key)? {
-            absent.push(Bytes::copy_from_slice(key));
+        if key_exists(ctx, key)? {
+            continue;
+        }
+        let key = Bytes::copy_from_slice(key);
+        let dbi = ctx.dbi();
+        if expired && transactions::stored_but_expired(ctx, dbi, &key, now)? {
+            ctx.notify(EXPIRED, "expired", &key);
+        }
+        if new {
+            absent.push(key);
         }
     }
     Ok(absent)
@@ -565,7 +606,9 @@ fn key_exists(ctx: &Ctx<'_>, key: &[u8]) -> Result<bool> {
 
 /// The events Redis raises below its commands: `new` for a key a write added (placed before
 /// the first event the command reported on that key, where Redis's `dbAdd` raises it), and
-/// `keymiss` for each key a read command looked up and did not find.
+/// `keymiss` for each key a read command looked up and did not find (a failed look, a read
+/// that would wait on the network thread say, adds none rather than failing a command that
+/// already ran).
 ///
 /// A key that did not exist before the command is new when the command reported a change of
 /// it (every way Redis adds a key reports one; a key set with a time already past counts,
@@ -576,8 +619,8 @@ fn note_dispatcher_events(
     args: &[Bytes],
     events_before: usize,
     absent_before: Vec<Bytes>,
-) -> Result<()> {
-    use crate::notify::{Event, KEY_MISS, NEW};
+) {
+    use crate::notify::{Event, EXPIRED, KEY_MISS, NEW};
     let db = ctx.session.db;
     for key in absent_before {
         let reported = &ctx.session.events[events_before..];
@@ -587,10 +630,13 @@ fn note_dispatcher_events(
         {
             continue;
         }
-        let Some(first_change) = reported
-            .iter()
-            .position(|e| e.db == db && e.key == key && e.class != KEY_MISS && e.name != "del")
-        else {
+        let Some(first_change) = reported.iter().position(|e| {
+            e.db == db
+                && e.key == key
+                && e.class != KEY_MISS
+                && e.class != EXPIRED
+                && e.name != "del"
+        }) else {
             continue;
         };
         let at = events_before + first_change;
@@ -607,12 +653,11 @@ fn note_dispatcher_events(
         && !NO_DISPATCHER_EVENTS.contains(&spec.name)
     {
         for key in cluster::command_keys(spec, args) {
-            if !key_exists(ctx, key)? {
+            if matches!(key_exists(ctx, key), Ok(false)) {
                 ctx.notify(KEY_MISS, "keymiss", &Bytes::copy_from_slice(key));
             }
         }
     }
-    Ok(())
 }
 
 /// Publishes the session's waiting events (`notify.rs`).

@@ -1,8 +1,11 @@
-//! Stream commands (XADD, XRANGE, XREVRANGE, XLEN, XDEL, XTRIM, XREAD [BLOCK], XSETID, XINFO
-//! STREAM) with redis-server 7.0's replies and errors, on the layout of `stream.rs`. Every
-//! write is one atomic update of the stream's partition (the record and its entries). XREAD
-//! BLOCK waits as BLPOP does (`lists::block_or_time_out`); XADD wakes it. Consumer groups
-//! (XGROUP, XREADGROUP, XACK, XPENDING, XCLAIM) are not offered yet.
+//! Stream commands (XADD, XRANGE, XREVRANGE, XLEN, XDEL, XTRIM, XREAD [BLOCK], XSETID, XINFO,
+//! the consumer groups below) with redis-server 7.0's replies and errors, on the layout of
+//! `stream.rs`. Every write is one atomic update of the stream's partition (the record and its entries). XREAD
+//! BLOCK waits as BLPOP does (`lists::block_or_time_out`); XADD wakes it. Consumer groups:
+//! XGROUP, XREADGROUP, XACK, XPENDING, XCLAIM, XAUTOCLAIM, XINFO GROUPS/CONSUMERS (their
+//! records are engine keys of the stream, `stream.rs`). Blocked XREADGROUP readers of one
+//! group all look when an entry arrives and the first to run takes it (Redis serves the one
+//! that blocked first).
 //!
 //! Trimming with `~` trims exactly (Redis trims whole nodes of its radix tree only, so it may
 //! keep more); XINFO STREAM's `radix-tree-keys` and `radix-tree-nodes` describe Redis's
@@ -338,7 +341,7 @@ fn trim(
             next_first = Some(id);
         }
     }
-    meta.length -= removed;
+    meta.length = meta.length.saturating_sub(removed);
     meta.first_id = next_first.unwrap_or(StreamId::MIN);
     if meta.length == 0 {
         meta.first_id = StreamId::MIN;
@@ -532,7 +535,7 @@ fn xdel(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         if gone.is_empty() {
             return Ok(Change::none(0));
         }
-        meta.length -= gone.len() as u64;
+        meta.length = meta.length.saturating_sub(gone.len() as u64);
         if meta.length == 0 {
             meta.first_id = StreamId::MIN;
         } else if first_gone {
@@ -937,10 +940,10 @@ fn entries_before(m: &StreamMeta, id: StreamId) -> Option<u64> {
     }
     if m.max_deleted_id == StreamId::MIN || m.max_deleted_id < m.first_id {
         if id < m.first_id {
-            return Some(m.entries_added - m.length);
+            return Some(m.entries_added.saturating_sub(m.length));
         }
         if id == m.first_id {
-            return Some(m.entries_added - m.length + 1);
+            return Some(m.entries_added.saturating_sub(m.length) + 1);
         }
     }
     None
@@ -1195,12 +1198,27 @@ fn xgroup(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let db = ctx.dbi();
     let versions = &ctx.shared.versions;
     let (reply, event) = modify(ctx, key, |current| {
+        // The checks above again, under the update: a DEL or an expiry in between must not
+        // let a subcommand recreate the stream or its group.
         let (meta, created) = match current {
             Some(f) => (f.meta, false),
-            None => (StreamMeta::new(versions.next()), true),
+            None if sub == "create" && mkstream => (StreamMeta::new(versions.next()), true),
+            None => {
+                return Err(Error::command(
+                    "The XGROUP subcommand requires the key to exist. Note that for CREATE you may want to use the MKSTREAM option to create an empty stream automatically.",
+                ))
+            }
         };
         let gkey = group_key(db, key, meta.version, group);
         let existing = group_of(ctx, key, &meta, group)?;
+        if existing.is_none() && matches!(sub.as_str(), "setid" | "createconsumer" | "delconsumer")
+        {
+            return Err(Error::Coded(format!(
+                "NOGROUP No such consumer group '{}' for key name '{}'",
+                String::from_utf8_lossy(group),
+                String::from_utf8_lossy(key)
+            )));
+        }
         let id_of = |arg: &Bytes, strict: bool| -> Result<StreamId> {
             if arg.as_ref() == b"$" {
                 Ok(meta.last_id)
@@ -1420,23 +1438,21 @@ fn xpending(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     }
     let now = now_ms();
     let mut out = Vec::new();
-    for (id, nack) in pending(ctx.db(), db, key, &f.meta, group, range)? {
-        if out.len() >= count {
-            break;
-        }
-        if consumer.is_some_and(|c| *c != nack.consumer) {
-            continue;
-        }
-        let idle = now.saturating_sub(nack.delivery_ms);
-        if min_idle != 0 && (idle as i64) < min_idle {
-            continue;
-        }
-        out.push(Reply::Array(vec![
-            Reply::Bulk(id.to_bytes()),
-            Reply::Bulk(nack.consumer),
-            Reply::Int(i64::try_from(idle).unwrap_or(i64::MAX)),
-            Reply::Int(i64::try_from(nack.deliveries).unwrap_or(i64::MAX)),
-        ]));
+    if count > 0 {
+        crate::stream::visit_pending(ctx.db(), db, key, &f.meta, group, range, &mut |id, nack| {
+            let idle = now.saturating_sub(nack.delivery_ms);
+            let wanted = consumer.is_none_or(|c| *c == nack.consumer)
+                && (min_idle == 0 || (idle as i64) >= min_idle);
+            if wanted {
+                out.push(Reply::Array(vec![
+                    Reply::Bulk(id.to_bytes()),
+                    Reply::Bulk(nack.consumer),
+                    Reply::Int(i64::try_from(idle).unwrap_or(i64::MAX)),
+                    Reply::Int(i64::try_from(nack.deliveries).unwrap_or(i64::MAX)),
+                ]));
+            }
+            out.len() < count
+        })?;
     }
     Ok(Reply::Array(out))
 }
@@ -1634,7 +1650,22 @@ fn xautoclaim(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         };
         let meta = f.meta;
         let now = now_ms();
-        let all = pending(ctx.db(), db, key, &meta, group, (start, StreamId::MAX))?;
+        // What the attempts may look at, and one more for the cursor.
+        let wanted =
+            usize::try_from(count.saturating_mul(10).saturating_add(1)).unwrap_or(usize::MAX);
+        let mut all = Vec::new();
+        crate::stream::visit_pending(
+            ctx.db(),
+            db,
+            key,
+            &meta,
+            group,
+            (start, StreamId::MAX),
+            &mut |id, nack| {
+                all.push((id, nack));
+                all.len() < wanted
+            },
+        )?;
         let ckey = consumer_key(db, key, meta.version, group, consumer);
         let mut consumer_known = None;
         let mut ops = Vec::new();

@@ -624,7 +624,17 @@ pub(crate) fn set_run(ctx: &Ctx<'_>, run: &[Vec<Bytes>]) -> Reply {
         .total_commands
         .fetch_add(run.len() as u64, std::sync::atomic::Ordering::Relaxed);
     match write_pairs(ctx, &pairs) {
-        Ok(()) => Reply::ok(),
+        Ok(()) => {
+            // A merged run reports no events (it runs only while none are wanted), so it
+            // wakes the clients blocked on keys it overwrote itself (`Ctx::notify_in`).
+            let waiters = &ctx.shared.list_waiters;
+            if waiters.any_waiting() {
+                for (k, _) in &pairs {
+                    waiters.note_key_if_waited(ctx.session.db, k);
+                }
+            }
+            Reply::ok()
+        }
         Err(e) => Reply::from(e),
     }
 }

@@ -56,7 +56,7 @@ fn engine_keys(db: DbIndex, key: &[u8]) -> Vec<Vec<u8>> {
 }
 
 /// Whether `key` is stored but past its expiry time (Redis's `keyIsExpired`).
-fn stored_but_expired(ctx: &Ctx<'_>, db: DbIndex, key: &[u8], now: u64) -> Result<bool> {
+pub(crate) fn stored_but_expired(ctx: &Ctx<'_>, db: DbIndex, key: &[u8], now: u64) -> Result<bool> {
     let live = keyspace::lookup(ctx.db(), db, key, now, true)?.is_some();
     if live {
         return Ok(false);

@@ -2724,6 +2724,24 @@ fn expired_events_match_redis() {
     mine.sort();
     assert_eq!(theirs.len(), 3, "redis published {theirs:?}");
     assert_eq!(theirs, mine, "expired events differ");
+    // A key written over (or deleted) after its time passed: `expired` first, whether active
+    // expiry or the write found it, then the write's own event.
+    pair.check(
+        1,
+        &words(&["CONFIG", "SET", "notify-keyspace-events", "Ex$g"]),
+        "flags",
+    );
+    for (key, then) in [
+        ("over", &["SET", "over", "w"][..]),
+        ("gone2", &["DEL", "gone2"]),
+    ] {
+        pair.check(0, &words(&["SET", key, "v", "PX", "30"]), "short-lived key");
+        events.compare("after SET PX");
+        // Just past the time: usually before either server's expiry cycle got to the key.
+        std::thread::sleep(Duration::from_millis(40));
+        pair.check(0, &words(then), "after its time");
+        events.compare(&format!("{then:?} after the key's time"));
+    }
 }
 
 #[test]
@@ -2860,9 +2878,11 @@ fn stream_blocking_reads_and_info_match_redis() {
     }
     // Blocked group readers whose stream or group goes answer so; a blocked XREAD passes
     // over its key while it holds another kind and is served once it is a stream again.
-    let gone: [&[&[&str]]; 4] = [
+    // (Two pipelined plain SETs: the connection merges them into one write.)
+    let gone: [&[&[&str]]; 5] = [
         &[&["DEL", "gs"]],
         &[&["SET", "gs", "v"]],
+        &[&["SET", "gs", "v"], &["SET", "other", "w"]],
         &[&["XGROUP", "DESTROY", "gs", "g"]],
         &[&["MULTI"], &["DEL", "gs"], &["SADD", "gs", "m"], &["EXEC"]],
     ];
@@ -2885,8 +2905,13 @@ fn stream_blocking_reads_and_info_match_redis() {
             ]));
         }
         std::thread::sleep(Duration::from_millis(100));
-        for cmd in change.iter() {
-            run(&mut pair, 0, cmd);
+        if round == 2 {
+            let pipeline: Vec<Vec<Vec<u8>>> = change.iter().map(|c| words(c)).collect();
+            pair.check_pipeline(0, &pipeline, "two merged SETs");
+        } else {
+            for cmd in change.iter() {
+                run(&mut pair, 0, cmd);
+            }
         }
         pair.compare_pending(
             1,
