@@ -498,7 +498,14 @@ fn run_watched(ctx: &mut Ctx<'_>, spec: &'static Spec, args: &[Bytes]) -> Result
         watchers.feed(ctx.session.db, source, args);
     }
     let events_before = ctx.session.events.len();
-    let absent_before = keys_before_write(ctx, spec, args)?;
+    let absent_before = match keys_before_write(ctx, spec, args) {
+        Ok(absent) => absent,
+        Err(e) => {
+            // It runs again (a read that would wait: on the blocking pool) and reports again.
+            ctx.session.events.truncate(events_before);
+            return Err(e);
+        }
+    };
     let started = std::time::Instant::now();
     let result = (spec.handler)(ctx, args);
     ctx.session.handler_ran = true;
