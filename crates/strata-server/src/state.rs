@@ -615,7 +615,7 @@ struct WaitQueues {
     next_ticket: u64,
     /// Tickets per (logical database, list name), oldest first, with the kind each waits for
     /// (a list, a sorted set: a client in BLPOP does not wait behind one in BZPOPMIN).
-    by_list: HashMap<(DbIndex, Bytes), VecDeque<(u64, KeyType)>>,
+    by_list: HashMap<(DbIndex, Bytes), VecDeque<(u64, WaitKind)>>,
     /// Per ticket: the change count its command read before it last looked, and its lists.
     tickets: HashMap<u64, (u64, Vec<(DbIndex, Bytes)>)>,
     /// The change count of the last change of each list someone waits on.
@@ -721,7 +721,7 @@ impl ListWaiters {
     pub fn enqueue(
         self: &Arc<Self>,
         lists: Vec<(DbIndex, Bytes)>,
-        kind: KeyType,
+        kind: WaitKind,
         looked_at: u64,
     ) -> WaitTicket {
         let mut q = self.queues.lock();
@@ -800,7 +800,7 @@ impl ListWaiters {
     pub fn ahead(
         &self,
         list: &(DbIndex, Bytes),
-        kind: KeyType,
+        kind: WaitKind,
         ticket: Option<&WaitTicket>,
     ) -> usize {
         let q = self.queues.lock();
@@ -866,6 +866,13 @@ impl Drop for WaitTicket {
         self.waiters.leave(self.ticket);
     }
 }
+
+/// What a blocked client waits for, which decides whom it queues behind: the kind of key (a
+/// client in BLPOP does not wait behind one in BZPOPMIN), and for a stream's consumer-group
+/// reader its group (a hash of the name; 0 for every other waiter): readers of one group take
+/// new entries in the order they blocked, as in Redis; other groups and XREAD readers take
+/// nothing from them.
+pub(crate) type WaitKind = (KeyType, u64);
 
 /// Why and until when a connection waits for a list (see `commands/lists.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -995,7 +1002,7 @@ mod tests {
         let q = || vec![(0, Bytes::from_static(b"q"))];
         let seen = w.generation();
         w.note_keys(0, [&b"q"[..]]);
-        let t = w.enqueue(q(), KeyType::List, seen);
+        let t = w.enqueue(q(), (KeyType::List, 0), seen);
         assert!(
             w.needs_look(t.id()),
             "a push between the look and the queueing"
@@ -1020,14 +1027,27 @@ mod tests {
     fn the_waiter_behind_one_that_leaves_looks_again() {
         let w = Arc::new(ListWaiters::default());
         let q = || vec![(0, Bytes::from_static(b"q"))];
-        let first = w.enqueue(q(), KeyType::List, w.generation());
-        let second = w.enqueue(q(), KeyType::List, w.generation());
-        assert_eq!(w.ahead(&q()[0], KeyType::List, Some(&second)), 1);
-        assert_eq!(w.ahead(&q()[0], KeyType::Zset, Some(&second)), 0);
+        let first = w.enqueue(q(), (KeyType::List, 0), w.generation());
+        let second = w.enqueue(q(), (KeyType::List, 0), w.generation());
+        assert_eq!(w.ahead(&q()[0], (KeyType::List, 0), Some(&second)), 1);
+        assert_eq!(w.ahead(&q()[0], (KeyType::Zset, 0), Some(&second)), 0);
         assert!(!w.needs_look(second.id()));
         drop(first);
         assert!(w.needs_look(second.id()));
-        assert_eq!(w.ahead(&q()[0], KeyType::List, Some(&second)), 0);
+        assert_eq!(w.ahead(&q()[0], (KeyType::List, 0), Some(&second)), 0);
+    }
+
+    /// Stream group readers queue behind readers of their own group only.
+    #[test]
+    fn group_readers_queue_behind_their_own_group() {
+        let w = Arc::new(ListWaiters::default());
+        let q = || vec![(0, Bytes::from_static(b"s"))];
+        let xread = w.enqueue(q(), (KeyType::Stream, 0), w.generation());
+        let reader = w.enqueue(q(), (KeyType::Stream, 7), w.generation());
+        assert_eq!(w.ahead(&q()[0], (KeyType::Stream, 7), Some(&reader)), 0);
+        assert_eq!(w.ahead(&q()[0], (KeyType::Stream, 8), None), 0);
+        assert_eq!(w.ahead(&q()[0], (KeyType::Stream, 7), None), 1);
+        drop((xread, reader));
     }
 
     #[test]

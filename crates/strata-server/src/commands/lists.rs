@@ -801,7 +801,7 @@ pub(super) fn block_or_time_out(
             let lists = lists.iter().map(|k| (db, k.clone())).collect();
             ctx.session.wait_ticket = Some(ctx.shared.list_waiters.enqueue(
                 lists,
-                look.kind,
+                (look.kind, look.group),
                 seen_pushes,
             ));
         }
@@ -822,7 +822,7 @@ pub(super) fn my_turn(ctx: &Ctx<'_>, list: &Bytes, look: &Look) -> bool {
     ctx.locking == super::Locking::Held
         || ctx.shared.list_waiters.ahead(
             &(ctx.session.db, list.clone()),
-            look.kind,
+            (look.kind, look.group),
             ctx.session.wait_ticket.as_ref(),
         ) == 0
 }
@@ -846,6 +846,8 @@ pub(super) struct Look {
     pub again: bool,
     /// What it takes from: lists or sorted sets.
     pub kind: KeyType,
+    /// A stream consumer-group reader's group (`state::WaitKind`); 0 for the others.
+    pub group: u64,
 }
 
 /// Starts a blocking command's look at its keys of `kind` (`timeout`: its timeout argument).
@@ -859,6 +861,7 @@ pub(super) fn look(ctx: &mut Ctx<'_>, timeout: &[u8], kind: KeyType) -> Result<L
         seen,
         again,
         kind,
+        group: 0,
     })
 }
 

@@ -4,8 +4,7 @@
 //! BLOCK waits as BLPOP does (`lists::block_or_time_out`); XADD wakes it. Consumer groups:
 //! XGROUP, XREADGROUP, XACK, XPENDING, XCLAIM, XAUTOCLAIM, XINFO GROUPS/CONSUMERS (their
 //! records are engine keys of the stream, `stream.rs`). Blocked XREADGROUP readers of one
-//! group all look when an entry arrives and the first to run takes it (Redis serves the one
-//! that blocked first).
+//! group take new entries in the order they blocked, as in Redis (`state::WaitKind`).
 //!
 //! Trimming with `~` trims exactly (Redis trims whole nodes of its radix tree only, so it may
 //! keep more); XINFO STREAM's `radix-tree-keys` and `radix-tree-nodes` describe Redis's
@@ -836,6 +835,8 @@ fn read_streams(ctx: &mut Ctx<'_>, args: &[Bytes], xreadgroup: bool) -> Result<R
         seen: ctx.shared.list_waiters.generation(),
         again,
         kind: KeyType::Stream,
+        // Readers of one group queue behind each other (XREAD readers consume nothing).
+        group: group.map_or(0, |(g, _)| xxhash_rust::xxh3::xxh3_64(g).max(1)),
     };
     // Redis serves a reader it blocked at most 1000 entries per stream unless COUNT says.
     let limit = match count {
@@ -867,6 +868,14 @@ fn read_streams(ctx: &mut Ctx<'_>, args: &[Bytes], xreadgroup: bool) -> Result<R
                     .transpose()?
             }
             Some((g, consumer)) => {
+                // New entries go to the group's blocking readers in the order they blocked (a
+                // read without BLOCK takes what is there).
+                if block.is_some()
+                    && matches!(read, GroupRead::New)
+                    && !super::lists::my_turn(ctx, key, &look)
+                {
+                    continue;
+                }
                 let limit = if count == 0 && matches!(read, GroupRead::History(_)) {
                     usize::MAX
                 } else {

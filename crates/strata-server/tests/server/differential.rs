@@ -2876,6 +2876,59 @@ fn stream_blocking_reads_and_info_match_redis() {
     ] {
         run(&mut pair, 0, cmd);
     }
+    // Two readers of one group blocked in turn: the first takes the first new entry, the
+    // second the next (Redis serves a group's blocked readers in the order they blocked).
+    let mut third = [
+        Raw::connect(pair._redis.addr),
+        Raw::connect(pair._ours.addr),
+    ];
+    run(&mut pair, 0, &["DEL", "fifo"]);
+    run(
+        &mut pair,
+        0,
+        &["XGROUP", "CREATE", "fifo", "g", "$", "MKSTREAM"],
+    );
+    for side in 0..2 {
+        pair.conns[side][1].send(&words(&[
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            "first",
+            "COUNT",
+            "1",
+            "BLOCK",
+            "0",
+            "STREAMS",
+            "fifo",
+            ">",
+        ]));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    for c in &mut third {
+        c.send(&words(&[
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            "second",
+            "COUNT",
+            "1",
+            "BLOCK",
+            "0",
+            "STREAMS",
+            "fifo",
+            ">",
+        ]));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    run(&mut pair, 0, &["XADD", "fifo", "1-1", "n", "1"]);
+    pair.compare_pending(1, 1, false, "the first blocked group reader");
+    run(&mut pair, 0, &["XADD", "fifo", "2-1", "n", "2"]);
+    let replies: Vec<Vec<u8>> = third.iter_mut().map(|c| c.reply()).collect();
+    assert_eq!(
+        show(&replies[0]),
+        show(&replies[1]),
+        "the second blocked group reader"
+    );
     // Blocked group readers whose stream or group goes answer so; a blocked XREAD passes
     // over its key while it holds another kind and is served once it is a stream again.
     // (Two pipelined plain SETs: the connection merges them into one write.)
