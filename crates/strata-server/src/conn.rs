@@ -565,6 +565,7 @@ impl Batch {
                 session.in_held_run = false;
                 session.pop_window = None;
                 drop(guard);
+                let committed = outcome.is_ok();
                 match outcome {
                     Ok(true) => {}
                     Ok(false) => hold_runs = false,
@@ -577,6 +578,12 @@ impl Batch {
                             *r = failed.clone();
                         }
                     }
+                }
+                // The run's keyspace events, once its writes are committed (none otherwise).
+                if committed {
+                    crate::commands::publish_session_events(shared, &mut self.session);
+                } else {
+                    self.session.events.clear();
                 }
                 for args in commands[replies.len()..].iter().rev() {
                     self.queue.push_front(args.clone());

@@ -516,8 +516,9 @@ fn run_watched(ctx: &mut Ctx<'_>, spec: &'static Spec, args: &[Bytes]) -> Result
         return result;
     }
     note_dispatcher_events(ctx, spec, args, events_before, absent_before);
-    if !ctx.session.in_exec && !ctx.session.in_script {
-        // EXEC and scripts publish their commands' events once their batch is committed.
+    if !ctx.session.in_exec && !ctx.session.in_script && !ctx.session.in_held_run {
+        // EXEC, scripts and held runs (`conn.rs`) publish their commands' events once their
+        // writes are committed.
         publish_events(ctx);
     }
     if matches!(&result, Err(Error::UnknownSubcommand { .. }))
@@ -669,11 +670,16 @@ fn note_dispatcher_events(
 
 /// Publishes the session's waiting events (`notify.rs`).
 pub(crate) fn publish_events(ctx: &mut Ctx<'_>) {
-    if ctx.session.events.is_empty() {
+    publish_session_events(ctx.shared, ctx.session);
+}
+
+/// [`publish_events`] of `session` outside a command (after a held run).
+pub(crate) fn publish_session_events(shared: &Shared, session: &mut Session) {
+    if session.events.is_empty() {
         return;
     }
-    for event in ctx.session.events.drain(..) {
-        ctx.shared.notify.publish(&ctx.shared.pubsub, &event);
+    for event in session.events.drain(..) {
+        shared.notify.publish(&shared.pubsub, &event);
     }
 }
 

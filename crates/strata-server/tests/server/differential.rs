@@ -2658,6 +2658,19 @@ fn keyspace_event_details_match_redis() {
     for cmd in sequence {
         run(&mut pair, &mut events, cmd);
     }
+    // A pipeline of writes to one key (a held run: published once its writes are committed).
+    let pipeline: Vec<Vec<Vec<u8>>> = [
+        &["HSET", "held", "a", "1"][..],
+        &["HINCRBY", "held", "a", "2"],
+        &["HDEL", "held", "a"],
+        &["RPUSH", "held", "x"],
+        &["LPOP", "held"],
+    ]
+    .iter()
+    .map(|c| words(c))
+    .collect();
+    pair.check_pipeline(0, &pipeline, "held run");
+    events.compare("a held run");
     // RESTORE over an existing key (REPLACE) and with a time already past.
     run(&mut pair, &mut events, &["SET", "num", "1"]);
     let dumped = pair.check(0, &words(&["DUMP", "num"]), "dump");
