@@ -316,7 +316,11 @@ fn smove(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let (new_in_dst, added) = plan(ctx, dst, KeyType::Set, false, |e| {
         e.set(member, Bytes::new())
     })?;
-    ops.extend(added);
+    // A member the destination holds already leaves it unwritten (WATCH on it stays clean,
+    // as in Redis).
+    if new_in_dst {
+        ops.extend(added);
+    }
     ctx.db().write(ops)?;
     ctx.shared.note_writes(1);
     ctx.notify(notify::SET, "srem", src);

@@ -2776,6 +2776,27 @@ fn dbsize_follows_every_way_keys_come_and_go_like_redis() {
     run_families("counting", "key counts", 41, 4, 3000, Gen::counting);
 }
 
+/// SMOVE of a member the destination already holds does not touch the destination: a WATCH
+/// on it stays clean (Redis's set.tcl "SMOVE only notify dstset when the addition is
+/// successful").
+#[test]
+fn smove_of_a_member_already_there_leaves_watch_clean_like_redis() {
+    let mut pair = Pair::start();
+    for (conn, cmd) in [
+        (0, &["SADD", "src", "a", "b"][..]),
+        (0, &["SADD", "dst", "a"]),
+        (0, &["WATCH", "dst"]),
+        (0, &["MULTI"]),
+        (0, &["SADD", "dst", "c"]),
+        (1, &["SMOVE", "src", "dst", "a"]),
+        (0, &["EXEC"]),
+        (0, &["SCARD", "dst"]),
+        (0, &["SMEMBERS", "src"]),
+    ] {
+        pair.check(conn, &words(cmd), &format!("{cmd:?}"));
+    }
+}
+
 #[test]
 fn stream_commands_match_redis() {
     run_families("streams", "streams", 131, 4, 3000, Gen::streams);
