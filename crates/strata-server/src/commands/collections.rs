@@ -224,15 +224,14 @@ fn start<'r, 'a>(
     })
 }
 
-/// Runs `f` on the collection `key` of `kind` in the selected database as one atomic
-/// read-modify-write (one `update_group` on the key's partition). WRONGTYPE when the name holds
-/// another kind or a document. `f` sees `found: None` for an absent key; if it adds elements,
-/// the key is created with a new version.
-pub(crate) fn modify<T>(
+/// One atomic read-modify-write of the Redis key `key` of the selected database (its record
+/// and elements: one `update_group` on its partition), what every collection kind's update
+/// stands on: WRONGTYPE when the name holds a document; `f` gets the group's reads and the
+/// record as stored, and returns the writes and its answer; writes count as one change.
+pub(crate) fn update_key<T>(
     ctx: &Ctx<'_>,
     key: &[u8],
-    kind: KeyType,
-    mut f: impl FnMut(&mut Edit<'_, '_>) -> Result<T>,
+    mut f: impl FnMut(&GroupRead<'_>, Option<Bytes>) -> Result<(Vec<BatchOp>, T)>,
 ) -> Result<T> {
     if json_exists(ctx, key)? {
         return Err(Error::WrongType);
@@ -241,16 +240,32 @@ pub(crate) fn modify<T>(
     let mut out = None;
     let mut wrote = false;
     ctx.db().update_group(&record_key, &mut |read| {
-        let mut edit = start(ctx, read, key, kind, read.get(&record_key)?, false)?;
-        out = Some(f(&mut edit)?);
-        let ops = edit.finish();
+        let (ops, answer) = f(read, read.get(&record_key)?)?;
         wrote = !ops.is_empty();
+        out = Some(answer);
         Ok(ops)
     })?;
     if wrote {
         ctx.shared.note_writes(1);
     }
-    out.ok_or_else(|| Error::command("internal error: the collection update did not run"))
+    out.ok_or_else(|| Error::command("internal error: the key's update did not run"))
+}
+
+/// Runs `f` on the collection `key` of `kind` in the selected database as one atomic
+/// read-modify-write ([`update_key`]). WRONGTYPE when the name holds another kind or a
+/// document. `f` sees `found: None` for an absent key; if it adds elements, the key is created
+/// with a new version.
+pub(crate) fn modify<T>(
+    ctx: &Ctx<'_>,
+    key: &[u8],
+    kind: KeyType,
+    mut f: impl FnMut(&mut Edit<'_, '_>) -> Result<T>,
+) -> Result<T> {
+    update_key(ctx, key, |read, record| {
+        let mut edit = start(ctx, read, key, kind, record, false)?;
+        let out = f(&mut edit)?;
+        Ok((edit.finish(), out))
+    })
 }
 
 /// [`modify`] for a command that holds the exec lock exclusively and writes several keys in

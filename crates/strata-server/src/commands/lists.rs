@@ -277,23 +277,11 @@ fn modify<'c, T>(
     key: &'c [u8],
     mut f: impl FnMut(&mut ListEdit<'_, '_>) -> Result<T>,
 ) -> Result<T> {
-    if json_exists(ctx, key)? {
-        return Err(Error::WrongType);
-    }
-    let record_key = string_key(ctx.dbi(), key);
-    let mut out = None;
-    let mut wrote = false;
-    ctx.db().update_group(&record_key, &mut |read| {
-        let mut edit = start(ctx, read, key, read.get(&record_key)?)?;
-        out = Some(f(&mut edit)?);
-        let ops = edit.finish();
-        wrote = !ops.is_empty();
-        Ok(ops)
-    })?;
-    if wrote {
-        ctx.shared.note_writes(1);
-    }
-    out.ok_or_else(|| Error::command("internal error: the list update did not run"))
+    super::collections::update_key(ctx, key, |read, record| {
+        let mut edit = start(ctx, read, key, record)?;
+        let out = f(&mut edit)?;
+        Ok((edit.finish(), out))
+    })
 }
 
 /// [`modify`] returning the writes instead of applying them (LMOVE: the caller holds the exec

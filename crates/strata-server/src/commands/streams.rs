@@ -127,14 +127,9 @@ fn modify<T>(
     key: &[u8],
     mut f: impl FnMut(Option<Found>) -> Result<Change<T>>,
 ) -> Result<T> {
-    if json_exists(ctx, key)? {
-        return Err(Error::WrongType);
-    }
     let record_key = string_key(ctx.dbi(), key);
-    let mut out = None;
-    let mut wrote = false;
-    ctx.db().update_group(&record_key, &mut |read| {
-        let current = found(read.get(&record_key)?)?;
+    super::collections::update_key(ctx, key, |_, record| {
+        let current = found(record)?;
         let change = f(current)?;
         let mut ops = change.ops;
         if let Some(meta) = change.meta {
@@ -149,14 +144,8 @@ fn modify<T>(
                 ),
             ));
         }
-        wrote = !ops.is_empty();
-        out = Some(change.out);
-        Ok(ops)
-    })?;
-    if wrote {
-        ctx.shared.note_writes(1);
-    }
-    out.ok_or_else(|| Error::command("internal error: the stream update did not run"))
+        Ok((ops, change.out))
+    })
 }
 
 /// An entry as Redis replies it: `[id, [field, value, ...]]`.
@@ -956,6 +945,21 @@ fn entries_before(m: &StreamMeta, id: StreamId) -> Option<u64> {
         }
     }
     None
+}
+
+/// A group's `last-delivered-id`, `entries-read` and `lag`, as XINFO shows them.
+fn group_progress(m: &StreamMeta, g: &Group) -> [(Reply, Reply); 3] {
+    let entries_read = g.entries_read.map_or(Reply::Nil, |n| {
+        Reply::Int(i64::try_from(n).unwrap_or(i64::MAX))
+    });
+    [
+        (
+            Reply::text("last-delivered-id"),
+            Reply::Bulk(g.last_id.to_bytes()),
+        ),
+        (Reply::text("entries-read"), entries_read),
+        (Reply::text("lag"), lag(m, g).map_or(Reply::Nil, Reply::Int)),
+    ]
 }
 
 /// A group's lag: entries added it has not read (Redis's `streamReplyWithCGLag`, in signed
@@ -1790,23 +1794,13 @@ fn xinfo(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             for (name, g) in &groups {
                 let consumers = crate::stream::consumers(ctx.db(), db, key, &m, name)?;
                 let pel = pending(ctx.db(), db, key, &m, name, (StreamId::MIN, StreamId::MAX))?;
-                out.push(Reply::Map(vec![
+                let mut fields = vec![
                     (Reply::text("name"), Reply::Bulk(name.clone())),
                     (Reply::text("consumers"), int(consumers.len() as u64)),
                     (Reply::text("pending"), int(pel.len() as u64)),
-                    (
-                        Reply::text("last-delivered-id"),
-                        Reply::Bulk(g.last_id.to_bytes()),
-                    ),
-                    (
-                        Reply::text("entries-read"),
-                        g.entries_read.map_or(Reply::Nil, int),
-                    ),
-                    (
-                        Reply::text("lag"),
-                        lag(&m, g).map_or(Reply::Nil, Reply::Int),
-                    ),
-                ]));
+                ];
+                fields.extend(group_progress(&m, g));
+                out.push(Reply::Map(fields));
             }
             return Ok(Reply::Array(out));
         }
@@ -1920,20 +1914,9 @@ fn xinfo(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
                         ),
                     ]));
                 }
-                detail.push(Reply::Map(vec![
-                    (Reply::text("name"), Reply::Bulk(name.clone())),
-                    (
-                        Reply::text("last-delivered-id"),
-                        Reply::Bulk(g.last_id.to_bytes()),
-                    ),
-                    (
-                        Reply::text("entries-read"),
-                        g.entries_read.map_or(Reply::Nil, int),
-                    ),
-                    (
-                        Reply::text("lag"),
-                        lag(&m, g).map_or(Reply::Nil, Reply::Int),
-                    ),
+                let mut fields = vec![(Reply::text("name"), Reply::Bulk(name.clone()))];
+                fields.extend(group_progress(&m, g));
+                fields.extend([
                     (Reply::text("pel-count"), int(pel.len() as u64)),
                     (
                         Reply::text("pending"),
@@ -1945,7 +1928,8 @@ fn xinfo(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
                         ),
                     ),
                     (Reply::text("consumers"), Reply::Array(consumers)),
-                ]));
+                ]);
+                detail.push(Reply::Map(fields));
             }
             out.push((Reply::text("groups"), Reply::Array(detail)));
         }

@@ -347,15 +347,21 @@ fn field_keys(db: &strata::Db) -> usize {
     db.scan_prefix(b"m").count()
 }
 
-#[test]
-fn deleting_a_large_hash_is_one_write_and_compaction_reclaims_its_fields() {
-    const FIELDS: usize = 100_000;
-    let dir = tempfile::tempdir().unwrap();
+/// A server on small engine buffers (4 MiB memtables and tables), so a large key's elements
+/// reach tables and compaction before the test ends.
+fn server_for_large_keys(dir: &std::path::Path) -> TestServer {
     let mut options = strata::Options::tiny();
     options.memtable_bytes_max = 4 << 20;
     options.table_bytes_target = 4 << 20;
     options.level1_bytes_target = 16 << 20;
-    let server = TestServer::start_with_options(dir.path(), ServerConfig::default(), options);
+    TestServer::start_with_options(dir, ServerConfig::default(), options)
+}
+
+#[test]
+fn deleting_a_large_hash_is_one_write_and_compaction_reclaims_its_fields() {
+    const FIELDS: usize = 100_000;
+    let dir = tempfile::tempdir().unwrap();
+    let server = server_for_large_keys(dir.path());
     let mut c = server.client();
     for chunk in 0..FIELDS / 1000 {
         let mut cmd = redis::cmd("HSET");
@@ -403,11 +409,7 @@ fn deleting_a_large_hash_is_one_write_and_compaction_reclaims_its_fields() {
 fn deleting_a_large_stream_is_one_write_and_compaction_reclaims_its_entries() {
     const ENTRIES: usize = 20_000;
     let dir = tempfile::tempdir().unwrap();
-    let mut options = strata::Options::tiny();
-    options.memtable_bytes_max = 4 << 20;
-    options.table_bytes_target = 4 << 20;
-    options.level1_bytes_target = 16 << 20;
-    let server = TestServer::start_with_options(dir.path(), ServerConfig::default(), options);
+    let server = server_for_large_keys(dir.path());
     let mut c = server.client();
     let mut pipe = redis::pipe();
     for i in 1..=ENTRIES {

@@ -532,7 +532,7 @@ fn function_libraries_survive_sigkill_and_restart() {
 }
 
 /// Streams survive SIGKILL: every acknowledged XADD, XDEL and XTRIM is there after the
-/// restart, and the stream's record (length, last ID, entries added) agrees with its entries
+/// restart, and so are a consumer group's deliveries and acknowledgements (XPENDING), and the stream's record (length, last ID, entries added) agrees with its entries
 /// (the record and the entries of one command are one atomic batch). The model is a map of
 /// the entries the commands' replies said are there.
 #[test]
@@ -575,9 +575,53 @@ fn stream_entries_survive_sigkill_with_a_record_that_matches_them() {
             model.retain(|k, _| keep.contains(k));
         }
     }
+    // A consumer group: five of the live entries delivered to "w", two acknowledged.
+    let _: () = redis::cmd("XGROUP")
+        .arg("CREATE")
+        .arg("events")
+        .arg("g")
+        .arg("0")
+        .query(&mut c)
+        .unwrap();
+    type Entries = Vec<(String, Vec<String>)>;
+    let read: Vec<(String, Entries)> = redis::cmd("XREADGROUP")
+        .arg("GROUP")
+        .arg("g")
+        .arg("w")
+        .arg("COUNT")
+        .arg(5)
+        .arg("STREAMS")
+        .arg("events")
+        .arg(">")
+        .query(&mut c)
+        .unwrap();
+    let delivered: Vec<String> = read[0].1.iter().map(|(id, _)| id.clone()).collect();
+    assert_eq!(delivered.len(), 5);
+    let acked: i64 = redis::cmd("XACK")
+        .arg("events")
+        .arg("g")
+        .arg(&delivered[0])
+        .arg(&delivered[3])
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(acked, 2);
     server.kill9();
     let server = ServerProcess::start(dir.path(), "everysec");
     let mut c = server.client();
+    let pending: (i64, String, String, Vec<(String, String)>) = redis::cmd("XPENDING")
+        .arg("events")
+        .arg("g")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(
+        pending,
+        (
+            3,
+            delivered[1].clone(),
+            delivered[4].clone(),
+            vec![("w".to_string(), "3".to_string())]
+        )
+    );
     let found: Vec<(String, Vec<String>)> = redis::cmd("XRANGE")
         .arg("events")
         .arg("-")
