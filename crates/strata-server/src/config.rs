@@ -161,6 +161,9 @@ pub struct ServerConfig {
     /// Which keyspace notifications are published (`notify-keyspace-events`, as flags of
     /// `notify.rs`; 0: none).
     pub notify_keyspace_events: u32,
+    /// Most keys CLIENT TRACKING remembers for invalidation (`tracking-table-max-keys`; 0: no
+    /// bound): past it, keys are forgotten with an invalidation.
+    pub tracking_table_max_keys: usize,
 }
 
 /// Redis's thresholds for its compact in-memory encodings (`hash-max-listpack-entries` and the
@@ -307,6 +310,7 @@ impl Default for ServerConfig {
             cluster: false,
             encodings: EncodingLimits::default(),
             notify_keyspace_events: 0,
+            tracking_table_max_keys: crate::tracking::TABLE_KEYS_MAX_DEFAULT,
         }
     }
 }
@@ -500,6 +504,13 @@ impl ServerConfig {
             "notify-keyspace-events" => {
                 self.notify_keyspace_events = crate::notify::parse_flags(value)
                     .ok_or_else(|| crate::notify::INVALID_FLAGS.to_string())?
+            }
+            "tracking-table-max-keys" => {
+                // Redis's reasons (CONFIG SET shows them).
+                let n = crate::num::parse_i64(value.as_bytes())
+                    .ok_or("argument couldn't be parsed into an integer")?;
+                self.tracking_table_max_keys = usize::try_from(n)
+                    .map_err(|_| format!("argument must be between 0 and {} inclusive", i64::MAX))?
             }
             "cluster-enabled" => {
                 self.cluster = match value.to_ascii_lowercase().as_str() {

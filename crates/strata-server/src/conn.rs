@@ -146,6 +146,7 @@ impl Drop for Registration {
             .connected_clients
             .fetch_sub(1, Ordering::Relaxed);
         lock(&self.shared.clients).remove(&self.id);
+        self.shared.watches.tracking.disconnect(self.id);
     }
 }
 
@@ -220,6 +221,10 @@ pub(crate) async fn serve(
     let Some(mut mailbox) = batch.session.mailbox.take() else {
         return;
     };
+    shared
+        .watches
+        .tracking
+        .connect(id, batch.session.subs.mailbox());
     let mailbox_bytes = batch.session.mailbox_bytes.clone();
     let mailbox_overflowed = batch.session.mailbox_overflowed.clone();
     let mut list_pushes = shared.list_waiters.changes.subscribe();
@@ -325,6 +330,9 @@ pub(crate) async fn serve(
             }
             shared.list_waiters.settled().await;
         }
+        // CLIENT TRACKING BCAST: the keys this batch changed go to their listeners now (Redis
+        // sends them before its event loop sleeps).
+        shared.watches.tracking.broadcast();
         let closing = batch.session.after_reply != AfterReply::Continue;
         if let (Some(e), true, false) = (&protocol_error, batch.queue.is_empty(), closing) {
             shared
@@ -434,7 +442,7 @@ pub(crate) async fn serve(
                 let mut next = m;
                 while let Some(m) = next {
                     mailbox_bytes.fetch_sub(m.bytes(), Ordering::AcqRel);
-                    message_reply(m).encode(batch.session.protocol, &mut batch.output);
+                    encode_message(m, &batch.session, &mut batch.output);
                     if batch.output.len() >= OUT_BYTES_SOFT_MAX {
                         break;
                     }
@@ -454,7 +462,7 @@ pub(crate) async fn serve(
                     // (At most the mailbox's bound, `pubsub::QUEUE_BYTES_MAX`.)
                     while let Ok(m) = mailbox.try_recv() {
                         mailbox_bytes.fetch_sub(m.bytes(), Ordering::AcqRel);
-                        message_reply(m).encode(batch.session.protocol, &mut batch.output);
+                        encode_message(m, &batch.session, &mut batch.output);
                     }
                     if mailbox_overflowed.load(Ordering::Acquire) {
                         tracing::warn!(%peer, "closing a subscriber that fell {} MiB behind", crate::pubsub::QUEUE_BYTES_MAX >> 20);
@@ -803,8 +811,10 @@ impl Batch {
         // MONITOR shows every command on its own, as it runs: no merging while anyone watches.
         // Nor while keyspace notifications of SETs (or of new keys) are published: each SET
         // reports its own through the dispatcher.
+        // A tracking client's own invalidations follow each SET's reply: no merging either.
         if !self.session.plain_sets_run_now()
             || self.session.asking
+            || self.session.tracking.is_some()
             || shared.watchers.monitored()
             || shared
                 .notify
@@ -852,6 +862,17 @@ fn is_pop(args: &[Bytes]) -> bool {
         .is_some_and(|c| c.eq_ignore_ascii_case(b"spop") || c.eq_ignore_ascii_case(b"zpopmin"))
 }
 
+/// Writes a mailbox message as `session` receives it now (its protocol, and for a tracking
+/// message in RESP2 whether it is subscribed: otherwise nothing is written).
+fn encode_message(m: crate::pubsub::Message, session: &Session, out: &mut BytesMut) {
+    match m {
+        crate::pubsub::Message::Tracking { push, redirected } => {
+            push.encode(session.protocol, redirected, session.subs.count() > 0, out);
+        }
+        m => message_reply(m).encode(session.protocol, out),
+    }
+}
+
 /// A published message as the push a subscriber receives; a MONITOR line as the status reply
 /// Redis sends (in both protocols).
 fn message_reply(m: crate::pubsub::Message) -> Reply {
@@ -878,6 +899,8 @@ fn message_reply(m: crate::pubsub::Message) -> Reply {
         crate::pubsub::Message::Monitor(line) => Reply::Simple(std::borrow::Cow::Owned(
             String::from_utf8_lossy(&line).into_owned(),
         )),
+        // Written by `encode_message`, which knows the session.
+        crate::pubsub::Message::Tracking { .. } => Reply::Several(Vec::new()),
     }
 }
 

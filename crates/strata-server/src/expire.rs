@@ -35,6 +35,14 @@ impl Budget {
 
 /// One tick over every database; returns how many keys were removed.
 pub(crate) fn cycle(shared: &Shared) -> Result<usize> {
+    let removed = sweep_all(shared);
+    // Keys this cycle removed, for CLIENT TRACKING BCAST clients (no connection's batch
+    // ends after them to send them).
+    shared.watches.tracking.broadcast();
+    removed
+}
+
+fn sweep_all(shared: &Shared) -> Result<usize> {
     let mut budget = Budget {
         keys_left: KEYS_PER_TICK_MAX,
         deadline: Instant::now() + TICK_BUDGET,

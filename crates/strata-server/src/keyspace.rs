@@ -602,6 +602,18 @@ fn doc_key_in(db: DbIndex, docstore_key: Vec<u8>) -> Vec<u8> {
     k
 }
 
+/// The Redis key (in whichever database) an engine key belongs to: a record's, a document's,
+/// a document's expiry time's, or a collection element's; `None` for internal keys.
+pub fn redis_name(engine_key: &[u8]) -> Option<Vec<u8>> {
+    match engine_key {
+        [KEY_PREFIX, _db, name @ ..] => Some(name.to_vec()),
+        [a, b, _db, name @ ..] if [*a, *b] == DOC_TTL_PREFIX => Some(name.to_vec()),
+        [a, b, ..] if [*a, *b] == DOC_KEY_PREFIX => Space::Docs.user_key(0, engine_key),
+        [a, b, db, ..] if [*a, *b] == DOC_DB_PREFIX => Space::Docs.user_key(*db, engine_key),
+        _ => crate::collection::parse_element_key(engine_key).map(|e| e.name.to_vec()),
+    }
+}
+
 /// The engine key of a Redis string.
 pub fn string_key(db: DbIndex, user_key: &[u8]) -> Vec<u8> {
     let mut k = Vec::with_capacity(user_key.len() + 2);

@@ -36,6 +36,7 @@ mod server;
 mod state;
 mod stream;
 mod text;
+mod tracking;
 mod txn;
 mod watchers;
 

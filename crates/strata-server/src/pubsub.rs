@@ -29,6 +29,12 @@ pub(crate) enum Message {
         payload: Bytes,
     },
     Monitor(Bytes),
+    /// A client-side caching message (`tracking.rs`); `redirected`: for another connection's
+    /// tracking (CLIENT TRACKING ... REDIRECT).
+    Tracking {
+        push: crate::tracking::Push,
+        redirected: bool,
+    },
 }
 
 /// What a queued message costs beyond its bytes: its queue slot, the handles to its bytes and
@@ -46,6 +52,7 @@ impl Message {
                     payload,
                 } => channel.len() + payload.len() + pattern.as_ref().map_or(0, Bytes::len),
                 Message::Monitor(line) => line.len(),
+                Message::Tracking { push, .. } => push.bytes(),
             }
     }
 }

@@ -275,6 +275,9 @@ impl Shared {
         crate::keyspace::prepare(backend.as_ref())?;
         let db_map = crate::keyspace::read_db_map(backend.as_ref())?;
         let watches = Arc::new(Watches::default());
+        watches
+            .tracking
+            .set_table_keys_max(config.tracking_table_max_keys);
         let expiry_due = Arc::new(ExpiryDue::default());
         let backend: Arc<dyn KvBackend + Send + Sync> = Arc::new(Watching {
             inner: backend,
@@ -576,6 +579,13 @@ pub(crate) struct Session {
     /// A blocked XREAD's IDs as its first look resolved them (`$`: the stream's last ID then),
     /// for its looks again.
     pub stream_from: Option<Vec<crate::stream::StreamId>>,
+    /// CLIENT TRACKING's options while on (a copy of what `tracking::Tracking` keeps, read by
+    /// the dispatcher after each read-only command).
+    pub tracking: Option<crate::tracking::Mode>,
+    /// CLIENT CACHING was given for the next command (or transaction).
+    pub caching: bool,
+    /// Invalidations this connection's last command made for itself, written after its reply.
+    pub own_pushes: Vec<crate::tracking::Push>,
 }
 
 /// Connections blocked on lists, queued per list in the order they blocked. Redis serves the
@@ -937,6 +947,11 @@ impl Session {
         if !silent || push {
             reply.encode(self.protocol, out);
         }
+        // Invalidations of keys the command itself changed follow its reply (Redis's pending
+        // keys, `tracking.rs`); pushes are sent whatever CLIENT REPLY says.
+        for p in self.own_pushes.drain(..) {
+            p.encode(self.protocol, false, self.subs.count() > 0, out);
+        }
         self.replies = match self.replies {
             ReplyMode::SkipNext => ReplyMode::SkipThis,
             ReplyMode::SkipThis => ReplyMode::On,
@@ -985,6 +1000,9 @@ impl Session {
             replies: ReplyMode::On,
             events: Vec::new(),
             stream_from: None,
+            tracking: None,
+            caching: false,
+            own_pushes: Vec::new(),
         }
     }
 }

@@ -247,17 +247,28 @@ pub(crate) struct Watches {
     /// Registered (key, flag) pairs: zero means writes need not look.
     entries: AtomicUsize,
     by_key: Mutex<HashMap<Vec<u8>, Vec<WatchEntry>>>,
+    /// Clients caching keys (CLIENT TRACKING), told of the same changes by name.
+    pub tracking: crate::tracking::Tracking,
 }
 
 impl Watches {
-    /// Marks every flag watching the engine keys changed.
+    /// Whether a write must report its changes (someone WATCHes or tracks keys).
+    fn any(&self) -> bool {
+        self.entries.load(Ordering::Acquire) != 0 || self.tracking.active()
+    }
+
+    /// Marks every flag watching the engine keys changed, and tells tracking clients the
+    /// Redis keys they stand for.
     pub fn touch<'k>(&self, changes: impl IntoIterator<Item = (&'k [u8], Change)>) {
-        if self.entries.load(Ordering::Acquire) == 0 {
+        let watching = self.entries.load(Ordering::Acquire) != 0;
+        let tracking = self.tracking.active();
+        if !watching && !tracking {
             return;
         }
-        let by_key = lock(&self.by_key);
+        let by_key = watching.then(|| lock(&self.by_key));
+        let mut names = Vec::new();
         for (k, change) in changes {
-            if let Some(entries) = by_key.get(k) {
+            if let Some(entries) = by_key.as_ref().and_then(|b| b.get(k)) {
                 for e in entries {
                     if e.expired_at_watch && change == Change::Removal {
                         continue;
@@ -265,6 +276,13 @@ impl Watches {
                     e.flag.store(true, Ordering::Release);
                 }
             }
+            if tracking {
+                names.extend(crate::keyspace::redis_name(k));
+            }
+        }
+        drop(by_key);
+        if !names.is_empty() {
+            self.tracking.invalidate(names.iter().map(Vec::as_slice));
         }
     }
 
@@ -495,7 +513,7 @@ impl KvBackend for Watched<'_> {
                 BatchOp::Delete(_) => None,
             })
             .collect();
-        if self.watches.entries.load(Ordering::Acquire) == 0 {
+        if !self.watches.any() {
             self.inner.write(ops)?;
             for (db, at) in due {
                 self.due.note(db, at);
@@ -533,7 +551,7 @@ impl KvBackend for Watched<'_> {
         // A group's writes always include its route key's record or its elements; watchers
         // register the record's key (the Redis key), so that is the key marked: as removed
         // when the group's writes only remove (an expired collection deleted), else as written.
-        let watched = self.watches.entries.load(Ordering::Acquire) != 0;
+        let watched = self.watches.any();
         let mut changes: Vec<(Vec<u8>, Change)> = Vec::new();
         self.inner.update_group(route, &mut |read| {
             let ops = f(read)?;

@@ -62,6 +62,10 @@ fn reset(ctx: &mut Ctx<'_>, _: &[Bytes]) -> Result<Reply> {
     s.db = 0;
     s.protocol = crate::resp::Protocol::Resp2;
     s.authenticated = ctx.shared.config().requirepass.is_none();
+    if s.tracking.take().is_some() {
+        ctx.shared.watches.tracking.disable(s.id);
+    }
+    s.caching = false;
     set_name(ctx, Bytes::new());
     if let Some(entry) = lock(&ctx.shared.clients).get_mut(&ctx.session.id) {
         entry.protocol = crate::resp::Protocol::Resp2;
@@ -163,6 +167,13 @@ fn hello(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         set_name(ctx, name);
     }
     ctx.session.protocol = protocol;
+    if let Some(mode) = ctx.session.tracking.as_mut() {
+        mode.resp3 = protocol == crate::resp::Protocol::Resp3;
+        ctx.shared
+            .watches
+            .tracking
+            .set_resp3(ctx.session.id, mode.resp3);
+    }
     if let Some(entry) = lock(&ctx.shared.clients).get_mut(&ctx.session.id) {
         entry.protocol = protocol;
     }
@@ -280,7 +291,7 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             let clients = lock(&ctx.shared.clients);
             let line = clients
                 .get(&ctx.session.id)
-                .map(|e| client_line(ctx.session.id, e, ctx.shared.started))
+                .map(|e| client_line(ctx.session.id, e, ctx.shared))
                 .unwrap_or_default();
             Ok(Reply::Verbatim(line))
         }
@@ -308,14 +319,14 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
                 Some(ids) => {
                     for id in ids {
                         if let Some(e) = clients.get(&id) {
-                            out.push_str(&client_line(id, e, ctx.shared.started));
+                            out.push_str(&client_line(id, e, ctx.shared));
                         }
                     }
                 }
                 None => {
                     for (id, e) in clients.iter() {
                         if kind.is_none_or(|k| k.matches(e)) {
-                            out.push_str(&client_line(*id, e, ctx.shared.started));
+                            out.push_str(&client_line(*id, e, ctx.shared));
                         }
                     }
                 }
@@ -323,6 +334,87 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             Ok(Reply::Verbatim(out))
         }
         "kill" => client_kill(ctx, args),
+        "tracking" => client_tracking(ctx, args),
+        "caching" => {
+            arity(3)?;
+            let mode = ctx.session.tracking.as_ref().ok_or_else(|| {
+                Error::command("CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled")
+            })?;
+            if is(&args[2], "YES") {
+                if !mode.optin {
+                    return Err(Error::command(
+                        "CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode.",
+                    ));
+                }
+            } else if is(&args[2], "NO") {
+                if !mode.optout {
+                    return Err(Error::command(
+                        "CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode.",
+                    ));
+                }
+            } else {
+                return Err(Error::Syntax);
+            }
+            ctx.session.caching = true;
+            Ok(Reply::ok())
+        }
+        "getredir" => {
+            arity(2)?;
+            Ok(Reply::Int(match &ctx.session.tracking {
+                Some(mode) => i64::try_from(mode.redirect).unwrap_or(i64::MAX),
+                None => -1,
+            }))
+        }
+        "trackinginfo" => {
+            arity(2)?;
+            let state = ctx.shared.watches.tracking.mode(ctx.session.id);
+            let mut flags = Vec::new();
+            let (redirect, prefixes) = match &state {
+                None => {
+                    flags.push("off");
+                    (-1, Vec::new())
+                }
+                Some((mode, broken)) => {
+                    flags.push("on");
+                    if mode.bcast {
+                        flags.push("bcast");
+                    }
+                    if mode.optin {
+                        flags.push("optin");
+                        if ctx.session.caching {
+                            flags.push("caching-yes");
+                        }
+                    }
+                    if mode.optout {
+                        flags.push("optout");
+                        if ctx.session.caching {
+                            flags.push("caching-no");
+                        }
+                    }
+                    if mode.noloop {
+                        flags.push("noloop");
+                    }
+                    if *broken {
+                        flags.push("broken_redirect");
+                    }
+                    (
+                        i64::try_from(mode.redirect).unwrap_or(i64::MAX),
+                        mode.prefixes.clone(),
+                    )
+                }
+            };
+            Ok(Reply::Map(vec![
+                (
+                    Reply::bulk("flags"),
+                    Reply::Set(flags.into_iter().map(Reply::bulk).collect()),
+                ),
+                (Reply::bulk("redirect"), Reply::Int(redirect)),
+                (
+                    Reply::bulk("prefixes"),
+                    Reply::Array(prefixes.into_iter().map(Reply::Bulk).collect()),
+                ),
+            ]))
+        }
         "unblock" => {
             if !(3..=4).contains(&args.len()) {
                 return Err(Error::WrongArity("client|unblock".into()));
@@ -375,6 +467,15 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
                 "    Control the replies sent to the current connection.",
                 "UNBLOCK <clientid> [TIMEOUT|ERROR]",
                 "    Unblock the specified blocked client.",
+                "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
+                "         [OPTIN] [OPTOUT] [NOLOOP]",
+                "    Control server assisted client side caching.",
+                "CACHING (YES|NO)",
+                "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
+                "GETREDIR",
+                "    Return the client ID we are redirecting to when tracking is enabled.",
+                "TRACKINGINFO",
+                "    Report tracking status for the current connection.",
                 "NO-EVICT (ON|OFF)",
                 "    Accepted: this server never evicts keys.",
                 "NO-TOUCH (ON|OFF)",
@@ -389,6 +490,114 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             sub: text(&args[1]),
         }),
     }
+}
+
+/// CLIENT TRACKING ON|OFF [REDIRECT id] [BCAST] [PREFIX p ...] [OPTIN] [OPTOUT] [NOLOOP], with
+/// Redis's checks in its order (`tracking.rs`).
+fn client_tracking(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    if args.len() < 3 {
+        return Err(Error::WrongArity("client|tracking".into()));
+    }
+    let tracking = &ctx.shared.watches.tracking;
+    let mut mode = crate::tracking::Mode::default();
+    let mut j = 3;
+    while j < args.len() {
+        let more = j + 1 < args.len();
+        let a = &args[j];
+        if is(a, "REDIRECT") && more {
+            j += 1;
+            if mode.redirect != 0 {
+                return Err(Error::command(
+                    "A client can only redirect to a single other client",
+                ));
+            }
+            let id = crate::num::parse_i64(&args[j]).ok_or(Error::NotInteger)?;
+            let id = u64::try_from(id).unwrap_or(0);
+            if id == 0 || !tracking.connected(id) {
+                return Err(Error::command(
+                    "The client ID you want redirect to does not exist",
+                ));
+            }
+            mode.redirect = id;
+        } else if is(a, "BCAST") {
+            mode.bcast = true;
+        } else if is(a, "OPTIN") {
+            mode.optin = true;
+        } else if is(a, "OPTOUT") {
+            mode.optout = true;
+        } else if is(a, "NOLOOP") {
+            mode.noloop = true;
+        } else if is(a, "PREFIX") && more {
+            j += 1;
+            mode.prefixes.push(args[j].clone());
+        } else {
+            return Err(Error::Syntax);
+        }
+        j += 1;
+    }
+    if is(&args[2], "OFF") {
+        if ctx.session.tracking.take().is_some() {
+            tracking.disable(ctx.session.id);
+        }
+        ctx.session.caching = false;
+        return Ok(Reply::ok());
+    }
+    if !is(&args[2], "ON") {
+        return Err(Error::Syntax);
+    }
+    if !mode.bcast && !mode.prefixes.is_empty() {
+        return Err(Error::command(
+            "PREFIX option requires BCAST mode to be enabled",
+        ));
+    }
+    let current = ctx.session.tracking.as_ref();
+    if current.is_some_and(|c| c.bcast != mode.bcast) {
+        return Err(Error::command("You can't switch BCAST mode on/off before disabling tracking for this client, and then re-enabling it with a different mode."));
+    }
+    if mode.bcast && (mode.optin || mode.optout) {
+        return Err(Error::command(
+            "OPTIN and OPTOUT are not compatible with BCAST",
+        ));
+    }
+    if mode.optin && mode.optout {
+        return Err(Error::command(
+            "You can't specify both OPTIN mode and OPTOUT mode",
+        ));
+    }
+    if current.is_some_and(|c| (mode.optin && c.optout) || (mode.optout && c.optin)) {
+        return Err(Error::command("You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode."));
+    }
+    if mode.bcast {
+        let existing = current.map(|c| c.prefixes.as_slice()).unwrap_or_default();
+        let overlap = |a: &[u8], b: &[u8]| {
+            let n = a.len().min(b.len());
+            a[..n] == b[..n]
+        };
+        for (i, p) in mode.prefixes.iter().enumerate() {
+            if let Some(e) = existing.iter().find(|e| overlap(e, p)) {
+                return Err(Error::command(format!(
+                    "Prefix '{}' overlaps with an existing prefix '{}'. Prefixes for a single client must not overlap.",
+                    text(p),
+                    text(e)
+                )));
+            }
+            if let Some(q) = mode.prefixes[i + 1..].iter().find(|q| overlap(p, q)) {
+                return Err(Error::command(format!(
+                    "Prefix '{}' overlaps with another provided prefix '{}'. Prefixes for a single client must not overlap.",
+                    text(p),
+                    text(q)
+                )));
+            }
+        }
+        if mode.prefixes.is_empty() {
+            // BCAST without PREFIX: every key.
+            mode.prefixes.push(Bytes::new());
+        }
+    }
+    mode.resp3 = ctx.session.protocol == crate::resp::Protocol::Resp3;
+    tracking.enable(ctx.session.id, mode);
+    ctx.session.tracking = tracking.mode(ctx.session.id).map(|(m, _)| m);
+    Ok(Reply::ok())
 }
 
 /// CLIENT KILL: the old form `CLIENT KILL ip:port` (OK, or an error when no client has that
@@ -517,8 +726,10 @@ impl ClientType {
 /// One line of CLIENT LIST / CLIENT INFO, with Redis 7.0's fields in its order. Buffer and
 /// memory fields this server does not account per client read 0; `events` is `r` (every
 /// connection waits for input); `user` is `default` (the only user).
-fn client_line(id: u64, e: &ClientEntry, started: std::time::Instant) -> String {
+fn client_line(id: u64, e: &ClientEntry, shared: &crate::state::Shared) -> String {
     use std::sync::atomic::Ordering::Relaxed;
+    let started = shared.started;
+    let tracking = shared.watches.tracking.mode(id);
     let name = e
         .name
         .as_ref()
@@ -545,6 +756,18 @@ fn client_line(id: u64, e: &ClientEntry, started: std::time::Instant) -> String 
     if c.blocked.load(Relaxed) {
         flags.push('b');
     }
+    if let Some((mode, broken)) = &tracking {
+        flags.push('t');
+        if *broken {
+            flags.push('R');
+        }
+        if mode.bcast {
+            flags.push('B');
+        }
+    }
+    let redir = tracking
+        .as_ref()
+        .map_or(-1, |(m, _)| i64::try_from(m.redirect).unwrap_or(i64::MAX));
     if flags.is_empty() {
         flags.push('N');
     }
@@ -560,7 +783,7 @@ fn client_line(id: u64, e: &ClientEntry, started: std::time::Instant) -> String 
         "id={id} addr={} laddr={} fd={} name={name} age={} idle={idle} flags={flags} db={} \
          sub={channels} psub={patterns} ssub=0 multi={queued} qbuf=0 qbuf-free=0 argv-mem=0 \
          multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={cmd} user=default \
-         redir=-1 resp={}\n",
+         redir={redir} resp={}\n",
         e.peer,
         e.local,
         e.fd,

@@ -87,12 +87,19 @@ fn del(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         let mut gone = Vec::new();
         for key in &args[1..] {
             // A key named twice is deleted (and counted) once.
-            if seen.insert(key) && ops_removing(ctx, ctx.dbi(), key, &mut ops)? {
+            // Only live keys are written: a removal of nothing is no change, which WATCH and
+            // CLIENT TRACKING would otherwise see (a key stored past its time is left to
+            // active expiry).
+            let mut key_ops = Vec::new();
+            if seen.insert(key) && ops_removing(ctx, ctx.dbi(), key, &mut key_ops)? {
                 removed += 1;
                 gone.push(key);
+                ops.append(&mut key_ops);
             }
         }
-        ctx.db().write(ops)?;
+        if !ops.is_empty() {
+            ctx.db().write(ops)?;
+        }
         for key in gone {
             ctx.notify(notify::GENERIC, "del", key);
         }
@@ -1142,9 +1149,14 @@ fn delete_range(ctx: &Ctx<'_>, start: Bound<Vec<u8>>, end: Bound<Vec<u8>>) -> Re
 
 fn flushdb(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     flush_mode(args)?;
+    // Tracking clients hear "everything changed" once, not each key (Redis's
+    // `trackingInvalidateKeysOnFlush`).
+    ctx.shared.watches.tracking.invalidate_all();
     let mut deleted = 0;
     for prefix in keyspace::db_prefixes(ctx.dbi()) {
-        deleted += delete_range(ctx, Bound::Included(prefix.clone()), prefix_end(&prefix))?;
+        deleted += crate::tracking::quietly(|| {
+            delete_range(ctx, Bound::Included(prefix.clone()), prefix_end(&prefix))
+        })?;
     }
     ctx.shared.note_writes(deleted);
     // Blocked readers of streams that went answer so (`Ctx::notify_in`).
@@ -1157,7 +1169,9 @@ fn flushall(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     flush_mode(args)?;
     // Every database, and keys written outside the server's layout (raw engine keys), except
     // the internal records (key names, keyspace format).
-    let deleted = delete_range(ctx, Bound::Unbounded, Bound::Unbounded)?;
+    ctx.shared.watches.tracking.invalidate_all();
+    let deleted =
+        crate::tracking::quietly(|| delete_range(ctx, Bound::Unbounded, Bound::Unbounded))?;
     ctx.shared.note_writes(deleted);
     ctx.shared.note_list_push();
     tracing::info!(deleted, "FLUSHALL");

@@ -348,7 +348,13 @@ fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes], spec: Option<&'static Spec>) -> R
     // that will run again (deferred to the blocking pool, or blocked) keeps it for that run.
     let asking =
         ctx.session.cluster && spec.is_none_or(|s| s.name != "asking") && ctx.session.asking;
-    let result = dispatch_checked(ctx, args, spec, asking);
+    let result = {
+        let _running = crate::tracking::enter(ctx.session.id);
+        dispatch_checked(ctx, args, spec, asking)
+    };
+    if !ctx.session.in_exec && !ctx.session.in_script {
+        note_tracking_after(ctx, spec, &result);
+    }
     if asking
         && ctx.session.multi.is_none()
         && ctx.session.blocked.is_none()
@@ -516,6 +522,7 @@ fn run_watched(ctx: &mut Ctx<'_>, spec: &'static Spec, args: &[Bytes]) -> Result
         return result;
     }
     note_dispatcher_events(ctx, spec, args, events_before, absent_before);
+    remember_tracked_keys(ctx, spec, args);
     if !ctx.session.in_exec && !ctx.session.in_script && !ctx.session.in_held_run {
         // EXEC, scripts and held runs (`conn.rs`) publish their commands' events once their
         // writes are committed.
@@ -557,6 +564,45 @@ fn run_watched(ctx: &mut Ctx<'_>, spec: &'static Spec, args: &[Bytes]) -> Result
         watchers.feed(ctx.session.db, source, args);
     }
     result
+}
+
+/// CLIENT TRACKING (default mode): the keys a read-only command named are remembered for its
+/// client, as Redis's `call()` does (whether the command succeeded or not); inside a script,
+/// for the script's caller. EVAL_RO and the like are not: the commands they run are.
+fn remember_tracked_keys(ctx: &Ctx<'_>, spec: &'static Spec, args: &[Bytes]) {
+    let Some(mode) = &ctx.session.tracking else {
+        return;
+    };
+    if mode.bcast
+        || !spec.flags.contains(&"readonly")
+        || matches!(spec.name, "eval_ro" | "evalsha_ro" | "fcall_ro")
+        || (mode.optin && !ctx.session.caching)
+        || (mode.optout && ctx.session.caching)
+    {
+        return;
+    }
+    let keys = cluster::command_keys(spec, args);
+    if !keys.is_empty() {
+        ctx.shared.watches.tracking.remember(ctx.session.id, keys);
+    }
+}
+
+/// After a connection's command (not one run by EXEC or a script): the invalidations it made
+/// for its own client wait for its reply (`Session::answer`), and CLIENT CACHING's choice
+/// ends unless the command was CLIENT itself or a transaction is open (Redis's `resetClient`).
+fn note_tracking_after(ctx: &mut Ctx<'_>, spec: Option<&'static Spec>, result: &Result<Reply>) {
+    let own = crate::tracking::take_own();
+    if !own.is_empty() {
+        ctx.session.own_pushes.extend(own);
+    }
+    let again = result.as_ref().is_err_and(Error::is_would_block) || ctx.session.blocked.is_some();
+    if ctx.session.caching
+        && !again
+        && ctx.session.multi.is_none()
+        && spec.is_none_or(|s| s.name != "client")
+    {
+        ctx.session.caching = false;
+    }
 }
 
 /// Commands whose key arguments the `new` and `keymiss` events do not look at: those that run

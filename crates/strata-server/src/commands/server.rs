@@ -160,6 +160,7 @@ fn info_section(ctx: &Ctx<'_>, section: &str) -> Result<Vec<(String, String)>> {
             // Clients waiting in BLPOP, BZPOPMIN and the other blocking pops (test harnesses
             // written for Redis poll this to know a client is waiting).
             kv("blocked_clients", s.list_waiters.waiting().to_string()),
+            kv("tracking_clients", s.watches.tracking.stats().0.to_string()),
         ],
         "memory" => {
             let rss = resident_bytes().unwrap_or(0);
@@ -214,6 +215,18 @@ fn info_section(ctx: &Ctx<'_>, section: &str) -> Result<Vec<(String, String)>> {
             kv(
                 "total_error_replies_protocol",
                 c.protocol_errors.load(Ordering::Relaxed).to_string(),
+            ),
+            {
+                let (_, keys, _, _) = s.watches.tracking.stats();
+                kv("tracking_total_keys", keys.to_string())
+            },
+            kv(
+                "tracking_total_items",
+                s.watches.tracking.stats().2.to_string(),
+            ),
+            kv(
+                "tracking_total_prefixes",
+                s.watches.tracking.stats().3.to_string(),
             ),
         ],
         // No replicas: a primary with none attached, as a standalone redis-server reports.
@@ -341,6 +354,10 @@ fn config_values(c: &ServerConfig) -> Vec<(&'static str, String)> {
             if c.cluster { "yes" } else { "no" }.into(),
         ),
         (
+            "tracking-table-max-keys",
+            c.tracking_table_max_keys.to_string(),
+        ),
+        (
             "dir",
             c.dir
                 .as_ref()
@@ -372,6 +389,7 @@ const MUTABLE: &[&str] = &[
     "slowlog-max-len",
     "client-query-buffer-limit",
     "notify-keyspace-events",
+    "tracking-table-max-keys",
 ];
 
 /// Redis settings that describe what this server always does: CONFIG GET shows the value,
@@ -451,6 +469,10 @@ fn config(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
                 .watchers
                 .configure(next.slowlog_log_slower_than_us, next.slowlog_max_len);
             ctx.shared.notify.set(next.notify_keyspace_events);
+            ctx.shared
+                .watches
+                .tracking
+                .set_table_keys_max(next.tracking_table_max_keys);
             ctx.shared.update_config(|c| *c = next);
             Ok(Reply::ok())
         }

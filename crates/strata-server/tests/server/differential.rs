@@ -120,6 +120,11 @@ impl Raw {
         self.send_all(&[args.to_vec()]);
     }
 
+    /// The server this connection talks to.
+    pub fn server_addr(&self) -> SocketAddr {
+        self.writer.peer_addr().unwrap()
+    }
+
     /// Sends several commands in one write (a pipeline the server reads at once).
     pub fn send_all(&mut self, commands: &[Vec<Vec<u8>>]) {
         let mut out = Vec::new();
@@ -201,7 +206,7 @@ pub struct Pair {
     _redis: RedisRef,
     _ours: TestServer,
     /// `[redis, ours][connection A, B]`.
-    conns: [[Raw; 2]; 2],
+    pub conns: [[Raw; 2]; 2],
     /// Commands compared so far.
     pub compared: usize,
 }

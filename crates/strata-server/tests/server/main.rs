@@ -16,6 +16,7 @@ mod power_cut;
 mod process;
 mod protocol;
 mod scale_out;
+mod tracking;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
