@@ -16,6 +16,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod access;
 pub mod backend;
 pub mod cluster;
 pub mod collection;

@@ -209,6 +209,8 @@ pub(crate) struct Shared {
     pub watches: Arc<Watches>,
     /// Pub/Sub subscriptions.
     pub pubsub: Arc<PubSub>,
+    /// When each key was last used (OBJECT IDLETIME, `access.rs`).
+    pub access: crate::access::AccessTimes,
     /// Which keyspace notifications are published (`notify.rs`).
     pub notify: crate::notify::Notifier,
     /// INFO keyspace's last result: when, what computing it cost, the lines.
@@ -329,6 +331,7 @@ impl Shared {
             exec_lock: parking_lot::RwLock::new(()),
             watches,
             pubsub: Arc::default(),
+            access: crate::access::AccessTimes::new(),
             notify,
             keyspace_info: Mutex::new(None),
             scripts: Mutex::new(HashMap::new()),
@@ -586,6 +589,10 @@ pub(crate) struct Session {
     pub caching: bool,
     /// Invalidations this connection's last command made for itself, written after its reply.
     pub own_pushes: Vec<crate::tracking::Push>,
+    /// The keys the running script or function declared (kept while the client tracks).
+    pub script_keys: Vec<Bytes>,
+    /// CLIENT NO-TOUCH ON: this client's commands (but TOUCH) leave access times alone.
+    pub no_touch: bool,
 }
 
 /// Connections blocked on lists, queued per list in the order they blocked. Redis serves the
@@ -1003,6 +1010,8 @@ impl Session {
             tracking: None,
             caching: false,
             own_pushes: Vec::new(),
+            script_keys: Vec::new(),
+            no_touch: false,
         }
     }
 }

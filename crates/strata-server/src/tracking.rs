@@ -173,6 +173,18 @@ thread_local! {
     static OWN: RefCell<Vec<Push>> = const { RefCell::new(Vec::new()) };
     /// Set while a flush empties databases: its deletions send nothing one by one.
     static QUIET: Cell<bool> = const { Cell::new(false) };
+    /// Set while a script or function runs: for BCAST's NOLOOP its changes are not its
+    /// caller's own (Redis records its Lua client as the one that changed them), while default
+    /// mode treats them as the caller's (Redis compares with the client being served).
+    static IN_SCRIPT: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f` (a script's body) with its changes marked as a script's ([`IN_SCRIPT`]).
+pub(crate) fn in_script<T>(f: impl FnOnce() -> T) -> T {
+    let before = IN_SCRIPT.with(|s| s.replace(true));
+    let out = f();
+    IN_SCRIPT.with(|s| s.set(before));
+    out
 }
 
 /// Marks the client whose command runs on this thread until dropped.
@@ -368,6 +380,15 @@ impl Tracking {
             };
             t.items += usize::from(inserted);
         }
+        self.limit_locked(&mut t);
+    }
+
+    /// Brings the table within `tracking-table-max-keys` (after the bound was lowered).
+    pub fn limit(&self) {
+        self.limit_locked(&mut lock(&self.tables));
+    }
+
+    fn limit_locked(&self, t: &mut Tables) {
         let max = self.table_keys_max();
         if max == 0 || t.keys.len() <= max {
             return;
@@ -386,13 +407,20 @@ impl Tracking {
             return;
         }
         let current = CURRENT.with(Cell::get);
+        let changed_by = if IN_SCRIPT.with(Cell::get) {
+            0
+        } else {
+            current
+        };
         let mut t = lock(&self.tables);
         for name in names {
             if !t.prefixes.is_empty() {
                 let mut due = false;
                 for (p, prefix) in t.prefixes.iter_mut() {
                     if name.starts_with(p) {
-                        prefix.changed.insert(Bytes::copy_from_slice(name), current);
+                        prefix
+                            .changed
+                            .insert(Bytes::copy_from_slice(name), changed_by);
                         due = true;
                     }
                 }
@@ -405,13 +433,12 @@ impl Tracking {
     }
 
     /// FLUSHDB / FLUSHALL: every tracking client is told that everything changed, and the key
-    /// table is emptied (as Redis's `trackingInvalidateKeysOnFlush`).
+    /// table is emptied (as Redis's `trackingInvalidateKeysOnFlush`). Costs a lock per flush.
     pub fn invalidate_all(&self) {
-        if !self.active() {
-            return;
-        }
         let current = CURRENT.with(Cell::get);
         let mut t = lock(&self.tables);
+        // (The table is emptied also when nobody tracks now: ids of clients that stopped stay
+        // in it until their keys change.)
         let ids: Vec<(u64, bool)> = t
             .clients
             .iter()
@@ -637,5 +664,13 @@ mod tests {
         };
         assert_eq!(received(&mut r1), vec![all.clone()]);
         assert_eq!(received(&mut r2), vec![all]);
+        // With nobody tracking any more, a flush still empties the table.
+        t.remember(1, [&b"z"[..]]);
+        t.disable(1);
+        t.disable(2);
+        assert_eq!(t.stats(), (0, 1, 1, 0));
+        t.invalidate_all();
+        assert_eq!(t.stats(), (0, 0, 0, 0));
+        assert!(received(&mut r1).is_empty());
     }
 }

@@ -276,15 +276,26 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
                 )))
             }
         }
-        // Keys are never evicted, and no access time is kept for eviction to read: both
-        // switches are true to their word whatever they are set to.
-        "no-evict" | "no-touch" => {
+        // Keys are never evicted: NO-EVICT is true to its word whatever it is set to.
+        "no-evict" => {
             arity(3)?;
             if is(&args[2], "ON") || is(&args[2], "OFF") {
                 Ok(Reply::ok())
             } else {
                 Err(Error::Syntax)
             }
+        }
+        // Redis 7.2: this client's commands (but TOUCH) leave OBJECT IDLETIME's times alone.
+        "no-touch" => {
+            arity(3)?;
+            if is(&args[2], "ON") {
+                ctx.session.no_touch = true;
+            } else if is(&args[2], "OFF") {
+                ctx.session.no_touch = false;
+            } else {
+                return Err(Error::Syntax);
+            }
+            Ok(Reply::ok())
         }
         "info" => {
             arity(2)?;
@@ -479,7 +490,7 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
                 "NO-EVICT (ON|OFF)",
                 "    Accepted: this server never evicts keys.",
                 "NO-TOUCH (ON|OFF)",
-                "    Accepted: this server keeps no access times for eviction.",
+                "    Will not touch LRU/LFU stats when this mode is on.",
             ]
             .iter()
             .map(|s| Reply::Simple(Cow::Borrowed(s)))

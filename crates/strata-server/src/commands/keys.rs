@@ -683,8 +683,8 @@ fn object(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         ));
     }
     if is(sub, "IDLETIME") {
-        // Access times are not tracked: every key reads as just used.
-        return Ok(Reply::Int(0));
+        let idle = ctx.shared.access.idle_secs(&args[2]);
+        return Ok(Reply::Int(i64::try_from(idle).unwrap_or(i64::MAX)));
     }
     if is(sub, "REFCOUNT") {
         return Ok(Reply::Int(1));
@@ -762,7 +762,7 @@ pub(crate) fn dump_payload(ctx: &Ctx<'_>, key: &[u8]) -> Result<Option<(Vec<u8>,
 pub(crate) fn restore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let (key, ttl_arg, payload) = (&args[1], &args[2], &args[3]);
     let (mut replace, mut absttl) = (false, false);
-    let (mut idle, mut freq) = (false, false);
+    let (mut idle, mut freq) = (None, false);
     let mut i = 4;
     while i < args.len() {
         let more = i + 1 < args.len();
@@ -771,12 +771,11 @@ pub(crate) fn restore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         } else if is(&args[i], "ABSTTL") {
             absttl = true;
         } else if is(&args[i], "IDLETIME") && more && !freq {
-            if int_arg(&args[i + 1])? < 0 {
-                return Err(Error::command("Invalid IDLETIME value, must be >= 0"));
-            }
-            idle = true;
+            let secs = u64::try_from(int_arg(&args[i + 1])?)
+                .map_err(|_| Error::command("Invalid IDLETIME value, must be >= 0"))?;
+            idle = Some(secs);
             i += 1;
-        } else if is(&args[i], "FREQ") && more && !idle {
+        } else if is(&args[i], "FREQ") && more && idle.is_none() {
             if !(0..=255).contains(&int_arg(&args[i + 1])?) {
                 return Err(Error::command(
                     "Invalid FREQ value, must be >= 0 and <= 255",
@@ -920,6 +919,10 @@ pub(crate) fn restore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     };
     ops_storing(ctx, db, key, &stored, &mut ops)?;
     write_ops(ctx, ops)?;
+    if let Some(secs) = idle {
+        // The payload's key was last used that long ago (DUMP's counterpart in MIGRATE).
+        ctx.shared.access.set_idle(key, secs);
+    }
     ctx.notify(notify::NEW, "new", key);
     ctx.notify(notify::GENERIC, "restore", key);
     Ok(Reply::ok())

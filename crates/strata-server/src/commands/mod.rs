@@ -512,6 +512,7 @@ fn run_watched(ctx: &mut Ctx<'_>, spec: &'static Spec, args: &[Bytes]) -> Result
             return Err(e);
         }
     };
+    touch_keys(ctx, spec, args);
     let started = std::time::Instant::now();
     let result = (spec.handler)(ctx, args);
     ctx.session.handler_ran = true;
@@ -566,9 +567,29 @@ fn run_watched(ctx: &mut Ctx<'_>, spec: &'static Spec, args: &[Bytes]) -> Result
     result
 }
 
+/// OBJECT IDLETIME: the keys a command names count as used now (`access.rs`), but for the
+/// commands that only look (Redis's `LOOKUP_NOTOUCH`), scripts (whose commands count), and a
+/// client in CLIENT NO-TOUCH mode (except its TOUCH).
+fn touch_keys(ctx: &Ctx<'_>, spec: &'static Spec, args: &[Bytes]) {
+    if spec.keys.0 == 0
+        || crate::access::NO_TOUCH.contains(&spec.name)
+        || matches!(
+            spec.name,
+            "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro"
+        )
+        || (ctx.session.no_touch && spec.name != "touch")
+    {
+        return;
+    }
+    for key in cluster::command_keys(spec, args) {
+        ctx.shared.access.touch(key);
+    }
+}
+
 /// CLIENT TRACKING (default mode): the keys a read-only command named are remembered for its
-/// client, as Redis's `call()` does (whether the command succeeded or not); inside a script,
-/// for the script's caller. EVAL_RO and the like are not: the commands they run are.
+/// client, as Redis's `call()` does (whether the command succeeded or not). Inside a script a
+/// read-only command remembers the keys the script declared (Redis remembers its caller's
+/// command's keys). EVAL_RO and the like remember nothing themselves.
 fn remember_tracked_keys(ctx: &Ctx<'_>, spec: &'static Spec, args: &[Bytes]) {
     let Some(mode) = &ctx.session.tracking else {
         return;
@@ -581,7 +602,11 @@ fn remember_tracked_keys(ctx: &Ctx<'_>, spec: &'static Spec, args: &[Bytes]) {
     {
         return;
     }
-    let keys = cluster::command_keys(spec, args);
+    let keys: Vec<&[u8]> = if ctx.session.in_script {
+        ctx.session.script_keys.iter().map(|k| k.as_ref()).collect()
+    } else {
+        cluster::command_keys(spec, args)
+    };
     if !keys.is_empty() {
         ctx.shared.watches.tracking.remember(ctx.session.id, keys);
     }

@@ -403,25 +403,35 @@ pub(super) fn execute_lua(
                 (sub.session.in_exec, sub.session.in_script, sub.session.db);
             sub.session.in_exec = true;
             sub.session.in_script = true;
-            let outcome = call_script(
-                vm,
-                &function,
-                &mut sub,
-                (keys, argv),
-                read_only,
-                name,
-                invoke,
-            );
+            // CLIENT TRACKING remembers the script's declared keys when it reads (Redis).
+            let script_keys = if sub.session.tracking.is_some() {
+                std::mem::replace(&mut sub.session.script_keys, keys.to_vec())
+            } else {
+                Vec::new()
+            };
+            let outcome = crate::tracking::in_script(|| {
+                call_script(
+                    vm,
+                    &function,
+                    &mut sub,
+                    (keys, argv),
+                    read_only,
+                    name,
+                    invoke,
+                )
+            });
             sub.session.in_exec = in_exec;
             sub.session.in_script = in_script;
             sub.session.db = db;
+            sub.session.script_keys = script_keys;
             outcome
         };
         // A script stopped by the memory limit may have left the state near it: start anew.
         if matches!(&outcome, Err(e) if e.to_string().contains("not enough memory")) {
             *slot = None;
         }
-        if let Err(e) = overlay.commit() {
+        // (The script's changes reach the store, and tracking clients, here.)
+        if let Err(e) = crate::tracking::in_script(|| overlay.commit()) {
             ctx.shared.set_db_map(&map_before);
             // Nothing of it happened: no keyspace events either.
             ctx.session.events.clear();

@@ -473,6 +473,7 @@ fn config(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
                 .watches
                 .tracking
                 .set_table_keys_max(next.tracking_table_max_keys);
+            ctx.shared.watches.tracking.limit();
             ctx.shared.update_config(|c| *c = next);
             Ok(Reply::ok())
         }

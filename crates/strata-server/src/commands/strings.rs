@@ -619,6 +619,11 @@ fn write_pairs(ctx: &Ctx<'_>, pairs: &[(&Bytes, &Bytes)]) -> Result<()> {
 /// is authenticated and not in MULTI, and holds the exec lock's shared side.
 pub(crate) fn set_run(ctx: &Ctx<'_>, run: &[Vec<Bytes>]) -> Reply {
     let pairs: Vec<(&Bytes, &Bytes)> = run.iter().map(|c| (&c[1], &c[2])).collect();
+    if !ctx.session.no_touch {
+        for (k, _) in &pairs {
+            ctx.shared.access.touch(k);
+        }
+    }
     ctx.shared
         .counters
         .total_commands

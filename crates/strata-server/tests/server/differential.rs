@@ -4250,6 +4250,67 @@ fn help_texts_randomkey_object_and_info_keyspace_match_redis() {
     }
 }
 
+/// OBJECT IDLETIME against Redis: reads and writes make a key used, EXISTS / TYPE / TTL /
+/// OBJECT do not, TOUCH and RENAME do, RESTORE ... IDLETIME sets it. Times are whole seconds on
+/// clocks that tick at different moments, so the two may differ by one.
+#[test]
+fn object_idletime_follows_use_like_redis() {
+    let mut pair = Pair::start();
+    for c in [
+        // (Not small integers: Redis shares one object, and one access time, among those.)
+        &["SET", "used", "u"][..],
+        &["SET", "looked", "l"],
+        &["SET", "touched", "t"],
+        &["HSET", "moved", "f", "v"],
+        &["RPUSH", "written", "a"],
+    ] {
+        pair.check(0, &words(c), "set-up");
+    }
+    std::thread::sleep(Duration::from_millis(2300));
+    for c in [
+        &["GET", "used"][..],
+        &["TTL", "looked"],
+        &["PTTL", "looked"],
+        &["TYPE", "looked"],
+        &["EXISTS", "looked"],
+        &["OBJECT", "ENCODING", "looked"],
+        &["TOUCH", "touched", "missing"],
+        &["RENAME", "moved", "moved2"],
+        &["RPUSH", "written", "b"],
+    ] {
+        pair.check(0, &words(c), "uses");
+    }
+    let dumped = pair.check(0, &words(&["DUMP", "used"]), "dump");
+    let payload =
+        dumped[dumped.iter().position(|&b| b == b'\n').unwrap() + 1..dumped.len() - 2].to_vec();
+    let mut restore = words(&["RESTORE", "old", "0"]);
+    restore.push(payload);
+    restore.extend(words(&["IDLETIME", "1000"]));
+    pair.check(0, &restore, "restore with an idle time");
+    let idle = |pair: &mut Pair, key: &str| -> [i64; 2] {
+        let mut out = [0; 2];
+        for (side, o) in out.iter_mut().enumerate() {
+            let r = pair.conns[side][0].call(&words(&["OBJECT", "IDLETIME", key]));
+            *o = String::from_utf8_lossy(&r[1..r.len() - 2]).parse().unwrap();
+        }
+        out
+    };
+    for (key, lo, hi) in [
+        ("used", 0, 1),
+        ("touched", 0, 1),
+        ("moved2", 0, 1),
+        ("written", 0, 1),
+        ("looked", 2, 3),
+        ("old", 1000, 1001),
+    ] {
+        let [redis, ours] = idle(&mut pair, key);
+        assert!(
+            (lo..=hi).contains(&redis) && (lo..=hi).contains(&ours),
+            "OBJECT IDLETIME {key}: redis {redis}, strata {ours}, expected {lo}..={hi}"
+        );
+    }
+}
+
 /// Redis's compact-encoding settings (`hash-max-listpack-entries` and the rest, with their
 /// older `ziplist` names): CONFIG SET takes them with Redis's checks, CONFIG GET shows them, and
 /// OBJECT ENCODING follows them as Redis's does (test suites and applications written for Redis

@@ -9,10 +9,13 @@ use rand::{Rng, SeedableRng};
 
 use super::differential::{words, Pair, Raw};
 
-/// Reads replies (and pushed messages) on `conn` up to the reply to a PING sent now, which
-/// is `pong` (it differs in RESP2's subscribed mode).
+/// The PING that ends each read: with an argument no command here answers, so its reply
+/// (`pong`, which differs in RESP2's subscribed mode) cannot be mistaken for another.
+const SYNC: &[&str] = &["PING", "sync-marker"];
+
+/// Reads replies (and pushed messages) on `conn` up to the reply to a [`SYNC`] sent now.
 fn drain(conn: &mut Raw, pong: &[u8]) -> Vec<Vec<u8>> {
-    conn.send(&words(&["PING"]));
+    conn.send(&words(SYNC));
     read_to(conn, pong)
 }
 
@@ -60,7 +63,7 @@ impl Sides {
         // broadcast made by the batch then follows the PING's reply on both (Redis sends it
         // before its event loop sleeps), and is read with the next command's.
         let mut with_ping = cmds.to_vec();
-        with_ping.push(words(&["PING"]));
+        with_ping.push(words(SYNC));
         for side in 0..2 {
             self.pair.conns[side][conn].send_all(&with_ping);
         }
@@ -154,8 +157,8 @@ fn random_write(rng: &mut SmallRng, round: usize) -> Vec<Vec<u8>> {
 /// One seeded run in `mode` (the words after CLIENT TRACKING ON).
 fn run_mode(seed: u64, mode: &[&str], redirect: bool) -> usize {
     let mut pair = Pair::start();
-    let resp3_pong = b"+PONG\r\n".to_vec();
-    let subscribed_pong = b"*2\r\n$4\r\npong\r\n$0\r\n\r\n".to_vec();
+    let resp3_pong = b"$11\r\nsync-marker\r\n".to_vec();
+    let subscribed_pong = b"*2\r\n$4\r\npong\r\n$11\r\nsync-marker\r\n".to_vec();
     for side in 0..2 {
         // HELLO's reply names the server: not compared.
         pair.conns[side][0].call(&words(&["HELLO", "3"]));
@@ -218,12 +221,22 @@ fn run_mode(seed: u64, mode: &[&str], redirect: bool) -> usize {
                 sides.run_pipeline(0, &tx, &context);
             }
             16 => {
+                // A script that reads remembers the keys it declared, whatever it read; one
+                // that only writes remembers none.
                 let k = NAMES[rng.gen_range(0..5)];
-                sides.run(
-                    0,
-                    &words(&["EVAL", "return redis.call('GET', KEYS[1])", "1", k]),
-                    &context,
-                );
+                let k2 = NAMES[rng.gen_range(0..5)];
+                let script = [
+                    "return redis.call('GET', KEYS[1])",
+                    "return redis.call('GET', 'other')",
+                    "return redis.call('SET', 'other', 'x')",
+                    "return redis.call('PING')",
+                ][rng.gen_range(0..4)];
+                let eval = if rng.gen_bool(0.3) && !script.contains("SET") {
+                    "EVAL_RO"
+                } else {
+                    "EVAL"
+                };
+                sides.run(0, &words(&[eval, script, "2", k, k2]), &context);
             }
             17 if rng.gen_bool(0.1) => sides.run(writer, &words(&["FLUSHDB"]), &context),
             // (The redirect's id differs between the servers.)
@@ -353,7 +366,7 @@ fn client_tracking_options_and_errors_match_redis() {
         pair.conns[side][1].call(&words(&["SET", "gone", "1"]));
     }
     let got: Vec<Vec<Vec<u8>>> = (0..2)
-        .map(|side| drain(&mut pair.conns[side][0], b"+PONG\r\n"))
+        .map(|side| drain(&mut pair.conns[side][0], b"$11\r\nsync-marker\r\n"))
         .collect();
     // The message ends with the (differing) id: compared without it, and the id checked.
     let masked = |rs: &[Vec<u8>], id: &str| -> Vec<String> {
