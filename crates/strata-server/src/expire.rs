@@ -151,7 +151,14 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             return;
         }
         let s = shared.clone();
-        match tokio::task::spawn_blocking(move || cycle(&s)).await {
+        let step = move || {
+            // OBJECT IDLETIME's clock (`access.rs`) moves with the cycle, as Redis's with its
+            // cron, and the touches queued since the last tick are written here, off the
+            // connection threads.
+            s.access.tick();
+            cycle(&s)
+        };
+        match tokio::task::spawn_blocking(step).await {
             Ok(Ok(0)) => {}
             Ok(Ok(n)) => tracing::trace!(removed = n, "active expiry"),
             Ok(Err(e)) => tracing::warn!("active expiry failed (retried next tick): {e}"),
