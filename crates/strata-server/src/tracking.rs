@@ -524,6 +524,20 @@ mod tests {
         out
     }
 
+    type Inbox = tokio::sync::mpsc::UnboundedReceiver<Message>;
+
+    /// Client 1 tracking in default mode, client 2 in `second`, both connected.
+    fn two_clients(second: Mode) -> (Tracking, Inbox, Inbox) {
+        let t = Tracking::default();
+        let (m1, r1) = mailbox(1);
+        let (m2, r2) = mailbox(2);
+        t.connect(1, m1);
+        t.connect(2, m2);
+        t.enable(1, Mode::default());
+        t.enable(2, second);
+        (t, r1, r2)
+    }
+
     fn keys(names: &[&str]) -> Push {
         Push::Invalidate(names.iter().map(|n| Bytes::from(n.to_string())).collect())
     }
@@ -532,19 +546,10 @@ mod tests {
     /// changed it gets its own message after its command (OWN), or none with NOLOOP.
     #[test]
     fn default_mode_invalidates_once_per_read() {
-        let t = Tracking::default();
-        let (m1, mut r1) = mailbox(1);
-        let (m2, mut r2) = mailbox(2);
-        t.connect(1, m1);
-        t.connect(2, m2);
-        t.enable(1, Mode::default());
-        t.enable(
-            2,
-            Mode {
-                noloop: true,
-                ..Mode::default()
-            },
-        );
+        let (t, mut r1, mut r2) = two_clients(Mode {
+            noloop: true,
+            ..Mode::default()
+        });
         t.remember(1, [&b"a"[..], b"b"]);
         t.remember(2, [&b"a"[..]]);
         {
@@ -641,20 +646,11 @@ mod tests {
     /// quietly (the flush's own deletes) send nothing.
     #[test]
     fn flush_invalidates_everything() {
-        let t = Tracking::default();
-        let (m1, mut r1) = mailbox(1);
-        let (m2, mut r2) = mailbox(2);
-        t.connect(1, m1);
-        t.connect(2, m2);
-        t.enable(1, Mode::default());
-        t.enable(
-            2,
-            Mode {
-                bcast: true,
-                prefixes: vec![Bytes::new()],
-                ..Mode::default()
-            },
-        );
+        let (t, mut r1, mut r2) = two_clients(Mode {
+            bcast: true,
+            prefixes: vec![Bytes::new()],
+            ..Mode::default()
+        });
         t.remember(1, [&b"a"[..]]);
         quietly(|| t.invalidate([&b"a"[..]]));
         t.invalidate_all();

@@ -212,10 +212,10 @@ fn change_expiry(
             return Ok(Write::Keep);
         }
         outcome = Some(true);
+        // The same time again is still a change, as in Redis (WATCH and CLIENT TRACKING see
+        // it).
         Ok(if past {
             Write::Delete
-        } else if r.expire_at_ms == when {
-            Write::Keep
         } else {
             Write::Put(r.with_expiry(when))
         })

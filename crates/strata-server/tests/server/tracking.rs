@@ -394,3 +394,34 @@ fn client_tracking_options_and_errors_match_redis() {
         "TRACKINGINFO with a broken redirect"
     );
 }
+
+/// An EXPIREAT to the time a key already has is a change in Redis (it signals the key): a
+/// WATCH on it fails the transaction and a tracking client is told. It was no write here
+/// (found by the random test above when two EXPIREs fell in one millisecond).
+#[test]
+fn expire_to_the_same_time_is_a_change_like_redis() {
+    let mut pair = Pair::start();
+    for side in 0..2 {
+        pair.conns[side][0].call(&words(&["HELLO", "3"]));
+    }
+    let setup: &[&[&str]] = &[
+        &["SET", "k", "v"],
+        &["EXPIREAT", "k", "4000000000"],
+        &["CLIENT", "TRACKING", "ON"],
+        &["GET", "k"],
+        &["WATCH", "k"],
+    ];
+    for cmd in setup {
+        pair.check(0, &words(cmd), "set-up");
+    }
+    pair.check(1, &words(&["EXPIREAT", "k", "4000000000"]), "same time");
+    let got: Vec<Vec<Vec<u8>>> = (0..2)
+        .map(|side| drain(&mut pair.conns[side][0], b"$11\r\nsync-marker\r\n"))
+        .collect();
+    assert_eq!(show(&got[0]), show(&got[1]), "the invalidation");
+    assert_eq!(got[1].len(), 1, "one invalidation");
+    for cmd in [&["MULTI"][..], &["SET", "k", "w"], &["EXEC"]] {
+        pair.check(0, &words(cmd), "the watched key changed");
+    }
+    pair.check(0, &words(&["GET", "k"]), "after");
+}
