@@ -184,8 +184,8 @@ impl AccessTimes {
     }
 }
 
-/// Commands whose key lookups do not count as a use (Redis's `LOOKUP_NOTOUCH` callers, and
-/// commands that only look at keys from outside).
+/// Commands whose key arguments do not count as a use (Redis's `LOOKUP_NOTOUCH` callers).
+/// Commands without key arguments (SCAN, KEYS, RANDOMKEY, DBSIZE) touch nothing anyway.
 pub(crate) const NO_TOUCH: &[&str] = &[
     "exists",
     "type",
@@ -194,10 +194,6 @@ pub(crate) const NO_TOUCH: &[&str] = &[
     "expiretime",
     "pexpiretime",
     "object",
-    "scan",
-    "dbsize",
-    "keys",
-    "randomkey",
 ];
 
 #[cfg(test)]

@@ -179,14 +179,6 @@ thread_local! {
     static IN_SCRIPT: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Runs `f` (a script's body) with its changes marked as a script's ([`IN_SCRIPT`]).
-pub(crate) fn in_script<T>(f: impl FnOnce() -> T) -> T {
-    let before = IN_SCRIPT.with(|s| s.replace(true));
-    let out = f();
-    IN_SCRIPT.with(|s| s.set(before));
-    out
-}
-
 /// Marks the client whose command runs on this thread until dropped.
 pub(crate) struct Entered {
     previous: u64,
@@ -212,9 +204,19 @@ pub(crate) fn take_own() -> Vec<Push> {
 
 /// Runs `f` (a flush) without per-key invalidations.
 pub(crate) fn quietly<T>(f: impl FnOnce() -> T) -> T {
-    let before = QUIET.with(|q| q.replace(true));
+    with_flag(&QUIET, f)
+}
+
+/// Runs `f` (a script's commit, where its changes reach the store) with its changes marked as a
+/// script's ([`IN_SCRIPT`]).
+pub(crate) fn in_script<T>(f: impl FnOnce() -> T) -> T {
+    with_flag(&IN_SCRIPT, f)
+}
+
+fn with_flag<T>(flag: &'static std::thread::LocalKey<Cell<bool>>, f: impl FnOnce() -> T) -> T {
+    let before = flag.with(|q| q.replace(true));
     let out = f();
-    QUIET.with(|q| q.set(before));
+    flag.with(|q| q.set(before));
     out
 }
 

@@ -871,6 +871,29 @@ mod tests {
         }
     }
 
+    /// CLIENT NO-TOUCH ON (Redis 7.2; no reference server to compare with here): the client's
+    /// reads leave a key's access time, its TOUCH does not; OFF reads touch again.
+    #[test]
+    fn no_touch_leaves_access_times_but_touch() {
+        let mut h = Harness::new();
+        h.run(&["SET", "k", "v"]);
+        let idle = |h: &mut Harness| match h.run(&["OBJECT", "IDLETIME", "k"]) {
+            Reply::Int(n) => n,
+            other => panic!("OBJECT IDLETIME answered {other:?}"),
+        };
+        h.run(&["CLIENT", "NO-TOUCH", "ON"]);
+        h.shared.access.set_idle(b"k", 100);
+        h.run(&["GET", "k"]);
+        // (A second may pass between the two clock reads.)
+        assert!((100..=101).contains(&idle(&mut h)), "a read in NO-TOUCH");
+        h.run(&["TOUCH", "k"]);
+        assert!(idle(&mut h) <= 1, "TOUCH in NO-TOUCH");
+        h.run(&["CLIENT", "NO-TOUCH", "OFF"]);
+        h.shared.access.set_idle(b"k", 100);
+        h.run(&["GET", "k"]);
+        assert!(idle(&mut h) <= 1, "a read after NO-TOUCH OFF");
+    }
+
     #[test]
     fn hello_switches_protocol_and_names_the_client() {
         let mut h = Harness::new();

@@ -409,17 +409,15 @@ pub(super) fn execute_lua(
             } else {
                 Vec::new()
             };
-            let outcome = crate::tracking::in_script(|| {
-                call_script(
-                    vm,
-                    &function,
-                    &mut sub,
-                    (keys, argv),
-                    read_only,
-                    name,
-                    invoke,
-                )
-            });
+            let outcome = call_script(
+                vm,
+                &function,
+                &mut sub,
+                (keys, argv),
+                read_only,
+                name,
+                invoke,
+            );
             sub.session.in_exec = in_exec;
             sub.session.in_script = in_script;
             sub.session.db = db;

@@ -187,48 +187,43 @@ fn info_section(ctx: &Ctx<'_>, section: &str) -> Result<Vec<(String, String)>> {
             kv("aof_enabled", "1".into()),
             kv("appendfsync", config.appendfsync.name().into()),
         ],
-        "stats" => vec![
-            kv(
-                "total_connections_received",
-                c.total_connections.load(Ordering::Relaxed).to_string(),
-            ),
-            kv(
-                "total_commands_processed",
-                c.total_commands.load(Ordering::Relaxed).to_string(),
-            ),
-            kv(
-                "rejected_connections",
-                c.rejected_connections.load(Ordering::Relaxed).to_string(),
-            ),
-            kv(
-                "total_net_input_bytes",
-                c.net_input_bytes.load(Ordering::Relaxed).to_string(),
-            ),
-            kv(
-                "total_net_output_bytes",
-                c.net_output_bytes.load(Ordering::Relaxed).to_string(),
-            ),
-            kv(
-                "total_error_replies",
-                s.command_stats.error_replies().to_string(),
-            ),
-            kv(
-                "total_error_replies_protocol",
-                c.protocol_errors.load(Ordering::Relaxed).to_string(),
-            ),
-            {
-                let (_, keys, _, _) = s.watches.tracking.stats();
-                kv("tracking_total_keys", keys.to_string())
-            },
-            kv(
-                "tracking_total_items",
-                s.watches.tracking.stats().2.to_string(),
-            ),
-            kv(
-                "tracking_total_prefixes",
-                s.watches.tracking.stats().3.to_string(),
-            ),
-        ],
+        "stats" => {
+            // (clients, keys, items, prefixes), read under one lock.
+            let tracking = s.watches.tracking.stats();
+            vec![
+                kv(
+                    "total_connections_received",
+                    c.total_connections.load(Ordering::Relaxed).to_string(),
+                ),
+                kv(
+                    "total_commands_processed",
+                    c.total_commands.load(Ordering::Relaxed).to_string(),
+                ),
+                kv(
+                    "rejected_connections",
+                    c.rejected_connections.load(Ordering::Relaxed).to_string(),
+                ),
+                kv(
+                    "total_net_input_bytes",
+                    c.net_input_bytes.load(Ordering::Relaxed).to_string(),
+                ),
+                kv(
+                    "total_net_output_bytes",
+                    c.net_output_bytes.load(Ordering::Relaxed).to_string(),
+                ),
+                kv(
+                    "total_error_replies",
+                    s.command_stats.error_replies().to_string(),
+                ),
+                kv(
+                    "total_error_replies_protocol",
+                    c.protocol_errors.load(Ordering::Relaxed).to_string(),
+                ),
+                kv("tracking_total_keys", tracking.1.to_string()),
+                kv("tracking_total_items", tracking.2.to_string()),
+                kv("tracking_total_prefixes", tracking.3.to_string()),
+            ]
+        }
         // No replicas: a primary with none attached, as a standalone redis-server reports.
         "replication" => vec![
             kv("role", "master".into()),

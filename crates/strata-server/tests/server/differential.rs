@@ -2927,12 +2927,12 @@ fn stream_blocking_reads_and_info_match_redis() {
         0,
         &["XGROUP", "CREATE", "fifo", "g", "$", "MKSTREAM"],
     );
-    for side in 0..2 {
-        pair.conns[side][1].send(&words(&[
+    let blocked_read = |consumer: &str| {
+        words(&[
             "XREADGROUP",
             "GROUP",
             "g",
-            "first",
+            consumer,
             "COUNT",
             "1",
             "BLOCK",
@@ -2940,23 +2940,14 @@ fn stream_blocking_reads_and_info_match_redis() {
             "STREAMS",
             "fifo",
             ">",
-        ]));
+        ])
+    };
+    for side in 0..2 {
+        pair.conns[side][1].send(&blocked_read("first"));
     }
     std::thread::sleep(Duration::from_millis(100));
     for c in &mut third {
-        c.send(&words(&[
-            "XREADGROUP",
-            "GROUP",
-            "g",
-            "second",
-            "COUNT",
-            "1",
-            "BLOCK",
-            "0",
-            "STREAMS",
-            "fifo",
-            ">",
-        ]));
+        c.send(&blocked_read("second"));
     }
     std::thread::sleep(Duration::from_millis(100));
     run(&mut pair, 0, &["XADD", "fifo", "1-1", "n", "1"]);
