@@ -205,12 +205,17 @@ mod tests {
     /// the latest key given up.
     #[test]
     fn times_are_kept_per_name_and_bounded() {
+        // Idle times are whole seconds of the wall clock, which may tick while the test runs
+        // (the search for names sharing a bucket takes about a second unoptimised): a time
+        // read back may be up to `TICKS` more than the one set.
+        const TICKS: u64 = 3;
+        let near = |got: u64, want: u64| (want..=want + TICKS).contains(&got);
         let t = AccessTimes::started_at(unix_secs() - 100);
-        assert_eq!(t.idle_secs(b"never"), 100);
+        assert!(near(t.idle_secs(b"never"), 100));
         t.touch(b"a");
-        assert_eq!(t.idle_secs(b"a"), 0);
+        assert!(near(t.idle_secs(b"a"), 0));
         t.set_idle(b"b", 30);
-        assert_eq!(t.idle_secs(b"b"), 30);
+        assert!(near(t.idle_secs(b"b"), 30));
         // Names that share one bucket: the first WAYS of them, then one more.
         let (target, _) = t.slot(b"x0");
         let same: Vec<Vec<u8>> = (0..5_000_000u32)
@@ -224,10 +229,14 @@ mod tests {
         }
         // The oldest (idle 80) goes when one more comes.
         t.touch(&same[WAYS]);
-        assert_eq!(t.idle_secs(&same[WAYS]), 0);
-        for n in &same[1..WAYS] {
-            assert!(t.idle_secs(n) < 80);
+        assert!(near(t.idle_secs(&same[WAYS]), 0));
+        for (i, n) in same[1..WAYS].iter().enumerate() {
+            assert!(near(t.idle_secs(n), 70 - i as u64 * 10));
         }
-        assert_eq!(t.idle_secs(&same[0]), 80, "the key given up: its own time");
+        let given_up = t.idle_secs(&same[0]);
+        assert!(
+            near(given_up, 80),
+            "the key given up: its own time, not {given_up}"
+        );
     }
 }
