@@ -240,10 +240,12 @@ pub fn list_range(
     from: u64,
     to: u64,
 ) -> Result<Vec<Bytes>> {
-    let mut out = Vec::new();
     if from >= to {
-        return Ok(out);
+        return Ok(Vec::new());
     }
+    // `to - from` is exact unless positions were popped or the range runs past the end; the
+    // bound keeps a huge range from reserving more than it may ever fill up front.
+    let mut out = Vec::with_capacity(usize::try_from(to - from).unwrap_or(usize::MAX).min(1024));
     b.scan_group(
         &string_key(db, name),
         std::ops::Bound::Included(list_key(db, name, version, from)),

@@ -182,7 +182,7 @@ impl From<crate::Error> for Reply {
 
 fn header(out: &mut BytesMut, kind: u8, n: i64) {
     out.put_u8(kind);
-    out.put_slice(n.to_string().as_bytes());
+    out.put_slice(itoa::Buffer::new().format(n).as_bytes());
     out.put_slice(b"\r\n");
 }
 

@@ -398,6 +398,14 @@ impl Memtable {
 
 /// The newest of `revs` (oldest first) with a sequence number at most `at`.
 fn visible(revs: &Revisions, at: u64) -> Option<&Slot> {
+    // Most reads want the newest version: a key written over and over (a collection's
+    // metadata, a counter) holds one revision per write until the flush, and a bisection
+    // of those is a cache miss per step.
+    match revs.last() {
+        Some(last) if last.seq <= at => return Some(&last.slot),
+        None => return None,
+        Some(_) => {}
+    }
     let n = revs.partition_point(|r| r.seq <= at);
     n.checked_sub(1).map(|i| &revs[i].slot)
 }
@@ -471,7 +479,7 @@ impl MemtableIter {
             return;
         }
         let at = self.at;
-        let mut last_key = None;
+        let mut last_key: Option<&Bytes> = None;
         let mut seen = 0;
         let m = self.mem.ordered();
         let chunk: Vec<(Bytes, Slot)> = m
@@ -480,10 +488,13 @@ impl MemtableIter {
             .take(want)
             .inspect(|(k, _)| {
                 seen += 1;
-                last_key = Some((*k).clone());
+                // Borrowed: cloned once below (a clone is an atomic count on the key's arena
+                // chunk, shared with every other key in it).
+                last_key = Some(*k);
             })
             .filter_map(|(k, &i)| visible(m.revisions(i), at).map(|v| (k.clone(), v.clone())))
             .collect();
+        let last_key = last_key.cloned();
         drop(m);
         if seen < want {
             self.done = true;
