@@ -11,18 +11,19 @@
 //! lock-free skip list this replaced (BENCHMARKS.md).
 //! A memtable is bound to the write-ahead log file that holds the same writes (`wal_number`).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
+use hashbrown::HashTable;
 use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use smallvec::{smallvec, SmallVec};
-use xxhash_rust::xxh3::Xxh3Builder;
 
 use crate::batch::Kind;
 use crate::lsm::vlog::ValuePtr;
+use crate::lsm::KeyHash;
 
 /// A sorted stream of one partition's entry states (memtables, tables, merges of them).
 pub(crate) type SlotIter = crate::util::merge::SortedIter<Slot>;
@@ -84,8 +85,9 @@ struct Maps {
     /// ([`Memtable::remove_version`]) keeps an entry with none, which readers skip, and a later
     /// write of it starts a new entry. So a key has at most one entry with versions.
     entries: Vec<(Bytes, Revisions)>,
-    /// The entry with versions of each key.
-    hashed: HashMap<Bytes, EntryIndex, Xxh3Builder>,
+    /// The entry with versions of each key, by the key's [`KeyHash`]: the hash a lookup
+    /// computes once for every memtable and table filter it asks.
+    hashed: HashTable<EntryIndex>,
     /// Keys in order, except those of `unsorted`.
     sorted: BTreeMap<Bytes, EntryIndex>,
     /// Entries added since the B-tree was last brought up to date, in the order written
@@ -96,6 +98,22 @@ struct Maps {
 impl Maps {
     fn revisions(&self, i: EntryIndex) -> &Revisions {
         &self.entries[i].1
+    }
+
+    /// The entry with versions of `key`.
+    fn find(&self, key: &[u8], h: KeyHash) -> Option<EntryIndex> {
+        let entries = &self.entries;
+        self.hashed
+            .find(h.0, |&i| entries[i].0[..] == *key)
+            .copied()
+    }
+
+    /// Forgets `key`'s entry with versions (it has none left).
+    fn forget(&mut self, key: &[u8], h: KeyHash) {
+        let entries = &self.entries;
+        if let Ok(found) = self.hashed.find_entry(h.0, |&i| entries[i].0[..] == *key) {
+            found.remove();
+        }
     }
 
     /// `indexes` sorted by their entries' keys.
@@ -213,7 +231,8 @@ impl Memtable {
             Kind::Put => Slot::Put(copy_in(arena, value)),
             Kind::Delete => Slot::Delete,
         };
-        if let Some(&i) = maps.hashed.get(key) {
+        let h = KeyHash::of(key);
+        if let Some(i) = maps.find(key, h) {
             let rev = Revision {
                 seq,
                 slot: slot_of(&mut self.arena.lock()),
@@ -238,7 +257,9 @@ impl Memtable {
                     value_offset,
                 }],
             ));
-            maps.hashed.insert(key, i);
+            let entries = &maps.entries;
+            maps.hashed
+                .insert_unique(h.0, i, |&j| KeyHash::of(&entries[j].0).0);
             maps.unsorted.push(i);
             if maps.unsorted.len() >= UNSORTED_ENTRIES_MAX {
                 maps.settle();
@@ -260,28 +281,30 @@ impl Memtable {
     /// failed). Callers hold the partition's write lock.
     pub(crate) fn remove_version(&self, key: &[u8], seq: u64) {
         let mut m = self.map.write();
-        let Some(&i) = m.hashed.get(key) else {
+        let h = KeyHash::of(key);
+        let Some(i) = m.find(key, h) else {
             return;
         };
         let revs = &mut m.entries[i].1;
         revs.retain(|r| r.seq != seq);
         if revs.is_empty() {
             // The emptied entry stays in the key order: ordered readers skip it.
-            m.hashed.remove(key);
+            m.forget(key, h);
         }
     }
 
-    /// The newest version of `key` with a sequence number at most `at`.
-    pub(crate) fn get(&self, key: &[u8], at: u64) -> Option<Slot> {
+    /// The newest version of `key` (whose hash is `h`) with a sequence number at most `at`.
+    pub(crate) fn get(&self, key: &[u8], h: KeyHash, at: u64) -> Option<Slot> {
         let m = self.map.read();
-        let i = *m.hashed.get(key)?;
+        let i = m.find(key, h)?;
         visible(m.revisions(i), at).cloned()
     }
 
-    /// The sequence number of the newest version of `key`, if this memtable has one.
-    pub(crate) fn newest_seq(&self, key: &[u8]) -> Option<u64> {
+    /// The sequence number of the newest version of `key` (whose hash is `h`), if this
+    /// memtable has one.
+    pub(crate) fn newest_seq(&self, key: &[u8], h: KeyHash) -> Option<u64> {
         let m = self.map.read();
-        let i = *m.hashed.get(key)?;
+        let i = m.find(key, h)?;
         m.revisions(i).last().map(|r| r.seq)
     }
 
@@ -642,10 +665,10 @@ mod tests {
                     }
                     Op::Get(k, back) => {
                         let at = seq.saturating_sub(back);
-                        let got = mem.get(&key(k), at).map(|s| slot_value(&s));
+                        let got = mem.get(&key(k), KeyHash::of(&key(k)), at).map(|s| slot_value(&s));
                         prop_assert_eq!(got, model_at(&model, &key(k), at), "get {} at {}", k, at);
                         let newest = model.get(&key(k)).and_then(|r| r.last()).map(|r| r.0);
-                        prop_assert_eq!(mem.newest_seq(&key(k)), newest);
+                        prop_assert_eq!(mem.newest_seq(&key(k), KeyHash::of(&key(k))), newest);
                     }
                     Op::Scan(a, b, back) => {
                         let at = seq.saturating_sub(back);

@@ -17,3 +17,14 @@ pub(crate) mod vlog;
 
 /// Levels per partition: level 0 (overlapping flushed tables) and six sorted levels.
 pub(crate) const LEVELS: usize = 7;
+
+/// A key's 64-bit hash (xxh3): the memtables' hash maps and the tables' filters both use it,
+/// so a point lookup hashes its key once however many memtables and tables it asks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct KeyHash(pub(crate) u64);
+
+impl KeyHash {
+    pub(crate) fn of(key: &[u8]) -> KeyHash {
+        KeyHash(sstable::bloom::hash(key))
+    }
+}

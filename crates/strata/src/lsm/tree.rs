@@ -36,11 +36,11 @@ use crate::error::{Error, Result};
 use crate::journal::counts::Existence;
 use crate::journal::{self, Journal, JournalState, Journaled, WAL_SUFFIX};
 use crate::lsm::memtable::{Memtable, MemtableBudget, MemtableIter, Slot, SlotIter};
-use crate::lsm::sstable::{bloom, Table};
+use crate::lsm::sstable::Table;
 use crate::lsm::version::{self, LogState, Version};
 use crate::lsm::vlog::relocate::MOVED_SUFFIX;
 use crate::lsm::vlog::ValuePtr;
-use crate::lsm::LEVELS;
+use crate::lsm::{KeyHash, LEVELS};
 use crate::options::Options;
 use crate::stats::{LevelStats, PartitionStats};
 use crate::util::cache::BlockCache;
@@ -87,8 +87,9 @@ impl Journaled for Tree {
         // Memtables only: a table read per overwritten key costs a third of a server's SET
         // throughput, so the tables are asked at flush (`journal/counts.rs`).
         let v = self.view.load();
+        let h = KeyHash::of(key);
         for m in std::iter::once(&v.active).chain(v.immutables.iter()) {
-            if let Some(s) = m.get(key, u64::MAX) {
+            if let Some(s) = m.get(key, h, u64::MAX) {
                 return Ok(Existence::Known(s != Slot::Delete));
             }
         }
@@ -351,18 +352,21 @@ impl Tree {
     /// [`crate::SettledRead`]); `Ok(None)` when it is unsettled.
     fn settled_get(&self, key: &[u8]) -> Result<Option<Option<Bytes>>> {
         let v = self.view.load();
+        let h = KeyHash::of(key);
         let in_memory = std::iter::once(&v.active)
             .chain(v.immutables.iter())
-            .any(|m| m.newest_seq(key).is_some());
+            .any(|m| m.newest_seq(key, h).is_some());
         if in_memory {
             return Ok(None);
         }
         // Compaction filters read here: background reads leave the block cache to users.
-        Ok(Some(match lookup_tables(&v.version, key, false)? {
-            None | Some(Slot::Delete) => None,
-            Some(Slot::Put(b)) => Some(b),
-            Some(Slot::Pointer(p)) => Some(resolve_pointer(&self.wal_dir, &v.version, &p)?),
-        }))
+        Ok(Some(
+            match lookup_tables_hashed(&v.version, key, h, false)? {
+                None | Some(Slot::Delete) => None,
+                Some(Slot::Put(b)) => Some(b),
+                Some(Slot::Pointer(p)) => Some(resolve_pointer(&self.wal_dir, &v.version, &p)?),
+            },
+        ))
     }
 
     /// Whether `key` has a version newer than `seq` in the current memtables (optimistic
@@ -370,9 +374,10 @@ impl Tree {
     /// carry no sequence number: the caller compares values for those.
     pub(crate) fn changed_in_memory_since(&self, key: &[u8], seq: u64) -> bool {
         let v = self.view.load();
+        let h = KeyHash::of(key);
         std::iter::once(&v.active)
             .chain(v.immutables.iter())
-            .any(|m| m.newest_seq(key).is_some_and(|s| s > seq))
+            .any(|m| m.newest_seq(key, h).is_some_and(|s| s > seq))
     }
 
     /// This partition's count of counted keys of `class` (`journal/counts.rs`), its pending
@@ -631,15 +636,16 @@ pub(super) fn value_is_live(view: &View, key: &[u8], file: u64, offset: u64) -> 
 /// versions that were visible when they were written). Pointers are returned as they are.
 /// `fill_cache`: keep a table block read in the block cache (users' reads only).
 pub(super) fn lookup(v: &View, key: &[u8], at: u64, fill_cache: bool) -> Result<Option<Slot>> {
-    if let Some(s) = v.active.get(key, at) {
+    let h = KeyHash::of(key);
+    if let Some(s) = v.active.get(key, h, at) {
         return Ok(Some(s));
     }
     for m in &v.immutables {
-        if let Some(s) = m.get(key, at) {
+        if let Some(s) = m.get(key, h, at) {
             return Ok(Some(s));
         }
     }
-    lookup_tables(&v.version, key, fill_cache)
+    lookup_tables_hashed(&v.version, key, h, fill_cache)
 }
 
 /// Whether the tables of `version` hold `key` (its newest version there is not a tombstone).
@@ -654,7 +660,17 @@ fn names_a_value(slot: Option<Slot>) -> bool {
 
 /// The newest version of `key` in the tables of `version` (memtables not consulted).
 fn lookup_tables(version: &Version, key: &[u8], fill_cache: bool) -> Result<Option<Slot>> {
-    let h = bloom::hash(key);
+    lookup_tables_hashed(version, key, KeyHash::of(key), fill_cache)
+}
+
+/// [`lookup_tables`] with the key's hash already computed.
+fn lookup_tables_hashed(
+    version: &Version,
+    key: &[u8],
+    h: KeyHash,
+    fill_cache: bool,
+) -> Result<Option<Slot>> {
+    let h = h.0;
     for t in &version.levels[0] {
         if let Some(s) = t.get(key, h, fill_cache)? {
             return Ok(Some(s));
