@@ -153,11 +153,17 @@ impl AccessTimes {
         let Some((i, _)) = oldest else {
             return;
         };
-        let replaced = bucket.ways[i].swap(entry, Ordering::Relaxed);
-        if replaced != 0 {
+        // Plain loads and stores, no locked instruction (a swap, a fetch-max): the drain's
+        // writes of consecutive touches can then overlap their cache misses. A touch of this
+        // bucket from another thread at the same moment may undo this one or be undone by it:
+        // a time is lost, as the module says.
+        let replaced = bucket.ways[i].load(Ordering::Relaxed);
+        bucket.ways[i].store(entry, Ordering::Relaxed);
+        let replaced_secs = replaced & u64::from(u32::MAX);
+        if replaced != 0 && replaced_secs > bucket.forgotten_secs.load(Ordering::Relaxed) {
             bucket
                 .forgotten_secs
-                .fetch_max(replaced & u64::from(u32::MAX), Ordering::Relaxed);
+                .store(replaced_secs, Ordering::Relaxed);
         }
     }
 

@@ -167,6 +167,16 @@ pub(crate) const READ_FAST: &[&str] = &["readonly", "fast"];
 pub(crate) const CONN: &[&str] = &["fast", "noscript", "loading", "stale"];
 pub(crate) const ADMIN: &[&str] = &["admin", "noscript", "loading", "stale"];
 
+/// The commands that run a script or function (whose own commands count as uses of keys).
+const SCRIPT_CALLS: &[&str] = &[
+    "eval",
+    "evalsha",
+    "eval_ro",
+    "evalsha_ro",
+    "fcall",
+    "fcall_ro",
+];
+
 /// Commands allowed before AUTH (Redis's `no-auth` flag).
 const NO_AUTH: &[&str] = &["auth", "hello", "quit", "reset"];
 
@@ -195,10 +205,91 @@ pub(crate) fn table() -> impl Iterator<Item = &'static Spec> {
         .chain(cluster::SPECS)
 }
 
+/// What the dispatcher asks of a command on every call, worked out once per command from its
+/// flags and the name lists of this module (matching the name against those lists, some sixty
+/// string comparisons a command, was several per cent of a GET's CPU).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Props {
+    /// Flags `write`, `readonly`, `skip_monitor`, `skip_slowlog`.
+    pub write: bool,
+    pub readonly: bool,
+    pub skip_monitor: bool,
+    pub skip_slowlog: bool,
+    /// In [`EXCLUSIVE`] or [`SCRIPT_CALLS`]: always holds the exec lock exclusively.
+    pub exclusive: bool,
+    /// In [`MULTI_KEY_READS`].
+    pub multi_key_read: bool,
+    /// In [`NOT_QUEUED`]: runs at once inside MULTI.
+    pub not_queued: bool,
+    /// In [`NO_AUTH`].
+    pub no_auth: bool,
+    /// In [`NO_MULTI`].
+    pub no_multi: bool,
+    /// Allowed to a RESP2 client in subscriber mode.
+    pub while_subscribed: bool,
+    /// Leaves its keys' OBJECT IDLETIME alone: Redis's NOTOUCH lookups, and [`SCRIPT_CALLS`]
+    /// (whose commands count).
+    pub no_touch: bool,
+    /// In [`NO_DISPATCHER_EVENTS`] or [`SCRIPT_CALLS`].
+    pub no_dispatcher_events: bool,
+    /// Its keys are not where its spec's key positions say (`cluster::MOVABLE_KEYS`).
+    pub movable_keys: bool,
+    /// EVAL_RO and the like: remembers no keys for CLIENT TRACKING itself.
+    pub read_only_script: bool,
+    /// In [`CONTAINERS`]: CLIENT LIST shows it with its subcommand.
+    pub container: bool,
+}
+
+impl Props {
+    fn of(spec: &Spec) -> Props {
+        let flag = |f: &str| spec.flags.contains(&f);
+        let named = |list: &[&str]| list.contains(&spec.name);
+        Props {
+            write: flag("write"),
+            readonly: flag("readonly"),
+            skip_monitor: flag("skip_monitor"),
+            skip_slowlog: flag("skip_slowlog"),
+            exclusive: named(EXCLUSIVE) || named(SCRIPT_CALLS),
+            multi_key_read: named(MULTI_KEY_READS),
+            not_queued: named(NOT_QUEUED),
+            no_auth: named(NO_AUTH),
+            no_multi: named(NO_MULTI),
+            while_subscribed: named(pubsub::ALLOWED_WHILE_SUBSCRIBED),
+            no_touch: named(crate::access::NO_TOUCH) || named(SCRIPT_CALLS),
+            no_dispatcher_events: named(NO_DISPATCHER_EVENTS) || named(SCRIPT_CALLS),
+            movable_keys: named(cluster::MOVABLE_KEYS),
+            read_only_script: named(&["eval_ro", "evalsha_ro", "fcall_ro"]),
+            container: named(CONTAINERS),
+        }
+    }
+}
+
+/// A command of the table as the dispatcher runs it: its entry and its [`Props`]. Reads as
+/// its [`Spec`].
+pub(crate) struct Command {
+    pub spec: &'static Spec,
+    pub props: Props,
+}
+
+impl std::ops::Deref for Command {
+    type Target = Spec;
+    fn deref(&self) -> &Spec {
+        self.spec
+    }
+}
+
 /// Finds a command by name, case-insensitively.
-pub(crate) fn lookup(name: &[u8]) -> Option<&'static Spec> {
-    static INDEX: OnceLock<HashMap<&'static str, &'static Spec>> = OnceLock::new();
-    let index = INDEX.get_or_init(|| table().map(|s| (s.name, s)).collect());
+pub(crate) fn lookup(name: &[u8]) -> Option<&'static Command> {
+    static INDEX: OnceLock<HashMap<&'static str, Command, xxhash_rust::xxh3::Xxh3Builder>> =
+        OnceLock::new();
+    let index = INDEX.get_or_init(|| {
+        table()
+            .map(|spec| {
+                let props = Props::of(spec);
+                (spec.name, Command { spec, props })
+            })
+            .collect()
+    });
     // Command names are short ASCII; anything longer than the longest name cannot match.
     const NAME_BYTES_MAX: usize = 32;
     if name.len() > NAME_BYTES_MAX {
@@ -210,12 +301,12 @@ pub(crate) fn lookup(name: &[u8]) -> Option<&'static Spec> {
     lower.copy_from_slice(name);
     lower.make_ascii_lowercase();
     let lower = std::str::from_utf8(lower).ok()?;
-    index.get(lower).copied()
+    index.get(lower)
 }
 
 /// The command `args` names, if it is one (looked up once per command: placement and
 /// dispatch share it).
-pub(crate) fn resolve(args: &[Bytes]) -> Option<&'static Spec> {
+pub(crate) fn resolve(args: &[Bytes]) -> Option<&'static Command> {
     args.first().and_then(|name| lookup(name))
 }
 
@@ -229,7 +320,7 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Reply {
 pub(crate) fn execute_resolved(
     ctx: &mut Ctx<'_>,
     args: &[Bytes],
-    spec: Option<&'static Spec>,
+    spec: Option<&'static Command>,
 ) -> Reply {
     count_command(ctx);
     dispatch(ctx, args, spec).unwrap_or_else(Reply::from)
@@ -240,7 +331,7 @@ pub(crate) fn execute_resolved(
 pub(crate) fn execute_here(
     ctx: &mut Ctx<'_>,
     args: &[Bytes],
-    spec: Option<&'static Spec>,
+    spec: Option<&'static Command>,
 ) -> Option<Reply> {
     match dispatch(ctx, args, spec) {
         Err(Error::WouldWait) => None,
@@ -273,7 +364,7 @@ pub(crate) enum Placement {
 }
 
 /// Where a command may run. Unknown commands (`None`) only produce an error reply.
-pub(crate) fn placement(spec: Option<&Spec>) -> Placement {
+pub(crate) fn placement(spec: Option<&Command>) -> Placement {
     let Some(spec) = spec else {
         return Placement::Read;
     };
@@ -285,9 +376,9 @@ pub(crate) fn placement(spec: Option<&Spec>) -> Placement {
     if spec.keys.0 == 0 || spec.name == "migrate" {
         return Placement::Pool;
     }
-    if spec.flags.contains(&"write") {
+    if spec.props.write {
         Placement::Write
-    } else if spec.flags.contains(&"readonly") {
+    } else if spec.props.readonly {
         Placement::Read
     } else {
         Placement::Pool
@@ -300,7 +391,7 @@ pub(crate) fn placement(spec: Option<&Spec>) -> Placement {
 pub(crate) fn execute_without_waiting(
     ctx: &mut Ctx<'_>,
     args: &[Bytes],
-    spec: Option<&'static Spec>,
+    spec: Option<&'static Command>,
 ) -> Option<Reply> {
     match strata::without_waiting(|| dispatch(ctx, args, spec)) {
         Err(e) if e.is_would_block() => None,
@@ -319,7 +410,7 @@ const CONTAINERS: &[&str] = &[
 
 /// What CLIENT LIST shows of the command a connection is running: its name (with its
 /// subcommand) and when.
-fn note_activity(ctx: &Ctx<'_>, args: &[Bytes], spec: Option<&'static Spec>) {
+fn note_activity(ctx: &Ctx<'_>, args: &[Bytes], spec: Option<&'static Command>) {
     let Some(control) = &ctx.session.control else {
         return;
     };
@@ -330,15 +421,12 @@ fn note_activity(ctx: &Ctx<'_>, args: &[Bytes], spec: Option<&'static Spec>) {
     let ms = u64::try_from(ctx.shared.started.elapsed().as_millis()).unwrap_or(u64::MAX);
     control.last_command_ms.store(ms, Ordering::Relaxed);
     if let Some(spec) = spec {
-        let sub = CONTAINERS
-            .contains(&spec.name)
-            .then(|| args.get(1).cloned())
-            .flatten();
+        let sub = spec.props.container.then(|| args.get(1).cloned()).flatten();
         *control.last_command.lock() = (spec.name, sub);
     }
 }
 
-fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes], spec: Option<&'static Spec>) -> Result<Reply> {
+fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes], spec: Option<&'static Command>) -> Result<Reply> {
     note_activity(ctx, args, spec);
     ctx.session.handler_ran = false;
     ctx.session.error_counted = false;
@@ -383,7 +471,7 @@ fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes], spec: Option<&'static Spec>) -> R
     if let (Err(e), Some(multi)) = (&result, ctx.session.multi.as_mut()) {
         // A command refused while queueing (unknown, wrong arity, not authenticated) makes
         // EXEC fail, as in Redis; errors of the commands that run at once do not.
-        if !e.is_would_block() && !spec.is_some_and(|s| NOT_QUEUED.contains(&s.name)) {
+        if !e.is_would_block() && !spec.is_some_and(|s| s.props.not_queued) {
             multi.failed = true;
         }
     }
@@ -401,7 +489,7 @@ fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes], spec: Option<&'static Spec>) -> R
 fn dispatch_checked(
     ctx: &mut Ctx<'_>,
     args: &[Bytes],
-    spec: Option<&'static Spec>,
+    spec: Option<&'static Command>,
     asking: bool,
 ) -> Result<Reply> {
     let Some(name) = args.first() else {
@@ -421,17 +509,17 @@ fn dispatch_checked(
     if (arity > 0 && n != arity) || (arity < 0 && n < -arity) {
         return Err(Error::WrongArity(spec.name.to_string()));
     }
-    if !ctx.session.authenticated && !NO_AUTH.contains(&spec.name) {
+    if !ctx.session.authenticated && !spec.props.no_auth {
         return Err(Error::NoAuth);
     }
-    if ctx.session.multi.is_some() && NO_MULTI.contains(&spec.name) {
+    if ctx.session.multi.is_some() && spec.props.no_multi {
         // Refused while queueing, so EXEC then answers EXECABORT (a queued SHUTDOWN used to
         // stop the server at EXEC).
         return Err(Error::command("Command not allowed inside a transaction"));
     }
     if ctx.session.protocol == crate::resp::Protocol::Resp2
         && ctx.session.subs.count() > 0
-        && !pubsub::ALLOWED_WHILE_SUBSCRIBED.contains(&spec.name)
+        && !spec.props.while_subscribed
     {
         return Err(Error::command(format!(
             "Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
@@ -439,7 +527,7 @@ fn dispatch_checked(
         )));
     }
     let routed = ctx.session.cluster && spec.name != "asking";
-    let queued = ctx.session.multi.is_some() && !NOT_QUEUED.contains(&spec.name);
+    let queued = ctx.session.multi.is_some() && !spec.props.not_queued;
     if queued {
         if routed {
             // Checked when queued (a redirection aborts the transaction, as in Redis) and
@@ -454,7 +542,7 @@ fn dispatch_checked(
     // Changes of a cluster node's map hold the lock exclusively too: a keyed command (which
     // holds its shared side from its slot check to its end, a blocking one until it has read
     // the wake-up counter) sees the map before or after, never a change in its middle.
-    let exclusive = EXCLUSIVE.contains(&spec.name)
+    let exclusive = spec.props.exclusive
         || (matches!(spec.name, "del" | "delete" | "unlink") && args.len() > 2)
         || (matches!(spec.name, "georadius" | "georadiusbymember")
             && args.iter().any(|a| is(a, "STORE") || is(a, "STOREDIST")))
@@ -466,12 +554,12 @@ fn dispatch_checked(
     // Cluster mode: keyed reads hold the exec lock's shared side too, and the slot check runs
     // under the lock, so MIGRATE (which holds it exclusively) never moves a key between the
     // check and the command.
-    let shared_lock = spec.flags.contains(&"write")
-        || (MULTI_KEY_READS.contains(&spec.name)
+    let shared_lock = spec.props.write
+        || (spec.props.multi_key_read
             && !(spec.name == "exists" && args.len() <= 2))
         // PFCOUNT of one key stores the count it computed in the key (as Redis does).
         || spec.name == "pfcount"
-        || (routed && (spec.keys.0 > 0 || cluster::MOVABLE_KEYS.contains(&spec.name)));
+        || (routed && (spec.keys.0 > 0 || spec.props.movable_keys));
     let shared = ctx.shared;
     let _guard = match (ctx.locking, exclusive, shared_lock) {
         (Locking::Held, _, _) | (_, false, false) => ExecGuard::None,
@@ -495,11 +583,11 @@ fn dispatch_checked(
 /// neither; admin commands are not shown to monitors; scripts are shown before they run (their
 /// commands follow as `lua`); a script's commands are logged as its Lua client's; EXEC is not
 /// logged (its commands are).
-fn run_watched(ctx: &mut Ctx<'_>, spec: &'static Spec, args: &[Bytes]) -> Result<Reply> {
+fn run_watched(ctx: &mut Ctx<'_>, spec: &'static Command, args: &[Bytes]) -> Result<Reply> {
     let watchers = &ctx.shared.watchers;
     let in_script = ctx.session.in_script;
     let source: &[u8] = if in_script { b"lua" } else { &ctx.session.peer };
-    let shown_before = spec.flags.contains(&"skip_monitor");
+    let shown_before = spec.props.skip_monitor;
     if shown_before && watchers.monitored() {
         watchers.feed(ctx.session.db, source, args);
     }
@@ -548,7 +636,7 @@ fn run_watched(ctx: &mut Ctx<'_>, spec: &'static Spec, args: &[Bytes]) -> Result
         },
     );
     let watchers = &ctx.shared.watchers;
-    if watchers.timing() && !spec.flags.contains(&"skip_slowlog") {
+    if watchers.timing() && !spec.props.skip_slowlog {
         if in_script {
             // Redis logs a script's commands as its Lua client's: no address, no name.
             const LUA_CLIENT: Bytes = Bytes::from_static(b"?:0");
@@ -570,15 +658,8 @@ fn run_watched(ctx: &mut Ctx<'_>, spec: &'static Spec, args: &[Bytes]) -> Result
 /// OBJECT IDLETIME: the keys a command names count as used now (`access.rs`), but for the
 /// commands that only look (Redis's `LOOKUP_NOTOUCH`), scripts (whose commands count), and a
 /// client in CLIENT NO-TOUCH mode (except its TOUCH).
-fn touch_keys(ctx: &Ctx<'_>, spec: &'static Spec, args: &[Bytes]) {
-    if spec.keys.0 == 0
-        || crate::access::NO_TOUCH.contains(&spec.name)
-        || matches!(
-            spec.name,
-            "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro"
-        )
-        || (ctx.session.no_touch && spec.name != "touch")
-    {
+fn touch_keys(ctx: &Ctx<'_>, spec: &'static Command, args: &[Bytes]) {
+    if spec.keys.0 == 0 || spec.props.no_touch || (ctx.session.no_touch && spec.name != "touch") {
         return;
     }
     for key in cluster::command_keys(spec, args) {
@@ -590,13 +671,13 @@ fn touch_keys(ctx: &Ctx<'_>, spec: &'static Spec, args: &[Bytes]) {
 /// client, as Redis's `call()` does (whether the command succeeded or not). Inside a script a
 /// read-only command remembers the keys the script declared (Redis remembers its caller's
 /// command's keys). EVAL_RO and the like remember nothing themselves.
-fn remember_tracked_keys(ctx: &Ctx<'_>, spec: &'static Spec, args: &[Bytes]) {
+fn remember_tracked_keys(ctx: &Ctx<'_>, spec: &'static Command, args: &[Bytes]) {
     let Some(mode) = &ctx.session.tracking else {
         return;
     };
     if mode.bcast
-        || !spec.flags.contains(&"readonly")
-        || matches!(spec.name, "eval_ro" | "evalsha_ro" | "fcall_ro")
+        || !spec.props.readonly
+        || spec.props.read_only_script
         || (mode.optin && !ctx.session.caching)
         || (mode.optout && ctx.session.caching)
     {
@@ -615,7 +696,7 @@ fn remember_tracked_keys(ctx: &Ctx<'_>, spec: &'static Spec, args: &[Bytes]) {
 /// After a connection's command (not one run by EXEC or a script): the invalidations it made
 /// for its own client wait for its reply (`Session::answer`), and CLIENT CACHING's choice
 /// ends unless the command was CLIENT itself or a transaction is open (Redis's `resetClient`).
-fn note_tracking_after(ctx: &mut Ctx<'_>, spec: Option<&'static Spec>, result: &Result<Reply>) {
+fn note_tracking_after(ctx: &mut Ctx<'_>, spec: Option<&'static Command>, result: &Result<Reply>) {
     let own = crate::tracking::take_own();
     if !own.is_empty() {
         ctx.session.own_pushes.extend(own);
@@ -631,33 +712,24 @@ fn note_tracking_after(ctx: &mut Ctx<'_>, spec: Option<&'static Spec>, result: &
 }
 
 /// Commands whose key arguments the `new` and `keymiss` events do not look at: those that run
-/// other commands (which report their own), and OBJECT (Redis's lookup for it notifies
-/// nothing).
-const NO_DISPATCHER_EVENTS: &[&str] = &[
-    "eval",
-    "evalsha",
-    "eval_ro",
-    "evalsha_ro",
-    "fcall",
-    "fcall_ro",
-    "exec",
-    "object",
-    "migrate",
-];
+/// other commands (which report their own: these and [`SCRIPT_CALLS`]), and OBJECT (Redis's
+/// lookup for it notifies nothing).
+const NO_DISPATCHER_EVENTS: &[&str] = &["exec", "object", "migrate"];
 
 /// Before a write command runs, when `new` or `expired` events are wanted: reports `expired`
 /// for each of its keys stored past its time (Redis's write lookup removes such a key and
 /// reports it before the command's own events; here the command replaces it, and active
 /// expiry, which would have reported it, then finds it gone or alive), and returns the keys
 /// that do not exist now (for `new`).
-fn keys_before_write(ctx: &mut Ctx<'_>, spec: &'static Spec, args: &[Bytes]) -> Result<Vec<Bytes>> {
+fn keys_before_write(
+    ctx: &mut Ctx<'_>,
+    spec: &'static Command,
+    args: &[Bytes],
+) -> Result<Vec<Bytes>> {
     use crate::notify::{EXPIRED, NEW};
     let notify = &ctx.shared.notify;
     let (new, expired) = (notify.wants(NEW), notify.wants(EXPIRED));
-    if !(new || expired)
-        || !spec.flags.contains(&"write")
-        || NO_DISPATCHER_EVENTS.contains(&spec.name)
-    {
+    if !(new || expired) || !spec.props.write || spec.props.no_dispatcher_events {
         return Ok(Vec::new());
     }
     let mut absent = Vec::new();
@@ -694,7 +766,7 @@ fn key_exists(ctx: &Ctx<'_>, key: &[u8]) -> Result<bool> {
 /// as in Redis, though it is gone at once).
 fn note_dispatcher_events(
     ctx: &mut Ctx<'_>,
-    spec: &'static Spec,
+    spec: &'static Command,
     args: &[Bytes],
     events_before: usize,
     absent_before: Vec<Bytes>,
@@ -727,9 +799,7 @@ fn note_dispatcher_events(
         };
         ctx.session.events.insert(at, event);
     }
-    if ctx.shared.notify.wants(KEY_MISS)
-        && spec.flags.contains(&"readonly")
-        && !NO_DISPATCHER_EVENTS.contains(&spec.name)
+    if ctx.shared.notify.wants(KEY_MISS) && spec.props.readonly && !spec.props.no_dispatcher_events
     {
         for key in cluster::command_keys(spec, args) {
             if matches!(key_exists(ctx, key), Ok(false)) {
@@ -782,12 +852,7 @@ const EXCLUSIVE: &[&str] = &[
     // Holding the lock exclusively keeps the two checks from crossing (a name held both a
     // string and a document).
     "json.set",
-    "eval",
-    "evalsha",
-    "eval_ro",
-    "evalsha_ro",
-    "fcall",
-    "fcall_ro",
+    // Scripts and functions ([`SCRIPT_CALLS`]) too: a script is atomic.
     "function",
     "msetnx",
     "rename",

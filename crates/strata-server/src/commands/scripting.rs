@@ -1106,7 +1106,7 @@ fn call_command(ctx: &mut Ctx<'_>, args: MultiValue, read_only: bool) -> Reply {
     if !callable(spec) || cluster_reset {
         return Reply::Error("ERR This Redis command is not allowed from script".into());
     }
-    if read_only && spec.flags.contains(&"write") {
+    if read_only && spec.props.write {
         return Reply::Error("ERR Write commands are not allowed from read-only scripts.".into());
     }
     super::execute_resolved(ctx, &words, Some(spec))

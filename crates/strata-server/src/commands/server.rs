@@ -547,7 +547,11 @@ fn command(_: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         return Ok(Reply::Array(table().map(command_info).collect()));
     };
     let sub = String::from_utf8_lossy(sub).to_ascii_lowercase();
-    let named = || args[2..].iter().map(|n| (n, super::lookup(n)));
+    let named = || {
+        args[2..]
+            .iter()
+            .map(|n| (n, super::lookup(n).map(|c| c.spec)))
+    };
     match sub.as_str() {
         "count" => Ok(Reply::Int(table().count() as i64)),
         "getkeys" if args.len() >= 4 => super::cluster::getkeys(&args[2..]),
