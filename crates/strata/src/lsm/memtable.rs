@@ -86,8 +86,9 @@ struct Maps {
     /// write of it starts a new entry. So a key has at most one entry with versions.
     entries: Vec<(Bytes, Revisions)>,
     /// The entry with versions of each key, by the key's [`KeyHash`]: the hash a lookup
-    /// computes once for every memtable and table filter it asks.
-    hashed: HashTable<EntryIndex>,
+    /// computes once for every memtable and table filter it asks. Kept beside the index so
+    /// that growing the table rehashes no key.
+    hashed: HashTable<(u64, EntryIndex)>,
     /// Keys in order, except those of `unsorted`.
     sorted: BTreeMap<Bytes, EntryIndex>,
     /// Entries added since the B-tree was last brought up to date, in the order written
@@ -104,14 +105,17 @@ impl Maps {
     fn find(&self, key: &[u8], h: KeyHash) -> Option<EntryIndex> {
         let entries = &self.entries;
         self.hashed
-            .find(h.0, |&i| entries[i].0[..] == *key)
-            .copied()
+            .find(h.0, |&(eh, i)| eh == h.0 && entries[i].0[..] == *key)
+            .map(|&(_, i)| i)
     }
 
     /// Forgets `key`'s entry with versions (it has none left).
     fn forget(&mut self, key: &[u8], h: KeyHash) {
         let entries = &self.entries;
-        if let Ok(found) = self.hashed.find_entry(h.0, |&i| entries[i].0[..] == *key) {
+        if let Ok(found) = self
+            .hashed
+            .find_entry(h.0, |&(eh, i)| eh == h.0 && entries[i].0[..] == *key)
+        {
             found.remove();
         }
     }
@@ -257,9 +261,7 @@ impl Memtable {
                     value_offset,
                 }],
             ));
-            let entries = &maps.entries;
-            maps.hashed
-                .insert_unique(h.0, i, |&j| KeyHash::of(&entries[j].0).0);
+            maps.hashed.insert_unique(h.0, (h.0, i), |&(eh, _)| eh);
             maps.unsorted.push(i);
             if maps.unsorted.len() >= UNSORTED_ENTRIES_MAX {
                 maps.settle();
