@@ -592,7 +592,9 @@ fn run_watched(ctx: &mut Ctx<'_>, spec: &'static Command, args: &[Bytes]) -> Res
         watchers.feed(ctx.session.db, source, args);
     }
     let events_before = ctx.session.events.len();
-    let absent_before = match keys_before_write(ctx, spec, args) {
+    // The command's keys, found once for the access touch, the events and tracking.
+    let keys = cluster::command_keys(spec, args);
+    let absent_before = match keys_before_write(ctx, spec, &keys) {
         Ok(absent) => absent,
         Err(e) => {
             // It runs again (a read that would wait: on the blocking pool) and reports again.
@@ -600,7 +602,7 @@ fn run_watched(ctx: &mut Ctx<'_>, spec: &'static Command, args: &[Bytes]) -> Res
             return Err(e);
         }
     };
-    touch_keys(ctx, spec, args);
+    touch_keys(ctx, spec, &keys);
     let started = std::time::Instant::now();
     let result = (spec.handler)(ctx, args);
     ctx.session.handler_ran = true;
@@ -610,8 +612,8 @@ fn run_watched(ctx: &mut Ctx<'_>, spec: &'static Command, args: &[Bytes]) -> Res
         ctx.session.events.truncate(events_before);
         return result;
     }
-    note_dispatcher_events(ctx, spec, args, events_before, absent_before);
-    remember_tracked_keys(ctx, spec, args);
+    note_dispatcher_events(ctx, spec, &keys, events_before, absent_before);
+    remember_tracked_keys(ctx, spec, &keys);
     if !ctx.session.in_exec && !ctx.session.in_script && !ctx.session.in_held_run {
         // EXEC, scripts and held runs (`conn.rs`) publish their commands' events once their
         // writes are committed.
@@ -658,11 +660,11 @@ fn run_watched(ctx: &mut Ctx<'_>, spec: &'static Command, args: &[Bytes]) -> Res
 /// OBJECT IDLETIME: the keys a command names count as used now (`access.rs`), but for the
 /// commands that only look (Redis's `LOOKUP_NOTOUCH`), scripts (whose commands count), and a
 /// client in CLIENT NO-TOUCH mode (except its TOUCH).
-fn touch_keys(ctx: &Ctx<'_>, spec: &'static Command, args: &[Bytes]) {
+fn touch_keys(ctx: &Ctx<'_>, spec: &'static Command, keys: &[&[u8]]) {
     if spec.keys.0 == 0 || spec.props.no_touch || (ctx.session.no_touch && spec.name != "touch") {
         return;
     }
-    for key in cluster::command_keys(spec, args) {
+    for &key in keys {
         ctx.shared.access.touch(key);
     }
 }
@@ -671,7 +673,7 @@ fn touch_keys(ctx: &Ctx<'_>, spec: &'static Command, args: &[Bytes]) {
 /// client, as Redis's `call()` does (whether the command succeeded or not). Inside a script a
 /// read-only command remembers the keys the script declared (Redis remembers its caller's
 /// command's keys). EVAL_RO and the like remember nothing themselves.
-fn remember_tracked_keys(ctx: &Ctx<'_>, spec: &'static Command, args: &[Bytes]) {
+fn remember_tracked_keys(ctx: &Ctx<'_>, spec: &'static Command, keys: &[&[u8]]) {
     let Some(mode) = &ctx.session.tracking else {
         return;
     };
@@ -683,13 +685,16 @@ fn remember_tracked_keys(ctx: &Ctx<'_>, spec: &'static Command, args: &[Bytes]) 
     {
         return;
     }
-    let keys: Vec<&[u8]> = if ctx.session.in_script {
-        ctx.session.script_keys.iter().map(|k| k.as_ref()).collect()
-    } else {
-        cluster::command_keys(spec, args)
-    };
-    if !keys.is_empty() {
-        ctx.shared.watches.tracking.remember(ctx.session.id, keys);
+    let tracking = &ctx.shared.watches.tracking;
+    if ctx.session.in_script {
+        if !ctx.session.script_keys.is_empty() {
+            tracking.remember(
+                ctx.session.id,
+                ctx.session.script_keys.iter().map(|k| &k[..]),
+            );
+        }
+    } else if !keys.is_empty() {
+        tracking.remember(ctx.session.id, keys.iter().copied());
     }
 }
 
@@ -724,7 +729,7 @@ const NO_DISPATCHER_EVENTS: &[&str] = &["exec", "object", "migrate"];
 fn keys_before_write(
     ctx: &mut Ctx<'_>,
     spec: &'static Command,
-    args: &[Bytes],
+    keys: &[&[u8]],
 ) -> Result<Vec<Bytes>> {
     use crate::notify::{EXPIRED, NEW};
     let notify = &ctx.shared.notify;
@@ -734,7 +739,7 @@ fn keys_before_write(
     }
     let mut absent = Vec::new();
     let now = crate::keyspace::now_ms();
-    for key in cluster::command_keys(spec, args) {
+    for &key in keys {
         if key_exists(ctx, key)? {
             continue;
         }
@@ -767,7 +772,7 @@ fn key_exists(ctx: &Ctx<'_>, key: &[u8]) -> Result<bool> {
 fn note_dispatcher_events(
     ctx: &mut Ctx<'_>,
     spec: &'static Command,
-    args: &[Bytes],
+    keys: &[&[u8]],
     events_before: usize,
     absent_before: Vec<Bytes>,
 ) {
@@ -801,7 +806,7 @@ fn note_dispatcher_events(
     }
     if ctx.shared.notify.wants(KEY_MISS) && spec.props.readonly && !spec.props.no_dispatcher_events
     {
-        for key in cluster::command_keys(spec, args) {
+        for &key in keys {
             if matches!(key_exists(ctx, key), Ok(false)) {
                 ctx.notify(KEY_MISS, "keymiss", &Bytes::copy_from_slice(key));
             }
