@@ -38,12 +38,19 @@ pub fn compare(
 /// A one-line summary of a run for progress output.
 pub fn one_line(r: &RunRecord) -> String {
     format!(
-        "{:<8} {:<12} {:>10.0} ops/s  p99 {:>7} us  disk {:>8.1} MiB  WA engine {}  WA io {}  peak RSS {}  load {}",
+        "{:<8} {:<12} {:>10.0} ops/s  p99 {:>7} us  disk {:>8.1} MiB ({} x live)  WA engine {}  WA io {}  peak RSS {}  load {}",
         r.spec.engine.engine.name(),
         r.spec.run.workload.name(),
         r.summary.ops_per_sec,
         r.summary.p99_us,
         mib(r.disk_bytes),
+        opt(
+            r.summary
+                .live_bytes
+                .filter(|&l| l > 0)
+                .map(|l| r.disk_bytes as f64 / l as f64),
+            2
+        ),
         opt(r.write_amplification_engine, 2),
         opt(r.write_amplification_io, 2),
         r.peak_rss_bytes

@@ -70,6 +70,13 @@ pub struct RunSummary {
     pub interval_ops_per_sec_max: f64,
     /// Bytes of keys and values the clients asked to write (puts: key + value; deletes: key).
     pub user_bytes_written: u64,
+    /// Keys whose last write was a put when the workload stopped, counted by the clients
+    /// (`workload::LiveKeys`), not asked of the engine; `None` for runs recorded before it.
+    #[serde(default)]
+    pub live_keys: Option<u64>,
+    /// `live_keys` x (key + value bytes): the live data the bytes on disk are compared with.
+    #[serde(default)]
+    pub live_bytes: Option<u64>,
 }
 
 /// The results of one mixed-workload run, with the spec that produced them.

@@ -231,6 +231,19 @@ pub struct EngineSpec {
     /// log less live than this; collection takes a quarter of it); `None`: Strata's default.
     #[serde(default)]
     pub value_log_live_ratio: Option<f64>,
+    /// The LSM's level-1 size target (`level1_bytes_target`; each deeper level is
+    /// `level_size_ratio` times larger); `None`: Strata's default.
+    #[serde(default)]
+    pub level1_bytes: Option<u64>,
+    /// The LSM's level-0 table count that starts a compaction into level 1
+    /// (`l0_compaction_trigger`; the slowdown and stop counts keep their distance above it);
+    /// `None`: Strata's default.
+    #[serde(default)]
+    pub l0_compaction_trigger: Option<usize>,
+    /// The LSM's log size at which a memtable is switched (`memtable_log_bytes_max`); `None`:
+    /// Strata's default.
+    #[serde(default)]
+    pub memtable_log_bytes: Option<u64>,
 }
 
 impl EngineSpec {
@@ -250,13 +263,30 @@ impl EngineSpec {
             log_segment_bytes_max: None,
             log_merge_dead_ratio: None,
             value_log_live_ratio: None,
+            level1_bytes: None,
+            l0_compaction_trigger: None,
+            memtable_log_bytes: None,
         }
     }
 
     /// Strata options for this spec.
     pub fn strata_options(&self) -> strata::Options {
         let defaults = strata::Options::default();
+        // A higher level-0 trigger moves the slowdown and stop counts up by as much, so that
+        // raising it does not stall writes sooner.
+        let l0_raise = self
+            .l0_compaction_trigger
+            .map_or(0, |t| t.saturating_sub(defaults.l0_compaction_trigger));
         strata::Options {
+            level1_bytes_target: self.level1_bytes.unwrap_or(defaults.level1_bytes_target),
+            memtable_log_bytes_max: self
+                .memtable_log_bytes
+                .unwrap_or(defaults.memtable_log_bytes_max),
+            l0_compaction_trigger: self
+                .l0_compaction_trigger
+                .unwrap_or(defaults.l0_compaction_trigger),
+            l0_slowdown_tables: defaults.l0_slowdown_tables + l0_raise,
+            l0_stop_tables: defaults.l0_stop_tables + l0_raise,
             engine: match self.engine {
                 Engine::StrataLog => strata::Engine::Log,
                 _ => strata::Engine::Lsm,
@@ -818,8 +848,19 @@ mod tests {
         spec.log_segment_bytes_max = Some(8 << 10);
         spec.log_merge_dead_ratio = Some(0.3);
         spec.value_log_live_ratio = Some(0.7);
+        spec.level1_bytes = Some(32 << 20);
+        spec.l0_compaction_trigger = Some(8);
+        spec.memtable_log_bytes = Some(64 << 20);
         let o = spec.strata_options();
+        assert_eq!(o.memtable_log_bytes_max, 64 << 20);
         assert_eq!(o.value_log_gc_live_ratio, 0.7);
+        assert_eq!(o.level1_bytes_target, 32 << 20);
+        assert_eq!(o.l0_compaction_trigger, 8);
+        let defaults = strata::Options::default();
+        assert_eq!(
+            o.l0_slowdown_tables - o.l0_compaction_trigger,
+            defaults.l0_slowdown_tables - defaults.l0_compaction_trigger
+        );
         assert_eq!(o.memtable_entries_max, Some(1_000_000));
         assert_eq!(o.log_segment_bytes_max, 8 << 10);
         assert_eq!(o.log_merge_dead_ratio, 0.3);
@@ -830,6 +871,9 @@ mod tests {
             "log_segment_bytes_max",
             "log_merge_dead_ratio",
             "value_log_live_ratio",
+            "level1_bytes",
+            "l0_compaction_trigger",
+            "memtable_log_bytes",
         ] {
             old.as_object_mut().unwrap().remove(field);
         }

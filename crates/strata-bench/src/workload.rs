@@ -30,6 +30,61 @@ use crate::store::BenchStore;
 /// At most this many known keys per client thread.
 pub const RESERVOIR_KEYS_MAX: usize = 100_000;
 
+/// Key spaces up to this many keys get a live-key count ([`LiveKeys`]: one bit per key, so at
+/// most 128 MiB); larger ones report none.
+pub const LIVE_KEYS_TRACKED_MAX: u64 = 1 << 30;
+
+/// Which keys' last write was a put, one bit per key of the key space: a put sets the key's
+/// bit, a delete clears it. The clients keep it, so the live data the bytes on disk are compared
+/// with is known without asking the engine under test. (Two threads writing the same key within
+/// the same microsecond may record the two writes in the other order than the engine applied
+/// them; at the key spaces measured this is a handful of keys in millions.)
+pub struct LiveKeys {
+    words: Vec<AtomicU64>,
+}
+
+impl LiveKeys {
+    /// A count for `key_space` keys, all absent; `None` over [`LIVE_KEYS_TRACKED_MAX`].
+    pub fn new(key_space: u64) -> Option<LiveKeys> {
+        if key_space > LIVE_KEYS_TRACKED_MAX {
+            return None;
+        }
+        let words = usize::try_from(key_space.div_ceil(64)).ok()?;
+        Some(LiveKeys {
+            words: (0..words).map(|_| AtomicU64::new(0)).collect(),
+        })
+    }
+
+    /// Marks keys `0..n` live (a preload wrote them all).
+    pub fn put_all_below(&self, n: u64) {
+        for k in 0..n {
+            self.put(k);
+        }
+    }
+
+    /// Key `k` was put.
+    pub fn put(&self, k: u64) {
+        if let Some(w) = self.words.get((k / 64) as usize) {
+            w.fetch_or(1 << (k % 64), Ordering::Relaxed);
+        }
+    }
+
+    /// Key `k` was deleted.
+    pub fn delete(&self, k: u64) {
+        if let Some(w) = self.words.get((k / 64) as usize) {
+            w.fetch_and(!(1 << (k % 64)), Ordering::Relaxed);
+        }
+    }
+
+    /// Keys whose last write was a put.
+    pub fn count(&self) -> u64 {
+        self.words
+            .iter()
+            .map(|w| u64::from(w.load(Ordering::Relaxed).count_ones()))
+            .sum()
+    }
+}
+
 /// A uniform sample of at most `capacity` of the keys offered (Vitter's algorithm R).
 #[derive(Debug, Clone)]
 pub struct Reservoir {
@@ -187,6 +242,12 @@ pub fn run(
 ) -> Result<RunSummary> {
     spec.validate()?;
     let counts = Counts::default();
+    let live = LiveKeys::new(spec.key_space);
+    if spec.preload {
+        if let Some(l) = &live {
+            l.put_all_below(spec.key_space);
+        }
+    }
     let stop = AtomicBool::new(false);
     let hists: Vec<Mutex<Hists>> = (0..spec.threads)
         .map(|_| Hists::new().map(Mutex::new))
@@ -196,8 +257,9 @@ pub fn run(
     let (mut total_ops, rates, mut all) = std::thread::scope(|scope| -> Result<_> {
         for (t, hist) in hists.iter().enumerate() {
             let (counts, stop, first_error) = (&counts, &stop, &first_error);
+            let live = live.as_ref();
             scope.spawn(move || {
-                if let Err(e) = client(store, spec, t, counts, stop, hist) {
+                if let Err(e) = client(store, spec, t, counts, live, stop, hist) {
                     first_error.lock().get_or_insert(e);
                     stop.store(true, Ordering::Relaxed);
                 }
@@ -232,6 +294,10 @@ pub fn run(
         interval_ops_per_sec_min: rates.iter().copied().reduce(f64::min).unwrap_or(0.0),
         interval_ops_per_sec_max: rates.iter().copied().fold(0.0, f64::max),
         user_bytes_written: counts.user_bytes.load(Ordering::Relaxed),
+        live_keys: live.as_ref().map(LiveKeys::count),
+        live_bytes: live
+            .as_ref()
+            .map(|l| l.count() * (key_of(0).len() as u64 + spec.value_bytes as u64)),
     })
 }
 
@@ -320,6 +386,7 @@ fn client(
     spec: &RunSpec,
     thread: usize,
     counts: &Counts,
+    live: Option<&LiveKeys>,
     stop: &AtomicBool,
     hist: &Mutex<Hists>,
 ) -> Result<()> {
@@ -347,19 +414,26 @@ fn client(
             let t0 = Instant::now();
             store.put(&key, value)?;
             hist.lock().put.saturating_record(micros_since(t0));
+            if let Some(l) = live {
+                l.put(k);
+            }
             counts.put.fetch_add(1, Ordering::Relaxed);
             counts
                 .user_bytes
                 .fetch_add((key.len() + value.len()) as u64, Ordering::Relaxed);
             reservoir.offer(k, &mut rng);
         } else if r < put_pct + delete_pct {
-            let key = key_of(pick(&mut rng, &reservoir));
+            let k = pick(&mut rng, &reservoir);
+            let key = key_of(k);
             let t0 = Instant::now();
             // The original benchmark counted deletes that found their key (`deleteFound`): look
             // first, as it did, and time both.
             let found = store.get(&key)?;
             store.delete(&key)?;
             hist.lock().delete.saturating_record(micros_since(t0));
+            if let Some(l) = live {
+                l.delete(k);
+            }
             counts.delete.fetch_add(1, Ordering::Relaxed);
             counts
                 .user_bytes
@@ -384,6 +458,27 @@ fn client(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn live_keys_follow_a_set_model() {
+        let mut rng = SmallRng::seed_from_u64(11);
+        let live = LiveKeys::new(1000).unwrap();
+        let mut model = std::collections::HashSet::new();
+        for _ in 0..20_000 {
+            let k = rng.gen_range(0..1000u64);
+            if rng.gen_bool(0.6) {
+                live.put(k);
+                model.insert(k);
+            } else {
+                live.delete(k);
+                model.remove(&k);
+            }
+        }
+        assert_eq!(live.count(), model.len() as u64);
+        live.put_all_below(1000);
+        assert_eq!(live.count(), 1000);
+        assert!(LiveKeys::new(LIVE_KEYS_TRACKED_MAX + 1).is_none());
+    }
 
     #[test]
     fn reservoir_stays_bounded_and_uniform_enough() {

@@ -168,9 +168,22 @@ struct EngineArgs {
     #[arg(long)]
     log_merge_dead_ratio: Option<f64>,
     /// Strata's LSM engine only: compactions move the values of a value log less live than
-    /// this, 0.0 to 0.95 (default 0.5); higher keeps less garbage on disk for more rewriting.
+    /// this, 0.0 to 0.95 (default 0.65); higher keeps less garbage on disk for more rewriting.
     #[arg(long)]
     value_log_live_ratio: Option<f64>,
+    /// Strata's LSM engine only: the size target of level 1, e.g. 32MiB (default 256MiB); each
+    /// deeper level is ten times larger.
+    #[arg(long)]
+    level1_bytes: Option<String>,
+    /// Strata's LSM engine only: level-0 tables that start a compaction into level 1 (default
+    /// 4); the write slowdown and stop counts move up with it.
+    #[arg(long)]
+    l0_trigger: Option<usize>,
+    /// Strata's LSM engine only: switch a memtable once its log holds this many bytes, e.g.
+    /// 64MiB (default 128MiB; large values stay in the log, so this, not the memtable's
+    /// memory, usually decides when it flushes).
+    #[arg(long)]
+    memtable_log_bytes: Option<String>,
 }
 
 impl EngineArgs {
@@ -204,6 +217,15 @@ impl EngineArgs {
         // (The engine checks the ranges of both log settings when it opens.)
         spec.log_merge_dead_ratio = self.log_merge_dead_ratio;
         spec.value_log_live_ratio = self.value_log_live_ratio;
+        spec.level1_bytes = match self.level1_bytes.as_deref() {
+            None => None,
+            Some(bytes) => Some(parse_bytes(bytes)?),
+        };
+        spec.l0_compaction_trigger = self.l0_trigger;
+        spec.memtable_log_bytes = match self.memtable_log_bytes.as_deref() {
+            None => None,
+            Some(bytes) => Some(parse_bytes(bytes)?),
+        };
         Ok(spec)
     }
 }

@@ -133,11 +133,8 @@ fn checkpoint_lsm(inner: &std::sync::Arc<Inner>, snap: &Snapshot, dest: &Path) -
                 let (kind, value) = match slot {
                     Slot::Put(v) => (Kind::Put, v.clone()),
                     Slot::Delete => (Kind::Delete, bytes::Bytes::new()),
-                    Slot::Pointer(_) => {
-                        return Err(Error::InvalidArgument(
-                            "a memtable holds a value pointer (never written there)".into(),
-                        ))
-                    }
+                    // A value the memtable left in its log: copied into the copy's log.
+                    Slot::Pointer(p) => (Kind::Put, tree.read_pointer(view, p)?),
                 };
                 bytes += key.len() + value.len();
                 entries.push((kind, key.clone(), value));

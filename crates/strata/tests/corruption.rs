@@ -629,6 +629,10 @@ fn a_damaged_value_in_a_collected_value_log_fails_only_its_own_reads() {
     let path = dir.path().join("db");
     let opts = || Options {
         l0_compaction_trigger: 2,
+        // Round 0 goes into two logs (about 52 values each, ~200 bytes a record), so that the
+        // first compaction merges round 0's two tables before round 1 shadows anything: no
+        // log is a victim until then.
+        memtable_log_bytes_max: 10 << 10,
         ..victim_opts()
     };
     let (key, value) = (victim_key, victim_value);

@@ -84,3 +84,92 @@ fn writes_under_always_are_not_deferred() {
         "fsynced before put returned"
     );
 }
+
+/// A memtable keeps a pointer, not a copy, for a value of at least the separation threshold
+/// (`memtable.rs`): while its record is still in the journal's buffer (deferred, not handed to
+/// the OS: the file length says so), every kind of read finds it there: a plain read, a
+/// snapshot, a scan, a scan and a read-modify-write under the partition's lock, and a
+/// transaction's validation under the locks of its parts (none of which may take a lock the
+/// reader holds). Afterwards the same reads come from the file.
+#[test]
+fn values_left_in_the_log_are_read_from_its_buffer_before_they_reach_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(
+        dir.path(),
+        Options {
+            partitions: 1,
+            sync: SyncMode::EveryMs(600_000),
+            value_log_bytes_min: Some(64),
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let big = |i: u8| vec![i; 1000];
+    let before = log_bytes(dir.path());
+    let ((), mut writes) = deferring_log_writes(|| {
+        db.put(b"a", &big(1)).unwrap();
+        db.put(b"b", &big(2)).unwrap();
+        assert_eq!(db.get(b"a").unwrap().as_deref(), Some(&big(1)[..]));
+        let snap = db.snapshot().unwrap();
+        assert_eq!(snap.get(b"b").unwrap().as_deref(), Some(&big(2)[..]));
+        let scanned: Vec<(Vec<u8>, Vec<u8>)> = db
+            .scan::<&[u8], _>(..)
+            .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())))
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(
+            scanned,
+            vec![(b"a".to_vec(), big(1)), (b"b".to_vec(), big(2))]
+        );
+        // A scan made while the partition's lock is held (a group update; the server's list
+        // commands read their elements so): it must not wait for that lock.
+        let n = db
+            .update_group(b"a", |read| {
+                assert_eq!(read.get(b"b")?.as_deref(), Some(&big(2)[..]));
+                let n = db.scan::<&[u8], _>(..).filter(|r| r.is_ok()).count();
+                Ok((strata::WriteBatch::new(), n))
+            })
+            .unwrap();
+        assert_eq!(n, 2);
+        // Read under the partition's write lock, then written back longer.
+        db.update(b"a", |v| {
+            let mut v = v.unwrap().to_vec();
+            v.push(9);
+            Ok((strata::Update::Put(v), ()))
+        })
+        .unwrap();
+        let mut t = db.transaction().unwrap();
+        let a = t.get(b"a").unwrap().unwrap();
+        assert_eq!(a.len(), 1001);
+        t.put(b"c", &a).unwrap();
+        t.commit().unwrap();
+        assert_eq!(db.get(b"c").unwrap().as_deref(), Some(&a[..]));
+    });
+    assert_eq!(
+        log_bytes(dir.path()),
+        before,
+        "every read above came from the buffer"
+    );
+    writes.complete().unwrap();
+    assert!(log_bytes(dir.path()) > before + 3000);
+    let mut expected_a = big(1);
+    expected_a.push(9);
+    assert_eq!(db.get(b"a").unwrap().as_deref(), Some(&expected_a[..]));
+    assert_eq!(db.get(b"c").unwrap().as_deref(), Some(&expected_a[..]));
+    assert_eq!(db.get(b"b").unwrap().as_deref(), Some(&big(2)[..]));
+    // And after a restart, from the replayed log; after a flush, from the value log.
+    db.close().unwrap();
+    let db = Db::open(
+        dir.path(),
+        Options {
+            partitions: 1,
+            value_log_bytes_min: Some(64),
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(db.get(b"a").unwrap().as_deref(), Some(&expected_a[..]));
+    db.flush().unwrap();
+    assert_eq!(db.get(b"c").unwrap().as_deref(), Some(&expected_a[..]));
+    assert_eq!(db.get(b"b").unwrap().as_deref(), Some(&big(2)[..]));
+}

@@ -24,6 +24,7 @@ fn options(block_cache_bytes: usize) -> Options {
         index_every_entries: Options::default().index_every_entries,
         // Values stay in the tables: reads go through data blocks and the cache.
         value_log_bytes_min: None,
+        memtable_log_bytes_max: 1 << 30,
         ..Options::tiny()
     }
 }
@@ -52,6 +53,40 @@ fn memtables_count_the_keys_and_values_written() {
     db.flush().unwrap();
     let s = db.stats();
     assert_eq!(in_memtables(&s), 0, "flushed: {s:?}");
+}
+
+/// A value of at least the separation threshold stays in the log: the memtable holds (and is
+/// charged for) a 24-byte pointer to it, so a memtable of 1 KiB values holds several times the
+/// entries a memtable of copies would in the same memory.
+#[test]
+fn memtables_count_a_pointer_for_a_value_left_in_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(
+        dir.path(),
+        Options {
+            value_log_bytes_min: Some(512),
+            ..options(1 << 20)
+        },
+    )
+    .unwrap();
+    let mut charged = 0u64;
+    for i in 0..2_000 {
+        let (small, large) = (vec![b's'; 100], vec![b'l'; 1024]);
+        db.put(&key(i), if i % 2 == 0 { &small } else { &large })
+            .unwrap();
+        let value_charge = if i % 2 == 0 { small.len() } else { 24 };
+        charged += (key(i).len() + value_charge + 128) as u64;
+    }
+    let s = db.stats();
+    assert_eq!(in_memtables(&s), charged, "{s:?}");
+    for i in (0..2_000).step_by(199) {
+        let want = if i % 2 == 0 {
+            vec![b's'; 100]
+        } else {
+            vec![b'l'; 1024]
+        };
+        assert_eq!(db.get(&key(i)).unwrap().as_deref(), Some(&want[..]));
+    }
 }
 
 #[test]

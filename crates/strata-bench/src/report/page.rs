@@ -41,9 +41,9 @@ pub fn format_table(records: &[RunRecord]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "| workload | engine | ops/s | x strata | worst interval ops/s | p99 us | x strata | disk MiB | disk / written | WA (engine) | WA (io) | x strata | peak RSS MiB | x strata |"
+        "| workload | engine | ops/s | x strata | worst interval ops/s | p99 us | x strata | disk MiB | disk / written | disk / live | WA (engine) | WA (io) | x strata | peak RSS MiB | x strata |"
     );
-    let _ = writeln!(s, "|{}", " --- |".repeat(14));
+    let _ = writeln!(s, "|{}", " --- |".repeat(15));
     let mut workloads: Vec<Workload> = records.iter().map(|r| r.spec.run.workload).collect();
     workloads.dedup();
     workloads.sort();
@@ -66,7 +66,7 @@ pub fn format_table(records: &[RunRecord]) -> String {
             let _ =
                 writeln!(
                 s,
-                "| {} | {} | {:.0} | {} | {:.0} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {:.0} | {} | {:.0} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {} |",
                 w.name(),
                 r.spec.engine.engine.name(),
                 r.summary.ops_per_sec,
@@ -79,6 +79,10 @@ pub fn format_table(records: &[RunRecord]) -> String {
                     format!("{:.2}", r.disk_bytes as f64 / r.summary.user_bytes_written as f64)
                 } else {
                     "-".into()
+                },
+                match r.summary.live_bytes {
+                    Some(live) if live > 0 => format!("{:.2}", r.disk_bytes as f64 / live as f64),
+                    _ => "-".into(),
                 },
                 opt(r.write_amplification_engine, 2),
                 opt(r.write_amplification_io, 2),

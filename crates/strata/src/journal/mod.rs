@@ -43,7 +43,7 @@ pub(crate) use format::{
     decode_record, wal_path, RECORD_HEADER_BYTES, WAL_HEADER_BYTES, WAL_SUFFIX,
 };
 pub(crate) use replay::{recover_log, replay_complete_log};
-pub(crate) use writer::WalWriter;
+pub(crate) use writer::{LogTail, WalWriter};
 
 /// Mutable state behind the write lock.
 pub(crate) struct JournalState {

@@ -5,6 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use parking_lot::Mutex;
+
 use super::format::{header, put_record_header, RECORD_HEADER_BYTES, WAL_HEADER_BYTES};
 use crate::error::{Error, IoContext, Result};
 use crate::vfs::{FileSystem, FsFile};
@@ -12,11 +14,31 @@ use crate::vfs::{FileSystem, FsFile};
 /// The user-space buffer is written to the OS when it reaches this size.
 const WAL_BUFFER_BYTES: usize = 256 << 10;
 
+/// Records appended but not yet handed to the OS. Shared with the memtable whose values stay in
+/// this log (`lsm/memtable.rs`): a reader that does not find a value in the file looks here,
+/// taking this lock alone, never the journal's (it may hold that already, in a read-modify-write
+/// or a scan under the partition's lock). A leaf lock: held for a copy or for the `write()`
+/// that hands the bytes over, so a reader that finds the bytes gone from here finds them in the
+/// file.
+pub(crate) struct LogTail {
+    /// File offset of `bytes[0]`.
+    start: u64,
+    bytes: Vec<u8>,
+}
+
+impl LogTail {
+    /// `len` bytes at `offset` of the file, if they are still here.
+    pub(crate) fn read(&self, offset: u64, len: usize) -> Option<Vec<u8>> {
+        let at = usize::try_from(offset.checked_sub(self.start)?).ok()?;
+        self.bytes.get(at..at.checked_add(len)?).map(|b| b.to_vec())
+    }
+}
+
 /// Appends records to one log file.
 pub(crate) struct WalWriter {
     path: PathBuf,
     file: Arc<dyn FsFile>,
-    buf: Vec<u8>,
+    buf: Arc<Mutex<LogTail>>,
     /// Sequence number of the last record appended (buffered or written).
     pub(crate) appended_seq: u64,
     /// Sequence number of the last record handed to the OS.
@@ -37,7 +59,10 @@ impl WalWriter {
         Ok(WalWriter {
             path,
             file,
-            buf: Vec::with_capacity(WAL_BUFFER_BYTES),
+            buf: Arc::new(Mutex::new(LogTail {
+                start: WAL_HEADER_BYTES,
+                bytes: Vec::with_capacity(WAL_BUFFER_BYTES),
+            })),
             appended_seq: seq,
             written_seq: seq,
             len_bytes: WAL_HEADER_BYTES,
@@ -53,12 +78,16 @@ impl WalWriter {
                 max: u32::MAX as usize,
             });
         }
-        put_record_header(&mut self.buf, payload);
-        self.buf.extend_from_slice(payload);
+        let full = {
+            let mut tail = self.buf.lock();
+            put_record_header(&mut tail.bytes, payload);
+            tail.bytes.extend_from_slice(payload);
+            tail.bytes.len() >= WAL_BUFFER_BYTES
+        };
         self.appended_seq = seq;
         let n = RECORD_HEADER_BYTES + payload.len() as u64;
         self.len_bytes += n;
-        if self.buf.len() >= WAL_BUFFER_BYTES {
+        if full {
             self.write_buffer()?;
         }
         Ok(n)
@@ -66,24 +95,28 @@ impl WalWriter {
 
     /// Hands buffered records to the OS (no fsync).
     pub(crate) fn write_buffer(&mut self) -> Result<()> {
-        if !self.buf.is_empty() {
-            let res = self.file.append(&self.buf);
-            self.buf.clear();
-            res.at(&self.path)?;
+        {
+            let mut tail = self.buf.lock();
+            if !tail.bytes.is_empty() {
+                let res = self.file.append(&tail.bytes);
+                tail.start += tail.bytes.len() as u64;
+                tail.bytes.clear();
+                res.at(&self.path)?;
+            }
         }
         self.written_seq = self.appended_seq;
         Ok(())
     }
 
+    /// The records not yet handed to the OS, shared (see [`LogTail`]).
+    pub(crate) fn tail(&self) -> Arc<Mutex<LogTail>> {
+        self.buf.clone()
+    }
+
     /// Bytes of a record that may still sit in the user-space buffer: `None` if the range is
     /// already in the file (read it there).
     pub(crate) fn read_buffered(&self, offset: u64, len: usize) -> Option<Vec<u8>> {
-        let buf_start = self.len_bytes - self.buf.len() as u64;
-        if offset < buf_start {
-            return None;
-        }
-        let at = (offset - buf_start) as usize;
-        self.buf.get(at..at + len).map(|b| b.to_vec())
+        self.buf.lock().read(offset, len)
     }
 
     /// The file handle, for fsync outside the write lock.

@@ -1,7 +1,8 @@
 //! Flush: the oldest full memtable becomes a level-0 table. Values of at least
 //! `value_separation_bytes_min` stay where they are, in the memtable's write-ahead log, and the
-//! table points at them: that log is kept as a value log. A log whose values all went into the
-//! table is deleted once the manifest no longer needs it.
+//! table points at them (the memtable already holds those pointers: `memtable.rs`): that log is
+//! kept as a value log. A log whose values all went into the table is deleted once the manifest
+//! no longer needs it.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -48,6 +49,11 @@ impl Tree {
             // The key order, built here rather than by the writes (`memtable.rs`).
             mem.settle();
             mem.for_each(|k, s, value_offset| match s {
+                Slot::Pointer(p) => {
+                    separated += u64::from(p.len);
+                    b.add(k, s)
+                }
+                // A memtable that copied its values in (none does today outside tests).
                 Slot::Put(v) if v.len() >= sep => {
                     separated += v.len() as u64;
                     b.add(

@@ -10,6 +10,12 @@
 //! anyway. Measured with `examples/point_ops.rs` on 2 cores: GETs 3-4x faster than with the
 //! lock-free skip list this replaced (BENCHMARKS.md).
 //! A memtable is bound to the write-ahead log file that holds the same writes (`wal_number`).
+//! Values of at least the separation threshold are not copied in: the memtable keeps a pointer
+//! to where the value sits in that log (the pointer the flush writes into the table anyway), so
+//! a memtable of 1 KiB values takes a seventh of the memory (the log's size then decides when it
+//! flushes: `Options::memtable_log_bytes_max`). A read of such a value reads the log: from the
+//! file, or from the log's tail while the value is not handed to the OS yet
+//! (`journal::LogTail`, a leaf lock: readers never take the journal's).
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -21,14 +27,20 @@ use hashbrown::HashTable;
 use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use smallvec::{smallvec, SmallVec};
 
+use std::path::PathBuf;
+
 use crate::batch::Kind;
+use crate::error::{Error, IoContext, Result};
+use crate::journal::LogTail;
 use crate::lsm::vlog::ValuePtr;
 use crate::lsm::KeyHash;
+use crate::vfs::FsFile;
 
 /// A sorted stream of one partition's entry states (memtables, tables, merges of them).
 pub(crate) type SlotIter = crate::util::merge::SortedIter<Slot>;
 
-/// A value, a pointer to a value in a value log (tables only), or a tombstone.
+/// A value, a pointer to a value in a log (a value log, or a memtable's own log), or a
+/// tombstone.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Slot {
     Put(Bytes),
@@ -50,6 +62,20 @@ impl Slot {
 /// Bookkeeping bytes charged per entry on top of key and value, so that many tiny entries
 /// still count against `memtable_bytes_max`.
 const ENTRY_OVERHEAD_BYTES: usize = 128;
+
+/// Bytes charged for a value left in the log: the pointer (file, offset, length, checksum).
+const POINTER_CHARGE_BYTES: usize = 24;
+
+/// The log file a memtable's writes go to, for the values it leaves there.
+pub(crate) struct MemtableLog {
+    pub(crate) file: Arc<dyn FsFile>,
+    pub(crate) path: PathBuf,
+    /// Its records not yet handed to the OS, while it is being written (`None`: a replayed
+    /// log, complete in the file).
+    pub(crate) tail: Option<Arc<Mutex<LogTail>>>,
+    /// Values of at least this many bytes stay in the log; the memtable holds a pointer.
+    pub(crate) separate_bytes_min: usize,
+}
 
 /// Keys and values are copied into chunks of this size: one allocation per chunk instead of two
 /// per write (malloc and free were a fifth of a put's CPU), all freed together after flush.
@@ -198,10 +224,23 @@ pub(crate) struct Memtable {
     max_spanning_seq: AtomicU64,
     /// Number of the write-ahead log file holding these writes.
     pub(crate) wal_number: u64,
+    /// That file, when large values stay in it (`None`: every value is copied in).
+    log: Option<MemtableLog>,
 }
 
 impl Memtable {
+    /// A memtable that copies every value in.
+    #[cfg(test)]
     pub(crate) fn new(wal_number: u64, budget: Arc<MemtableBudget>) -> Self {
+        Memtable::build(wal_number, budget, None)
+    }
+
+    /// A memtable whose values of at least `log.separate_bytes_min` stay in its log.
+    pub(crate) fn with_log(wal_number: u64, budget: Arc<MemtableBudget>, log: MemtableLog) -> Self {
+        Memtable::build(wal_number, budget, Some(log))
+    }
+
+    fn build(wal_number: u64, budget: Arc<MemtableBudget>, log: Option<MemtableLog>) -> Self {
         Memtable {
             map: RwLock::new(Maps::default()),
             budget,
@@ -212,7 +251,61 @@ impl Memtable {
             max_seq: AtomicU64::new(0),
             max_spanning_seq: AtomicU64::new(0),
             wal_number,
+            log,
         }
+    }
+
+    /// The pointer to `value`, written at `value_offset` of this memtable's log, when the value
+    /// stays there (at least the separation threshold); `None` when it is copied in.
+    fn pointer_for(&self, value: &[u8], value_offset: u64) -> Option<ValuePtr> {
+        let log = self.log.as_ref()?;
+        if value.len() < log.separate_bytes_min || value_offset == 0 {
+            return None;
+        }
+        Some(ValuePtr {
+            file: self.wal_number,
+            offset: value_offset,
+            len: u32::try_from(value.len()).ok()?,
+            crc: crc32c::crc32c(value),
+        })
+    }
+
+    /// Reads a value this memtable left in its log (`p.file` is its `wal_number`): from the
+    /// file or, while the record has not reached the file, from the log's tail.
+    pub(crate) fn read_value(&self, p: &ValuePtr) -> Result<Bytes> {
+        let Some(log) = &self.log else {
+            return Err(Error::InvalidArgument(format!(
+                "memtable of log {} holds no values in its log",
+                self.wal_number
+            )));
+        };
+        let mut buf = vec![0u8; p.len as usize];
+        match log.file.read_exact_at(&mut buf, p.offset) {
+            Ok(()) if crc32c::crc32c(&buf) == p.crc => return Ok(Bytes::from(buf)),
+            // Not in the file yet, or only partly (the tail being handed over).
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {}
+            Err(e) => return Err(Error::io(&log.path, e)),
+        }
+        if let Some(tail) = &log.tail {
+            if let Some(b) = tail.lock().read(p.offset, p.len as usize) {
+                if crc32c::crc32c(&b) == p.crc {
+                    return Ok(Bytes::from(b));
+                }
+            }
+        }
+        // The tail is written to the file under its lock: gone from there, the bytes are in the
+        // file now, unless that write failed (the journal then refuses writes; the value was
+        // never acknowledged).
+        log.file.read_exact_at(&mut buf, p.offset).at(&log.path)?;
+        if crc32c::crc32c(&buf) != p.crc {
+            return Err(Error::corruption(
+                &log.path,
+                p.offset,
+                "value checksum mismatch in a memtable's log",
+            ));
+        }
+        Ok(Bytes::from(buf))
     }
 
     /// Inserts a put or a delete as the version `seq` of `key`; callers hold the partition's
@@ -228,12 +321,22 @@ impl Memtable {
         value: &[u8],
         value_offset: u64,
     ) {
-        let charge = key.len() + value.len() + ENTRY_OVERHEAD_BYTES;
+        let pointer = match kind {
+            Kind::Put => self.pointer_for(value, value_offset),
+            Kind::Delete => None,
+        };
+        let value_charge = if pointer.is_some() {
+            POINTER_CHARGE_BYTES
+        } else {
+            value.len()
+        };
+        let charge = key.len() + value_charge + ENTRY_OVERHEAD_BYTES;
         let mut m = self.map.write();
         let maps = &mut *m;
-        let slot_of = |arena: &mut BytesMut| match kind {
-            Kind::Put => Slot::Put(copy_in(arena, value)),
-            Kind::Delete => Slot::Delete,
+        let slot_of = |arena: &mut BytesMut| match (kind, pointer) {
+            (Kind::Put, Some(p)) => Slot::Pointer(p),
+            (Kind::Put, None) => Slot::Put(copy_in(arena, value)),
+            (Kind::Delete, _) => Slot::Delete,
         };
         let h = KeyHash::of(key);
         if let Some(i) = maps.find(key, h) {

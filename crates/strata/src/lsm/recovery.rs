@@ -13,7 +13,7 @@ use bytes::Bytes;
 use crossbeam_channel::Sender;
 use parking_lot::{Condvar, Mutex};
 
-use super::memtable::{Memtable, MemtableBudget};
+use super::memtable::{Memtable, MemtableBudget, MemtableLog};
 use super::sstable::{table_path, Table, TABLE_SUFFIX};
 use super::tree::{Counters, Tree, View};
 use super::version::{self, LogState, Version};
@@ -158,7 +158,17 @@ impl Tree {
                 }
                 continue;
             }
-            let mem = Memtable::new(num, memtable_budget.clone());
+            // Values stay in the replayed log, as they did while it was written.
+            let mem = Memtable::with_log(
+                num,
+                memtable_budget.clone(),
+                MemtableLog {
+                    file: opts.fs.open(&path).at(&path)?,
+                    path: path.clone(),
+                    tail: None,
+                    separate_bytes_min: opts.value_separation_bytes_min(),
+                },
+            );
             // Only the newest log can have been cut short by a crash.
             let may_be_torn = Some(num) == newest;
             replayed_bytes +=
@@ -201,7 +211,11 @@ impl Tree {
         let sync = opts.sync;
         let fs = opts.fs.clone();
         let view = View {
-            active: Arc::new(Memtable::new(wal_number, memtable_budget.clone())),
+            active: Arc::new(Memtable::with_log(
+                wal_number,
+                memtable_budget.clone(),
+                super::tree::memtable_log(&opts, &wal),
+            )),
             immutables,
             version: Arc::new(version),
         };

@@ -35,7 +35,7 @@ use crate::batch::{BatchHeader, Entry};
 use crate::error::{Error, Result};
 use crate::journal::counts::Existence;
 use crate::journal::{self, Journal, JournalState, Journaled, WAL_SUFFIX};
-use crate::lsm::memtable::{Memtable, MemtableBudget, MemtableIter, Slot, SlotIter};
+use crate::lsm::memtable::{Memtable, MemtableBudget, MemtableIter, MemtableLog, Slot, SlotIter};
 use crate::lsm::sstable::Table;
 use crate::lsm::version::{self, LogState, Version};
 use crate::lsm::vlog::relocate::MOVED_SUFFIX;
@@ -136,6 +136,7 @@ impl Journaled for Tree {
     fn after_apply_locked(&self, st: &mut JournalState) -> Result<()> {
         let active = self.view.load().active.clone();
         let full = active.bytes() >= self.opts.memtable_bytes_max
+            || st.wal.len_bytes >= self.opts.memtable_log_bytes_max
             || self.memtable_budget.wants_switch(active.bytes())
             || self
                 .opts
@@ -295,7 +296,11 @@ impl Tree {
         let number = self.next_file.fetch_add(1, Ordering::AcqRel);
         self.journal
             .rotate_locked(st, journal::wal_path(&self.wal_dir, number))?;
-        let mem = Arc::new(Memtable::new(number, self.memtable_budget.clone()));
+        let mem = Arc::new(Memtable::with_log(
+            number,
+            self.memtable_budget.clone(),
+            memtable_log(&self.opts, &st.wal),
+        ));
         {
             let _g = self.view_lock.lock();
             let v = self.view.load();
@@ -333,8 +338,13 @@ impl Tree {
         match lookup(v, key, at, true)? {
             None | Some(Slot::Delete) => Ok(None),
             Some(Slot::Put(b)) => Ok(Some(b)),
-            Some(Slot::Pointer(p)) => resolve_pointer(&self.wal_dir, &v.version, &p).map(Some),
+            Some(Slot::Pointer(p)) => resolve_in_view(&self.wal_dir, v, &p).map(Some),
         }
+    }
+
+    /// The value `p` (met in view `v`) points at (checkpoints copying a memtable).
+    pub(crate) fn read_pointer(&self, v: &View, p: &ValuePtr) -> Result<Bytes> {
+        resolve_in_view(&self.wal_dir, v, p)
     }
 
     /// The current view, held: its memtables, tables and value logs stay as they are (and on
@@ -400,7 +410,7 @@ impl Tree {
         upper: Bound<Bytes>,
     ) -> EntryIter {
         // Values behind pointers are read as the scan reaches them, from the value logs of the
-        // version the scan started on (which keeps them open).
+        // version the scan started on and the logs of its memtables (which it keeps open).
         let wal_dir = self.wal_dir.clone();
         let slots = self.slots_at(v.clone(), at, lower, upper);
         Box::new(slots.map(move |r| {
@@ -408,7 +418,7 @@ impl Tree {
             Ok(match slot {
                 Slot::Put(b) => (k, Some(b)),
                 Slot::Delete => (k, None),
-                Slot::Pointer(p) => (k, Some(resolve_pointer(&wal_dir, &v.version, &p)?)),
+                Slot::Pointer(p) => (k, Some(resolve_in_view(&wal_dir, &v, &p)?)),
             })
         }))
     }
@@ -697,6 +707,32 @@ impl crate::options::SettledRead for Tree {
 }
 
 /// Reads a separated value from the value logs of `version`.
+/// The memtable log binding of a memtable whose writes go to `wal`.
+pub(super) fn memtable_log(opts: &Options, wal: &journal::WalWriter) -> MemtableLog {
+    MemtableLog {
+        file: wal.file(),
+        path: wal.path().to_path_buf(),
+        tail: Some(wal.tail()),
+        separate_bytes_min: opts.value_separation_bytes_min(),
+    }
+}
+
+/// The value `p` points at, in view `v`: in a value log of its version, or in the log of one
+/// of its memtables (a value the memtable left there: read from the file, or from the log's
+/// tail before it reaches the file). It takes no partition lock, so a reader holding one (a
+/// read-modify-write, a scan under the partition's lock) may call it.
+fn resolve_in_view(wal_dir: &Path, v: &View, p: &ValuePtr) -> Result<Bytes> {
+    if !v.version.vlogs.contains_key(&p.file) {
+        if let Some(m) = std::iter::once(&v.active)
+            .chain(v.immutables.iter())
+            .find(|m| m.wal_number == p.file)
+        {
+            return m.read_value(p);
+        }
+    }
+    resolve_pointer(wal_dir, &v.version, p)
+}
+
 fn resolve_pointer(wal_dir: &Path, version: &Version, p: &ValuePtr) -> Result<Bytes> {
     match version.vlogs.get(&p.file) {
         Some(f) => f.read(p),
