@@ -5,7 +5,8 @@
 #   bench/reproduce.sh compare startup # only these steps
 #
 # Steps: build, compare, sync-always, long, sustained, matrix, readonly, startup, docs, redis, report.
-# Not in the default list (each needs hours of machine or tens of GiB of disk): disk-bound
+# Not in the default list (each needs hours of machine or tens of GiB of disk): hours (one hour
+# per engine and workload), disk-bound
 # (48 GiB per engine, about 58 GiB free and root to drop the page cache), docs-20m (20 M
 # comments: about 25 GiB of generated JSON beside the store).
 #
@@ -100,6 +101,18 @@ run_step() {
         --preload --drop-page-cache --bench-dir "$BENCH_DIR" --out bench/compare-disk-bound.jsonl
     done
     ;;
+  hours)
+    # One hour each of PUT_HEAVY and BALANCED over 10 M possible keys (issues #17, #18): the
+    # steady state, with the last ten minutes in the table. Four hours with the two engines;
+    # HOUR_ENGINES / HOUR_WORKLOADS run a part (e.g. HOUR_ENGINES=rocksdb
+    # HOUR_WORKLOADS=balanced), each run appended to the workload's file.
+    for w in ${HOUR_WORKLOADS:-put-heavy balanced}; do
+      $S bench compare --workload "$w" --engines "${HOUR_ENGINES:-strata,rocksdb}" \
+        --duration 3600 --interval 10 --key-space 10000000 --threads 2 --bench-partitions 4 \
+        --bench-dir "$BENCH_DIR" --out "bench/hour-$w.jsonl"
+      $S bench report "bench/hour-$w.jsonl" --out "bench/report-hour-$w"
+    done
+    ;;
   docs-20m)
     for p in 4 8; do
       $S bench docs --docs 20000000 --bench-partitions "$p" --phases get,update --threads 2,8 \
@@ -130,7 +143,7 @@ run_step() {
       bench/long-put-heavy-600s.jsonl --out bench/report --timelines-matching put-heavy-p4-t2 --timelines 8
     ;;
   *)
-    echo "unknown step $1 (build compare sync-always long sustained matrix readonly startup docs redis report)" >&2
+    echo "unknown step $1 (build compare sync-always long sustained matrix readonly startup docs redis report hours disk-bound docs-20m)" >&2
     exit 2
     ;;
   esac

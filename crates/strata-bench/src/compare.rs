@@ -38,10 +38,11 @@ pub fn compare(
 /// A one-line summary of a run for progress output.
 pub fn one_line(r: &RunRecord) -> String {
     format!(
-        "{:<8} {:<12} {:>10.0} ops/s  p99 {:>7} us  disk {:>8.1} MiB ({} x live)  WA engine {}  WA io {}  peak RSS {}  load {}",
+        "{:<8} {:<12} {:>10.0} ops/s (end {:>8} ops/s)  p99 {:>7} us  disk {:>8.1} MiB ({} x live)  WA engine {}  WA io {}  peak RSS {}  load {}",
         r.spec.engine.engine.name(),
         r.spec.run.workload.name(),
         r.summary.ops_per_sec,
+        opt(r.summary.tail_ops_per_sec, 0),
         r.summary.p99_us,
         mib(r.disk_bytes),
         opt(

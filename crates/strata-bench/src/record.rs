@@ -68,6 +68,11 @@ pub struct RunSummary {
     pub interval_ops_per_sec_min: f64,
     /// Highest ops/s of any interval.
     pub interval_ops_per_sec_max: f64,
+    /// Mean ops/s of the run's last ten minutes, or of its second half when it is shorter
+    /// than twenty (`workload::tail_ops_per_sec`); `None` for runs recorded before it (the
+    /// report computes it from their interval lines).
+    #[serde(default)]
+    pub tail_ops_per_sec: Option<f64>,
     /// Bytes of keys and values the clients asked to write (puts: key + value; deletes: key).
     pub user_bytes_written: u64,
     /// Keys whose last write was a put when the workload stopped, counted by the clients

@@ -162,6 +162,35 @@ impl IntervalCounts {
     }
 }
 
+/// One interval of a run: seconds since the start at its end, and its ops/s.
+pub type IntervalRate = (f64, f64);
+
+/// The steady-state window at the end of a run (issue #18's "last ten minutes": users live
+/// in the steady state, not in the first minute of a fresh store).
+pub const TAIL_WINDOW_SECS: f64 = 600.0;
+
+/// Mean ops/s over the last [`TAIL_WINDOW_SECS`] of a run, or over its second half when the
+/// run is shorter than twice that (so a five-minute run reports its last 150 s). `intervals`
+/// are (seconds since the start at the interval's end, the interval's ops/s), in order; the
+/// mean is weighted by each interval's length, and an interval that straddles the window's
+/// start counts whole. `None` without intervals.
+pub fn tail_ops_per_sec(intervals: &[IntervalRate]) -> Option<f64> {
+    let run_secs = intervals.last()?.0;
+    let window = TAIL_WINDOW_SECS.min(run_secs / 2.0);
+    let from = run_secs - window;
+    let (mut ops, mut secs) = (0.0, 0.0);
+    let mut prev_end = 0.0;
+    for &(end, rate) in intervals {
+        let len = end - prev_end;
+        prev_end = end;
+        if end > from && len > 0.0 {
+            ops += rate * len;
+            secs += len;
+        }
+    }
+    (secs > 0.0).then(|| ops / secs)
+}
+
 /// Builds one stats line: the original benchmark's fields (`nanoTime`, the counts, `fileSize`)
 /// plus `{put,get,delete}{P50,P99,P999}us` for every kind of operation that ran in the interval.
 pub fn stats_line(
@@ -296,8 +325,9 @@ pub fn run(
         p99_us: lat.value_at_quantile(0.99),
         p999_us: lat.value_at_quantile(0.999),
         max_us: lat.max(),
-        interval_ops_per_sec_min: rates.iter().copied().reduce(f64::min).unwrap_or(0.0),
-        interval_ops_per_sec_max: rates.iter().copied().fold(0.0, f64::max),
+        interval_ops_per_sec_min: rates.iter().map(|r| r.1).reduce(f64::min).unwrap_or(0.0),
+        interval_ops_per_sec_max: rates.iter().map(|r| r.1).fold(0.0, f64::max),
+        tail_ops_per_sec: tail_ops_per_sec(&rates),
         user_bytes_written: counts.user_bytes.load(Ordering::Relaxed),
         live_keys: live.as_ref().map(LiveKeys::count),
         live_bytes: live
@@ -339,9 +369,9 @@ fn report_intervals(
     stop: &AtomicBool,
     hists: &[Mutex<Hists>],
     emit: &mut impl FnMut(&serde_json::Value),
-) -> Result<(u64, Vec<f64>, Hists)> {
+) -> Result<(u64, Vec<IntervalRate>, Hists)> {
     let mut total_ops = 0u64;
-    let mut rates: Vec<f64> = Vec::new();
+    let mut rates: Vec<IntervalRate> = Vec::new();
     let mut all = Hists::new()?;
     let mut last = Instant::now();
     while started.elapsed() < spec.duration && !stop.load(Ordering::Relaxed) {
@@ -356,7 +386,7 @@ fn report_intervals(
         let c = counts.take();
         total_ops += c.ops();
         if secs > 0.0 {
-            rates.push(c.ops() as f64 / secs);
+            rates.push((started.elapsed().as_secs_f64(), c.ops() as f64 / secs));
         }
         let mut merged = Hists::new()?;
         for h in hists {
@@ -463,6 +493,30 @@ fn client(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_tail_is_the_last_ten_minutes_or_the_second_half() {
+        assert_eq!(tail_ops_per_sec(&[]), None);
+        // An hour of 10 s intervals: 100 ops/s, then 400 ops/s from 3 000 s on.
+        let hour: Vec<(f64, f64)> = (1..=360)
+            .map(|i| {
+                let end = i as f64 * 10.0;
+                (end, if end > 3000.0 { 400.0 } else { 100.0 })
+            })
+            .collect();
+        assert_eq!(tail_ops_per_sec(&hour), Some(400.0));
+        // 300 s: the last 150 s, 15 intervals of which 5 ran at 300 and 10 at 100.
+        let short: Vec<(f64, f64)> = (1..=30)
+            .map(|i| (i as f64 * 10.0, if i > 25 { 300.0 } else { 100.0 }))
+            .collect();
+        let expected = (5.0 * 300.0 + 10.0 * 100.0) / 15.0;
+        let got = tail_ops_per_sec(&short).unwrap();
+        assert!((got - expected).abs() < 1e-9, "{got} against {expected}");
+        // Unequal intervals are weighted by their length: a 1 s interval at 1 000 after
+        // 19 s at 0 (the window is the last 10 s, and the 19 s interval straddles it).
+        let got = tail_ops_per_sec(&[(19.0, 0.0), (20.0, 1000.0)]).unwrap();
+        assert!((got - 50.0).abs() < 1e-9, "{got}");
+    }
 
     #[test]
     fn live_keys_follow_a_set_model() {

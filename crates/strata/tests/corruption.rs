@@ -7,29 +7,15 @@ use std::path::{Path, PathBuf};
 
 use strata::{Db, Error, Options, SyncMode};
 
+mod common;
+use common::files_with_suffix;
+
 fn opts() -> Options {
     Options {
         partitions: 1,
         sync: SyncMode::Never,
         ..Options::tiny()
     }
-}
-
-fn files_with_suffix(dir: &Path, suffix: &str) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.to_string_lossy().ends_with(suffix) {
-                out.push(p);
-            }
-        }
-    }
-    out.sort();
-    out
 }
 
 fn flip(path: &Path, offset: usize) {

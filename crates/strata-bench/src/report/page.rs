@@ -33,17 +33,18 @@ fn html_escape(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-/// The comparison table in Markdown: per workload, one row per engine with ops/s (and the worst
-/// interval's, where write stalls show), p99 latency, bytes on disk (also per byte the user
+/// The comparison table in Markdown: per workload, one row per engine with ops/s (over the run,
+/// over its last ten minutes or second half: the steady state, and the worst interval's, where
+/// write stalls show), p99 latency, bytes on disk (also per byte the user
 /// wrote), write amplification (engine-reported and from `/proc/self/io`) and peak RSS, most followed by
 /// the ratio to Strata's figure in the same workload.
 pub fn format_table(records: &[RunRecord]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "| workload | engine | ops/s | x strata | worst interval ops/s | p99 us | x strata | disk MiB | disk / written | disk / live | WA (engine) | WA (io) | x strata | peak RSS MiB | x strata |"
+        "| workload | engine | ops/s | x strata | last 10 min (or half) ops/s | x strata | worst interval ops/s | p99 us | x strata | disk MiB | disk / written | disk / live | WA (engine) | WA (io) | x strata | peak RSS MiB | x strata |"
     );
-    let _ = writeln!(s, "|{}", " --- |".repeat(15));
+    let _ = writeln!(s, "|{}", " --- |".repeat(17));
     let mut workloads: Vec<Workload> = records.iter().map(|r| r.spec.run.workload).collect();
     workloads.dedup();
     workloads.sort();
@@ -60,17 +61,23 @@ pub fn format_table(records: &[RunRecord]) -> String {
         for r in rows {
             let b = |f: fn(&RunRecord) -> Option<f64>| base.and_then(f);
             let ops = |r: &RunRecord| Some(r.summary.ops_per_sec);
+            let tail = |r: &RunRecord| r.summary.tail_ops_per_sec;
             let p99 = |r: &RunRecord| Some(r.summary.p99_us as f64);
             let wa = |r: &RunRecord| r.write_amplification_io;
             let rss = |r: &RunRecord| r.peak_rss_bytes.map(|b| b as f64);
             let _ =
                 writeln!(
                 s,
-                "| {} | {} | {:.0} | {} | {:.0} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {:.0} | {} | {} | {} | {:.0} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {} |",
                 w.name(),
                 r.spec.engine.engine.name(),
                 r.summary.ops_per_sec,
                 ratio(r.summary.ops_per_sec, b(ops)),
+                opt(r.summary.tail_ops_per_sec, 0),
+                r.summary
+                    .tail_ops_per_sec
+                    .map(|v| ratio(v, b(tail)))
+                    .unwrap_or_else(|| "-".into()),
                 r.summary.interval_ops_per_sec_min,
                 r.summary.p99_us,
                 ratio(r.summary.p99_us as f64, b(p99)),
@@ -133,14 +140,14 @@ pub fn index_html(data: &ReportData, images: &[(String, String)], inputs: &[Path
         let _ = writeln!(
             h,
             "<h2>Mixed workloads</h2>\n<table><tr><th>engine</th><th>workload</th><th>partitions</th>\
-             <th>threads</th><th>sync</th><th>value B</th><th>seconds</th><th>ops/s</th><th>p99 us</th>\
+             <th>threads</th><th>sync</th><th>value B</th><th>seconds</th><th>ops/s</th><th>last 10 min (or half) ops/s</th><th>p99 us</th>\
              <th>min..max interval ops/s</th><th>disk MiB</th><th>WA engine</th><th>WA io</th><th>peak RSS MiB</th><th>load 1m</th></tr>"
         );
         for r in &data.summaries {
             let _ = writeln!(
                 h,
                 "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.0}</td>\
-                 <td>{:.0}</td><td>{}</td><td>{:.0}..{:.0}</td><td>{:.0}</td><td>{}</td><td>{}</td><td>{}{}</td><td>{}</td></tr>",
+                 <td>{:.0}</td><td>{}</td><td>{}</td><td>{:.0}..{:.0}</td><td>{:.0}</td><td>{}</td><td>{}</td><td>{}{}</td><td>{}</td></tr>",
                 r.spec.engine.engine,
                 r.spec.run.workload.name(),
                 r.spec.engine.partitions,
@@ -149,6 +156,7 @@ pub fn index_html(data: &ReportData, images: &[(String, String)], inputs: &[Path
                 r.spec.run.value_bytes,
                 r.summary.seconds,
                 r.summary.ops_per_sec,
+                opt(r.summary.tail_ops_per_sec, 0),
                 r.summary.p99_us,
                 r.summary.interval_ops_per_sec_min,
                 r.summary.interval_ops_per_sec_max,

@@ -256,6 +256,15 @@ impl ReportData {
         }
         // Run ids start with the start time in ms, so this is oldest first.
         data.timelines.sort_by(|a, b| a.run_id.cmp(&b.run_id));
+        // Runs recorded before summaries carried their last ten minutes: from their intervals.
+        for r in data.summaries.iter_mut() {
+            if r.summary.tail_ops_per_sec.is_none() {
+                if let Some(t) = data.timelines.iter().find(|t| t.run_id == r.run_id) {
+                    let rates: Vec<(f64, f64)> = t.points.iter().map(|p| (p.0, p.1)).collect();
+                    r.summary.tail_ops_per_sec = crate::workload::tail_ops_per_sec(&rates);
+                }
+            }
+        }
 
         let mut latest: Vec<&RunRecord> = data.summaries.iter().collect();
         latest.sort_by_key(|r| r.started_unix_ms);
@@ -910,6 +919,37 @@ pub(super) mod tests {
                 ("balanced".to_string(), vec![(1.0, 100.0), (2.0, 300.0)]),
             ]
         );
+    }
+
+    /// A summary recorded before summaries carried their last ten minutes gets them from its
+    /// interval lines; one that carries them keeps its own.
+    #[test]
+    fn older_summaries_get_their_tail_from_their_intervals() {
+        let interval = |run: &str, s: u64, ops: u64| {
+            format!(
+                r#"{{"kind":"interval","runId":"{run}","engine":"strata","workload":"balanced","partitions":4,"threads":2,"nanoTime":{},"put":{ops},"delete":0,"deleteFound":0,"get":0,"getFound":0,"fileSize":0}}"#,
+                s * 1_000_000_000,
+            )
+        };
+        let mut lines: Vec<Line> = [
+            interval("1-strata-balanced-p4-t2", 10, 1000),
+            interval("1-strata-balanced-p4-t2", 20, 1000),
+            interval("1-strata-balanced-p4-t2", 30, 4000),
+            interval("1-strata-balanced-p4-t2", 40, 6000),
+            interval("2-strata-balanced-p4-t2", 10, 1000),
+        ]
+        .iter()
+        .map(|l| crate::record::parse_line(l).unwrap())
+        .collect();
+        lines.push(summary(Workload::Balanced, 4, 2, 300.0, 1));
+        lines.push(summary(Workload::Balanced, 4, 2, 100.0, 2));
+        if let Some(Line::Summary(r)) = lines.last_mut() {
+            r.summary.tail_ops_per_sec = Some(77.0);
+        }
+        let data = ReportData::from_lines(&lines);
+        // The last half of 40 s: the intervals ending at 30 and 40 s, 10 s each.
+        assert_eq!(data.summaries[0].summary.tail_ops_per_sec, Some(500.0));
+        assert_eq!(data.summaries[1].summary.tail_ops_per_sec, Some(77.0));
     }
 
     #[test]

@@ -660,12 +660,17 @@ impl JournalInner {
 
     /// Completes the current log file (written and fsynced) and continues in a new one.
     pub(crate) fn rotate_locked(&self, st: &mut JournalState, path: PathBuf) -> Result<()> {
+        // A failed journal's buffer may hold records a failed write left there (readable for
+        // memtables, see `WalWriter::write_buffer`): writing them again after a short write
+        // would put a second copy behind a torn one.
+        self.check_writable(st)?;
         let res = (|| {
             st.wal.write_buffer()?;
             // Durable now, so a later fsync of the new file implies every earlier record is
             // durable too: group commit relies on that order.
             st.wal.file().sync_data().at(st.wal.path())?;
             self.synced_seq.fetch_max(st.seq, Ordering::AcqRel);
+            st.wal.release_buffer();
             st.wal = WalWriter::create(&*self.fs, path, st.seq)?;
             Ok(())
         })();

@@ -93,19 +93,30 @@ impl WalWriter {
         Ok(n)
     }
 
-    /// Hands buffered records to the OS (no fsync).
+    /// Hands buffered records to the OS (no fsync). Only records the file took leave the
+    /// buffer: after a failed (or short) write they stay readable here for the memtable that
+    /// points at them, and the journal, failed, never writes this buffer again.
     pub(crate) fn write_buffer(&mut self) -> Result<()> {
         {
             let mut tail = self.buf.lock();
             if !tail.bytes.is_empty() {
-                let res = self.file.append(&tail.bytes);
+                self.file.append(&tail.bytes).at(&self.path)?;
                 tail.start += tail.bytes.len() as u64;
                 tail.bytes.clear();
-                res.at(&self.path)?;
             }
         }
         self.written_seq = self.appended_seq;
         Ok(())
+    }
+
+    /// Gives the buffer's memory back once every record is in the file: the writer is being
+    /// retired, and a memtable that points into this log keeps its (empty) tail as long as it
+    /// lives.
+    pub(crate) fn release_buffer(&self) {
+        let mut tail = self.buf.lock();
+        if tail.bytes.is_empty() {
+            tail.bytes = Vec::new();
+        }
     }
 
     /// The records not yet handed to the OS, shared (see [`LogTail`]).
@@ -126,5 +137,42 @@ impl WalWriter {
 
     pub(crate) fn path(&self) -> &Path {
         &self.path
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vfs::{FaultFs, FaultKind, IoKind};
+
+    /// A record stays in the tail until the file has taken it: a failed write leaves it there
+    /// (a memtable points at it), a good one moves it to the file; a retired writer gives the
+    /// buffer's memory back.
+    #[test]
+    fn records_leave_the_tail_only_for_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = FaultFs::new(dir.path()).unwrap();
+        let path = dir.path().join("000001.log");
+        let mut w = WalWriter::create(&fs, path.clone(), 0).unwrap();
+        let tail = w.tail();
+        let payload = vec![7u8; 1000];
+        let offset = w.len_bytes + RECORD_HEADER_BYTES;
+        w.append(&payload, 1).unwrap();
+        assert_eq!(tail.lock().read(offset, 1000), Some(payload.clone()));
+
+        fs.fail(IoKind::Write, 1, FaultKind::Enospc);
+        assert!(w.write_buffer().is_err());
+        assert_eq!(tail.lock().read(offset, 1000), Some(payload.clone()));
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), WAL_HEADER_BYTES);
+
+        w.write_buffer().unwrap();
+        assert_eq!(tail.lock().read(offset, 1000), None);
+        let mut buf = vec![0u8; 1000];
+        w.file().read_exact_at(&mut buf, offset).unwrap();
+        assert_eq!(buf, payload);
+
+        assert!(tail.lock().bytes.capacity() >= WAL_BUFFER_BYTES);
+        w.release_buffer();
+        assert_eq!(tail.lock().bytes.capacity(), 0);
     }
 }

@@ -294,9 +294,9 @@ impl Memtable {
                 }
             }
         }
-        // The tail is written to the file under its lock: gone from there, the bytes are in the
-        // file now, unless that write failed (the journal then refuses writes; the value was
-        // never acknowledged).
+        // The tail is written to the file under its lock, and leaves the tail only once the
+        // file took it (a failed write leaves it there): gone from the tail, the bytes are in
+        // the file now.
         log.file.read_exact_at(&mut buf, p.offset).at(&log.path)?;
         if crc32c::crc32c(&buf) != p.crc {
             return Err(Error::corruption(
