@@ -38,7 +38,7 @@ pub fn compare(
 /// A one-line summary of a run for progress output.
 pub fn one_line(r: &RunRecord) -> String {
     format!(
-        "{:<8} {:<12} {:>10.0} ops/s (end {:>8} ops/s)  p99 {:>7} us  disk {:>8.1} MiB ({} x live)  WA engine {}  WA io {}  peak RSS {}  load {}",
+        "{:<8} {:<12} {:>10.0} ops/s (last 10 min {:>8})  p99 {:>7} us  disk {:>8.1} MiB ({} x live)  WA engine {}  WA io {}  peak RSS {}  load {}",
         r.spec.engine.engine.name(),
         r.spec.run.workload.name(),
         r.summary.ops_per_sec,
