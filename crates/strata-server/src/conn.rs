@@ -563,7 +563,12 @@ impl Batch {
                             // Writes another partition: runs again without the hold.
                             None => break,
                         }
-                        if pushed(shared, pushes_before) {
+                        // Its pushes wake their waiters once the run is committed and its
+                        // events published (`publish_session_events`).
+                        if pushed(shared, pushes_before)
+                            || (pushes_before.is_some()
+                                && shared.list_waiters.concerns(&session.pushed))
+                        {
                             // The waiters take the partition's lock: let it go first.
                             serve_waiters = true;
                             break;
@@ -592,6 +597,8 @@ impl Batch {
                     crate::commands::publish_session_events(shared, &mut self.session);
                 } else {
                     self.session.events.clear();
+                    // Nothing was pushed; a waiter woken for nothing looks and waits on.
+                    self.session.wake_pushed(&shared.list_waiters);
                 }
                 for args in commands[replies.len()..].iter().rev() {
                     self.queue.push_front(args.clone());

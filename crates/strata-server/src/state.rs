@@ -260,15 +260,10 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// Wakes connections blocked on lists or sorted sets: a write may have added elements to
-    /// any of them.
+    /// Wakes connections blocked on lists or sorted sets at once: the cluster's map changed
+    /// (a command's pushes wake them after its events: [`Session::note_list_push`]).
     pub fn note_list_push(&self) {
         self.list_waiters.note();
-    }
-
-    /// Wakes the connections blocked on list or sorted set `key` of logical database `db`.
-    pub fn note_key_push(&self, db: DbIndex, key: &[u8]) {
-        self.list_waiters.note_keys(db, [key]);
     }
 
     /// Reads the key names of stored documents from `backend`.
@@ -579,6 +574,10 @@ pub(crate) struct Session {
     /// Keyspace notifications of the running command (of a whole EXEC or script), published
     /// when it ends (`notify.rs`).
     pub events: Vec<crate::notify::Event>,
+    /// Lists the running command (its EXEC, its script, its held run) pushed to: their blocked
+    /// clients are woken after its events are published, so that a subscriber sees the push's
+    /// events before the pop's, as in Redis ([`Session::wake_pushed`]).
+    pub pushed: PendingPushes,
     /// A blocked XREAD's IDs as its first look resolved them (`$`: the stream's last ID then),
     /// for its looks again.
     pub stream_from: Option<Vec<crate::stream::StreamId>>,
@@ -595,6 +594,48 @@ pub(crate) struct Session {
     pub no_touch: bool,
 }
 
+/// Lists a command pushed to, whose blocked clients it has yet to wake.
+#[derive(Debug, Default)]
+pub(crate) struct PendingPushes {
+    /// Lists of unknown names changed (EXEC, a script, RENAME): every waiter looks again.
+    all: bool,
+    /// (logical database, list name).
+    keys: Vec<(DbIndex, Bytes)>,
+}
+
+impl PendingPushes {
+    pub fn is_empty(&self) -> bool {
+        !self.all && self.keys.is_empty()
+    }
+}
+
+impl Session {
+    /// List `key` of the selected database may have gained elements: its blocked clients look
+    /// again once the command's events are published ([`Session::wake_pushed`]).
+    pub fn note_key_push(&mut self, key: &Bytes) {
+        let db = self.db;
+        self.pushed.keys.push((db, key.clone()));
+    }
+
+    /// Any list may have gained elements (EXEC, a script, RENAME): every blocked client looks
+    /// again once the command's events are published.
+    pub fn note_list_push(&mut self) {
+        self.pushed.all = true;
+        self.pushed.keys.clear();
+    }
+
+    /// Wakes the clients blocked on the lists this session's commands pushed to.
+    pub fn wake_pushed(&mut self, waiters: &ListWaiters) {
+        if self.pushed.all {
+            waiters.note();
+        } else if !self.pushed.keys.is_empty() {
+            waiters.note_pairs(self.pushed.keys.iter().map(|(db, k)| (*db, &k[..])));
+        }
+        self.pushed.all = false;
+        self.pushed.keys.clear();
+    }
+}
+
 /// Connections blocked on lists, queued per list in the order they blocked. Redis serves the
 /// clients blocked on a list first come, first served; here a blocked connection wakes at any
 /// change, looks again only if one of its lists changed since it last looked
@@ -606,7 +647,7 @@ pub(crate) struct Session {
 /// `RPUSH q a` then `LLEN q` from the pusher answers 0 when a client was blocked on `q`. Here
 /// the pusher's connection waits, before its next command, until every waiter whose lists
 /// changed has looked at them again ([`ListWaiters::settled`]; `conn.rs`). Writers name the
-/// keys they pushed to ([`ListWaiters::note_keys`]) where they can; a change of unknown keys
+/// keys they pushed to ([`ListWaiters::note_pairs`]) where they can; a change of unknown keys
 /// (EXEC, a script, RENAME) makes every waiter look again ([`ListWaiters::note`]).
 #[derive(Default)]
 pub(crate) struct ListWaiters {
@@ -675,13 +716,13 @@ impl ListWaiters {
         self.changes.send_modify(|n| *n = next);
     }
 
-    /// The lists `keys` of logical database `db` may have gained elements: the connections
+    /// The lists `lists` (logical database, name) may have gained elements: the connections
     /// blocked on them look again (others wake, see nothing changed for them, and wait on).
-    pub fn note_keys<'k>(&self, db: DbIndex, keys: impl IntoIterator<Item = &'k [u8]>) {
+    pub fn note_pairs<'k>(&self, lists: impl IntoIterator<Item = (DbIndex, &'k [u8])>) {
         let mut q = self.queues.lock();
         let next = self.generation().wrapping_add(1);
         if !q.by_list.is_empty() {
-            for key in keys {
+            for (db, key) in lists {
                 let list = (db, Bytes::copy_from_slice(key));
                 if q.by_list.contains_key(&list) {
                     q.changed_at.insert(list, next);
@@ -721,6 +762,19 @@ impl ListWaiters {
     /// during a command, the blocked clients are served before the next one (`conn.rs`).
     pub fn concerning(&self) -> u64 {
         self.concerning.load(Ordering::Acquire)
+    }
+
+    /// Whether a connection waits on a list of `pushed` (any, when it names every list).
+    pub fn concerns(&self, pushed: &PendingPushes) -> bool {
+        if !self.any_waiting() || pushed.is_empty() {
+            return false;
+        }
+        let q = self.queues.lock();
+        pushed.all
+            || pushed
+                .keys
+                .iter()
+                .any(|(db, k)| q.by_list.contains_key(&(*db, k.clone())))
     }
 
     /// Whether any connection is blocked on a list or sorted set.
@@ -1006,6 +1060,7 @@ impl Session {
             control: None,
             replies: ReplyMode::On,
             events: Vec::new(),
+            pushed: PendingPushes::default(),
             stream_from: None,
             tracking: None,
             caching: false,
@@ -1028,7 +1083,7 @@ mod tests {
         let w = Arc::new(ListWaiters::default());
         let q = || vec![(0, Bytes::from_static(b"q"))];
         let seen = w.generation();
-        w.note_keys(0, [&b"q"[..]]);
+        w.note_pairs([(0, &b"q"[..])]);
         let t = w.enqueue(q(), (KeyType::List, 0), seen);
         assert!(
             w.needs_look(t.id()),
@@ -1036,10 +1091,10 @@ mod tests {
         );
         w.looked(&t, w.generation());
         assert!(!w.needs_look(t.id()));
-        w.note_keys(0, [&b"other"[..]]);
-        w.note_keys(1, [&b"q"[..]]);
+        w.note_pairs([(0, &b"other"[..])]);
+        w.note_pairs([(1, &b"q"[..])]);
         assert!(!w.needs_look(t.id()), "other lists changed");
-        w.note_keys(0, [&b"q"[..]]);
+        w.note_pairs([(0, &b"q"[..])]);
         assert!(w.needs_look(t.id()), "its list changed");
         w.looked(&t, w.generation());
         w.note();

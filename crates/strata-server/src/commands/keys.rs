@@ -480,7 +480,7 @@ fn ops_storing(
 }
 
 /// Removal writes first, then the stores: a later write of the same key in one batch wins.
-pub(crate) fn write_ops(ctx: &Ctx<'_>, ops: Vec<BatchOp>) -> Result<()> {
+pub(crate) fn write_ops(ctx: &mut Ctx<'_>, ops: Vec<BatchOp>) -> Result<()> {
     // Deduplicate by key keeping the last write, so the batch's meaning does not depend on
     // how the engine orders writes of one key within a batch.
     let mut last: std::collections::BTreeMap<Vec<u8>, BatchOp> = Default::default();
@@ -493,7 +493,7 @@ pub(crate) fn write_ops(ctx: &Ctx<'_>, ops: Vec<BatchOp>) -> Result<()> {
     ctx.db().write(last.into_values().collect())?;
     ctx.shared.note_writes(1);
     // RENAME, COPY, MOVE, RESTORE may have put a list under a name a client waits on.
-    ctx.shared.note_list_push();
+    ctx.session.note_list_push();
     Ok(())
 }
 
@@ -544,7 +544,7 @@ fn swapdb(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         // databases). Inside EXEC or a script the map goes to the store with the rest of its
         // batch (`ctx.db()` is the overlay).
         ctx.shared.swap_databases(a, b, ctx.db())?;
-        ctx.shared.note_list_push();
+        ctx.session.note_list_push();
         ctx.shared.watches.touch_all();
         ctx.shared.note_writes(1);
     }
@@ -1163,7 +1163,7 @@ fn flushdb(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     }
     ctx.shared.note_writes(deleted);
     // Blocked readers of streams that went answer so (`Ctx::notify_in`).
-    ctx.shared.note_list_push();
+    ctx.session.note_list_push();
     tracing::info!(deleted, db = ctx.dbi(), "FLUSHDB");
     Ok(Reply::ok())
 }
@@ -1176,7 +1176,7 @@ fn flushall(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let deleted =
         crate::tracking::quietly(|| delete_range(ctx, Bound::Unbounded, Bound::Unbounded))?;
     ctx.shared.note_writes(deleted);
-    ctx.shared.note_list_push();
+    ctx.session.note_list_push();
     tracing::info!(deleted, "FLUSHALL");
     Ok(Reply::ok())
 }

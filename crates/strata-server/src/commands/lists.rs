@@ -338,7 +338,7 @@ fn push(ctx: &mut Ctx<'_>, args: &[Bytes], left: bool, only_existing: bool) -> R
         Ok(l.count)
     })?;
     if n > 0 {
-        ctx.shared.note_key_push(ctx.session.db, &args[1]);
+        ctx.session.note_key_push(&args[1]);
         ctx.notify(notify::LIST, push_event(left), &args[1]);
     }
     Ok(Reply::Int(i64::try_from(n).unwrap_or(i64::MAX)))
@@ -579,7 +579,7 @@ fn linsert(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         Ok(n)
     })?;
     if n > 0 {
-        ctx.shared.note_key_push(ctx.session.db, &args[1]);
+        ctx.session.note_key_push(&args[1]);
         ctx.notify(notify::LIST, "linsert", &args[1]);
     }
     Ok(Reply::Int(n))
@@ -696,7 +696,7 @@ fn lmove_generic(
             Ok(v)
         })?;
         if v.is_some() {
-            ctx.shared.note_key_push(ctx.session.db, src);
+            ctx.session.note_key_push(src);
             // Redis pushes onto the destination first, then reports the pop.
             ctx.notify(notify::LIST, push_event(to_left), src);
             ctx.notify(notify::LIST, pop_event(from_left), src);
@@ -726,7 +726,7 @@ fn lmove_pop_push(
     ops.extend(pushed);
     ctx.db().write(ops)?;
     ctx.shared.note_writes(1);
-    ctx.shared.note_key_push(ctx.session.db, dst);
+    ctx.session.note_key_push(dst);
     ctx.notify(notify::LIST, push_event(to_left), dst);
     notify_popped(ctx, src, from_left, emptied);
     Ok(Some(value))

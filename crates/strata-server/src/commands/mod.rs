@@ -95,7 +95,7 @@ impl<'a> Ctx<'a> {
     pub fn notify_in(&mut self, class: u32, name: &'static str, db: DbIndex, key: &Bytes) {
         // A key removed or replaced (every way reports one of these events): the clients
         // blocked on it look again (a stream that went answers its blocked group readers, as
-        // in Redis). Pushes wake their waiters themselves (`Shared::note_key_push`).
+        // in Redis). Pushes wake their waiters after the events (`Session::note_key_push`).
         let waiters = &self.shared.list_waiters;
         if waiters.any_waiting() && KEY_REPLACED_EVENTS.contains(&name) {
             waiters.note_key_if_waited(db, key);
@@ -610,6 +610,10 @@ fn run_watched(ctx: &mut Ctx<'_>, spec: &'static Command, args: &[Bytes]) -> Res
         // It runs again (on the blocking pool, or once a list may have grown): what it
         // reported is reported again then.
         ctx.session.events.truncate(events_before);
+        if !ctx.session.in_exec && !ctx.session.in_script && !ctx.session.in_held_run {
+            // A push it made before it stopped (none of ours does) still wakes its readers.
+            ctx.session.wake_pushed(&ctx.shared.list_waiters);
+        }
         return result;
     }
     note_dispatcher_events(ctx, spec, &keys, events_before, absent_before);
@@ -820,12 +824,14 @@ pub(crate) fn publish_events(ctx: &mut Ctx<'_>) {
 }
 
 /// [`publish_events`] of `session` outside a command (after a held run).
+/// Then the clients blocked on lists the commands pushed to are woken: Redis serves them after
+/// the command, so a subscriber sees the push's events before the pop's.
 pub(crate) fn publish_session_events(shared: &Shared, session: &mut Session) {
-    if session.events.is_empty() {
-        return;
-    }
     for event in session.events.drain(..) {
         shared.notify.publish(&shared.pubsub, &event);
+    }
+    if !session.pushed.is_empty() {
+        session.wake_pushed(&shared.list_waiters);
     }
 }
 
@@ -996,6 +1002,40 @@ pub(crate) mod testing {
 mod tests {
     use super::testing::*;
     use crate::resp::Reply;
+
+    /// Redis serves a client blocked on a list after the command that pushed, so a subscriber
+    /// sees the push's events before the pop's. Here the pusher's wake of the blocked clients
+    /// waits until its events are published: in a held run (whose events wait for its commit)
+    /// the change count the blocked clients watch does not move before then.
+    #[test]
+    fn a_push_wakes_blocked_clients_after_its_events_are_published() {
+        let mut h = Harness::new();
+        h.run(&["CONFIG", "SET", "notify-keyspace-events", "AKE"]);
+        let (mailbox, mut rx) = crate::pubsub::Mailbox::new(u64::MAX);
+        let mut subs = crate::pubsub::Subscriptions::new(h.shared.pubsub.clone(), mailbox);
+        subs.psubscribe(&bytes::Bytes::from_static(b"*"));
+        let before = h.shared.list_waiters.generation();
+        h.session.in_held_run = true;
+        assert_eq!(h.run(&["RPUSH", "jobs", "j1"]), Reply::Int(1));
+        h.session.in_held_run = false;
+        assert!(
+            rx.try_recv().is_err(),
+            "a held run's events wait for its commit"
+        );
+        assert_eq!(
+            h.shared.list_waiters.generation(),
+            before,
+            "blocked clients were woken before the push's events were published"
+        );
+        super::publish_session_events(&h.shared, &mut h.session);
+        let mut published = 0;
+        while rx.try_recv().is_ok() {
+            published += 1;
+        }
+        // `rpush` on the keyspace and the keyevent channel (`A` leaves `new` out).
+        assert_eq!(published, 2);
+        assert_ne!(h.shared.list_waiters.generation(), before);
+    }
 
     #[test]
     fn table_has_unique_lowercase_names_and_sane_arity() {

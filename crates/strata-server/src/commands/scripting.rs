@@ -435,7 +435,7 @@ pub(super) fn execute_lua(
             ctx.session.events.clear();
             return Err(e);
         }
-        ctx.shared.note_list_push();
+        ctx.session.note_list_push();
         outcome
     })
 }

@@ -265,7 +265,7 @@ fn sort_command(ctx: &mut Ctx<'_>, args: &[Bytes], read_only: bool) -> Result<Re
     }
     ctx.db().write(ops)?;
     ctx.shared.note_writes(1);
-    ctx.shared.note_list_push();
+    ctx.session.note_list_push();
     if !out.is_empty() {
         ctx.notify(crate::notify::LIST, "sortstore", dst);
     } else if existed {

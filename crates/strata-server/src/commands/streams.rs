@@ -415,7 +415,7 @@ fn xadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     if trimmed > 0 {
         ctx.notify(notify::STREAM, "xtrim", key);
     }
-    ctx.shared.note_key_push(ctx.session.db, key);
+    ctx.session.note_key_push(key);
     Ok(Reply::Bulk(id.to_bytes()))
 }
 
@@ -1320,7 +1320,7 @@ fn xgroup(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     }
     if sub == "destroy" {
         // Readers blocked on the group look again (and answer its absence).
-        ctx.shared.note_key_push(ctx.session.db, key);
+        ctx.session.note_key_push(key);
     }
     Ok(reply)
 }

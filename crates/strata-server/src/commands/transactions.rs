@@ -150,7 +150,7 @@ fn exec(ctx: &mut Ctx<'_>, _: &[Bytes]) -> Result<Reply> {
         return Err(e);
     }
     // A queued push reached the store only now: wake blocked lists' readers after it.
-    ctx.shared.note_list_push();
+    ctx.session.note_list_push();
     Ok(Reply::Array(replies))
 }
 

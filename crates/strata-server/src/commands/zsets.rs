@@ -236,10 +236,11 @@ fn decode_score(v: &[u8]) -> Result<f64> {
 
 /// Runs `f` on the sorted set `key` as one atomic read-modify-write (WRONGTYPE for another
 /// kind).
+/// `f` gets the context too (its own borrow: the caller's is taken here).
 fn modify<T>(
-    ctx: &Ctx<'_>,
+    ctx: &mut Ctx<'_>,
     key: &[u8],
-    mut f: impl FnMut(&mut ZEdit<'_, '_>) -> Result<T>,
+    mut f: impl FnMut(&Ctx<'_>, &mut ZEdit<'_, '_>) -> Result<T>,
 ) -> Result<T> {
     if json_exists(ctx, key)? {
         return Err(Error::WrongType);
@@ -267,7 +268,7 @@ fn modify<T>(
             pending: BTreeMap::new(),
             limits: ctx.shared.encodings(),
         };
-        out = Some(f(&mut edit)?);
+        out = Some(f(ctx, &mut edit)?);
         let ops = edit.finish();
         wrote = !ops.is_empty();
         Ok(ops)
@@ -275,7 +276,7 @@ fn modify<T>(
     if wrote {
         ctx.shared.note_writes(1);
         // Clients blocked in BZPOPMIN/BZMPOP on it look again.
-        ctx.shared.note_key_push(ctx.session.db, key);
+        ctx.session.note_key_push(&Bytes::copy_from_slice(key));
     }
     out.ok_or_else(|| Error::command("internal error: the sorted set update did not run"))
 }
@@ -359,7 +360,7 @@ pub(crate) fn zadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         items.push((score_arg(&p[0])?, p[1].clone()));
     }
     let mut touched = false;
-    let outcome = modify(ctx, &args[1], |z| {
+    let outcome = modify(ctx, &args[1], |_, z| {
         touched = false;
         if z.found.is_none() && xx {
             return Ok((0, None));
@@ -422,7 +423,7 @@ pub(crate) fn zadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 fn zincrby(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let delta = score_arg(&args[2])?;
     let member = args[3].clone();
-    let (score, changed) = modify(ctx, &args[1], |z| {
+    let (score, changed) = modify(ctx, &args[1], |_, z| {
         // A new member takes the increment itself (-0 stays -0, as in Redis).
         let current = z.score(&member)?;
         let new = current.map_or(delta, |s| s + delta);
@@ -769,7 +770,7 @@ fn range_rank_rev(ctx: &Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 }
 
 fn zrem(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
-    let (n, emptied) = modify(ctx, &args[1], |z| {
+    let (n, emptied) = modify(ctx, &args[1], |_, z| {
         let mut n = 0;
         if z.found.is_none() {
             return Ok((0, false));
@@ -802,7 +803,7 @@ fn remove_where(
     event: &'static str,
     pick: impl Fn(&[(Bytes, f64)]) -> Vec<Bytes>,
 ) -> Result<i64> {
-    let (n, emptied) = modify(ctx, key, |z| {
+    let (n, emptied) = modify(ctx, key, |ctx, z| {
         let Some(found) = z.found else {
             return Ok((0, false));
         };
@@ -911,7 +912,7 @@ fn pop_entries(
         Some(slot) => (slot.take(), Some(slot)),
         None => (None, None),
     };
-    let (popped, left, emptied) = modify(ctx, key, |z| {
+    let (popped, left, emptied) = modify(ctx, key, |ctx, z| {
         let Some(found) = z.found else {
             return Ok((Vec::new(), None, false));
         };
@@ -1367,7 +1368,7 @@ pub(crate) fn store_entries(
     }
     ctx.db().write(ops)?;
     ctx.shared.note_writes(1);
-    ctx.shared.note_key_push(ctx.session.db, dst);
+    ctx.session.note_key_push(dst);
     if !entries.is_empty() {
         ctx.notify(notify::ZSET, event, dst);
     } else if existed {
