@@ -239,7 +239,7 @@ fn decode_score(v: &[u8]) -> Result<f64> {
 /// `f` gets the context too (its own borrow: the caller's is taken here).
 fn modify<T>(
     ctx: &mut Ctx<'_>,
-    key: &[u8],
+    key: &Bytes,
     mut f: impl FnMut(&Ctx<'_>, &mut ZEdit<'_, '_>) -> Result<T>,
 ) -> Result<T> {
     if json_exists(ctx, key)? {
@@ -276,7 +276,7 @@ fn modify<T>(
     if wrote {
         ctx.shared.note_writes(1);
         // Clients blocked in BZPOPMIN/BZMPOP on it look again.
-        ctx.session.note_key_push(&Bytes::copy_from_slice(key));
+        ctx.session.note_key_push(key);
     }
     out.ok_or_else(|| Error::command("internal error: the sorted set update did not run"))
 }
