@@ -69,6 +69,7 @@ impl Template {
         let opts = Options {
             fs: Arc::new(fs.clone()),
             value_log_gc_live_ratio: 0.0,
+            value_log_space_ratio_max: f64::INFINITY,
             log_merge_dead_ratio: 0.95,
             ..opts
         };

@@ -231,6 +231,11 @@ pub struct EngineSpec {
     /// log less live than this; collection takes a quarter of it); `None`: Strata's default.
     #[serde(default)]
     pub value_log_live_ratio: Option<f64>,
+    /// The LSM's space rule (`value_log_space_ratio_max`: compactions also move the least live
+    /// logs while the value logs hold more than this many times their live bytes); `None`:
+    /// Strata's default.
+    #[serde(default)]
+    pub value_log_space_ratio: Option<f64>,
     /// The LSM's level-1 size target (`level1_bytes_target`; each deeper level is
     /// `level_size_ratio` times larger); `None`: Strata's default.
     #[serde(default)]
@@ -263,6 +268,7 @@ impl EngineSpec {
             log_segment_bytes_max: None,
             log_merge_dead_ratio: None,
             value_log_live_ratio: None,
+            value_log_space_ratio: None,
             level1_bytes: None,
             l0_compaction_trigger: None,
             memtable_log_bytes: None,
@@ -313,6 +319,9 @@ impl EngineSpec {
             value_log_gc_live_ratio: self
                 .value_log_live_ratio
                 .unwrap_or(defaults.value_log_gc_live_ratio),
+            value_log_space_ratio_max: self
+                .value_log_space_ratio
+                .unwrap_or(defaults.value_log_space_ratio_max),
             ..defaults
         }
     }
@@ -848,12 +857,14 @@ mod tests {
         spec.log_segment_bytes_max = Some(8 << 10);
         spec.log_merge_dead_ratio = Some(0.3);
         spec.value_log_live_ratio = Some(0.7);
+        spec.value_log_space_ratio = Some(1.4);
         spec.level1_bytes = Some(32 << 20);
         spec.l0_compaction_trigger = Some(8);
         spec.memtable_log_bytes = Some(64 << 20);
         let o = spec.strata_options();
         assert_eq!(o.memtable_log_bytes_max, 64 << 20);
         assert_eq!(o.value_log_gc_live_ratio, 0.7);
+        assert_eq!(o.value_log_space_ratio_max, 1.4);
         assert_eq!(o.level1_bytes_target, 32 << 20);
         assert_eq!(o.l0_compaction_trigger, 8);
         let defaults = strata::Options::default();
@@ -871,6 +882,7 @@ mod tests {
             "log_segment_bytes_max",
             "log_merge_dead_ratio",
             "value_log_live_ratio",
+            "value_log_space_ratio",
             "level1_bytes",
             "l0_compaction_trigger",
             "memtable_log_bytes",

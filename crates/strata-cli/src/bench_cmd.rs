@@ -171,6 +171,11 @@ struct EngineArgs {
     /// this, 0.0 to 0.95 (default 0.65); higher keeps less garbage on disk for more rewriting.
     #[arg(long)]
     value_log_live_ratio: Option<f64>,
+    /// Strata's LSM engine only: compactions also move the least live logs while the value logs
+    /// take more than this many times the bytes their live values need, at least 1.0 (default
+    /// 1.12; a large number such as 100 turns the rule off).
+    #[arg(long)]
+    value_log_space_ratio: Option<f64>,
     /// Strata's LSM engine only: the size target of level 1, e.g. 32MiB (default 256MiB); each
     /// deeper level is ten times larger.
     #[arg(long)]
@@ -217,6 +222,7 @@ impl EngineArgs {
         // (The engine checks the ranges of both log settings when it opens.)
         spec.log_merge_dead_ratio = self.log_merge_dead_ratio;
         spec.value_log_live_ratio = self.value_log_live_ratio;
+        spec.value_log_space_ratio = self.value_log_space_ratio;
         spec.level1_bytes = match self.level1_bytes.as_deref() {
             None => None,
             Some(bytes) => Some(parse_bytes(bytes)?),

@@ -268,6 +268,7 @@ mod tests {
             // No background collection: the round-0 logs go because compaction drops every
             // pointer into them.
             value_log_gc_live_ratio: 0.0,
+            value_log_space_ratio_max: f64::INFINITY,
             ..Options::tiny()
         };
         let db = Db::open(dir.path().join("db"), opts.clone()).unwrap();

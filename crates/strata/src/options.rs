@@ -128,6 +128,13 @@ pub struct Options {
     /// for 0.92x the throughput and a write amplification of 3.7 against 2.6; on fresh stores
     /// (60 s) it cost GET_HEAVY and DELETE_HEAVY 8-9 %, so the default stays at 0.65.
     pub value_log_gc_live_ratio: f64,
+    /// LSM, the space rule: compactions also move the values of the least live logs (those
+    /// that lost at least a tenth of their live bytes) while the value logs take more than this
+    /// many times the bytes their live values need (a log's need: its size times the share of
+    /// its values still live, so record headers and keys are not counted as garbage). Live
+    /// bytes are an upper bound until compactions see the garbage, so the bytes on disk run a
+    /// little above it. `f64::INFINITY` turns the rule off.
+    pub value_log_space_ratio_max: f64,
     /// Log engine: a segment is sealed and a new one started at this size.
     pub log_segment_bytes_max: u64,
     /// Log engine: merge when dead bytes reach this share of the sealed segments.
@@ -249,6 +256,7 @@ impl Default for Options {
             value_bytes_max: 64 << 20,
             value_log_bytes_min: None,
             value_log_gc_live_ratio: 0.65,
+            value_log_space_ratio_max: 1.12,
             log_segment_bytes_max: 64 << 20,
             log_merge_dead_ratio: 0.5,
             salvage: false,
@@ -339,6 +347,9 @@ impl Options {
         }
         if !(0.0..=0.95).contains(&self.value_log_gc_live_ratio) {
             return bad("value_log_gc_live_ratio must be in 0.0..=0.95");
+        }
+        if self.value_log_space_ratio_max.is_nan() || self.value_log_space_ratio_max < 1.0 {
+            return bad("value_log_space_ratio_max must be at least 1.0 (f64::INFINITY: off)");
         }
         if let SyncMode::EveryMs(0) = self.sync {
             return bad("SyncMode::EveryMs needs a period of at least 1 ms");

@@ -647,6 +647,7 @@ fn full_compaction_collects_value_logs_holding_small_values_as_garbage() {
         // The regime this test describes: logs about 60 % live are left to the full compaction
         // (at the default 0.65 the compactions before it move their values instead).
         value_log_gc_live_ratio: 0.5,
+        value_log_space_ratio_max: f64::INFINITY,
         ..Options::tiny()
     };
     let db = Db::open(dir.path(), opts.clone()).unwrap();

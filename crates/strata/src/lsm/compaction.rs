@@ -271,6 +271,7 @@ impl Tree {
             &self.wal_dir,
             self.view.load().version.clone(),
             self.opts.value_log_gc_live_ratio,
+            self.opts.value_log_space_ratio_max,
         );
         let mut new_number = || self.next_file.fetch_add(1, Ordering::AcqRel);
         let written = merge(

@@ -81,6 +81,10 @@ pub(crate) struct VlogFile {
     /// what to collect; the log is deleted without collection only when `live_bytes`, the
     /// upper bound, reaches zero.
     pub(crate) sampled_live_bytes: AtomicU64,
+    /// Live bytes when this process opened the log (at its flush or move, or at the store's
+    /// open): the space rule measures how much of a log died against this, not against its
+    /// size, whose record headers and keys never count as live.
+    pub(crate) live_bytes_at_open: u64,
     pub(crate) obsolete: AtomicBool,
     /// A record of this log failed its checksum when collection or sampling read the log
     /// whole: both leave it alone from then on (until the next open), so one damaged log
@@ -113,6 +117,7 @@ impl VlogFile {
             total_bytes,
             live_bytes: AtomicU64::new(live_bytes),
             sampled_live_bytes: AtomicU64::new(u64::MAX),
+            live_bytes_at_open: live_bytes,
             obsolete: AtomicBool::new(false),
             damaged: AtomicBool::new(false),
             damage_reported: AtomicBool::new(false),
@@ -176,11 +181,22 @@ impl VlogFile {
         if self.total_bytes == 0 {
             return 0.0;
         }
-        let live = self
-            .live_bytes
+        self.live_estimate() as f64 / self.total_bytes as f64
+    }
+
+    /// The share of the live bytes this process saw at open that is believed live still.
+    pub(crate) fn live_share_since_open(&self) -> f64 {
+        if self.live_bytes_at_open == 0 {
+            return 0.0;
+        }
+        (self.live_estimate() as f64 / self.live_bytes_at_open as f64).min(1.0)
+    }
+
+    /// Live bytes: the tracked upper bound, or the sampled estimate where that is lower.
+    fn live_estimate(&self) -> u64 {
+        self.live_bytes
             .load(Ordering::Relaxed)
-            .min(self.sampled_live_bytes.load(Ordering::Relaxed));
-        live as f64 / self.total_bytes as f64
+            .min(self.sampled_live_bytes.load(Ordering::Relaxed))
     }
 }
 
