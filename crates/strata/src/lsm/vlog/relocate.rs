@@ -101,6 +101,7 @@ pub(crate) fn choose_victims(
     live_ratio_below: f64,
     space_ratio_max: f64,
 ) -> HashSet<u64> {
+    // Clamped: a caller's share outside 0..=1 must not make `freed` negative.
     let share = |l: &LogShare| l.live_share_since_open.clamp(0.0, 1.0);
     let needed: f64 = logs.iter().map(|l| l.total_bytes as f64 * share(l)).sum();
     let freed = |l: &LogShare| l.total_bytes as f64 * (1.0 - share(l));
@@ -109,6 +110,10 @@ pub(crate) fn choose_victims(
     for l in logs.iter().filter(|l| l.live_ratio < live_ratio_below) {
         victims.insert(l.number);
         bytes_after -= freed(l);
+    }
+    if space_ratio_max.is_infinite() {
+        // Off (and `bytes_after <= inf * 0` would be false when nothing is live).
+        return victims;
     }
     let mut rest: Vec<&LogShare> = logs
         .iter()
@@ -374,5 +379,7 @@ mod tests {
             chosen(&[log(7, 100, 1.0, 0.0)], 0.65, f64::INFINITY),
             vec![7]
         );
+        // Off means off, also when no live byte is left to need (infinity times zero).
+        assert!(chosen(&[log(7, 100, 1.0, 0.0)], 0.0, f64::INFINITY).is_empty());
     }
 }
