@@ -206,7 +206,7 @@ fn decode_manifest(path: &Path) -> (Vec<Vec<(u64, u64)>>, Vec<u64>) {
     let f = std::fs::read(path).unwrap();
     let mut r = R(&f, 0);
     assert_eq!(r.take(8), b"STRATMAN");
-    assert_eq!(r.u32(), 2);
+    assert_eq!(r.u32(), 3);
     let len = r.u32() as usize;
     let crc = r.u32();
     assert_eq!(crc32c::crc32c(&[&f[8..16], &f[20..]].concat()), crc);
@@ -228,8 +228,8 @@ fn decode_manifest(path: &Path) -> (Vec<Vec<(u64, u64)>>, Vec<u64>) {
     }
     let mut vlogs = Vec::new();
     for _ in 0..r.varint() {
-        let (number, total, live) = (r.varint(), r.varint(), r.varint());
-        assert!(live <= total);
+        let (number, total, live, first_live) = (r.varint(), r.varint(), r.varint(), r.varint());
+        assert!(live <= first_live && first_live <= total);
         vlogs.push(number);
     }
     let _last_seq = r.varint();

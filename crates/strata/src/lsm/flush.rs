@@ -115,6 +115,7 @@ impl Tree {
                         &path,
                         mem.wal_number,
                         separated,
+                        separated,
                         self.counters.flushes.load(Ordering::Relaxed),
                     )?),
                 );

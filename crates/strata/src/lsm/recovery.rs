@@ -117,7 +117,7 @@ impl Tree {
         // A value log is a flushed write-ahead log (`.log`) or a value file a compaction wrote
         // (`.vlog`); numbers are unique across both.
         let listed: std::collections::HashSet<u64> =
-            vlog_metas.iter().map(|&(num, _, _)| num).collect();
+            vlog_metas.iter().map(|m| m.number).collect();
         for (num, path) in fsutil::numbered_files(&*opts.fs, &wal_dir, MOVED_SUFFIX)? {
             next_file = next_file.max(num + 1);
             if !listed.contains(&num) {
@@ -126,7 +126,8 @@ impl Tree {
                 opts.fs.remove_file(&path).at(&path)?;
             }
         }
-        for &(num, _total, live) in &vlog_metas {
+        for meta in &vlog_metas {
+            let num = meta.number;
             let moved = moved_path(&wal_dir, num);
             let path = if opts.fs.exists(&moved) {
                 moved
@@ -142,7 +143,14 @@ impl Tree {
             }
             version.vlogs.insert(
                 num,
-                Arc::new(VlogFile::open(opts.fs.clone(), &path, num, live, 0)?),
+                Arc::new(VlogFile::open(
+                    opts.fs.clone(),
+                    &path,
+                    num,
+                    meta.live_bytes,
+                    meta.first_live_bytes,
+                    0,
+                )?),
             );
         }
         let mut immutables = Vec::new();

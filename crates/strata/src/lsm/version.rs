@@ -8,10 +8,13 @@
 //! log_number varint | level_count varint`, then per level `table_count varint` and per table
 //! `id varint | size varint | entries varint | min_key (varint len + bytes) | max_key (same)`,
 //! then `vlog_count varint` and per value log `number varint | total_bytes varint |
-//! live_bytes varint`; format 2 ends with `last_seq varint`, the highest sequence number of a
-//! write in the tables (every write of the partition up to it is in a table). Write-ahead logs
-//! numbered below `log_number` hold nothing that is not in a table, except the value logs
-//! listed, which tables point into. Format 1 (no `last_seq`) is still read.
+//! live_bytes varint` and, from format 3, `first_live_bytes varint` (its live bytes when it
+//! was written, which the value logs' victim rules measure its losses against); format 2 and
+//! later end with `last_seq varint`, the highest sequence number of a write in the tables
+//! (every write of the partition up to it is in a table). Write-ahead logs numbered below
+//! `log_number` hold nothing that is not in a table, except the value logs listed, which
+//! tables point into. Formats 1 (no `last_seq`) and 2 (no `first_live_bytes`: taken as the
+//! live bytes at open) are still read.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -28,7 +31,7 @@ use crate::vfs::FileSystem;
 use std::collections::BTreeMap;
 
 /// Version of the manifest format written.
-pub const MANIFEST_FORMAT_VERSION: u32 = 2;
+pub const MANIFEST_FORMAT_VERSION: u32 = 3;
 const MANIFEST_MAGIC: &[u8; 8] = b"STRATMAN";
 pub(crate) const MANIFEST_FILE: &str = "MANIFEST";
 
@@ -75,10 +78,22 @@ pub(crate) struct Manifest {
     pub(crate) next_file_number: u64,
     pub(crate) log_number: u64,
     pub(crate) levels: Vec<Vec<TableMeta>>,
-    /// (number, total_bytes, live_bytes) of each value log.
-    pub(crate) vlogs: Vec<(u64, u64, u64)>,
+    /// Each value log.
+    pub(crate) vlogs: Vec<VlogMeta>,
     /// The highest sequence number of a write in the tables (0 in format 1).
     pub(crate) last_seq: u64,
+}
+
+/// What a manifest records of a value log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct VlogMeta {
+    pub(crate) number: u64,
+    pub(crate) total_bytes: u64,
+    /// Bytes of its values some table still points to (an upper bound).
+    pub(crate) live_bytes: u64,
+    /// Its live bytes when it was written (for a store written before format 3: when the
+    /// manifest was first read).
+    pub(crate) first_live_bytes: u64,
 }
 
 /// What a manifest records besides the tables and value logs.
@@ -123,6 +138,7 @@ fn encode_with_live(
         put_varint(&mut payload, v.number);
         put_varint(&mut payload, v.total_bytes);
         put_varint(&mut payload, live_of(v));
+        put_varint(&mut payload, v.first_live_bytes);
     }
     put_varint(&mut payload, logs.last_seq);
     let mut out = Vec::with_capacity(payload.len() + 20);
@@ -189,7 +205,14 @@ pub(crate) fn decode(path: &Path, bytes: &[u8]) -> Result<Manifest> {
         }
         let mut vlogs = Vec::with_capacity(n as usize);
         for _ in 0..n {
-            vlogs.push((number(r.varint()?)?, r.varint()?, r.varint()?));
+            let (number, total_bytes, live_bytes) = (number(r.varint()?)?, r.varint()?, r.varint()?);
+            let first_live_bytes = if version >= 3 { r.varint()? } else { live_bytes };
+            vlogs.push(VlogMeta {
+                number,
+                total_bytes,
+                live_bytes,
+                first_live_bytes,
+            });
         }
         let last_seq = if version >= 2 { r.varint()? } else { 0 };
         r.is_empty().then_some(Manifest {
@@ -265,6 +288,51 @@ mod tests {
             assert!(err.is_corruption(), "flip at {i}: {err}");
             assert!(err.to_string().contains("MANIFEST"));
         }
+    }
+
+    /// A value log's first live bytes survive the manifest (format 3), so the victim rules
+    /// measure its losses against what it was written with after a restart too; a format-2
+    /// manifest, which has no such field, reads it as the live bytes it lists.
+    #[test]
+    fn a_value_logs_first_live_bytes_survive_the_manifest() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("000009.vlog");
+        std::fs::write(&path, vec![0u8; 1000]).unwrap();
+        let log = VlogFile::open(crate::vfs::real(), &path, 9, 600, 900, 0).unwrap();
+        let mut version = Version::empty();
+        version.vlogs.insert(9, Arc::new(log));
+        let logs = LogState {
+            log_number: 10,
+            last_seq: 55,
+        };
+        let bytes = encode(&version, 11, logs);
+        let m = decode(Path::new("MANIFEST"), &bytes).unwrap();
+        let want = VlogMeta {
+            number: 9,
+            total_bytes: 1000,
+            live_bytes: 600,
+            first_live_bytes: 900,
+        };
+        assert_eq!(m.vlogs, vec![want]);
+        // The same manifest as format 2 wrote it: the last varint of each value log dropped.
+        let mut payload = vec![11u8, 10, LEVELS as u8];
+        payload.extend(std::iter::repeat_n(0u8, LEVELS));
+        payload.extend_from_slice(&[1, 9, 0xE8, 0x07, 0xD8, 0x04, 55]);
+        let mut old = b"STRATMAN".to_vec();
+        old.extend_from_slice(&2u32.to_le_bytes());
+        old.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        let crc = crc32c::crc32c_append(crc32c::crc32c(&old[8..16]), &payload);
+        old.extend_from_slice(&crc.to_le_bytes());
+        old.extend_from_slice(&payload);
+        let m = decode(Path::new("MANIFEST"), &old).unwrap();
+        assert_eq!(m.last_seq, 55);
+        assert_eq!(
+            m.vlogs,
+            vec![VlogMeta {
+                first_live_bytes: 600,
+                ..want
+            }]
+        );
     }
 
     /// A format-1 manifest (no `last_seq`), as written before sequence numbers: byte for byte

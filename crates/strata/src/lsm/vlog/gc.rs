@@ -40,8 +40,8 @@ impl Tree {
         let victim = version
             .vlogs
             .values()
-            .filter(|f| f.live_ratio() < live_ratio_below && !f.damaged.load(Ordering::Acquire))
-            .min_by(|a, b| a.live_ratio().total_cmp(&b.live_ratio()))
+            .filter(|f| f.victim_share() < live_ratio_below && !f.damaged.load(Ordering::Acquire))
+            .min_by(|a, b| a.victim_share().total_cmp(&b.victim_share()))
             .cloned();
         drop(version);
         let Some(victim) = victim else {

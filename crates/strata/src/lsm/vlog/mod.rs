@@ -81,10 +81,10 @@ pub(crate) struct VlogFile {
     /// what to collect; the log is deleted without collection only when `live_bytes`, the
     /// upper bound, reaches zero.
     pub(crate) sampled_live_bytes: AtomicU64,
-    /// Live bytes when this process opened the log (at its flush or move, or at the store's
-    /// open): the space rule measures how much of a log died against this, not against its
-    /// size, whose record headers and keys never count as live.
-    pub(crate) live_bytes_at_open: u64,
+    /// Live bytes when the log was written (at its flush or move; recorded in the manifest):
+    /// the victim rules measure how much of a log died against this, not against its size,
+    /// whose record headers and keys never count as live.
+    pub(crate) first_live_bytes: u64,
     pub(crate) obsolete: AtomicBool,
     /// A record of this log failed its checksum when collection or sampling read the log
     /// whole: both leave it alone from then on (until the next open), so one damaged log
@@ -105,6 +105,7 @@ impl VlogFile {
         path: &Path,
         number: u64,
         live_bytes: u64,
+        first_live_bytes: u64,
         sampled_at_flush: u64,
     ) -> Result<VlogFile> {
         let file = fs.open(path).at(path)?;
@@ -117,7 +118,7 @@ impl VlogFile {
             total_bytes,
             live_bytes: AtomicU64::new(live_bytes),
             sampled_live_bytes: AtomicU64::new(u64::MAX),
-            live_bytes_at_open: live_bytes,
+            first_live_bytes,
             obsolete: AtomicBool::new(false),
             damaged: AtomicBool::new(false),
             damage_reported: AtomicBool::new(false),
@@ -184,12 +185,35 @@ impl VlogFile {
         self.live_estimate() as f64 / self.total_bytes as f64
     }
 
-    /// The share of the live bytes this process saw at open that is believed live still.
-    pub(crate) fn live_share_since_open(&self) -> f64 {
-        if self.live_bytes_at_open == 0 {
+    /// Whether this is a value file a compaction wrote (`.vlog`), which holds nothing but
+    /// values that were live when it was written, each with its record header and key.
+    pub(crate) fn is_moved(&self) -> bool {
+        self.path
+            .extension()
+            .is_some_and(|e| Some(e) == relocate::MOVED_SUFFIX.strip_prefix('.').map(AsRef::as_ref))
+    }
+
+    /// The share that decides whether the log's values are moved or collected: for a
+    /// write-ahead log, [`Self::live_ratio`] (its small values and the records of overwritten
+    /// keys are garbage once flushed); for a compaction's value file, the share of its values
+    /// still live since it was written ([`Self::surviving_share`]), because its
+    /// record headers and keys are no garbage: moving it frees none of them, and values under
+    /// keys longer than they are would make a wholly live file look dead and be moved again
+    /// by every compaction that meets it.
+    pub(crate) fn victim_share(&self) -> f64 {
+        if self.is_moved() {
+            self.surviving_share()
+        } else {
+            self.live_ratio()
+        }
+    }
+
+    /// The share of the live bytes it had when written that is believed live still.
+    pub(crate) fn surviving_share(&self) -> f64 {
+        if self.first_live_bytes == 0 {
             return 0.0;
         }
-        (self.live_estimate() as f64 / self.live_bytes_at_open as f64).min(1.0)
+        (self.live_estimate() as f64 / self.first_live_bytes as f64).min(1.0)
     }
 
     /// Live bytes: the tracked upper bound, or the sampled estimate where that is lower.
@@ -221,7 +245,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("000001.log");
         std::fs::write(&path, b"0123456789").unwrap();
-        let log = VlogFile::open(crate::vfs::real(), &path, 1, 10, 0).unwrap();
+        let log = VlogFile::open(crate::vfs::real(), &path, 1, 10, 10, 0).unwrap();
         let ok = ValuePtr {
             file: 1,
             offset: 2,
@@ -243,7 +267,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("000001.log");
         std::fs::write(&path, b"0123456789").unwrap();
-        let log = VlogFile::open(crate::vfs::real(), &path, 1, 10, 0).unwrap();
+        let log = VlogFile::open(crate::vfs::real(), &path, 1, 10, 10, 0).unwrap();
         let table = Error::corruption(dir.path().join("000007.sst"), 0, "block checksum mismatch");
         assert!(!log.mark_damaged_on(&table, "a test"));
         let io = Error::Io {

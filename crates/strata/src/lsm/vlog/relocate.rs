@@ -77,20 +77,21 @@ pub(crate) const SPACE_RULE_LIVE_SHARE_MAX: f64 = 0.9;
 pub(crate) struct LogShare {
     pub(crate) number: u64,
     pub(crate) total_bytes: u64,
-    /// Live bytes over the log's size (record headers and keys count as its size, never as
-    /// live: a log of values under long keys is never wholly "live" by this measure).
+    /// The share compared with the fixed threshold ([`VlogFile::victim_share`]): live bytes
+    /// over the size of a write-ahead log, live bytes over those it was written with for a compaction's
+    /// value file.
     pub(crate) live_ratio: f64,
-    /// Live bytes over the live bytes it had when this process opened it (1.0 when nothing
+    /// Live bytes over the live bytes it was written with (1.0 when nothing
     /// died since).
-    pub(crate) live_share_since_open: f64,
+    pub(crate) surviving_share: f64,
 }
 
 /// The logs a compaction moves the values of: every log whose live share is below
 /// `live_ratio_below` (the fixed rule), and then, least live first, logs still holding under
-/// [`SPACE_RULE_LIVE_SHARE_MAX`] of their live bytes at open, while the value logs would
+/// [`SPACE_RULE_LIVE_SHARE_MAX`] of the live bytes they were written with, while the value logs would
 /// still take more than `space_ratio_max` times the bytes their live values need once the
 /// logs taken so far are moved (the space rule). A log's need is its size times its
-/// `live_share_since_open`, so headers and keys are not garbage to the rule and a freshly
+/// `surviving_share`, so headers and keys are not garbage to the rule and a freshly
 /// moved log is never moved again for space. The fixed share alone keeps a store of steady
 /// overwrites at `ln(1/r) / (1 - r)` times its live values (1.23 at 0.65); raising it for
 /// every store would also move values where there is little garbage (a fresh store whose
@@ -102,7 +103,7 @@ pub(crate) fn choose_victims(
     space_ratio_max: f64,
 ) -> HashSet<u64> {
     // Clamped: a caller's share outside 0..=1 must not make `freed` negative.
-    let share = |l: &LogShare| l.live_share_since_open.clamp(0.0, 1.0);
+    let share = |l: &LogShare| l.surviving_share.clamp(0.0, 1.0);
     let needed: f64 = logs.iter().map(|l| l.total_bytes as f64 * share(l)).sum();
     let freed = |l: &LogShare| l.total_bytes as f64 * (1.0 - share(l));
     let mut bytes_after: f64 = logs.iter().map(|l| l.total_bytes as f64).sum();
@@ -146,8 +147,8 @@ impl ValueMover {
             .map(|f| LogShare {
                 number: f.number,
                 total_bytes: f.total_bytes,
-                live_ratio: f.live_ratio(),
-                live_share_since_open: f.live_share_since_open(),
+                live_ratio: f.victim_share(),
+                surviving_share: f.surviving_share(),
             })
             .collect();
         let victims = choose_victims(&logs, live_ratio_below, space_ratio_max);
@@ -282,7 +283,7 @@ impl ValueMover {
         }
         let mut out = Vec::with_capacity(files.len());
         for (number, path, moved) in files {
-            let log = VlogFile::open(self.fs.clone(), &path, number, moved, flushes);
+            let log = VlogFile::open(self.fs.clone(), &path, number, moved, moved, flushes);
             match log {
                 Ok(log) => out.push(Arc::new(log)),
                 Err(e) => {
@@ -321,7 +322,7 @@ mod tests {
             number,
             total_bytes,
             live_ratio: density * share,
-            live_share_since_open: share,
+            surviving_share: share,
         }
     }
 
