@@ -495,8 +495,10 @@ pub struct Manifest {
 }
 
 impl Manifest {
-    /// Decodes a manifest (checksum not checked).
+    /// Decodes a manifest of any format (checksum not checked); what format 1 does not hold
+    /// (format 2's `last_seq`, format 3's first live bytes of each value log) is dropped.
     pub fn decode(b: &[u8]) -> Option<Manifest> {
+        let version = u32::from_le_bytes(b.get(8..12)?.try_into().ok()?);
         let payload = b.get(20..)?;
         let mut r = Cursor::new(payload);
         let next_file_number = r.varint()?;
@@ -530,6 +532,9 @@ impl Manifest {
         let mut vlogs = Vec::new();
         for _ in 0..n {
             vlogs.push((r.varint()?, r.varint()?, r.varint()?));
+            if version >= 3 {
+                r.varint()?;
+            }
         }
         Some(Manifest {
             next_file_number,
@@ -539,7 +544,7 @@ impl Manifest {
         })
     }
 
-    /// Encodes the manifest, checksum included.
+    /// Encodes the manifest as format 1, checksum included.
     pub fn encode(&self) -> Vec<u8> {
         let mut p = Vec::new();
         varint::put(&mut p, self.next_file_number);

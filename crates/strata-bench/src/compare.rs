@@ -38,7 +38,7 @@ pub fn compare(
 /// A one-line summary of a run for progress output.
 pub fn one_line(r: &RunRecord) -> String {
     format!(
-        "{:<8} {:<12} {:>10.0} ops/s (last 10 min {:>8})  p99 {:>7} us  disk {:>8.1} MiB ({} x live)  WA engine {}  WA io {}  peak RSS {}  load {}",
+        "{:<8} {:<12} {:>10.0} ops/s (last 10 min {:>8})  p99 {:>7} us  disk {:>8.1} MiB ({} x live, last 10 min {})  WA engine {}  WA io {}  peak RSS {}  load {}",
         r.spec.engine.engine.name(),
         r.spec.run.workload.name(),
         r.summary.ops_per_sec,
@@ -50,6 +50,14 @@ pub fn one_line(r: &RunRecord) -> String {
                 .live_bytes
                 .filter(|&l| l > 0)
                 .map(|l| r.disk_bytes as f64 / l as f64),
+            2
+        ),
+        opt(
+            r.summary
+                .live_bytes
+                .filter(|&l| l > 0)
+                .zip(r.summary.tail_disk_bytes)
+                .map(|(l, d)| d / l as f64),
             2
         ),
         opt(r.write_amplification_engine, 2),

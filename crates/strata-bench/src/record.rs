@@ -73,6 +73,11 @@ pub struct RunSummary {
     /// report computes it from their interval lines).
     #[serde(default)]
     pub tail_ops_per_sec: Option<f64>,
+    /// Mean bytes on disk over the same window, from the interval lines (a compaction's
+    /// moved values exist twice until it installs, so the figure at the end alone swings);
+    /// `None` for runs recorded before it (the report computes it from their intervals).
+    #[serde(default)]
+    pub tail_disk_bytes: Option<f64>,
     /// Bytes of keys and values the clients asked to write (puts: key + value; deletes: key).
     pub user_bytes_written: u64,
     /// Keys whose last write was a put when the workload stopped, counted by the clients

@@ -162,7 +162,8 @@ impl IntervalCounts {
     }
 }
 
-/// One interval of a run: seconds since the start at its end, and its ops/s.
+/// One interval of a run: seconds since the start at its end, and its ops/s (or another
+/// figure of the interval: the bytes on disk at its end).
 pub type IntervalRate = (f64, f64);
 
 /// The steady-state window at the end of a run (issue #18's "last ten minutes": users live
@@ -173,7 +174,8 @@ pub const TAIL_WINDOW_SECS: f64 = 600.0;
 /// run is shorter than twice that (so a five-minute run reports its last 150 s). `intervals`
 /// are (seconds since the start at the interval's end, the interval's ops/s), in order; the
 /// mean is weighted by each interval's length, and an interval that straddles the window's
-/// start counts whole. `None` without intervals.
+/// start counts whole. `None` without intervals. The same mean of any per-interval figure
+/// (the bytes on disk: [`RunSummary::tail_disk_bytes`]).
 pub fn tail_ops_per_sec(intervals: &[IntervalRate]) -> Option<f64> {
     let run_secs = intervals.last()?.0;
     let window = TAIL_WINDOW_SECS.min(run_secs / 2.0);
@@ -288,7 +290,7 @@ pub fn run(
         .collect::<Result<_>>()?;
     let first_error = Mutex::new(None::<Error>);
     let started = Instant::now();
-    let (mut total_ops, rates, mut all) = std::thread::scope(|scope| -> Result<_> {
+    let (mut total_ops, rates, disk, mut all) = std::thread::scope(|scope| -> Result<_> {
         for (t, hist) in hists.iter().enumerate() {
             let (counts, stop, first_error) = (&counts, &stop, &first_error);
             let live = live.as_ref();
@@ -328,6 +330,7 @@ pub fn run(
         interval_ops_per_sec_min: rates.iter().map(|r| r.1).reduce(f64::min).unwrap_or(0.0),
         interval_ops_per_sec_max: rates.iter().map(|r| r.1).fold(0.0, f64::max),
         tail_ops_per_sec: tail_ops_per_sec(&rates),
+        tail_disk_bytes: tail_ops_per_sec(&disk),
         user_bytes_written: counts.user_bytes.load(Ordering::Relaxed),
         live_keys: live.as_ref().map(LiveKeys::count),
         live_bytes: live
@@ -358,7 +361,7 @@ pub fn preload(store: &dyn BenchStore, spec: &RunSpec) -> Result<u64> {
 /// The reporting loop of [`run`]: every interval, takes the counts and latencies, emits a line
 /// (with the process's resident memory, `rssBytes`, and the memory the engine says it holds,
 /// `engineMemoryBytes`, where it says: where the peak RSS goes). Returns the operations counted,
-/// the per-interval rates and the merged histograms.
+/// the per-interval rates, the bytes on disk at each interval's end and the merged histograms.
 #[allow(clippy::too_many_arguments)]
 fn report_intervals(
     store: &dyn BenchStore,
@@ -369,9 +372,10 @@ fn report_intervals(
     stop: &AtomicBool,
     hists: &[Mutex<Hists>],
     emit: &mut impl FnMut(&serde_json::Value),
-) -> Result<(u64, Vec<IntervalRate>, Hists)> {
+) -> Result<(u64, Vec<IntervalRate>, Vec<IntervalRate>, Hists)> {
     let mut total_ops = 0u64;
     let mut rates: Vec<IntervalRate> = Vec::new();
+    let mut disk: Vec<IntervalRate> = Vec::new();
     let mut all = Hists::new()?;
     let mut last = Instant::now();
     while started.elapsed() < spec.duration && !stop.load(Ordering::Relaxed) {
@@ -385,8 +389,11 @@ fn report_intervals(
         last = Instant::now();
         let c = counts.take();
         total_ops += c.ops();
+        let disk_bytes = dir_bytes(data_dir);
         if secs > 0.0 {
-            rates.push((started.elapsed().as_secs_f64(), c.ops() as f64 / secs));
+            let end = started.elapsed().as_secs_f64();
+            rates.push((end, c.ops() as f64 / secs));
+            disk.push((end, disk_bytes as f64));
         }
         let mut merged = Hists::new()?;
         for h in hists {
@@ -398,7 +405,7 @@ fn report_intervals(
         let mut line = stats_line(
             started.elapsed(),
             c,
-            dir_bytes(data_dir),
+            disk_bytes,
             &[
                 ("put", &merged.put),
                 ("get", &merged.get),
@@ -413,7 +420,7 @@ fn report_intervals(
         }
         emit(&line);
     }
-    Ok((total_ops, rates, all))
+    Ok((total_ops, rates, disk, all))
 }
 
 fn client(

@@ -65,15 +65,19 @@ fn overwrite(space_ratio_max: f64) -> Outcome {
     for (k, v) in &model {
         assert_eq!(db.get(k).unwrap().as_deref(), Some(&v[..]), "key {k:?}");
     }
-    let s = db.stats();
     Outcome {
         ratio: ratios.iter().sum::<f64>() / ratios.len() as f64,
-        moved_bytes: s
-            .partitions
-            .iter()
-            .map(|p| p.moved_value_bytes_written)
-            .sum(),
+        moved_bytes: moved_bytes(&db),
     }
+}
+
+/// Value bytes compactions have moved since the store opened.
+fn moved_bytes(db: &Db) -> u64 {
+    db.stats()
+        .partitions
+        .iter()
+        .map(|p| p.moved_value_bytes_written)
+        .sum()
 }
 
 /// The rule keeps fewer bytes in value logs than the fixed share alone, by moving more values;
@@ -129,13 +133,6 @@ fn values_under_long_keys_are_not_moved_again_while_all_are_live() {
         },
     )
     .unwrap();
-    let moved = |db: &Db| -> u64 {
-        db.stats()
-            .partitions
-            .iter()
-            .map(|p| p.moved_value_bytes_written)
-            .sum()
-    };
     let long_key = |i: usize| {
         let mut k = format!("long{i:05}-").into_bytes();
         k.resize(KEY_BYTES, b'k');
@@ -152,13 +149,16 @@ fn values_under_long_keys_are_not_moved_again_while_all_are_live() {
     // Short keys with small (inline) values: flushes and compactions, and no long value dies.
     let mut moved_in_rounds = Vec::new();
     for round in 0..FILLER_ROUNDS {
-        let before = moved(&db);
+        let before = moved_bytes(&db);
         for i in 0..2000 {
-            db.put(format!("f{i:05}").as_bytes(), format!("round{round}").as_bytes())
-                .unwrap();
+            db.put(
+                format!("f{i:05}").as_bytes(),
+                format!("round{round}").as_bytes(),
+            )
+            .unwrap();
         }
         db.flush().unwrap();
-        moved_in_rounds.push(moved(&db) - before);
+        moved_in_rounds.push(moved_bytes(&db) - before);
     }
     for i in 0..LONG_KEYS {
         assert_eq!(

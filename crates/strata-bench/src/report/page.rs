@@ -42,9 +42,9 @@ pub fn format_table(records: &[RunRecord]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "| workload | engine | ops/s | x strata | last 10 min (or half) ops/s | x strata | worst interval ops/s | p99 us | x strata | disk MiB | disk / written | disk / live | WA (engine) | WA (io) | x strata | peak RSS MiB | x strata |"
+        "| workload | engine | ops/s | x strata | last 10 min (or half) ops/s | x strata | worst interval ops/s | p99 us | x strata | disk MiB | disk / written | disk / live | disk / live, last 10 min (or half) | WA (engine) | WA (io) | x strata | peak RSS MiB | x strata |"
     );
-    let _ = writeln!(s, "|{}", " --- |".repeat(17));
+    let _ = writeln!(s, "|{}", " --- |".repeat(18));
     let mut workloads: Vec<Workload> = records.iter().map(|r| r.spec.run.workload).collect();
     workloads.dedup();
     workloads.sort();
@@ -68,7 +68,7 @@ pub fn format_table(records: &[RunRecord]) -> String {
             let _ =
                 writeln!(
                 s,
-                "| {} | {} | {:.0} | {} | {} | {} | {:.0} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {:.0} | {} | {} | {} | {:.0} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 w.name(),
                 r.spec.engine.engine.name(),
                 r.summary.ops_per_sec,
@@ -89,6 +89,10 @@ pub fn format_table(records: &[RunRecord]) -> String {
                 },
                 match r.summary.live_bytes {
                     Some(live) if live > 0 => format!("{:.2}", r.disk_bytes as f64 / live as f64),
+                    _ => "-".into(),
+                },
+                match (r.summary.live_bytes, r.summary.tail_disk_bytes) {
+                    (Some(live), Some(disk)) if live > 0 => format!("{:.2}", disk / live as f64),
                     _ => "-".into(),
                 },
                 opt(r.write_amplification_engine, 2),

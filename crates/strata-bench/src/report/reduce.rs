@@ -256,13 +256,23 @@ impl ReportData {
         }
         // Run ids start with the start time in ms, so this is oldest first.
         data.timelines.sort_by(|a, b| a.run_id.cmp(&b.run_id));
-        // Runs recorded before summaries carried their last ten minutes: from their intervals.
+        // Runs recorded before summaries carried their last ten minutes (and the mean bytes
+        // on disk over them): from their intervals.
         for r in data.summaries.iter_mut() {
+            let Some(t) = data.timelines.iter().find(|t| t.run_id == r.run_id) else {
+                continue;
+            };
             if r.summary.tail_ops_per_sec.is_none() {
-                if let Some(t) = data.timelines.iter().find(|t| t.run_id == r.run_id) {
-                    let rates: Vec<(f64, f64)> = t.points.iter().map(|p| (p.0, p.1)).collect();
-                    r.summary.tail_ops_per_sec = crate::workload::tail_ops_per_sec(&rates);
-                }
+                let rates: Vec<(f64, f64)> = t.points.iter().map(|p| (p.0, p.1)).collect();
+                r.summary.tail_ops_per_sec = crate::workload::tail_ops_per_sec(&rates);
+            }
+            if r.summary.tail_disk_bytes.is_none() {
+                let disk: Vec<(f64, f64)> = t
+                    .points
+                    .iter()
+                    .map(|p| (p.0, p.2 * (1u64 << 30) as f64))
+                    .collect();
+                r.summary.tail_disk_bytes = crate::workload::tail_ops_per_sec(&disk);
             }
         }
 
@@ -925,10 +935,12 @@ pub(super) mod tests {
     /// interval lines; one that carries them keeps its own.
     #[test]
     fn older_summaries_get_their_tail_from_their_intervals() {
+        // Each interval's bytes on disk at its end: 1 GiB per thousand ops of the interval.
         let interval = |run: &str, s: u64, ops: u64| {
             format!(
-                r#"{{"kind":"interval","runId":"{run}","engine":"strata","workload":"balanced","partitions":4,"threads":2,"nanoTime":{},"put":{ops},"delete":0,"deleteFound":0,"get":0,"getFound":0,"fileSize":0}}"#,
+                r#"{{"kind":"interval","runId":"{run}","engine":"strata","workload":"balanced","partitions":4,"threads":2,"nanoTime":{},"put":{ops},"delete":0,"deleteFound":0,"get":0,"getFound":0,"fileSize":{}}}"#,
                 s * 1_000_000_000,
+                (ops / 1000) << 30,
             )
         };
         let mut lines: Vec<Line> = [
@@ -950,6 +962,11 @@ pub(super) mod tests {
         // The last half of 40 s: the intervals ending at 30 and 40 s, 10 s each.
         assert_eq!(data.summaries[0].summary.tail_ops_per_sec, Some(500.0));
         assert_eq!(data.summaries[1].summary.tail_ops_per_sec, Some(77.0));
+        // Bytes on disk over the same window: 4 and 6 GiB.
+        assert_eq!(
+            data.summaries[0].summary.tail_disk_bytes,
+            Some(5.0 * (1u64 << 30) as f64)
+        );
     }
 
     #[test]

@@ -116,8 +116,7 @@ impl Tree {
         }
         // A value log is a flushed write-ahead log (`.log`) or a value file a compaction wrote
         // (`.vlog`); numbers are unique across both.
-        let listed: std::collections::HashSet<u64> =
-            vlog_metas.iter().map(|m| m.number).collect();
+        let listed: std::collections::HashSet<u64> = vlog_metas.iter().map(|m| m.number).collect();
         for (num, path) in fsutil::numbered_files(&*opts.fs, &wal_dir, MOVED_SUFFIX)? {
             next_file = next_file.max(num + 1);
             if !listed.contains(&num) {

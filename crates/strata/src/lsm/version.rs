@@ -205,8 +205,13 @@ pub(crate) fn decode(path: &Path, bytes: &[u8]) -> Result<Manifest> {
         }
         let mut vlogs = Vec::with_capacity(n as usize);
         for _ in 0..n {
-            let (number, total_bytes, live_bytes) = (number(r.varint()?)?, r.varint()?, r.varint()?);
-            let first_live_bytes = if version >= 3 { r.varint()? } else { live_bytes };
+            let (number, total_bytes, live_bytes) =
+                (number(r.varint()?)?, r.varint()?, r.varint()?);
+            let first_live_bytes = if version >= 3 {
+                r.varint()?
+            } else {
+                live_bytes
+            };
             vlogs.push(VlogMeta {
                 number,
                 total_bytes,
@@ -272,6 +277,17 @@ pub(crate) fn write_with_live(
 mod tests {
     use super::*;
 
+    /// A manifest of format `version` around `payload`, framed by hand as the format says.
+    fn framed(version: u32, payload: &[u8]) -> Vec<u8> {
+        let mut bytes = b"STRATMAN".to_vec();
+        bytes.extend_from_slice(&version.to_le_bytes());
+        bytes.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        let crc = crc32c::crc32c_append(crc32c::crc32c(&bytes[8..16]), payload);
+        bytes.extend_from_slice(&crc.to_le_bytes());
+        bytes.extend_from_slice(payload);
+        bytes
+    }
+
     #[test]
     fn every_flipped_byte_of_a_manifest_is_detected() {
         let logs = LogState {
@@ -318,13 +334,7 @@ mod tests {
         let mut payload = vec![11u8, 10, LEVELS as u8];
         payload.extend(std::iter::repeat_n(0u8, LEVELS));
         payload.extend_from_slice(&[1, 9, 0xE8, 0x07, 0xD8, 0x04, 55]);
-        let mut old = b"STRATMAN".to_vec();
-        old.extend_from_slice(&2u32.to_le_bytes());
-        old.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-        let crc = crc32c::crc32c_append(crc32c::crc32c(&old[8..16]), &payload);
-        old.extend_from_slice(&crc.to_le_bytes());
-        old.extend_from_slice(&payload);
-        let m = decode(Path::new("MANIFEST"), &old).unwrap();
+        let m = decode(Path::new("MANIFEST"), &framed(2, &payload)).unwrap();
         assert_eq!(m.last_seq, 55);
         assert_eq!(
             m.vlogs,
@@ -342,13 +352,7 @@ mod tests {
         let mut payload = vec![7u8, 3, LEVELS as u8];
         payload.extend(std::iter::repeat_n(0u8, LEVELS)); // no tables on any level
         payload.push(0); // no value logs
-        let mut bytes = b"STRATMAN".to_vec();
-        bytes.extend_from_slice(&1u32.to_le_bytes());
-        bytes.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-        let crc = crc32c::crc32c_append(crc32c::crc32c(&bytes[8..16]), &payload);
-        bytes.extend_from_slice(&crc.to_le_bytes());
-        bytes.extend_from_slice(&payload);
-        let m = decode(Path::new("MANIFEST"), &bytes).unwrap();
+        let m = decode(Path::new("MANIFEST"), &framed(1, &payload)).unwrap();
         assert_eq!((m.next_file_number, m.log_number, m.last_seq), (7, 3, 0));
     }
 }
