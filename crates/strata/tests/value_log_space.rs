@@ -127,7 +127,7 @@ fn values_under_long_keys_are_not_moved_again_while_all_are_live() {
             // The fixed share alone (the space rule measures against the live bytes a file was written with and
             // never counts headers and keys as garbage).
             value_log_space_ratio_max: f64::INFINITY,
-            // Every table in level 1: each compaction from level 0 meets every pointer.
+            // Every table in level 1, where the compactions from level 0 meet the pointers.
             level1_bytes_target: 64 << 20,
             ..Options::tiny()
         },
@@ -146,16 +146,16 @@ fn values_under_long_keys_are_not_moved_again_while_all_are_live() {
     for i in 0..LONG_KEYS {
         db.put(&long_key(i), &long_value(i)).unwrap();
     }
-    // Short keys with small (inline) values: flushes and compactions, and no long value dies.
+    // Short keys with small (inline) values among the long keys (so that every table written
+    // from level 0 overlaps every table of level 1 and its compaction meets every pointer):
+    // flushes and compactions, and no long value dies.
     let mut moved_in_rounds = Vec::new();
     for round in 0..FILLER_ROUNDS {
         let before = moved_bytes(&db);
-        for i in 0..2000 {
-            db.put(
-                format!("f{i:05}").as_bytes(),
-                format!("round{round}").as_bytes(),
-            )
-            .unwrap();
+        for i in 0..2 * LONG_KEYS {
+            let key = format!("long{:05}-f{}", i % LONG_KEYS, i / LONG_KEYS);
+            db.put(key.as_bytes(), format!("round{round}").as_bytes())
+                .unwrap();
         }
         db.flush().unwrap();
         moved_in_rounds.push(moved_bytes(&db) - before);

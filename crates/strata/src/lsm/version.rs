@@ -13,8 +13,9 @@
 //! later end with `last_seq varint`, the highest sequence number of a write in the tables
 //! (every write of the partition up to it is in a table). Write-ahead logs numbered below
 //! `log_number` hold nothing that is not in a table, except the value logs listed, which
-//! tables point into. Formats 1 (no `last_seq`) and 2 (no `first_live_bytes`: taken as the
-//! live bytes at open) are still read.
+//! tables point into. Formats 1 (no `last_seq`, no `first_live_bytes`) and 2 (no
+//! `first_live_bytes`) are still read, a missing `first_live_bytes` taken as the live bytes
+//! listed.
 
 use std::path::Path;
 use std::sync::Arc;

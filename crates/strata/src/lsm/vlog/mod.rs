@@ -81,10 +81,15 @@ pub(crate) struct VlogFile {
     /// what to collect; the log is deleted without collection only when `live_bytes`, the
     /// upper bound, reaches zero.
     pub(crate) sampled_live_bytes: AtomicU64,
-    /// Live bytes when the log was written (at its flush or move; recorded in the manifest):
-    /// the victim rules measure how much of a log died against this, not against its size,
-    /// whose record headers and keys never count as live.
+    /// Live bytes when the log was written (a flushed log: the bytes of its values that went
+    /// to tables as pointers; a compaction's value file: every value it holds), recorded in
+    /// the manifest: the victim rules measure how much of a log died against this, not
+    /// against its size, whose record headers and keys never count as live.
     pub(crate) first_live_bytes: u64,
+    /// A value file a compaction wrote (`.vlog`), not a flushed write-ahead log: it holds
+    /// nothing but values that were live when it was written, each with its record header and
+    /// key.
+    pub(crate) moved: bool,
     pub(crate) obsolete: AtomicBool,
     /// A record of this log failed its checksum when collection or sampling read the log
     /// whole: both leave it alone from then on (until the next open), so one damaged log
@@ -119,6 +124,9 @@ impl VlogFile {
             live_bytes: AtomicU64::new(live_bytes),
             sampled_live_bytes: AtomicU64::new(u64::MAX),
             first_live_bytes,
+            moved: path.extension().is_some_and(|e| {
+                Some(e) == relocate::MOVED_SUFFIX.strip_prefix('.').map(AsRef::as_ref)
+            }),
             obsolete: AtomicBool::new(false),
             damaged: AtomicBool::new(false),
             damage_reported: AtomicBool::new(false),
@@ -185,14 +193,6 @@ impl VlogFile {
         self.live_estimate() as f64 / self.total_bytes as f64
     }
 
-    /// Whether this is a value file a compaction wrote (`.vlog`), which holds nothing but
-    /// values that were live when it was written, each with its record header and key.
-    pub(crate) fn is_moved(&self) -> bool {
-        self.path
-            .extension()
-            .is_some_and(|e| Some(e) == relocate::MOVED_SUFFIX.strip_prefix('.').map(AsRef::as_ref))
-    }
-
     /// The share that decides whether the log's values are moved or collected: for a
     /// write-ahead log, [`Self::live_ratio`] (its small values and the records of overwritten
     /// keys are garbage once flushed); for a compaction's value file, the share of its values
@@ -201,7 +201,7 @@ impl VlogFile {
     /// keys longer than they are would make a wholly live file look dead and be moved again
     /// by every compaction that meets it.
     pub(crate) fn victim_share(&self) -> f64 {
-        if self.is_moved() {
+        if self.moved {
             self.surviving_share()
         } else {
             self.live_ratio()
@@ -257,6 +257,29 @@ mod tests {
             let e = log.read(&ValuePtr { offset, len, ..ok }).unwrap_err();
             assert!(e.is_corruption(), "{offset}+{len}: {e}");
         }
+    }
+
+    /// A flushed log is a victim by its live bytes over its size (its small values and keys
+    /// are garbage once flushed); a compaction's value file by its live bytes over those it
+    /// was written with (its keys are no garbage: moving it would copy them again).
+    #[test]
+    fn a_value_file_is_a_victim_by_what_died_a_log_by_its_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = |name: &str, number: u64| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, vec![0u8; 1000]).unwrap();
+            VlogFile::open(crate::vfs::real(), &path, number, 300, 900, 0).unwrap()
+        };
+        let log = open("000001.log", 1);
+        let moved = open("000002.vlog", 2);
+        assert!(!log.moved && moved.moved);
+        assert!((log.victim_share() - 0.3).abs() < 1e-9);
+        assert!((moved.victim_share() - 1.0 / 3.0).abs() < 1e-9);
+        // A sample lower than the tracked bound counts for both.
+        log.sampled_live_bytes.store(100, Ordering::Relaxed);
+        moved.sampled_live_bytes.store(90, Ordering::Relaxed);
+        assert!((log.victim_share() - 0.1).abs() < 1e-9);
+        assert!((moved.victim_share() - 0.1).abs() < 1e-9);
     }
 
     /// Only damage of the log itself marks it damaged: a liveness lookup that met a damaged

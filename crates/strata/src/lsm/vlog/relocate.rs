@@ -1,6 +1,7 @@
 //! Values moved out of old value logs by compaction (RocksDB's integrated BlobDB garbage
 //! collection, Titan's level merge). A compaction that writes a pointer into a value log chosen
-//! as a victim (its live share below `value_log_gc_live_ratio`) copies the value into a value
+//! as a victim (its victim share below `value_log_gc_live_ratio`, `VlogFile::victim_share`, or
+//! taken by the space rule, [`choose_victims`]) copies the value into a value
 //! file of its own and writes a pointer to the copy instead. The compaction already holds the
 //! entry its tables keep for the key, so no lookup decides what is live and no dead value is
 //! read; the copy adds no entry to the tree (garbage collection's rewrites go through the write
@@ -67,8 +68,8 @@ pub(crate) struct ValueMover {
     first_damage: Option<crate::error::Error>,
 }
 
-/// The most a log taken for the space rule may still hold of the live bytes it had when it
-/// was opened (see [`choose_victims`]): moving a log nine tenths live frees a tenth of what it
+/// The most a log taken for the space rule may still hold of the live bytes it was written
+/// with (see [`choose_victims`]): moving a log nine tenths live frees a tenth of what it
 /// copies.
 pub(crate) const SPACE_RULE_LIVE_SHARE_MAX: f64 = 0.9;
 
@@ -78,19 +79,18 @@ pub(crate) struct LogShare {
     pub(crate) number: u64,
     pub(crate) total_bytes: u64,
     /// The share compared with the fixed threshold ([`VlogFile::victim_share`]): live bytes
-    /// over the size of a write-ahead log, live bytes over those it was written with for a compaction's
-    /// value file.
-    pub(crate) live_ratio: f64,
-    /// Live bytes over the live bytes it was written with (1.0 when nothing
-    /// died since).
+    /// over the size of a write-ahead log, live bytes over those it was written with for a
+    /// compaction's value file.
+    pub(crate) victim_share: f64,
+    /// Live bytes over the live bytes it was written with (1.0 when nothing died since).
     pub(crate) surviving_share: f64,
 }
 
 /// The logs a compaction moves the values of: every log whose live share is below
 /// `live_ratio_below` (the fixed rule), and then, least live first, logs still holding under
-/// [`SPACE_RULE_LIVE_SHARE_MAX`] of the live bytes they were written with, while the value logs would
-/// still take more than `space_ratio_max` times the bytes their live values need once the
-/// logs taken so far are moved (the space rule). A log's need is its size times its
+/// [`SPACE_RULE_LIVE_SHARE_MAX`] of the live bytes they were written with, while the value
+/// logs would still take more than `space_ratio_max` times the bytes their live values need
+/// once the logs taken so far are moved (the space rule). A log's need is its size times its
 /// `surviving_share`, so headers and keys are not garbage to the rule and a freshly
 /// moved log is never moved again for space. The fixed share alone keeps a store of steady
 /// overwrites at `ln(1/r) / (1 - r)` times its live values (1.23 at 0.65); raising it for
@@ -108,7 +108,7 @@ pub(crate) fn choose_victims(
     let freed = |l: &LogShare| l.total_bytes as f64 * (1.0 - share(l));
     let mut bytes_after: f64 = logs.iter().map(|l| l.total_bytes as f64).sum();
     let mut victims = HashSet::new();
-    for l in logs.iter().filter(|l| l.live_ratio < live_ratio_below) {
+    for l in logs.iter().filter(|l| l.victim_share < live_ratio_below) {
         victims.insert(l.number);
         bytes_after -= freed(l);
     }
@@ -147,7 +147,7 @@ impl ValueMover {
             .map(|f| LogShare {
                 number: f.number,
                 total_bytes: f.total_bytes,
-                live_ratio: f.victim_share(),
+                victim_share: f.victim_share(),
                 surviving_share: f.surviving_share(),
             })
             .collect();
@@ -315,13 +315,13 @@ impl ValueMover {
 mod tests {
     use super::*;
 
-    /// A log of `total_bytes` whose values were `density` of its bytes when opened and of
-    /// which `share` is still live.
+    /// A write-ahead log of `total_bytes` whose values were `density` of its bytes when
+    /// written and of which `share` is still live.
     fn log(number: u64, total_bytes: u64, density: f64, share: f64) -> LogShare {
         LogShare {
             number,
             total_bytes,
-            live_ratio: density * share,
+            victim_share: density * share,
             surviving_share: share,
         }
     }
