@@ -295,9 +295,17 @@ mod tests {
             log_number: 3,
             last_seq: 300,
         };
-        let bytes = encode(&Version::empty(), 7, logs);
+        // With a value log, so its fields (first live bytes among them) are flipped too.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("000002.log");
+        std::fs::write(&path, vec![0u8; 500]).unwrap();
+        let mut version = Version::empty();
+        let log = VlogFile::open(crate::vfs::real(), &path, 2, 200, 400, 0).unwrap();
+        version.vlogs.insert(2, Arc::new(log));
+        let bytes = encode(&version, 7, logs);
         let m = decode(Path::new("MANIFEST"), &bytes).unwrap();
         assert_eq!((m.next_file_number, m.log_number, m.last_seq), (7, 3, 300));
+        assert_eq!(m.vlogs.len(), 1);
         for i in 0..bytes.len() {
             let mut b = bytes.clone();
             b[i] ^= 0x01;
