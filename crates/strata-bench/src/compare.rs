@@ -45,19 +45,11 @@ pub fn one_line(r: &RunRecord) -> String {
         opt(r.summary.tail_ops_per_sec, 0),
         r.summary.p99_us,
         mib(r.disk_bytes),
+        opt(r.summary.per_live(r.disk_bytes as f64), 2),
         opt(
             r.summary
-                .live_bytes
-                .filter(|&l| l > 0)
-                .map(|l| r.disk_bytes as f64 / l as f64),
-            2
-        ),
-        opt(
-            r.summary
-                .live_bytes
-                .filter(|&l| l > 0)
-                .zip(r.summary.tail_disk_bytes)
-                .map(|(l, d)| d / l as f64),
+                .tail_disk_bytes
+                .and_then(|d| r.summary.per_live(d)),
             2
         ),
         opt(r.write_amplification_engine, 2),

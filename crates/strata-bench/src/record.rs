@@ -69,7 +69,7 @@ pub struct RunSummary {
     /// Highest ops/s of any interval.
     pub interval_ops_per_sec_max: f64,
     /// Mean ops/s of the run's last ten minutes, or of its second half when it is shorter
-    /// than twenty (`workload::tail_ops_per_sec`); `None` for runs recorded before it (the
+    /// than twenty (`workload::tail_mean`); `None` for runs recorded before it (the
     /// report computes it from their interval lines).
     #[serde(default)]
     pub tail_ops_per_sec: Option<f64>,
@@ -87,6 +87,13 @@ pub struct RunSummary {
     /// `live_keys` x (key + value bytes): the live data the bytes on disk are compared with.
     #[serde(default)]
     pub live_bytes: Option<u64>,
+}
+
+impl RunSummary {
+    /// `bytes` over the live data, where the run counted it.
+    pub fn per_live(&self, bytes: f64) -> Option<f64> {
+        self.live_bytes.filter(|&l| l > 0).map(|l| bytes / l as f64)
+    }
 }
 
 /// The results of one mixed-workload run, with the spec that produced them.

@@ -170,13 +170,13 @@ pub type IntervalRate = (f64, f64);
 /// in the steady state, not in the first minute of a fresh store).
 pub const TAIL_WINDOW_SECS: f64 = 600.0;
 
-/// Mean ops/s over the last [`TAIL_WINDOW_SECS`] of a run, or over its second half when the
-/// run is shorter than twice that (so a five-minute run reports its last 150 s). `intervals`
-/// are (seconds since the start at the interval's end, the interval's ops/s), in order; the
-/// mean is weighted by each interval's length, and an interval that straddles the window's
-/// start counts whole. `None` without intervals. The same mean of any per-interval figure
-/// (the bytes on disk: [`RunSummary::tail_disk_bytes`]).
-pub fn tail_ops_per_sec(intervals: &[IntervalRate]) -> Option<f64> {
+/// Mean of a per-interval figure (ops/s, or the bytes on disk at the interval's end) over the
+/// last [`TAIL_WINDOW_SECS`] of a run, or over its second half when the run is shorter than
+/// twice that (so a five-minute run reports its last 150 s). `intervals` are (seconds since
+/// the start at the interval's end, the figure), in order; the mean is weighted by each
+/// interval's length, and an interval that straddles the window's start counts whole. `None`
+/// without intervals.
+pub fn tail_mean(intervals: &[IntervalRate]) -> Option<f64> {
     let run_secs = intervals.last()?.0;
     let window = TAIL_WINDOW_SECS.min(run_secs / 2.0);
     let from = run_secs - window;
@@ -329,8 +329,8 @@ pub fn run(
         max_us: lat.max(),
         interval_ops_per_sec_min: rates.iter().map(|r| r.1).reduce(f64::min).unwrap_or(0.0),
         interval_ops_per_sec_max: rates.iter().map(|r| r.1).fold(0.0, f64::max),
-        tail_ops_per_sec: tail_ops_per_sec(&rates),
-        tail_disk_bytes: tail_ops_per_sec(&disk),
+        tail_ops_per_sec: tail_mean(&rates),
+        tail_disk_bytes: tail_mean(&disk),
         user_bytes_written: counts.user_bytes.load(Ordering::Relaxed),
         live_keys: live.as_ref().map(LiveKeys::count),
         live_bytes: live
@@ -503,7 +503,7 @@ mod tests {
 
     #[test]
     fn the_tail_is_the_last_ten_minutes_or_the_second_half() {
-        assert_eq!(tail_ops_per_sec(&[]), None);
+        assert_eq!(tail_mean(&[]), None);
         // An hour of 10 s intervals: 100 ops/s, then 400 ops/s from 3 000 s on.
         let hour: Vec<(f64, f64)> = (1..=360)
             .map(|i| {
@@ -511,17 +511,17 @@ mod tests {
                 (end, if end > 3000.0 { 400.0 } else { 100.0 })
             })
             .collect();
-        assert_eq!(tail_ops_per_sec(&hour), Some(400.0));
+        assert_eq!(tail_mean(&hour), Some(400.0));
         // 300 s: the last 150 s, 15 intervals of which 5 ran at 300 and 10 at 100.
         let short: Vec<(f64, f64)> = (1..=30)
             .map(|i| (i as f64 * 10.0, if i > 25 { 300.0 } else { 100.0 }))
             .collect();
         let expected = (5.0 * 300.0 + 10.0 * 100.0) / 15.0;
-        let got = tail_ops_per_sec(&short).unwrap();
+        let got = tail_mean(&short).unwrap();
         assert!((got - expected).abs() < 1e-9, "{got} against {expected}");
         // Unequal intervals are weighted by their length: a 1 s interval at 1 000 after
         // 19 s at 0 (the window is the last 10 s, and the 19 s interval straddles it).
-        let got = tail_ops_per_sec(&[(19.0, 0.0), (20.0, 1000.0)]).unwrap();
+        let got = tail_mean(&[(19.0, 0.0), (20.0, 1000.0)]).unwrap();
         assert!((got - 50.0).abs() < 1e-9, "{got}");
     }
 

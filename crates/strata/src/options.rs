@@ -118,8 +118,9 @@ pub struct Options {
     /// separation off.
     pub value_log_bytes_min: Option<usize>,
     /// LSM: compactions move the values of a value log whose live share falls below this into
-    /// value files of their own (a flushed log's share: its live value bytes over its size; a
-    /// value file's: its live values over those it was written with) (the log is deleted once nothing points into it); background
+    /// value files of their own (the log is deleted once nothing points into it); a flushed
+    /// log's share is its live value bytes over its size, a value file's its live values over
+    /// those it was written with; background
     /// garbage collection (live values written again through the write path) takes a log
     /// below a quarter of it, and a full compaction below it. Higher keeps less garbage on disk
     /// for more values moved. With uniform overwrites the value logs hold about

@@ -81,11 +81,6 @@ fn options(engine: Engine, fs: &FaultFs) -> Options {
     }
 }
 
-/// Options as the test's other settings leave them.
-fn as_they_are(o: Options) -> Options {
-    o
-}
-
 /// The value logs' space rule alone, at its most eager: compactions move values while the
 /// logs hold more than the bytes their live values need, and never for the fixed share.
 fn space_rule_alone(o: Options) -> Options {
@@ -271,12 +266,12 @@ fn lsm_survives_power_cuts_while_the_space_rule_moves_values() {
 
 #[test]
 fn lsm_survives_power_cuts_at_crash_points_through_flush_compaction_and_gc() {
-    crash_points(Engine::Lsm, as_they_are, points_to_run());
+    crash_points(Engine::Lsm, std::convert::identity, points_to_run());
 }
 
 #[test]
 fn log_engine_survives_power_cuts_at_crash_points_through_merges_and_hints() {
-    crash_points(Engine::Log, as_they_are, points_to_run());
+    crash_points(Engine::Log, std::convert::identity, points_to_run());
 }
 
 /// Under `SyncMode::Never` a power cut may lose writes made since the last `Db::sync`, but each

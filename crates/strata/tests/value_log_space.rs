@@ -26,20 +26,7 @@ struct Outcome {
 /// setting) and measures the value logs after each round.
 fn overwrite(space_ratio_max: f64) -> Outcome {
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(
-        dir.path(),
-        Options {
-            partitions: 1,
-            sync: SyncMode::Never,
-            value_log_space_ratio_max: space_ratio_max,
-            // Every table in level 1, where each compaction from level 0 meets every key's
-            // pointer (as in a store whose level 1 holds it all): what is dead is seen at once,
-            // as in the bench's stores of 10 M keys.
-            level1_bytes_target: 64 << 20,
-            ..Options::tiny()
-        },
-    )
-    .unwrap();
+    let db = open_store(dir.path(), space_ratio_max);
     let mut model: HashMap<Vec<u8>, Vec<u8>> = HashMap::new();
     let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
     let mut ratios = Vec::new();
@@ -69,6 +56,24 @@ fn overwrite(space_ratio_max: f64) -> Outcome {
         ratio: ratios.iter().sum::<f64>() / ratios.len() as f64,
         moved_bytes: moved_bytes(&db),
     }
+}
+
+/// One partition, the space rule at `space_ratio_max`, and every table in level 1, where
+/// each compaction from level 0 meets the pointers of the tables it overlaps (as in a store
+/// whose level 1 holds it all): what is dead is seen at once, as in the bench's stores of
+/// 10 M keys.
+fn open_store(dir: &std::path::Path, space_ratio_max: f64) -> Db {
+    Db::open(
+        dir,
+        Options {
+            partitions: 1,
+            sync: SyncMode::Never,
+            value_log_space_ratio_max: space_ratio_max,
+            level1_bytes_target: 64 << 20,
+            ..Options::tiny()
+        },
+    )
+    .unwrap()
 }
 
 /// Value bytes compactions have moved since the store opened.
@@ -119,20 +124,9 @@ fn values_under_long_keys_are_not_moved_again_while_all_are_live() {
     const LONG_VALUE_BYTES: usize = 150;
     const FILLER_ROUNDS: usize = 16;
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(
-        dir.path(),
-        Options {
-            partitions: 1,
-            sync: SyncMode::Never,
-            // The fixed share alone (the space rule measures against the live bytes a file was written with and
-            // never counts headers and keys as garbage).
-            value_log_space_ratio_max: f64::INFINITY,
-            // Every table in level 1, where the compactions from level 0 meet the pointers.
-            level1_bytes_target: 64 << 20,
-            ..Options::tiny()
-        },
-    )
-    .unwrap();
+    // The fixed share alone (the space rule measures against the live bytes a file was
+    // written with and never counts headers and keys as garbage).
+    let db = open_store(dir.path(), f64::INFINITY);
     let long_key = |i: usize| {
         let mut k = format!("long{i:05}-").into_bytes();
         k.resize(KEY_BYTES, b'k');

@@ -87,14 +87,13 @@ pub fn format_table(records: &[RunRecord]) -> String {
                 } else {
                     "-".into()
                 },
-                match r.summary.live_bytes {
-                    Some(live) if live > 0 => format!("{:.2}", r.disk_bytes as f64 / live as f64),
-                    _ => "-".into(),
-                },
-                match (r.summary.live_bytes, r.summary.tail_disk_bytes) {
-                    (Some(live), Some(disk)) if live > 0 => format!("{:.2}", disk / live as f64),
-                    _ => "-".into(),
-                },
+                opt(r.summary.per_live(r.disk_bytes as f64), 2),
+                opt(
+                    r.summary
+                        .tail_disk_bytes
+                        .and_then(|d| r.summary.per_live(d)),
+                    2
+                ),
                 opt(r.write_amplification_engine, 2),
                 opt(r.write_amplification_io, 2),
                 r.write_amplification_io

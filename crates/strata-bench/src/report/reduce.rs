@@ -264,7 +264,7 @@ impl ReportData {
             };
             if r.summary.tail_ops_per_sec.is_none() {
                 let rates: Vec<(f64, f64)> = t.points.iter().map(|p| (p.0, p.1)).collect();
-                r.summary.tail_ops_per_sec = crate::workload::tail_ops_per_sec(&rates);
+                r.summary.tail_ops_per_sec = crate::workload::tail_mean(&rates);
             }
             if r.summary.tail_disk_bytes.is_none() {
                 let disk: Vec<(f64, f64)> = t
@@ -272,7 +272,7 @@ impl ReportData {
                     .iter()
                     .map(|p| (p.0, p.2 * (1u64 << 30) as f64))
                     .collect();
-                r.summary.tail_disk_bytes = crate::workload::tail_ops_per_sec(&disk);
+                r.summary.tail_disk_bytes = crate::workload::tail_mean(&disk);
             }
         }
 

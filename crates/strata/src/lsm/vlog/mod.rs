@@ -124,9 +124,7 @@ impl VlogFile {
             live_bytes: AtomicU64::new(live_bytes),
             sampled_live_bytes: AtomicU64::new(u64::MAX),
             first_live_bytes,
-            moved: path.extension().is_some_and(|e| {
-                Some(e) == relocate::MOVED_SUFFIX.strip_prefix('.').map(AsRef::as_ref)
-            }),
+            moved: relocate::is_moved_path(path),
             obsolete: AtomicBool::new(false),
             damaged: AtomicBool::new(false),
             damage_reported: AtomicBool::new(false),
@@ -184,27 +182,31 @@ impl VlogFile {
         true
     }
 
-    /// The share of the log believed live: the tracked upper bound, or the sampled estimate
-    /// where that is lower. Chooses what garbage collection takes, which checks every value.
-    pub(crate) fn live_ratio(&self) -> f64 {
-        if self.total_bytes == 0 {
+    /// The share that decides whether the log's values are moved or collected (the tracked
+    /// upper bound of its live bytes, or the sampled estimate where that is lower, over
+    /// [`Self::victim_base_bytes`]): for a write-ahead log its live share of its size (its
+    /// small values and the records of overwritten keys are garbage once flushed); for a
+    /// compaction's value file the share of its values still live since it was written (the
+    /// same as [`Self::surviving_share`]), because its record headers and keys are no garbage:
+    /// moving it frees none of them, and values under keys longer than they are would make a
+    /// wholly live file look dead and be moved again by every compaction that meets it.
+    pub(crate) fn victim_share(&self) -> f64 {
+        let base = self.victim_base_bytes();
+        if base == 0 {
             return 0.0;
         }
-        self.live_estimate() as f64 / self.total_bytes as f64
+        (self.live_estimate() as f64 / base as f64).min(1.0)
     }
 
-    /// The share that decides whether the log's values are moved or collected: for a
-    /// write-ahead log, [`Self::live_ratio`] (its small values and the records of overwritten
-    /// keys are garbage once flushed); for a compaction's value file, the share of its values
-    /// still live since it was written ([`Self::surviving_share`]), because its
-    /// record headers and keys are no garbage: moving it frees none of them, and values under
-    /// keys longer than they are would make a wholly live file look dead and be moved again
-    /// by every compaction that meets it.
-    pub(crate) fn victim_share(&self) -> f64 {
+    /// What [`Self::victim_share`] divides the live bytes by, and what a sample's live share
+    /// scales to: a write-ahead log's size (its small values are dead copies once flushed),
+    /// the values a compaction's value file was written with (its headers and keys are not
+    /// values at all).
+    pub(crate) fn victim_base_bytes(&self) -> u64 {
         if self.moved {
-            self.surviving_share()
+            self.first_live_bytes
         } else {
-            self.live_ratio()
+            self.total_bytes
         }
     }
 

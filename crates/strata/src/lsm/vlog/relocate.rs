@@ -42,6 +42,11 @@ pub(crate) fn moved_path(dir: &Path, number: u64) -> PathBuf {
     dir.join(format!("{number:06}{MOVED_SUFFIX}"))
 }
 
+/// Whether `path` names a value file (as [`moved_path`] makes them), not a write-ahead log.
+pub(crate) fn is_moved_path(path: &Path) -> bool {
+    path.to_str().is_some_and(|p| p.ends_with(MOVED_SUFFIX))
+}
+
 /// A value file being written: its number, writer, and the value bytes copied into it.
 struct ValueFile {
     number: u64,

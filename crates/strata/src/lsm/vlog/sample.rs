@@ -62,14 +62,7 @@ impl Tree {
             other => other?,
         }
         if sampled > 0 {
-            // The live share of the values sampled, scaled to the log's live bytes' own base:
-            // a flushed log's whole size (its small values are dead copies), a compaction's
-            // value file's values as written (its headers and keys are not values at all).
-            let base = if log.moved {
-                log.first_live_bytes
-            } else {
-                log.total_bytes
-            };
+            let base = log.victim_base_bytes();
             let estimate = (base as f64 * live as f64 / sampled as f64) as u64;
             log.sampled_live_bytes.store(estimate, Ordering::Release);
         }
