@@ -20,7 +20,8 @@ struct Cli {
     /// Data directory.
     #[arg(long, global = true, default_value = "./data")]
     dir: PathBuf,
-    /// Partitions for a new database (an existing one keeps its own count).
+    /// Partitions for the data of a new database, which gets one more for the expiry index of
+    /// the server's keyspace (an existing one keeps its own count).
     #[arg(long, global = true)]
     partitions: Option<usize>,
     /// Engine for a new database: lsm (ordered, bounded memory) or log (hash index in memory).
@@ -145,7 +146,7 @@ fn options(cli: &Cli) -> strata::Options {
     o.salvage = cli.salvage;
     // Every command works on the server's keyspace (a store that recorded the server's key
     // router refuses to open without it).
-    strata_server::store_options(o)
+    strata_server::store_options(o, &cli.dir)
 }
 
 fn open(cli: &Cli) -> anyhow::Result<strata::Db> {

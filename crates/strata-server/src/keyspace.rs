@@ -11,7 +11,8 @@
 //! - Every expiry time written also writes an *expiry index* entry, `0xFF 'e' db time name`
 //!   (time big-endian, so the index is in time order): active expiry walks it from the start up
 //!   to now. Entries may be stale (the key was overwritten or persisted since); whoever reads one
-//!   checks the key itself.
+//!   checks the key itself. The key router keeps the index in a partition of its own in stores
+//!   made since it could ([`crate::collection::ServerRouter`]), out of the tables GETs search.
 //! - `0xFF 'K'` holds the keyspace format version; `0xFF 'N'` strata-doc's key names.
 //!
 //! A key is *live* when it exists and its expiry time (if any) is in the future: every reader
@@ -642,6 +643,11 @@ pub fn expiry_index_key(db: DbIndex, at_ms: u64, user_key: &[u8]) -> Vec<u8> {
     k
 }
 
+/// Whether `engine_key` is an expiry index entry (or a prefix of the index).
+pub fn is_expiry_index_key(engine_key: &[u8]) -> bool {
+    engine_key.starts_with(&EXPIRY_INDEX_PREFIX)
+}
+
 /// The database and time of an expiry index entry's engine key, if it is one.
 pub fn parse_expiry_index_key(engine_key: &[u8]) -> Option<(DbIndex, u64)> {
     let rest = engine_key.strip_prefix(&EXPIRY_INDEX_PREFIX)?;
@@ -1194,7 +1200,7 @@ mod tests {
     fn compaction_reclaims_expired_records() {
         for value_bytes in [5usize, 2000] {
             let dir = tempfile::tempdir().unwrap();
-            let mut opts = crate::store_options(strata::Options::tiny());
+            let mut opts = crate::store_options(strata::Options::tiny(), dir.path());
             opts.key_router = None;
             let db = strata::Db::open(dir.path(), opts).unwrap();
             db.recount_keys().unwrap();

@@ -49,15 +49,33 @@ pub use config::{AppendFsync, ServeArgs, ServerConfig};
 pub use error::{Error, Result};
 pub use server::{Server, ServerThread, ShutdownHandle};
 
-/// `opts` as a server's store needs them; every program that opens a server's data directory
-/// (`strata serve`, the CLI, tests) uses them: the key router that keeps a hash's fields in its
-/// key's partition (`collection::ServerRouter`, recorded in the store) and the compaction filter
-/// that reclaims expired keys and disowned fields (`keyspace::DeadKeys`), and the key classes
-/// that count each database's keys for DBSIZE (`keyspace::KeysByDb`).
-pub fn store_options(mut opts: strata::Options) -> strata::Options {
+/// `opts` as a server's store in `dir` needs them; every program that opens a server's data
+/// directory (`strata serve`, the CLI, tests) uses them: the key router that keeps a hash's
+/// fields in its key's partition and the expiry index in a partition of its own
+/// (`collection::ServerRouter`, recorded in the store), the compaction filter that reclaims
+/// expired keys and disowned fields (`keyspace::DeadKeys`), and the key classes that count each
+/// database's keys for DBSIZE (`keyspace::KeysByDb`).
+///
+/// A new store gets `opts.partitions` partitions for the data and one more for the expiry
+/// index; an existing one keeps the rule it was made with (stores made before the index had a
+/// partition of its own keep it among the data), and opens with its data partition count
+/// as well as with its total.
+pub fn store_options(mut opts: strata::Options, dir: &Path) -> strata::Options {
+    // A layout that cannot be read leaves the choice to `Db::open`, which reports why.
+    let layout = strata::Db::existing_layout(dir, opts.fs.as_ref())
+        .ok()
+        .flatten();
+    let router = collection::ServerRouter::for_store(layout.map(|l| l.router_id));
+    if router.keeps_expiry_apart() {
+        match layout {
+            None => opts.partitions += 1,
+            Some(l) if l.partitions == opts.partitions + 1 => opts.partitions = l.partitions,
+            Some(_) => {}
+        }
+    }
     opts.compaction_filter = Some(Arc::new(keyspace::DeadKeys::default()));
     opts.key_classes = Some(Arc::new(keyspace::KeysByDb));
-    opts.key_router = Some(Arc::new(collection::ServerRouter));
+    opts.key_router = Some(Arc::new(router));
     // Redis strings go up to 512 MiB (`proto-max-bulk-len`); a record adds its header and
     // expiry time.
     opts.value_bytes_max = opts
@@ -80,7 +98,7 @@ pub fn serve_blocking(args: ServeArgs, opts: strata::Options, dir: &Path) -> any
     let mut opts = opts;
     opts.sync = config.appendfsync.sync_mode();
     opts.background_nice = config.background_nice;
-    let opts = store_options(opts);
+    let opts = store_options(opts, dir);
     tracing::info!(
         dir = %dir.display(),
         appendfsync = config.appendfsync.name(),

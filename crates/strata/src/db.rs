@@ -202,12 +202,21 @@ impl Db {
 
     /// Reads the partition count of the database in `path`, if one exists there.
     pub fn existing_partitions(path: impl AsRef<Path>) -> Result<Option<usize>> {
-        meta::read_partitions(&RealFs, path.as_ref())
+        Ok(meta::read_layout(&RealFs, path.as_ref())?.map(|l| l.partitions))
     }
 
     /// Reads the engine of an existing database in `path`, if one exists there.
     pub fn existing_engine(path: impl AsRef<Path>) -> Result<Option<Engine>> {
-        meta::read_engine(&RealFs, path.as_ref())
+        Ok(meta::read_layout(&RealFs, path.as_ref())?.map(|l| l.engine))
+    }
+
+    /// Reads the layout (partitions, engine, key router) of an existing database in `path`
+    /// through `fs`, if one exists there: what options to open it with.
+    pub fn existing_layout(
+        path: impl AsRef<Path>,
+        fs: &dyn crate::vfs::FileSystem,
+    ) -> Result<Option<crate::StoreLayout>> {
+        meta::read_layout(fs, path.as_ref())
     }
 
     fn check(&self) -> Result<()> {

@@ -59,6 +59,7 @@ pub use bytes::Bytes;
 pub use db::{Db, GroupHold, Scan};
 pub use error::{Error, Result};
 pub use journal::{deferring_log_writes, GroupRead, LogWrites};
+pub use meta::StoreLayout;
 pub use options::{
     CompactionFilter, Compression, Engine, KeyClasses, KeyRouter, Options, SettledRead, SyncMode,
     KEY_CLASSES_MAX,

@@ -33,7 +33,7 @@ pub fn partition_of(key: &[u8], partitions: usize) -> usize {
 /// The partition of `key` under `opts`' routing (its key router, or [`partition_of`]).
 pub(crate) fn route(opts: &Options, key: &[u8], partitions: usize) -> usize {
     match &opts.key_router {
-        Some(r) => (r.route(key) % partitions as u64) as usize,
+        Some(r) => r.partition(key, partitions),
         None => partition_of(key, partitions),
     }
 }
@@ -80,7 +80,15 @@ pub(crate) fn open_or_create(
                     )));
                 }
                 // A store routed by the default adopts the router (its contract: existing keys
-                // route as before).
+                // route as before), unless the router places keys its own way.
+                if !router.is_some_and(|r| r.keeps_default_placement()) {
+                    return Err(Error::InvalidArgument(format!(
+                        "{} routes keys by the default rule, and {} places keys its own way; \
+                         open it without a key router or with one that keeps the default placement",
+                        dir.display(),
+                        describe_router(hash)
+                    )));
+                }
                 fsutil::write_atomically(fs, dir, META_FILE, &encode(found, engine, hash))?;
             }
             Ok(found)
@@ -99,24 +107,29 @@ pub(crate) fn open_or_create(
     }
 }
 
-/// Reads the partition count of an existing database, if there is one.
-pub(crate) fn read_partitions(fs: &dyn FileSystem, dir: &Path) -> Result<Option<usize>> {
-    let path = dir.join(META_FILE);
-    match fs.read(&path) {
-        Ok(bytes) => decode(&bytes)
-            .map(|(p, _, _)| Some(p))
-            .ok_or_else(|| Error::corruption(&path, 0, "bad STRATA metadata")),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e).at(&path),
-    }
+/// What the `STRATA` file of an existing database records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreLayout {
+    /// Partitions the database was created with.
+    pub partitions: usize,
+    /// Its engine.
+    pub engine: Engine,
+    /// How keys are routed: 1 for the default rule, else the [`KeyRouter::id`] of its router.
+    pub router_id: u32,
 }
 
-/// Reads the engine of an existing database, if there is one.
-pub(crate) fn read_engine(fs: &dyn FileSystem, dir: &Path) -> Result<Option<Engine>> {
+/// Reads the layout of an existing database in `dir`, if there is one.
+pub(crate) fn read_layout(fs: &dyn FileSystem, dir: &Path) -> Result<Option<StoreLayout>> {
     let path = dir.join(META_FILE);
     match fs.read(&path) {
         Ok(bytes) => decode(&bytes)
-            .map(|(_, e, _)| Some(e))
+            .map(|(partitions, engine, router_id)| {
+                Some(StoreLayout {
+                    partitions,
+                    engine,
+                    router_id,
+                })
+            })
             .ok_or_else(|| Error::corruption(&path, 0, "bad STRATA metadata")),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e).at(&path),

@@ -216,17 +216,31 @@ pub trait SettledRead {
     fn settled(&self, key: &[u8]) -> Option<Option<bytes::Bytes>>;
 }
 
-/// Routes keys to partitions (the [`Options::key_router`]): partition = `route(key) % partitions`.
-/// Must be a pure function of the key, stable across versions of the program, and send every
-/// key that already exists in a store it is first opened with where the default does (its
-/// `xxh3_64` of the whole key): a router adopted by an existing store changes the routing of
-/// new kinds of keys only.
+/// Routes keys to partitions (the [`Options::key_router`]): partition = `route(key) % partitions`
+/// unless the router places keys itself ([`KeyRouter::partition`]). Must be a pure function of
+/// the key (and the partition count), stable across versions of the program. A store routed by
+/// the default rule adopts a router at its first open with one, if the router keeps the default
+/// placement ([`KeyRouter::keeps_default_placement`]): it must then send every key that already
+/// exists where the default does (its `xxh3_64` of the whole key), changing the routing of new
+/// kinds of keys only.
 pub trait KeyRouter: Send + Sync + std::fmt::Debug {
     /// Names the routing rule in the `STRATA` file: at least 2 (1 is the default rule), never
     /// reused for a different rule.
     fn id(&self) -> u32;
     /// The 64-bit hash that picks the partition of `key`.
     fn route(&self, key: &[u8]) -> u64;
+    /// The partition of `key` among `partitions`: by default `route(key) % partitions`. A
+    /// router may keep partitions for some keys (the server keeps one for its expiry index,
+    /// so that the tables a GET searches hold no index entries).
+    fn partition(&self, key: &[u8], partitions: usize) -> usize {
+        (self.route(key) % partitions as u64) as usize
+    }
+    /// Whether keys the default rule placed are found where it placed them, so that a store
+    /// routed by the default may adopt this router. False for a router that places keys by
+    /// its own [`KeyRouter::partition`]: such a store refuses to open with it.
+    fn keeps_default_placement(&self) -> bool {
+        true
+    }
 }
 
 impl Default for Options {

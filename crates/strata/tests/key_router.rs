@@ -338,3 +338,98 @@ fn a_filter_drops_the_members_of_deleted_heads() {
         model
     );
 }
+
+/// Keeps every key starting with `x` in the last partition and spreads the rest over the others
+/// (the server keeps its expiry index apart this way).
+#[derive(Debug)]
+struct LastForX;
+
+impl KeyRouter for LastForX {
+    fn id(&self) -> u32 {
+        11
+    }
+    fn route(&self, key: &[u8]) -> u64 {
+        xxhash_rust::xxh3::xxh3_64(key)
+    }
+    fn partition(&self, key: &[u8], partitions: usize) -> usize {
+        if key.starts_with(b"x") {
+            partitions - 1
+        } else {
+            (self.route(key) % (partitions as u64 - 1)) as usize
+        }
+    }
+    fn keeps_default_placement(&self) -> bool {
+        false
+    }
+}
+
+/// A router that places keys itself: every write, read and scan follows its placement (the
+/// last partition holds the `x` keys and nothing else, across a reopen), the `STRATA` file
+/// records it, and a store the default rule placed refuses it rather than losing its keys.
+#[test]
+fn a_router_places_keys_in_partitions_of_its_own() {
+    for engine in [Engine::Lsm, Engine::Log] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut o = Options::tiny();
+        o.partitions = 5;
+        o.engine = engine;
+        o.key_router = Some(Arc::new(LastForX));
+        let mut model = BTreeMap::new();
+        {
+            let db = Db::open(dir.path(), o.clone()).unwrap();
+            for i in 0..400 {
+                let (k, v) = (format!("{}{i}", ["x", "k"][i % 2]), format!("v{i}"));
+                if i % 3 == 0 {
+                    let mut b = WriteBatch::new();
+                    b.put(&k, &v);
+                    b.put(format!("x-index-{i}"), b"");
+                    db.write(b).unwrap();
+                    model.insert(format!("x-index-{i}").into_bytes(), Vec::new());
+                } else {
+                    db.put(k.as_bytes(), v.as_bytes()).unwrap();
+                }
+                model.insert(k.into_bytes(), v.into_bytes());
+            }
+            db.flush().unwrap();
+            db.close().unwrap();
+        }
+        let layout = Db::existing_layout(dir.path(), &strata::vfs::RealFs)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (layout.partitions, layout.engine, layout.router_id),
+            (5, engine, 11)
+        );
+        let db = Db::open(dir.path(), o.clone()).unwrap();
+        for (k, v) in &model {
+            let p = db.partition_of(k);
+            assert_eq!(p == 4, k.starts_with(b"x"), "{k:?} in partition {p}");
+            assert_eq!(db.get(k).unwrap().as_deref(), Some(&v[..]));
+        }
+        // The last partition alone holds exactly the `x` keys; the others none of them.
+        let last: Vec<Vec<u8>> = db
+            .scan_routed::<&[u8], _>(b"x", ..)
+            .map(|e| e.unwrap().0.to_vec())
+            .collect();
+        let xs: Vec<Vec<u8>> = model
+            .keys()
+            .filter(|k| k.starts_with(b"x"))
+            .cloned()
+            .collect();
+        assert_eq!(last, xs);
+        let all: BTreeMap<Vec<u8>, Vec<u8>> = db
+            .scan::<&[u8], _>(..)
+            .map(|e| e.unwrap())
+            .map(|(k, v)| (k.to_vec(), v.to_vec()))
+            .collect();
+        assert_eq!(all, model);
+        db.close().unwrap();
+        // A store placed by the default rule refuses the router: its keys would not be found.
+        let plain = tempfile::tempdir().unwrap();
+        let mut po = o.clone();
+        po.key_router = None;
+        Db::open(plain.path(), po).unwrap().close().unwrap();
+        let err = Db::open(plain.path(), o.clone()).err().unwrap().to_string();
+        assert!(err.contains("places keys its own way"), "{err}");
+    }
+}

@@ -16,7 +16,8 @@ struct Cli {
     /// Data directory.
     #[arg(long, default_value = "./data")]
     dir: PathBuf,
-    /// Partitions for a new database (an existing one keeps its own count).
+    /// Partitions for the data of a new database, which gets one more for the expiry index of
+    /// the server's keyspace (an existing one keeps its own count).
     #[arg(long)]
     partitions: Option<usize>,
     #[command(flatten)]

@@ -2,7 +2,7 @@
 //! `appendfsync always`.
 
 use redis::Commands;
-use strata_server::{AppendFsync, ServerConfig};
+use strata_server::{keyspace, AppendFsync, ServerConfig};
 
 use super::{call, read_to_end, TestServer};
 
@@ -76,4 +76,154 @@ fn shutdown_command_stops_the_server_and_keeps_acknowledged_writes() {
     let mut c = server.client();
     let v: String = c.get("durable").unwrap();
     assert_eq!(v, "yes");
+}
+
+/// Every engine key of `db` in the partition that `route` routes to (the partition alone).
+fn keys_of_partition(db: &strata::Db, route: &[u8]) -> Vec<Vec<u8>> {
+    db.scan_routed::<&[u8], _>(route, ..)
+        .map(|e| e.unwrap().0.to_vec())
+        .collect()
+}
+
+/// For each partition of `db`, an engine key routed there.
+fn a_key_per_partition(db: &strata::Db) -> Vec<Vec<u8>> {
+    (0..db.partitions())
+        .map(|p| {
+            std::iter::once(keyspace::expiry_index_key(0, 0, b""))
+                .chain((0..10_000).map(|j| format!("route{j}").into_bytes()))
+                .find(|k| db.partition_of(k) == p)
+                .unwrap()
+        })
+        .collect()
+}
+
+/// Writes keys with and without expiry times, some about to expire.
+fn write_keys_with_expiry_times(c: &mut redis::Connection) {
+    for i in 0..300 {
+        let _: () = c.set(format!("plain{i}"), "v").unwrap();
+        let _: () = redis::cmd("SET")
+            .arg(format!("ttl{i}"))
+            .arg("v")
+            .arg("EX")
+            .arg(100_000)
+            .query(c)
+            .unwrap();
+        if i % 3 == 0 {
+            let _: i64 = c.pexpire(format!("plain{i}"), 200).unwrap();
+        }
+    }
+}
+
+/// Waits until active expiry (not a read of the keys) removed the 100 short-lived keys.
+fn active_expiry_removes_them(c: &mut redis::Connection) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let n: i64 = redis::cmd("DBSIZE").query(c).unwrap();
+        if n == 500 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "DBSIZE stays {n}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let ttl: i64 = c.ttl("ttl7").unwrap();
+    assert!(ttl > 99_000, "TTL {ttl}");
+}
+
+/// A new store keeps the expiry index in a partition of its own, on top of the partitions
+/// asked for: the partitions GET and SET search hold no index entry, and the last one holds
+/// every index entry and nothing else. Restarts keep the layout (no partition added again),
+/// and active expiry finds its way through the index there.
+#[test]
+fn the_expiry_index_lives_in_a_partition_of_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let asked = strata::Options::tiny().partitions;
+    for round in 0..2 {
+        let server = TestServer::start_in(dir.path(), ServerConfig::default());
+        let db = server.db().clone();
+        assert_eq!(db.partitions(), asked + 1, "round {round}");
+        let mut c = server.client();
+        if round == 0 {
+            write_keys_with_expiry_times(&mut c);
+        }
+        db.flush().unwrap();
+        let routes = a_key_per_partition(&db);
+        let (last, data) = routes.split_last().unwrap();
+        let index = keys_of_partition(&db, last);
+        assert!(index.len() >= 300, "{} index entries", index.len());
+        assert!(index.iter().all(|k| keyspace::is_expiry_index_key(k)));
+        for r in data {
+            let keys = keys_of_partition(&db, r);
+            assert!(!keys.is_empty());
+            assert!(!keys.iter().any(|k| keyspace::is_expiry_index_key(k)));
+        }
+        if round == 0 {
+            active_expiry_removes_them(&mut c);
+        } else {
+            let ttl: i64 = c.ttl("ttl7").unwrap();
+            assert!(ttl > 99_000, "TTL {ttl} after a restart");
+            assert_eq!(call(&mut c, &["DBSIZE"]), Ok(redis::Value::Int(500)));
+        }
+        drop((c, db));
+        server.stop();
+    }
+    // Opened by its data partition count or by its total: both are the same store.
+    for partitions in [asked, asked + 1] {
+        let opts = strata::Options {
+            partitions,
+            ..strata::Options::tiny()
+        };
+        let opts = strata_server::store_options(opts, dir.path());
+        strata::Db::open(dir.path(), opts).unwrap().close().unwrap();
+    }
+}
+
+/// Stores made before the expiry index had a partition of its own (key router rule 1), and
+/// stores the engine's default rule placed (the CLI's, before it shared the server's
+/// keyspace), keep their placement: the server opens them with rule 1, finds their keys and
+/// expires keys through an index kept among the data, as it was.
+#[test]
+fn older_stores_keep_the_expiry_index_among_the_data() {
+    use strata::KeyRouter;
+    for router in [Some(strata_server::collection::ServerRouter::SHARED), None] {
+        let dir = tempfile::tempdir().unwrap();
+        let made = strata::Options {
+            key_router: router.map(|r| std::sync::Arc::new(r) as _),
+            ..strata::Options::tiny()
+        };
+        let db = strata::Db::open(dir.path(), made.clone()).unwrap();
+        db.put(
+            &keyspace::string_key(0, b"old"),
+            &keyspace::Record::encode(b"kept", None),
+        )
+        .unwrap();
+        db.close().unwrap();
+
+        let server = TestServer::start_in(dir.path(), ServerConfig::default());
+        let db = server.db().clone();
+        assert_eq!(db.partitions(), made.partitions);
+        let mut c = server.client();
+        let old: String = c.get("old").unwrap();
+        assert_eq!(old, "kept");
+        write_keys_with_expiry_times(&mut c);
+        let _: i64 = c.del("old").unwrap();
+        let partitions_with_index = a_key_per_partition(&db)
+            .iter()
+            .filter(|r| {
+                keys_of_partition(&db, r)
+                    .iter()
+                    .any(|k| keyspace::is_expiry_index_key(k))
+            })
+            .count();
+        assert_eq!(partitions_with_index, made.partitions, "{router:?}");
+        active_expiry_removes_them(&mut c);
+        drop((c, db));
+        server.stop();
+        let layout = strata::Db::existing_layout(dir.path(), &strata::vfs::RealFs)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            layout.router_id,
+            strata_server::collection::ServerRouter::SHARED.id()
+        );
+    }
 }

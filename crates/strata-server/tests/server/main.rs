@@ -69,7 +69,7 @@ impl TestServer {
         config: ServerConfig,
         options: strata::Options,
     ) -> TestServer {
-        let mut options = strata_server::store_options(options);
+        let mut options = strata_server::store_options(options, dir);
         options.sync = config.appendfsync.sync_mode();
         let db = Arc::new(strata::Db::open(dir, options).unwrap());
         let config = ServerConfig {

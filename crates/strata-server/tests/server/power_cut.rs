@@ -150,10 +150,13 @@ struct CutServer {
 
 impl CutServer {
     fn start(dir: &Path, fs: &FaultFs, appendfsync: AppendFsync) -> CutServer {
-        let mut options = strata_server::store_options(strata::Options {
-            fs: Arc::new(fs.clone()),
-            ..strata::Options::tiny()
-        });
+        let mut options = strata_server::store_options(
+            strata::Options {
+                fs: Arc::new(fs.clone()),
+                ..strata::Options::tiny()
+            },
+            dir,
+        );
         options.sync = appendfsync.sync_mode();
         let db = Arc::new(strata::Db::open(dir, options).unwrap());
         let config = ServerConfig {
