@@ -70,7 +70,10 @@ fn follow_pointer(wal_dir: &Path, ptr: &[u8]) -> Vec<u8> {
     let (file, offset, len) = (r.varint(), r.varint() as usize, r.varint() as usize);
     let crc = r.u32();
     assert!(r.done());
-    let log = std::fs::read(wal_dir.join(format!("{file:06}.log"))).unwrap();
+    // Numbers are unique across logs and value files: the number names one or the other.
+    let log = std::fs::read(wal_dir.join(format!("{file:06}.log")))
+        .or_else(|_| std::fs::read(wal_dir.join(format!("{file:06}.vlog"))))
+        .unwrap();
     let value = log[offset..offset + len].to_vec();
     assert_eq!(crc32c::crc32c(&value), crc);
     value
@@ -187,8 +190,14 @@ fn decode_wal(path: &Path) -> Vec<(u8, Vec<u8>, Vec<u8>)> {
         assert_eq!(crc32c::crc32c(&covered), crc);
         let mut p = R(payload, 0);
         let seq = p.varint();
-        assert!(seq > 0, "format 2 numbers every batch from 1");
-        for _ in 0..p.varint() {
+        let parts = p.varint();
+        if path.extension().is_some_and(|e| e == "vlog") {
+            // A value file: one put per record, `seq` 0, no parts.
+            assert_eq!((seq, parts), (0, 0));
+        } else {
+            assert!(seq > 0, "format 2 numbers every batch from 1");
+        }
+        for _ in 0..parts {
             p.varint(); // a partition the batch spans
         }
         for _ in 0..p.varint() {
@@ -254,6 +263,13 @@ fn real_files_decode_as_docs_format_md_describes() {
             if i % 5 == 4 {
                 db.delete(&k).unwrap();
                 model.remove(&k);
+            } else if i % 3 == 0 {
+                // Above the separation threshold: left in the log, which becomes a value log
+                // the tables point into.
+                let v = format!("long value {i} ").repeat(12).into_bytes();
+                assert!(v.len() >= Options::tiny().value_log_bytes_min.unwrap());
+                db.put(&k, &v).unwrap();
+                model.insert(k, v);
             } else {
                 let v = format!("value {i} ")
                     .repeat(1 + (i % 4) as usize)
@@ -276,10 +292,11 @@ fn real_files_decode_as_docs_format_md_describes() {
 
         // Merge tables newest-first per partition as the manifest orders them.
         let mut decoded: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
-        let mut late = 0;
+        let (mut late, mut value_logs) = (0, 0);
         for p in 0..2 {
             let pdir = dir.path().join(format!("p{p:04}"));
             let (levels, vlogs) = decode_manifest(&pdir.join("MANIFEST"));
+            value_logs += vlogs.len();
             let mut seen = std::collections::BTreeSet::new();
             for level in &levels {
                 for &(id, size) in level {
@@ -309,9 +326,145 @@ fn real_files_decode_as_docs_format_md_describes() {
             }
         }
         assert_eq!(late, 50);
+        assert!(value_logs > 0, "no value log listed in a manifest");
         assert!(
             decoded == model,
             "tables decoded from the documented format differ from what was written"
         );
+    }
+}
+
+/// Rewrites a format-3 `MANIFEST` as format 2 wrote it (no `first_live_bytes` per value log),
+/// from the layout docs/format.md gives; returns the value logs it lists.
+fn rewrite_manifest_as_format_2(path: &Path) -> Vec<u64> {
+    let f = std::fs::read(path).unwrap();
+    let mut r = R(&f, 0);
+    assert_eq!(r.take(8), b"STRATMAN");
+    assert_eq!(r.u32(), 3);
+    let len = r.u32() as usize;
+    let _crc = r.u32();
+    assert_eq!(f.len(), 20 + len);
+    let mut out = Vec::new();
+    let put = |out: &mut Vec<u8>, mut v: u64| loop {
+        let b = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            out.push(b);
+            break;
+        }
+        out.push(b | 0x80);
+    };
+    let put_bytes = |out: &mut Vec<u8>, b: &[u8]| {
+        put(out, b.len() as u64);
+        out.extend_from_slice(b);
+    };
+    for _ in 0..2 {
+        let v = r.varint(); // next file number, log number
+        put(&mut out, v);
+    }
+    let levels = r.varint();
+    put(&mut out, levels);
+    for _ in 0..levels {
+        let n = r.varint();
+        put(&mut out, n);
+        for _ in 0..n {
+            for _ in 0..3 {
+                let v = r.varint(); // id, size, entries
+                put(&mut out, v);
+            }
+            for _ in 0..2 {
+                let b = r.bytes(); // min and max key
+                put_bytes(&mut out, &b);
+            }
+        }
+    }
+    let n = r.varint();
+    put(&mut out, n);
+    let mut vlogs = Vec::new();
+    for _ in 0..n {
+        let (number, total, live, _first_live) = (r.varint(), r.varint(), r.varint(), r.varint());
+        vlogs.push(number);
+        for v in [number, total, live] {
+            put(&mut out, v);
+        }
+    }
+    let last_seq = r.varint();
+    put(&mut out, last_seq);
+    assert!(r.done());
+    let mut file = b"STRATMAN".to_vec();
+    file.extend_from_slice(&2u32.to_le_bytes());
+    file.extend_from_slice(&(out.len() as u32).to_le_bytes());
+    let crc = crc32c::crc32c(&[&file[8..16], &out[..]].concat());
+    file.extend_from_slice(&crc.to_le_bytes());
+    file.extend_from_slice(&out);
+    std::fs::write(path, file).unwrap();
+    vlogs
+}
+
+/// A store whose manifests format 2 wrote (before value logs recorded their first live bytes)
+/// opens, reads every value through its value logs, and keeps working: new writes, a full
+/// compaction that leaves the old value logs unreferenced and deletes them, and manifests
+/// written again as format 3.
+#[test]
+fn a_store_with_format_2_manifests_opens_and_keeps_working() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        partitions: 2,
+        sync: SyncMode::Never,
+        ..Options::tiny()
+    };
+    let long = |i: u32, round: u32| {
+        format!("value {i} of round {round} ")
+            .repeat(8)
+            .into_bytes()
+    };
+    let mut model = BTreeMap::new();
+    let db = Db::open(dir.path(), opts.clone()).unwrap();
+    for round in 0..2 {
+        for i in (0..600u32).filter(|i| round == 0 || i % 3 == 0) {
+            let k = format!("key{i:04}").into_bytes();
+            db.put(&k, &long(i, round)).unwrap();
+            model.insert(k, long(i, round));
+        }
+        db.flush().unwrap();
+    }
+    db.close().unwrap();
+    let manifests: Vec<_> = (0..2)
+        .map(|p| dir.path().join(format!("p{p:04}")).join("MANIFEST"))
+        .collect();
+    let old_vlogs: Vec<Vec<u64>> = manifests
+        .iter()
+        .map(|m| rewrite_manifest_as_format_2(m))
+        .collect();
+    assert!(old_vlogs.iter().all(|v| !v.is_empty()));
+
+    let db = Db::open(dir.path(), opts.clone()).unwrap();
+    for (k, v) in &model {
+        assert_eq!(db.get(k).unwrap().as_deref(), Some(&v[..]));
+    }
+    for i in 0..600u32 {
+        let k = format!("key{i:04}").into_bytes();
+        db.put(&k, &long(i, 2)).unwrap();
+        model.insert(k, long(i, 2));
+    }
+    db.compact().unwrap();
+    db.close().unwrap();
+
+    let db = Db::open(dir.path(), opts).unwrap();
+    let all: BTreeMap<Vec<u8>, Vec<u8>> = db
+        .scan::<&[u8], _>(..)
+        .map(|e| e.unwrap())
+        .map(|(k, v)| (k.to_vec(), v.to_vec()))
+        .collect();
+    assert!(all == model, "the store differs from what was written");
+    db.close().unwrap();
+    for (m, old) in manifests.iter().zip(&old_vlogs) {
+        let (_, vlogs) = decode_manifest(m); // format 3 again
+        for n in old {
+            assert!(!vlogs.contains(n), "value log {n} still listed");
+            let wal = m.parent().unwrap().join("wal");
+            assert!(!wal.join(format!("{n:06}.log")).exists());
+            assert!(!wal.join(format!("{n:06}.vlog")).exists());
+        }
     }
 }
