@@ -287,10 +287,16 @@ struct Serve {
 
 impl Serve {
     fn start(dir: &Path) -> Serve {
+        Self::start_with(dir, &[])
+    }
+
+    /// With `flags` before the `serve` command.
+    fn start_with(dir: &Path, flags: &[&str]) -> Serve {
         use std::io::BufRead;
         let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
             .arg("--dir")
             .arg(dir)
+            .args(flags)
             .args(["serve", "--port", "0"])
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
@@ -375,4 +381,27 @@ fn the_cli_and_the_server_share_one_keyspace() {
     assert_eq!(scan, "from:server\tbob\nuser:1\talice\n");
     let doc = strata(d, &["get", "doc:1"]);
     assert!(String::from_utf8_lossy(&doc.stderr).contains("JSON document"));
+}
+
+/// `strata serve` on a new directory makes the store every other command expects: the data
+/// partitions asked for and one for the expiry index (once, though the CLI's options pass
+/// through the server's), and the store serves again after a restart with the same flags.
+#[test]
+fn serve_makes_a_new_store_with_one_partition_for_the_expiry_index() {
+    for (flags, partitions) in [(&[][..], 5), (&["--partitions", "2"][..], 3)] {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let server = Serve::start_with(d, flags);
+        assert_eq!(server.call(&["SET", "a", "1", "EX", "1000"]), "+OK\r\n");
+        server.stop();
+        assert_eq!(
+            strata::Db::existing_partitions(d).unwrap(),
+            Some(partitions),
+            "{flags:?}"
+        );
+        let server = Serve::start_with(d, flags);
+        assert_eq!(server.call(&["GET", "a"]), "$1\r\n1\r\n");
+        server.stop();
+        assert_eq!(ok(d, &["get", "a"]), "1\n");
+    }
 }

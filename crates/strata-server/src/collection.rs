@@ -54,8 +54,10 @@ pub const EXPIRED_ELEMENTS_GRACE_MS: u64 = 60_000;
 /// index entry is a key of its own per key with an expiry time; among the data it doubled the
 /// entries of the tables every GET and SET searches (a GET of keys without expiry times on a
 /// store also holding a million keys with them was 0.86x as fast, `bench/ttl-overhead.sh`).
-/// The index is a hint written beside the record, never atomically with it (active expiry
-/// checks each entry against its key), so its partition needs no cross-partition batch.
+/// The index is a hint beside the record: some commands write the entry in the record's batch
+/// (a batch across partitions, as it mostly was when entries routed by their own hash), others
+/// just before the record's update, and active expiry checks each entry against its key, so a
+/// stale entry or one a crash lost (compaction reports expired records) does no harm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ServerRouter {
     expiry_apart: bool,
@@ -76,6 +78,15 @@ impl ServerRouter {
         match router_id {
             None | Some(SERVER_ROUTER_ID_EXPIRY_APART) => ServerRouter::EXPIRY_APART,
             Some(_) => ServerRouter::SHARED,
+        }
+    }
+
+    /// The rule whose [`strata::KeyRouter::id`] is `id`, if it is one of the server's.
+    pub fn from_id(id: u32) -> Option<ServerRouter> {
+        match id {
+            SERVER_ROUTER_ID => Some(ServerRouter::SHARED),
+            SERVER_ROUTER_ID_EXPIRY_APART => Some(ServerRouter::EXPIRY_APART),
+            _ => None,
         }
     }
 

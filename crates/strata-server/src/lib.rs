@@ -59,8 +59,16 @@ pub use server::{Server, ServerThread, ShutdownHandle};
 /// A new store gets `opts.partitions` partitions for the data and one more for the expiry
 /// index; an existing one keeps the rule it was made with (stores made before the index had a
 /// partition of its own keep it among the data), and opens with its data partition count
-/// as well as with its total.
+/// as well as with its total. Options it already made are returned as they are (`strata
+/// serve` passes the CLI's options on), so the index partition is added once.
 pub fn store_options(mut opts: strata::Options, dir: &Path) -> strata::Options {
+    if opts
+        .key_router
+        .as_ref()
+        .is_some_and(|r| collection::ServerRouter::from_id(r.id()).is_some())
+    {
+        return opts;
+    }
     // A layout that cannot be read leaves the choice to `Db::open`, which reports why.
     let layout = strata::Db::existing_layout(dir, opts.fs.as_ref())
         .ok()
@@ -68,9 +76,10 @@ pub fn store_options(mut opts: strata::Options, dir: &Path) -> strata::Options {
     let router = collection::ServerRouter::for_store(layout.map(|l| l.router_id));
     if router.keeps_expiry_apart() {
         match layout {
-            None => opts.partitions += 1,
+            // (No partitions at all is left for `Db::open` to refuse.)
+            None if opts.partitions > 0 => opts.partitions += 1,
             Some(l) if l.partitions == opts.partitions + 1 => opts.partitions = l.partitions,
-            Some(_) => {}
+            _ => {}
         }
     }
     opts.compaction_filter = Some(Arc::new(keyspace::DeadKeys::default()));

@@ -4,7 +4,8 @@
 //! count u32, hash id u32, engine id u32 (0 = LSM, 1 = log), CRC32C of the preceding 24 bytes u32.
 //! Hash id 1 means: partition = xxh3_64(key, seed 0) mod partitions. Format 2 (written only for
 //! a store with a [`KeyRouter`]) allows any hash id of at least 2: the id of the router, whose
-//! `route(key)` replaces xxh3_64. Format 1 stays the format of stores without one, so earlier
+//! `partition(key, partitions)` picks the partition (by default its `route(key)` in place of
+//! xxh3_64). Format 1 stays the format of stores without one, so earlier
 //! builds still open them.
 
 use std::path::Path;
