@@ -10,6 +10,10 @@
 //! operations per deferral, acknowledged only after `LogWrites::complete` (the server's network
 //! threads write this way).
 //!
+//! A fourth runs the buffered mode with the value logs' space rule alone choosing what
+//! compactions move (`space`: every compaction that meets a value log with any garbage moves
+//! its live values to a value file of its own), and checks the killed children did move values.
+//!
 //! Rounds: `STRATA_CRASH_ROUNDS` (default 12); set it to hundreds for the long mode.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -44,15 +48,23 @@ fn op(n: u64) -> (Vec<u8>, Option<Vec<u8>>) {
     }
 }
 
-fn options(engine: Engine, sync: SyncMode) -> Options {
-    Options {
+fn options(engine: Engine, sync_name: &str) -> Options {
+    let mut o = Options {
         engine,
         partitions: 4,
-        sync,
+        sync: sync_mode(sync_name),
         memtable_bytes_max: 4 << 10,
         ..Options::tiny()
+    };
+    if sync_name == "space" {
+        o.value_log_gc_live_ratio = 0.0;
+        o.value_log_space_ratio_max = 1.0;
     }
+    o
 }
+
+/// Lines a child prints every this many acknowledgements: the value files it moved so far.
+const MOVED_EVERY_ACKS: u64 = 100;
 
 /// The child: runs only when the parent sets STRATA_CRASH_DIR.
 #[test]
@@ -68,8 +80,8 @@ fn crash_child_entry() {
         Ok("log") => Engine::Log,
         _ => Engine::Lsm,
     };
-    let sync = sync_mode(std::env::var("STRATA_CRASH_SYNC").as_deref().unwrap_or(""));
-    let db = std::sync::Arc::new(Db::open(&dir, options(engine, sync)).unwrap());
+    let sync_name = std::env::var("STRATA_CRASH_SYNC").unwrap_or_default();
+    let db = std::sync::Arc::new(Db::open(&dir, options(engine, &sync_name)).unwrap());
     // Two writer threads share the log (group commit); each prints its acknowledgement before
     // it issues its next operation, so at most one operation per thread is in flight.
     let threads: Vec<_> = (0..2u64)
@@ -103,6 +115,9 @@ fn crash_child_entry() {
                     for i in 0..per_ack {
                         writeln!(o, "ACK {}", n + 2 * i).unwrap();
                     }
+                    if (n / 2) % MOVED_EVERY_ACKS == 0 {
+                        writeln!(o, "MOVED {}", db.stats().moved_value_files()).unwrap();
+                    }
                     o.flush().unwrap();
                     n += 2 * per_ack;
                 }
@@ -114,10 +129,11 @@ fn crash_child_entry() {
     }
 }
 
-/// `always`, or `buffered`/`deferred`: fsync every 10 minutes, i.e. never while a round runs.
+/// `always`, or `buffered`/`deferred`/`space`: fsync every 10 minutes, i.e. never while a round
+/// runs.
 fn sync_mode(name: &str) -> SyncMode {
     match name {
-        "buffered" | "deferred" => SyncMode::EveryMs(600_000),
+        "buffered" | "deferred" | "space" => SyncMode::EveryMs(600_000),
         _ => SyncMode::Always,
     }
 }
@@ -154,8 +170,14 @@ fn every_completed_deferred_write_survives_sigkill_log() {
     crash_rounds(Engine::Log, "deferred");
 }
 
+/// Compactions moving values out of value logs by the space rule, killed at any moment: every
+/// acknowledged write survives, through the moved copies.
+#[test]
+fn every_acknowledged_write_survives_sigkill_while_the_space_rule_moves_values_lsm() {
+    crash_rounds(Engine::Lsm, "space");
+}
+
 fn crash_rounds(engine: Engine, sync_name: &str) {
-    let sync = sync_mode(sync_name);
     let rounds: usize = std::env::var("STRATA_CRASH_ROUNDS")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -166,6 +188,8 @@ fn crash_rounds(engine: Engine, sync_name: &str) {
     // What the store held when the round started (checked at the end of the previous round).
     let mut before = Model::new();
     let mut start = 0u64;
+    // Value files the children moved, per round (the most each reported).
+    let mut moved_files = Vec::new();
     for round in 0..rounds {
         let mut child = Command::new(&exe)
             .args([
@@ -188,9 +212,12 @@ fn crash_rounds(engine: Engine, sync_name: &str) {
         let stdout = child.stdout.take().unwrap();
         let (first_tx, first_rx) = std::sync::mpsc::channel::<()>();
         let reader = std::thread::spawn(move || {
-            let mut acked = Vec::new();
+            let (mut acked, mut moved) = (Vec::new(), 0u64);
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
+                if let Some(n) = line.strip_prefix("MOVED ") {
+                    moved = moved.max(n.parse::<u64>().unwrap());
+                }
                 if let Some(n) = line.strip_prefix("ACK ") {
                     acked.push(n.parse::<u64>().unwrap());
                     if acked.len() == 1 {
@@ -198,7 +225,7 @@ fn crash_rounds(engine: Engine, sync_name: &str) {
                     }
                 }
             }
-            acked
+            (acked, moved)
         });
         // Kill at a random moment once the child is writing (opening may take a while on a
         // loaded machine: it replays logs).
@@ -206,7 +233,8 @@ fn crash_rounds(engine: Engine, sync_name: &str) {
         std::thread::sleep(Duration::from_millis(rng.gen_range(0..700)));
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
-        let acked = reader.join().unwrap();
+        let (acked, moved) = reader.join().unwrap();
+        moved_files.push(moved);
         assert!(
             !acked.is_empty(),
             "round {round}: child acknowledged nothing"
@@ -246,7 +274,7 @@ fn crash_rounds(engine: Engine, sync_name: &str) {
             };
             in_flight.extend((0..unacked_may_have_run).map(|i| next + 2 * i));
         }
-        let db = Db::open(dir.path(), options(engine, sync)).unwrap();
+        let db = Db::open(dir.path(), options(engine, sync_name)).unwrap();
         let mut after = Model::new();
         for kv in db.scan::<&[u8], _>(..) {
             let (k, v) = kv.unwrap();
@@ -289,5 +317,12 @@ fn crash_rounds(engine: Engine, sync_name: &str) {
         // Start past every operation that was issued, on an even number (thread parity).
         let issued_max = in_flight.iter().copied().max().unwrap_or(start);
         start = (issued_max + 2) & !1;
+    }
+    if sync_name == "space" {
+        eprintln!("value files moved per round: {moved_files:?}");
+        assert!(
+            moved_files.iter().sum::<u64>() > 0,
+            "the space rule moved nothing in any round"
+        );
     }
 }
