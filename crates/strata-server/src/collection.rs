@@ -75,10 +75,9 @@ impl ServerRouter {
     /// A store routed by the engine's default rule (the CLI's before the server's keyspace
     /// was shared) adopts rule 1, which places its keys where they are.
     pub fn for_store(router_id: Option<u32>) -> ServerRouter {
-        match router_id {
-            None | Some(SERVER_ROUTER_ID_EXPIRY_APART) => ServerRouter::EXPIRY_APART,
-            Some(_) => ServerRouter::SHARED,
-        }
+        router_id.map_or(ServerRouter::EXPIRY_APART, |id| {
+            ServerRouter::from_id(id).unwrap_or(ServerRouter::SHARED)
+        })
     }
 
     /// The rule whose [`strata::KeyRouter::id`] is `id`, if it is one of the server's.
