@@ -115,6 +115,15 @@ pub(crate) fn encode_entries<'a>(
 
 /// Encodes entries, also recording where each entry's value starts in `out` (0 for deletes),
 /// so that a value can later be read straight from the log file (value log).
+/// The bytes a put of a `key_bytes` key and a `value_bytes` value takes among a batch's
+/// entries in a log (kind, key length, value length, key, value: [`encode_entries_at`]).
+pub(crate) fn put_entry_bytes(key_bytes: usize, value_bytes: usize) -> u64 {
+    (1 + crate::util::varint::len(key_bytes as u64)
+        + crate::util::varint::len(value_bytes as u64)
+        + key_bytes
+        + value_bytes) as u64
+}
+
 fn encode_entries_at<'a>(
     out: &mut Vec<u8>,
     entries: impl ExactSizeIterator<Item = Entry<'a>>,

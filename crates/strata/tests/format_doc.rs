@@ -215,7 +215,7 @@ fn decode_manifest(path: &Path) -> (Vec<Vec<(u64, u64)>>, Vec<u64>) {
     let f = std::fs::read(path).unwrap();
     let mut r = R(&f, 0);
     assert_eq!(r.take(8), b"STRATMAN");
-    assert_eq!(r.u32(), 3);
+    assert_eq!(r.u32(), 4);
     let len = r.u32() as usize;
     let crc = r.u32();
     assert_eq!(crc32c::crc32c(&[&f[8..16], &f[20..]].concat()), crc);
@@ -238,7 +238,17 @@ fn decode_manifest(path: &Path) -> (Vec<Vec<(u64, u64)>>, Vec<u64>) {
     let mut vlogs = Vec::new();
     for _ in 0..r.varint() {
         let (number, total, live, first_live) = (r.varint(), r.varint(), r.varint(), r.varint());
+        let first_live_entries = r.varint();
         assert!(live <= first_live && first_live <= total);
+        // A flushed write-ahead log: its live values' entries (kind, lengths, key, value)
+        // take more than the values and no more than the file; a compaction's value file: 0.
+        let wal = path.parent().unwrap().join("wal");
+        if wal.join(format!("{number:06}.log")).exists() {
+            assert!(first_live < first_live_entries && first_live_entries <= total);
+        } else {
+            assert!(wal.join(format!("{number:06}.vlog")).exists());
+            assert_eq!(first_live_entries, 0);
+        }
         vlogs.push(number);
     }
     let _last_seq = r.varint();
@@ -334,13 +344,14 @@ fn real_files_decode_as_docs_format_md_describes() {
     }
 }
 
-/// Rewrites a format-3 `MANIFEST` as format 2 wrote it (no `first_live_bytes` per value log),
-/// from the layout docs/format.md gives; returns the value logs it lists.
+/// Rewrites a format-4 `MANIFEST` as format 2 wrote it (no `first_live_bytes` nor
+/// `first_live_entry_bytes` per value log), from the layout docs/format.md gives; returns the
+/// value logs it lists.
 fn rewrite_manifest_as_format_2(path: &Path) -> Vec<u64> {
     let f = std::fs::read(path).unwrap();
     let mut r = R(&f, 0);
     assert_eq!(r.take(8), b"STRATMAN");
-    assert_eq!(r.u32(), 3);
+    assert_eq!(r.u32(), 4);
     let len = r.u32() as usize;
     let _crc = r.u32();
     assert_eq!(f.len(), 20 + len);
@@ -383,6 +394,7 @@ fn rewrite_manifest_as_format_2(path: &Path) -> Vec<u64> {
     let mut vlogs = Vec::new();
     for _ in 0..n {
         let (number, total, live, _first_live) = (r.varint(), r.varint(), r.varint(), r.varint());
+        let _first_live_entries = r.varint();
         vlogs.push(number);
         for v in [number, total, live] {
             put(&mut out, v);
@@ -404,7 +416,7 @@ fn rewrite_manifest_as_format_2(path: &Path) -> Vec<u64> {
 /// A store whose manifests format 2 wrote (before value logs recorded their first live bytes)
 /// opens, reads every value through its value logs, and keeps working: new writes, a full
 /// compaction that leaves the old value logs unreferenced and deletes them, and manifests
-/// written again as format 3.
+/// written again as format 4.
 #[test]
 fn a_store_with_format_2_manifests_opens_and_keeps_working() {
     let dir = tempfile::tempdir().unwrap();
@@ -459,7 +471,7 @@ fn a_store_with_format_2_manifests_opens_and_keeps_working() {
     assert!(all == model, "the store differs from what was written");
     db.close().unwrap();
     for (m, old) in manifests.iter().zip(&old_vlogs) {
-        let (_, vlogs) = decode_manifest(m); // format 3 again
+        let (_, vlogs) = decode_manifest(m); // format 4 again
         for n in old {
             assert!(!vlogs.contains(n), "value log {n} still listed");
             let wal = m.parent().unwrap().join("wal");

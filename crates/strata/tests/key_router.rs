@@ -311,7 +311,9 @@ fn a_filter_drops_the_members_of_deleted_heads() {
     }
     db.compact().unwrap();
     // Compaction flushes first, so the deletes are settled by the time tables merge: every
-    // member of a deleted group is gone; the rest untouched.
+    // member of a deleted group is gone, its separated values too (a full compaction reads
+    // them for the filter; their value logs, wholly live by the counts, would otherwise keep
+    // them); the rest untouched.
     for g in 0..40 {
         for m in 0..30 {
             let k = format!("m{g}/{m:02}");

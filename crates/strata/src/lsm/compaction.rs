@@ -22,7 +22,7 @@ use crate::lsm::sstable::{table_path, Table, TableBuilder, TableMeta};
 use crate::lsm::tree::Tree;
 use crate::lsm::version::Version;
 use crate::lsm::vlog::relocate::ValueMover;
-use crate::lsm::vlog::VlogFile;
+use crate::lsm::vlog::{ValuePtr, VlogFile};
 use crate::lsm::LEVELS;
 use crate::options::Options;
 use crate::util::merge::MergeIter;
@@ -32,6 +32,11 @@ pub(crate) struct Job {
     pub(crate) inputs: Vec<Arc<Table>>,
     pub(crate) output_level: usize,
     pub(crate) drop_tombstones: bool,
+    /// Read every separated value the merge meets and let the compaction filter judge it (a
+    /// full compaction, asked for to get space back: other merges judge only the values
+    /// they read anyway, those they move out of a victim log, and leave the rest to the
+    /// log's collection).
+    pub(crate) judge_separated: bool,
 }
 
 fn level_target_bytes(opts: &Options, level: usize) -> u64 {
@@ -72,6 +77,7 @@ pub(crate) fn pick(v: &Version, opts: &Options, cursors: &mut [Bytes]) -> Option
             drop_tombstones: nothing_below(v, 1, &lo, &hi),
             inputs,
             output_level: 1,
+            judge_separated: false,
         });
     }
     let tables = &v.levels[level];
@@ -89,6 +95,7 @@ pub(crate) fn pick(v: &Version, opts: &Options, cursors: &mut [Bytes]) -> Option
         drop_tombstones: nothing_below(v, level + 1, &lo, &hi),
         inputs,
         output_level: level + 1,
+        judge_separated: false,
     })
 }
 
@@ -106,6 +113,7 @@ pub(crate) fn pick_full(v: &Version) -> Option<Job> {
         inputs,
         output_level: deepest,
         drop_tombstones: true,
+        judge_separated: true,
     })
 }
 
@@ -134,6 +142,38 @@ pub(crate) fn judged(
     })
 }
 
+/// What a merge's compaction filter reads: settled keys (the tree), the key counts a tombstone
+/// it writes makes unknown, and the separated values of the version the merge began from
+/// (`None`: the value's log was collected since, so a newer version of its key lives
+/// elsewhere).
+pub(crate) struct FilterReads<'a> {
+    pub(crate) settled: &'a dyn crate::options::SettledRead,
+    pub(crate) counts: Option<&'a KeyCounts>,
+    pub(crate) separated: &'a dyn Fn(&ValuePtr) -> Option<Result<Bytes>>,
+}
+
+impl FilterReads<'_> {
+    /// [`judged`] for `value`.
+    fn judged(&self, opts: &Options, key: &[u8], value: &[u8]) -> Option<Slot> {
+        judged(opts, key, value, self.settled, self.counts)
+    }
+
+    /// [`judged`] for the separated value `p` points at. A value that fails its checksum
+    /// stays where it is, as a merge leaves damaged values it moves (reads of it report the
+    /// damage).
+    fn judged_separated(&self, opts: &Options, key: &[u8], p: &ValuePtr) -> Result<Option<Slot>> {
+        match (self.separated)(p) {
+            None => Ok(None),
+            Some(Ok(value)) => Ok(self.judged(opts, key, &value)),
+            Some(Err(e)) if e.is_corruption() => {
+                tracing::warn!(error = %e, "a full compaction left a damaged value it could not judge");
+                Ok(None)
+            }
+            Some(Err(e)) => Err(e),
+        }
+    }
+}
+
 /// Runs the merge of `job`, cutting output tables at `table_bytes_target`. `new_table` creates
 /// a builder; `finished` receives each completed table.
 /// Value-log bytes, per log file, whose pointers a compaction dropped.
@@ -144,10 +184,11 @@ pub(crate) fn merge(
     opts: &Options,
     mut new_table: impl FnMut() -> Result<TableBuilder>,
     mut finished: impl FnMut(TableMeta) -> Result<()>,
-    settled: &dyn crate::options::SettledRead,
-    counts: Option<&KeyCounts>,
+    reads: &FilterReads<'_>,
     mut mover: Option<(&mut ValueMover, &mut dyn FnMut() -> u64)>,
 ) -> Result<DeadValueBytes> {
+    // Separated values are read for the filter only in a merge that judges them all.
+    let judge_separated = job.judge_separated && opts.compaction_filter.is_some();
     let mut dead = DeadValueBytes::new();
     let sources: Vec<SlotIter> = job
         .inputs
@@ -178,7 +219,7 @@ pub(crate) fn merge(
                 (Slot::Pointer(p), Some((m, number))) => match m.read_victim(&p)? {
                     Some(value) => {
                         *dead.entry(p.file).or_default() += p.len as u64;
-                        match judged(opts, &key, &value, settled, counts) {
+                        match reads.judged(opts, &key, &value) {
                             Some(slot) => slot,
                             None => Slot::Pointer(m.write(&key, &value, &p, *number)?),
                         }
@@ -187,10 +228,22 @@ pub(crate) fn merge(
                 },
                 (slot, _) => slot,
             };
+            let slot = match slot {
+                Slot::Pointer(p) if judge_separated => {
+                    match reads.judged_separated(opts, &key, &p)? {
+                        Some(slot) => {
+                            *dead.entry(p.file).or_default() += p.len as u64;
+                            slot
+                        }
+                        None => Slot::Pointer(p),
+                    }
+                }
+                slot => slot,
+            };
             // A value the filter declares dead becomes its stub or a tombstone (older versions
             // below stay hidden).
             let slot = match &slot {
-                Slot::Put(v) => judged(opts, &key, v, settled, counts).unwrap_or(slot),
+                Slot::Put(v) => reads.judged(opts, &key, v).unwrap_or(slot),
                 _ => slot,
             };
             if job.drop_tombstones && slot == Slot::Delete {
@@ -266,10 +319,12 @@ impl Tree {
 
     fn run_compaction_counted(&self, job: Job) -> Result<()> {
         let mut outputs: Vec<Arc<Table>> = Vec::new();
+        // Holds the value logs it lists open for the reads of the merge.
+        let version = self.view.load().version.clone();
         let mut mover = ValueMover::new(
             self.opts.fs.clone(),
             &self.wal_dir,
-            self.view.load().version.clone(),
+            version.clone(),
             self.opts.value_log_gc_live_ratio,
             self.opts.value_log_space_ratio_max,
         );
@@ -294,8 +349,11 @@ impl Tree {
                 outputs.push(Arc::new(t));
                 Ok(())
             },
-            self,
-            self.journal.counts.as_ref(),
+            &FilterReads {
+                settled: self,
+                counts: self.journal.counts.as_ref(),
+                separated: &|p: &ValuePtr| version.vlogs.get(&p.file).map(|log| log.read(p)),
+            },
             mover
                 .as_mut()
                 .map(|m| (m, &mut new_number as &mut dyn FnMut() -> u64)),
@@ -400,13 +458,17 @@ impl Tree {
     /// counts are exact after a full merge. A full compaction is asked for to get space back, so
     /// it also collects value logs that background collection leaves alone: any with a tenth or
     /// more dead, such as a log whose small values went into tables at flush.
+    /// Only logs that existed when it started are collected: the copies of live values go to
+    /// new logs, and a call that collected those too would run on as long as writers keep
+    /// adding garbage.
     pub(crate) fn compact_fully(&self) -> Result<()> {
+        let logs_below = self.next_file_number();
         self.compact_once(true)?;
         let ratio = self
             .opts
             .value_log_gc_live_ratio
             .max(FULL_COMPACTION_GC_LIVE_RATIO);
-        while self.gc_value_log_with(ratio, true)? {}
+        while self.gc_value_log_with(ratio, true, logs_below)? {}
         Ok(())
     }
 }

@@ -39,7 +39,8 @@ impl Tree {
             // already in a table there).
             self.sync_peer_logs()?;
         }
-        let mut separated = 0u64;
+        // The separated values' bytes, and what their entries take in the log.
+        let (mut separated, mut separated_entries) = (0u64, 0u64);
         let table = if mem.is_empty() {
             None
         } else {
@@ -51,11 +52,13 @@ impl Tree {
             mem.for_each(|k, s, value_offset| match s {
                 Slot::Pointer(p) => {
                     separated += u64::from(p.len);
+                    separated_entries += crate::batch::put_entry_bytes(k.len(), p.len as usize);
                     b.add(k, s)
                 }
                 // A memtable that copied its values in (none does today outside tests).
                 Slot::Put(v) if v.len() >= sep => {
                     separated += v.len() as u64;
+                    separated_entries += crate::batch::put_entry_bytes(k.len(), v.len());
                     b.add(
                         k,
                         &Slot::Pointer(ValuePtr {
@@ -116,6 +119,7 @@ impl Tree {
                         mem.wal_number,
                         separated,
                         separated,
+                        separated_entries,
                         self.counters.flushes.load(Ordering::Relaxed),
                     )?),
                 );

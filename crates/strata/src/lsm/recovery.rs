@@ -148,6 +148,7 @@ impl Tree {
                     num,
                     meta.live_bytes,
                     meta.first_live_bytes,
+                    meta.first_live_entry_bytes,
                     0,
                 )?),
             );

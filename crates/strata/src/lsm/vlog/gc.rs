@@ -21,13 +21,18 @@ impl Tree {
     /// again through the normal write path, the log is fsynced, and the value log leaves the
     /// version. Returns whether one was collected.
     pub(crate) fn gc_value_log(&self, live_ratio_below: f64) -> Result<bool> {
-        self.gc_value_log_with(live_ratio_below, false)
+        self.gc_value_log_with(live_ratio_below, false, u64::MAX)
     }
 
-    /// [`Self::gc_value_log`]; with `wait`, waits for a collection already running (a full
-    /// compaction must not stop early because a background worker holds the lock) instead of
-    /// returning `false`.
-    pub(crate) fn gc_value_log_with(&self, live_ratio_below: f64, wait: bool) -> Result<bool> {
+    /// [`Self::gc_value_log`] among the value logs numbered below `logs_below`; with `wait`,
+    /// waits for a collection already running (a full compaction must not stop early because
+    /// a background worker holds the lock) instead of returning `false`.
+    pub(crate) fn gc_value_log_with(
+        &self,
+        live_ratio_below: f64,
+        wait: bool,
+        logs_below: u64,
+    ) -> Result<bool> {
         let _g = if wait {
             self.gc_lock.lock()
         } else {
@@ -40,7 +45,11 @@ impl Tree {
         let victim = version
             .vlogs
             .values()
-            .filter(|f| f.victim_share() < live_ratio_below && !f.damaged.load(Ordering::Acquire))
+            .filter(|f| {
+                f.number < logs_below
+                    && f.victim_share() < live_ratio_below
+                    && !f.damaged.load(Ordering::Acquire)
+            })
             .min_by(|a, b| a.victim_share().total_cmp(&b.victim_share()))
             .cloned();
         drop(version);

@@ -86,6 +86,12 @@ pub(crate) struct VlogFile {
     /// the manifest: the victim rules measure how much of a log died against this, not
     /// against its size, whose record headers and keys never count as live.
     pub(crate) first_live_bytes: u64,
+    /// The bytes the entries of those live values took in the file (kind, lengths, key and
+    /// value) when a flushed write-ahead log became a value log; 0 where unknown (a manifest
+    /// before format 4, a compaction's value file, which needs no such count). Turns the live
+    /// bytes of a write-ahead log into the bytes of it that collecting it would keep
+    /// ([`Self::victim_share`]).
+    pub(crate) first_live_entry_bytes: u64,
     /// A value file a compaction wrote (`.vlog`), not a flushed write-ahead log: it holds
     /// nothing but values that were live when it was written, each with its record header and
     /// key.
@@ -111,6 +117,7 @@ impl VlogFile {
         number: u64,
         live_bytes: u64,
         first_live_bytes: u64,
+        first_live_entry_bytes: u64,
         sampled_at_flush: u64,
     ) -> Result<VlogFile> {
         let file = fs.open(path).at(path)?;
@@ -124,6 +131,7 @@ impl VlogFile {
             live_bytes: AtomicU64::new(live_bytes),
             sampled_live_bytes: AtomicU64::new(u64::MAX),
             first_live_bytes,
+            first_live_entry_bytes,
             moved: relocate::is_moved_path(path),
             obsolete: AtomicBool::new(false),
             damaged: AtomicBool::new(false),
@@ -182,20 +190,39 @@ impl VlogFile {
         true
     }
 
-    /// The share that decides whether the log's values are moved or collected (the tracked
-    /// upper bound of its live bytes, or the sampled estimate where that is lower, over
-    /// [`Self::victim_base_bytes`]): for a write-ahead log its live share of its size (its
-    /// small values and the records of overwritten keys are garbage once flushed); for a
-    /// compaction's value file the share of its values still live since it was written (the
-    /// same as [`Self::surviving_share`]), because its record headers and keys are no garbage:
-    /// moving it frees none of them, and values under keys longer than they are would make a
-    /// wholly live file look dead and be moved again by every compaction that meets it.
+    /// The share that decides whether the log's values are moved or collected: of a
+    /// write-ahead log, the share of its size that collecting it would keep (its live values
+    /// with their entries' keys and lengths: the tracked upper bound of its live bytes scaled
+    /// by what their entries took when it was flushed, or the sampled estimate where that is
+    /// lower); its small values and the records of overwritten keys are garbage once flushed,
+    /// the keys of live values are not: a wholly live log under keys long beside their values
+    /// would otherwise look dead, and each collection would write its values into a log just
+    /// like it, to be collected again. Of a compaction's value file, the share of its values
+    /// still live since it was written (the same as [`Self::surviving_share`]), for the same
+    /// reason: moving it frees none of its headers and keys.
     pub(crate) fn victim_share(&self) -> f64 {
         let base = self.victim_base_bytes();
         if base == 0 {
             return 0.0;
         }
-        (self.live_estimate() as f64 / base as f64).min(1.0)
+        let live = if self.moved {
+            self.live_estimate()
+        } else {
+            self.live_entry_bytes()
+                .min(self.sampled_live_bytes.load(Ordering::Relaxed))
+        };
+        (live as f64 / base as f64).min(1.0)
+    }
+
+    /// The tracked live bytes of a write-ahead log with their entries' share of the file
+    /// (the live bytes alone where the entries' bytes are unknown).
+    fn live_entry_bytes(&self) -> u64 {
+        let live = self.live_bytes.load(Ordering::Relaxed);
+        if self.first_live_entry_bytes <= self.first_live_bytes || self.first_live_bytes == 0 {
+            return live;
+        }
+        let per_value = self.first_live_entry_bytes as f64 / self.first_live_bytes as f64;
+        (live as f64 * per_value) as u64
     }
 
     /// What [`Self::victim_share`] divides the live bytes by, and what a sample's live share
@@ -247,7 +274,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("000001.log");
         std::fs::write(&path, b"0123456789").unwrap();
-        let log = VlogFile::open(crate::vfs::real(), &path, 1, 10, 10, 0).unwrap();
+        let log = VlogFile::open(crate::vfs::real(), &path, 1, 10, 10, 0, 0).unwrap();
         let ok = ValuePtr {
             file: 1,
             offset: 2,
@@ -261,27 +288,37 @@ mod tests {
         }
     }
 
-    /// A flushed log is a victim by its live bytes over its size (its small values and keys
-    /// are garbage once flushed); a compaction's value file by its live bytes over those it
-    /// was written with (its keys are no garbage: moving it would copy them again).
+    /// A flushed log is a victim by the share of its size its live values' entries take (its
+    /// small values and the records of overwritten keys are garbage once flushed, the keys of
+    /// live values are not); a compaction's value file by its live bytes over those it was
+    /// written with (its keys are no garbage: moving it would copy them again).
     #[test]
     fn a_value_file_is_a_victim_by_what_died_a_log_by_its_size() {
         let dir = tempfile::tempdir().unwrap();
-        let open = |name: &str, number: u64| {
+        let open = |name: &str, number: u64, entry_bytes: u64| {
             let path = dir.path().join(name);
             std::fs::write(&path, vec![0u8; 1000]).unwrap();
-            VlogFile::open(crate::vfs::real(), &path, number, 300, 900, 0).unwrap()
+            VlogFile::open(crate::vfs::real(), &path, number, 300, 900, entry_bytes, 0).unwrap()
         };
-        let log = open("000001.log", 1);
-        let moved = open("000002.vlog", 2);
-        assert!(!log.moved && moved.moved);
-        assert!((log.victim_share() - 0.3).abs() < 1e-9);
+        // 900 value bytes written in entries of 990 bytes: a third of them live.
+        let log = open("000001.log", 1, 990);
+        let moved = open("000002.vlog", 2, 0);
+        // A log of a manifest before format 4: its entries' bytes unknown.
+        let old = open("000003.log", 3, 0);
+        assert!(!log.moved && moved.moved && !old.moved);
+        assert!((log.victim_share() - 0.33).abs() < 1e-9);
         assert!((moved.victim_share() - 1.0 / 3.0).abs() < 1e-9);
-        // A sample lower than the tracked bound counts for both.
+        assert!((old.victim_share() - 0.3).abs() < 1e-9);
+        // Wholly live, the log's share is its live entries' share of its size, not its values'.
+        log.live_bytes.store(900, Ordering::Relaxed);
+        assert!((log.victim_share() - 0.99).abs() < 1e-9);
+        // A sample lower than the tracked bound counts for all.
         log.sampled_live_bytes.store(100, Ordering::Relaxed);
         moved.sampled_live_bytes.store(90, Ordering::Relaxed);
+        old.sampled_live_bytes.store(100, Ordering::Relaxed);
         assert!((log.victim_share() - 0.1).abs() < 1e-9);
         assert!((moved.victim_share() - 0.1).abs() < 1e-9);
+        assert!((old.victim_share() - 0.1).abs() < 1e-9);
     }
 
     /// Only damage of the log itself marks it damaged: a liveness lookup that met a damaged
@@ -292,7 +329,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("000001.log");
         std::fs::write(&path, b"0123456789").unwrap();
-        let log = VlogFile::open(crate::vfs::real(), &path, 1, 10, 10, 0).unwrap();
+        let log = VlogFile::open(crate::vfs::real(), &path, 1, 10, 10, 0, 0).unwrap();
         let table = Error::corruption(dir.path().join("000007.sst"), 0, "block checksum mismatch");
         assert!(!log.mark_damaged_on(&table, "a test"));
         let io = Error::Io {

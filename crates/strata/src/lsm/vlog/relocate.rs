@@ -288,7 +288,7 @@ impl ValueMover {
         }
         let mut out = Vec::with_capacity(files.len());
         for (number, path, moved) in files {
-            let log = VlogFile::open(self.fs.clone(), &path, number, moved, moved, flushes);
+            let log = VlogFile::open(self.fs.clone(), &path, number, moved, moved, 0, flushes);
             match log {
                 Ok(log) => out.push(Arc::new(log)),
                 Err(e) => {
