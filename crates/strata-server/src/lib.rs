@@ -57,7 +57,9 @@ pub use server::{Server, ServerThread, ShutdownHandle};
 /// database's keys for DBSIZE (`keyspace::KeysByDb`).
 ///
 /// A new store gets `opts.partitions` partitions for the data and one more for the expiry
-/// index; an existing one keeps the rule it was made with (stores made before the index had a
+/// index (asked for the engine's limit, `strata::PARTITIONS_MAX`, that many in all, one of
+/// them the index's; more is left for `Db::open` to refuse); an
+/// existing one keeps the rule it was made with (stores made before the index had a
 /// partition of its own keep it among the data), and opens with its data partition count
 /// as well as with its total. Options it already made are returned as they are (`strata
 /// serve` passes the CLI's options on), so the index partition is added once.
@@ -77,7 +79,9 @@ pub fn store_options(mut opts: strata::Options, dir: &Path) -> strata::Options {
     if router.keeps_expiry_apart() {
         match layout {
             // (No partitions at all is left for `Db::open` to refuse.)
-            None if opts.partitions > 0 => opts.partitions += 1,
+            None if opts.partitions > 0 && opts.partitions < strata::PARTITIONS_MAX => {
+                opts.partitions += 1
+            }
             Some(l) if l.partitions == opts.partitions + 1 => opts.partitions = l.partitions,
             _ => {}
         }

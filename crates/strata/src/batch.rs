@@ -113,17 +113,19 @@ pub(crate) fn encode_entries<'a>(
     encode_entries_at(out, entries, None);
 }
 
-/// Encodes entries, also recording where each entry's value starts in `out` (0 for deletes),
-/// so that a value can later be read straight from the log file (value log).
-/// The bytes a put of a `key_bytes` key and a `value_bytes` value takes among a batch's
-/// entries in a log (kind, key length, value length, key, value: [`encode_entries_at`]).
-pub(crate) fn put_entry_bytes(key_bytes: usize, value_bytes: usize) -> u64 {
-    (1 + crate::util::varint::len(key_bytes as u64)
-        + crate::util::varint::len(value_bytes as u64)
-        + key_bytes
-        + value_bytes) as u64
+/// The bytes an entry of `kind` with a `key_bytes` key and a `value_bytes` value takes among a
+/// batch's entries in a log (kind, key length, value length for a put, key, value:
+/// [`encode_entries_at`]).
+pub(crate) fn entry_bytes(kind: Kind, key_bytes: usize, value_bytes: usize) -> u64 {
+    let key = 1 + crate::util::varint::len(key_bytes as u64) + key_bytes;
+    match kind {
+        Kind::Put => (key + crate::util::varint::len(value_bytes as u64) + value_bytes) as u64,
+        Kind::Delete => key as u64,
+    }
 }
 
+/// Encodes entries, also recording where each entry's value starts in `out` (0 for deletes),
+/// so that a value can later be read straight from the log file (value log).
 fn encode_entries_at<'a>(
     out: &mut Vec<u8>,
     entries: impl ExactSizeIterator<Item = Entry<'a>>,
@@ -219,6 +221,36 @@ pub(crate) fn last_writes(entries: &[Entry<'_>]) -> Vec<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`entry_bytes`] is what the encoder writes per entry, across the lengths where the
+    /// varints grow.
+    #[test]
+    fn entry_bytes_are_what_an_entry_takes_in_a_batch() {
+        for key_bytes in [0, 1, 127, 128, 300, 16_384] {
+            for value_bytes in [0, 5, 127, 128, 1024, 16_384, 70_000] {
+                for kind in [Kind::Put, Kind::Delete] {
+                    let key = vec![b'k'; key_bytes];
+                    let value = if kind == Kind::Put {
+                        vec![b'v'; value_bytes]
+                    } else {
+                        Vec::new()
+                    };
+                    let (mut one, mut two) = (Vec::new(), Vec::new());
+                    encode_entries(&mut one, [(kind, &key[..], &value[..])].into_iter());
+                    encode_entries(
+                        &mut two,
+                        [(kind, &key[..], &value[..]), (kind, &key[..], &value[..])].into_iter(),
+                    );
+                    assert_eq!(
+                        (two.len() - one.len()) as u64,
+                        entry_bytes(kind, key_bytes, value.len()),
+                        "{kind:?}, {key_bytes} B key, {} B value",
+                        value.len()
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn entries_round_trip_and_reject_truncation() {

@@ -62,7 +62,7 @@ pub use journal::{deferring_log_writes, GroupRead, LogWrites};
 pub use meta::StoreLayout;
 pub use options::{
     CompactionFilter, Compression, Engine, KeyClasses, KeyRouter, Options, SettledRead, SyncMode,
-    KEY_CLASSES_MAX,
+    KEY_CLASSES_MAX, PARTITIONS_MAX,
 };
 pub use snapshot::Snapshot;
 pub use stats::{LevelStats, PartitionStats, Stats};

@@ -168,8 +168,10 @@ pub struct Options {
 
 /// Decides that a stored value is dead, for [`Options::compaction_filter`] (RocksDB's
 /// compaction filter; Kvrocks drops expired keys with one). Called from background work on
-/// values that compaction copies (those stored in tables) and on the live values of a value log
-/// being collected; a dead one becomes a tombstone, so older versions below stay hidden, and
+/// values that compaction copies (those stored in tables), on values it moves out of a value
+/// log and on the live values of a value log being collected; a full compaction
+/// ([`crate::Db::compact`]) reads every value it keeps in a value log for it too. A dead one
+/// becomes a tombstone, so older versions below stay hidden, and
 /// the tombstone goes when nothing older remains below it. Must be monotonic: a value once dead
 /// is dead forever (readers must already treat it as absent: the filter only reclaims space).
 pub trait CompactionFilter: Send + Sync + std::fmt::Debug {

@@ -238,16 +238,20 @@ fn decode_manifest(path: &Path) -> (Vec<Vec<(u64, u64)>>, Vec<u64>) {
     let mut vlogs = Vec::new();
     for _ in 0..r.varint() {
         let (number, total, live, first_live) = (r.varint(), r.varint(), r.varint(), r.varint());
-        let first_live_entries = r.varint();
+        let first_dead = r.varint();
         assert!(live <= first_live && first_live <= total);
-        // A flushed write-ahead log: its live values' entries (kind, lengths, key, value)
-        // take more than the values and no more than the file; a compaction's value file: 0.
+        // A flushed write-ahead log: its garbage at flush leaves room for its values with
+        // their keys and lengths (every put of this file's stores has a key); a compaction's
+        // value file: none.
         let wal = path.parent().unwrap().join("wal");
         if wal.join(format!("{number:06}.log")).exists() {
-            assert!(first_live < first_live_entries && first_live_entries <= total);
+            assert!(
+                first_dead + first_live < total,
+                "{number}: {first_dead} + {first_live} of {total}"
+            );
         } else {
             assert!(wal.join(format!("{number:06}.vlog")).exists());
-            assert_eq!(first_live_entries, 0);
+            assert_eq!(first_dead, 0);
         }
         vlogs.push(number);
     }
@@ -345,7 +349,7 @@ fn real_files_decode_as_docs_format_md_describes() {
 }
 
 /// Rewrites a format-4 `MANIFEST` as format 2 wrote it (no `first_live_bytes` nor
-/// `first_live_entry_bytes` per value log), from the layout docs/format.md gives; returns the
+/// `first_dead_bytes` per value log), from the layout docs/format.md gives; returns the
 /// value logs it lists.
 fn rewrite_manifest_as_format_2(path: &Path) -> Vec<u64> {
     let f = std::fs::read(path).unwrap();
@@ -394,7 +398,7 @@ fn rewrite_manifest_as_format_2(path: &Path) -> Vec<u64> {
     let mut vlogs = Vec::new();
     for _ in 0..n {
         let (number, total, live, _first_live) = (r.varint(), r.varint(), r.varint(), r.varint());
-        let _first_live_entries = r.varint();
+        let _first_dead = r.varint();
         vlogs.push(number);
         for v in [number, total, live] {
             put(&mut out, v);

@@ -177,6 +177,45 @@ fn the_expiry_index_lives_in_a_partition_of_its_own() {
     }
 }
 
+/// Asked for as many partitions as the engine allows, a new store gets that many in all, one of
+/// them the expiry index's (one more than asked would be refused), and opens again with the
+/// same number; asked for more, it is refused as before.
+#[test]
+fn a_new_store_at_the_partition_limit_opens() {
+    // A log file open per partition: more than many systems' default of 1024 descriptors.
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut files = getrlimit(Resource::Nofile);
+    files.current = files.maximum;
+    setrlimit(Resource::Nofile, files).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let too_many = strata::Options {
+        partitions: strata::PARTITIONS_MAX + 1,
+        ..strata::Options::tiny()
+    };
+    let refused = strata::Db::open(
+        dir.path(),
+        strata_server::store_options(too_many, dir.path()),
+    );
+    assert!(matches!(refused, Err(strata::Error::InvalidArgument(_))));
+    let opts = || strata::Options {
+        partitions: strata::PARTITIONS_MAX,
+        memtable_budget_bytes: 64 << 20,
+        ..strata::Options::tiny()
+    };
+    for round in 0..2 {
+        let db = strata::Db::open(dir.path(), strata_server::store_options(opts(), dir.path()))
+            .unwrap_or_else(|e| panic!("round {round}: {e}"));
+        assert_eq!(db.partitions(), strata::PARTITIONS_MAX);
+        let key = keyspace::string_key(0, b"k");
+        if round == 0 {
+            db.put(&key, &keyspace::Record::encode(b"v", None)).unwrap();
+        } else {
+            assert!(db.get(&key).unwrap().is_some());
+        }
+        db.close().unwrap();
+    }
+}
+
 /// Stores made before the expiry index had a partition of its own (key router rule 1), and
 /// stores the engine's default rule placed (the CLI's, before it shared the server's
 /// keyspace), keep their placement: the server opens them with rule 1, finds their keys and

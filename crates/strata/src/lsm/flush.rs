@@ -11,6 +11,7 @@ use super::memtable::Slot;
 use super::sstable::{table_path, Table, TableBuilder};
 use super::tree::Tree;
 use super::vlog::{ValuePtr, VlogFile};
+use crate::batch::{entry_bytes, Kind};
 use crate::error::Result;
 use crate::journal;
 use crate::util::fsutil;
@@ -39,7 +40,8 @@ impl Tree {
             // already in a table there).
             self.sync_peer_logs()?;
         }
-        // The separated values' bytes, and what their entries take in the log.
+        // The separated values' bytes, and what their entries take in the log (the rest of
+        // the entries there is garbage once the table is written).
         let (mut separated, mut separated_entries) = (0u64, 0u64);
         let table = if mem.is_empty() {
             None
@@ -52,13 +54,13 @@ impl Tree {
             mem.for_each(|k, s, value_offset| match s {
                 Slot::Pointer(p) => {
                     separated += u64::from(p.len);
-                    separated_entries += crate::batch::put_entry_bytes(k.len(), p.len as usize);
+                    separated_entries += entry_bytes(Kind::Put, k.len(), p.len as usize);
                     b.add(k, s)
                 }
                 // A memtable that copied its values in (none does today outside tests).
                 Slot::Put(v) if v.len() >= sep => {
                     separated += v.len() as u64;
-                    separated_entries += crate::batch::put_entry_bytes(k.len(), v.len());
+                    separated_entries += entry_bytes(Kind::Put, k.len(), v.len());
                     b.add(
                         k,
                         &Slot::Pointer(ValuePtr {
@@ -119,7 +121,7 @@ impl Tree {
                         mem.wal_number,
                         separated,
                         separated,
-                        separated_entries,
+                        mem.log_entry_bytes().saturating_sub(separated_entries),
                         self.counters.flushes.load(Ordering::Relaxed),
                     )?),
                 );

@@ -218,6 +218,10 @@ pub(crate) struct Memtable {
     arena: Mutex<BytesMut>,
     bytes: AtomicUsize,
     entries: AtomicUsize,
+    /// The bytes the entries inserted take in the log ([`crate::batch::entry_bytes`]): what
+    /// the flush subtracts the live separated values' entries from to learn how much of the
+    /// log is garbage once flushed.
+    log_entry_bytes: AtomicU64,
     /// The highest sequence number inserted.
     max_seq: AtomicU64,
     /// The highest sequence number of a batch spanning partitions inserted (0: none).
@@ -248,6 +252,7 @@ impl Memtable {
             arena: Mutex::new(BytesMut::new()),
             bytes: AtomicUsize::new(0),
             entries: AtomicUsize::new(0),
+            log_entry_bytes: AtomicU64::new(0),
             max_seq: AtomicU64::new(0),
             max_spanning_seq: AtomicU64::new(0),
             wal_number,
@@ -331,6 +336,10 @@ impl Memtable {
             value.len()
         };
         let charge = key.len() + value_charge + ENTRY_OVERHEAD_BYTES;
+        self.log_entry_bytes.fetch_add(
+            crate::batch::entry_bytes(kind, key.len(), value.len()),
+            Ordering::Relaxed,
+        );
         let mut m = self.map.write();
         let maps = &mut *m;
         let slot_of = |arena: &mut BytesMut| match (kind, pointer) {
@@ -439,6 +448,11 @@ impl Memtable {
 
     pub(crate) fn entries(&self) -> usize {
         self.entries.load(Ordering::Relaxed)
+    }
+
+    /// The bytes of the entries inserted, as their log holds them.
+    pub(crate) fn log_entry_bytes(&self) -> u64 {
+        self.log_entry_bytes.load(Ordering::Relaxed)
     }
 
     pub(crate) fn is_empty(&self) -> bool {

@@ -148,7 +148,7 @@ impl Tree {
                     num,
                     meta.live_bytes,
                     meta.first_live_bytes,
-                    meta.first_live_entry_bytes,
+                    meta.first_dead_bytes,
                     0,
                 )?),
             );

@@ -10,16 +10,17 @@
 //! then `vlog_count varint` and per value log `number varint | total_bytes varint |
 //! live_bytes varint` and, from format 3, `first_live_bytes varint` (its live bytes when it
 //! was written, which the value logs' victim rules measure its losses against) and, from
-//! format 4, `first_live_entry_bytes varint` (the bytes the entries of those values took in a
-//! flushed write-ahead log: kind, lengths, key and value; 0 for a compaction's value file);
+//! format 4, `first_dead_bytes varint` (the bytes of it that were garbage when it was written:
+//! of a flushed write-ahead log, the entries of values that went into tables inline, of
+//! revisions overwritten within it and of deletes; 0 for a compaction's value file);
 //! format 2 and later end with `last_seq varint`, the highest sequence number of a write in the tables
 //! (every write of the partition up to it is in a table). Write-ahead logs numbered below
 //! `log_number` hold nothing that is not in a table, except the value logs listed, which
 //! tables point into. Formats 1 (no `last_seq`, no `first_live_bytes`), 2 (no
-//! `first_live_bytes`) and 3 (no `first_live_entry_bytes`) are still read, a missing
-//! `first_live_bytes` taken as the live bytes listed, a missing `first_live_entry_bytes` as 0
-//! (unknown: a write-ahead log's live share is then its live values over its size, as
-//! before).
+//! `first_live_bytes`) and 3 (no `first_dead_bytes`) are still read, a missing
+//! `first_live_bytes` taken as the live bytes listed, a missing `first_dead_bytes` as every
+//! byte but the first live bytes (a write-ahead log's live share is then its live values over
+//! its size, as those formats had it).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -99,9 +100,8 @@ pub(crate) struct VlogMeta {
     /// Its live bytes when it was written (for a store written before format 3: when the
     /// manifest was first read).
     pub(crate) first_live_bytes: u64,
-    /// The bytes those values' entries took in the log (0: unknown, or a compaction's value
-    /// file).
-    pub(crate) first_live_entry_bytes: u64,
+    /// The bytes of it that were garbage when it was written (see the module comment).
+    pub(crate) first_dead_bytes: u64,
 }
 
 /// What a manifest records besides the tables and value logs.
@@ -147,7 +147,7 @@ fn encode_with_live(
         put_varint(&mut payload, v.total_bytes);
         put_varint(&mut payload, live_of(v));
         put_varint(&mut payload, v.first_live_bytes);
-        put_varint(&mut payload, v.first_live_entry_bytes);
+        put_varint(&mut payload, v.first_dead_bytes);
     }
     put_varint(&mut payload, logs.last_seq);
     let mut out = Vec::with_capacity(payload.len() + 20);
@@ -221,13 +221,17 @@ pub(crate) fn decode(path: &Path, bytes: &[u8]) -> Result<Manifest> {
             } else {
                 live_bytes
             };
-            let first_live_entry_bytes = if version >= 4 { r.varint()? } else { 0 };
+            let first_dead_bytes = if version >= 4 {
+                r.varint()?
+            } else {
+                total_bytes.saturating_sub(first_live_bytes)
+            };
             vlogs.push(VlogMeta {
                 number,
                 total_bytes,
                 live_bytes,
                 first_live_bytes,
-                first_live_entry_bytes,
+                first_dead_bytes,
             });
         }
         let last_seq = if version >= 2 { r.varint()? } else { 0 };
@@ -310,7 +314,7 @@ mod tests {
         let path = dir.path().join("000002.log");
         std::fs::write(&path, vec![0u8; 500]).unwrap();
         let mut version = Version::empty();
-        let log = VlogFile::open(crate::vfs::real(), &path, 2, 200, 400, 430, 0).unwrap();
+        let log = VlogFile::open(crate::vfs::real(), &path, 2, 200, 400, 70, 0).unwrap();
         version.vlogs.insert(2, Arc::new(log));
         let bytes = encode(&version, 7, logs);
         let m = decode(Path::new("MANIFEST"), &bytes).unwrap();
@@ -325,16 +329,16 @@ mod tests {
         }
     }
 
-    /// A value log's first live bytes (format 3) and their entries' bytes (format 4) survive
-    /// the manifest, so the victim rules measure its losses against what it was written with
-    /// after a restart too; a format-2 manifest, which has neither field, reads the first as
-    /// the live bytes it lists, a format-3 manifest the second as unknown (0).
+    /// A value log's first live bytes (format 3) and first dead bytes (format 4) survive the
+    /// manifest, so the victim rules measure its losses against what it was written with after
+    /// a restart too; a manifest without them reads the first as the live bytes it lists and
+    /// the second as every byte but the first live bytes (the shares those formats had).
     #[test]
     fn a_value_logs_first_live_bytes_survive_the_manifest() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("000009.log");
         std::fs::write(&path, vec![0u8; 1000]).unwrap();
-        let log = VlogFile::open(crate::vfs::real(), &path, 9, 600, 900, 960, 0).unwrap();
+        let log = VlogFile::open(crate::vfs::real(), &path, 9, 600, 900, 40, 0).unwrap();
         let mut version = Version::empty();
         version.vlogs.insert(9, Arc::new(log));
         let logs = LogState {
@@ -348,7 +352,7 @@ mod tests {
             total_bytes: 1000,
             live_bytes: 600,
             first_live_bytes: 900,
-            first_live_entry_bytes: 960,
+            first_dead_bytes: 40,
         };
         assert_eq!(m.vlogs, vec![want]);
         // The same manifest as format 3 wrote it: the last varint of each value log dropped.
@@ -360,7 +364,7 @@ mod tests {
         assert_eq!(
             m.vlogs,
             vec![VlogMeta {
-                first_live_entry_bytes: 0,
+                first_dead_bytes: 100,
                 ..want
             }]
         );
@@ -374,7 +378,7 @@ mod tests {
             m.vlogs,
             vec![VlogMeta {
                 first_live_bytes: 600,
-                first_live_entry_bytes: 0,
+                first_dead_bytes: 400,
                 ..want
             }]
         );

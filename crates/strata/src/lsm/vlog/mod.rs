@@ -83,15 +83,14 @@ pub(crate) struct VlogFile {
     pub(crate) sampled_live_bytes: AtomicU64,
     /// Live bytes when the log was written (a flushed log: the bytes of its values that went
     /// to tables as pointers; a compaction's value file: every value it holds), recorded in
-    /// the manifest: the victim rules measure how much of a log died against this, not
-    /// against its size, whose record headers and keys never count as live.
+    /// the manifest: the victim rules measure how much of a log died against this.
     pub(crate) first_live_bytes: u64,
-    /// The bytes the entries of those live values took in the file (kind, lengths, key and
-    /// value) when a flushed write-ahead log became a value log; 0 where unknown (a manifest
-    /// before format 4, a compaction's value file, which needs no such count). Turns the live
-    /// bytes of a write-ahead log into the bytes of it that collecting it would keep
-    /// ([`Self::victim_share`]).
-    pub(crate) first_live_entry_bytes: u64,
+    /// The bytes of the file that were garbage when it was written: of a flushed write-ahead
+    /// log, the entries of values that went into tables inline, of revisions overwritten
+    /// within it and of deletes (for a log a manifest before format 4 lists, every byte but
+    /// its live values); 0 for a compaction's value file. Its record headers and the keys of
+    /// its live values are no garbage: collecting it would write them again.
+    pub(crate) first_dead_bytes: u64,
     /// A value file a compaction wrote (`.vlog`), not a flushed write-ahead log: it holds
     /// nothing but values that were live when it was written, each with its record header and
     /// key.
@@ -117,7 +116,7 @@ impl VlogFile {
         number: u64,
         live_bytes: u64,
         first_live_bytes: u64,
-        first_live_entry_bytes: u64,
+        first_dead_bytes: u64,
         sampled_at_flush: u64,
     ) -> Result<VlogFile> {
         let file = fs.open(path).at(path)?;
@@ -131,7 +130,7 @@ impl VlogFile {
             live_bytes: AtomicU64::new(live_bytes),
             sampled_live_bytes: AtomicU64::new(u64::MAX),
             first_live_bytes,
-            first_live_entry_bytes,
+            first_dead_bytes,
             moved: relocate::is_moved_path(path),
             obsolete: AtomicBool::new(false),
             damaged: AtomicBool::new(false),
@@ -191,15 +190,15 @@ impl VlogFile {
     }
 
     /// The share that decides whether the log's values are moved or collected: of a
-    /// write-ahead log, the share of its size that collecting it would keep (its live values
-    /// with their entries' keys and lengths: the tracked upper bound of its live bytes scaled
-    /// by what their entries took when it was flushed, or the sampled estimate where that is
-    /// lower); its small values and the records of overwritten keys are garbage once flushed,
-    /// the keys of live values are not: a wholly live log under keys long beside their values
-    /// would otherwise look dead, and each collection would write its values into a log just
-    /// like it, to be collected again. Of a compaction's value file, the share of its values
-    /// still live since it was written (the same as [`Self::surviving_share`]), for the same
-    /// reason: moving it frees none of its headers and keys.
+    /// write-ahead log, the share of its size that collecting it would keep (what was not
+    /// garbage when it was flushed, times the share of its values still live; or the sampled
+    /// estimate where that is lower): its small values and the records of overwritten keys are
+    /// garbage once flushed, the keys and record headers of live values are not, so a wholly
+    /// live log under keys long beside their values does not look dead (collecting it would
+    /// write its values into a log just like it, to be collected again). Of a compaction's
+    /// value file, the share of its values still live since it was written (the same as
+    /// [`Self::surviving_share`]), for the same reason: moving it frees none of its headers
+    /// and keys.
     pub(crate) fn victim_share(&self) -> f64 {
         let base = self.victim_base_bytes();
         if base == 0 {
@@ -208,21 +207,22 @@ impl VlogFile {
         let live = if self.moved {
             self.live_estimate()
         } else {
-            self.live_entry_bytes()
+            self.kept_bytes()
                 .min(self.sampled_live_bytes.load(Ordering::Relaxed))
         };
         (live as f64 / base as f64).min(1.0)
     }
 
-    /// The tracked live bytes of a write-ahead log with their entries' share of the file
-    /// (the live bytes alone where the entries' bytes are unknown).
-    fn live_entry_bytes(&self) -> u64 {
+    /// The bytes of a write-ahead log that collecting it would keep, by the tracked live
+    /// bytes: what was not garbage at flush, scaled by the share of its values still live.
+    fn kept_bytes(&self) -> u64 {
         let live = self.live_bytes.load(Ordering::Relaxed);
-        if self.first_live_entry_bytes <= self.first_live_bytes || self.first_live_bytes == 0 {
+        if self.first_live_bytes == 0 {
             return live;
         }
-        let per_value = self.first_live_entry_bytes as f64 / self.first_live_bytes as f64;
-        (live as f64 * per_value) as u64
+        let not_garbage = self.total_bytes.saturating_sub(self.first_dead_bytes);
+        let kept = u128::from(not_garbage) * u128::from(live) / u128::from(self.first_live_bytes);
+        u64::try_from(kept).unwrap_or(u64::MAX)
     }
 
     /// What [`Self::victim_share`] divides the live bytes by, and what a sample's live share
@@ -288,28 +288,28 @@ mod tests {
         }
     }
 
-    /// A flushed log is a victim by the share of its size its live values' entries take (its
-    /// small values and the records of overwritten keys are garbage once flushed, the keys of
-    /// live values are not); a compaction's value file by its live bytes over those it was
-    /// written with (its keys are no garbage: moving it would copy them again).
+    /// A flushed log is a victim by the share of its size collecting it would keep (its small
+    /// values and the records of overwritten keys are garbage once flushed, the keys and
+    /// headers of live values are not); a compaction's value file by its live bytes over those
+    /// it was written with (its keys are no garbage: moving it would copy them again).
     #[test]
     fn a_value_file_is_a_victim_by_what_died_a_log_by_its_size() {
         let dir = tempfile::tempdir().unwrap();
-        let open = |name: &str, number: u64, entry_bytes: u64| {
+        let open = |name: &str, number: u64, dead_bytes: u64| {
             let path = dir.path().join(name);
             std::fs::write(&path, vec![0u8; 1000]).unwrap();
-            VlogFile::open(crate::vfs::real(), &path, number, 300, 900, entry_bytes, 0).unwrap()
+            VlogFile::open(crate::vfs::real(), &path, number, 300, 900, dead_bytes, 0).unwrap()
         };
-        // 900 value bytes written in entries of 990 bytes: a third of them live.
-        let log = open("000001.log", 1, 990);
+        // 900 value bytes written, 10 bytes of garbage at flush: a third of the values live.
+        let log = open("000001.log", 1, 10);
         let moved = open("000002.vlog", 2, 0);
-        // A log of a manifest before format 4: its entries' bytes unknown.
-        let old = open("000003.log", 3, 0);
+        // A log as a manifest before format 4 reads: all but its values garbage.
+        let old = open("000003.log", 3, 100);
         assert!(!log.moved && moved.moved && !old.moved);
         assert!((log.victim_share() - 0.33).abs() < 1e-9);
         assert!((moved.victim_share() - 1.0 / 3.0).abs() < 1e-9);
         assert!((old.victim_share() - 0.3).abs() < 1e-9);
-        // Wholly live, the log's share is its live entries' share of its size, not its values'.
+        // Wholly live, the log's share is what is not garbage, not its values' share.
         log.live_bytes.store(900, Ordering::Relaxed);
         assert!((log.victim_share() - 0.99).abs() < 1e-9);
         // A sample lower than the tracked bound counts for all.

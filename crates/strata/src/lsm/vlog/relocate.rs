@@ -83,9 +83,9 @@ pub(crate) const SPACE_RULE_LIVE_SHARE_MAX: f64 = 0.9;
 pub(crate) struct LogShare {
     pub(crate) number: u64,
     pub(crate) total_bytes: u64,
-    /// The share compared with the fixed threshold ([`VlogFile::victim_share`]): live bytes
-    /// over the size of a write-ahead log, live bytes over those it was written with for a
-    /// compaction's value file.
+    /// The share compared with the fixed threshold ([`VlogFile::victim_share`]): of a
+    /// write-ahead log, the share of its size collecting it would keep; of a compaction's
+    /// value file, its live bytes over those it was written with.
     pub(crate) victim_share: f64,
     /// Live bytes over the live bytes it was written with (1.0 when nothing died since).
     pub(crate) surviving_share: f64,

@@ -4,7 +4,7 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::batch::Kind;
+use crate::batch::{entry_bytes, Kind};
 use crate::error::Result;
 use crate::journal;
 use crate::lsm::tree::{value_is_live, Tree};
@@ -49,10 +49,18 @@ impl Tree {
                     continue;
                 }
                 // Small values count too: a table holds them inline, so their copy here is dead.
+                // A write-ahead log's values count with their entries (keys, lengths), the
+                // units of its victim share (live keys are no garbage, dead ones are); a value
+                // file's alone, as its share counts them.
                 let at = batch.value_offset(value);
-                sampled += value.len() as u64;
+                let bytes = if log.moved {
+                    value.len() as u64
+                } else {
+                    entry_bytes(Kind::Put, key.len(), value.len())
+                };
+                sampled += bytes;
                 if value_is_live(&view, key, log.number, at)? {
-                    live += value.len() as u64;
+                    live += bytes;
                 }
             }
             Ok(())
