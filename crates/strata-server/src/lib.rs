@@ -97,6 +97,49 @@ pub fn store_options(mut opts: strata::Options, dir: &Path) -> strata::Options {
     opts
 }
 
+/// Descriptors kept for the server's own use beyond one per client and the engine's files
+/// (Redis's `CONFIG_MIN_RESERVED_FDS`).
+const RESERVED_FDS: u64 = 32;
+
+/// Makes room for `maxclients` clients under the open-files limit, as redis-server does at
+/// startup: the soft limit is raised as far as the hard limit allows (to the hard limit: the
+/// engine opens more files as its tables grow); if even that leaves too few descriptors for
+/// `maxclients` beside the files open now and a reserve, `maxclients` is lowered to fit, with a
+/// warning, so that a client over the limit is turned away with Redis's "max number of
+/// clients reached" instead of hanging on a connection nobody accepts.
+fn fit_open_files_limit(config: &mut ServerConfig) {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut limit = getrlimit(Resource::Nofile);
+    // `None` is unlimited.
+    let Some(soft) = limit.current else {
+        return;
+    };
+    // Linux's default ceiling for an unlimited hard limit (`fs.nr_open`).
+    const UNLIMITED_HARD_FDS: u64 = 1 << 20;
+    let hard = limit.maximum.unwrap_or(UNLIMITED_HARD_FDS);
+    let open_now = std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count() as u64);
+    let wanted = config.maxclients as u64 + RESERVED_FDS + open_now;
+    let mut usable = soft;
+    if soft < wanted && hard > soft {
+        limit.current = Some(hard);
+        match setrlimit(Resource::Nofile, limit) {
+            Ok(()) => {
+                tracing::info!("raised the open-files limit from {soft} to {hard}");
+                usable = hard;
+            }
+            Err(e) => tracing::warn!("cannot raise the open-files limit from {soft}: {e}"),
+        }
+    }
+    if usable < wanted {
+        let fit = usable.saturating_sub(RESERVED_FDS + open_now).max(1);
+        tracing::warn!(
+            "maxclients {} needs {wanted} open files (clients, the engine's {open_now}, a reserve of {RESERVED_FDS}) but the limit is {usable}: maxclients lowered to {fit} (raise `ulimit -n`)",
+            config.maxclients
+        );
+        config.maxclients = usize::try_from(fit).unwrap_or(usize::MAX);
+    }
+}
+
 /// Largest string value, as Redis's default `proto-max-bulk-len`.
 const STRING_BYTES_MAX: usize = 512 << 20;
 /// A record's header byte and expiry time, at most (`keyspace::Record`).
@@ -122,6 +165,7 @@ pub fn serve_blocking(args: ServeArgs, opts: strata::Options, dir: &Path) -> any
         strata::Db::open(dir, opts)
             .map_err(|e| anyhow::anyhow!("opening the database in {}: {e}", dir.display()))?,
     );
+    fit_open_files_limit(&mut config);
     let workers = config.io_threads.unwrap_or_else(default_io_threads);
     // One connection thread (the default on two cores): a single-threaded runtime runs the
     // connections woken by one poll of the sockets in the order they were woken, as Redis's

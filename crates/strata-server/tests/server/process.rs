@@ -21,21 +21,25 @@ struct ServerProcess {
 
 impl ServerProcess {
     fn start(dir: &Path, appendfsync: &str) -> ServerProcess {
-        Self::start_limited(dir, appendfsync, None)
+        Self::start_under(dir, appendfsync, None)
     }
 
     /// With `file_bytes_max`, every file the server writes is limited to that size
     /// (`prlimit --fsize`, SIGXFSZ ignored so a write past it fails with EFBIG, as ENOSPC would
     /// on a full disk).
-    fn start_limited(dir: &Path, appendfsync: &str, file_bytes_max: Option<u64>) -> ServerProcess {
+    fn start_limited(dir: &Path, appendfsync: &str, file_bytes_max: u64) -> ServerProcess {
+        Self::start_under(dir, appendfsync, Some(format!("--fsize={file_bytes_max}")))
+    }
+
+    /// The server under `prlimit` with `limits` (its arguments), SIGXFSZ ignored.
+    fn start_under(dir: &Path, appendfsync: &str, limits: Option<String>) -> ServerProcess {
         let exe = env!("CARGO_BIN_EXE_strata-server");
-        let mut command = match file_bytes_max {
+        let mut command = match limits {
             None => Command::new(exe),
-            Some(bytes) => {
+            Some(limits) => {
                 let mut c = Command::new("sh");
-                c.arg("-c").arg(format!(
-                    "trap '' XFSZ; exec prlimit --fsize={bytes} \"$0\" \"$@\""
-                ));
+                c.arg("-c")
+                    .arg(format!("trap '' XFSZ; exec prlimit {limits} \"$0\" \"$@\""));
                 c.arg(exe);
                 c
             }
@@ -223,7 +227,7 @@ fn sigkill_loses_no_acknowledged_write(appendfsync: &str) {
 #[test]
 fn full_disk_loses_no_acknowledged_write_and_keeps_serving() {
     let dir = tempfile::tempdir().unwrap();
-    let server = ServerProcess::start_limited(dir.path(), "everysec", Some(200_000));
+    let server = ServerProcess::start_limited(dir.path(), "everysec", 200_000);
     let mut c = server.client();
     // HyperLogLogs whose cached count PFADD left invalid: PFCOUNT computes it and stores it in
     // the key as Redis does, a cache, so a store that refuses writes must still answer it.
@@ -871,4 +875,38 @@ fn list_queue_survives_sigkill() {
         "last {last}, pushed {pushed}"
     );
     server.terminate();
+}
+
+/// Started with a low open-files limit (soft 256, hard 1024), the server raises it, as
+/// redis-server does, and serves more clients than the soft limit allowed; maxclients shrinks
+/// to what the hard limit leaves room for (Redis's default 10 000 does not fit), so a client
+/// over it would be refused with an error rather than left hanging.
+#[test]
+fn the_server_raises_a_low_open_files_limit_for_its_clients() {
+    const CLIENTS: usize = 400;
+    let dir = tempfile::tempdir().unwrap();
+    let server =
+        ServerProcess::start_under(dir.path(), "everysec", Some("--nofile=256:1024".into()));
+    let mut clients = Vec::with_capacity(CLIENTS);
+    for i in 0..CLIENTS {
+        let mut c = std::net::TcpStream::connect(&server.addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        std::io::Write::write_all(&mut c, b"PING\r\n").unwrap();
+        let mut reply = [0u8; 7];
+        std::io::Read::read_exact(&mut c, &mut reply)
+            .unwrap_or_else(|e| panic!("client {i} got no reply: {e}"));
+        assert_eq!(&reply, b"+PONG\r\n", "client {i}");
+        clients.push(c);
+    }
+    let mut c = server.client();
+    let got: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("maxclients")
+        .query(&mut c)
+        .unwrap();
+    let maxclients: usize = got[1].parse().unwrap();
+    assert!(
+        (CLIENTS..1024 - 32).contains(&maxclients),
+        "maxclients {maxclients} under a hard limit of 1024 open files"
+    );
 }
