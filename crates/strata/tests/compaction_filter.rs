@@ -9,6 +9,8 @@ use std::sync::Arc;
 
 use strata::{CompactionFilter, Db, Options};
 
+mod common;
+
 /// Declares dead every value starting with `dead:`.
 #[derive(Debug)]
 struct DeadPrefix;
@@ -169,4 +171,49 @@ fn dead_values_in_value_logs_go_when_the_log_is_collected() {
     run(true);
     // Without the filter the dead values stay (the filter, not something else, removed them).
     run(false);
+}
+
+/// A full compaction reads every separated value it keeps for the filter; one that fails its
+/// checksum there is left where it is (its reads report the damage) and the compaction goes
+/// on: the other values are judged, the dead ones go, the live ones read as written.
+#[test]
+fn a_full_compaction_leaves_a_damaged_separated_value_and_judges_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options(true);
+    o.partitions = 1;
+    o.sync = strata::SyncMode::Never;
+    let value = |i: usize| {
+        let head = if i % 2 == 0 { "dead" } else { "live" };
+        format!("{head}:{i:05}:").repeat(12).into_bytes()
+    };
+    let db = Db::open(dir.path(), o.clone()).unwrap();
+    for i in 0..200 {
+        db.put(format!("key{i:05}").as_bytes(), &value(i)).unwrap();
+    }
+    db.flush().unwrap();
+    db.close().unwrap();
+    // A byte in the middle of key 7's value, in the log the tables point into.
+    let marker = value(7);
+    let mut flipped = 0;
+    for log in common::files_with_suffix(dir.path(), ".log") {
+        let mut bytes = std::fs::read(&log).unwrap();
+        if let Some(at) = bytes.windows(marker.len()).position(|w| w == &marker[..]) {
+            bytes[at + marker.len() / 2] ^= 0x40;
+            std::fs::write(&log, bytes).unwrap();
+            flipped += 1;
+        }
+    }
+    assert_eq!(flipped, 1, "key 7's value found in {flipped} logs");
+
+    let db = Db::open(dir.path(), o).unwrap();
+    db.compact().unwrap();
+    for i in 0..200 {
+        let k = format!("key{i:05}");
+        match db.get(k.as_bytes()) {
+            Err(e) if i == 7 => assert!(e.is_corruption(), "{k}: {e}"),
+            got if i == 7 => panic!("{k}: damage unnoticed: {got:?}"),
+            got if i % 2 == 0 => assert_eq!(got.unwrap(), None, "{k}"),
+            got => assert_eq!(got.unwrap().as_deref(), Some(&value(i)[..]), "{k}"),
+        }
+    }
 }

@@ -110,13 +110,14 @@ fn settled(db: &Db) -> strata::Stats {
     db.stats()
 }
 
+/// A statistic of every partition, summed.
+fn summed(db: &Db, of: impl Fn(&strata::PartitionStats) -> u64) -> u64 {
+    db.stats().partitions.iter().map(of).sum()
+}
+
 /// Value bytes compactions have moved since the store opened.
 fn moved_bytes(db: &Db) -> u64 {
-    db.stats()
-        .partitions
-        .iter()
-        .map(|p| p.moved_value_bytes_written)
-        .sum()
+    summed(db, |p| p.moved_value_bytes_written)
 }
 
 /// The rule keeps fewer bytes in value logs than the fixed share alone, by moving more values;
@@ -207,11 +208,7 @@ fn values_under_long_keys_are_not_moved_again_while_all_are_live() {
 
 /// Value bytes value-log garbage collection has rewritten since the store opened.
 fn collected_bytes(db: &Db) -> u64 {
-    db.stats()
-        .partitions
-        .iter()
-        .map(|p| p.value_log_gc_bytes_written)
-        .sum()
+    summed(db, |p| p.value_log_gc_bytes_written)
 }
 
 /// `db.compact()`, failing the test if it has not returned within two minutes (it runs on in
@@ -280,13 +277,7 @@ fn full_compactions_leave_wholly_live_logs_under_long_keys_alone() {
     for i in (0..KEYS).step_by(5) {
         db.put(&key(i), &value(i, 1)).unwrap();
     }
-    let value_log_bytes = |db: &Db| -> u64 {
-        db.stats()
-            .partitions
-            .iter()
-            .map(|p| p.value_log_bytes)
-            .sum()
-    };
+    let value_log_bytes = |db: &Db| summed(db, |p| p.value_log_bytes);
     db.flush().unwrap();
     let before = (collected_bytes(&db), value_log_bytes(&db));
     compact_within_two_minutes(&db);

@@ -150,8 +150,8 @@ pub(crate) struct FilterReads<'a> {
     pub(crate) settled: &'a dyn crate::options::SettledRead,
     pub(crate) counts: Option<&'a KeyCounts>,
     pub(crate) separated: &'a dyn Fn(&ValuePtr) -> Option<Result<Bytes>>,
-    /// Damaged separated values met, reported once per merge.
-    pub(crate) damaged_values: std::cell::Cell<u64>,
+    /// Whether a damaged separated value was reported (once per merge).
+    pub(crate) damage_reported: std::cell::Cell<bool>,
 }
 
 impl FilterReads<'_> {
@@ -168,11 +168,9 @@ impl FilterReads<'_> {
             None => Ok(None),
             Some(Ok(value)) => Ok(self.judged(opts, key, &value)),
             Some(Err(e)) if e.is_corruption() => {
-                let met = self.damaged_values.get();
-                if met == 0 {
+                if !self.damage_reported.replace(true) {
                     tracing::warn!(error = %e, "a full compaction left a damaged value it could not judge (the first of this compaction)");
                 }
-                self.damaged_values.set(met + 1);
                 Ok(None)
             }
             Some(Err(e)) => Err(e),
@@ -359,7 +357,7 @@ impl Tree {
                 settled: self,
                 counts: self.journal.counts.as_ref(),
                 separated: &|p: &ValuePtr| version.vlogs.get(&p.file).map(|log| log.read(p)),
-                damaged_values: std::cell::Cell::new(0),
+                damage_reported: std::cell::Cell::new(false),
             },
             mover
                 .as_mut()
