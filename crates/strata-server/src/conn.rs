@@ -886,10 +886,11 @@ fn message_reply(m: crate::pubsub::Message) -> Reply {
     match m {
         crate::pubsub::Message::Published {
             pattern: None,
+            shard,
             channel,
             payload,
         } => Reply::Push(vec![
-            Reply::bulk("message"),
+            Reply::bulk(if shard { "smessage" } else { "message" }),
             Reply::Bulk(channel),
             Reply::Bulk(payload),
         ]),
@@ -897,6 +898,7 @@ fn message_reply(m: crate::pubsub::Message) -> Reply {
             pattern: Some(p),
             channel,
             payload,
+            ..
         } => Reply::Push(vec![
             Reply::bulk("pmessage"),
             Reply::Bulk(p),

@@ -1,5 +1,8 @@
-//! Pub/Sub, in memory as in Redis: who listens to which channel or pattern, and delivery of
-//! published messages to each subscriber's connection. A connection owns a mailbox (an
+//! Pub/Sub, in memory as in Redis: who listens to which channel, pattern or shard channel, and
+//! delivery of published messages to each subscriber's connection. Shard channels (SSUBSCRIBE,
+//! SPUBLISH, Redis 7) are a namespace of their own: a message published to one reaches its
+//! shard subscribers only, never a plain channel's or a pattern's, and in cluster mode the
+//! channel name routes like a key. A connection owns a mailbox (an
 //! unbounded channel read by its task in `conn.rs`, bounded here in bytes: a subscriber that
 //! lets [`QUEUE_BYTES_MAX`] pile up is disconnected, as Redis's `client-output-buffer-limit
 //! pubsub` does) and a [`Subscriptions`] in its session, which leaves the registry when the
@@ -25,6 +28,8 @@ pub(crate) enum Message {
     Published {
         /// The pattern that matched (PSUBSCRIBE), if delivered through one.
         pattern: Option<Bytes>,
+        /// Published to a shard channel (SPUBLISH): the subscriber gets `smessage`.
+        shard: bool,
         channel: Bytes,
         payload: Bytes,
     },
@@ -50,6 +55,7 @@ impl Message {
                     pattern,
                     channel,
                     payload,
+                    ..
                 } => channel.len() + payload.len() + pattern.as_ref().map_or(0, Bytes::len),
                 Message::Monitor(line) => line.len(),
                 Message::Tracking { push, .. } => push.bytes(),
@@ -104,6 +110,16 @@ impl Mailbox {
 pub(crate) struct PubSub {
     channels: Mutex<HashMap<Bytes, Vec<Mailbox>>>,
     patterns: Mutex<Vec<(Bytes, Mailbox)>>,
+    shard_channels: Mutex<HashMap<Bytes, Vec<Mailbox>>>,
+}
+
+/// Which of the two channel namespaces a name lives in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Space {
+    /// SUBSCRIBE / PUBLISH.
+    Plain,
+    /// SSUBSCRIBE / SPUBLISH.
+    Shard,
 }
 
 impl PubSub {
@@ -115,6 +131,7 @@ impl PubSub {
             for s in subs {
                 let m = Message::Published {
                     pattern: None,
+                    shard: false,
                     channel: channel.clone(),
                     payload: payload.clone(),
                 };
@@ -125,6 +142,7 @@ impl PubSub {
             if glob::matches(pattern, channel, false) {
                 let m = Message::Published {
                     pattern: Some(pattern.clone()),
+                    shard: false,
                     channel: channel.clone(),
                     payload: payload.clone(),
                 };
@@ -134,9 +152,35 @@ impl PubSub {
         n
     }
 
-    /// Channels with at least one subscriber, optionally matching `pattern`.
-    pub fn channels(&self, pattern: Option<&[u8]>) -> Vec<Bytes> {
-        lock(&self.channels)
+    /// Delivers `payload` to the subscribers of shard channel `channel` (patterns do not see
+    /// shard channels); returns how many received it.
+    pub fn publish_shard(&self, channel: &Bytes, payload: &Bytes) -> usize {
+        let subs = lock(&self.shard_channels);
+        let Some(subs) = subs.get(channel) else {
+            return 0;
+        };
+        subs.iter()
+            .filter(|s| {
+                s.deliver(Message::Published {
+                    pattern: None,
+                    shard: true,
+                    channel: channel.clone(),
+                    payload: payload.clone(),
+                })
+            })
+            .count()
+    }
+
+    fn space(&self, space: Space) -> &Mutex<HashMap<Bytes, Vec<Mailbox>>> {
+        match space {
+            Space::Plain => &self.channels,
+            Space::Shard => &self.shard_channels,
+        }
+    }
+
+    /// Channels of `space` with at least one subscriber, optionally matching `pattern`.
+    pub fn channels(&self, space: Space, pattern: Option<&[u8]>) -> Vec<Bytes> {
+        lock(self.space(space))
             .iter()
             .filter(|(c, subs)| {
                 !subs.is_empty() && pattern.is_none_or(|p| glob::matches(p, c, false))
@@ -145,9 +189,9 @@ impl PubSub {
             .collect()
     }
 
-    /// Subscribers of `channel`.
-    pub fn numsub(&self, channel: &[u8]) -> usize {
-        lock(&self.channels).get(channel).map_or(0, Vec::len)
+    /// Subscribers of `channel` in `space`.
+    pub fn numsub(&self, space: Space, channel: &[u8]) -> usize {
+        lock(self.space(space)).get(channel).map_or(0, Vec::len)
     }
 
     /// Pattern subscriptions, counted once per distinct pattern (as Redis does).
@@ -211,9 +255,10 @@ impl Names {
 pub(crate) struct Subscriptions {
     registry: Arc<PubSub>,
     mailbox: Mailbox,
-    /// The channels and patterns this connection listens to.
+    /// The channels, patterns and shard channels this connection listens to.
     pub channels: Names,
     pub patterns: Names,
+    pub shard_channels: Names,
 }
 
 impl Subscriptions {
@@ -223,6 +268,7 @@ impl Subscriptions {
             mailbox,
             channels: Names::default(),
             patterns: Names::default(),
+            shard_channels: Names::default(),
         }
     }
 
@@ -231,35 +277,48 @@ impl Subscriptions {
         self.mailbox.clone()
     }
 
-    /// Subscriptions of every kind (what SUBSCRIBE and UNSUBSCRIBE replies count).
+    /// Subscriptions of every kind: a RESP2 connection with any is in subscribed mode.
     pub fn count(&self) -> usize {
+        self.channels.len() + self.patterns.len() + self.shard_channels.len()
+    }
+
+    /// Channel and pattern subscriptions (what SUBSCRIBE and PSUBSCRIBE replies count; Redis 7
+    /// counts shard channels apart).
+    pub fn plain_count(&self) -> usize {
         self.channels.len() + self.patterns.len()
     }
 
-    /// Subscribes to `channel`; false if already subscribed.
-    pub fn subscribe(&mut self, channel: &Bytes) -> bool {
-        if !self.channels.insert(channel) {
+    fn names_mut(&mut self, space: Space) -> &mut Names {
+        match space {
+            Space::Plain => &mut self.channels,
+            Space::Shard => &mut self.shard_channels,
+        }
+    }
+
+    /// Subscribes to `channel` of `space`; false if already subscribed.
+    pub fn subscribe(&mut self, space: Space, channel: &Bytes) -> bool {
+        if !self.names_mut(space).insert(channel) {
             return false;
         }
-        lock(&self.registry.channels)
+        lock(self.registry.space(space))
             .entry(channel.clone())
             .or_default()
             .push(self.mailbox.clone());
         true
     }
 
-    /// Unsubscribes from `channel`; false if not subscribed.
-    pub fn unsubscribe(&mut self, channel: &[u8]) -> bool {
-        if !self.channels.remove(channel) {
+    /// Unsubscribes from `channel` of `space`; false if not subscribed.
+    pub fn unsubscribe(&mut self, space: Space, channel: &[u8]) -> bool {
+        if !self.names_mut(space).remove(channel) {
             return false;
         }
-        self.leave_channel(channel);
+        self.leave_channel(space, channel);
         true
     }
 
-    /// Takes this connection's mailbox off `channel` in the registry.
-    fn leave_channel(&self, channel: &[u8]) {
-        let mut channels = lock(&self.registry.channels);
+    /// Takes this connection's mailbox off `channel` of `space` in the registry.
+    fn leave_channel(&self, space: Space, channel: &[u8]) {
+        let mut channels = lock(self.registry.space(space));
         if let Some(subs) = channels.get_mut(channel) {
             subs.retain(|m| m.client != self.mailbox.client);
             if subs.is_empty() {
@@ -268,10 +327,14 @@ impl Subscriptions {
         }
     }
 
-    /// Leaves every channel and pattern (RESET, and the end of the connection).
+    /// Leaves every channel, pattern and shard channel (RESET, and the end of the
+    /// connection).
     pub fn clear(&mut self) {
         for c in std::mem::take(&mut self.channels).into_vec() {
-            self.leave_channel(&c);
+            self.leave_channel(Space::Plain, &c);
+        }
+        for c in std::mem::take(&mut self.shard_channels).into_vec() {
+            self.leave_channel(Space::Shard, &c);
         }
         if std::mem::take(&mut self.patterns).len() > 0 {
             lock(&self.registry.patterns).retain(|(_, m)| m.client != self.mailbox.client);
@@ -316,8 +379,8 @@ mod tests {
         let (mb2, mut rx2) = Mailbox::new(2);
         let mut s1 = Subscriptions::new(registry.clone(), mb1);
         let mut s2 = Subscriptions::new(registry.clone(), mb2);
-        assert!(s1.subscribe(&Bytes::from_static(b"news")));
-        assert!(!s1.subscribe(&Bytes::from_static(b"news")));
+        assert!(s1.subscribe(Space::Plain, &Bytes::from_static(b"news")));
+        assert!(!s1.subscribe(Space::Plain, &Bytes::from_static(b"news")));
         assert!(s2.psubscribe(&Bytes::from_static(b"n*")));
         let n = registry.publish(&Bytes::from_static(b"news"), &Bytes::from_static(b"hi"));
         assert_eq!(n, 2);
@@ -329,16 +392,55 @@ mod tests {
             panic!("not a published message")
         };
         assert_eq!(pattern.as_deref(), Some(&b"n*"[..]));
-        assert_eq!(registry.numsub(b"news"), 1);
+        assert_eq!(registry.numsub(Space::Plain, b"news"), 1);
         assert_eq!(registry.numpat(), 1);
         drop(s2);
         assert_eq!(registry.numpat(), 0);
-        assert!(s1.unsubscribe(b"news"));
-        assert!(registry.channels(None).is_empty());
+        assert!(s1.unsubscribe(Space::Plain, b"news"));
+        assert!(registry.channels(Space::Plain, None).is_empty());
         assert_eq!(
             registry.publish(&Bytes::from_static(b"news"), &Bytes::new()),
             0
         );
+    }
+
+    /// Shard channels are a namespace of their own: SPUBLISH reaches shard subscribers only,
+    /// PUBLISH and patterns never reach them, and a connection's counts keep them apart.
+    #[test]
+    fn shard_channels_are_apart_from_channels_and_patterns() {
+        let registry = Arc::new(PubSub::default());
+        let (mb1, mut rx1) = Mailbox::new(1);
+        let (mb2, mut rx2) = Mailbox::new(2);
+        let mut s1 = Subscriptions::new(registry.clone(), mb1);
+        let mut s2 = Subscriptions::new(registry.clone(), mb2);
+        let c = Bytes::from_static(b"c");
+        assert!(s1.subscribe(Space::Shard, &c));
+        assert!(s2.subscribe(Space::Plain, &c));
+        assert!(s2.psubscribe(&Bytes::from_static(b"*")));
+        assert_eq!((s1.count(), s1.plain_count()), (1, 0));
+        assert_eq!((s2.count(), s2.plain_count()), (2, 2));
+        assert_eq!(registry.publish_shard(&c, &Bytes::from_static(b"s")), 1);
+        let Message::Published { shard, .. } = rx1.try_recv().unwrap() else {
+            panic!("not a published message")
+        };
+        assert!(shard);
+        assert!(
+            rx2.try_recv().is_err(),
+            "a plain subscriber got a shard message"
+        );
+        assert_eq!(registry.publish(&c, &Bytes::from_static(b"p")), 2);
+        assert!(
+            rx1.try_recv().is_err(),
+            "a shard subscriber got a plain message"
+        );
+        assert_eq!(registry.numsub(Space::Shard, b"c"), 1);
+        assert_eq!(
+            registry.channels(Space::Shard, Some(b"c*")),
+            vec![c.clone()]
+        );
+        s1.clear();
+        assert_eq!(registry.numsub(Space::Shard, b"c"), 0);
+        assert_eq!(registry.publish_shard(&c, &Bytes::new()), 0);
     }
 
     #[test]
@@ -347,7 +449,7 @@ mod tests {
         let (mb, _rx) = Mailbox::new(1);
         let overflowed = mb.overflowed.clone();
         let mut s = Subscriptions::new(registry.clone(), mb);
-        s.subscribe(&Bytes::from_static(b"c"));
+        s.subscribe(Space::Plain, &Bytes::from_static(b"c"));
         let big = Bytes::from(vec![0u8; 1 << 20]);
         let mut delivered = 0;
         for _ in 0..40 {
@@ -393,7 +495,7 @@ mod tests {
         let (mb, _rx) = Mailbox::new(1);
         let overflowed = mb.overflowed.clone();
         let mut s = Subscriptions::new(registry.clone(), mb);
-        s.subscribe(&Bytes::new());
+        s.subscribe(Space::Plain, &Bytes::new());
         let mut delivered = 0;
         for _ in 0..(QUEUE_BYTES_MAX / 16) {
             delivered += registry.publish(&Bytes::new(), &Bytes::new());

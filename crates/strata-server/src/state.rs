@@ -87,11 +87,13 @@ pub(crate) struct ClientControl {
     pub unblock: std::sync::atomic::AtomicU8,
     /// Whether the connection waits in a blocking command (BLPOP...).
     pub blocked: AtomicBool,
-    /// Whether the connection listens to a channel or pattern (CLIENT LIST TYPE pubsub).
+    /// Whether the connection listens to a channel, pattern or shard channel (CLIENT LIST
+    /// TYPE pubsub).
     pub subscribed: AtomicBool,
-    /// Channels and patterns it listens to (CLIENT LIST `sub`, `psub`).
+    /// Channels, patterns and shard channels it listens to (CLIENT LIST `sub`, `psub`, `ssub`).
     pub channels: std::sync::atomic::AtomicUsize,
     pub patterns: std::sync::atomic::AtomicUsize,
+    pub shard_channels: std::sync::atomic::AtomicUsize,
     /// Commands queued since MULTI, -1 outside MULTI (CLIENT LIST `multi`).
     pub queued: std::sync::atomic::AtomicI64,
     /// When its last command ran, in ms since the server started (CLIENT LIST `idle`).

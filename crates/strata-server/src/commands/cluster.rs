@@ -768,6 +768,9 @@ impl Target {
 }
 
 /// Exposed for COMMAND GETKEYS: the keys, or Redis's errors for commands without any.
+/// Commands whose key positions name shard channels, not keys.
+const NOT_KEYS: &[&str] = &["ssubscribe", "sunsubscribe", "spublish"];
+
 pub(crate) fn getkeys(args: &[Bytes]) -> Result<Reply> {
     let Some(spec) = super::resolve(args) else {
         return Err(Error::command("Invalid command specified"));
@@ -779,7 +782,13 @@ pub(crate) fn getkeys(args: &[Bytes]) -> Result<Reply> {
             "Invalid number of arguments specified for command",
         ));
     }
-    let keys = command_keys(spec, args);
+    // Shard channels route like keys in a cluster but are not keys (Redis flags them
+    // `not_key`): GETKEYS names none.
+    let keys = if NOT_KEYS.contains(&spec.name) {
+        Vec::new()
+    } else {
+        command_keys(spec, args)
+    };
     // A command whose keys depend on its arguments may have none (EVAL with numkeys 0): an
     // empty list, as Redis; one that never takes keys is an error.
     if keys.is_empty() && !MOVABLE_KEYS.contains(&spec.name) {

@@ -75,6 +75,8 @@ fn reset(ctx: &mut Ctx<'_>, _: &[Bytes]) -> Result<Reply> {
             .store(false, std::sync::atomic::Ordering::Relaxed);
         c.channels.store(0, std::sync::atomic::Ordering::Relaxed);
         c.patterns.store(0, std::sync::atomic::Ordering::Relaxed);
+        c.shard_channels
+            .store(0, std::sync::atomic::Ordering::Relaxed);
     }
     Ok(Reply::simple("RESET"))
 }
@@ -756,9 +758,10 @@ fn client_line(id: u64, e: &ClientEntry, shared: &crate::state::Shared) -> Strin
     };
     let channels = c.channels.load(Relaxed);
     let patterns = c.patterns.load(Relaxed);
+    let shard_channels = c.shard_channels.load(Relaxed);
     let queued = c.queued.load(Relaxed);
     let mut flags = String::new();
-    if channels + patterns > 0 {
+    if channels + patterns + shard_channels > 0 {
         flags.push('P');
     }
     if queued >= 0 {
@@ -792,7 +795,7 @@ fn client_line(id: u64, e: &ClientEntry, shared: &crate::state::Shared) -> Strin
     };
     format!(
         "id={id} addr={} laddr={} fd={} name={name} age={} idle={idle} flags={flags} db={} \
-         sub={channels} psub={patterns} ssub=0 multi={queued} qbuf=0 qbuf-free=0 argv-mem=0 \
+         sub={channels} psub={patterns} ssub={shard_channels} multi={queued} qbuf=0 qbuf-free=0 argv-mem=0 \
          multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={cmd} user=default \
          redir={redir} resp={}\n",
         e.peer,

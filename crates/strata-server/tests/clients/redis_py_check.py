@@ -79,6 +79,20 @@ m = p.get_message(timeout=2)
 assert m["type"] == "message" and m["channel"] == "news" and m["data"] == "hello", m
 p.close()
 
+# Sharded pub/sub (Redis 7): its own namespace, `smessage` deliveries.
+p = r.pubsub()
+p.ssubscribe("orders")
+assert p.get_sharded_message(timeout=2)["type"] == "ssubscribe"
+assert other.publish("orders", "plain") == 0
+assert other.spublish("orders", "o1") == 1
+assert other.pubsub_shardnumsub("orders") == [("orders", 1)]
+m = p.get_sharded_message(timeout=2)
+assert m["type"] == "smessage" and m["channel"] == "orders" and m["data"] == "o1", m
+p.sunsubscribe("orders")
+assert p.get_sharded_message(timeout=2)["type"] == "sunsubscribe"
+assert other.pubsub_shardchannels() == []
+p.close()
+
 # Keyspace notifications as a session store uses them (Spring Session's setting, then a
 # listener for expired and deleted sessions on database 0).
 assert r.config_set("notify-keyspace-events", "Egx")

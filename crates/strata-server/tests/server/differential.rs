@@ -214,7 +214,7 @@ pub struct Pair {
 /// Whether replies of this command are unordered lists (compared sorted).
 fn unordered(args: &[Vec<u8>]) -> bool {
     let is = |i: usize, w: &[u8]| args.get(i).is_some_and(|a| a.eq_ignore_ascii_case(w));
-    is(0, b"KEYS") || (is(0, b"PUBSUB") && is(1, b"CHANNELS"))
+    is(0, b"KEYS") || (is(0, b"PUBSUB") && (is(1, b"CHANNELS") || is(1, b"SHARDCHANNELS")))
 }
 
 /// A parsed reply: a scalar (its bytes as sent) or an aggregate (header line and elements).
@@ -3894,8 +3894,9 @@ fn server_introspection_matches_redis() {
     }
 }
 
-/// Pub/Sub: A subscribes to channels and patterns, B publishes and asks PUBSUB; every
-/// confirmation, message, count and refusal (RESP2's subscribed mode) must match.
+/// Pub/Sub: A subscribes to channels, patterns and shard channels, B publishes (PUBLISH and
+/// SPUBLISH to the same names: the namespaces are apart) and asks PUBSUB; every confirmation,
+/// message, count and refusal (RESP2's subscribed mode, SSUBSCRIBE inside MULTI) must match.
 #[test]
 fn pubsub_matches_redis() {
     let mut total = 0;
@@ -3910,9 +3911,10 @@ fn pubsub_matches_redis() {
         let patterns = ["news*", "*", "s?ort", "n[a-e]ws", "none"];
         let mut mine: Vec<&str> = Vec::new();
         let mut pats: Vec<&str> = Vec::new();
-        for round in 0..400 {
+        let mut shards: Vec<&str> = Vec::new();
+        for round in 0..500 {
             let context = format!("pubsub, seed {seed}, round {round}");
-            match rng.gen_range(0..12) {
+            match rng.gen_range(0..17) {
                 0 | 1 => {
                     let n = rng.gen_range(1..3);
                     let mut cmd = vec!["SUBSCRIBE"];
@@ -3964,8 +3966,66 @@ fn pubsub_matches_redis() {
                         &["PUBSUB", "CHANNELS"],
                         &["PUBSUB", "CHANNELS", "n*"],
                         &["PUBSUB", "NOPE"],
-                    ][rng.gen_range(0..5)];
+                        &["PUBSUB", "SHARDCHANNELS"],
+                        &["PUBSUB", "SHARDCHANNELS", "n*"],
+                        &["PUBSUB", "SHARDNUMSUB", "news", "sport", "x"],
+                        &["PUBSUB", "SHARDNUMSUB"],
+                        &["PUBSUB", "SHARDCHANNELS", "a", "b"],
+                        &["PUBSUB", "CHANNELS", "a", "b"],
+                        &["PUBSUB", "NUMPAT", "a"],
+                        &["PUBSUB", "help", "a"],
+                    ][rng.gen_range(0..13)];
                     pair.check(1, &words(sub), &context);
+                }
+                8 | 9 => {
+                    let n = rng.gen_range(1..3);
+                    let mut cmd = vec!["SSUBSCRIBE"];
+                    for _ in 0..n {
+                        let c = channels[rng.gen_range(0..channels.len())];
+                        cmd.push(c);
+                        if !shards.contains(&c) {
+                            shards.push(c);
+                        }
+                    }
+                    pair.check_n(0, &words(&cmd), n, &context);
+                }
+                10 => {
+                    let c = channels[rng.gen_range(0..channels.len())];
+                    shards.retain(|x| *x != c);
+                    pair.check_n(0, &words(&["SUNSUBSCRIBE", c]), 1, &context);
+                }
+                11 if shards.len() <= 1 => {
+                    let n = shards.len().max(1);
+                    shards.clear();
+                    pair.check_n(0, &words(&["SUNSUBSCRIBE"]), n, &context);
+                }
+                12 => {
+                    // Refused inside MULTI (at EXEC), and wrong arity, on the other connection.
+                    let c = [
+                        &["SPUBLISH", "news"][..],
+                        &["SSUBSCRIBE"],
+                        &["MULTI"],
+                        &["SSUBSCRIBE", "news"],
+                        &["EXEC"],
+                        &["COMMAND", "GETKEYS", "SPUBLISH", "news", "x"],
+                    ];
+                    for cmd in c {
+                        pair.check(1, &words(cmd), &context);
+                    }
+                }
+                13 | 14 => {
+                    let c = channels[rng.gen_range(0..channels.len())];
+                    let payload = format!("s{round}");
+                    let reply = pair.check(1, &words(&["SPUBLISH", c, &payload]), &context);
+                    let n: usize = String::from_utf8_lossy(&reply[1..reply.len() - 2])
+                        .parse()
+                        .unwrap();
+                    pair.compare_pending(
+                        0,
+                        n,
+                        true,
+                        &format!("{context}, messages of SPUBLISH {c}"),
+                    );
                 }
                 _ => {
                     let c = channels[rng.gen_range(0..channels.len())];
