@@ -5,6 +5,7 @@
 //! (INFO, CONFIG, COMMAND, SAVE...), [`strings`], [`keys`] and [`json`]. The same table answers
 //! COMMAND COUNT/INFO/DOCS, so what clients discover is what the dispatcher runs.
 
+pub mod admin;
 pub mod bitmaps;
 pub mod cluster;
 pub mod collections;
@@ -185,6 +186,7 @@ pub(crate) fn table() -> impl Iterator<Item = &'static Spec> {
     connection::SPECS
         .iter()
         .chain(server::SPECS)
+        .chain(admin::SPECS)
         .chain(strings::SPECS)
         .chain(bitmaps::SPECS)
         .chain(hyperloglog::SPECS)

@@ -3853,6 +3853,124 @@ fn hello_shape(reply: &[u8]) -> String {
     parts.join("\r\n")
 }
 
+/// The administration commands tools send (ACL, LATENCY, MODULE, DEBUG, FAILOVER, REPLICAOF,
+/// SLAVEOF, BGREWRITEAOF, MEMORY PURGE), in both protocols, with and without a password:
+/// redis-server with its defaults answers each exactly so (one user, the latency monitor
+/// off, no modules, DEBUG and MODULE LOAD refused, no replicas). ACL GENPASS is random: its
+/// length is compared.
+#[test]
+fn admin_commands_match_redis() {
+    let mut pair = Pair::start();
+    for proto in ["2", "3"] {
+        let ctx = format!("admin, RESP{proto}");
+        pair.send_both(0, &words(&["HELLO", proto]));
+        for pass in [None, Some("s3cret")] {
+            if let Some(p) = pass {
+                pair.check(0, &words(&["CONFIG", "SET", "requirepass", p]), &ctx);
+                pair.check(0, &words(&["AUTH", p]), &ctx);
+            }
+            for c in [
+                &["ACL", "WHOAMI"][..],
+                &["ACL", "WHOAMI", "x"],
+                &["ACL", "USERS"],
+                &["ACL", "LIST"],
+                &["ACL", "GETUSER", "default"],
+                &["ACL", "GETUSER", "nobody"],
+                &["ACL", "GETUSER"],
+                &["ACL", "CAT"],
+                &["ACL", "CAT", "nope"],
+                &["ACL", "CAT", "read", "x"],
+                &["ACL", "LOG"],
+                &["ACL", "LOG", "5"],
+                &["ACL", "LOG", "-1"],
+                &["ACL", "LOG", "x"],
+                &["ACL", "LOG", "RESET"],
+                &["ACL", "LOG", "a", "b"],
+                &["ACL", "GENPASS", "0"],
+                &["ACL", "GENPASS", "4097"],
+                &["ACL", "GENPASS", "x"],
+                &["ACL", "GENPASS", "a", "b"],
+                &["ACL", "DELUSER", "default"],
+                &["ACL", "DELUSER", "a", "b"],
+                &["ACL", "DELUSER"],
+                &["ACL", "DRYRUN", "default", "get", "x"],
+                &["ACL", "DRYRUN", "default", "get"],
+                &["ACL", "DRYRUN", "default", "nosuch"],
+                &["ACL", "DRYRUN", "nobody", "get", "x"],
+                &["ACL", "DRYRUN", "default"],
+                &["ACL", "SAVE"],
+                &["ACL", "LOAD"],
+                &["ACL", "HELP"],
+                &["ACL", "NOPE"],
+                &["ACL"],
+                &["LATENCY", "LATEST"],
+                &["LATENCY", "LATEST", "x"],
+                &["LATENCY", "HISTORY", "command"],
+                &["LATENCY", "HISTORY"],
+                &["LATENCY", "RESET"],
+                &["LATENCY", "RESET", "command", "fork"],
+                &["LATENCY", "GRAPH", "command"],
+                &["LATENCY", "DOCTOR"],
+                &["LATENCY", "DOCTOR", "x"],
+                &["LATENCY", "NOPE"],
+                &["MODULE", "LIST"],
+                &["MODULE", "LIST", "x"],
+                &["MODULE", "LOAD", "/nonexistent.so"],
+                &["MODULE", "LOADEX", "/nonexistent.so"],
+                &["MODULE", "UNLOAD", "json"],
+                &["MODULE", "HELP"],
+                &["MODULE", "NOPE"],
+                &["DEBUG", "SLEEP", "0"],
+                &["DEBUG"],
+                &["FAILOVER"],
+                &["FAILOVER", "ABORT"],
+                &["FAILOVER", "ABORT", "x"],
+                &["FAILOVER", "TO", "127.0.0.1", "1"],
+                &["FAILOVER", "TIMEOUT", "5"],
+                &["FAILOVER", "NOPE"],
+                &["REPLICAOF", "NO", "ONE"],
+                &["SLAVEOF", "no", "one"],
+                &["REPLICAOF", "host", "port"],
+                &["REPLICAOF", "NO"],
+                &["BGREWRITEAOF", "x"],
+                &["MEMORY", "PURGE"],
+                &["MEMORY", "PURGE", "x"],
+                &["MEMORY", "DOCTOR", "x"],
+            ] {
+                pair.check(0, &words(c), &ctx);
+            }
+            for bits in ["1", "5", "256", "4096"] {
+                let lens: Vec<usize> = (0..2)
+                    .map(|side| {
+                        pair.conns[side][0]
+                            .call(&words(&["ACL", "GENPASS", bits]))
+                            .len()
+                    })
+                    .collect();
+                assert_eq!(lens[0], lens[1], "{ctx}: ACL GENPASS {bits}");
+            }
+            if pass.is_some() {
+                pair.check(0, &words(&["CONFIG", "SET", "requirepass", ""]), &ctx);
+            }
+        }
+    }
+    // BGREWRITEAOF starts (or schedules behind a running save) on both.
+    let replies: Vec<Vec<u8>> = (0..2)
+        .map(|side| pair.conns[side][0].call(&words(&["BGREWRITEAOF"])))
+        .collect();
+    for r in &replies {
+        assert!(
+            r.starts_with(b"+Background append only file rewriting"),
+            "{}",
+            show(r)
+        );
+    }
+    eprintln!(
+        "admin: {} replies compared with redis-server",
+        pair.compared
+    );
+}
+
 /// What applications and client libraries ask a server about itself at start-up: HELLO in both
 /// protocols (its map's keys and types; version and id masked), ROLE, the memory and
 /// notification settings (CONFIG GET, and CONFIG SET of the value they have), CLIENT NO-EVICT.

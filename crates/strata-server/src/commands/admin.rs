@@ -1,0 +1,437 @@
+//! The administration commands a Redis deployment's tools send, answered as a standalone
+//! redis-server 7 with its default settings answers them, so that monitoring, client libraries
+//! and operations scripts get the replies they expect instead of "unknown command":
+//! - ACL: one user, `default`, whose password is `requirepass` (WHOAMI, USERS, LIST, GETUSER,
+//!   CAT, DRYRUN, GENPASS, LOG, DELUSER of users that do not exist; SETUSER is refused: there
+//!   is no second user to make);
+//! - LATENCY: the latency monitor is off, as it is by default (`latency-monitor-threshold 0`);
+//! - MODULE: none loaded, loading refused as `enable-module-command no` refuses it;
+//! - DEBUG: refused as `enable-debug-command no` refuses it;
+//! - FAILOVER, REPLICAOF, SLAVEOF: a primary without replicas (REPLICAOF NO ONE is accepted,
+//!   replicating from another server is not offered);
+//! - BGREWRITEAOF: the write-ahead logs are cut by flushing the memtables, as BGSAVE does.
+
+use std::borrow::Cow;
+
+use bytes::Bytes;
+
+use super::{is, text, Ctx, Spec};
+use crate::error::{Error, Result};
+use crate::resp::Reply;
+
+const ADMIN: &[&str] = &["admin", "noscript", "loading", "stale"];
+const CONTAINER: &[&str] = &["noscript", "loading", "stale"];
+
+#[rustfmt::skip]
+pub(crate) static SPECS: &[Spec] = &[
+    Spec { name: "acl", arity: -2, flags: CONTAINER, keys: (0, 0, 0), group: "server", summary: "ACL WHOAMI, USERS, LIST, GETUSER, CAT, DRYRUN, GENPASS, LOG, DELUSER, HELP.", handler: acl },
+    Spec { name: "latency", arity: -2, flags: CONTAINER, keys: (0, 0, 0), group: "server", summary: "LATENCY LATEST, HISTORY, RESET, GRAPH, DOCTOR, HELP (the latency monitor is off).", handler: latency },
+    Spec { name: "module", arity: -2, flags: CONTAINER, keys: (0, 0, 0), group: "server", summary: "MODULE LIST, HELP (no modules; loading is refused).", handler: module },
+    Spec { name: "debug", arity: -2, flags: ADMIN, keys: (0, 0, 0), group: "server", summary: "Refused, as redis-server refuses it by default.", handler: debug },
+    Spec { name: "failover", arity: -1, flags: &["admin", "noscript", "stale"], keys: (0, 0, 0), group: "server", summary: "Refused: this server has no replicas.", handler: failover },
+    Spec { name: "replicaof", arity: 3, flags: &["admin", "noscript", "stale", "no_async_loading"], keys: (0, 0, 0), group: "server", summary: "REPLICAOF NO ONE: this server is a primary.", handler: replicaof },
+    Spec { name: "slaveof", arity: 3, flags: &["admin", "noscript", "stale", "no_async_loading"], keys: (0, 0, 0), group: "server", summary: "SLAVEOF NO ONE: this server is a primary.", handler: replicaof },
+    Spec { name: "bgrewriteaof", arity: 1, flags: &["admin", "noscript", "no_async_loading"], keys: (0, 0, 0), group: "server", summary: "Flushes the memtables in the background, so the write-ahead logs can be cut.", handler: bgrewriteaof },
+];
+
+/// Redis 7's ACL categories, in the order ACL CAT lists them.
+const CATEGORIES: &[&str] = &[
+    "keyspace",
+    "read",
+    "write",
+    "set",
+    "sortedset",
+    "list",
+    "hash",
+    "string",
+    "bitmap",
+    "hyperloglog",
+    "geo",
+    "stream",
+    "pubsub",
+    "admin",
+    "fast",
+    "slow",
+    "blocking",
+    "dangerous",
+    "connection",
+    "transaction",
+    "scripting",
+];
+
+fn help(lines: &[&'static str]) -> Reply {
+    Reply::Array(
+        lines
+            .iter()
+            .map(|l| Reply::Simple(Cow::Borrowed(l)))
+            .collect(),
+    )
+}
+
+/// Redis's reply to a known subcommand given the wrong number of arguments, for subcommands
+/// whose arity the handler checks (Redis 7 words it so for them).
+fn sub_syntax(container: &str, args: &[Bytes]) -> Error {
+    Error::command(format!(
+        "unknown subcommand or wrong number of arguments for '{}'. Try {container} HELP.",
+        text(&args[1])
+    ))
+}
+
+fn unknown_sub(container: &'static str, args: &[Bytes]) -> Error {
+    Error::UnknownSubcommand {
+        container,
+        sub: text(&args[1]),
+    }
+}
+
+/// Checks a subcommand's Redis arity (`n` exactly, `-n` at least).
+fn arity(args: &[Bytes], container: &str, sub: &str, n: i64) -> Result<()> {
+    let have = args.len() as i64;
+    if (n > 0 && have != n) || (n < 0 && have < -n) {
+        return Err(Error::WrongArity(format!("{container}|{sub}")));
+    }
+    Ok(())
+}
+
+/// The default user's password entry: none (`nopass`), or the SHA-256 of `requirepass` in
+/// hex, as ACL LIST and ACL GETUSER show it.
+fn password_hash(ctx: &Ctx<'_>) -> Option<String> {
+    use sha2::Digest;
+    let pass = ctx.shared.config().requirepass?;
+    let digest = sha2::Sha256::digest(pass.as_bytes());
+    Some(digest.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Whether command `spec` belongs to ACL category `category`, from its group and flags (the
+/// same sources Redis derives its categories from).
+fn in_category(spec: &Spec, category: &str) -> bool {
+    let has = |f: &str| spec.flags.contains(&f);
+    match category {
+        "keyspace" => spec.group == "generic",
+        "read" => has("readonly"),
+        "write" => has("write"),
+        "set" | "list" | "hash" | "string" | "bitmap" | "hyperloglog" | "geo" | "stream"
+        | "pubsub" | "connection" | "scripting" => spec.group == category,
+        "transaction" => spec.group == "transactions",
+        "sortedset" => spec.group == "sorted_set",
+        "admin" | "dangerous" => has("admin"),
+        "fast" => has("fast"),
+        "slow" => !has("fast"),
+        "blocking" => has("blocking"),
+        _ => false,
+    }
+}
+
+fn acl(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let sub = text(&args[1]).to_ascii_lowercase();
+    match sub.as_str() {
+        "whoami" => {
+            arity(args, "acl", "whoami", 2)?;
+            Ok(Reply::bulk("default"))
+        }
+        "users" => {
+            arity(args, "acl", "users", 2)?;
+            Ok(Reply::Array(vec![Reply::bulk("default")]))
+        }
+        "list" => {
+            arity(args, "acl", "list", 2)?;
+            let pass = password_hash(ctx).map_or_else(|| "nopass".to_string(), |h| format!("#{h}"));
+            Ok(Reply::Array(vec![Reply::text(format!(
+                "user default on {pass} ~* &* +@all"
+            ))]))
+        }
+        "getuser" => {
+            arity(args, "acl", "getuser", 3)?;
+            if &args[2][..] != b"default" {
+                return Ok(Reply::Nil);
+            }
+            let (flags, passwords) = match password_hash(ctx) {
+                None => (vec![Reply::bulk("on"), Reply::bulk("nopass")], vec![]),
+                Some(h) => (vec![Reply::bulk("on")], vec![Reply::text(h)]),
+            };
+            Ok(Reply::Map(vec![
+                (Reply::bulk("flags"), Reply::Set(flags)),
+                (Reply::bulk("passwords"), Reply::Array(passwords)),
+                (Reply::bulk("commands"), Reply::bulk("+@all")),
+                (Reply::bulk("keys"), Reply::bulk("~*")),
+                (Reply::bulk("channels"), Reply::bulk("&*")),
+                (Reply::bulk("selectors"), Reply::Array(vec![])),
+            ]))
+        }
+        "cat" => match args.len() {
+            2 => Ok(Reply::Array(
+                CATEGORIES.iter().map(|c| Reply::bulk(*c)).collect(),
+            )),
+            3 => {
+                let category = text(&args[2]).to_ascii_lowercase();
+                if !CATEGORIES.contains(&category.as_str()) {
+                    return Err(Error::command(format!(
+                        "Unknown category '{}'",
+                        text(&args[2])
+                    )));
+                }
+                Ok(Reply::Array(
+                    super::table()
+                        .filter(|s| in_category(s, &category))
+                        .map(|s| Reply::bulk(s.name))
+                        .collect(),
+                ))
+            }
+            _ => Err(sub_syntax("ACL", args)),
+        },
+        "dryrun" => {
+            arity(args, "acl", "dryrun", -4)?;
+            if &args[2][..] != b"default" {
+                return Err(Error::command(format!(
+                    "User '{}' not found",
+                    text(&args[2])
+                )));
+            }
+            let Some(command) = super::lookup(&args[3]) else {
+                return Err(Error::command(format!(
+                    "Command '{}' not found",
+                    text(&args[3])
+                )));
+            };
+            let spec = command.spec;
+            let (n, want) = (args.len() as i64 - 3, i64::from(spec.arity));
+            if (want > 0 && n != want) || (want < 0 && n < -want) {
+                return Err(Error::WrongArity(spec.name.to_string()));
+            }
+            Ok(Reply::ok())
+        }
+        "genpass" => {
+            let bits = match args.len() {
+                2 => 256,
+                3 => {
+                    let n = crate::num::parse_i64(&args[2]).ok_or(Error::NotInteger)?;
+                    if !(1..=4096).contains(&n) {
+                        return Err(Error::command("ACL GENPASS argument must be the number of bits for the output password, a positive number up to 4096"));
+                    }
+                    n as usize
+                }
+                _ => return Err(sub_syntax("ACL", args)),
+            };
+            use rand::RngCore;
+            let chars = bits.div_ceil(4);
+            let mut bytes = vec![0u8; chars.div_ceil(2)];
+            rand::rngs::OsRng.fill_bytes(&mut bytes);
+            let mut hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+            hex.truncate(chars);
+            Ok(Reply::text(hex))
+        }
+        "log" => match args.len() {
+            // Nothing is ever denied (one user, all commands), so the log stays empty.
+            2 => Ok(Reply::Array(vec![])),
+            3 if is(&args[2], "RESET") => Ok(Reply::ok()),
+            3 => {
+                crate::num::parse_i64(&args[2]).ok_or(Error::NotInteger)?;
+                Ok(Reply::Array(vec![]))
+            }
+            _ => Err(sub_syntax("ACL", args)),
+        },
+        "deluser" => {
+            arity(args, "acl", "deluser", -3)?;
+            if args[2..].iter().any(|u| &u[..] == b"default") {
+                return Err(Error::command("The 'default' user cannot be removed"));
+            }
+            Ok(Reply::Int(0))
+        }
+        "setuser" => {
+            arity(args, "acl", "setuser", -3)?;
+            Err(Error::command(
+                "ACL SETUSER is not supported: this server has one user, 'default', whose password is requirepass",
+            ))
+        }
+        "load" | "save" => {
+            arity(args, "acl", &sub, 2)?;
+            Err(Error::command("This Redis instance is not configured to use an ACL file. You may want to specify users via the ACL SETUSER command and then issue a CONFIG REWRITE (assuming you have a Redis configuration file set) in order to store users in the Redis configuration."))
+        }
+        "help" => {
+            arity(args, "acl", "help", 2)?;
+            Ok(help(&[
+                "ACL <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "CAT [<category>]",
+                "    List all commands that belong to <category>, or all command categories",
+                "    when no category is specified.",
+                "DELUSER <username> [<username> ...]",
+                "    Delete a list of users.",
+                "DRYRUN <username> <command> [<arg> ...]",
+                "    Returns whether the user can execute the given command without executing the command.",
+                "GETUSER <username>",
+                "    Get the user's details.",
+                "GENPASS [<bits>]",
+                "    Generate a secure 256-bit user password. The optional `bits` argument can",
+                "    be used to specify a different size.",
+                "LIST",
+                "    Show users details in config file format.",
+                "LOAD",
+                "    Reload users from the ACL file.",
+                "LOG [<count> | RESET]",
+                "    Show the ACL log entries.",
+                "SAVE",
+                "    Save the current config to the ACL file.",
+                "SETUSER <username> <attribute> [<attribute> ...]",
+                "    Create or modify a user with the specified attributes.",
+                "USERS",
+                "    List all the registered usernames.",
+                "WHOAMI",
+                "    Return the current connection username.",
+                "HELP",
+                "    Prints this help.",
+            ]))
+        }
+        _ => Err(unknown_sub("ACL", args)),
+    }
+}
+
+fn latency(_: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let sub = text(&args[1]).to_ascii_lowercase();
+    match sub.as_str() {
+        "latest" => {
+            arity(args, "latency", "latest", 2)?;
+            Ok(Reply::Array(vec![]))
+        }
+        "history" => {
+            arity(args, "latency", "history", 3)?;
+            Ok(Reply::Array(vec![]))
+        }
+        "reset" => Ok(Reply::Int(0)),
+        "graph" => {
+            arity(args, "latency", "graph", 3)?;
+            Err(Error::command(format!(
+                "No samples available for event '{}'",
+                text(&args[2])
+            )))
+        }
+        "doctor" => {
+            arity(args, "latency", "doctor", 2)?;
+            Ok(Reply::Verbatim("I'm sorry, Dave, I can't do that. Latency monitoring is disabled in this Redis instance. You may use \"CONFIG SET latency-monitor-threshold <milliseconds>.\" in order to enable it. If we weren't in a deep space mission I'd suggest to take a look at https://redis.io/topics/latency-monitor.\n".into()))
+        }
+        "help" => {
+            arity(args, "latency", "help", 2)?;
+            Ok(help(&[
+                "LATENCY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "DOCTOR",
+                "    Return a human readable latency analysis report.",
+                "GRAPH <event>",
+                "    Return an ASCII latency graph for the <event> class.",
+                "HISTORY <event>",
+                "    Return time-latency samples for the <event> class.",
+                "LATEST",
+                "    Return the latest latency samples for all events.",
+                "RESET [<event> ...]",
+                "    Reset latency data of one or more <event> classes.",
+                "    (default: reset all data for all event classes)",
+                "HELP",
+                "    Prints this help.",
+            ]))
+        }
+        _ => Err(unknown_sub("LATENCY", args)),
+    }
+}
+
+const MODULE_REFUSED: &str = "MODULE command not allowed. If the enable-module-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.";
+
+fn module(_: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let sub = text(&args[1]).to_ascii_lowercase();
+    match sub.as_str() {
+        "list" => {
+            arity(args, "module", "list", 2)?;
+            Ok(Reply::Array(vec![]))
+        }
+        "load" | "loadex" => {
+            arity(args, "module", &sub, -3)?;
+            Err(Error::command(MODULE_REFUSED))
+        }
+        "unload" => {
+            arity(args, "module", "unload", 3)?;
+            Err(Error::command(MODULE_REFUSED))
+        }
+        "help" => {
+            arity(args, "module", "help", 2)?;
+            Ok(help(&[
+                "MODULE <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "LIST",
+                "    Return a list of loaded modules.",
+                "LOAD <path> [<arg> ...]",
+                "    Load a module library from <path>, passing to it any optional arguments.",
+                "LOADEX <path> [[CONFIG NAME VALUE] [CONFIG NAME VALUE]] [ARGS ...]",
+                "    Load a module library from <path>, while passing it module configurations and optional arguments.",
+                "UNLOAD <name>",
+                "    Unload a module.",
+                "HELP",
+                "    Prints this help.",
+            ]))
+        }
+        _ => Err(unknown_sub("MODULE", args)),
+    }
+}
+
+fn debug(_: &mut Ctx<'_>, _: &[Bytes]) -> Result<Reply> {
+    Err(Error::command("DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server."))
+}
+
+/// FAILOVER [TO host port [FORCE]] [ABORT] [TIMEOUT ms]: the options checked as Redis checks
+/// them, then refused for want of replicas.
+fn failover(_: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let mut rest = args[1..].iter();
+    let mut abort = false;
+    let mut others = false;
+    while let Some(word) = rest.next() {
+        if is(word, "ABORT") {
+            abort = true;
+        } else if is(word, "TO") {
+            let (Some(_host), Some(port)) = (rest.next(), rest.next()) else {
+                return Err(Error::Syntax);
+            };
+            crate::num::parse_i64(port).ok_or(Error::NotInteger)?;
+            others = true;
+        } else if is(word, "TIMEOUT") {
+            let Some(ms) = rest.next() else {
+                return Err(Error::Syntax);
+            };
+            crate::num::parse_i64(ms).ok_or(Error::NotInteger)?;
+            others = true;
+        } else if is(word, "FORCE") {
+            others = true;
+        } else {
+            return Err(Error::Syntax);
+        }
+    }
+    if abort {
+        if others {
+            return Err(Error::Syntax);
+        }
+        return Err(Error::command("No failover in progress."));
+    }
+    Err(Error::command("FAILOVER requires connected replicas."))
+}
+
+/// REPLICAOF / SLAVEOF host port: NO ONE is what a primary already is; following another
+/// server is not offered (there is no replication).
+fn replicaof(_: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    if is(&args[1], "NO") && is(&args[2], "ONE") {
+        return Ok(Reply::ok());
+    }
+    let port = crate::num::parse_i64(&args[2]);
+    if !port.is_some_and(|p| (0..=65535).contains(&p)) {
+        return Err(Error::command("Invalid master port"));
+    }
+    Err(Error::command(
+        "replication is not offered by this server: it stays a primary (REPLICAOF NO ONE)",
+    ))
+}
+
+fn bgrewriteaof(ctx: &mut Ctx<'_>, _: &[Bytes]) -> Result<Reply> {
+    if super::server::start_background_flush(ctx)? {
+        Ok(Reply::simple(
+            "Background append only file rewriting started",
+        ))
+    } else {
+        // A flush already running cuts the logs as well.
+        Ok(Reply::simple(
+            "Background append only file rewriting scheduled",
+        ))
+    }
+}
