@@ -292,6 +292,21 @@ pub(crate) async fn serve(
                 Parsed::Error(e) => protocol_error = Some(e),
             }
         };
+        // CLIENT PAUSE: the commands wait here, holding nothing, until the pause ends (ALL), or
+        // while any of them may write (WRITE). A pause takes effect from the next run of a
+        // connection's commands, not between commands it already took out of its input.
+        while let Some(p) = shared.pause.current() {
+            if batch.queue.is_empty()
+                || (!p.all
+                    && !batch
+                        .queue
+                        .iter()
+                        .any(|args| crate::commands::may_write(args, &batch.session)))
+            {
+                break;
+            }
+            shared.pause.changed_or_over(p).await;
+        }
         let step = if batch.queue.is_empty() {
             Step::NeedInput
         } else if let Some(step) = {

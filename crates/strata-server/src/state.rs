@@ -242,6 +242,8 @@ pub(crate) struct Shared {
     pub dirty: AtomicU64,
     /// True while a BGSAVE thread runs; shutdown waits for it (it holds the engine).
     pub bgsave_running: Arc<AtomicBool>,
+    /// CLIENT PAUSE: until when, and whether for every command or writes only.
+    pub pause: ClientPause,
     /// The key names of stored documents (shared with `DocStore` through the backend).
     pub names: Arc<strata_doc::KeyNames>,
     /// False while the store holds no JSON document (none at start, none written since): string
@@ -345,6 +347,7 @@ impl Shared {
             last_save_unix_secs: AtomicU64::new(unix_secs()),
             dirty: AtomicU64::new(0),
             bgsave_running: Arc::new(AtomicBool::new(false)),
+            pause: ClientPause::default(),
             versions: crate::collection::Versions::default(),
             list_waiters: Arc::new(ListWaiters::default()),
         })
@@ -1151,5 +1154,115 @@ mod tests {
         }
         assert_eq!(t.get(first), None);
         assert_eq!(t.positions.len(), CURSORS_MAX);
+    }
+}
+
+/// A CLIENT PAUSE in force: clients' commands (all, or those that write) wait until `until`
+/// or CLIENT UNPAUSE.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Pause {
+    pub until: Instant,
+    /// ALL: every command waits; WRITE: those that may change data.
+    pub all: bool,
+}
+
+/// The server's CLIENT PAUSE state. Connections check `active` (one relaxed load) before each
+/// run of commands and only then read the pause and wait on its changes.
+#[derive(Debug)]
+pub(crate) struct ClientPause {
+    active: AtomicBool,
+    state: watch::Sender<Option<Pause>>,
+}
+
+impl Default for ClientPause {
+    fn default() -> Self {
+        ClientPause {
+            active: AtomicBool::new(false),
+            state: watch::Sender::new(None),
+        }
+    }
+}
+
+impl ClientPause {
+    /// Pauses until `until`; as in Redis, a pause during another keeps the later end and the
+    /// wider mode (ALL over WRITE).
+    pub fn pause(&self, until: Instant, all: bool) {
+        self.state.send_modify(|p| {
+            *p = Some(match *p {
+                Some(old) if old.until > Instant::now() => Pause {
+                    until: old.until.max(until),
+                    all: old.all || all,
+                },
+                _ => Pause { until, all },
+            });
+        });
+        self.active.store(true, Ordering::Release);
+    }
+
+    pub fn unpause(&self) {
+        self.active.store(false, Ordering::Release);
+        self.state.send_replace(None);
+    }
+
+    /// The pause in force now, if any.
+    pub fn current(&self) -> Option<Pause> {
+        if !self.active.load(Ordering::Acquire) {
+            return None;
+        }
+        let p = (*self.state.borrow())?;
+        if p.until <= Instant::now() {
+            return None;
+        }
+        Some(p)
+    }
+
+    /// Waits until the pause in force ends (its time passes, or it is lifted or changed);
+    /// the caller checks again.
+    pub async fn changed_or_over(&self, p: Pause) {
+        let mut rx = self.state.subscribe();
+        if *rx.borrow_and_update() != Some(p) {
+            return;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep_until(tokio::time::Instant::from_std(p.until)) => {}
+            _ = rx.changed() => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod pause_tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// A pause during another keeps the later end and the wider mode; UNPAUSE lifts it; a
+    /// pause whose time has passed is none.
+    #[test]
+    fn pauses_merge_as_in_redis() {
+        let p = ClientPause::default();
+        assert_eq!(p.current(), None);
+        let now = Instant::now();
+        p.pause(now + Duration::from_secs(60), false);
+        p.pause(now + Duration::from_secs(30), true);
+        assert_eq!(
+            p.current(),
+            Some(Pause {
+                until: now + Duration::from_secs(60),
+                all: true
+            })
+        );
+        p.unpause();
+        assert_eq!(p.current(), None);
+        p.pause(now, true);
+        assert_eq!(p.current(), None, "a pause that has ended holds nothing");
+        p.pause(now + Duration::from_secs(5), false);
+        assert_eq!(
+            p.current(),
+            Some(Pause {
+                until: now + Duration::from_secs(5),
+                all: false
+            }),
+            "an ended pause's mode does not carry over"
+        );
     }
 }

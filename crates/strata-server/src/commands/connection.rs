@@ -428,6 +428,41 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
                 ),
             ]))
         }
+        "pause" => {
+            if !(3..=4).contains(&args.len()) {
+                return Err(if args.len() < 3 {
+                    Error::WrongArity("client|pause".into())
+                } else {
+                    Error::command(format!(
+                        "unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.",
+                        text(&args[1])
+                    ))
+                });
+            }
+            let ms = crate::num::parse_i64(&args[2])
+                .ok_or_else(|| Error::command("timeout is not an integer or out of range"))?;
+            let ms = u64::try_from(ms).map_err(|_| Error::command("timeout is negative"))?;
+            let all = match args.get(3) {
+                None => true,
+                Some(m) if is(m, "ALL") => true,
+                Some(m) if is(m, "WRITE") => false,
+                Some(_) => return Err(Error::command("CLIENT PAUSE mode must be WRITE or ALL")),
+            };
+            let now = std::time::Instant::now();
+            // A far future (a timeout past what an Instant holds) pauses until UNPAUSE.
+            let until = now
+                .checked_add(std::time::Duration::from_millis(ms))
+                .unwrap_or(now + std::time::Duration::from_secs(100 * 365 * 24 * 3600));
+            ctx.shared.pause.pause(until, all);
+            Ok(Reply::ok())
+        }
+        "unpause" => {
+            if args.len() != 2 {
+                return Err(Error::WrongArity("client|unpause".into()));
+            }
+            ctx.shared.pause.unpause();
+            Ok(Reply::ok())
+        }
         "unblock" => {
             if !(3..=4).contains(&args.len()) {
                 return Err(Error::WrongArity("client|unblock".into()));
@@ -480,6 +515,10 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
                 "    Control the replies sent to the current connection.",
                 "UNBLOCK <clientid> [TIMEOUT|ERROR]",
                 "    Unblock the specified blocked client.",
+                "UNPAUSE",
+                "    Stop the current client pause, resuming traffic.",
+                "PAUSE <timeout> [WRITE|ALL]",
+                "    Suspend all, or just write, clients for <timeout> milliseconds.",
                 "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
                 "         [OPTIN] [OPTOUT] [NOLOOP]",
                 "    Control server assisted client side caching.",

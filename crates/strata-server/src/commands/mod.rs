@@ -306,6 +306,29 @@ pub(crate) fn lookup(name: &[u8]) -> Option<&'static Command> {
     index.get(lower)
 }
 
+/// Commands that may change data without the `write` flag: scripts and functions (their
+/// commands), publishing, PFCOUNT (it may rewrite the key's cached count). CLIENT PAUSE WRITE
+/// holds them back with the writes, as Redis does with its `may-replicate` commands.
+const MAY_WRITE: &[&str] = &["eval", "evalsha", "fcall", "publish", "spublish", "pfcount"];
+
+/// Whether `args` may change data, so that CLIENT PAUSE WRITE holds it back: a write, a
+/// command of [`MAY_WRITE`], or an EXEC whose transaction holds one. Unknown commands do not
+/// (they are refused without running).
+pub(crate) fn may_write(args: &[Bytes], session: &crate::state::Session) -> bool {
+    let Some(command) = resolve(args) else {
+        return false;
+    };
+    let spec = command.spec;
+    if spec.name == "exec" {
+        return session.multi.as_ref().is_some_and(|m| {
+            m.queued.iter().any(|q| {
+                q.first().is_none_or(|n| !n.eq_ignore_ascii_case(b"exec")) && may_write(q, session)
+            })
+        });
+    }
+    spec.flags.contains(&"write") || MAY_WRITE.contains(&spec.name)
+}
+
 /// The command `args` names, if it is one (looked up once per command: placement and
 /// dispatch share it).
 pub(crate) fn resolve(args: &[Bytes]) -> Option<&'static Command> {

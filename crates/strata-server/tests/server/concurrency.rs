@@ -726,3 +726,64 @@ fn blocked_workers_take_every_job_once() {
         .sum();
     assert_eq!(left, 0, "jobs left in the queues");
 }
+
+/// CLIENT PAUSE WRITE: reads go on, a write (a SET, a transaction holding one) waits until
+/// CLIENT UNPAUSE and then runs; nothing it would change is visible before.
+#[test]
+fn client_pause_write_holds_writes_until_unpause() {
+    let server = TestServer::start();
+    let mut admin = server.client();
+    let _: () = admin.set("k", "old").unwrap();
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(60_000)
+        .arg("WRITE")
+        .query(&mut admin)
+        .unwrap();
+    let url = server.url();
+    let writer = std::thread::spawn(move || {
+        let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+        let _: () = c.set("k", "new").unwrap();
+        let (n,): (i64,) = redis::pipe().atomic().incr("n", 1).query(&mut c).unwrap();
+        n
+    });
+    // Reads are served during the pause, and see nothing of the held write.
+    for _ in 0..20 {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        let v: String = admin.get("k").unwrap();
+        assert_eq!(v, "old", "a write ran during CLIENT PAUSE WRITE");
+    }
+    assert!(
+        !writer.is_finished(),
+        "the writer was answered during the pause"
+    );
+    let _: () = redis::cmd("CLIENT")
+        .arg("UNPAUSE")
+        .query(&mut admin)
+        .unwrap();
+    assert_eq!(writer.join().unwrap(), 1);
+    let v: String = admin.get("k").unwrap();
+    assert_eq!(v, "new");
+}
+
+/// CLIENT PAUSE ALL holds every command, reads too, until its timeout.
+#[test]
+fn client_pause_all_holds_reads_until_it_ends() {
+    let server = TestServer::start();
+    let mut admin = server.client();
+    let mut reader = server.client();
+    let _: () = admin.set("k", "v").unwrap();
+    let started = std::time::Instant::now();
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(200)
+        .arg("ALL")
+        .query(&mut admin)
+        .unwrap();
+    let v: String = reader.get("k").unwrap();
+    assert_eq!(v, "v");
+    assert!(
+        started.elapsed() >= std::time::Duration::from_millis(200),
+        "a read ran during CLIENT PAUSE ALL"
+    );
+}

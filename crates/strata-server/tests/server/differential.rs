@@ -3854,7 +3854,7 @@ fn hello_shape(reply: &[u8]) -> String {
 }
 
 /// The administration commands tools send (ACL, LATENCY, MODULE, DEBUG, FAILOVER, REPLICAOF,
-/// SLAVEOF, BGREWRITEAOF, MEMORY PURGE), in both protocols, with and without a password:
+/// SLAVEOF, BGREWRITEAOF, MEMORY PURGE, CLIENT PAUSE's arguments), in both protocols, with and without a password:
 /// redis-server with its defaults answers each exactly so (one user, the latency monitor
 /// off, no modules, DEBUG and MODULE LOAD refused, no replicas). ACL GENPASS is random: its
 /// length is compared.
@@ -3936,6 +3936,15 @@ fn admin_commands_match_redis() {
                 &["MEMORY", "PURGE"],
                 &["MEMORY", "PURGE", "x"],
                 &["MEMORY", "DOCTOR", "x"],
+                &["CLIENT", "PAUSE"],
+                &["CLIENT", "PAUSE", "x"],
+                &["CLIENT", "PAUSE", "-1"],
+                &["CLIENT", "PAUSE", "10", "foo"],
+                &["CLIENT", "PAUSE", "10", "write", "x"],
+                &["CLIENT", "UNPAUSE", "x"],
+                &["CLIENT", "PAUSE", "0"],
+                &["CLIENT", "PAUSE", "10", "WRITE"],
+                &["CLIENT", "UNPAUSE"],
             ] {
                 pair.check(0, &words(c), &ctx);
             }
