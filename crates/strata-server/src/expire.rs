@@ -36,6 +36,12 @@ impl Budget {
 /// One tick over every database; returns how many keys were removed.
 pub(crate) fn cycle(shared: &Shared) -> Result<usize> {
     let removed = sweep_all(shared);
+    if let Ok(n) = &removed {
+        shared
+            .counters
+            .expired_keys
+            .fetch_add(*n as u64, std::sync::atomic::Ordering::Relaxed);
+    }
     // Keys this cycle removed, for CLIENT TRACKING BCAST clients (no connection's batch
     // ends after them to send them).
     shared.watches.tracking.broadcast();
@@ -156,6 +162,8 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             // cron, and the touches queued since the last tick are written here, off the
             // connection threads.
             s.access.tick();
+            // INFO's instantaneous rates are sampled on the same clock as Redis's (its cron).
+            s.rates.sample(&s.counters);
             cycle(&s)
         };
         match tokio::task::spawn_blocking(step).await {

@@ -194,6 +194,16 @@ impl PubSub {
         lock(self.space(space)).get(channel).map_or(0, Vec::len)
     }
 
+    /// Channels, distinct patterns and shard channels with subscribers (INFO's
+    /// `pubsub_channels`, `pubsub_patterns`, `pubsubshard_channels`).
+    pub fn counts(&self) -> (usize, usize, usize) {
+        (
+            lock(&self.channels).len(),
+            self.numpat(),
+            lock(&self.shard_channels).len(),
+        )
+    }
+
     /// Pattern subscriptions, counted once per distinct pattern (as Redis does).
     pub fn numpat(&self) -> usize {
         let patterns = lock(&self.patterns);

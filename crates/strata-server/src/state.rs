@@ -43,6 +43,11 @@ pub(crate) struct Counters {
     pub protocol_errors: AtomicU64,
     pub net_input_bytes: AtomicU64,
     pub net_output_bytes: AtomicU64,
+    /// Keys read commands found and did not find (`commands/hits.rs`).
+    pub keyspace_hits: AtomicU64,
+    pub keyspace_misses: AtomicU64,
+    /// Keys active expiry removed.
+    pub expired_keys: AtomicU64,
 }
 
 impl Counters {
@@ -54,6 +59,9 @@ impl Counters {
             &self.protocol_errors,
             &self.net_input_bytes,
             &self.net_output_bytes,
+            &self.keyspace_hits,
+            &self.keyspace_misses,
+            &self.expired_keys,
         ] {
             c.store(0, Ordering::Relaxed);
         }
@@ -244,6 +252,12 @@ pub(crate) struct Shared {
     pub bgsave_running: Arc<AtomicBool>,
     /// CLIENT PAUSE: until when, and whether for every command or writes only.
     pub pause: ClientPause,
+    /// INFO's instantaneous ops/s and network rates.
+    pub rates: Rates,
+    /// INFO's `run_id`: 40 random hex digits, new at each start.
+    pub run_id: String,
+    /// The most memory INFO has seen this process hold (`used_memory_peak`).
+    pub memory_peak_bytes: AtomicU64,
     /// The key names of stored documents (shared with `DocStore` through the backend).
     pub names: Arc<strata_doc::KeyNames>,
     /// False while the store holds no JSON document (none at start, none written since): string
@@ -348,6 +362,9 @@ impl Shared {
             dirty: AtomicU64::new(0),
             bgsave_running: Arc::new(AtomicBool::new(false)),
             pause: ClientPause::default(),
+            rates: Rates::default(),
+            run_id: random_hex_40(),
+            memory_peak_bytes: AtomicU64::new(0),
             versions: crate::collection::Versions::default(),
             list_waiters: Arc::new(ListWaiters::default()),
         })
@@ -1264,5 +1281,95 @@ mod pause_tests {
             }),
             "an ended pause's mode does not carry over"
         );
+    }
+}
+
+/// 40 random hex digits (Redis's run and replication ids).
+pub(crate) fn random_hex_40() -> String {
+    use rand::RngCore;
+    let mut bytes = [0u8; 20];
+    rand::rngs::OsRng.fill_bytes(&mut bytes);
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Samples kept per rate: Redis's `STATS_METRIC_SAMPLES`, 16 samples of 100 ms each.
+const RATE_SAMPLES: usize = 16;
+
+/// INFO's `instantaneous_ops_per_sec`, `instantaneous_input_kbps` and
+/// `instantaneous_output_kbps`, as Redis computes them: every 100 ms the change of a counter
+/// over the time since the last sample, averaged over the last 16 samples.
+#[derive(Debug, Default)]
+pub(crate) struct Rates {
+    inner: Mutex<RateSamples>,
+}
+
+#[derive(Debug, Default)]
+struct RateSamples {
+    last: Option<(Instant, [u64; 3])>,
+    /// Per second, for commands, input bytes and output bytes.
+    samples: VecDeque<[f64; 3]>,
+}
+
+impl Rates {
+    /// Takes one sample of `c`.
+    pub fn sample(&self, c: &Counters) {
+        let now = Instant::now();
+        let values = [
+            c.total_commands.load(Ordering::Relaxed),
+            c.net_input_bytes.load(Ordering::Relaxed),
+            c.net_output_bytes.load(Ordering::Relaxed),
+        ];
+        let mut r = lock(&self.inner);
+        if let Some((then, before)) = r.last {
+            let secs = now.duration_since(then).as_secs_f64();
+            if secs > 0.0 {
+                let per_sec = |i: usize| values[i].saturating_sub(before[i]) as f64 / secs;
+                r.samples.push_back([per_sec(0), per_sec(1), per_sec(2)]);
+                if r.samples.len() > RATE_SAMPLES {
+                    r.samples.pop_front();
+                }
+            }
+        }
+        r.last = Some((now, values));
+    }
+
+    /// Commands per second, then input and output KiB per second, averaged over the samples.
+    pub fn current(&self) -> (u64, f64, f64) {
+        let r = lock(&self.inner);
+        if r.samples.is_empty() {
+            return (0, 0.0, 0.0);
+        }
+        let n = r.samples.len() as f64;
+        let mean = |i: usize| r.samples.iter().map(|s| s[i]).sum::<f64>() / n;
+        (mean(0) as u64, mean(1) / 1024.0, mean(2) / 1024.0)
+    }
+}
+
+#[cfg(test)]
+mod rates_tests {
+    use super::*;
+
+    /// The rate is the counter's change over the time between samples: 500 commands over
+    /// at least 100 ms is more than nothing and at most 5000 a second; input and output
+    /// bytes likewise, in KiB.
+    #[test]
+    fn rates_are_counter_changes_over_time() {
+        let rates = Rates::default();
+        let c = Counters::default();
+        assert_eq!(rates.current(), (0, 0.0, 0.0));
+        rates.sample(&c);
+        c.total_commands.fetch_add(500, Ordering::Relaxed);
+        c.net_input_bytes.fetch_add(1024 * 100, Ordering::Relaxed);
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        rates.sample(&c);
+        let (ops, input_kbps, output_kbps) = rates.current();
+        assert!((1..=5000).contains(&ops), "{ops}");
+        assert!(input_kbps > 0.0 && input_kbps <= 1000.0, "{input_kbps}");
+        assert_eq!(output_kbps, 0.0);
+        // Samples beyond the window drop out: an idle second brings the rate to zero.
+        for _ in 0..RATE_SAMPLES {
+            rates.sample(&c);
+        }
+        assert_eq!(rates.current().0, 0);
     }
 }

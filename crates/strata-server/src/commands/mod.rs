@@ -13,6 +13,7 @@ pub mod connection;
 pub mod functions;
 pub mod geo;
 pub mod hashes;
+mod hits;
 pub mod hyperloglog;
 pub mod json;
 pub mod keys;
@@ -642,6 +643,7 @@ fn run_watched(ctx: &mut Ctx<'_>, spec: &'static Command, args: &[Bytes]) -> Res
         return result;
     }
     note_dispatcher_events(ctx, spec, &keys, events_before, absent_before);
+    hits::note(ctx, spec, args, &keys, &result);
     remember_tracked_keys(ctx, spec, &keys);
     if !ctx.session.in_exec && !ctx.session.in_script && !ctx.session.in_held_run {
         // EXEC, scripts and held runs (`conn.rs`) publish their commands' events once their

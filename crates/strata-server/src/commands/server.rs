@@ -147,8 +147,22 @@ fn info_section(ctx: &Ctx<'_>, section: &str) -> Result<Vec<(String, String)>> {
                 kv("arch_bits", (usize::BITS).to_string()),
                 kv("process_id", std::process::id().to_string()),
                 kv("tcp_port", config.port.to_string()),
+                kv("run_id", s.run_id.clone()),
                 kv("uptime_in_seconds", uptime.to_string()),
                 kv("uptime_in_days", (uptime / 86_400).to_string()),
+                // Active expiry's fixed tick (`expire.rs`), shown as CONFIG GET hz shows it.
+                kv("hz", "10".into()),
+                kv("configured_hz", "10".into()),
+                // Redis's LRU clock: seconds, in 24 bits.
+                kv("lru_clock", ((unix_secs()) & 0xFF_FFFF).to_string()),
+                kv(
+                    "executable",
+                    std::env::current_exe()
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_default(),
+                ),
+                kv("server_time_usec", unix_micros().to_string()),
+                kv("multiplexing_api", "epoll".into()),
             ]
         }
         "clients" => vec![
@@ -163,11 +177,28 @@ fn info_section(ctx: &Ctx<'_>, section: &str) -> Result<Vec<(String, String)>> {
             kv("tracking_clients", s.watches.tracking.stats().0.to_string()),
         ],
         "memory" => {
+            // The process's resident memory is what it uses: the engine's caches and
+            // memtables are its own allocations, each under its limit.
             let rss = resident_bytes().unwrap_or(0);
+            let peak = s
+                .memory_peak_bytes
+                .fetch_max(rss, Ordering::Relaxed)
+                .max(rss);
+            let system = system_memory_bytes().unwrap_or(0);
             vec![
                 kv("used_memory", rss.to_string()),
                 kv("used_memory_human", human_bytes(rss)),
                 kv("used_memory_rss", rss.to_string()),
+                kv("used_memory_rss_human", human_bytes(rss)),
+                kv("used_memory_peak", peak.to_string()),
+                kv("used_memory_peak_human", human_bytes(peak)),
+                kv("total_system_memory", system.to_string()),
+                kv("total_system_memory_human", human_bytes(system)),
+                // Keys are never evicted: no memory limit applies to them (CONFIG GET).
+                kv("maxmemory", "0".into()),
+                kv("maxmemory_human", "0B".into()),
+                kv("maxmemory_policy", "noeviction".into()),
+                kv("mem_fragmentation_ratio", "1.00".into()),
             ]
         }
         "persistence" => vec![
@@ -184,12 +215,21 @@ fn info_section(ctx: &Ctx<'_>, section: &str) -> Result<Vec<(String, String)>> {
                 "rdb_last_save_time",
                 s.last_save_unix_secs.load(Ordering::Relaxed).to_string(),
             ),
+            kv("rdb_last_bgsave_status", "ok".into()),
             kv("aof_enabled", "1".into()),
+            kv(
+                "aof_rewrite_in_progress",
+                i32::from(s.bgsave_running.load(Ordering::Relaxed)).to_string(),
+            ),
+            kv("aof_last_bgrewrite_status", "ok".into()),
+            kv("aof_last_write_status", "ok".into()),
             kv("appendfsync", config.appendfsync.name().into()),
         ],
         "stats" => {
             // (clients, keys, items, prefixes), read under one lock.
             let tracking = s.watches.tracking.stats();
+            let (ops_per_sec, input_kbps, output_kbps) = s.rates.current();
+            let pubsub = s.pubsub.counts();
             vec![
                 kv(
                     "total_connections_received",
@@ -203,6 +243,7 @@ fn info_section(ctx: &Ctx<'_>, section: &str) -> Result<Vec<(String, String)>> {
                     "rejected_connections",
                     c.rejected_connections.load(Ordering::Relaxed).to_string(),
                 ),
+                kv("instantaneous_ops_per_sec", ops_per_sec.to_string()),
                 kv(
                     "total_net_input_bytes",
                     c.net_input_bytes.load(Ordering::Relaxed).to_string(),
@@ -211,6 +252,28 @@ fn info_section(ctx: &Ctx<'_>, section: &str) -> Result<Vec<(String, String)>> {
                     "total_net_output_bytes",
                     c.net_output_bytes.load(Ordering::Relaxed).to_string(),
                 ),
+                kv("instantaneous_input_kbps", format!("{input_kbps:.2}")),
+                kv("instantaneous_output_kbps", format!("{output_kbps:.2}")),
+                kv(
+                    "expired_keys",
+                    c.expired_keys.load(Ordering::Relaxed).to_string(),
+                ),
+                // Never: keys are not evicted, nor clients for memory.
+                kv("evicted_keys", "0".into()),
+                kv("evicted_clients", "0".into()),
+                kv(
+                    "keyspace_hits",
+                    c.keyspace_hits.load(Ordering::Relaxed).to_string(),
+                ),
+                kv(
+                    "keyspace_misses",
+                    c.keyspace_misses.load(Ordering::Relaxed).to_string(),
+                ),
+                kv("pubsub_channels", pubsub.0.to_string()),
+                kv("pubsub_patterns", pubsub.1.to_string()),
+                kv("pubsubshard_channels", pubsub.2.to_string()),
+                // Nothing forks: saves are the engine's flushes.
+                kv("total_forks", "0".into()),
                 kv(
                     "total_error_replies",
                     s.command_stats.error_replies().to_string(),
@@ -228,6 +291,9 @@ fn info_section(ctx: &Ctx<'_>, section: &str) -> Result<Vec<(String, String)>> {
         "replication" => vec![
             kv("role", "master".into()),
             kv("connected_slaves", "0".into()),
+            kv("master_failover_state", "no-failover".into()),
+            kv("master_replid", s.run_id.clone()),
+            kv("master_replid2", "0".repeat(40)),
             kv("master_repl_offset", "0".into()),
             kv("second_repl_offset", "-1".into()),
             kv("repl_backlog_active", "0".into()),
@@ -294,6 +360,20 @@ fn cpu_times() -> Option<CpuTimes> {
         children_user: time(*fields.get(2)?),
         children_sys: time(*fields.get(3)?),
     })
+}
+
+/// The machine's memory (Linux `/proc/meminfo`'s MemTotal), if it can be read.
+fn system_memory_bytes() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+fn unix_micros() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros())
 }
 
 /// Resident set size of this process (Linux `/proc/self/statm`), if it can be read.

@@ -6119,3 +6119,197 @@ fn client_kill_type_and_user_match_redis() {
         p.check(0, &words(&args), ctx);
     }
 }
+
+/// One field of an INFO reply (`name:value` lines in a bulk string).
+fn info_field(reply: &[u8], name: &str) -> Option<String> {
+    let text = String::from_utf8_lossy(reply);
+    text.lines().find_map(|l| {
+        l.strip_prefix(&format!("{name}:"))
+            .map(|v| v.trim().to_string())
+    })
+}
+
+/// keyspace_hits and keyspace_misses of each server.
+fn hits_and_misses(pair: &mut Pair) -> [(u64, u64); 2] {
+    [0, 1].map(|side| {
+        let reply = pair.conns[side][0].call(&words(&["INFO", "stats"]));
+        let field = |n: &str| {
+            info_field(&reply, n)
+                .unwrap_or_else(|| panic!("INFO stats of side {side} lacks {n}"))
+                .parse::<u64>()
+                .unwrap()
+        };
+        (field("keyspace_hits"), field("keyspace_misses"))
+    })
+}
+
+/// INFO's keyspace_hits and keyspace_misses move as Redis's do: seeded sequences of reads
+/// (one key and several, of every type, found and missing, of the wrong type) and writes
+/// that make and remove the keys; after each command both servers' counters have moved by
+/// the same amounts.
+#[test]
+fn keyspace_hits_and_misses_match_redis() {
+    let mut compared = 0;
+    for seed in [41u64, 42, 43] {
+        let mut pair = Pair::start();
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let keys = ["a", "b", "c", "d", "e"];
+        let mut before = hits_and_misses(&mut pair);
+        for step in 0..300 {
+            let k = keys[rng.gen_range(0..keys.len())];
+            let k2 = keys[rng.gen_range(0..keys.len())];
+            let cmd: Vec<&str> = match rng.gen_range(0..40) {
+                0 => vec!["SET", k, "v"],
+                1 => vec!["SET", k, ""],
+                2 => vec!["DEL", k],
+                3 => vec!["HSET", k, "f", "1"],
+                4 => vec!["RPUSH", k, "x", "y"],
+                5 => vec!["SADD", k, "m"],
+                6 => vec!["ZADD", k, "1", "m"],
+                7 => vec!["INCR", k],
+                8 => vec!["LPOP", k],
+                9 => vec!["APPEND", k, "z"],
+                10 => vec!["GET", k],
+                11 => vec!["MGET", k, k2, "a"],
+                12 => vec!["EXISTS", k],
+                13 => vec!["EXISTS", k, k2],
+                14 => vec!["TYPE", k],
+                15 => vec!["TTL", k],
+                16 => vec!["PTTL", k],
+                17 => vec!["STRLEN", k],
+                18 => vec!["HGET", k, "f"],
+                19 => vec!["HGET", k, "nofield"],
+                20 => vec!["HGETALL", k],
+                21 => vec!["HLEN", k],
+                22 => vec!["LRANGE", k, "0", "-1"],
+                23 => vec!["LLEN", k],
+                24 => vec!["LINDEX", k, "5"],
+                25 => vec!["SMEMBERS", k],
+                26 => vec!["SISMEMBER", k, "nomember"],
+                27 => vec!["SCARD", k],
+                28 => vec!["ZSCORE", k, "m"],
+                29 => vec!["ZCARD", k],
+                30 => vec!["GETRANGE", k, "0", "-1"],
+                31 => vec!["OBJECT", "ENCODING", k],
+                32 => vec!["DUMP", k],
+                33 => vec!["GETEX", k],
+                34 => vec!["GETDEL", k],
+                35 => vec!["GETSET", k, "w"],
+                36 => vec!["SET", k, "g", "GET"],
+                37 => vec!["TOUCH", k, k2],
+                38 => vec!["HMGET", k, "f", "g"],
+                _ => vec!["ZRANGE", k, "0", "-1"],
+            };
+            for side in 0..2 {
+                pair.conns[side][0].call(&words(&cmd));
+            }
+            let after = hits_and_misses(&mut pair);
+            let moved = [0, 1].map(|s| (after[s].0 - before[s].0, after[s].1 - before[s].1));
+            assert_eq!(
+                moved[1], moved[0],
+                "seed {seed}, step {step}: {cmd:?} moved (hits, misses) by {:?} here, {:?} in redis",
+                moved[1], moved[0]
+            );
+            before = after;
+            compared += 1;
+        }
+    }
+    eprintln!("keyspace hits and misses: {compared} commands compared with redis-server");
+}
+
+/// The INFO fields monitoring tools read (redis_exporter, client libraries' dashboards) are
+/// there as in redis-server's INFO, and expired_keys counts keys removed for their time.
+#[test]
+fn info_has_the_fields_monitoring_reads_like_redis() {
+    let mut pair = Pair::start();
+    let fields = [
+        "redis_version",
+        "run_id",
+        "uptime_in_seconds",
+        "hz",
+        "configured_hz",
+        "lru_clock",
+        "executable",
+        "connected_clients",
+        "blocked_clients",
+        "used_memory",
+        "used_memory_human",
+        "used_memory_rss",
+        "used_memory_rss_human",
+        "used_memory_peak",
+        "used_memory_peak_human",
+        "total_system_memory",
+        "maxmemory",
+        "maxmemory_human",
+        "maxmemory_policy",
+        "mem_fragmentation_ratio",
+        "rdb_changes_since_last_save",
+        "rdb_last_save_time",
+        "rdb_last_bgsave_status",
+        "aof_enabled",
+        "aof_rewrite_in_progress",
+        "aof_last_write_status",
+        "total_connections_received",
+        "total_commands_processed",
+        "instantaneous_ops_per_sec",
+        "total_net_input_bytes",
+        "total_net_output_bytes",
+        "instantaneous_input_kbps",
+        "instantaneous_output_kbps",
+        "rejected_connections",
+        "expired_keys",
+        "evicted_keys",
+        "keyspace_hits",
+        "keyspace_misses",
+        "pubsub_channels",
+        "pubsub_patterns",
+        "pubsubshard_channels",
+        "total_forks",
+        "role",
+        "connected_slaves",
+        "master_failover_state",
+        "master_replid",
+        "master_replid2",
+        "master_repl_offset",
+        "used_cpu_sys",
+        "used_cpu_user",
+    ];
+    let infos: Vec<Vec<u8>> = (0..2)
+        .map(|side| pair.conns[side][0].call(&words(&["INFO", "all"])))
+        .collect();
+    for f in fields {
+        assert!(
+            info_field(&infos[0], f).is_some(),
+            "redis-server has no {f}"
+        );
+        assert!(info_field(&infos[1], f).is_some(), "INFO has no {f}");
+    }
+    for info in &infos {
+        let id = info_field(info, "run_id").unwrap();
+        assert!(
+            id.len() == 40 && id.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{id}"
+        );
+    }
+    // Ten keys with a short time, removed by active expiry on both sides.
+    for i in 0..10 {
+        pair.send_both(0, &words(&["SET", &format!("t{i}"), "v", "PX", "20"]));
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let expired: Vec<String> = (0..2)
+            .map(|side| {
+                let reply = pair.conns[side][0].call(&words(&["INFO", "stats"]));
+                info_field(&reply, "expired_keys").unwrap()
+            })
+            .collect();
+        if expired.iter().all(|e| e == "10") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "expired_keys (redis, strata): {expired:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
