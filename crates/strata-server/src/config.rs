@@ -158,6 +158,8 @@ pub struct ServerConfig {
     pub client_query_buffer_limit_bytes: usize,
     /// Redis's thresholds for its compact encodings (what OBJECT ENCODING reports).
     pub encodings: EncodingLimits,
+    /// The config file the settings were read from, if any (INFO's `config_file`).
+    pub config_file: Option<PathBuf>,
     /// Which keyspace notifications are published (`notify-keyspace-events`, as flags of
     /// `notify.rs`; 0: none).
     pub notify_keyspace_events: u32,
@@ -309,6 +311,7 @@ impl Default for ServerConfig {
             io_threads: None,
             cluster: false,
             encodings: EncodingLimits::default(),
+            config_file: None,
             notify_keyspace_events: 0,
             tracking_table_max_keys: crate::tracking::TABLE_KEYS_MAX_DEFAULT,
         }
@@ -321,6 +324,7 @@ impl ServerConfig {
         let mut config = ServerConfig::default();
         if let Some(file) = &args.config {
             config.apply_file(file)?;
+            config.config_file = Some(std::fs::canonicalize(file).unwrap_or_else(|_| file.clone()));
         }
         if let Some(v) = &args.bind {
             config.bind = v.clone();
@@ -589,6 +593,12 @@ mod tests {
         assert_eq!(c.maxclients, 10_000);
         assert_eq!(c.background_nice, 10);
         assert_eq!(c.io_threads, Some(3));
+        assert_eq!(
+            c.config_file,
+            Some(std::fs::canonicalize(&file).unwrap()),
+            "INFO's config_file"
+        );
+        assert_eq!(ServerConfig::default().config_file, None);
         let zero = ServeArgs {
             io_threads: Some(0),
             ..ServeArgs::default()

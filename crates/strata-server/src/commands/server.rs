@@ -161,6 +161,7 @@ fn info_section(ctx: &Ctx<'_>, section: &str) -> Result<Vec<(String, String)>> {
                         .map(|p| p.display().to_string())
                         .unwrap_or_default(),
                 ),
+                kv("config_file", config_file(ctx)),
                 kv("server_time_usec", unix_micros().to_string()),
                 kv("multiplexing_api", "epoll".into()),
             ]
@@ -362,6 +363,15 @@ fn cpu_times() -> Option<CpuTimes> {
     })
 }
 
+/// The config file's path as INFO shows it (empty without one).
+fn config_file(ctx: &Ctx<'_>) -> String {
+    ctx.shared
+        .config()
+        .config_file
+        .map(|p| p.display().to_string())
+        .unwrap_or_default()
+}
+
 /// The machine's memory (Linux `/proc/meminfo`'s MemTotal), if it can be read.
 fn system_memory_bytes() -> Option<u64> {
     let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
@@ -552,6 +562,18 @@ fn config(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             ctx.shared.update_config(|c| *c = next);
             Ok(Reply::ok())
         }
+        "rewrite" => {
+            if args.len() != 2 {
+                return Err(Error::WrongArity("config|rewrite".into()));
+            }
+            Err(Error::command(if config_file(ctx).is_empty() {
+                "The server is running without a config file"
+            } else {
+                // The file is TOML with its own layout and comments; settings changed at run
+                // time are the operator's to copy into it.
+                "CONFIG REWRITE is not supported: edit the config file (TOML) to keep settings changed with CONFIG SET"
+            }))
+        }
         "resetstat" => {
             ctx.shared.counters.reset();
             ctx.shared.command_stats.reset();
@@ -566,6 +588,8 @@ fn config(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
                 "    Set the configuration <directive> to <value>.",
                 "RESETSTAT",
                 "    Reset statistics reported by the INFO command.",
+                "REWRITE",
+                "    Rewrite the configuration file.",
             ]
             .iter()
             .map(|s| Reply::Simple(Cow::Borrowed(s)))

@@ -3936,6 +3936,8 @@ fn admin_commands_match_redis() {
                 &["MEMORY", "PURGE"],
                 &["MEMORY", "PURGE", "x"],
                 &["MEMORY", "DOCTOR", "x"],
+                &["CONFIG", "REWRITE"],
+                &["CONFIG", "REWRITE", "x"],
                 &["CLIENT", "PAUSE"],
                 &["CLIENT", "PAUSE", "x"],
                 &["CLIENT", "PAUSE", "-1"],
