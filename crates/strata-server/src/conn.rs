@@ -704,7 +704,7 @@ impl Batch {
                                 "set",
                                 &[],
                                 crate::watchers::Outcome::Ran {
-                                    micros,
+                                    nanos: micros.saturating_mul(1000),
                                     failed: true,
                                 },
                             );

@@ -323,7 +323,7 @@ mod tests {
             "get",
             &[Bytes::from("get")],
             Outcome::Ran {
-                micros: 3,
+                nanos: 3_000,
                 failed: false,
             },
         );
@@ -398,13 +398,124 @@ mod tests {
     }
 }
 
-/// One command's counters (Redis's `cmdstat_<name>`).
+/// One command's counters (Redis's `cmdstat_<name>`) and its latencies.
 #[derive(Default)]
 struct CommandCounters {
     calls: AtomicU64,
     micros: AtomicU64,
     rejected: AtomicU64,
     failed: AtomicU64,
+    latency: Latencies,
+}
+
+/// Powers of two of nanoseconds a [`Latencies`] tells apart (2^40 ns is about 18 minutes;
+/// longer runs count there).
+const LATENCY_EXPONENTS: usize = 40;
+/// Slots per power of two: values are kept to a quarter of their size, as Redis's latency
+/// histograms keep theirs to a few percent.
+const LATENCY_SLOTS_PER_EXPONENT: usize = 4;
+const LATENCY_SLOTS: usize = LATENCY_SLOTS_PER_EXPONENT * LATENCY_EXPONENTS;
+
+/// A command's run times (LATENCY HISTOGRAM, INFO latencystats): counts per slot of
+/// nanoseconds, four slots per power of two, added to with relaxed atomics (no lock on the
+/// command path).
+pub(crate) struct Latencies {
+    slots: [AtomicU64; LATENCY_SLOTS],
+}
+
+impl Default for Latencies {
+    fn default() -> Self {
+        Latencies {
+            slots: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+}
+
+/// The slot of a run of `nanos`: the value itself below 4, else its power of two and the two
+/// bits after its leading one.
+fn latency_slot(nanos: u64) -> usize {
+    if nanos < 4 {
+        return nanos as usize;
+    }
+    let exponent = 63 - nanos.leading_zeros() as usize;
+    let sub = ((nanos >> (exponent - 2)) & 3) as usize;
+    (4 * (exponent - 1) + sub).min(LATENCY_SLOTS - 1)
+}
+
+/// The largest number of nanoseconds slot `i` holds.
+fn latency_slot_top(i: usize) -> u64 {
+    if i < 4 {
+        return i as u64;
+    }
+    let exponent = i / 4 + 1;
+    let sub = (i % 4) as u64;
+    ((4 + sub) << (exponent - 2)) + (1 << (exponent - 2)) - 1
+}
+
+impl Latencies {
+    fn add(&self, nanos: u64, n: u64) {
+        self.slots[latency_slot(nanos)].fetch_add(n, Ordering::Relaxed);
+    }
+
+    fn counts(&self) -> Vec<u64> {
+        self.slots
+            .iter()
+            .map(|s| s.load(Ordering::Relaxed))
+            .collect()
+    }
+
+    fn reset(&self) {
+        for s in &self.slots {
+            s.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The run time, in microseconds, that `percent` of the runs in `counts` (per slot) took at
+/// most; `None` without runs.
+pub(crate) fn latency_percentile(counts: &[u64], percent: f64) -> Option<f64> {
+    let total: u64 = counts.iter().sum();
+    if total == 0 {
+        return None;
+    }
+    // Rounded to the nearest run, as HdrHistogram (Redis's) counts it.
+    let wanted = (((percent / 100.0) * total as f64) + 0.5).max(1.0) as u64;
+    let mut seen = 0;
+    for (i, n) in counts.iter().enumerate() {
+        seen += n;
+        if seen >= wanted {
+            return Some(latency_slot_top(i) as f64 / 1000.0);
+        }
+    }
+    None
+}
+
+/// LATENCY HISTOGRAM's buckets: powers of two of nanoseconds from 1024 (shown in
+/// microseconds, rounded, as Redis shows them: 1, 2, 4, 8, 16, 33...), each with the runs that
+/// took at most that long, from the first bucket with a run to the last.
+pub(crate) fn latency_buckets(counts: &[u64]) -> Vec<(u64, u64)> {
+    // Runs per power of two: a slot of exponent e holds values below 2^(e+1).
+    let mut per_bound: Vec<u64> = vec![0; LATENCY_EXPONENTS + 1];
+    for (i, n) in counts.iter().enumerate() {
+        if *n == 0 {
+            continue;
+        }
+        let top = latency_slot_top(i).max(1);
+        let bound_exponent = (64 - top.leading_zeros() as usize).clamp(10, LATENCY_EXPONENTS);
+        per_bound[bound_exponent] += n;
+    }
+    let first = per_bound.iter().position(|n| *n > 0);
+    let last = per_bound.iter().rposition(|n| *n > 0);
+    let (Some(first), Some(last)) = (first, last) else {
+        return Vec::new();
+    };
+    let mut cumulative = 0;
+    (first..=last)
+        .map(|e| {
+            cumulative += per_bound[e];
+            (((1u64 << e) + 500) / 1000, cumulative)
+        })
+        .collect()
 }
 
 /// Commands whose statistics Redis keeps per subcommand (`cmdstat_config|get`), of those this
@@ -432,8 +543,8 @@ pub(crate) struct CommandStats {
 /// What happened to a command, for [`CommandStats::note`].
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Outcome {
-    /// It ran and answered (an error reply included when `failed`).
-    Ran { micros: u64, failed: bool },
+    /// It ran and answered (an error reply included when `failed`), in `nanos`.
+    Ran { nanos: u64, failed: bool },
     /// Refused before it ran (arity, authentication, inside MULTI, cluster routing).
     Rejected,
 }
@@ -453,6 +564,26 @@ impl CommandStats {
     }
 
     /// Counts one command `name` (its arguments `args`).
+    /// A command's calls and run times per latency slot, if it was called (LATENCY
+    /// HISTOGRAM, INFO latencystats; commands counted per subcommand are not kept).
+    pub fn latencies(&self, name: &str) -> Option<(u64, Vec<u64>)> {
+        let c = self.by_name.get(name)?;
+        let calls = c.calls.load(Ordering::Relaxed);
+        (calls > 0).then(|| (calls, c.latency.counts()))
+    }
+
+    /// The names of the commands that were called, in order.
+    pub fn called(&self) -> Vec<&'static str> {
+        let mut names: Vec<&'static str> = self
+            .by_name
+            .iter()
+            .filter(|(_, c)| c.calls.load(Ordering::Relaxed) > 0)
+            .map(|(n, _)| *n)
+            .collect();
+        names.sort_unstable();
+        names
+    }
+
     pub fn note(&self, name: &'static str, args: &[Bytes], outcome: Outcome) {
         let Some(c) = self.by_name.get(name) else {
             // A command counted per subcommand. A refused one's subcommand was not checked:
@@ -471,9 +602,9 @@ impl CommandStats {
             }
             let c = map.entry(key).or_default();
             match outcome {
-                Outcome::Ran { micros, failed } => {
+                Outcome::Ran { nanos, failed } => {
                     c[0] += 1;
-                    c[1] += micros;
+                    c[1] += nanos / 1000;
                     c[3] += u64::from(failed);
                 }
                 Outcome::Rejected => c[2] += 1,
@@ -481,9 +612,10 @@ impl CommandStats {
             return;
         };
         match outcome {
-            Outcome::Ran { micros, failed } => {
+            Outcome::Ran { nanos, failed } => {
                 c.calls.fetch_add(1, Ordering::Relaxed);
-                c.micros.fetch_add(micros, Ordering::Relaxed);
+                c.micros.fetch_add(nanos / 1000, Ordering::Relaxed);
+                c.latency.add(nanos, 1);
                 if failed {
                     c.failed.fetch_add(1, Ordering::Relaxed);
                 }
@@ -494,11 +626,15 @@ impl CommandStats {
         }
     }
 
-    /// Counts `n` calls of `name` that took `micros` in all (merged runs of SETs).
+    /// Counts `n` calls of `name` that took `micros` in all (merged runs of SETs: each is
+    /// taken to have run for the mean).
     pub fn note_run(&self, name: &'static str, n: u64, micros: u64) {
         if let Some(c) = self.by_name.get(name) {
             c.calls.fetch_add(n, Ordering::Relaxed);
             c.micros.fetch_add(micros, Ordering::Relaxed);
+            if let Some(mean_nanos) = micros.saturating_mul(1000).checked_div(n) {
+                c.latency.add(mean_nanos, n);
+            }
         }
     }
 
@@ -571,9 +707,62 @@ impl CommandStats {
             for a in [&c.calls, &c.micros, &c.rejected, &c.failed] {
                 a.store(0, Ordering::Relaxed);
             }
+            c.latency.reset();
         }
         self.by_subcommand.lock().clear();
         self.errors.lock().clear();
         self.error_replies.store(0, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod latency_tests {
+    use super::*;
+
+    /// Every run time falls in the slot whose range holds it: at most the slot's top, above
+    /// the top of the slot before; and a slot's top is within a quarter of the values in it.
+    #[test]
+    fn slots_hold_their_values() {
+        let mut values: Vec<u64> = (0..5000).collect();
+        values.extend((0..62).flat_map(|e| [1u64 << e, (1u64 << e) + 1, (3u64 << e) / 2]));
+        for v in values {
+            let i = latency_slot(v);
+            if i == LATENCY_SLOTS - 1 {
+                continue;
+            }
+            assert!(latency_slot_top(i) >= v, "{v} above its slot {i}");
+            if i > 0 {
+                assert!(latency_slot_top(i - 1) < v, "{v} belongs before slot {i}");
+            }
+            assert!(
+                latency_slot_top(i) <= v + v / 4,
+                "slot {i} too wide for {v}"
+            );
+        }
+    }
+
+    #[test]
+    fn percentiles_and_buckets_of_known_runs() {
+        let l = Latencies::default();
+        l.add(1_000, 990);
+        l.add(5_000, 9);
+        l.add(1_000_000, 1);
+        let counts = l.counts();
+        let p50 = latency_percentile(&counts, 50.0).unwrap();
+        assert!((1.0..=1.25).contains(&p50), "{p50}");
+        let p99 = latency_percentile(&counts, 99.0).unwrap();
+        assert!((1.0..=1.25).contains(&p99), "{p99}");
+        let p999 = latency_percentile(&counts, 99.9).unwrap();
+        assert!((5.0..=6.25).contains(&p999), "{p999}");
+        let p100 = latency_percentile(&counts, 100.0).unwrap();
+        assert!((1000.0..=1250.0).contains(&p100), "{p100}");
+        // 1 µs runs in the 1024 ns bucket, 5 µs ones in 8192, 1 ms in 2^20 ns.
+        let buckets = latency_buckets(&counts);
+        assert_eq!(buckets.first(), Some(&(1, 990)));
+        assert!(buckets.contains(&(8, 999)), "{buckets:?}");
+        assert_eq!(buckets.last(), Some(&(1049, 1000)));
+        assert_eq!(buckets.len(), 11, "{buckets:?}");
+        assert_eq!(latency_percentile(&vec![0; LATENCY_SLOTS], 50.0), None);
+        assert!(latency_buckets(&vec![0; LATENCY_SLOTS]).is_empty());
     }
 }

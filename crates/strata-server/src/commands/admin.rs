@@ -5,6 +5,7 @@
 //!   CAT, DRYRUN, GENPASS, LOG, DELUSER of users that do not exist; SETUSER is refused: there
 //!   is no second user to make);
 //! - LATENCY: the latency monitor is off, as it is by default (`latency-monitor-threshold 0`);
+//!   HISTOGRAM reports each command's run times (kept for every command, as Redis keeps them);
 //! - MODULE: none loaded, loading refused as `enable-module-command no` refuses it;
 //! - DEBUG: refused as `enable-debug-command no` refuses it;
 //! - FAILOVER, REPLICAOF, SLAVEOF: a primary without replicas (REPLICAOF NO ONE is accepted,
@@ -25,7 +26,7 @@ const CONTAINER: &[&str] = &["noscript", "loading", "stale"];
 #[rustfmt::skip]
 pub(crate) static SPECS: &[Spec] = &[
     Spec { name: "acl", arity: -2, flags: CONTAINER, keys: (0, 0, 0), group: "server", summary: "ACL WHOAMI, USERS, LIST, GETUSER, CAT, DRYRUN, GENPASS, LOG, DELUSER, HELP.", handler: acl },
-    Spec { name: "latency", arity: -2, flags: CONTAINER, keys: (0, 0, 0), group: "server", summary: "LATENCY LATEST, HISTORY, RESET, GRAPH, DOCTOR, HELP (the latency monitor is off).", handler: latency },
+    Spec { name: "latency", arity: -2, flags: CONTAINER, keys: (0, 0, 0), group: "server", summary: "LATENCY HISTOGRAM, LATEST, HISTORY, RESET, GRAPH, DOCTOR, HELP (the latency monitor is off).", handler: latency },
     Spec { name: "module", arity: -2, flags: CONTAINER, keys: (0, 0, 0), group: "server", summary: "MODULE LIST, HELP (no modules; loading is refused).", handler: module },
     Spec { name: "debug", arity: -2, flags: ADMIN, keys: (0, 0, 0), group: "server", summary: "Refused, as redis-server refuses it by default.", handler: debug },
     Spec { name: "failover", arity: -1, flags: &["admin", "noscript", "stale"], keys: (0, 0, 0), group: "server", summary: "Refused: this server has no replicas.", handler: failover },
@@ -285,9 +286,10 @@ fn acl(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     }
 }
 
-fn latency(_: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+fn latency(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let sub = text(&args[1]).to_ascii_lowercase();
     match sub.as_str() {
+        "histogram" => Ok(latency_histogram(ctx, &args[2..])),
         "latest" => {
             arity(args, "latency", "latest", 2)?;
             Ok(Reply::Array(vec![]))
@@ -323,12 +325,55 @@ fn latency(_: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
                 "RESET [<event> ...]",
                 "    Reset latency data of one or more <event> classes.",
                 "    (default: reset all data for all event classes)",
+                "HISTOGRAM [COMMAND ...]",
+                "    Return a cumulative distribution of latencies in the format of a histogram for the specified command names.",
+                "    If no commands are specified then all histograms are replied.",
                 "HELP",
                 "    Prints this help.",
             ]))
         }
         _ => Err(unknown_sub("LATENCY", args)),
     }
+}
+
+/// LATENCY HISTOGRAM [command ...]: for each command named (all without names) that ran,
+/// its calls and the runs that took at most each power of two of microseconds (commands
+/// counted per subcommand, and names that are no command, are left out, as Redis leaves out
+/// the latter).
+fn latency_histogram(ctx: &Ctx<'_>, names: &[Bytes]) -> Reply {
+    let stats = &ctx.shared.command_stats;
+    let chosen: Vec<&'static str> = if names.is_empty() {
+        stats.called()
+    } else {
+        let mut chosen = Vec::new();
+        for n in names {
+            if let Some(c) = super::lookup(n) {
+                if !chosen.contains(&c.spec.name) {
+                    chosen.push(c.spec.name);
+                }
+            }
+        }
+        chosen
+    };
+    Reply::Map(
+        chosen
+            .into_iter()
+            .filter_map(|name| {
+                let (calls, counts) = stats.latencies(name)?;
+                let buckets = crate::watchers::latency_buckets(&counts)
+                    .into_iter()
+                    .map(|(us, n)| (Reply::Int(us as i64), Reply::Int(n as i64)))
+                    .collect();
+                Some((
+                    Reply::bulk(name),
+                    Reply::Map(vec![
+                        (Reply::bulk("calls"), Reply::Int(calls as i64)),
+                        (Reply::bulk("histogram_usec"), Reply::Map(buckets)),
+                    ]),
+                ))
+            })
+            .collect(),
+    )
 }
 
 const MODULE_REFUSED: &str = "MODULE command not allowed. If the enable-module-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.";

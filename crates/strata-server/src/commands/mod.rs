@@ -657,13 +657,14 @@ fn run_watched(ctx: &mut Ctx<'_>, spec: &'static Command, args: &[Bytes]) -> Res
         // before the command runs: neither logged nor shown, nor counted as a call.
         return result;
     }
-    let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+    let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    let micros = nanos / 1000;
     // As Redis: EXEC is a call, and so is each command it runs.
     ctx.shared.command_stats.note(
         spec.name,
         args,
         crate::watchers::Outcome::Ran {
-            micros,
+            nanos,
             // An error reply made by the command (a script's) fails it too.
             failed: matches!(&result, Err(_) | Ok(Reply::Error(_))),
         },

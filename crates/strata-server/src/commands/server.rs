@@ -46,6 +46,7 @@ const SECTIONS: &[&str] = &[
     "cpu",
     "commandstats",
     "errorstats",
+    "latencystats",
     "cluster",
     "keyspace",
     "engine",
@@ -62,8 +63,9 @@ fn info(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let default = asked.is_empty() || asked.iter().any(|a| a == "default");
     let mut out = String::new();
     for section in SECTIONS {
-        let wanted =
-            all || (default && *section != "commandstats") || asked.iter().any(|a| a == section);
+        let wanted = all
+            || (default && !matches!(*section, "commandstats" | "latencystats"))
+            || asked.iter().any(|a| a == section);
         if !wanted {
             continue;
         }
@@ -301,6 +303,25 @@ fn info_section(ctx: &Ctx<'_>, section: &str) -> Result<Vec<(String, String)>> {
         ],
         "commandstats" => s.command_stats.command_lines(),
         "errorstats" => s.command_stats.error_lines(),
+        // Redis 7's default `latency-tracking-info-percentiles`: 50, 99, 99.9.
+        "latencystats" => s
+            .command_stats
+            .called()
+            .into_iter()
+            .filter_map(|name| {
+                let (_, counts) = s.command_stats.latencies(name)?;
+                let p = |percent| crate::watchers::latency_percentile(&counts, percent);
+                Some(kv(
+                    &format!("latency_percentiles_usec_{name}"),
+                    format!(
+                        "p50={:.3},p99={:.3},p99.9={:.3}",
+                        p(50.0)?,
+                        p(99.0)?,
+                        p(99.9)?
+                    ),
+                ))
+            })
+            .collect(),
         "cpu" => {
             let times = cpu_times().unwrap_or_default();
             let secs = |t: Duration| format!("{}.{:06}", t.as_secs(), t.subsec_micros());

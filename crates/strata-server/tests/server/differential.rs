@@ -3913,6 +3913,8 @@ fn admin_commands_match_redis() {
                 &["LATENCY", "DOCTOR"],
                 &["LATENCY", "DOCTOR", "x"],
                 &["LATENCY", "NOPE"],
+                &["LATENCY", "HELP"],
+                &["LATENCY", "HISTOGRAM", "nosuchcommand"],
                 &["MODULE", "LIST"],
                 &["MODULE", "LIST", "x"],
                 &["MODULE", "LOAD", "/nonexistent.so"],
@@ -6313,5 +6315,88 @@ fn info_has_the_fields_monitoring_reads_like_redis() {
             "expired_keys (redis, strata): {expired:?}"
         );
         std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// LATENCY HISTOGRAM and INFO latencystats after the same commands on both servers: the
+/// commands named, their calls, cumulative buckets that end at the calls, and a percentile
+/// line per command called.
+#[test]
+fn latency_histograms_have_redis_shape() {
+    let mut pair = Pair::start();
+    for i in 0..50 {
+        let k = format!("k{i}");
+        pair.send_both(1, &words(&["SET", &k, "v"]));
+        pair.send_both(1, &words(&["GET", &k]));
+    }
+    pair.send_both(1, &words(&["GET", "missing"]));
+    for side in 0..2 {
+        let reply =
+            pair.conns[side][0].call(&words(&["LATENCY", "HISTOGRAM", "set", "GET", "hset"]));
+        let text = show(&reply);
+        // RESP2: [name, [calls, n, histogram_usec, [bound, count, ...]], ...]; hset never ran.
+        let mut pos = 0;
+        let Resp::Agg(_, items) = Resp::parse(&reply, &mut pos) else {
+            panic!("side {side}: {text}")
+        };
+        assert_eq!(items.len(), 4, "side {side}: {text}");
+        for (name_at, calls) in [(0, 50), (2, 51)] {
+            let Resp::Agg(_, fields) = &items[name_at + 1] else {
+                panic!("side {side}: {text}")
+            };
+            assert_eq!(
+                fields[0],
+                Resp::Leaf(b"$5\r\ncalls\r\n".to_vec()),
+                "side {side}: {text}"
+            );
+            assert_eq!(
+                fields[1],
+                Resp::Leaf(format!(":{calls}\r\n").into_bytes()),
+                "side {side}: {text}"
+            );
+            let Resp::Agg(_, buckets) = &fields[3] else {
+                panic!("side {side}: {text}")
+            };
+            let counts: Vec<i64> = buckets
+                .chunks(2)
+                .map(|b| match &b[1] {
+                    Resp::Leaf(l) => String::from_utf8_lossy(&l[1..l.len() - 2]).parse().unwrap(),
+                    other => panic!("{other:?}"),
+                })
+                .collect();
+            assert!(
+                counts.windows(2).all(|w| w[0] <= w[1]),
+                "side {side}: {text}"
+            );
+            assert_eq!(counts.last(), Some(&calls), "side {side}: {text}");
+        }
+        let names: Vec<&Resp> = vec![&items[0], &items[2]];
+        let mut names: Vec<String> = names
+            .iter()
+            .map(|r| match r {
+                Resp::Leaf(l) => show(l),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            vec!["$3\\r\\nget\\r\\n", "$3\\r\\nset\\r\\n"],
+            "side {side}: {text}"
+        );
+        let info = pair.conns[side][0].call(&words(&["INFO", "latencystats"]));
+        for c in ["set", "get"] {
+            let line = info_field(&info, &format!("latency_percentiles_usec_{c}"))
+                .unwrap_or_else(|| panic!("side {side}: no {c} in {}", show(&info)));
+            assert!(
+                line.starts_with("p50=") && line.contains(",p99=") && line.contains(",p99.9="),
+                "{line}"
+            );
+        }
+        let default_info = pair.conns[side][0].call(&words(&["INFO"]));
+        assert!(
+            info_field(&default_info, "latency_percentiles_usec_set").is_none(),
+            "side {side}"
+        );
     }
 }
