@@ -105,7 +105,7 @@ fn password_hash(ctx: &Ctx<'_>) -> Option<String> {
 
 /// Whether command `spec` belongs to ACL category `category`, from its group and flags (the
 /// same sources Redis derives its categories from).
-fn in_category(spec: &Spec, category: &str) -> bool {
+pub(crate) fn in_category(spec: &Spec, category: &str) -> bool {
     let has = |f: &str| spec.flags.contains(&f);
     match category {
         "keyspace" => spec.group == "generic",

@@ -667,6 +667,35 @@ fn command_docs(spec: &Spec) -> Reply {
     ])
 }
 
+/// COMMAND LIST [FILTERBY MODULE name | ACLCAT category | PATTERN pattern]: the command
+/// names, those of a module (none here), of an ACL category, or matching a glob pattern
+/// (case-insensitively, as Redis matches them).
+fn command_list(filter: &[Bytes]) -> Result<Reply> {
+    let keep: Box<dyn Fn(&Spec) -> bool> = match filter {
+        [] => Box::new(|_| true),
+        [by, kind, value] if is(by, "FILTERBY") => {
+            if is(kind, "MODULE") {
+                Box::new(|_| false)
+            } else if is(kind, "ACLCAT") {
+                let category = text(value).to_ascii_lowercase();
+                Box::new(move |s| super::admin::in_category(s, &category))
+            } else if is(kind, "PATTERN") {
+                let pattern = value.clone();
+                Box::new(move |s| crate::glob::matches(&pattern, s.name.as_bytes(), true))
+            } else {
+                return Err(Error::Syntax);
+            }
+        }
+        _ => return Err(Error::Syntax),
+    };
+    Ok(Reply::Array(
+        table()
+            .filter(|s| keep(s))
+            .map(|s| Reply::text(s.name))
+            .collect(),
+    ))
+}
+
 fn command(_: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let Some(sub) = args.get(1) else {
         return Ok(Reply::Array(table().map(command_info).collect()));
@@ -681,7 +710,7 @@ fn command(_: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         "count" => Ok(Reply::Int(table().count() as i64)),
         "getkeys" if args.len() >= 4 => super::cluster::getkeys(&args[2..]),
         "getkeys" => Err(Error::WrongArity("command|getkeys".into())),
-        "list" => Ok(Reply::Array(table().map(|s| Reply::text(s.name)).collect())),
+        "list" => command_list(&args[2..]),
         "info" if args.len() == 2 => Ok(Reply::Array(table().map(command_info).collect())),
         "info" => Ok(Reply::Array(
             named()

@@ -214,7 +214,9 @@ pub struct Pair {
 /// Whether replies of this command are unordered lists (compared sorted).
 fn unordered(args: &[Vec<u8>]) -> bool {
     let is = |i: usize, w: &[u8]| args.get(i).is_some_and(|a| a.eq_ignore_ascii_case(w));
-    is(0, b"KEYS") || (is(0, b"PUBSUB") && (is(1, b"CHANNELS") || is(1, b"SHARDCHANNELS")))
+    is(0, b"KEYS")
+        || (is(0, b"PUBSUB") && (is(1, b"CHANNELS") || is(1, b"SHARDCHANNELS")))
+        || (is(0, b"COMMAND") && is(1, b"LIST"))
 }
 
 /// A parsed reply: a scalar (its bytes as sent) or an aggregate (header line and elements).
@@ -3938,6 +3940,16 @@ fn admin_commands_match_redis() {
                 &["MEMORY", "PURGE"],
                 &["MEMORY", "PURGE", "x"],
                 &["MEMORY", "DOCTOR", "x"],
+                &["COMMAND", "LIST", "FILTERBY", "PATTERN", "GET"],
+                &["COMMAND", "LIST", "FILTERBY", "PATTERN", "get*"],
+                &["COMMAND", "LIST", "FILTERBY", "PATTERN", "z*store"],
+                &["COMMAND", "LIST", "FILTERBY", "MODULE", "json"],
+                &["COMMAND", "LIST", "FILTERBY", "ACLCAT", "nope"],
+                &["COMMAND", "LIST", "FILTERBY"],
+                &["COMMAND", "LIST", "FILTERBY", "PATTERN"],
+                &["COMMAND", "LIST", "FILTERBY", "PATTERN", "a", "b"],
+                &["COMMAND", "LIST", "FILTERBY", "NOPE", "x"],
+                &["COMMAND", "LIST", "x"],
                 &["CONFIG", "REWRITE"],
                 &["CONFIG", "REWRITE", "x"],
                 &["CLIENT", "PAUSE"],
