@@ -200,6 +200,10 @@ pub(crate) const NO_TOUCH: &[&str] = &[
     "expiretime",
     "pexpiretime",
     "object",
+    // Their key positions name shard channels (for cluster routing), not keys.
+    "ssubscribe",
+    "sunsubscribe",
+    "spublish",
 ];
 
 #[cfg(test)]

@@ -305,7 +305,15 @@ pub(crate) async fn serve(
             {
                 break;
             }
-            shared.pause.changed_or_over(p).await;
+            // CLIENT KILL and shutdown reach a paused connection too.
+            tokio::select! {
+                _ = shared.pause.changed_or_over(p) => {}
+                _ = control.wake.notified() => {}
+                _ = shutdown.changed() => {}
+            }
+            if control.kill.load(Ordering::Acquire) || *shutdown.borrow() {
+                return;
+            }
         }
         let step = if batch.queue.is_empty() {
             Step::NeedInput

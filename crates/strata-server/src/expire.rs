@@ -164,6 +164,11 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             s.access.tick();
             // INFO's instantaneous rates are sampled on the same clock as Redis's (its cron).
             s.rates.sample(&s.counters);
+            // As Redis, keys do not expire while clients are paused (a pause freezes the
+            // data set, for a failover say).
+            if s.pause.current().is_some() {
+                return Ok(0);
+            }
             cycle(&s)
         };
         match tokio::task::spawn_blocking(step).await {

@@ -256,8 +256,6 @@ pub(crate) struct Shared {
     pub rates: Rates,
     /// INFO's `run_id`: 40 random hex digits, new at each start.
     pub run_id: String,
-    /// The most memory INFO has seen this process hold (`used_memory_peak`).
-    pub memory_peak_bytes: AtomicU64,
     /// The key names of stored documents (shared with `DocStore` through the backend).
     pub names: Arc<strata_doc::KeyNames>,
     /// False while the store holds no JSON document (none at start, none written since): string
@@ -364,7 +362,6 @@ impl Shared {
             pause: ClientPause::default(),
             rates: Rates::default(),
             run_id: random_hex_40(),
-            memory_peak_bytes: AtomicU64::new(0),
             versions: crate::collection::Versions::default(),
             list_waiters: Arc::new(ListWaiters::default()),
         })
@@ -1204,6 +1201,8 @@ impl ClientPause {
     /// Pauses until `until`; as in Redis, a pause during another keeps the later end and the
     /// wider mode (ALL over WRITE).
     pub fn pause(&self, until: Instant, all: bool) {
+        // `active` changes only under the channel's lock (here and in `current`), so a pause
+        // that ended cannot clear the flag of one set meanwhile.
         self.state.send_modify(|p| {
             *p = Some(match *p {
                 Some(old) if old.until > Instant::now() => Pause {
@@ -1212,25 +1211,38 @@ impl ClientPause {
                 },
                 _ => Pause { until, all },
             });
+            self.active.store(true, Ordering::Release);
         });
-        self.active.store(true, Ordering::Release);
     }
 
     pub fn unpause(&self) {
-        self.active.store(false, Ordering::Release);
-        self.state.send_replace(None);
+        self.state.send_modify(|p| {
+            *p = None;
+            self.active.store(false, Ordering::Release);
+        });
     }
 
-    /// The pause in force now, if any.
+    /// The pause in force now, if any. One that has ended is cleared, so commands go back to
+    /// the one-load check.
     pub fn current(&self) -> Option<Pause> {
         if !self.active.load(Ordering::Acquire) {
             return None;
         }
-        let p = (*self.state.borrow())?;
-        if p.until <= Instant::now() {
-            return None;
+        let p = *self.state.borrow();
+        match p {
+            Some(p) if p.until > Instant::now() => Some(p),
+            _ => {
+                self.state.send_if_modified(|p| {
+                    if p.is_some_and(|p| p.until > Instant::now()) {
+                        return false;
+                    }
+                    *p = None;
+                    self.active.store(false, Ordering::Release);
+                    true
+                });
+                None
+            }
         }
-        Some(p)
     }
 
     /// Waits until the pause in force ends (its time passes, or it is lifted or changed);
@@ -1272,6 +1284,10 @@ mod pause_tests {
         assert_eq!(p.current(), None);
         p.pause(now, true);
         assert_eq!(p.current(), None, "a pause that has ended holds nothing");
+        assert!(
+            !p.active.load(Ordering::Relaxed),
+            "an ended pause still costs every command the lock"
+        );
         p.pause(now + Duration::from_secs(5), false);
         assert_eq!(
             p.current(),

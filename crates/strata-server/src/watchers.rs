@@ -411,13 +411,14 @@ struct CommandCounters {
 /// Powers of two of nanoseconds a [`Latencies`] tells apart (2^40 ns is about 18 minutes;
 /// longer runs count there).
 const LATENCY_EXPONENTS: usize = 40;
-/// Slots per power of two: values are kept to a quarter of their size, as Redis's latency
-/// histograms keep theirs to a few percent.
-const LATENCY_SLOTS_PER_EXPONENT: usize = 4;
+/// Bits after the leading one that choose a slot: eight slots per power of two, so a value is
+/// kept to an eighth of its size (Redis's histograms keep two significant digits).
+const LATENCY_SUB_BITS: usize = 3;
+const LATENCY_SLOTS_PER_EXPONENT: usize = 1 << LATENCY_SUB_BITS;
 const LATENCY_SLOTS: usize = LATENCY_SLOTS_PER_EXPONENT * LATENCY_EXPONENTS;
 
 /// A command's run times (LATENCY HISTOGRAM, INFO latencystats): counts per slot of
-/// nanoseconds, four slots per power of two, added to with relaxed atomics (no lock on the
+/// nanoseconds, eight slots per power of two, added to with relaxed atomics (no lock on the
 /// command path).
 pub(crate) struct Latencies {
     slots: [AtomicU64; LATENCY_SLOTS],
@@ -431,25 +432,27 @@ impl Default for Latencies {
     }
 }
 
-/// The slot of a run of `nanos`: the value itself below 4, else its power of two and the two
-/// bits after its leading one.
+/// The slot of a run of `nanos`: the value itself below 8, else its power of two and the
+/// three bits after its leading one.
 fn latency_slot(nanos: u64) -> usize {
-    if nanos < 4 {
+    const PER: usize = LATENCY_SLOTS_PER_EXPONENT;
+    if nanos < PER as u64 {
         return nanos as usize;
     }
     let exponent = 63 - nanos.leading_zeros() as usize;
-    let sub = ((nanos >> (exponent - 2)) & 3) as usize;
-    (4 * (exponent - 1) + sub).min(LATENCY_SLOTS - 1)
+    let sub = ((nanos >> (exponent - LATENCY_SUB_BITS)) as usize) & (PER - 1);
+    (PER * (exponent - LATENCY_SUB_BITS + 1) + sub).min(LATENCY_SLOTS - 1)
 }
 
 /// The largest number of nanoseconds slot `i` holds.
 fn latency_slot_top(i: usize) -> u64 {
-    if i < 4 {
+    const PER: usize = LATENCY_SLOTS_PER_EXPONENT;
+    if i < PER {
         return i as u64;
     }
-    let exponent = i / 4 + 1;
-    let sub = (i % 4) as u64;
-    ((4 + sub) << (exponent - 2)) + (1 << (exponent - 2)) - 1
+    let shift = i / PER - 1;
+    let sub = (i % PER) as u64;
+    ((PER as u64 + sub) << shift) + (1 << shift) - 1
 }
 
 impl Latencies {
@@ -490,9 +493,10 @@ pub(crate) fn latency_percentile(counts: &[u64], percent: f64) -> Option<f64> {
     None
 }
 
-/// LATENCY HISTOGRAM's buckets: powers of two of nanoseconds from 1024 (shown in
-/// microseconds, rounded, as Redis shows them: 1, 2, 4, 8, 16, 33...), each with the runs that
-/// took at most that long, from the first bucket with a run to the last.
+/// LATENCY HISTOGRAM's buckets: powers of two of nanoseconds from 1024, each with the runs
+/// that took at most that long, listed where the count grows (as Redis lists them), labelled
+/// in microseconds as Redis labels them (its histogram's highest equivalent value: 1, 2, 4,
+/// 8, 16, 33, 66, 132...).
 pub(crate) fn latency_buckets(counts: &[u64]) -> Vec<(u64, u64)> {
     // Runs per power of two: a slot of exponent e holds values below 2^(e+1).
     let mut per_bound: Vec<u64> = vec![0; LATENCY_EXPONENTS + 1];
@@ -504,16 +508,15 @@ pub(crate) fn latency_buckets(counts: &[u64]) -> Vec<(u64, u64)> {
         let bound_exponent = (64 - top.leading_zeros() as usize).clamp(10, LATENCY_EXPONENTS);
         per_bound[bound_exponent] += n;
     }
-    let first = per_bound.iter().position(|n| *n > 0);
-    let last = per_bound.iter().rposition(|n| *n > 0);
-    let (Some(first), Some(last)) = (first, last) else {
-        return Vec::new();
-    };
     let mut cumulative = 0;
-    (first..=last)
-        .map(|e| {
-            cumulative += per_bound[e];
-            (((1u64 << e) + 500) / 1000, cumulative)
+    per_bound
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| **n > 0)
+        .map(|(e, n)| {
+            cumulative += n;
+            let label = ((1u64 << e) + (1u64 << (e - 7)) - 1) / 1000;
+            (label, cumulative)
         })
         .collect()
 }
@@ -735,7 +738,7 @@ mod latency_tests {
                 assert!(latency_slot_top(i - 1) < v, "{v} belongs before slot {i}");
             }
             assert!(
-                latency_slot_top(i) <= v + v / 4,
+                latency_slot_top(i) <= v + v / 8,
                 "slot {i} too wide for {v}"
             );
         }
@@ -749,19 +752,19 @@ mod latency_tests {
         l.add(1_000_000, 1);
         let counts = l.counts();
         let p50 = latency_percentile(&counts, 50.0).unwrap();
-        assert!((1.0..=1.25).contains(&p50), "{p50}");
+        assert!((1.0..=1.125).contains(&p50), "{p50}");
         let p99 = latency_percentile(&counts, 99.0).unwrap();
-        assert!((1.0..=1.25).contains(&p99), "{p99}");
+        assert!((1.0..=1.125).contains(&p99), "{p99}");
         let p999 = latency_percentile(&counts, 99.9).unwrap();
-        assert!((5.0..=6.25).contains(&p999), "{p999}");
+        assert!((5.0..=5.625).contains(&p999), "{p999}");
         let p100 = latency_percentile(&counts, 100.0).unwrap();
-        assert!((1000.0..=1250.0).contains(&p100), "{p100}");
-        // 1 µs runs in the 1024 ns bucket, 5 µs ones in 8192, 1 ms in 2^20 ns.
-        let buckets = latency_buckets(&counts);
-        assert_eq!(buckets.first(), Some(&(1, 990)));
-        assert!(buckets.contains(&(8, 999)), "{buckets:?}");
-        assert_eq!(buckets.last(), Some(&(1049, 1000)));
-        assert_eq!(buckets.len(), 11, "{buckets:?}");
+        assert!((1000.0..=1125.0).contains(&p100), "{p100}");
+        // 1 µs runs in the 1024 ns bucket, 5 µs ones in 8192, 1 ms in 2^20 ns, with Redis's
+        // labels for those buckets.
+        assert_eq!(
+            latency_buckets(&counts),
+            vec![(1, 990), (8, 999), (1056, 1000)]
+        );
         assert_eq!(latency_percentile(&vec![0; LATENCY_SLOTS], 50.0), None);
         assert!(latency_buckets(&vec![0; LATENCY_SLOTS]).is_empty());
     }

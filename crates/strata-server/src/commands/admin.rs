@@ -421,29 +421,31 @@ fn debug(_: &mut Ctx<'_>, _: &[Bytes]) -> Result<Reply> {
 /// them, then refused for want of replicas.
 fn failover(_: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let mut rest = args[1..].iter();
-    let mut abort = false;
-    let mut others = false;
+    let (mut abort, mut to, mut timeout, mut force) = (false, false, false, false);
     while let Some(word) = rest.next() {
-        if is(word, "ABORT") {
+        if is(word, "ABORT") && !abort {
             abort = true;
-        } else if is(word, "TO") {
+        } else if is(word, "TO") && !to {
             let (Some(_host), Some(port)) = (rest.next(), rest.next()) else {
                 return Err(Error::Syntax);
             };
             crate::num::parse_i64(port).ok_or(Error::NotInteger)?;
-            others = true;
-        } else if is(word, "TIMEOUT") {
+            to = true;
+        } else if is(word, "TIMEOUT") && !timeout {
             let Some(ms) = rest.next() else {
                 return Err(Error::Syntax);
             };
-            crate::num::parse_i64(ms).ok_or(Error::NotInteger)?;
-            others = true;
-        } else if is(word, "FORCE") {
-            others = true;
+            if crate::num::parse_i64(ms).ok_or(Error::NotInteger)? <= 0 {
+                return Err(Error::command("FAILOVER timeout must be greater than 0"));
+            }
+            timeout = true;
+        } else if is(word, "FORCE") && !force {
+            force = true;
         } else {
             return Err(Error::Syntax);
         }
     }
+    let others = to || timeout || force;
     if abort {
         if others {
             return Err(Error::Syntax);
@@ -469,7 +471,8 @@ fn replicaof(_: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 }
 
 fn bgrewriteaof(ctx: &mut Ctx<'_>, _: &[Bytes]) -> Result<Reply> {
-    if super::server::start_background_flush(ctx)? {
+    // Not a save: the changes-since-save count and LASTSAVE stay as they are, as in Redis.
+    if super::server::start_background_flush(ctx, false)? {
         Ok(Reply::simple(
             "Background append only file rewriting started",
         ))

@@ -439,20 +439,20 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
                     ))
                 });
             }
-            let ms = crate::num::parse_i64(&args[2])
-                .ok_or_else(|| Error::command("timeout is not an integer or out of range"))?;
-            let ms = u64::try_from(ms).map_err(|_| Error::command("timeout is negative"))?;
+            // The mode is checked first, as Redis checks it.
             let all = match args.get(3) {
                 None => true,
                 Some(m) if is(m, "ALL") => true,
                 Some(m) if is(m, "WRITE") => false,
                 Some(_) => return Err(Error::command("CLIENT PAUSE mode must be WRITE or ALL")),
             };
-            let now = std::time::Instant::now();
-            // A far future (a timeout past what an Instant holds) pauses until UNPAUSE.
-            let until = now
+            let ms = crate::num::parse_i64(&args[2])
+                .ok_or_else(|| Error::command("timeout is not an integer or out of range"))?;
+            let ms = u64::try_from(ms).map_err(|_| Error::command("timeout is negative"))?;
+            // Any i64 of milliseconds fits (some 290 million years) on the clocks we run on.
+            let until = std::time::Instant::now()
                 .checked_add(std::time::Duration::from_millis(ms))
-                .unwrap_or(now + std::time::Duration::from_secs(100 * 365 * 24 * 3600));
+                .ok_or_else(|| Error::command("timeout is out of range"))?;
             ctx.shared.pause.pause(until, all);
             Ok(Reply::ok())
         }

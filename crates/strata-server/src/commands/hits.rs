@@ -52,7 +52,13 @@ pub(super) fn note(
     let reads = spec.props.readonly
         || READING_WRITES.contains(&name)
         || (name == "set" && args[3..].iter().any(|a| a.eq_ignore_ascii_case(b"GET")));
-    if !reads || keys.is_empty() || matches!(name, "exec" | "migrate") {
+    // Scripts' own commands count their keys (EVAL_RO's declared keys do not), and Redis's
+    // PFCOUNT reads without counting.
+    if !reads
+        || keys.is_empty()
+        || spec.props.read_only_script
+        || matches!(name, "exec" | "migrate" | "pfcount")
+    {
         return;
     }
     let reply = match result {

@@ -327,6 +327,14 @@ pub(crate) fn may_write(args: &[Bytes], session: &crate::state::Session) -> bool
             })
         });
     }
+    if spec.name == "function" {
+        // FUNCTION's container has no write flag; these subcommands change the libraries.
+        return args.get(1).is_some_and(|sub| {
+            ["load", "delete", "flush", "restore"]
+                .iter()
+                .any(|w| sub.eq_ignore_ascii_case(w.as_bytes()))
+        });
+    }
     spec.flags.contains(&"write") || MAY_WRITE.contains(&spec.name)
 }
 

@@ -183,10 +183,8 @@ fn info_section(ctx: &Ctx<'_>, section: &str) -> Result<Vec<(String, String)>> {
             // The process's resident memory is what it uses: the engine's caches and
             // memtables are its own allocations, each under its limit.
             let rss = resident_bytes().unwrap_or(0);
-            let peak = s
-                .memory_peak_bytes
-                .fetch_max(rss, Ordering::Relaxed)
-                .max(rss);
+            // The kernel's high-water mark of the resident set, whenever it was reached.
+            let peak = peak_resident_bytes().unwrap_or(rss).max(rss);
             let system = system_memory_bytes().unwrap_or(0);
             vec![
                 kv("used_memory", rss.to_string()),
@@ -382,6 +380,14 @@ fn cpu_times() -> Option<CpuTimes> {
         children_user: time(*fields.get(2)?),
         children_sys: time(*fields.get(3)?),
     })
+}
+
+/// The most this process has held resident (Linux `/proc/self/status`'s VmHWM).
+fn peak_resident_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 /// The config file's path as INFO shows it (empty without one).
@@ -847,15 +853,15 @@ fn bgsave(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         Some(a) if is(a, "SCHEDULE") && args.len() == 2 => {}
         Some(_) => return Err(Error::Syntax),
     }
-    if !start_background_flush(ctx)? {
+    if !start_background_flush(ctx, true)? {
         return Err(Error::command("Background save already in progress"));
     }
     Ok(Reply::simple("Background saving started"))
 }
 
 /// Starts flushing every memtable on a thread of its own (BGSAVE, BGREWRITEAOF); false when
-/// one is already running.
-pub(crate) fn start_background_flush(ctx: &mut Ctx<'_>) -> Result<bool> {
+/// one is already running. `save`: it counts as a save (LASTSAVE, the changes since).
+pub(crate) fn start_background_flush(ctx: &mut Ctx<'_>, save: bool) -> Result<bool> {
     if ctx.shared.bgsave_running.swap(true, Ordering::AcqRel) {
         return Ok(false);
     }
@@ -880,10 +886,12 @@ pub(crate) fn start_background_flush(ctx: &mut Ctx<'_>) -> Result<bool> {
         ctx.shared.bgsave_running.store(false, Ordering::Release);
         return Err(Error::command(format!("cannot start background save: {e}")));
     }
-    ctx.shared
-        .last_save_unix_secs
-        .store(unix_secs(), Ordering::Relaxed);
-    ctx.shared.dirty.store(0, Ordering::Relaxed);
+    if save {
+        ctx.shared
+            .last_save_unix_secs
+            .store(unix_secs(), Ordering::Relaxed);
+        ctx.shared.dirty.store(0, Ordering::Relaxed);
+    }
     Ok(true)
 }
 

@@ -787,3 +787,86 @@ fn client_pause_all_holds_reads_until_it_ends() {
         "a read ran during CLIENT PAUSE ALL"
     );
 }
+
+/// A connection held by CLIENT PAUSE still answers CLIENT KILL: it closes at once instead of
+/// when the pause ends.
+#[test]
+fn a_paused_connection_can_be_killed() {
+    use std::io::{Read, Write};
+    let server = TestServer::start();
+    let mut admin = server.client();
+    let mut held = server.raw();
+    held.write_all(b"CLIENT ID\r\n").unwrap();
+    let mut buf = [0u8; 64];
+    let n = held.read(&mut buf).unwrap();
+    let id: String = String::from_utf8_lossy(&buf[1..n - 2]).into_owned();
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(60_000)
+        .arg("WRITE")
+        .query(&mut admin)
+        .unwrap();
+    held.write_all(b"SET k v\r\n").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("ID")
+        .arg(&id)
+        .query(&mut admin)
+        .unwrap();
+    assert_eq!(killed, 1);
+    held.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    let started = std::time::Instant::now();
+    let n = held.read(&mut buf).unwrap_or(0);
+    assert_eq!(n, 0, "the held SET was answered: {:?}", &buf[..n]);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "the killed connection stayed open"
+    );
+    let v: Option<String> = admin.get("k").unwrap();
+    assert_eq!(v, None, "the killed client's held write ran");
+    let _: () = redis::cmd("CLIENT")
+        .arg("UNPAUSE")
+        .query(&mut admin)
+        .unwrap();
+}
+
+/// Keys do not expire during a pause (as in Redis: the data set stays as it was paused), and
+/// do once it ends.
+#[test]
+fn keys_wait_out_a_pause_to_expire() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    for i in 0..5 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("t{i}"))
+            .arg("v")
+            .arg("PX")
+            .arg(20)
+            .query(&mut c)
+            .unwrap();
+    }
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(600)
+        .arg("WRITE")
+        .query(&mut c)
+        .unwrap();
+    let expired = |c: &mut redis::Connection| -> u64 {
+        let info: String = redis::cmd("INFO").arg("stats").query(c).unwrap();
+        info.lines()
+            .find_map(|l| l.strip_prefix("expired_keys:"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    assert_eq!(expired(&mut c), 0, "active expiry ran during the pause");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while expired(&mut c) < 5 {
+        assert!(std::time::Instant::now() < deadline, "keys never expired");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}

@@ -3932,6 +3932,12 @@ fn admin_commands_match_redis() {
                 &["FAILOVER", "TO", "127.0.0.1", "1"],
                 &["FAILOVER", "TIMEOUT", "5"],
                 &["FAILOVER", "NOPE"],
+                &["FAILOVER", "TIMEOUT", "0"],
+                &["FAILOVER", "TIMEOUT", "-1"],
+                &["FAILOVER", "FORCE", "FORCE"],
+                &["FAILOVER", "TO", "h", "1", "TO", "h", "2"],
+                &["FAILOVER", "ABORT", "ABORT"],
+                &["FAILOVER", "FORCE"],
                 &["REPLICAOF", "NO", "ONE"],
                 &["SLAVEOF", "no", "one"],
                 &["REPLICAOF", "host", "port"],
@@ -3956,6 +3962,7 @@ fn admin_commands_match_redis() {
                 &["CLIENT", "PAUSE", "x"],
                 &["CLIENT", "PAUSE", "-1"],
                 &["CLIENT", "PAUSE", "10", "foo"],
+                &["CLIENT", "PAUSE", "x", "foo"],
                 &["CLIENT", "PAUSE", "10", "write", "x"],
                 &["CLIENT", "UNPAUSE", "x"],
                 &["CLIENT", "PAUSE", "0"],
@@ -6376,9 +6383,25 @@ fn latency_histograms_have_redis_shape() {
                     other => panic!("{other:?}"),
                 })
                 .collect();
+            // Listed where the count grows, under Redis's labels (2^e + 2^(e-7) - 1 ns, in
+            // microseconds).
             assert!(
-                counts.windows(2).all(|w| w[0] <= w[1]),
+                counts.windows(2).all(|w| w[0] < w[1]),
                 "side {side}: {text}"
+            );
+            let labels: Vec<u64> = buckets
+                .chunks(2)
+                .map(|b| match &b[0] {
+                    Resp::Leaf(l) => String::from_utf8_lossy(&l[1..l.len() - 2]).parse().unwrap(),
+                    other => panic!("{other:?}"),
+                })
+                .collect();
+            let redis_labels: Vec<u64> = (10..40)
+                .map(|e| ((1u64 << e) + (1u64 << (e - 7)) - 1) / 1000)
+                .collect();
+            assert!(
+                labels.iter().all(|l| redis_labels.contains(l)),
+                "side {side}: {labels:?}"
             );
             assert_eq!(counts.last(), Some(&calls), "side {side}: {text}");
         }
