@@ -164,6 +164,9 @@ enum Step {
     /// clients take what they can before the next command runs (as Redis serves them right
     /// after the pushing command; `ListWaiters::settled`), then keep running.
     ServeWaiters,
+    /// CLIENT PAUSE holds the command at the head of the queue: write what is pending, then
+    /// wait out the pause (the loop's top) and keep running.
+    Paused,
 }
 
 /// Serves one accepted connection until the client leaves, breaks the protocol, idles out, or the
@@ -292,17 +295,13 @@ pub(crate) async fn serve(
                 Parsed::Error(e) => protocol_error = Some(e),
             }
         };
-        // CLIENT PAUSE: the commands wait here, holding nothing, until the pause ends (ALL), or
-        // while any of them may write (WRITE). A pause takes effect from the next run of a
-        // connection's commands, not between commands it already took out of its input.
+        // CLIENT PAUSE: the next command waits here, holding nothing, until the pause ends
+        // (ALL), or while it may write (WRITE); `Batch::run` checks each one before it runs.
         while let Some(p) = shared.pause.current() {
-            if batch.queue.is_empty()
-                || (!p.all
-                    && !batch
-                        .queue
-                        .iter()
-                        .any(|args| crate::commands::may_write(args, &batch.session)))
-            {
+            let Some(head) = batch.queue.front() else {
+                break;
+            };
+            if !p.all && !crate::commands::may_write(head, &batch.session) {
                 break;
             }
             // CLIENT KILL and shutdown reach a paused connection too.
@@ -401,7 +400,8 @@ pub(crate) async fn serve(
             .filter(|_| matches!(step, Step::Blocked));
         control.blocked.store(blocked.is_some(), Ordering::Release);
         if blocked.is_none()
-            && (matches!(step, Step::OutputFull | Step::ServeWaiters) || !input_drained)
+            && (matches!(step, Step::OutputFull | Step::ServeWaiters | Step::Paused)
+                || !input_drained)
         {
             continue;
         }
@@ -543,7 +543,17 @@ impl Batch {
         // that writes elsewhere (it runs on its own next).
         let mut hold_runs = true;
         loop {
-            let held = if hold_runs && writes_here {
+            // CLIENT PAUSE: each command is checked before it runs (one load while no pause is
+            // set), and while one is, commands run one at a time, so none that it holds runs
+            // once CLIENT PAUSE has answered.
+            let pause = shared.pause.current();
+            if let (Some(p), Some(head)) = (pause, self.queue.front()) {
+                if p.all || crate::commands::may_write(head, &self.session) {
+                    return Some(Step::Paused);
+                }
+            }
+            let one_at_a_time = pause.is_some();
+            let held = if hold_runs && writes_here && !one_at_a_time {
                 self.held_run()
             } else {
                 0
@@ -640,7 +650,7 @@ impl Batch {
                 }
                 continue;
             }
-            let scripts = self.script_run();
+            let scripts = if one_at_a_time { 0 } else { self.script_run() };
             if scripts >= 2 {
                 if on_network {
                     // Scripts take the exec lock exclusively: only on the blocking pool.
@@ -677,7 +687,11 @@ impl Batch {
                 }
                 continue;
             }
-            let mut run = self.plain_set_run(shared);
+            let mut run = if one_at_a_time {
+                0
+            } else {
+                self.plain_set_run(shared)
+            };
             let mut guard = None;
             if run >= 2 {
                 if !writes_here {

@@ -870,3 +870,64 @@ fn keys_wait_out_a_pause_to_expire() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
+
+/// CLIENT PAUSE WRITE holds the writes pipelined after it on its own connection, and once it
+/// has answered, no write of a client writing without pause runs until UNPAUSE.
+#[test]
+fn no_write_runs_once_client_pause_answered() {
+    use std::io::{Read, Write};
+    let server = TestServer::start();
+    let mut admin = server.client();
+    // A writer that pipelines INCRs as fast as it can.
+    let url = server.url();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let mut pipe = redis::pipe();
+                for _ in 0..16 {
+                    pipe.incr("n", 1).ignore();
+                }
+                let _: () = pipe.query(&mut c).unwrap();
+            }
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let mut own = server.raw();
+    own.write_all(b"CLIENT PAUSE 60000 WRITE\r\nSET k v\r\nGET k\r\n")
+        .unwrap();
+    let mut buf = [0u8; 64];
+    let n = own.read(&mut buf).unwrap();
+    assert_eq!(
+        &buf[..n],
+        b"+OK\r\n",
+        "only PAUSE answers while it holds the SET"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let first: i64 = admin.get("n").unwrap();
+    assert!(first > 0, "the writer never ran");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let later: i64 = admin.get("n").unwrap();
+    assert_eq!(first, later, "writes ran during CLIENT PAUSE WRITE");
+    let k: Option<String> = admin.get("k").unwrap();
+    assert_eq!(k, None, "the SET pipelined after PAUSE ran");
+    let _: () = redis::cmd("CLIENT")
+        .arg("UNPAUSE")
+        .query(&mut admin)
+        .unwrap();
+    own.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    let mut got = Vec::new();
+    while got.len() < b"+OK\r\n$1\r\nv\r\n".len() {
+        let n = own.read(&mut buf).unwrap();
+        assert!(n > 0);
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert_eq!(got, b"+OK\r\n$1\r\nv\r\n");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.join().unwrap();
+    let after: i64 = admin.get("n").unwrap();
+    assert!(after > later, "the writer did not go on after UNPAUSE");
+}
