@@ -1186,6 +1186,9 @@ pub(crate) struct Pause {
 pub(crate) struct ClientPause {
     active: AtomicBool,
     state: watch::Sender<Option<Pause>>,
+    /// Connections waiting out the pause (INFO's `blocked_clients` counts them, as Redis 7.0
+    /// counts its postponed clients).
+    held: AtomicUsize,
 }
 
 impl Default for ClientPause {
@@ -1193,6 +1196,7 @@ impl Default for ClientPause {
         ClientPause {
             active: AtomicBool::new(false),
             state: watch::Sender::new(None),
+            held: AtomicUsize::new(0),
         }
     }
 }
@@ -1245,9 +1249,22 @@ impl ClientPause {
         }
     }
 
+    /// Connections waiting out a pause now.
+    pub fn held(&self) -> usize {
+        self.held.load(Ordering::Relaxed)
+    }
+
     /// Waits until the pause in force ends (its time passes, or it is lifted or changed);
-    /// the caller checks again.
+    /// the caller checks again. The connection counts as held meanwhile.
     pub async fn changed_or_over(&self, p: Pause) {
+        struct Held<'a>(&'a AtomicUsize);
+        impl Drop for Held<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+        self.held.fetch_add(1, Ordering::Relaxed);
+        let _held = Held(&self.held);
         let mut rx = self.state.subscribe();
         if *rx.borrow_and_update() != Some(p) {
             return;

@@ -176,7 +176,11 @@ fn info_section(ctx: &Ctx<'_>, section: &str) -> Result<Vec<(String, String)>> {
             kv("maxclients", config.maxclients.to_string()),
             // Clients waiting in BLPOP, BZPOPMIN and the other blocking pops (test harnesses
             // written for Redis poll this to know a client is waiting).
-            kv("blocked_clients", s.list_waiters.waiting().to_string()),
+            // ... and those CLIENT PAUSE holds, as Redis 7.0 counts them.
+            kv(
+                "blocked_clients",
+                (s.list_waiters.waiting() + s.pause.held()).to_string(),
+            ),
             kv("tracking_clients", s.watches.tracking.stats().0.to_string()),
         ],
         "memory" => {

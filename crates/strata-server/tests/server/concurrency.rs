@@ -747,6 +747,16 @@ fn client_pause_write_holds_writes_until_unpause() {
         let (n,): (i64,) = redis::pipe().atomic().incr("n", 1).query(&mut c).unwrap();
         n
     });
+    // The held writer counts in blocked_clients, as in Redis 7.0.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let info: String = redis::cmd("INFO").arg("clients").query(&mut admin).unwrap();
+        if info.contains("blocked_clients:1\r\n") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{info}");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     // Reads are served during the pause, and see nothing of the held write.
     for _ in 0..20 {
         std::thread::sleep(std::time::Duration::from_millis(10));
@@ -764,6 +774,8 @@ fn client_pause_write_holds_writes_until_unpause() {
     assert_eq!(writer.join().unwrap(), 1);
     let v: String = admin.get("k").unwrap();
     assert_eq!(v, "new");
+    let info: String = redis::cmd("INFO").arg("clients").query(&mut admin).unwrap();
+    assert!(info.contains("blocked_clients:0\r\n"), "{info}");
 }
 
 /// CLIENT PAUSE ALL holds every command, reads too, until its timeout.
