@@ -124,7 +124,7 @@ impl AccessTimes {
     pub fn set_idle(&self, name: &[u8], idle_secs: u64) {
         // After the queued touches: the command's own touch is among them.
         self.drain();
-        let secs = unix_secs().saturating_sub(idle_secs);
+        let secs = self.now_secs().saturating_sub(idle_secs);
         self.set_hashed(xxhash_rust::xxh3::xxh3_64(name), secs);
     }
 
@@ -171,7 +171,10 @@ impl AccessTimes {
     pub fn idle_secs(&self, name: &[u8]) -> u64 {
         self.drain();
         let (bucket, fp) = self.slot(name);
-        let now = unix_secs();
+        // The clock touches stamp, as Redis reads idle times off its cached LRU clock: the
+        // wall clock here made a key touched just before a second ticked over read 1 second
+        // idle when the expiry tick that advances the stamp ran late.
+        let now = self.now_secs();
         let last = bucket
             .ways
             .iter()
@@ -209,6 +212,21 @@ pub(crate) const NO_TOUCH: &[&str] = &[
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A key touched while the stamping clock lags the wall clock (the expiry tick that
+    /// advances it ran late, across a second's turn) reads 0 seconds idle at once, as in
+    /// Redis, whose idle times come off the same cached clock its touches stamp.
+    #[test]
+    fn a_late_tick_does_not_age_a_key_just_touched() {
+        let t = AccessTimes::new();
+        t.now_secs.store(unix_secs() - 1, Ordering::Relaxed);
+        t.touch(b"k");
+        assert_eq!(t.idle_secs(b"k"), 0);
+        t.set_idle(b"r", 7);
+        assert_eq!(t.idle_secs(b"r"), 7);
+        t.tick();
+        assert!(t.idle_secs(b"k") >= 1, "a tick moves idle times on");
+    }
 
     /// A time set is read back; a key never used reads as used at start; a bucket that
     /// overflows gives up its least recently used key, which then reads at most as idle as
