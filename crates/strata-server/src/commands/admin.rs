@@ -71,7 +71,7 @@ fn help(lines: &[&'static str]) -> Reply {
 
 /// Redis's reply to a known subcommand given the wrong number of arguments, for subcommands
 /// whose arity the handler checks (Redis 7 words it so for them).
-fn sub_syntax(container: &str, args: &[Bytes]) -> Error {
+pub(crate) fn sub_syntax(container: &str, args: &[Bytes]) -> Error {
     Error::command(format!(
         "unknown subcommand or wrong number of arguments for '{}'. Try {container} HELP.",
         text(&args[1])

@@ -433,10 +433,7 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
                 return Err(if args.len() < 3 {
                     Error::WrongArity("client|pause".into())
                 } else {
-                    Error::command(format!(
-                        "unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.",
-                        text(&args[1])
-                    ))
+                    super::admin::sub_syntax("CLIENT", args)
                 });
             }
             // The mode is checked first, as Redis checks it.

@@ -79,7 +79,7 @@ pub(super) fn note(
         match known(name, args, reply) {
             Some(true) => hits += 1,
             Some(false) => misses += 1,
-            None => match exists(ctx, keys[0]) {
+            None => match super::key_exists(ctx, keys[0]) {
                 Ok(true) => hits += 1,
                 Ok(false) => misses += 1,
                 Err(_) => {}
@@ -97,7 +97,7 @@ pub(super) fn note(
                 Some(Reply::Bulk(_)) => Some(true),
                 _ => None,
             });
-            match certain.map_or_else(|| exists(ctx, key), Ok) {
+            match certain.map_or_else(|| super::key_exists(ctx, key), Ok) {
                 Ok(true) => hits += 1,
                 Ok(false) => misses += 1,
                 Err(_) => {}
@@ -153,12 +153,4 @@ fn data(reply: &Reply) -> bool {
         Reply::Verbatim(t) => !t.is_empty(),
         _ => false,
     }
-}
-
-fn exists(ctx: &Ctx<'_>, key: &[u8]) -> Result<bool> {
-    let now = crate::keyspace::now_ms();
-    Ok(
-        crate::keyspace::lookup(ctx.db(), ctx.dbi(), key, now, ctx.shared.docs_may_exist())?
-            .is_some(),
-    )
 }

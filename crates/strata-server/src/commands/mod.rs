@@ -795,9 +795,12 @@ fn keys_before_write(
     Ok(absent)
 }
 
+/// Whether `key` is live in the selected database (documents looked up only while the store
+/// may hold one, as the string commands look them up).
 fn key_exists(ctx: &Ctx<'_>, key: &[u8]) -> Result<bool> {
     let now = crate::keyspace::now_ms();
-    Ok(crate::keyspace::lookup(ctx.db(), ctx.dbi(), key, now, true)?.is_some())
+    let docs = ctx.shared.docs_may_exist();
+    Ok(crate::keyspace::lookup(ctx.db(), ctx.dbi(), key, now, docs)?.is_some())
 }
 
 /// The events Redis raises below its commands: `new` for a key a write added (placed before

@@ -232,10 +232,7 @@ fn pubsub(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             .collect(),
         )),
         ("numpat" | "help", _) => Err(Error::WrongArity(format!("pubsub|{sub}"))),
-        ("channels" | "shardchannels", _) => Err(Error::command(format!(
-            "unknown subcommand or wrong number of arguments for '{}'. Try PUBSUB HELP.",
-            text(&args[1])
-        ))),
+        ("channels" | "shardchannels", _) => Err(super::admin::sub_syntax("PUBSUB", args)),
         _ => Err(Error::UnknownSubcommand {
             container: "PUBSUB",
             sub: text(&args[1]),

@@ -235,45 +235,24 @@ fn info_section(ctx: &Ctx<'_>, section: &str) -> Result<Vec<(String, String)>> {
             let tracking = s.watches.tracking.stats();
             let (ops_per_sec, input_kbps, output_kbps) = s.rates.current();
             let pubsub = s.pubsub.counts();
+            let counter = |k: &str, v: &std::sync::atomic::AtomicU64| {
+                kv(k, v.load(Ordering::Relaxed).to_string())
+            };
             vec![
-                kv(
-                    "total_connections_received",
-                    c.total_connections.load(Ordering::Relaxed).to_string(),
-                ),
-                kv(
-                    "total_commands_processed",
-                    c.total_commands.load(Ordering::Relaxed).to_string(),
-                ),
-                kv(
-                    "rejected_connections",
-                    c.rejected_connections.load(Ordering::Relaxed).to_string(),
-                ),
+                counter("total_connections_received", &c.total_connections),
+                counter("total_commands_processed", &c.total_commands),
+                counter("rejected_connections", &c.rejected_connections),
                 kv("instantaneous_ops_per_sec", ops_per_sec.to_string()),
-                kv(
-                    "total_net_input_bytes",
-                    c.net_input_bytes.load(Ordering::Relaxed).to_string(),
-                ),
-                kv(
-                    "total_net_output_bytes",
-                    c.net_output_bytes.load(Ordering::Relaxed).to_string(),
-                ),
+                counter("total_net_input_bytes", &c.net_input_bytes),
+                counter("total_net_output_bytes", &c.net_output_bytes),
                 kv("instantaneous_input_kbps", format!("{input_kbps:.2}")),
                 kv("instantaneous_output_kbps", format!("{output_kbps:.2}")),
-                kv(
-                    "expired_keys",
-                    c.expired_keys.load(Ordering::Relaxed).to_string(),
-                ),
+                counter("expired_keys", &c.expired_keys),
                 // Never: keys are not evicted, nor clients for memory.
                 kv("evicted_keys", "0".into()),
                 kv("evicted_clients", "0".into()),
-                kv(
-                    "keyspace_hits",
-                    c.keyspace_hits.load(Ordering::Relaxed).to_string(),
-                ),
-                kv(
-                    "keyspace_misses",
-                    c.keyspace_misses.load(Ordering::Relaxed).to_string(),
-                ),
+                counter("keyspace_hits", &c.keyspace_hits),
+                counter("keyspace_misses", &c.keyspace_misses),
                 kv("pubsub_channels", pubsub.0.to_string()),
                 kv("pubsub_patterns", pubsub.1.to_string()),
                 kv("pubsubshard_channels", pubsub.2.to_string()),
@@ -283,10 +262,7 @@ fn info_section(ctx: &Ctx<'_>, section: &str) -> Result<Vec<(String, String)>> {
                     "total_error_replies",
                     s.command_stats.error_replies().to_string(),
                 ),
-                kv(
-                    "total_error_replies_protocol",
-                    c.protocol_errors.load(Ordering::Relaxed).to_string(),
-                ),
+                counter("total_error_replies_protocol", &c.protocol_errors),
                 kv("tracking_total_keys", tracking.1.to_string()),
                 kv("tracking_total_items", tracking.2.to_string()),
                 kv("tracking_total_prefixes", tracking.3.to_string()),
