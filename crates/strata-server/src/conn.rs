@@ -301,7 +301,7 @@ pub(crate) async fn serve(
             let Some(head) = batch.queue.front() else {
                 break;
             };
-            if !p.all && !crate::commands::may_write(head, &batch.session) {
+            if !p.all && !crate::commands::may_write(head, &batch.session, &shared) {
                 break;
             }
             // CLIENT KILL and shutdown reach a paused connection too.
@@ -548,7 +548,7 @@ impl Batch {
             // once CLIENT PAUSE has answered.
             let pause = shared.pause.current();
             if let (Some(p), Some(head)) = (pause, self.queue.front()) {
-                if p.all || crate::commands::may_write(head, &self.session) {
+                if p.all || crate::commands::may_write(head, &self.session, shared) {
                     return Some(Step::Paused);
                 }
             }

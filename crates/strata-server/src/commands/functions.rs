@@ -542,6 +542,15 @@ fn list(ctx: &Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     Ok(Reply::Array(out))
 }
 
+/// Whether FCALL of function `name` may write, for CLIENT PAUSE WRITE: unless its flags say
+/// `no-writes`. An unknown function may (Redis holds it; it answers "Function not found" once
+/// the pause ends).
+pub(crate) fn may_write(shared: &crate::state::Shared, name: &Bytes) -> bool {
+    lock(&shared.functions)
+        .function(&text(name))
+        .is_none_or(|f| !f.flags.contains(&"no-writes"))
+}
+
 fn fcall(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     call(ctx, args, false)
 }

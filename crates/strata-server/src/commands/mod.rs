@@ -309,33 +309,48 @@ pub(crate) fn lookup(name: &[u8]) -> Option<&'static Command> {
 
 /// Commands that may change data without the `write` flag: scripts and functions (their
 /// commands), publishing, PFCOUNT (it may rewrite the key's cached count). CLIENT PAUSE WRITE
-/// holds them back with the writes, as Redis does with its `may-replicate` commands.
-const MAY_WRITE: &[&str] = &["eval", "evalsha", "fcall", "publish", "spublish", "pfcount"];
+/// holds them back with the writes, and read-only scripts may not call them, as Redis does
+/// with its `may-replicate` commands.
+pub(super) const MAY_WRITE: &[&str] =
+    &["eval", "evalsha", "fcall", "publish", "spublish", "pfcount"];
 
 /// Whether `args` may change data, so that CLIENT PAUSE WRITE holds it back: a write, a
-/// command of [`MAY_WRITE`], or an EXEC whose transaction holds one. Unknown commands do not
-/// (they are refused without running).
-pub(crate) fn may_write(args: &[Bytes], session: &crate::state::Session) -> bool {
+/// command of [`MAY_WRITE`], or an EXEC whose transaction holds one. As in Redis's
+/// `processCommand`: a script or function whose flags say `no-writes` does not (EVAL's
+/// shebang, the cached script EVALSHA names, FCALL's function); a command refused before it
+/// would run (unknown, wrong arity, not authenticated) is answered at once.
+pub(crate) fn may_write(args: &[Bytes], session: &crate::state::Session, shared: &Shared) -> bool {
     let Some(command) = resolve(args) else {
         return false;
     };
     let spec = command.spec;
-    if spec.name == "exec" {
-        return session.multi.as_ref().is_some_and(|m| {
-            m.queued.iter().any(|q| {
-                q.first().is_none_or(|n| !n.eq_ignore_ascii_case(b"exec")) && may_write(q, session)
-            })
-        });
+    if !arity_fits(spec, args.len()) || (!session.authenticated && !command.props.no_auth) {
+        return false;
     }
-    if spec.name == "function" {
+    match spec.name {
+        "exec" => session.multi.as_ref().is_some_and(|m| {
+            m.queued.iter().any(|q| {
+                q.first().is_none_or(|n| !n.eq_ignore_ascii_case(b"exec"))
+                    && may_write(q, session, shared)
+            })
+        }),
         // FUNCTION's container has no write flag; these subcommands change the libraries.
-        return args.get(1).is_some_and(|sub| {
+        "function" => args.get(1).is_some_and(|sub| {
             ["load", "delete", "flush", "restore"]
                 .iter()
                 .any(|w| sub.eq_ignore_ascii_case(w.as_bytes()))
-        });
+        }),
+        "eval" | "evalsha" => scripting::may_write(shared, spec.name == "evalsha", &args[1]),
+        "fcall" => functions::may_write(shared, &args[1]),
+        _ => spec.flags.contains(&"write") || MAY_WRITE.contains(&spec.name),
     }
-    spec.flags.contains(&"write") || MAY_WRITE.contains(&spec.name)
+}
+
+/// Whether `n` words (the name included) fit `spec`'s arity.
+pub(super) fn arity_fits(spec: &Spec, n: usize) -> bool {
+    let n = n as i64;
+    let arity = i64::from(spec.arity);
+    (arity > 0 && n == arity) || (arity < 0 && n >= -arity)
 }
 
 /// The command `args` names, if it is one (looked up once per command: placement and
@@ -538,9 +553,7 @@ fn dispatch_checked(
         }
         return Err(Error::unknown_command(args));
     };
-    let n = args.len() as i64;
-    let arity = i64::from(spec.arity);
-    if (arity > 0 && n != arity) || (arity < 0 && n < -arity) {
+    if !arity_fits(spec, args.len()) {
         return Err(Error::WrongArity(spec.name.to_string()));
     }
     if !ctx.session.authenticated && !spec.props.no_auth {

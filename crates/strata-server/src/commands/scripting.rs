@@ -28,7 +28,7 @@ use mlua::{Lua, LuaOptions, MultiValue, StdLib, Table, Value};
 use super::{is, text, Ctx, Locking, Spec};
 use crate::error::{Error, Result};
 use crate::resp::Reply;
-use crate::state::lock;
+use crate::state::{lock, Shared};
 use crate::txn::Overlay;
 
 #[rustfmt::skip]
@@ -137,6 +137,26 @@ fn evalsha_ro(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let numkeys = key_count(args)?;
     let (name, body) = cached(ctx, &args[1])?;
     run(ctx, args, numkeys, &name, &body, true)
+}
+
+/// Whether EVAL of `script` (EVALSHA of the script named `script` when `by_name`) may write,
+/// for CLIENT PAUSE WRITE: unless its shebang says `no-writes`. One without a shebang (Redis
+/// 6's kind), a malformed one and an unknown name may (Redis holds them with the
+/// `may-replicate` commands; EVALSHA of an unknown name then answers NOSCRIPT).
+pub(crate) fn may_write(shared: &Shared, by_name: bool, script: &Bytes) -> bool {
+    let body = if by_name {
+        let name = String::from_utf8_lossy(script).to_ascii_lowercase();
+        match lock(&shared.scripts).get(&name) {
+            Some(body) => body.clone(),
+            None => return true,
+        }
+    } else {
+        script.clone()
+    };
+    match shebang(&body) {
+        Ok((Some(flags), _)) => !flags.contains(&"no-writes"),
+        Ok((None, _)) | Err(_) => true,
+    }
 }
 
 /// The script EVALSHA names (its name in lowercase, and its body), or Redis's NOSCRIPT.
@@ -1097,16 +1117,16 @@ fn call_command(ctx: &mut Ctx<'_>, args: MultiValue, read_only: bool) -> Reply {
         return Reply::Error("ERR Unknown Redis command called from script".into());
     };
     // Redis's scriptCall checks the arity itself, with its own words.
-    let arity = i64::from(spec.arity);
-    let n = words.len() as i64;
-    if (arity > 0 && n != arity) || n < -arity {
+    if !super::arity_fits(spec.spec, words.len()) {
         return Reply::Error("ERR Wrong number of args calling Redis command from script".into());
     }
     let cluster_reset = spec.name == "cluster" && super::is(&words[1], "RESET");
     if !callable(spec) || cluster_reset {
         return Reply::Error("ERR This Redis command is not allowed from script".into());
     }
-    if read_only && spec.props.write {
+    // Redis counts `may-replicate` commands (PUBLISH, PFCOUNT) as writes here, so that
+    // read-only scripts may run during CLIENT PAUSE WRITE.
+    if read_only && (spec.props.write || super::MAY_WRITE.contains(&spec.spec.name)) {
         return Reply::Error("ERR Write commands are not allowed from read-only scripts.".into());
     }
     super::execute_resolved(ctx, &words, Some(spec))

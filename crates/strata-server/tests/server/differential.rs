@@ -194,6 +194,31 @@ impl Raw {
         let _ = Self::line;
     }
 
+    /// The next reply if it starts to arrive within `wait` (`None`: nothing came).
+    pub fn reply_within(&mut self, wait: Duration) -> Option<Vec<u8>> {
+        if self.reader.buffer().is_empty() {
+            self.writer.set_read_timeout(Some(wait)).unwrap();
+            let arrived = self.reader.fill_buf().map(|b| !b.is_empty());
+            self.writer
+                .set_read_timeout(Some(Duration::from_secs(10)))
+                .unwrap();
+            match arrived {
+                Ok(true) => {}
+                Ok(false) => panic!("the server closed the connection"),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    return None
+                }
+                Err(e) => panic!("reading a reply: {e}"),
+            }
+        }
+        Some(self.reply())
+    }
+
     /// Sends one command and reads its reply.
     pub fn call(&mut self, args: &[Vec<u8>]) -> Vec<u8> {
         self.send(args);
@@ -3860,6 +3885,163 @@ fn hello_shape(reply: &[u8]) -> String {
 /// redis-server with its defaults answers each exactly so (one user, the latency monitor
 /// off, no modules, DEBUG and MODULE LOAD refused, no replicas). ACL GENPASS is random: its
 /// length is compared.
+/// CLIENT PAUSE WRITE holds what redis-server holds and answers what it answers: scripts and
+/// functions by their flags (`no-writes` runs, a shebang without it or none waits), EVALSHA
+/// by the cached script's flags, read-only scripts (which may not PUBLISH), a transaction by
+/// what it queued, and commands refused before they would run (wrong arity) at once. A
+/// command redis-server leaves unanswered for half a second must be unanswered here too, and both
+/// replies, read after CLIENT UNPAUSE, must be equal; a pause set inside MULTI starts once its
+/// EXEC ends.
+#[test]
+fn client_pause_write_holds_what_redis_holds() {
+    let mut pair = Pair::start();
+    let ctx = "CLIENT PAUSE WRITE";
+    let reading = "#!lua flags=no-writes\nreturn redis.call('get', KEYS[1])";
+    let writing = "#!lua\nreturn redis.call('set', KEYS[1], 'w')";
+    let library = "#!lua name=lib\n\
+        redis.register_function{function_name='reader', callback=function() return 'r' end, flags={'no-writes'}}\n\
+        redis.register_function('writer', function(keys) return redis.call('set', keys[1], 'f') end)";
+    pair.check(0, &words(&["SET", "x", "y"]), ctx);
+    pair.check(0, &words(&["FUNCTION", "LOAD", library]), ctx);
+    let reading_sha = pair.check(0, &words(&["SCRIPT", "LOAD", reading]), ctx);
+    let writing_sha = pair.check(0, &words(&["SCRIPT", "LOAD", writing]), ctx);
+    let sha = |reply: &[u8]| String::from_utf8_lossy(&reply[5..reply.len() - 2]).into_owned();
+    let (reading_sha, writing_sha) = (sha(&reading_sha), sha(&writing_sha));
+    let probes: Vec<Vec<&str>> = vec![
+        vec!["GET", "x"],
+        vec!["SET", "x", "z"],
+        vec!["SET", "x"],
+        vec!["NOSUCHCOMMAND", "x"],
+        vec!["PUBLISH", "ch", "m"],
+        vec!["PFCOUNT", "hll"],
+        vec!["EVAL", "return 1", "0"],
+        vec!["EVAL", "#!lua\nreturn 1", "0"],
+        vec!["EVAL", "#!lua flags=no-writes\nreturn 1", "0"],
+        vec!["EVAL", reading, "1", "x"],
+        vec!["EVAL_RO", "return redis.call('get', KEYS[1])", "1", "x"],
+        vec!["EVAL_RO", "return redis.call('publish', 'ch', 'm')", "0"],
+        vec![
+            "EVAL",
+            "#!lua flags=no-writes\nreturn redis.call('publish', 'ch', 'm')",
+            "0",
+        ],
+        vec![
+            "EVAL",
+            "#!lua flags=no-writes\nreturn redis.call('pfcount', 'hll')",
+            "0",
+        ],
+        vec!["EVALSHA", &reading_sha, "1", "x"],
+        vec!["EVALSHA", &writing_sha, "1", "x"],
+        vec!["EVALSHA_RO", &reading_sha, "1", "x"],
+        vec!["EVALSHA", "0123456789012345678901234567890123456789", "0"],
+        vec!["FCALL", "reader", "0"],
+        vec!["FCALL_RO", "reader", "0"],
+        vec!["FCALL", "writer", "1", "x"],
+        vec!["FCALL", "nosuchfunction", "0"],
+        vec!["SCRIPT", "LOAD", "return 2"],
+        vec!["FUNCTION", "LIST", "LIBRARYNAME", "nolib"],
+        vec!["FUNCTION", "DELETE", "nolib"],
+    ];
+    let pause = words(&["CLIENT", "PAUSE", "100000", "WRITE"]);
+    let unpause = words(&["CLIENT", "UNPAUSE"]);
+    let mut held = 0;
+    let mut answered = 0;
+    let mut probe = |pair: &mut Pair, commands: &[Vec<Vec<u8>>], label: &str| {
+        pair.check(0, &pause, ctx);
+        for side in 0..2 {
+            pair.conns[side][1].send_all(commands);
+        }
+        let mut redis_replies = Vec::new();
+        let mut waiting = false;
+        for _ in commands {
+            match pair.conns[0][1].reply_within(Duration::from_millis(500)) {
+                Some(r) => redis_replies.push(r),
+                None => {
+                    waiting = true;
+                    break;
+                }
+            }
+        }
+        // What redis-server answered during the pause must come here too (a held command
+        // times out after 10 s and fails the test).
+        let ours: Vec<Vec<u8>> = redis_replies
+            .iter()
+            .map(|_| {
+                pair.conns[1][1]
+                    .reply_within(Duration::from_secs(10))
+                    .unwrap_or_else(|| {
+                        panic!("{label}: redis-server answers it during CLIENT PAUSE WRITE, Strata held it")
+                    })
+            })
+            .collect();
+        assert_eq!(
+            redis_replies.iter().map(|r| show(r)).collect::<Vec<_>>(),
+            ours.iter().map(|r| show(r)).collect::<Vec<_>>(),
+            "{label}: answered during the pause"
+        );
+        if waiting {
+            held += 1;
+            assert_eq!(
+                pair.conns[1][1]
+                    .reply_within(Duration::from_millis(300))
+                    .map(|r| show(&r)),
+                None,
+                "{label}: redis-server holds it during CLIENT PAUSE WRITE, Strata answered"
+            );
+        } else {
+            answered += 1;
+        }
+        pair.check(0, &unpause, ctx);
+        let rest = commands.len() - redis_replies.len();
+        pair.compare_pending(1, rest, false, &format!("{label}, after CLIENT UNPAUSE"));
+    };
+    for p in &probes {
+        probe(&mut pair, &[words(p)], &format!("{p:?}"));
+    }
+    // Transactions: by what they queued (queued before the pause, EXEC during it).
+    for queued in [
+        vec!["EVAL", "#!lua flags=no-writes\nreturn 12", "0"],
+        vec!["EVAL", "#!lua\nreturn 13", "0"],
+        vec!["GET", "x"],
+        vec!["SET", "x", "t"],
+    ] {
+        pair.check(1, &words(&["MULTI"]), ctx);
+        pair.check(1, &words(&queued), ctx);
+        probe(
+            &mut pair,
+            &[words(&["EXEC"])],
+            &format!("EXEC of {queued:?}"),
+        );
+    }
+    // A pause set inside a transaction starts when its EXEC ends: the transaction's later
+    // write runs, the next one waits.
+    pair.check(0, &words(&["MULTI"]), ctx);
+    pair.check(0, &words(&["SET", "a", "1"]), ctx);
+    pair.check(0, &pause, ctx);
+    pair.check(0, &words(&["SET", "b", "2"]), ctx);
+    pair.check(0, &words(&["EXEC"]), ctx);
+    pair.check(0, &words(&["MGET", "a", "b"]), ctx);
+    for side in 0..2 {
+        pair.conns[side][1].send(&words(&["SET", "c", "3"]));
+    }
+    assert!(pair.conns[0][1]
+        .reply_within(Duration::from_millis(500))
+        .is_none());
+    assert!(pair.conns[1][1]
+        .reply_within(Duration::from_millis(300))
+        .is_none());
+    pair.check(0, &unpause, ctx);
+    pair.compare_pending(1, 1, false, "SET after a pause set by EXEC");
+    assert!(
+        held >= 8 && answered >= 8,
+        "held {held}, answered {answered}"
+    );
+    eprintln!(
+        "CLIENT PAUSE WRITE: {held} held and {answered} answered as redis-server, {} replies compared",
+        pair.compared
+    );
+}
+
 #[test]
 fn admin_commands_match_redis() {
     let mut pair = Pair::start();
