@@ -158,6 +158,10 @@ pub struct ServerConfig {
     pub client_query_buffer_limit_bytes: usize,
     /// Redis's thresholds for its compact encodings (what OBJECT ENCODING reports).
     pub encodings: EncodingLimits,
+    /// Redis's RDB save points (`save`, as CONFIG GET shows them: "3600 1 300 100"; empty:
+    /// none). Kept for applications that set them; they change nothing here, where every
+    /// acknowledged write is already in the write-ahead log.
+    pub save_points: String,
     /// The config file the settings were read from, if any (INFO's `config_file`).
     pub config_file: Option<PathBuf>,
     /// Which keyspace notifications are published (`notify-keyspace-events`, as flags of
@@ -226,6 +230,33 @@ pub const ENCODING_SETTINGS: &[&str] = &[
     "zset-max-ziplist-value",
     "list-max-ziplist-size",
 ];
+
+/// `save`'s value in Redis's form ("3600 1 300 100": pairs of seconds, at least 1, and
+/// changes, at least 0, each separated by one space; empty: none), or Redis's reason.
+fn save_points(value: &str) -> std::result::Result<String, String> {
+    let invalid = || "Invalid save parameters".to_string();
+    if value.is_empty() {
+        return Ok(String::new());
+    }
+    let words: Vec<&str> = value.split(' ').collect();
+    if words.len() % 2 != 0 {
+        return Err(invalid());
+    }
+    let mut points = Vec::with_capacity(words.len());
+    for (i, w) in words.iter().enumerate() {
+        // Redis reads each with strtoll, which takes an empty word as 0.
+        let n: i64 = if w.is_empty() {
+            0
+        } else {
+            w.parse().map_err(|_| invalid())?
+        };
+        if (i % 2 == 0 && n < 1) || n < 0 {
+            return Err(invalid());
+        }
+        points.push(n.to_string());
+    }
+    Ok(points.join(" "))
+}
 
 impl EncodingLimits {
     /// The value of setting `name` (one of [`ENCODING_SETTINGS`]).
@@ -311,6 +342,7 @@ impl Default for ServerConfig {
             io_threads: None,
             cluster: false,
             encodings: EncodingLimits::default(),
+            save_points: String::new(),
             config_file: None,
             notify_keyspace_events: 0,
             tracking_table_max_keys: crate::tracking::TABLE_KEYS_MAX_DEFAULT,
@@ -440,6 +472,7 @@ impl ServerConfig {
         }
         match key.to_ascii_lowercase().as_str() {
             "bind" => self.bind = value.to_string(),
+            "save" => self.save_points = save_points(value)?,
             "port" => {
                 self.port = u16::try_from(number(value)?)
                     .map_err(|_| format!("port: {value} is out of range"))?

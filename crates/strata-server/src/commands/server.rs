@@ -433,9 +433,18 @@ fn config_values(c: &ServerConfig) -> Vec<(&'static str, String)> {
         ),
         ("appendfsync", c.appendfsync.name().into()),
         ("background-nice", c.background_nice.to_string()),
-        ("appendonly", "yes".into()),
-        // No RDB snapshots: the write-ahead log is the persistence.
-        ("save", String::new()),
+        // No RDB snapshots: the write-ahead log is the persistence (save points are kept,
+        // and change nothing).
+        ("save", c.save_points.clone()),
+        ("replicaof", String::new()),
+        ("slaveof", String::new()),
+        ("daemonize", "no".into()),
+        (
+            "io-threads",
+            c.io_threads
+                .unwrap_or_else(crate::default_io_threads)
+                .to_string(),
+        ),
         ("databases", c.databases.to_string()),
         (
             "notify-keyspace-events",
@@ -473,6 +482,7 @@ fn config_values(c: &ServerConfig) -> Vec<(&'static str, String)> {
 /// Settings CONFIG SET may change while running; the rest are fixed when the server and the
 /// engine start (the engine's durability mode is an open-time option).
 const MUTABLE: &[&str] = &[
+    "save",
     "requirepass",
     "maxclients",
     "proto-max-bulk-len",
@@ -499,9 +509,72 @@ const FIXED: &[(&str, &str, &str)] = &[
         "keys live on disk and are never evicted",
     ),
     ("hz", "10", "active expiry runs 10 times a second"),
-    ("replicaof", "", "replication is not offered"),
-    ("slaveof", "", "replication is not offered"),
+    (
+        "appendonly",
+        "yes",
+        "every write goes to the write-ahead log; it cannot be turned off",
+    ),
 ];
+
+/// Redis 7.0's settings that CONFIG SET refuses as immutable (`IMMUTABLE_CONFIG` in its
+/// config.c) and this server does not otherwise show: refused with Redis's reason rather than
+/// as unknown.
+const REDIS_IMMUTABLE: &[&str] = &[
+    "rdbchecksum",
+    "io-threads-do-reads",
+    "always-show-logo",
+    "set-proc-title",
+    "syslog-enabled",
+    "disable-thp",
+    "aclfile",
+    "unixsocket",
+    "pidfile",
+    "cluster-config-file",
+    "syslog-ident",
+    "appendfilename",
+    "appenddirname",
+    "logfile",
+    "supervised",
+    "syslog-facility",
+    "enable-protected-configs",
+    "enable-debug-command",
+    "enable-module-command",
+    "tcp-backlog",
+    "cluster-port",
+    "unixsocketperm",
+    "socket-mark-id",
+];
+
+/// CONFIG SET's check of the names before any value, in Redis's order: the first name that is
+/// unknown, immutable, or given before (ignoring case) fails the command, named as given.
+fn check_setting_names(known: &[(&'static str, String)], names: &[Bytes]) -> Result<()> {
+    let lower: Vec<String> = names
+        .iter()
+        .map(|n| String::from_utf8_lossy(n).to_ascii_lowercase())
+        .collect();
+    for (i, name) in lower.iter().enumerate() {
+        let given = String::from_utf8_lossy(&names[i]);
+        if !known.iter().any(|(k, _)| k == name) && !REDIS_IMMUTABLE.contains(&name.as_str()) {
+            return Err(Error::command(format!(
+                "Unknown option or number of arguments for CONFIG SET - '{given}'"
+            )));
+        }
+        let settable = MUTABLE.contains(&name.as_str())
+            || crate::config::ENCODING_SETTINGS.contains(&name.as_str())
+            || FIXED.iter().any(|(n, _, _)| n == name);
+        let reason = if !settable {
+            "can't set immutable config"
+        } else if lower[..i].contains(name) {
+            "duplicate parameter"
+        } else {
+            continue;
+        };
+        return Err(Error::command(format!(
+            "CONFIG SET failed (possibly related to argument '{given}') - {reason}"
+        )));
+    }
+    Ok(())
+}
 
 fn config(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let sub = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
@@ -523,39 +596,32 @@ fn config(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             Ok(Reply::Map(pairs))
         }
         "set" => {
-            if args.len() < 4 || args.len() % 2 != 0 {
+            if args.len() < 4 {
                 return Err(Error::WrongArity("config|set".into()));
+            }
+            // A name without its value: Redis's syntax error, not an arity one.
+            if args.len() % 2 != 0 {
+                return Err(Error::Syntax);
             }
             // Validate everything on a copy, then apply at once: all or nothing, as in Redis.
             let mut next = ctx.shared.config();
+            let names: Vec<Bytes> = args[2..].iter().step_by(2).cloned().collect();
+            check_setting_names(&config_values(&next), &names)?;
             for pair in args[2..].chunks(2) {
-                let name = String::from_utf8_lossy(&pair[0]).to_ascii_lowercase();
+                let name = text(&pair[0]).to_ascii_lowercase();
                 let value = text(&pair[1]);
-                if !config_values(&next).iter().any(|(n, _)| *n == name) {
-                    return Err(Error::command(format!(
-                        "Unknown option or number of arguments for CONFIG SET - '{name}'"
-                    )));
-                }
+                let failed = |reason: &str| {
+                    Error::command(format!(
+                        "CONFIG SET failed (possibly related to argument '{name}') - {reason}"
+                    ))
+                };
                 if let Some((_, fixed, reason)) = FIXED.iter().find(|(n, _, _)| *n == name) {
                     if value.eq_ignore_ascii_case(fixed) {
                         continue;
                     }
-                    return Err(Error::command(format!(
-                        "CONFIG SET failed (possibly related to argument '{name}') - {reason}"
-                    )));
+                    return Err(failed(reason));
                 }
-                if !MUTABLE.contains(&name.as_str())
-                    && !crate::config::ENCODING_SETTINGS.contains(&name.as_str())
-                {
-                    return Err(Error::command(format!(
-                        "CONFIG SET failed (possibly related to argument '{name}') - can't set immutable config"
-                    )));
-                }
-                next.set(&name, &value).map_err(|reason| {
-                    Error::command(format!(
-                        "CONFIG SET failed (possibly related to argument '{name}') - {reason}"
-                    ))
-                })?;
+                next.set(&name, &value).map_err(|reason| failed(&reason))?;
             }
             ctx.shared
                 .watchers

@@ -4042,6 +4042,94 @@ fn client_pause_write_holds_what_redis_holds() {
     );
 }
 
+/// CONFIG SET's checks in Redis's order and words: the first name that is unknown, immutable
+/// (Redis's immutable settings too, not just ours) or repeated fails the whole command, named
+/// as given; a failing value names the setting in lowercase and changes nothing; `save` points
+/// are kept in Redis's form (they change nothing here) with its checks of the form.
+#[test]
+fn config_set_checks_match_redis() {
+    let mut pair = Pair::start();
+    for c in [
+        &["CONFIG", "SET", "timeout", "1", "timeout", "2"][..],
+        &["CONFIG", "SET", "daemonize", "yes"][..],
+        &["CONFIG", "SET", "databases", "4"][..],
+        &["CONFIG", "SET", "Timeout", "3", "TIMEOUT", "4"][..],
+        &["CONFIG", "SET", "nosuch", "1", "daemonize", "yes"][..],
+        &["CONFIG", "SET", "daemonize", "yes", "nosuch", "1"][..],
+        &[
+            "CONFIG",
+            "SET",
+            "daemonize",
+            "yes",
+            "timeout",
+            "1",
+            "timeout",
+            "2",
+        ][..],
+        &[
+            "CONFIG",
+            "SET",
+            "timeout",
+            "1",
+            "timeout",
+            "2",
+            "daemonize",
+            "yes",
+        ][..],
+        &[
+            "CONFIG", "SET", "timeout", "1", "timeout", "2", "nosuch", "yes",
+        ][..],
+        &[
+            "CONFIG",
+            "SET",
+            "hash-max-ziplist-entries",
+            "5",
+            "hash-max-listpack-entries",
+            "6",
+        ][..],
+        &["CONFIG", "GET", "hash-max-listpack-entries"][..],
+        &["CONFIG", "SET", "replicaof", ""][..],
+        &["CONFIG", "SET", "slaveof", "no one"][..],
+        &["CONFIG", "SET", "logfile", "x"][..],
+        &["CONFIG", "SET", "enable-debug-command", "yes"][..],
+        &["CONFIG", "SET", "appendonly", "yes"][..],
+        &["CONFIG", "SET", "save", "3000 5"][..],
+        &["CONFIG", "GET", "save"][..],
+        &["CONFIG", "SET", "save", " 100  2   50 +3 "][..],
+        &["CONFIG", "SET", "save", "100 2 50 +3"][..],
+        &["CONFIG", "GET", "save"][..],
+        &["CONFIG", "SET", "save", "100  2"][..],
+        &["CONFIG", "SET", "save", " 100 2"][..],
+        &["CONFIG", "SET", "save", "100 2 "][..],
+        &["CONFIG", "SET", "save", "100 "][..],
+        &["CONFIG", "GET", "save"][..],
+        &["CONFIG", "SET", "save", "0100 2"][..],
+        &["CONFIG", "GET", "save"][..],
+        &["CONFIG", "SET", "save", "100"][..],
+        &["CONFIG", "SET", "save", "0 1"][..],
+        &["CONFIG", "SET", "save", "10 -1"][..],
+        &["CONFIG", "SET", "save", "1x 1"][..],
+        &["CONFIG", "SET", "save", ""][..],
+        &["CONFIG", "GET", "save"][..],
+        &["CONFIG", "SET", "Slowlog-Max-Len", "-3"][..],
+        &["CONFIG", "SET", "HASH-max-listpack-entries", "-5"][..],
+        &[
+            "CONFIG",
+            "SET",
+            "timeout",
+            "7",
+            "hash-max-ziplist-entries",
+            "-5",
+        ][..],
+        &["CONFIG", "GET", "timeout"][..],
+        &["CONFIG", "SET", "timeout", "0"][..],
+        &["CONFIG", "SET", "timeout"][..],
+        &["CONFIG", "SET", "timeout", "1", "hz"][..],
+    ] {
+        pair.check(0, &words(c), "CONFIG SET checks");
+    }
+}
+
 #[test]
 fn admin_commands_match_redis() {
     let mut pair = Pair::start();
