@@ -508,6 +508,42 @@ const FIXED: &[(&str, &str, &str)] = &[
         "noeviction",
         "keys live on disk and are never evicted",
     ),
+    (
+        "maxmemory-samples",
+        "5",
+        "keys live on disk and are never evicted",
+    ),
+    (
+        "maxmemory-eviction-tenacity",
+        "10",
+        "keys live on disk and are never evicted",
+    ),
+    ("maxmemory-clients", "0", "clients are never evicted"),
+    (
+        "lfu-log-factor",
+        "10",
+        "keys are never evicted, so no access frequency is kept",
+    ),
+    (
+        "lfu-decay-time",
+        "1",
+        "keys are never evicted, so no access frequency is kept",
+    ),
+    (
+        "latency-monitor-threshold",
+        "0",
+        "the latency monitor is not offered (LATENCY HISTOGRAM and INFO latencystats are)",
+    ),
+    (
+        "latency-tracking",
+        "yes",
+        "per-command latency tracking is always on",
+    ),
+    (
+        "latency-tracking-info-percentiles",
+        "50 99 99.9",
+        "INFO latencystats reports p50, p99 and p99.9",
+    ),
     ("hz", "10", "active expiry runs 10 times a second"),
     (
         "appendonly",
@@ -719,33 +755,258 @@ fn command_docs(spec: &Spec) -> Reply {
     ])
 }
 
-/// COMMAND LIST [FILTERBY MODULE name | ACLCAT category | PATTERN pattern]: the command
-/// names, those of a module (none here), of an ACL category, or matching a glob pattern
-/// (case-insensitively, as Redis matches them).
+/// The subcommands of Redis 7.0's container commands that this server answers (those it
+/// refuses with a reason included, as Redis lists them whatever its configuration), with
+/// their ACL categories as redis-server gives them (a subcommand's differ from its
+/// container's: `pubsub|help` is not in @pubsub), for COMMAND LIST's `container|subcommand`
+/// entries.
+const SUBCOMMANDS: &[(&str, &[Subcommand])] = &[
+    (
+        "acl",
+        &[
+            ("cat", &["slow"]),
+            ("deluser", &["admin", "slow", "dangerous"]),
+            ("dryrun", &["admin", "slow", "dangerous"]),
+            ("genpass", &["slow"]),
+            ("getuser", &["admin", "slow", "dangerous"]),
+            ("help", &["slow"]),
+            ("list", &["admin", "slow", "dangerous"]),
+            ("load", &["admin", "slow", "dangerous"]),
+            ("log", &["admin", "slow", "dangerous"]),
+            ("save", &["admin", "slow", "dangerous"]),
+            ("setuser", &["admin", "slow", "dangerous"]),
+            ("users", &["admin", "slow", "dangerous"]),
+            ("whoami", &["slow"]),
+        ],
+    ),
+    (
+        "client",
+        &[
+            ("caching", &["slow", "connection"]),
+            ("getname", &["slow", "connection"]),
+            ("getredir", &["slow", "connection"]),
+            ("help", &["slow", "connection"]),
+            ("id", &["slow", "connection"]),
+            ("info", &["slow", "connection"]),
+            ("kill", &["admin", "slow", "dangerous", "connection"]),
+            ("list", &["admin", "slow", "dangerous", "connection"]),
+            ("no-evict", &["admin", "slow", "dangerous", "connection"]),
+            ("pause", &["admin", "slow", "dangerous", "connection"]),
+            ("reply", &["slow", "connection"]),
+            ("setname", &["slow", "connection"]),
+            ("tracking", &["slow", "connection"]),
+            ("trackinginfo", &["slow", "connection"]),
+            ("unblock", &["admin", "slow", "dangerous", "connection"]),
+            ("unpause", &["admin", "slow", "dangerous", "connection"]),
+        ],
+    ),
+    (
+        "cluster",
+        &[
+            ("addslots", &["admin", "slow", "dangerous"]),
+            ("addslotsrange", &["admin", "slow", "dangerous"]),
+            ("bumpepoch", &["admin", "slow", "dangerous"]),
+            ("countkeysinslot", &["slow"]),
+            ("delslots", &["admin", "slow", "dangerous"]),
+            ("delslotsrange", &["admin", "slow", "dangerous"]),
+            ("failover", &["admin", "slow", "dangerous"]),
+            ("flushslots", &["admin", "slow", "dangerous"]),
+            ("forget", &["admin", "slow", "dangerous"]),
+            ("getkeysinslot", &["slow"]),
+            ("help", &["slow"]),
+            ("info", &["slow"]),
+            ("keyslot", &["slow"]),
+            ("meet", &["admin", "slow", "dangerous"]),
+            ("myid", &["slow"]),
+            ("nodes", &["slow"]),
+            ("replicate", &["admin", "slow", "dangerous"]),
+            ("reset", &["admin", "slow", "dangerous"]),
+            ("saveconfig", &["admin", "slow", "dangerous"]),
+            ("set-config-epoch", &["admin", "slow", "dangerous"]),
+            ("setslot", &["admin", "slow", "dangerous"]),
+            ("shards", &["slow"]),
+            ("slots", &["slow"]),
+        ],
+    ),
+    (
+        "command",
+        &[
+            ("count", &["slow", "connection"]),
+            ("docs", &["slow", "connection"]),
+            ("getkeys", &["slow", "connection"]),
+            ("help", &["slow", "connection"]),
+            ("info", &["slow", "connection"]),
+            ("list", &["slow", "connection"]),
+        ],
+    ),
+    (
+        "config",
+        &[
+            ("get", &["admin", "slow", "dangerous"]),
+            ("help", &["slow"]),
+            ("resetstat", &["admin", "slow", "dangerous"]),
+            ("rewrite", &["admin", "slow", "dangerous"]),
+            ("set", &["admin", "slow", "dangerous"]),
+        ],
+    ),
+    (
+        "function",
+        &[
+            ("delete", &["write", "slow", "scripting"]),
+            ("dump", &["slow", "scripting"]),
+            ("flush", &["write", "slow", "scripting"]),
+            ("help", &["slow", "scripting"]),
+            ("kill", &["slow", "scripting"]),
+            ("list", &["slow", "scripting"]),
+            ("load", &["write", "slow", "scripting"]),
+            ("restore", &["write", "slow", "scripting"]),
+            ("stats", &["slow", "scripting"]),
+        ],
+    ),
+    (
+        "latency",
+        &[
+            ("doctor", &["admin", "slow", "dangerous"]),
+            ("graph", &["admin", "slow", "dangerous"]),
+            ("help", &["slow"]),
+            ("histogram", &["admin", "slow", "dangerous"]),
+            ("history", &["admin", "slow", "dangerous"]),
+            ("latest", &["admin", "slow", "dangerous"]),
+            ("reset", &["admin", "slow", "dangerous"]),
+        ],
+    ),
+    (
+        "memory",
+        &[
+            ("doctor", &["slow"]),
+            ("help", &["slow"]),
+            ("malloc-stats", &["slow"]),
+            ("purge", &["slow"]),
+            ("usage", &["read", "slow"]),
+        ],
+    ),
+    (
+        "module",
+        &[
+            ("help", &["slow"]),
+            ("list", &["admin", "slow", "dangerous"]),
+            ("load", &["admin", "slow", "dangerous"]),
+            ("loadex", &["admin", "slow", "dangerous"]),
+            ("unload", &["admin", "slow", "dangerous"]),
+        ],
+    ),
+    (
+        "object",
+        &[
+            ("encoding", &["keyspace", "read", "slow"]),
+            ("freq", &["keyspace", "read", "slow"]),
+            ("help", &["keyspace", "slow"]),
+            ("idletime", &["keyspace", "read", "slow"]),
+            ("refcount", &["keyspace", "read", "slow"]),
+        ],
+    ),
+    (
+        "pubsub",
+        &[
+            ("channels", &["pubsub", "slow"]),
+            ("help", &["slow"]),
+            ("numpat", &["pubsub", "slow"]),
+            ("numsub", &["pubsub", "slow"]),
+            ("shardchannels", &["pubsub", "slow"]),
+            ("shardnumsub", &["pubsub", "slow"]),
+        ],
+    ),
+    (
+        "script",
+        &[
+            ("exists", &["slow", "scripting"]),
+            ("flush", &["slow", "scripting"]),
+            ("help", &["slow", "scripting"]),
+            ("kill", &["slow", "scripting"]),
+            ("load", &["slow", "scripting"]),
+        ],
+    ),
+    (
+        "slowlog",
+        &[
+            ("get", &["admin", "slow", "dangerous"]),
+            ("help", &["slow"]),
+            ("len", &["admin", "slow", "dangerous"]),
+            ("reset", &["admin", "slow", "dangerous"]),
+        ],
+    ),
+    (
+        "xgroup",
+        &[
+            ("create", &["write", "stream", "slow"]),
+            ("createconsumer", &["write", "stream", "slow"]),
+            ("delconsumer", &["write", "stream", "slow"]),
+            ("destroy", &["write", "stream", "slow"]),
+            ("help", &["stream", "slow"]),
+            ("setid", &["write", "stream", "slow"]),
+        ],
+    ),
+    (
+        "xinfo",
+        &[
+            ("consumers", &["read", "stream", "slow"]),
+            ("groups", &["read", "stream", "slow"]),
+            ("help", &["stream", "slow"]),
+            ("stream", &["read", "stream", "slow"]),
+        ],
+    ),
+];
+
+/// A subcommand's name and its ACL categories.
+type Subcommand = (&'static str, &'static [&'static str]);
+
+/// COMMAND LIST [FILTERBY MODULE m | ACLCAT c | PATTERN p]: every command and, after each
+/// container, its subcommands (`config|get`), as Redis 7 lists them; a pattern matches the
+/// whole name (`config|*re*`, case-insensitively, as Redis matches).
 fn command_list(filter: &[Bytes]) -> Result<Reply> {
-    let keep: Box<dyn Fn(&Spec) -> bool> = match filter {
-        [] => Box::new(|_| true),
+    /// What a filter sees of an entry: the command's spec, or a subcommand's categories.
+    enum Entry<'a> {
+        Command(&'a Spec),
+        Subcommand(&'a [&'a str]),
+    }
+    type Keep = Box<dyn Fn(&Entry<'_>, &str) -> bool>;
+    let keep: Keep = match filter {
+        [] => Box::new(|_, _| true),
         [by, kind, value] if is(by, "FILTERBY") => {
             if is(kind, "MODULE") {
-                Box::new(|_| false)
+                Box::new(|_, _| false)
             } else if is(kind, "ACLCAT") {
                 let category = text(value).to_ascii_lowercase();
-                Box::new(move |s| super::admin::in_category(s, &category))
+                Box::new(move |entry, _| match entry {
+                    Entry::Command(spec) => super::admin::in_category(spec, &category),
+                    Entry::Subcommand(categories) => categories.contains(&category.as_str()),
+                })
             } else if is(kind, "PATTERN") {
                 let pattern = value.clone();
-                Box::new(move |s| crate::glob::matches(&pattern, s.name.as_bytes(), true))
+                Box::new(move |_, name| crate::glob::matches(&pattern, name.as_bytes(), true))
             } else {
                 return Err(Error::Syntax);
             }
         }
         _ => return Err(Error::Syntax),
     };
-    Ok(Reply::Array(
-        table()
-            .filter(|s| keep(s))
-            .map(|s| Reply::text(s.name))
-            .collect(),
-    ))
+    let mut names = Vec::new();
+    for spec in table() {
+        if keep(&Entry::Command(spec), spec.name) {
+            names.push(Reply::text(spec.name));
+        }
+        let subs = SUBCOMMANDS
+            .iter()
+            .find(|(container, _)| *container == spec.name)
+            .map_or(&[][..], |(_, subs)| *subs);
+        for (sub, categories) in subs {
+            let name = format!("{}|{sub}", spec.name);
+            if keep(&Entry::Subcommand(categories), &name) {
+                names.push(Reply::text(name));
+            }
+        }
+    }
+    Ok(Reply::Array(names))
 }
 
 fn command(_: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
@@ -760,6 +1021,33 @@ fn command(_: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     };
     match sub.as_str() {
         "count" => Ok(Reply::Int(table().count() as i64)),
+        "help" if args.len() == 2 => Ok(Reply::Array(
+            [
+                "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "(no subcommand)",
+                "    Return details about all Redis commands.",
+                "COUNT",
+                "    Return the total number of commands in this Redis server.",
+                "LIST",
+                "    Return a list of all commands in this Redis server.",
+                "INFO [<command-name> ...]",
+                "    Return details about multiple Redis commands.",
+                "    If no command names are given, documentation details for all",
+                "    commands are returned.",
+                "DOCS [<command-name> ...]",
+                "    Return documentation details about multiple Redis commands.",
+                "    If no command names are given, documentation details for all",
+                "    commands are returned.",
+                "GETKEYS <full-command>",
+                "    Return the keys from a full Redis command.",
+                "HELP",
+                "    Prints this help.",
+            ]
+            .iter()
+            .map(|l| Reply::simple(l))
+            .collect(),
+        )),
+        "help" => Err(Error::WrongArity("command|help".into())),
         "getkeys" if args.len() >= 4 => super::cluster::getkeys(&args[2..]),
         "getkeys" => Err(Error::WrongArity("command|getkeys".into())),
         "list" => command_list(&args[2..]),

@@ -242,6 +242,7 @@ fn unordered(args: &[Vec<u8>]) -> bool {
     is(0, b"KEYS")
         || (is(0, b"PUBSUB") && (is(1, b"CHANNELS") || is(1, b"SHARDCHANNELS")))
         || (is(0, b"COMMAND") && is(1, b"LIST"))
+        || (is(0, b"CONFIG") && is(1, b"GET"))
 }
 
 /// A parsed reply: a scalar (its bytes as sent) or an aggregate (header line and elements).
@@ -4088,6 +4089,17 @@ fn config_set_checks_match_redis() {
             "6",
         ][..],
         &["CONFIG", "GET", "hash-max-listpack-entries"][..],
+        &["CONFIG", "GET", "maxmemory*"][..],
+        &["CONFIG", "GET", "lfu*"][..],
+        &["CONFIG", "GET", "latency*"][..],
+        &[
+            "CONFIG",
+            "SET",
+            "maxmemory-samples",
+            "5",
+            "latency-tracking",
+            "yes",
+        ][..],
         &["CONFIG", "SET", "replicaof", ""][..],
         &["CONFIG", "SET", "slaveof", "no one"][..],
         &["CONFIG", "SET", "logfile", "x"][..],
@@ -4128,6 +4140,62 @@ fn config_set_checks_match_redis() {
     ] {
         pair.check(0, &words(c), "CONFIG SET checks");
     }
+}
+
+/// The strings of a RESP array of bulk strings (COMMAND LIST's reply).
+fn bulk_strings(reply: &[u8]) -> Vec<String> {
+    let text = String::from_utf8_lossy(reply);
+    text.split("\r\n")
+        .filter(|l| !l.is_empty() && !l.starts_with('*') && !l.starts_with('$'))
+        .map(str::to_string)
+        .collect()
+}
+
+/// COMMAND LIST names each container's subcommands as redis-server does (`config|get`), under
+/// its filters: every subcommand redis-server lists is listed here too, but for the few this
+/// server does not offer, which are named; a pattern matches whole names (`config|*re*`).
+#[test]
+fn command_list_names_subcommands_like_redis() {
+    use std::collections::BTreeSet;
+    let not_offered: BTreeSet<String> = [
+        "command|getkeysandflags",
+        "memory|stats",
+        "script|debug",
+        "cluster|links",
+        "cluster|count-failure-reports",
+        "cluster|replicas",
+        "cluster|slaves",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let mut pair = Pair::start();
+    for filter in [
+        &[][..],
+        &["FILTERBY", "PATTERN", "config|*re*"],
+        &["FILTERBY", "PATTERN", "client*"],
+        &["FILTERBY", "ACLCAT", "scripting"],
+        &["FILTERBY", "ACLCAT", "pubsub"],
+    ] {
+        let args = words(&[&["COMMAND", "LIST"][..], filter].concat());
+        let subcommands = |reply: &[u8]| -> BTreeSet<String> {
+            bulk_strings(reply)
+                .into_iter()
+                .filter(|n| n.contains('|'))
+                .collect()
+        };
+        let theirs = subcommands(&pair.conns[0][0].call(&args));
+        let ours = subcommands(&pair.conns[1][0].call(&args));
+        assert!(!theirs.is_empty(), "{filter:?}");
+        let missing: BTreeSet<String> = theirs.difference(&ours).cloned().collect();
+        let extra: BTreeSet<String> = ours.difference(&theirs).cloned().collect();
+        assert!(
+            missing.is_subset(&not_offered) && extra.is_empty(),
+            "COMMAND LIST {filter:?}: missing {missing:?}, extra {extra:?}"
+        );
+    }
+    let theirs = pair.conns[0][0].call(&words(&["COMMAND", "LIST"]));
+    assert!(bulk_strings(&theirs).contains(&"client|list".to_string()));
 }
 
 #[test]
