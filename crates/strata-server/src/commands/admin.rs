@@ -60,7 +60,8 @@ const CATEGORIES: &[&str] = &[
     "scripting",
 ];
 
-fn help(lines: &[&'static str]) -> Reply {
+/// A HELP reply: its lines as simple strings, as Redis gives them.
+pub(crate) fn help(lines: &[&'static str]) -> Reply {
     Reply::Array(
         lines
             .iter()

@@ -298,17 +298,12 @@ fn cluster(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             Ok(Reply::Array(keys))
         }
         "setslot" => setslot(ctx, node, args),
-        "help" => Ok(Reply::Array(
-            [
+        "help" => Ok(super::admin::help(&[
                 "CLUSTER <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
                 "INFO, MYID, SLOTS, SHARDS, NODES, KEYSLOT <key>, COUNTKEYSINSLOT <slot>,",
                 "GETKEYSINSLOT <slot> <count>, SETSLOT <slot> (IMPORTING <node-id>|MIGRATING <node-id>|STABLE),",
                 "HELP. The slot map is set with CLUSTERX SETNODES (there is no gossip bus).",
-            ]
-            .iter()
-            .map(|l| Reply::simple(l))
-            .collect(),
-        )),
+            ])),
         "addslots" | "addslotsrange" | "delslots" | "delslotsrange" | "meet" | "forget"
         | "replicate" | "failover" | "reset" | "flushslots" | "bumpepoch"
         | "set-config-epoch" | "saveconfig" => Err(Error::command(format!(
