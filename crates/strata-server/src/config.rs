@@ -62,6 +62,8 @@ pub const BACKGROUND_NICE_DEFAULT: i32 = 10;
 
 /// Databases a server offers unless told otherwise (Redis's default).
 pub const DATABASES_DEFAULT: usize = 16;
+/// Redis's default `busy-reply-threshold` (5 s).
+pub const BUSY_REPLY_THRESHOLD_MS_DEFAULT: u64 = 5000;
 
 /// Most threads `io-threads` may ask for.
 pub const IO_THREADS_MAX: usize = 256;
@@ -170,6 +172,9 @@ pub struct ServerConfig {
     /// Most keys CLIENT TRACKING remembers for invalidation (`tracking-table-max-keys`; 0: no
     /// bound): past it, keys are forgotten with an invalidation.
     pub tracking_table_max_keys: usize,
+    /// How long a script runs before other clients are answered BUSY and SCRIPT KILL may stop
+    /// it (`busy-reply-threshold`, alias `lua-time-limit`; `busy.rs`).
+    pub busy_reply_threshold_ms: u64,
 }
 
 /// Redis's thresholds for its compact in-memory encodings (`hash-max-listpack-entries` and the
@@ -346,6 +351,7 @@ impl Default for ServerConfig {
             config_file: None,
             notify_keyspace_events: 0,
             tracking_table_max_keys: crate::tracking::TABLE_KEYS_MAX_DEFAULT,
+            busy_reply_threshold_ms: BUSY_REPLY_THRESHOLD_MS_DEFAULT,
         }
     }
 }
@@ -541,6 +547,13 @@ impl ServerConfig {
             "notify-keyspace-events" => {
                 self.notify_keyspace_events = crate::notify::parse_flags(value)
                     .ok_or_else(|| crate::notify::INVALID_FLAGS.to_string())?
+            }
+            "busy-reply-threshold" | "lua-time-limit" => {
+                // Redis's reasons (CONFIG SET shows them).
+                let n = crate::num::parse_i64(value.as_bytes())
+                    .ok_or("argument couldn't be parsed into an integer")?;
+                self.busy_reply_threshold_ms = u64::try_from(n)
+                    .map_err(|_| format!("argument must be between 0 and {} inclusive", i64::MAX))?
             }
             "tracking-table-max-keys" => {
                 // Redis's reasons (CONFIG SET shows them).

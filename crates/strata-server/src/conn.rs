@@ -542,6 +542,8 @@ impl Batch {
         // Cleared when the backend cannot hold a partition, or a held run stopped at a command
         // that writes elsewhere (it runs on its own next).
         let mut hold_runs = true;
+        // Cleared when a script is busy: pipelined scripts then run one by one.
+        let mut script_runs = true;
         loop {
             // CLIENT PAUSE: each command is checked before it runs (one load while no pause is
             // set), and while one is, commands run one at a time, so none that it holds runs
@@ -562,7 +564,16 @@ impl Batch {
                 let guard = if on_network {
                     shared.exec_lock.try_read()?
                 } else {
-                    shared.exec_lock.read()
+                    match crate::busy::wait_unless_busy(&shared.running_script, |t| {
+                        shared.exec_lock.try_read_for(t)
+                    }) {
+                        Ok(guard) => guard,
+                        // A script is busy: one by one, each answered BUSY.
+                        Err(_) => {
+                            hold_runs = false;
+                            continue;
+                        }
+                    }
                 };
                 let commands: Vec<Vec<Bytes>> = self.queue.drain(..held).collect();
                 let route = crate::keyspace::string_key(
@@ -650,14 +661,24 @@ impl Batch {
                 }
                 continue;
             }
-            let scripts = if one_at_a_time { 0 } else { self.script_run() };
+            let scripts = if one_at_a_time || !script_runs {
+                0
+            } else {
+                self.script_run()
+            };
             if scripts >= 2 {
                 if on_network {
                     // Scripts take the exec lock exclusively: only on the blocking pool.
                     return None;
                 }
+                let Ok(guard) = crate::busy::wait_unless_busy(&shared.running_script, |t| {
+                    shared.exec_lock.try_write_for(t)
+                }) else {
+                    // A script is busy: one by one, each answered BUSY.
+                    script_runs = false;
+                    continue;
+                };
                 let commands: Vec<Vec<Bytes>> = self.queue.drain(..scripts).collect();
-                let guard = shared.exec_lock.write();
                 let mut replies = Vec::with_capacity(scripts);
                 let mut serve_waiters = false;
                 {
@@ -698,12 +719,18 @@ impl Batch {
                     return None;
                 }
                 // Writes hold the exec lock's shared side (`txn.rs`).
-                guard = Some(if on_network {
-                    shared.exec_lock.try_read()?
+                guard = if on_network {
+                    Some(shared.exec_lock.try_read()?)
                 } else {
-                    shared.exec_lock.read()
-                });
-                if self.session.cluster {
+                    crate::busy::wait_unless_busy(&shared.running_script, |t| {
+                        shared.exec_lock.try_read_for(t)
+                    })
+                    .ok()
+                };
+                if guard.is_none() {
+                    // A script is busy: the SETs run one by one, each answered BUSY.
+                    run = 0;
+                } else if self.session.cluster {
                     // The slots again, under the lock: one may have started moving since, and
                     // MIGRATE holds the lock exclusively.
                     run = self.plain_set_run(shared);

@@ -209,15 +209,19 @@ impl Record {
         })
     }
 
-    /// Whether the key is gone at `now_ms`.
+    /// Whether the key is gone at `now_ms` (counted in [`expired_seen`] when it is).
     pub fn expired(&self, now_ms: u64) -> bool {
-        self.expire_at_ms.is_some_and(|at| at <= now_ms)
+        let gone = self.expire_at_ms.is_some_and(|at| at <= now_ms);
+        if gone {
+            note_expired_seen();
+        }
+        gone
     }
 
     /// Whether the key is gone now; reads the clock only for a record with an expiry time
     /// (the common GET of a key without one costs no clock read).
     pub fn expired_now(&self) -> bool {
-        self.expire_at_ms.is_some_and(|at| at <= now_ms())
+        self.expire_at_ms.is_some() && self.expired(now_ms())
     }
 }
 
@@ -1030,16 +1034,7 @@ pub fn due_expiries(
 /// Deletes `key` in `db` if it expired at `now` (checked atomically against the stored record);
 /// true when a key was removed.
 pub fn expire_if_due(b: &dyn KvBackend, db: DbIndex, key: &[u8], now: u64) -> Result<bool> {
-    let mut removed = false;
-    b.update(&string_key(db, key), &mut |old| {
-        Ok(match old {
-            Some(v) if record_expiry(v)?.is_some_and(|at| at <= now) => {
-                removed = true;
-                Write::Delete
-            }
-            _ => Write::Keep,
-        })
-    })?;
+    let mut removed = expire_record_if_due(b, db, key, now)?;
     if let Some(at) = doc_expiry(b, db, key)? {
         if at <= now {
             let mut ops = vec![BatchOp::Delete(doc_ttl_key(db, key))];
@@ -1051,6 +1046,41 @@ pub fn expire_if_due(b: &dyn KvBackend, db: DbIndex, key: &[u8], now: u64) -> Re
         }
     }
     Ok(removed)
+}
+
+/// Deletes the record (string or collection) of `key` in `db` if it expired at `now`, checked
+/// atomically against the stored record; true when it was removed. Documents are left alone:
+/// their read-modify-writes are guarded by the document locks that [`expire_if_due`]'s callers
+/// take.
+pub fn expire_record_if_due(b: &dyn KvBackend, db: DbIndex, key: &[u8], now: u64) -> Result<bool> {
+    let mut removed = false;
+    b.update(&string_key(db, key), &mut |old| {
+        Ok(match old {
+            Some(v) if record_expiry(v)?.is_some_and(|at| at <= now) => {
+                removed = true;
+                Write::Delete
+            }
+            _ => Write::Keep,
+        })
+    })?;
+    Ok(removed)
+}
+
+thread_local! {
+    /// How many times this thread found a stored record past its expiry time
+    /// ([`Record::expired`]). The dispatcher compares it around a command: a change, at the cost
+    /// of one thread-local read per command, says the command met an expired key, which it then
+    /// removes (passive expiry, `commands::passive_expiry`).
+    static EXPIRED_SEEN: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+fn note_expired_seen() {
+    EXPIRED_SEEN.with(|n| n.set(n.get().wrapping_add(1)));
+}
+
+/// See [`EXPIRED_SEEN`].
+pub(crate) fn expired_seen() -> u64 {
+    EXPIRED_SEEN.with(std::cell::Cell::get)
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@
 
 mod access;
 pub mod backend;
+mod busy;
 pub mod cluster;
 pub mod collection;
 mod commands;

@@ -21,6 +21,8 @@ use crate::state::Shared;
 
 /// How long shutdown waits for connections to finish their current batch.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often the drain looks for a busy script to stop.
+const DRAIN_POLL: Duration = Duration::from_millis(50);
 /// How long shutdown waits for a running BGSAVE.
 const BGSAVE_WAIT_MAX: Duration = Duration::from_secs(60);
 /// Pause after a failed accept (e.g. out of file descriptors) before trying again.
@@ -147,12 +149,26 @@ impl Server {
         if open > 0 {
             tracing::info!(open, "waiting for connections to finish");
         }
-        // `recv` yields `None` once every connection (each holds a sender) is gone.
-        if tokio::time::timeout(DRAIN_TIMEOUT, self.drained.recv())
-            .await
-            .is_err()
-        {
-            tracing::warn!("connections still open after {DRAIN_TIMEOUT:?}; syncing without them");
+        // `recv` yields `None` once every connection (each holds a sender) is gone. A script
+        // past busy-reply-threshold would hold its connection (and a blocking thread) forever:
+        // it is stopped and its writes dropped, as Redis exits during a busy script (`busy.rs`);
+        // one still running when the drain gives up is stopped the same way.
+        let deadline = tokio::time::Instant::now() + DRAIN_TIMEOUT;
+        loop {
+            if self.shared.running_script.busy().is_some() {
+                self.shared.running_script.abandon();
+            }
+            match tokio::time::timeout(DRAIN_POLL, self.drained.recv()).await {
+                Ok(_) => break,
+                Err(_) if tokio::time::Instant::now() >= deadline => {
+                    tracing::warn!(
+                        "connections still open after {DRAIN_TIMEOUT:?}; syncing without them"
+                    );
+                    self.shared.running_script.abandon();
+                    break;
+                }
+                Err(_) => {}
+            }
         }
         // A background save holds the engine; let it finish so the caller can close the engine.
         let bgsave_deadline = tokio::time::Instant::now() + BGSAVE_WAIT_MAX;

@@ -215,6 +215,8 @@ pub(crate) struct Shared {
     /// The exec lock (`txn.rs`): writes hold it shared; EXEC and commands that check several
     /// keys before writing them hold it exclusively.
     pub exec_lock: parking_lot::RwLock<()>,
+    /// The script or function running now, for BUSY and SCRIPT KILL (`busy.rs`).
+    pub running_script: crate::busy::RunningScript,
     /// WATCHed keys; the backend above reports every write to it.
     pub watches: Arc<Watches>,
     /// Pub/Sub subscriptions.
@@ -292,6 +294,7 @@ impl Shared {
             .tracking
             .set_table_keys_max(config.tracking_table_max_keys);
         let expiry_due = Arc::new(ExpiryDue::default());
+        let busy_reply_threshold_ms = config.busy_reply_threshold_ms;
         let backend: Arc<dyn KvBackend + Send + Sync> = Arc::new(Watching {
             inner: backend,
             watches: watches.clone(),
@@ -340,6 +343,7 @@ impl Shared {
             cursors: Mutex::new(CursorTable::new()),
             clients: Mutex::new(BTreeMap::new()),
             exec_lock: parking_lot::RwLock::new(()),
+            running_script: crate::busy::RunningScript::with_threshold_ms(busy_reply_threshold_ms),
             watches,
             pubsub: Arc::default(),
             access: crate::access::AccessTimes::new(),

@@ -254,8 +254,26 @@ fn function(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
                 .values()
                 .map(|l| l.functions.len())
                 .sum();
+            if ctx.shared.running_script.busy() == Some(true) {
+                // A script run by EVAL: Redis points to SCRIPT KILL.
+                return Err(crate::busy::busy_error(true));
+            }
+            let running = match ctx.shared.running_script.function_stats() {
+                None => Reply::Nil,
+                Some((name, command, ran)) => Reply::Map(vec![
+                    (Reply::bulk("name"), Reply::Bulk(Bytes::from(name))),
+                    (
+                        Reply::bulk("command"),
+                        Reply::Array(command.into_iter().map(Reply::Bulk).collect()),
+                    ),
+                    (
+                        Reply::bulk("duration_ms"),
+                        Reply::Int(i64::try_from(ran.as_millis()).unwrap_or(i64::MAX)),
+                    ),
+                ]),
+            };
             Ok(Reply::Map(vec![
-                (Reply::bulk("running_script"), Reply::Nil),
+                (Reply::bulk("running_script"), running),
                 (
                     Reply::bulk("engines"),
                     Reply::Map(vec![(
@@ -275,9 +293,10 @@ fn function(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             if args.len() != 2 {
                 return Err(wrong_arity());
             }
-            Err(Error::Coded(
-                "NOTBUSY No scripts in execution right now.".into(),
-            ))
+            match ctx.shared.running_script.kill(false) {
+                Ok(()) => Ok(Reply::ok()),
+                Err(refused) => Err(refused.into_error()),
+            }
         }
         "dump" => {
             if args.len() != 2 {

@@ -36,6 +36,7 @@ use std::sync::OnceLock;
 use bytes::Bytes;
 
 use crate::backend::KvBackend;
+use crate::busy;
 use crate::error::{Error, Result};
 use crate::keyspace::DbIndex;
 use crate::num::parse_i64;
@@ -573,6 +574,23 @@ fn dispatch_checked(
             spec.name
         )));
     }
+    // A script past busy-reply-threshold: other clients are answered BUSY (`busy.rs`), also
+    // inside MULTI (which the refusal then fails, as in Redis).
+    let allowed_while_busy = ctx.session.in_script || busy::allowed_while_busy(spec.name, args);
+    if !allowed_while_busy {
+        if let Some(eval) = ctx.shared.running_script.busy() {
+            if spec.name == "exec" && ctx.session.multi.is_some() {
+                // Redis's rejection of EXEC ends the transaction with the reason.
+                ctx.session.multi = None;
+                ctx.session.watch = None;
+                let reason = busy::busy_error(eval).to_string();
+                return Err(Error::Coded(format!(
+                    "EXECABORT Transaction discarded because of: {reason}"
+                )));
+            }
+            return Err(busy::busy_error(eval));
+        }
+    }
     let routed = ctx.session.cluster && spec.name != "asking";
     let queued = ctx.session.multi.is_some() && !spec.props.not_queued;
     if queued {
@@ -589,7 +607,10 @@ fn dispatch_checked(
     // Changes of a cluster node's map hold the lock exclusively too: a keyed command (which
     // holds its shared side from its slot check to its end, a blocking one until it has read
     // the wake-up counter) sees the map before or after, never a change in its middle.
-    let exclusive = spec.props.exclusive
+    // FUNCTION KILL and STATS look at a running function; they must not wait for it.
+    let exclusive = (spec.props.exclusive
+        && !(spec.name == "function"
+            && args.get(1).is_some_and(|a| is(a, "KILL") || is(a, "STATS"))))
         || (matches!(spec.name, "del" | "delete" | "unlink") && args.len() > 2)
         || (matches!(spec.name, "georadius" | "georadiusbymember")
             && args.iter().any(|a| is(a, "STORE") || is(a, "STOREDIST")))
@@ -616,8 +637,22 @@ fn dispatch_checked(
         (Locking::Try, false, true) => {
             ExecGuard::Shared(shared.exec_lock.try_read().ok_or(Error::WouldWait)?)
         }
-        (Locking::Wait, true, _) => ExecGuard::Exclusive(shared.exec_lock.write()),
-        (Locking::Wait, false, true) => ExecGuard::Shared(shared.exec_lock.read()),
+        (Locking::Wait, true, _) if allowed_while_busy => {
+            ExecGuard::Exclusive(shared.exec_lock.write())
+        }
+        (Locking::Wait, false, true) if allowed_while_busy => {
+            ExecGuard::Shared(shared.exec_lock.read())
+        }
+        (Locking::Wait, true, _) => ExecGuard::Exclusive(
+            busy::wait_unless_busy(&shared.running_script, |t| {
+                shared.exec_lock.try_write_for(t)
+            })
+            .map_err(busy::busy_error)?,
+        ),
+        (Locking::Wait, false, true) => ExecGuard::Shared(
+            busy::wait_unless_busy(&shared.running_script, |t| shared.exec_lock.try_read_for(t))
+                .map_err(busy::busy_error)?,
+        ),
     };
     if routed {
         cluster::route(ctx, spec, args, asking)?;
@@ -641,6 +676,7 @@ fn run_watched(ctx: &mut Ctx<'_>, spec: &'static Command, args: &[Bytes]) -> Res
     let events_before = ctx.session.events.len();
     // The command's keys, found once for the access touch, the events and tracking.
     let keys = cluster::command_keys(spec, args);
+    let expired_seen = crate::keyspace::expired_seen();
     let absent_before = match keys_before_write(ctx, spec, &keys) {
         Ok(absent) => absent,
         Err(e) => {
@@ -662,6 +698,9 @@ fn run_watched(ctx: &mut Ctx<'_>, spec: &'static Command, args: &[Bytes]) -> Res
             ctx.session.wake_pushed(&ctx.shared.list_waiters);
         }
         return result;
+    }
+    if crate::keyspace::expired_seen() != expired_seen {
+        passive_expiry(ctx, spec, &keys, events_before);
     }
     note_dispatcher_events(ctx, spec, &keys, events_before, absent_before);
     hits::note(ctx, spec, args, &keys, &result);
@@ -708,6 +747,70 @@ fn run_watched(ctx: &mut Ctx<'_>, spec: &'static Command, args: &[Bytes]) -> Res
         watchers.feed(ctx.session.db, source, args);
     }
     result
+}
+
+/// Passive expiry, as Redis's key lookup does it: a command that met one of its keys stored
+/// past its expiry time (invisible to it) removes the key at once, counts it in INFO's
+/// `expired_keys` and reports `expired` before the command's own events, instead of leaving it
+/// to active expiry's next tick. A single-key write that met its key expired and replaced or
+/// removed it counts it the same way (Redis removes the key before such a write runs). Runs only
+/// when the command found an expired record (`keyspace::expired_seen`), so other commands pay
+/// one thread-local read.
+///
+/// Not while clients are paused (Redis keeps expired keys then, as active expiry does here),
+/// nor where the removal would wait (a network thread while the engine is behind, the exec
+/// lock held elsewhere) or is refused (a read-only script): active expiry removes those keys.
+/// Documents are left to active expiry too (their removal needs the document lock).
+fn passive_expiry(ctx: &mut Ctx<'_>, spec: &'static Command, keys: &[&[u8]], events_before: usize) {
+    use crate::notify::EXPIRED;
+    if keys.is_empty()
+        || SCRIPT_CALLS.contains(&spec.name)
+        || ctx.shared.pause.current().is_some()
+        || (ctx.locking == Locking::Try && ctx.shared.backend.writes_would_wait())
+    {
+        return;
+    }
+    let shared = ctx.shared;
+    // Write commands hold the exec lock's shared side already (`dispatch_checked`), as do the
+    // commands of EXEC and scripts (`Locking::Held`).
+    let _guard = match (ctx.locking, spec.props.write) {
+        (Locking::Held, _) | (_, true) => None,
+        _ => match shared.exec_lock.try_read() {
+            Some(guard) => Some(guard),
+            None => return,
+        },
+    };
+    let now = crate::keyspace::now_ms();
+    let dbi = ctx.dbi();
+    let replaced_possible = spec.props.write && keys.len() == 1;
+    let mut at = events_before;
+    for &key in keys {
+        let reported = ctx.session.events[events_before..]
+            .iter()
+            .any(|e| e.class == EXPIRED && e.key[..] == *key);
+        let removed = match crate::keyspace::expire_record_if_due(ctx.db(), dbi, key, now) {
+            Ok(removed) => removed,
+            Err(e) => {
+                tracing::debug!("passive expiry left a key to active expiry: {e}");
+                false
+            }
+        };
+        if !(removed || reported || replaced_possible) {
+            continue;
+        }
+        shared.counters.expired_keys.fetch_add(1, Ordering::Relaxed);
+        if reported {
+            continue;
+        }
+        let events = ctx.session.events.len();
+        ctx.notify(EXPIRED, "expired", &Bytes::copy_from_slice(key));
+        if ctx.session.events.len() > events {
+            // Before the command's own events, as in Redis.
+            let event = ctx.session.events.remove(events);
+            ctx.session.events.insert(at, event);
+            at += 1;
+        }
+    }
 }
 
 /// OBJECT IDLETIME: the keys a command names count as used now (`access.rs`), but for the

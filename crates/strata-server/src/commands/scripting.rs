@@ -14,11 +14,13 @@
 //! makes them, and whatever a script forces into it (`rawset`) is cleared after it, so scripts
 //! cannot reach the machine or leave state for each other (`getfenv`, `setfenv`, `loadstring`,
 //! `load`, `rawset` and the string metatable are guarded: `install_libraries`). The `coroutine`
-//! library is not offered: the clock that stops a runaway script does not reach into one. `cjson.encode` / `cjson.decode` follow lua-cjson as Redis configures it, `bit` follows
+//! library is not offered: the hook that stops a killed script does not reach into one. `cjson.encode` / `cjson.decode` follow lua-cjson as Redis configures it, `bit` follows
 //! LuaBitOp. Functions (FUNCTION LOAD, FCALL) run on the same
 //! Lua states (`functions.rs`). Not offered: the `cmsgpack` and `struct` libraries, SCRIPT
-//! DEBUG, and SCRIPT KILL (it answers that none runs): a script that runs longer
-//! than [`SCRIPT_TIME_LIMIT`] is stopped with an error instead of blocking everyone.
+//! DEBUG.
+//!
+//! A long script runs to its end, as in Redis: past `busy-reply-threshold` other clients are
+//! answered BUSY and SCRIPT KILL stops it if it has not written (`busy.rs`).
 
 use std::sync::atomic::Ordering;
 
@@ -44,27 +46,42 @@ pub(crate) static SPECS: &[Spec] = &[
 /// client that generates a new script per call would otherwise grow it without bound).
 const SCRIPTS_MAX: usize = 10_000;
 
-/// How long a script may run. Redis lets a longer script go on and answers BUSY to everyone
-/// else until SCRIPT KILL; here a script holds the exec lock, so one that loops would stop the
-/// server: it is stopped with an error instead (its writes so far are kept, as for any
-/// failing script).
-const SCRIPT_TIME_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
-/// Lua instructions between two looks at the clock.
+/// Lua instructions between two looks at the clock (FUNCTION LOAD) or the kill flag (scripts).
 const CLOCK_EVERY_INSTRUCTIONS: u32 = 10_000;
 /// Most memory one script's Lua state may take.
 const SCRIPT_MEMORY_MAX_BYTES: usize = 256 << 20;
 
-/// The error that stops a script past [`SCRIPT_TIME_LIMIT`].
-fn script_stopped() -> mlua::Error {
+/// The error that stops a script killed by SCRIPT KILL or FUNCTION KILL, placed at the line it
+/// was running as Redis's hook places it.
+fn script_killed(lua: &Lua) -> mlua::Error {
+    let line = lua
+        .inspect_stack(0, |d| d.current_line())
+        .flatten()
+        .unwrap_or(0);
+    let source = lua
+        .inspect_stack(0, |d| {
+            d.source()
+                .source
+                .is_some_and(|s| s.contains("user_function"))
+        })
+        .unwrap_or(false);
+    let source = if source {
+        "user_function"
+    } else {
+        "user_script"
+    };
     mlua::Error::runtime(format!(
-        "Script stopped: it ran longer than {} ms",
-        SCRIPT_TIME_LIMIT.as_millis()
+        "{source}:{line}: {LIB_ERROR_MARK}{}",
+        crate::busy::KILLED
     ))
 }
 
 /// Marks a Redis error raised by `redis.call` inside a Lua error message, so the position Lua
 /// prefixes can be told from the reply's own text.
 const CALL_ERROR_MARK: &str = "\u{1}redis-error\u{1}";
+/// Marks an error of Redis's own Lua library (`luaPushError`: the kill, `redis.sha1hex`'s
+/// argument count), whose message Redis places only in the trailer, without Lua's prefix.
+const LIB_ERROR_MARK: &str = "\u{1}redis-lib-error\u{1}";
 /// The field Redis sets on the error table of a failed command (`ignore_error_stats_update`).
 const ERROR_COUNTED: &str = "ignore_error_stats_update";
 
@@ -228,9 +245,10 @@ fn script(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         if args.len() != 2 {
             return Err(wrong_arity());
         }
-        return Err(Error::Coded(
-            "NOTBUSY No scripts in execution right now.".into(),
-        ));
+        return match ctx.shared.running_script.kill(true) {
+            Ok(()) => Ok(Reply::ok()),
+            Err(refused) => Err(refused.into_error()),
+        };
     }
     if is(sub, "HELP") && args.len() == 2 {
         return Ok(Reply::Array(
@@ -241,7 +259,7 @@ fn script(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
                 "FLUSH [ASYNC|SYNC]",
                 "    Flush the Lua scripts cache.",
                 "KILL",
-                "    Answers NOTBUSY: scripts here cannot be stopped while they run.",
+                "    Kill the currently executing Lua script.",
                 "LOAD <script>",
                 "    Load a script into the scripts cache without executing it.",
                 "HELP",
@@ -429,15 +447,33 @@ pub(super) fn execute_lua(
             } else {
                 Vec::new()
             };
+            let run = sub
+                .shared
+                .running_script
+                .begin(invoke == Invoke::Script, name, args);
             let outcome = call_script(
                 vm,
                 &function,
                 &mut sub,
                 (keys, argv),
                 read_only,
-                name,
+                (name, &run.kill),
                 invoke,
             );
+            let abandoned = run.abandoned();
+            drop(run);
+            if abandoned {
+                // SHUTDOWN NOSAVE stopped it: none of its writes are kept (`busy.rs`).
+                sub.session.in_exec = in_exec;
+                sub.session.in_script = in_script;
+                sub.session.db = db;
+                sub.session.script_keys = script_keys;
+                ctx.shared.set_db_map(&map_before);
+                ctx.session.events.clear();
+                // Its client gets no reply: the connection closes, as Redis exits.
+                ctx.session.after_reply = crate::state::AfterReply::CloseSilently;
+                return Err(Error::command("the server is shutting down"));
+            }
             sub.session.in_exec = in_exec;
             sub.session.in_script = in_script;
             sub.session.db = db;
@@ -581,7 +617,17 @@ fn install_libraries(lua: &Lua) -> mlua::Result<(Table, Table)> {
     )?;
     redis.set(
         "sha1hex",
-        lua.create_function(|_, s: mlua::LuaString| Ok(sha1_hex(&s.as_bytes())))?,
+        lua.create_function(|lua, args: MultiValue| {
+            // Redis's own check and words, before any conversion.
+            if args.len() != 1 {
+                return Err(raise(
+                    lua,
+                    format!("{LIB_ERROR_MARK}wrong number of arguments"),
+                ));
+            }
+            let s: mlua::LuaString = lua.unpack(args.into_iter().next().unwrap_or(Value::Nil))?;
+            Ok(sha1_hex(&s.as_bytes()))
+        })?,
     )?;
     redis.set("log", lua.create_function(|_, _: MultiValue| Ok(()))?)?;
     for (level, n) in [
@@ -613,6 +659,8 @@ fn install_libraries(lua: &Lua) -> mlua::Result<(Table, Table)> {
     redis.set("REDIS_VERSION_NUM", number)?;
     redis.set("set_repl", lua.create_function(|_, _: MultiValue| Ok(()))?)?;
     globals.set("redis", redis.clone())?;
+    // Redis 7 removes `print` from the base library (it wrote to the server's stdout).
+    globals.raw_set("print", Value::Nil)?;
     globals.set("cjson", cjson_table(lua)?)?;
     globals.set("bit", bit_table(lua)?)?;
     // Scripts run with an environment of their own, not the globals: reads fall through to
@@ -964,31 +1012,31 @@ fn registration(lua: &Lua, args: MultiValue) -> mlua::Result<Registered> {
 }
 
 /// Runs the compiled script with `KEYS`, `ARGV` and `redis.call` / `redis.pcall` bound to
-/// `ctx`, stopped by the clock after [`SCRIPT_TIME_LIMIT`].
+/// `ctx`, until it ends or `kill` is set (SCRIPT KILL, FUNCTION KILL: `busy.rs`).
 fn call_script(
     vm: &Vm,
     function: &mlua::Function,
     ctx: &mut Ctx<'_>,
     (keys, argv): (&[Bytes], &[Bytes]),
     read_only: bool,
-    name: &str,
+    (name, kill): (&str, &std::sync::Arc<std::sync::atomic::AtomicBool>),
     invoke: Invoke,
 ) -> Result<Reply> {
     let lua = &vm.lua;
-    let started = std::time::Instant::now();
+    let kill = kill.clone();
     lua.set_hook(
         mlua::HookTriggers::new().every_nth_instruction(CLOCK_EVERY_INSTRUCTIONS),
         move |lua, _| {
-            if started.elapsed() <= SCRIPT_TIME_LIMIT {
+            if !kill.load(Ordering::Acquire) {
                 return Ok(mlua::VmState::Continue);
             }
             // From now on every instruction fails, as Redis's kill does: a pcall that caught
             // this error returns into code that fails at once, so the script unwinds.
             lua.set_hook(
                 mlua::HookTriggers::new().every_nth_instruction(1),
-                |_, _| Err(script_stopped()),
+                |lua, _| Err(script_killed(lua)),
             )?;
-            Err(script_stopped())
+            Err(script_killed(lua))
         },
     )
     .map_err(lua_failure)?;
@@ -1129,6 +1177,10 @@ fn call_command(ctx: &mut Ctx<'_>, args: MultiValue, read_only: bool) -> Reply {
     if read_only && (spec.props.write || super::MAY_WRITE.contains(&spec.spec.name)) {
         return Reply::Error("ERR Write commands are not allowed from read-only scripts.".into());
     }
+    if spec.props.write {
+        // From now on SCRIPT KILL refuses (UNKILLABLE), as Redis's write-dirty flag does.
+        ctx.shared.running_script.note_write();
+    }
     super::execute_resolved(ctx, &words, Some(spec))
 }
 
@@ -1230,7 +1282,10 @@ fn script_error(e: &mlua::Error, name: &str) -> Error {
         .and_then(|n| n.parse::<u32>().ok());
     let message = match text.find(CALL_ERROR_MARK) {
         Some(at) => text[at + CALL_ERROR_MARK.len()..].to_string(),
-        None => format!("ERR {text}"),
+        None => match text.find(LIB_ERROR_MARK) {
+            Some(at) => format!("ERR {}", &text[at + LIB_ERROR_MARK.len()..]),
+            None => format!("ERR {text}"),
+        },
     };
     Error::Coded(match line {
         Some(line) => format!("{message} script: {name}, on @{source}:{line}."),

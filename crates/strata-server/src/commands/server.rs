@@ -204,6 +204,20 @@ fn info_section(ctx: &Ctx<'_>, section: &str) -> Result<Vec<(String, String)>> {
                 kv("maxmemory_human", "0B".into()),
                 kv("maxmemory_policy", "noeviction".into()),
                 kv("mem_fragmentation_ratio", "1.00".into()),
+                kv(
+                    "number_of_cached_scripts",
+                    crate::state::lock(&s.scripts).len().to_string(),
+                ),
+                {
+                    let registry = crate::state::lock(&s.functions);
+                    let functions: usize =
+                        registry.libraries.values().map(|l| l.functions.len()).sum();
+                    kv("number_of_functions", functions.to_string())
+                },
+                kv(
+                    "number_of_libraries",
+                    crate::state::lock(&s.functions).libraries.len().to_string(),
+                ),
             ]
         }
         "persistence" => vec![
@@ -447,6 +461,11 @@ fn config_values(c: &ServerConfig) -> Vec<(&'static str, String)> {
         ),
         ("databases", c.databases.to_string()),
         (
+            "busy-reply-threshold",
+            c.busy_reply_threshold_ms.to_string(),
+        ),
+        ("lua-time-limit", c.busy_reply_threshold_ms.to_string()),
+        (
             "notify-keyspace-events",
             crate::notify::format_flags(c.notify_keyspace_events),
         ),
@@ -492,6 +511,8 @@ const MUTABLE: &[&str] = &[
     "client-query-buffer-limit",
     "notify-keyspace-events",
     "tracking-table-max-keys",
+    "busy-reply-threshold",
+    "lua-time-limit",
 ];
 
 /// Redis settings that describe what this server always does: CONFIG GET shows the value,
@@ -668,6 +689,9 @@ fn config(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
                 .tracking
                 .set_table_keys_max(next.tracking_table_max_keys);
             ctx.shared.watches.tracking.limit();
+            ctx.shared
+                .running_script
+                .set_threshold_ms(next.busy_reply_threshold_ms);
             ctx.shared.update_config(|c| *c = next);
             Ok(Reply::ok())
         }
@@ -1238,6 +1262,17 @@ fn shutdown(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         if !["NOSAVE", "SAVE", "NOW", "FORCE"].iter().any(|w| is(a, w)) {
             return Err(Error::Syntax);
         }
+    }
+    // A script past busy-reply-threshold: only NOSAVE stops the server, dropping the script's
+    // writes (as Redis does).
+    let nosave = args[1..].iter().any(|a| is(a, "NOSAVE"));
+    if let Some(eval) = ctx.shared.running_script.busy() {
+        if !nosave {
+            return Err(crate::busy::busy_error(eval));
+        }
+    }
+    if nosave {
+        ctx.shared.running_script.abandon();
     }
     // NOSAVE is accepted but the write-ahead logs are still synced: acknowledged writes must
     // survive. Like Redis, a successful SHUTDOWN sends no reply; the connection just closes.

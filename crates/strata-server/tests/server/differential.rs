@@ -2790,6 +2790,101 @@ fn expired_events_match_redis() {
     }
 }
 
+/// Passive expiry: a command that meets one of its keys past its time removes it then, as
+/// Redis's key lookup does: the key's `expired` event is published before the command's reply
+/// (and before the command's own events), and INFO's `expired_keys` counts it at once. The keys
+/// pass their time while clients are paused, when neither server's active expiry runs (Redis 7
+/// keeps expired keys during a pause); the commands run right after CLIENT UNPAUSE, usually
+/// before either server's next expiry cycle (a cycle that comes first removes a key with the
+/// same event, so each key's own events compare the same either way).
+#[test]
+fn commands_remove_the_expired_keys_they_meet_like_redis() {
+    let mut pair = Pair::start();
+    let ctx = "passive expiry";
+    let mut events = EventReaders::start(&mut pair, "EA");
+    let setup: &[&[&str]] = &[
+        &["SET", "s", "v", "PX", "100"],
+        &["HSET", "h", "f", "v"],
+        &["RPUSH", "l", "a"],
+        &["SADD", "st", "m"],
+        &["ZADD", "z", "1", "m"],
+        &["SET", "n", "5", "PX", "100"],
+        &["SET", "c", "v", "PX", "100"],
+        &["SET", "t", "v", "PX", "100"],
+        &["SET", "o", "v", "PX", "100"],
+        &["SET", "e", "v", "PX", "100"],
+        &["RPUSH", "p", "a"],
+        &["SET", "x", "v", "PX", "100"],
+    ];
+    for cmd in setup {
+        pair.check(0, &words(cmd), ctx);
+    }
+    for key in ["h", "l", "st", "z", "p"] {
+        pair.check(0, &words(&["PEXPIRE", key, "100"]), ctx);
+    }
+    events.compare("setup");
+    let expired_keys = |pair: &mut Pair| -> [u64; 2] {
+        [0, 1].map(|side| {
+            let reply = pair.conns[side][1].call(&words(&["INFO", "stats"]));
+            info_field(&reply, "expired_keys")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(u64::MAX)
+        })
+    };
+    let before = expired_keys(&mut pair);
+    pair.check(0, &words(&["CLIENT", "PAUSE", "100000", "WRITE"]), ctx);
+    std::thread::sleep(Duration::from_millis(250));
+    pair.check(0, &words(&["CLIENT", "UNPAUSE"]), ctx);
+    let commands: &[&[&str]] = &[
+        &["GET", "s"],
+        &["HGET", "h", "f"],
+        &["LLEN", "l"],
+        &["SISMEMBER", "st", "m"],
+        &["ZSCORE", "z", "m"],
+        &["INCR", "n"],
+        &["EXISTS", "c"],
+        &["TTL", "t"],
+        &["OBJECT", "ENCODING", "o"],
+        &["EXPIRE", "e", "100"],
+        &["LPUSH", "p", "b"],
+        &["TYPE", "x"],
+    ];
+    for cmd in commands {
+        pair.check(0, &words(cmd), ctx);
+    }
+    let after = expired_keys(&mut pair);
+    // Published by the time each command answered: taken before anything else runs.
+    let [theirs, mine] = events.take();
+    let keys: Vec<&str> = commands
+        .iter()
+        .map(|c| if c[0] == "OBJECT" { c[2] } else { c[1] })
+        .collect();
+    for key in &keys {
+        let of_key = |list: &[String]| -> Vec<String> {
+            list.iter()
+                .filter(|e| e.rsplit(' ').next() == Some(key))
+                .cloned()
+                .collect()
+        };
+        assert_eq!(
+            of_key(&theirs),
+            of_key(&mine),
+            "events of {key:?} after its time (redis, strata; all: {theirs:?} / {mine:?})"
+        );
+    }
+    assert_eq!(
+        after[0].wrapping_sub(before[0]),
+        keys.len() as u64,
+        "redis counted {after:?} from {before:?}"
+    );
+    assert_eq!(
+        after[1].wrapping_sub(before[1]),
+        after[0].wrapping_sub(before[0]),
+        "expired_keys after the commands (redis, strata): {after:?} from {before:?}"
+    );
+    pair.check(0, &words(&["DBSIZE"]), ctx);
+}
+
 #[test]
 fn keyspace_and_expiry_commands_match_redis() {
     run_families(
@@ -3366,6 +3461,11 @@ fn scripting_edges_match_redis() {
         &["EVAL", "return redis.call('multi')", "0"],
         &["EVAL", "return redis.call('blpop','nolist',1)", "0"],
         &["EVAL", "return redis.call('ping')", "0"],
+        // Redis 7 has no `print`; redis.sha1hex checks its argument count first.
+        &["EVAL", "print('hello')", "0"],
+        &["EVAL", "return redis.sha1hex()", "0"],
+        &["EVAL", "return redis.sha1hex('a', 'b')", "0"],
+        &["EVAL", "return redis.sha1hex('abc')", "0"],
         // Redis's scriptCall words for a wrong number of arguments (redis-server's own
         // scripting.tcl); CLUSTER RESET is refused from a script.
         &["EVAL", "return redis.pcall('set','a')", "0"],
@@ -3861,6 +3961,122 @@ fn expired_keys_vanish_like_in_redis() {
     pair.check(0, &words(&["SET", "unread", "v", "PX", "20"]), ctx);
     std::thread::sleep(Duration::from_millis(400));
     pair.check(0, &words(&["DBSIZE"]), ctx);
+}
+
+/// A script or function past `busy-reply-threshold` as Redis 7 has it: every other client's
+/// command is answered BUSY (naming SCRIPT KILL or FUNCTION KILL) except AUTH, UNWATCH,
+/// FUNCTION STATS and the like, a command queued in MULTI then fails the EXEC, SCRIPT KILL
+/// and FUNCTION KILL stop only their own kind and only a script that has not written
+/// (UNKILLABLE otherwise: it runs to its end), the killed script's client gets Redis's error,
+/// and FUNCTION STATS names the running function. Replies byte for byte, but for FUNCTION
+/// STATS's `duration_ms`.
+#[test]
+fn busy_scripts_answer_and_stop_like_redis() {
+    let mut pair = Pair::start();
+    let ctx = "busy script";
+    pair.check(
+        1,
+        &words(&["CONFIG", "SET", "busy-reply-threshold", "200"]),
+        ctx,
+    );
+    pair.check(1, &words(&["CONFIG", "GET", "lua-time-limit"]), ctx);
+    let library =
+        "#!lua name=spinlib\nredis.register_function('spin', function() while true do end end)";
+    pair.check(1, &words(&["FUNCTION", "LOAD", library]), ctx);
+    let mut third = [
+        Raw::connect(pair._redis.addr),
+        Raw::connect(pair._ours.addr),
+    ];
+    let both_third = |third: &mut [Raw; 2], cmd: &[&str]| {
+        let [theirs, mine] = [0, 1].map(|side| third[side].call(&words(cmd)));
+        assert_eq!(
+            show(&theirs),
+            show(&mine),
+            "{cmd:?} on a third connection ({ctx})"
+        );
+    };
+    let start = |pair: &mut Pair, cmd: &[&str]| {
+        for side in 0..2 {
+            pair.conns[side][0].send(&words(cmd));
+        }
+        // Past the threshold on both servers.
+        std::thread::sleep(Duration::from_millis(450));
+    };
+    let ended = |pair: &mut Pair, what: &str| {
+        let [theirs, mine] = [0, 1].map(|side| pair.conns[side][0].reply());
+        assert_eq!(show(&theirs), show(&mine), "the reply of {what}");
+    };
+
+    // A script that has not written: others are answered BUSY, SCRIPT KILL stops it. A
+    // transaction opened before it cannot EXEC meanwhile (EXECABORT with the reason).
+    both_third(&mut third, &["MULTI"]);
+    both_third(&mut third, &["INCR", "counter"]);
+    start(
+        &mut pair,
+        &["EVAL", "local n = 0 while true do n = n + 1 end", "0"],
+    );
+    both_third(&mut third, &["EXEC"]);
+    for cmd in [
+        &["GET", "x"][..],
+        &["PING"],
+        &["SET", "x", "1"],
+        &["FUNCTION", "KILL"],
+        &["FUNCTION", "STATS"],
+        &["SHUTDOWN"],
+        &["AUTH", "secret"],
+        &["UNWATCH"],
+        &["DISCARD"],
+        &["CLIENT", "SETNAME", "x"],
+        &["NOSUCHCOMMAND"],
+        &["GET"],
+        &["EVAL", "return 1", "0"],
+    ] {
+        pair.check(1, &words(cmd), ctx);
+    }
+    both_third(&mut third, &["MULTI"]);
+    both_third(&mut third, &["INCR", "counter"]);
+    pair.check(1, &words(&["SCRIPT", "KILL"]), ctx);
+    ended(&mut pair, "the killed script");
+    both_third(&mut third, &["EXEC"]);
+    pair.check(1, &words(&["GET", "counter"]), ctx);
+    pair.check(1, &words(&["SCRIPT", "KILL"]), ctx);
+
+    // A function: SCRIPT KILL points to FUNCTION KILL, FUNCTION STATS names it.
+    start(&mut pair, &["FCALL", "spin", "0"]);
+    pair.check(1, &words(&["SCRIPT", "KILL"]), ctx);
+    pair.check(1, &words(&["GET", "x"]), ctx);
+    let stats = words(&["FUNCTION", "STATS"]);
+    let [theirs, mine] = [0, 1].map(|side| {
+        let reply = show(&pair.conns[side][1].call(&stats));
+        // duration_ms differs: masked.
+        match reply.find("duration_ms") {
+            Some(at) => {
+                let rest = &reply[at..];
+                let colon = rest.find(':').unwrap_or(0);
+                let end = rest[colon..].find("\\r").map_or(rest.len(), |e| colon + e);
+                format!("{}{}<ms>{}", &reply[..at], &rest[..=colon], &rest[end..])
+            }
+            None => reply,
+        }
+    });
+    assert_eq!(theirs, mine, "FUNCTION STATS while a function runs");
+    assert!(theirs.contains("spin"), "{theirs}");
+    pair.check(1, &words(&["FUNCTION", "KILL"]), ctx);
+    ended(&mut pair, "the killed function");
+
+    // A script that wrote cannot be killed; it runs to its end.
+    let writer = "redis.call('SET', KEYS[1], 'w') \
+        local t = redis.call('TIME') local start = t[1] * 1000000 + t[2] \
+        while true do t = redis.call('TIME') \
+        if t[1] * 1000000 + t[2] - start > 900000 then return 'done' end end";
+    start(&mut pair, &["EVAL", writer, "1", "w"]);
+    pair.check(1, &words(&["SCRIPT", "KILL"]), ctx);
+    pair.check(1, &words(&["FUNCTION", "KILL"]), ctx);
+    pair.check(1, &words(&["GET", "w"]), ctx);
+    ended(&mut pair, "the script that wrote");
+    pair.check(1, &words(&["GET", "w"]), ctx);
+    pair.check(1, &words(&["SCRIPT", "KILL"]), ctx);
+    pair.check(1, &words(&["FUNCTION", "KILL"]), ctx);
 }
 
 /// HELLO's reply with the two values that differ by design masked: the version (this server
@@ -6656,6 +6872,34 @@ fn info_has_the_fields_monitoring_reads_like_redis() {
             "{id}"
         );
     }
+    // The script cache and function libraries counted as redis-server counts them.
+    for i in 0..3 {
+        pair.check(
+            0,
+            &words(&["SCRIPT", "LOAD", &format!("return {i}")]),
+            "info",
+        );
+    }
+    let library = "#!lua name=countlib\nredis.register_function('f1', function() return 1 end)\nredis.register_function('f2', function() return 2 end)";
+    pair.check(0, &words(&["FUNCTION", "LOAD", library]), "info");
+    let counts: Vec<Vec<Option<String>>> = (0..2)
+        .map(|side| {
+            let reply = pair.conns[side][0].call(&words(&["INFO", "memory"]));
+            [
+                "number_of_cached_scripts",
+                "number_of_functions",
+                "number_of_libraries",
+            ]
+            .iter()
+            .map(|f| info_field(&reply, f))
+            .collect()
+        })
+        .collect();
+    assert_eq!(
+        counts[1], counts[0],
+        "scripts, functions, libraries (strata, redis)"
+    );
+    assert_eq!(counts[0][0].as_deref(), Some("3"));
     // Ten keys with a short time, removed by active expiry on both sides.
     for i in 0..10 {
         pair.send_both(0, &words(&["SET", &format!("t{i}"), "v", "PX", "20"]));

@@ -319,6 +319,86 @@ fn full_disk_loses_no_acknowledged_write_and_keeps_serving() {
     server.terminate();
 }
 
+/// Sets a short `busy-reply-threshold` and starts, on a connection of its own, a script that
+/// writes `partial` = `value` and then loops forever; returns its client's thread.
+fn start_busy_writer(
+    server: &ServerProcess,
+    c: &mut redis::Connection,
+    value: &str,
+) -> std::thread::JoinHandle<redis::RedisResult<redis::Value>> {
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("busy-reply-threshold")
+        .arg("100")
+        .query(c)
+        .unwrap();
+    let mut runner = server.client();
+    let script = format!("redis.call('SET', 'partial', '{value}') while true do end");
+    std::thread::spawn(move || {
+        redis::cmd("EVAL")
+            .arg(script)
+            .arg(0)
+            .query::<redis::Value>(&mut runner)
+    })
+}
+
+/// A script that wrote and then loops cannot be killed (UNKILLABLE); SHUTDOWN without NOSAVE
+/// is refused with BUSY; SHUTDOWN NOSAVE stops the process at once, the script's client gets
+/// no reply, and after a restart the script's writes are absent (none of a script is kept
+/// unless all is) while every acknowledged write is there.
+#[test]
+fn shutdown_nosave_stops_a_busy_script_and_drops_its_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = ServerProcess::start(dir.path(), "everysec");
+    let mut c = server.client();
+    let _: () = c.set("kept", "1").unwrap();
+    let running = start_busy_writer(&server, &mut c, "1");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let refused = redis::cmd("SCRIPT").arg("KILL").query::<()>(&mut c);
+        // (The client names error codes in its own case: NotBusy.)
+        let text = format!("{refused:?}").to_uppercase();
+        if text.contains("UNKILLABLE") {
+            break;
+        }
+        assert!(text.contains("NOTBUSY"), "SCRIPT KILL answered {text}");
+        assert!(Instant::now() < deadline, "the script never got busy");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let refused = format!("{:?}", redis::cmd("SHUTDOWN").query::<()>(&mut c)).to_uppercase();
+    assert!(refused.contains("BUSY"), "SHUTDOWN answered {refused}");
+    let _ = redis::cmd("SHUTDOWN").arg("NOSAVE").query::<()>(&mut c);
+    let exited = Instant::now() + Duration::from_secs(30);
+    while server.child.try_wait().unwrap().is_none() {
+        assert!(
+            Instant::now() < exited,
+            "SHUTDOWN NOSAVE left the server running"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let script_reply = running.join().unwrap();
+    assert!(
+        script_reply.is_err(),
+        "the script's client got {script_reply:?}"
+    );
+    server = ServerProcess::start(dir.path(), "everysec");
+    let mut c = server.client();
+    let kept: Option<String> = c.get("kept").unwrap();
+    let partial: Option<String> = c.get("partial").unwrap();
+    assert_eq!((kept.as_deref(), partial), (Some("1"), None));
+    // SIGTERM during a busy script that wrote: the server stops too (the script is dropped).
+    let _running = start_busy_writer(&server, &mut c, "2");
+    let busy = Instant::now() + Duration::from_secs(20);
+    while !format!("{:?}", redis::cmd("PING").query::<String>(&mut c))
+        .to_uppercase()
+        .contains("BUSY")
+    {
+        assert!(Instant::now() < busy, "the script never got busy");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    server.terminate();
+}
+
 #[test]
 fn sigterm_flushes_everything_even_without_fsync() {
     let dir = tempfile::tempdir().unwrap();
