@@ -8,6 +8,7 @@
 pub mod admin;
 pub mod bitmaps;
 pub mod cluster;
+mod cmsgpack;
 pub mod collections;
 pub mod connection;
 pub mod functions;

@@ -16,8 +16,8 @@
 //! `load`, `rawset` and the string metatable are guarded: `install_libraries`). The `coroutine`
 //! library is not offered: the hook that stops a killed script does not reach into one. `cjson.encode` / `cjson.decode` follow lua-cjson as Redis configures it, `bit` follows
 //! LuaBitOp. Functions (FUNCTION LOAD, FCALL) run on the same
-//! Lua states (`functions.rs`). Not offered: the `cmsgpack` and `struct` libraries, SCRIPT
-//! DEBUG.
+//! Lua states (`functions.rs`). `cmsgpack` follows lua-cmsgpack (`cmsgpack.rs`). Not
+//! offered: the `struct` library, SCRIPT DEBUG.
 //!
 //! A long script runs to its end, as in Redis: past `busy-reply-threshold` other clients are
 //! answered BUSY and SCRIPT KILL stops it if it has not written (`busy.rs`).
@@ -662,6 +662,7 @@ fn install_libraries(lua: &Lua) -> mlua::Result<(Table, Table)> {
     // Redis 7 removes `print` from the base library (it wrote to the server's stdout).
     globals.raw_set("print", Value::Nil)?;
     globals.set("cjson", cjson_table(lua)?)?;
+    globals.set("cmsgpack", super::cmsgpack::table(lua)?)?;
     globals.set("bit", bit_table(lua)?)?;
     // Scripts run with an environment of their own, not the globals: reads fall through to
     // the globals (a missing name is an error), writes are refused, and the libraries are seen
@@ -695,7 +696,7 @@ fn install_libraries(lua: &Lua) -> mlua::Result<(Table, Table)> {
             protected[view] = true
             return view
         end
-        for _, name in ipairs({ "redis", "cjson", "bit", "string", "table", "math", "coroutine" }) do
+        for _, name in ipairs({ "redis", "cjson", "cmsgpack", "bit", "string", "table", "math", "coroutine" }) do
             local lib = rawget(G, name)
             if lib ~= nil then
                 rawset(G, name, readonly(lib))
@@ -1295,7 +1296,7 @@ fn script_error(e: &mlua::Error, name: &str) -> Error {
 
 /// An error raised by a library function, placed like Lua's `luaL_error` places it: at the
 /// line of the script that called the function.
-fn raise(lua: &Lua, message: impl std::fmt::Display) -> mlua::Error {
+pub(super) fn raise(lua: &Lua, message: impl std::fmt::Display) -> mlua::Error {
     let line = lua
         .inspect_stack(1, |d| d.current_line())
         .flatten()

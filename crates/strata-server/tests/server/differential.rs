@@ -3461,6 +3461,44 @@ fn scripting_edges_match_redis() {
         &["EVAL", "return redis.call('multi')", "0"],
         &["EVAL", "return redis.call('blpop','nolist',1)", "0"],
         &["EVAL", "return redis.call('ping')", "0"],
+        // cmsgpack: lua-cmsgpack's integer and float forms, strings, arrays against maps (in
+        // Lua's iteration order), the nesting limit on a circular table, unpacking, its errors,
+        // and the library's read-only table.
+        &[
+            "EVAL",
+            "return cmsgpack.pack(0.1, -1099511627776, 1, -1, 255, 256, 65535, 65536, 4294967296, -31, -200, -40000, -3000000000, 1.5, 1e300, 2^63, -2^63)",
+            "0",
+        ],
+        &[
+            "EVAL",
+            "return cmsgpack.pack({a=1,b=2,c={1,2,3},d={x='y'},e={}}, {1,nil,3}, {[0]=1}, 'str', string.rep('z',40), string.rep('q',300), true, false, nil)",
+            "0",
+        ],
+        &[
+            "EVAL",
+            "local a = {y=5} local b = {x=a} a.x = b return cmsgpack.pack(a)",
+            "0",
+        ],
+        &[
+            "EVAL",
+            "return {cmsgpack.unpack(cmsgpack.pack(1, 'two', {3, {4}}, -7, 2.5))}",
+            "0",
+        ],
+        &[
+            "EVAL",
+            "return {cmsgpack.unpack_one(cmsgpack.pack('a', 'b'), 0)}",
+            "0",
+        ],
+        &[
+            "EVAL",
+            "local s = cmsgpack.pack('a', 'b', 'c') local o, x, y = cmsgpack.unpack_limit(s, 2, 0) local p, z = cmsgpack.unpack_limit(s, 5, o) return {o, x, y, p, z}",
+            "0",
+        ],
+        &["EVAL", "return cmsgpack.unpack('\\220')", "0"],
+        &["EVAL", "return cmsgpack.unpack('\\193')", "0"],
+        &["EVAL", "return cmsgpack.pack()", "0"],
+        &["EVAL", "return cmsgpack.unpack_one('a', 5)", "0"],
+        &["EVAL", "cmsgpack.pack = nil return 1", "0"],
         // Redis 7 has no `print`; redis.sha1hex checks its argument count first.
         &["EVAL", "print('hello')", "0"],
         &["EVAL", "return redis.sha1hex()", "0"],
