@@ -239,14 +239,14 @@ fn encode_table(t: &Table, level: usize, out: &mut Vec<u8>) -> mlua::Result<()> 
             encode(&t.raw_get::<Value>(i)?, level + 1, out)?;
         }
     } else {
-        let pairs: Vec<(Value, Value)> = t
-            .clone()
-            .pairs::<Value, Value>()
-            .collect::<mlua::Result<_>>()?;
-        encode_header(pairs.len(), 0x80, 0xde, out);
-        for (k, v) in &pairs {
-            encode(k, level + 1, out)?;
-            encode(v, level + 1, out)?;
+        // Counted, then encoded in a second walk of the same order: holding every pair at
+        // once would take a stack slot each (Lua 5.1's C stack holds 8 000).
+        let len = t.clone().pairs::<Value, Value>().count();
+        encode_header(len, 0x80, 0xde, out);
+        for pair in t.clone().pairs::<Value, Value>() {
+            let (k, v) = pair?;
+            encode(&k, level + 1, out)?;
+            encode(&v, level + 1, out)?;
         }
     }
     Ok(())
@@ -407,6 +407,23 @@ mod tests {
             hex(packed("return cmsgpack.pack(string.rep('x', 32))"))[..4].to_string(),
             "d920"
         );
+    }
+
+    /// redis-server's smoke test packs a map and an array of 100 000 entries each.
+    #[test]
+    fn big_tables_round_trip() {
+        let lua = Lua::new();
+        lua.globals().set("cmsgpack", table(&lua).unwrap()).unwrap();
+        let ok: bool = lua
+            .load(
+                "local m, a = {}, {}
+                 for i = 1, 100000 do m[tostring(i)] = i a[i] = i end
+                 local r = cmsgpack.unpack(cmsgpack.pack({m = m, a = a}))
+                 return r.m['99999'] == 99999 and #r.a == 100000 and r.a[100000] == 100000",
+            )
+            .eval()
+            .unwrap();
+        assert!(ok);
     }
 
     #[test]
