@@ -702,16 +702,19 @@ fn install_libraries(lua: &Lua) -> mlua::Result<(Table, Table)> {
                 rawset(G, name, readonly(lib))
             end
         end
+        local function global(_, name)
+            local v = rawget(G, name)
+            if v == nil then
+                error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
+            end
+            return v
+        end
+        -- `getmetatable(_G)` shows a read-only copy of the environment's metatable, as
+        -- Redis's read-only `_G` has one; changing it fails like any read-only table.
         local env = setmetatable({}, {
-            __index = function(_, name)
-                local v = rawget(G, name)
-                if v == nil then
-                    error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
-                end
-                return v
-            end,
+            __index = global,
             __newindex = refuse,
-            __metatable = false,
+            __metatable = readonly({ __index = global, __newindex = refuse }),
         })
         local string_meta = getmetatable("")
         rawset(string_meta, "__metatable", readonly({ __index = rawget(G, "string") }))
@@ -722,6 +725,12 @@ fn install_libraries(lua: &Lua) -> mlua::Result<(Table, Table)> {
             -- at the script's line in the reply's suffix, as `redis.call`'s errors are.
             if protected[t] then error(CALL_ERROR_MARK .. "ERR " .. READONLY, 2) end
             return rawset(t, k, v)
+        end)
+        -- A read-only table's metatable cannot be replaced (Redis's message, not Lua's; bare,
+        -- as its C function's).
+        rawset(G, "setmetatable", function(t, mt)
+            if protected[t] then error(CALL_ERROR_MARK .. "ERR " .. READONLY, 2) end
+            return setmetatable(t, mt)
         end)
         -- Redis 7 offers neither: each would reach the real globals or change what later
         -- scripts run with.

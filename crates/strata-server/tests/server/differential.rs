@@ -3585,6 +3585,11 @@ fn scripting_edges_match_redis() {
         &["EVAL", "getmetatable('').__index.upper = 1", "0"],
         &["EVAL", "return string.upper('a')", "0"],
         &["EVAL", "return type(getmetatable(''))", "0"],
+        // redis-server's "Try trick global protection" 1 and 2.
+        &["EVAL", "setmetatable(_G, {})", "0"],
+        &["EVAL", "local g = getmetatable(_G) g.__index = {}", "0"],
+        &["EVAL", "return type(getmetatable(_G))", "0"],
+        &["EVAL", "return type(setmetatable({}, {}))", "0"],
         &["EVAL", "return loadstring('return 1')()", "0"],
         &[
             "EVAL",
