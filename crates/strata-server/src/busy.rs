@@ -9,7 +9,7 @@
 //! the flag every few thousand instructions) or by SHUTDOWN NOSAVE, never by the clock: a
 //! long script is allowed to finish, as in Redis.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -73,50 +73,58 @@ pub fn allowed_while_busy(name: &str, args: &[Bytes]) -> bool {
         || (name == "function" && (sub("kill") || sub("stats")))
 }
 
-/// One script or function run.
-struct Run {
-    /// SHUTDOWN NOSAVE stopped it: its writes are dropped, not committed.
-    abandoned: Arc<AtomicBool>,
-    started: Instant,
-    /// EVAL or EVALSHA (SCRIPT KILL) rather than FCALL (FUNCTION KILL).
-    eval: bool,
-    /// FUNCTION STATS's `name` and `command`.
-    name: String,
-    command: Vec<Bytes>,
-    /// It called a write command: it can no longer be killed.
-    wrote: bool,
-    kill: Arc<AtomicBool>,
-}
+/// A run's stop flag: what its Lua hook reads.
+pub const RUNNING: u8 = 0;
+/// SCRIPT KILL or FUNCTION KILL stopped it.
+pub const KILLED_FLAG: u8 = 1;
+/// SHUTDOWN NOSAVE (or a shutdown's drain) stopped it: its writes are dropped, not committed.
+pub const ABANDONED: u8 = 2;
 
-/// The script running now, if any (scripts run one at a time under the exec lock).
-#[derive(Default)]
+/// The script running now, if any (scripts run one at a time under the exec lock). What every
+/// command reads while one runs (`busy`) and what its writes set (`note_write`) are atomics;
+/// the mutex orders a run's start and end against kills, so a kill never reaches the next run.
 pub struct RunningScript {
-    /// Whether one runs: the one load every command's dispatch pays.
-    active: AtomicBool,
+    /// The clock `started_us` counts from.
+    epoch: Instant,
+    /// When the running script started, in µs since `epoch` plus one; 0 while none runs.
+    started_us: AtomicU64,
+    /// The running one is a script (EVAL, EVALSHA), not a function (FCALL).
+    eval: AtomicBool,
+    /// It called a write command: it can no longer be killed (Redis's write-dirty flag).
+    wrote: AtomicBool,
+    /// The running one's stop flag ([`RUNNING`], [`KILLED_FLAG`], [`ABANDONED`]), shared with
+    /// its Lua hook; a new one per run.
     run: parking_lot::Mutex<Option<Run>>,
     /// `busy-reply-threshold`.
     threshold_ms: AtomicU64,
 }
 
+/// What a run keeps behind the mutex.
+struct Run {
+    stop: Arc<AtomicU8>,
+    /// FUNCTION STATS's `name` and `command` (functions only: EVAL is not shown).
+    function: Option<(String, Vec<Bytes>)>,
+}
+
 /// Ends the run it stands for when dropped.
 pub struct RunGuard<'a> {
     owner: &'a RunningScript,
-    /// Set by a kill: the script's Lua hook stops it.
-    pub kill: Arc<AtomicBool>,
-    abandoned: Arc<AtomicBool>,
+    /// Set by a kill or a shutdown: the script's Lua hook stops it.
+    pub stop: Arc<AtomicU8>,
 }
 
 impl RunGuard<'_> {
     /// Whether SHUTDOWN NOSAVE stopped the script: its writes must not be committed.
     pub fn abandoned(&self) -> bool {
-        self.abandoned.load(Ordering::Acquire)
+        self.stop.load(Ordering::Acquire) == ABANDONED
     }
 }
 
 impl Drop for RunGuard<'_> {
     fn drop(&mut self) {
-        *self.owner.run.lock() = None;
-        self.owner.active.store(false, Ordering::Release);
+        let mut run = self.owner.run.lock();
+        self.owner.started_us.store(0, Ordering::Release);
+        *run = None;
     }
 }
 
@@ -147,103 +155,105 @@ impl KillRefused {
 impl RunningScript {
     pub fn with_threshold_ms(ms: u64) -> RunningScript {
         RunningScript {
+            epoch: Instant::now(),
+            started_us: AtomicU64::new(0),
+            eval: AtomicBool::new(false),
+            wrote: AtomicBool::new(false),
+            run: parking_lot::Mutex::new(None),
             threshold_ms: AtomicU64::new(ms),
-            ..RunningScript::default()
         }
     }
 
-    /// CONFIG SET busy-reply-threshold.
+    /// CONFIG SET busy-reply-threshold (the configuration keeps it too; this copy is what
+    /// every command reads while a script runs, without cloning the configuration).
     pub fn set_threshold_ms(&self, ms: u64) {
         self.threshold_ms.store(ms, Ordering::Relaxed);
     }
 
-    fn threshold(&self) -> Duration {
-        Duration::from_millis(self.threshold_ms.load(Ordering::Relaxed))
+    fn now_us(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX)
     }
 
-    /// Notes a script (`eval`) or function starting; it ends when the guard drops.
+    /// How long the running script has run, if one runs.
+    fn running_for(&self) -> Option<Duration> {
+        let started = self.started_us.load(Ordering::Acquire);
+        (started != 0).then(|| Duration::from_micros(self.now_us().saturating_sub(started - 1)))
+    }
+
+    fn past_threshold(&self) -> bool {
+        let threshold = Duration::from_millis(self.threshold_ms.load(Ordering::Relaxed));
+        self.running_for().is_some_and(|ran| ran >= threshold)
+    }
+
+    /// Notes a script (`eval`) or function starting (`command` is kept for FUNCTION STATS,
+    /// functions only); it ends when the guard drops.
     pub fn begin(&self, eval: bool, name: &str, command: &[Bytes]) -> RunGuard<'_> {
-        let kill = Arc::new(AtomicBool::new(false));
-        let abandoned = Arc::new(AtomicBool::new(false));
-        *self.run.lock() = Some(Run {
-            abandoned: abandoned.clone(),
-            started: Instant::now(),
-            eval,
-            name: name.to_string(),
-            command: command.to_vec(),
-            wrote: false,
-            kill: kill.clone(),
+        let stop = Arc::new(AtomicU8::new(RUNNING));
+        let mut run = self.run.lock();
+        *run = Some(Run {
+            stop: stop.clone(),
+            function: (!eval).then(|| (name.to_string(), command.to_vec())),
         });
-        self.active.store(true, Ordering::Release);
-        RunGuard {
-            owner: self,
-            kill,
-            abandoned,
-        }
+        self.eval.store(eval, Ordering::Relaxed);
+        self.wrote.store(false, Ordering::Relaxed);
+        self.started_us
+            .store(self.now_us().saturating_add(1), Ordering::Release);
+        drop(run);
+        RunGuard { owner: self, stop }
     }
 
     /// SHUTDOWN NOSAVE: stops the running script, if any, whatever it wrote; its writes are
     /// dropped (Redis exits without them too), so the server can stop.
     pub fn abandon(&self) {
         if let Some(run) = self.run.lock().as_ref() {
-            run.abandoned.store(true, Ordering::Release);
-            run.kill.store(true, Ordering::Release);
+            run.stop.store(ABANDONED, Ordering::Release);
         }
     }
 
     /// The running script called a write command.
     pub fn note_write(&self) {
-        if let Some(run) = self.run.lock().as_mut() {
-            run.wrote = true;
-        }
+        self.wrote.store(true, Ordering::Relaxed);
     }
 
     /// `Some(eval)` while a script (`eval`) or function has run past the threshold: other
     /// clients' commands are answered BUSY.
     pub fn busy(&self) -> Option<bool> {
-        if !self.active.load(Ordering::Acquire) {
-            return None;
-        }
-        let threshold = self.threshold();
-        self.run
-            .lock()
-            .as_ref()
-            .filter(|r| r.started.elapsed() >= threshold)
-            .map(|r| r.eval)
+        self.past_threshold()
+            .then(|| self.eval.load(Ordering::Relaxed))
     }
 
     /// FUNCTION STATS's `running_script`: the function's name, its command and how long it
     /// has run (scripts run by EVAL are not shown, as in Redis).
     pub fn function_stats(&self) -> Option<(String, Vec<Bytes>, Duration)> {
-        if !self.active.load(Ordering::Acquire) {
-            return None;
-        }
-        self.run
-            .lock()
-            .as_ref()
-            .filter(|r| !r.eval)
-            .map(|r| (r.name.clone(), r.command.clone(), r.started.elapsed()))
+        let run = self.run.lock();
+        let (name, command) = run.as_ref()?.function.clone()?;
+        Some((name, command, self.running_for()?))
     }
 
     /// SCRIPT KILL (`eval`) or FUNCTION KILL: stops the running script if it may be. Sent
-    /// while a script runs but is not yet past `threshold`, it waits for one or the other, as
-    /// Redis handles it only then.
+    /// while a script runs but is not yet past the threshold, it waits for one or the other,
+    /// as Redis handles it only then.
     pub fn kill(&self, eval: bool) -> Result<(), KillRefused> {
         loop {
-            let threshold = self.threshold();
             {
                 let run = self.run.lock();
                 let Some(run) = run.as_ref() else {
                     return Err(KillRefused::NotBusy);
                 };
-                if run.started.elapsed() >= threshold {
-                    if run.wrote {
+                if self.past_threshold() {
+                    if self.wrote.load(Ordering::Relaxed) {
                         return Err(KillRefused::Unkillable);
                     }
-                    if run.eval != eval {
-                        return Err(KillRefused::OtherKind { eval: run.eval });
+                    let running_eval = self.eval.load(Ordering::Relaxed);
+                    if running_eval != eval {
+                        return Err(KillRefused::OtherKind { eval: running_eval });
                     }
-                    run.kill.store(true, Ordering::Release);
+                    let _ = run.stop.compare_exchange(
+                        RUNNING,
+                        KILLED_FLAG,
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    );
                     return Ok(());
                 }
             }
@@ -271,9 +281,9 @@ mod tests {
                 running.kill(true),
                 Err(KillRefused::OtherKind { eval: false })
             );
-            assert!(!guard.kill.load(Ordering::Acquire));
+            assert_eq!(guard.stop.load(Ordering::Acquire), RUNNING);
             assert_eq!(running.kill(false), Ok(()));
-            assert!(guard.kill.load(Ordering::Acquire));
+            assert_eq!(guard.stop.load(Ordering::Acquire), KILLED_FLAG);
         }
         assert_eq!(running.busy(), None);
         let _guard = running.begin(true, "sha", &[]);
@@ -285,13 +295,13 @@ mod tests {
     fn an_early_kill_waits_for_the_threshold_or_the_end() {
         let running = Arc::new(RunningScript::with_threshold_ms(50));
         let guard = running.begin(true, "sha", &[]);
-        let kill = guard.kill.clone();
+        let stop = guard.stop.clone();
         let killer = {
             let running = running.clone();
             std::thread::spawn(move || running.kill(true))
         };
         assert_eq!(killer.join().ok(), Some(Ok(())));
-        assert!(kill.load(Ordering::Acquire));
+        assert_eq!(stop.load(Ordering::Acquire), KILLED_FLAG);
         drop(guard);
         running.set_threshold_ms(3_600_000);
         let guard = running.begin(true, "sha", &[]);

@@ -236,6 +236,14 @@ pub const ENCODING_SETTINGS: &[&str] = &[
     "list-max-ziplist-size",
 ];
 
+/// A setting Redis reads as a non-negative 64-bit integer, or its reasons (CONFIG SET shows
+/// them).
+fn redis_non_negative(value: &str) -> std::result::Result<u64, String> {
+    let n = crate::num::parse_i64(value.as_bytes())
+        .ok_or("argument couldn't be parsed into an integer")?;
+    u64::try_from(n).map_err(|_| format!("argument must be between 0 and {} inclusive", i64::MAX))
+}
+
 /// `save`'s value in Redis's form ("3600 1 300 100": pairs of seconds, at least 1, and
 /// changes, at least 0, each separated by one space; empty: none), or Redis's reason.
 fn save_points(value: &str) -> std::result::Result<String, String> {
@@ -549,18 +557,11 @@ impl ServerConfig {
                     .ok_or_else(|| crate::notify::INVALID_FLAGS.to_string())?
             }
             "busy-reply-threshold" | "lua-time-limit" => {
-                // Redis's reasons (CONFIG SET shows them).
-                let n = crate::num::parse_i64(value.as_bytes())
-                    .ok_or("argument couldn't be parsed into an integer")?;
-                self.busy_reply_threshold_ms = u64::try_from(n)
-                    .map_err(|_| format!("argument must be between 0 and {} inclusive", i64::MAX))?
+                self.busy_reply_threshold_ms = redis_non_negative(value)?
             }
             "tracking-table-max-keys" => {
-                // Redis's reasons (CONFIG SET shows them).
-                let n = crate::num::parse_i64(value.as_bytes())
-                    .ok_or("argument couldn't be parsed into an integer")?;
-                self.tracking_table_max_keys = usize::try_from(n)
-                    .map_err(|_| format!("argument must be between 0 and {} inclusive", i64::MAX))?
+                self.tracking_table_max_keys =
+                    usize::try_from(redis_non_negative(value)?).unwrap_or(usize::MAX)
             }
             "cluster-enabled" => {
                 self.cluster = match value.to_ascii_lowercase().as_str() {

@@ -564,9 +564,7 @@ impl Batch {
                 let guard = if on_network {
                     shared.exec_lock.try_read()?
                 } else {
-                    match crate::busy::wait_unless_busy(&shared.running_script, |t| {
-                        shared.exec_lock.try_read_for(t)
-                    }) {
+                    match shared.exec_read_unless_busy() {
                         Ok(guard) => guard,
                         // A script is busy: one by one, each answered BUSY.
                         Err(_) => {
@@ -671,9 +669,7 @@ impl Batch {
                     // Scripts take the exec lock exclusively: only on the blocking pool.
                     return None;
                 }
-                let Ok(guard) = crate::busy::wait_unless_busy(&shared.running_script, |t| {
-                    shared.exec_lock.try_write_for(t)
-                }) else {
+                let Ok(guard) = shared.exec_write_unless_busy() else {
                     // A script is busy: one by one, each answered BUSY.
                     script_runs = false;
                     continue;
@@ -722,10 +718,7 @@ impl Batch {
                 guard = if on_network {
                     Some(shared.exec_lock.try_read()?)
                 } else {
-                    crate::busy::wait_unless_busy(&shared.running_script, |t| {
-                        shared.exec_lock.try_read_for(t)
-                    })
-                    .ok()
+                    shared.exec_read_unless_busy().ok()
                 };
                 if guard.is_none() {
                     // A script is busy: the SETs run one by one, each answered BUSY.

@@ -441,6 +441,21 @@ impl Shared {
         *self.shutdown.borrow()
     }
 
+    /// The exec lock's shared side, waited for until a script holding it passes
+    /// `busy-reply-threshold`: `Err(eval)` then, for `busy::busy_error` (`busy.rs`).
+    pub fn exec_read_unless_busy(
+        &self,
+    ) -> std::result::Result<parking_lot::RwLockReadGuard<'_, ()>, bool> {
+        crate::busy::wait_unless_busy(&self.running_script, |t| self.exec_lock.try_read_for(t))
+    }
+
+    /// [`Shared::exec_read_unless_busy`] for the exclusive side.
+    pub fn exec_write_unless_busy(
+        &self,
+    ) -> std::result::Result<parking_lot::RwLockWriteGuard<'_, ()>, bool> {
+        crate::busy::wait_unless_busy(&self.running_script, |t| self.exec_lock.try_write_for(t))
+    }
+
     /// Whether a JSON document may exist (see `docs_may_exist`).
     pub fn docs_may_exist(&self) -> bool {
         self.docs_may_exist.load(Ordering::Acquire)

@@ -18,6 +18,9 @@ use super::scripting::raise;
 
 /// Deepest table nesting encoded (lua-cmsgpack's `LUACMSGPACK_MAX_NESTING`).
 const NESTING_MAX: usize = 16;
+/// Deepest array or map nesting decoded: the decoder recurses per level, and a script's string
+/// of array headers must fail, not overflow the thread's stack (which would abort the server).
+const DECODE_NESTING_MAX: usize = 1000;
 
 /// The `cmsgpack` table.
 pub(super) fn table(lua: &Lua) -> mlua::Result<Table> {
@@ -96,6 +99,7 @@ fn unpack(lua: &Lua, input: &[u8], limit: Option<i64>, offset: i64) -> mlua::Res
     let mut cursor = Cursor {
         bytes: input,
         at: start,
+        depth: 0,
     };
     let mut values = Vec::new();
     while cursor.at < input.len() && (decode_all || (values.len() as i64) < limit) {
@@ -255,6 +259,8 @@ fn encode_table(t: &Table, level: usize, out: &mut Vec<u8>) -> mlua::Result<()> 
 struct Cursor<'a> {
     bytes: &'a [u8],
     at: usize,
+    /// Arrays and maps open around the value being decoded.
+    depth: usize,
 }
 
 impl Cursor<'_> {
@@ -296,18 +302,6 @@ fn decode(lua: &Lua, c: &mut Cursor<'_>) -> mlua::Result<Value> {
         0xc0 => Ok(Value::Nil),
         0xc2 => Ok(Value::Boolean(false)),
         0xc3 => Ok(Value::Boolean(true)),
-        0xc4 | 0xd9 => {
-            let n = c.len(1)?;
-            decode_string(lua, c, n)
-        }
-        0xc5 | 0xda => {
-            let n = c.len(2)?;
-            decode_string(lua, c, n)
-        }
-        0xc6 | 0xdb => {
-            let n = c.len(4)?;
-            decode_string(lua, c, n)
-        }
         0xca => number(f64::from(f32::from_be_bytes(c.array()?))),
         0xcb => number(f64::from_be_bytes(c.array()?)),
         0xcc => number(f64::from(c.array::<1>()?[0])),
@@ -319,24 +313,39 @@ fn decode(lua: &Lua, c: &mut Cursor<'_>) -> mlua::Result<Value> {
         0xd1 => number(f64::from(i16::from_be_bytes(c.array()?))),
         0xd2 => number(f64::from(i32::from_be_bytes(c.array()?))),
         0xd3 => number(i64::from_be_bytes(c.array()?) as f64),
-        0xdc => {
-            let n = c.len(2)?;
-            decode_array(lua, c, n)
+        // Strings, binaries, arrays and maps with a 1-, 2- or 4-byte length.
+        _ => {
+            type Body = fn(&Lua, &mut Cursor<'_>, usize) -> mlua::Result<Value>;
+            let (length_bytes, body): (usize, Body) = match tag {
+                0xc4 | 0xd9 => (1, decode_string),
+                0xc5 | 0xda => (2, decode_string),
+                0xc6 | 0xdb => (4, decode_string),
+                0xdc => (2, decode_array),
+                0xdd => (4, decode_array),
+                0xde => (2, decode_map),
+                0xdf => (4, decode_map),
+                _ => return Err(mlua::Error::runtime("Bad data format in input.")),
+            };
+            let n = c.len(length_bytes)?;
+            body(lua, c, n)
         }
-        0xdd => {
-            let n = c.len(4)?;
-            decode_array(lua, c, n)
-        }
-        0xde => {
-            let n = c.len(2)?;
-            decode_map(lua, c, n)
-        }
-        0xdf => {
-            let n = c.len(4)?;
-            decode_map(lua, c, n)
-        }
-        _ => Err(mlua::Error::runtime("Bad data format in input.")),
     }
+}
+
+/// Decodes the elements of an array or map (`body`) one level deeper.
+fn nested(
+    c: &mut Cursor<'_>,
+    body: impl FnOnce(&mut Cursor<'_>) -> mlua::Result<Value>,
+) -> mlua::Result<Value> {
+    if c.depth >= DECODE_NESTING_MAX {
+        return Err(mlua::Error::runtime(format!(
+            "Bad data format in input: nested deeper than {DECODE_NESTING_MAX} levels."
+        )));
+    }
+    c.depth += 1;
+    let value = body(c);
+    c.depth -= 1;
+    value
 }
 
 fn decode_string(lua: &Lua, c: &mut Cursor<'_>, n: usize) -> mlua::Result<Value> {
@@ -345,26 +354,30 @@ fn decode_string(lua: &Lua, c: &mut Cursor<'_>, n: usize) -> mlua::Result<Value>
 }
 
 fn decode_array(lua: &Lua, c: &mut Cursor<'_>, n: usize) -> mlua::Result<Value> {
-    // The count comes from the input: the table grows as elements arrive, not up front.
-    let t = lua.create_table()?;
-    for i in 1..=n {
-        t.raw_set(i, decode(lua, c)?)?;
-    }
-    Ok(Value::Table(t))
+    nested(c, |c| {
+        // The count comes from the input: the table grows as elements arrive, not up front.
+        let t = lua.create_table()?;
+        for i in 1..=n {
+            t.raw_set(i, decode(lua, c)?)?;
+        }
+        Ok(Value::Table(t))
+    })
 }
 
 fn decode_map(lua: &Lua, c: &mut Cursor<'_>, n: usize) -> mlua::Result<Value> {
-    let t = lua.create_table()?;
-    for _ in 0..n {
-        let k = decode(lua, c)?;
-        let v = decode(lua, c)?;
-        // A nil key cannot be set (lua_settable would fail too): the input is bad.
-        if k.is_nil() {
-            return Err(mlua::Error::runtime("Bad data format in input."));
+    nested(c, |c| {
+        let t = lua.create_table()?;
+        for _ in 0..n {
+            let k = decode(lua, c)?;
+            let v = decode(lua, c)?;
+            // A nil key cannot be set (lua_settable would fail too): the input is bad.
+            if k.is_nil() {
+                return Err(mlua::Error::runtime("Bad data format in input."));
+            }
+            t.raw_set(k, v)?;
         }
-        t.raw_set(k, v)?;
-    }
-    Ok(Value::Table(t))
+        Ok(Value::Table(t))
+    })
 }
 
 #[cfg(test)]
@@ -407,6 +420,28 @@ mod tests {
             hex(packed("return cmsgpack.pack(string.rep('x', 32))"))[..4].to_string(),
             "d920"
         );
+    }
+
+    /// Input nested deeper than the decoder follows (a crafted string of array headers) is
+    /// refused with an error, not followed until the thread's stack overflows.
+    #[test]
+    fn deeply_nested_input_is_refused() {
+        let lua = Lua::new();
+        lua.globals().set("cmsgpack", table(&lua).unwrap()).unwrap();
+        let err = lua
+            .load("return cmsgpack.unpack(string.rep('\\145', 1000000) .. '\\192')")
+            .exec()
+            .unwrap_err();
+        assert!(err.to_string().contains("nested"), "{err}");
+        // Within the limit it decodes.
+        let ok: bool = lua
+            .load(
+                "local t = cmsgpack.unpack(string.rep('\\145', 100) .. '\\1') \
+                   for _ = 1, 100 do t = t[1] end return t == 1",
+            )
+            .eval()
+            .unwrap();
+        assert!(ok);
     }
 
     /// redis-server's smoke test packs a map and an array of 100 000 entries each.

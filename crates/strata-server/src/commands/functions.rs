@@ -62,6 +62,11 @@ pub(crate) struct Registry {
 }
 
 impl Registry {
+    /// How many functions the libraries register (FUNCTION STATS, INFO memory).
+    pub fn function_count(&self) -> usize {
+        self.libraries.values().map(|l| l.functions.len()).sum()
+    }
+
     /// Every library's body.
     pub fn codes(&self) -> impl Iterator<Item = &[u8]> {
         self.libraries.values().map(|l| &l.body[..])
@@ -249,11 +254,7 @@ fn function(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
                 return Err(wrong_arity());
             }
             let registry = lock(&ctx.shared.functions);
-            let functions: usize = registry
-                .libraries
-                .values()
-                .map(|l| l.functions.len())
-                .sum();
+            let functions = registry.function_count();
             if ctx.shared.running_script.busy() == Some(true) {
                 // A script run by EVAL: Redis points to SCRIPT KILL.
                 return Err(crate::busy::busy_error(true));
@@ -316,8 +317,7 @@ fn function(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             }
             restore(ctx, &args[2], args.get(3))
         }
-        "help" if args.len() == 2 => Ok(Reply::Array(
-            [
+        "help" if args.len() == 2 => Ok(super::admin::help(&[
                 "FUNCTION <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
                 "LOAD [REPLACE] <FUNCTION CODE>",
                 "    Create a new library with the given library name and code.",
@@ -358,11 +358,7 @@ fn function(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
                 "      in case of functions name collision with another library).",
                 "HELP",
                 "    Prints this help.",
-            ]
-            .iter()
-            .map(|s| Reply::Simple(std::borrow::Cow::Borrowed(s)))
-            .collect(),
-        )),
+        ])),
         _ => Err(Error::UnknownSubcommand {
             container: "FUNCTION",
             sub: text(&args[1]),

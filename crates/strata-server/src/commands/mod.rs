@@ -644,16 +644,12 @@ fn dispatch_checked(
         (Locking::Wait, false, true) if allowed_while_busy => {
             ExecGuard::Shared(shared.exec_lock.read())
         }
-        (Locking::Wait, true, _) => ExecGuard::Exclusive(
-            busy::wait_unless_busy(&shared.running_script, |t| {
-                shared.exec_lock.try_write_for(t)
-            })
-            .map_err(busy::busy_error)?,
-        ),
-        (Locking::Wait, false, true) => ExecGuard::Shared(
-            busy::wait_unless_busy(&shared.running_script, |t| shared.exec_lock.try_read_for(t))
-                .map_err(busy::busy_error)?,
-        ),
+        (Locking::Wait, true, _) => {
+            ExecGuard::Exclusive(shared.exec_write_unless_busy().map_err(busy::busy_error)?)
+        }
+        (Locking::Wait, false, true) => {
+            ExecGuard::Shared(shared.exec_read_unless_busy().map_err(busy::busy_error)?)
+        }
     };
     if routed {
         cluster::route(ctx, spec, args, asking)?;

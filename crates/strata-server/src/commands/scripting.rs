@@ -54,18 +54,16 @@ const SCRIPT_MEMORY_MAX_BYTES: usize = 256 << 20;
 /// The error that stops a script killed by SCRIPT KILL or FUNCTION KILL, placed at the line it
 /// was running as Redis's hook places it.
 fn script_killed(lua: &Lua) -> mlua::Error {
-    let line = lua
-        .inspect_stack(0, |d| d.current_line())
-        .flatten()
-        .unwrap_or(0);
-    let source = lua
+    let (line, in_function) = lua
         .inspect_stack(0, |d| {
-            d.source()
+            let in_function = d
+                .source()
                 .source
-                .is_some_and(|s| s.contains("user_function"))
+                .is_some_and(|s| s.contains("user_function"));
+            (d.current_line().unwrap_or(0), in_function)
         })
-        .unwrap_or(false);
-    let source = if source {
+        .unwrap_or((0, false));
+    let source = if in_function {
         "user_function"
     } else {
         "user_script"
@@ -251,24 +249,19 @@ fn script(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         };
     }
     if is(sub, "HELP") && args.len() == 2 {
-        return Ok(Reply::Array(
-            [
-                "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-                "EXISTS <sha1> [<sha1> ...]",
-                "    Return information about the existence of the scripts in the script cache.",
-                "FLUSH [ASYNC|SYNC]",
-                "    Flush the Lua scripts cache.",
-                "KILL",
-                "    Kill the currently executing Lua script.",
-                "LOAD <script>",
-                "    Load a script into the scripts cache without executing it.",
-                "HELP",
-                "    Print this help.",
-            ]
-            .iter()
-            .map(|s| Reply::Simple(std::borrow::Cow::Borrowed(s)))
-            .collect(),
-        ));
+        return Ok(super::admin::help(&[
+            "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "EXISTS <sha1> [<sha1> ...]",
+            "    Return information about the existence of the scripts in the script cache.",
+            "FLUSH [ASYNC|SYNC]",
+            "    Flush the Lua scripts cache.",
+            "KILL",
+            "    Kill the currently executing Lua script.",
+            "LOAD <script>",
+            "    Load a script into the scripts cache without executing it.",
+            "HELP",
+            "    Print this help.",
+        ]));
     }
     Err(Error::UnknownSubcommand {
         container: "SCRIPT",
@@ -457,27 +450,23 @@ pub(super) fn execute_lua(
                 &mut sub,
                 (keys, argv),
                 read_only,
-                (name, &run.kill),
+                (name, &run.stop),
                 invoke,
             );
             let abandoned = run.abandoned();
             drop(run);
-            if abandoned {
-                // SHUTDOWN NOSAVE stopped it: none of its writes are kept (`busy.rs`).
-                sub.session.in_exec = in_exec;
-                sub.session.in_script = in_script;
-                sub.session.db = db;
-                sub.session.script_keys = script_keys;
-                ctx.shared.set_db_map(&map_before);
-                ctx.session.events.clear();
-                // Its client gets no reply: the connection closes, as Redis exits.
-                ctx.session.after_reply = crate::state::AfterReply::CloseSilently;
-                return Err(Error::command("the server is shutting down"));
-            }
             sub.session.in_exec = in_exec;
             sub.session.in_script = in_script;
             sub.session.db = db;
             sub.session.script_keys = script_keys;
+            if abandoned {
+                // SHUTDOWN NOSAVE stopped it: none of its writes are kept (`busy.rs`), and its
+                // client gets no reply: the connection closes, as Redis exits.
+                ctx.shared.set_db_map(&map_before);
+                ctx.session.events.clear();
+                ctx.session.after_reply = crate::state::AfterReply::CloseSilently;
+                return Err(Error::command("the server is shutting down"));
+            }
             outcome
         };
         // A script stopped by the memory limit may have left the state near it: start anew.
@@ -1022,22 +1011,22 @@ fn registration(lua: &Lua, args: MultiValue) -> mlua::Result<Registered> {
 }
 
 /// Runs the compiled script with `KEYS`, `ARGV` and `redis.call` / `redis.pcall` bound to
-/// `ctx`, until it ends or `kill` is set (SCRIPT KILL, FUNCTION KILL: `busy.rs`).
+/// `ctx`, until it ends or `stop` is set (SCRIPT KILL, FUNCTION KILL, SHUTDOWN: `busy.rs`).
 fn call_script(
     vm: &Vm,
     function: &mlua::Function,
     ctx: &mut Ctx<'_>,
     (keys, argv): (&[Bytes], &[Bytes]),
     read_only: bool,
-    (name, kill): (&str, &std::sync::Arc<std::sync::atomic::AtomicBool>),
+    (name, stop): (&str, &std::sync::Arc<std::sync::atomic::AtomicU8>),
     invoke: Invoke,
 ) -> Result<Reply> {
     let lua = &vm.lua;
-    let kill = kill.clone();
+    let stop = stop.clone();
     lua.set_hook(
         mlua::HookTriggers::new().every_nth_instruction(CLOCK_EVERY_INSTRUCTIONS),
         move |lua, _| {
-            if !kill.load(Ordering::Acquire) {
+            if stop.load(Ordering::Acquire) == crate::busy::RUNNING {
                 return Ok(mlua::VmState::Continue);
             }
             // From now on every instruction fails, as Redis's kill does: a pcall that caught

@@ -190,6 +190,10 @@ fn info_section(ctx: &Ctx<'_>, section: &str) -> Result<Vec<(String, String)>> {
             // The kernel's high-water mark of the resident set, whenever it was reached.
             let peak = peak_resident_bytes().unwrap_or(rss).max(rss);
             let system = system_memory_bytes().unwrap_or(0);
+            let (libraries, functions) = {
+                let registry = crate::state::lock(&s.functions);
+                (registry.libraries.len(), registry.function_count())
+            };
             vec![
                 kv("used_memory", rss.to_string()),
                 kv("used_memory_human", human_bytes(rss)),
@@ -208,16 +212,8 @@ fn info_section(ctx: &Ctx<'_>, section: &str) -> Result<Vec<(String, String)>> {
                     "number_of_cached_scripts",
                     crate::state::lock(&s.scripts).len().to_string(),
                 ),
-                {
-                    let registry = crate::state::lock(&s.functions);
-                    let functions: usize =
-                        registry.libraries.values().map(|l| l.functions.len()).sum();
-                    kv("number_of_functions", functions.to_string())
-                },
-                kv(
-                    "number_of_libraries",
-                    crate::state::lock(&s.functions).libraries.len().to_string(),
-                ),
+                kv("number_of_functions", functions.to_string()),
+                kv("number_of_libraries", libraries.to_string()),
             ]
         }
         "persistence" => vec![
