@@ -14,6 +14,7 @@
 //!   it touches (one atomic load when nobody watches). EXEC checks the flag under the exec
 //!   lock, so no write can slip between the check and the batch.
 
+use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -25,6 +26,31 @@ use crate::backend::{BatchOp, GroupFn, GroupRead, KvBackend, UpdateFn, VisitFn, 
 use crate::error::Result;
 use crate::keyspace::DbIndex;
 use crate::state::lock;
+
+thread_local! {
+    /// Set by an update's function for a write Redis makes without `signalModifiedKey`
+    /// ([`leave_unsignalled`]); [`Watched`] clears it before each call of the function and
+    /// reads it after the update, on the same thread.
+    static UNSIGNALLED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Called from inside the function of a read-modify-write (`update`, `update_group`): the
+/// write it decides on is one Redis makes without telling WATCH or CLIENT TRACKING (a stream's
+/// consumer-group bookkeeping, a bit write that changes no bit but makes the string raw). It
+/// is written as any other; only watchers and tracking clients are not told.
+pub(crate) fn leave_unsignalled() {
+    UNSIGNALLED.with(|u| u.set(true));
+}
+
+/// Clears the mark before an update's function runs (again).
+fn clear_unsignalled() {
+    UNSIGNALLED.with(|u| u.set(false));
+}
+
+/// Whether the function of the update that just ran asked to leave its write unsignalled.
+fn take_unsignalled() -> bool {
+    UNSIGNALLED.with(|u| u.replace(false))
+}
 
 /// A transaction's writes over the store (see the module comment).
 pub(crate) struct Overlay<'a> {
@@ -533,6 +559,7 @@ impl KvBackend for Watched<'_> {
     fn update(&self, key: &[u8], f: &mut UpdateFn<'_>) -> Result<()> {
         let mut change = None;
         self.inner.update(key, &mut |old| {
+            clear_unsignalled();
             let w = f(old)?;
             change = match w {
                 Write::Keep => None,
@@ -541,6 +568,9 @@ impl KvBackend for Watched<'_> {
             };
             Ok(w)
         })?;
+        if take_unsignalled() {
+            return Ok(());
+        }
         if let Some(change) = change {
             self.watches.touch([(key, change)]);
         }
@@ -554,6 +584,7 @@ impl KvBackend for Watched<'_> {
         let watched = self.watches.any();
         let mut changes: Vec<(Vec<u8>, Change)> = Vec::new();
         self.inner.update_group(route, &mut |read| {
+            clear_unsignalled();
             let ops = f(read)?;
             changes.clear();
             if watched && !ops.is_empty() {
@@ -570,6 +601,9 @@ impl KvBackend for Watched<'_> {
             }
             Ok(ops)
         })?;
+        if take_unsignalled() {
+            return Ok(());
+        }
         if !changes.is_empty() {
             self.watches
                 .touch(changes.iter().map(|(k, c)| (k.as_slice(), *c)));

@@ -109,6 +109,20 @@ impl Edit<'_, '_> {
         Ok(new)
     }
 
+    /// Adds a member that carries no value (a set's); true when it is new. A member already
+    /// there is not written again: Redis's SADD of a member it holds changes nothing, so
+    /// nothing is written and WATCH and tracking are not told.
+    pub fn add(&mut self, sub: &[u8]) -> Result<bool> {
+        if self.contains(sub)? {
+            return Ok(false);
+        }
+        self.count += 1;
+        self.floor.lower_to(&element_suffix(sub));
+        self.big |= outgrows(&self.limits, self.kind, self.count, sub, &[]);
+        self.pending.insert(sub.to_vec(), Some(Bytes::new()));
+        Ok(true)
+    }
+
     /// Removes an element; true when it existed.
     pub fn remove(&mut self, sub: &[u8]) -> Result<bool> {
         let existed = self.contains(sub)?;

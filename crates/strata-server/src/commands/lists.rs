@@ -500,7 +500,9 @@ fn ltrim(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         Ok(None)
     })?;
     if let Some(emptied) = trimmed {
-        // Redis reports the trim whether or not it removed anything.
+        // Redis reports the trim, to the events and to WATCH, whether or not it removed
+        // anything (a trim that removed something has told WATCH already).
+        ctx.signal_modified(&args[1]);
         ctx.notify(notify::LIST, "ltrim", &args[1]);
         if emptied {
             ctx.notify(notify::GENERIC, "del", &args[1]);

@@ -95,6 +95,15 @@ impl<'a> Ctx<'a> {
         self.notify_in(class, name, db, key);
     }
 
+    /// Tells WATCH and CLIENT TRACKING that `key` of the selected database changed when the
+    /// command wrote nothing (Redis's `signalModifiedKey` after an LTRIM that removed nothing).
+    pub fn signal_modified(&self, key: &[u8]) {
+        let record = crate::keyspace::string_key(self.session.db, key);
+        self.shared
+            .watches
+            .touch([(record.as_slice(), crate::txn::Change::Put)]);
+    }
+
     /// [`Ctx::notify`] for a key of logical database `db` (MOVE, COPY ... DB).
     pub fn notify_in(&mut self, class: u32, name: &'static str, db: DbIndex, key: &Bytes) {
         // A key removed or replaced (every way reports one of these events): the clients

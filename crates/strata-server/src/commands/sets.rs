@@ -47,7 +47,7 @@ fn sadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let added = modify(ctx, &args[1], KeyType::Set, |s| {
         let mut added = 0;
         for m in &args[2..] {
-            added += i64::from(s.set(m, Bytes::new())?);
+            added += i64::from(s.add(m)?);
         }
         Ok(added)
     })?;
@@ -313,14 +313,10 @@ fn smove(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     if !removed {
         return Ok(Reply::Int(0));
     }
-    let (new_in_dst, added) = plan(ctx, dst, KeyType::Set, false, |e| {
-        e.set(member, Bytes::new())
-    })?;
     // A member the destination holds already leaves it unwritten (WATCH on it stays clean,
     // as in Redis).
-    if new_in_dst {
-        ops.extend(added);
-    }
+    let (new_in_dst, added) = plan(ctx, dst, KeyType::Set, false, |e| e.add(member))?;
+    ops.extend(added);
     ctx.db().write(ops)?;
     ctx.shared.note_writes(1);
     ctx.notify(notify::SET, "srem", src);

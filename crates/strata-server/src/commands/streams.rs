@@ -148,6 +148,22 @@ fn modify<T>(
     })
 }
 
+/// [`modify`] for the commands Redis 7.0 runs without `signalModifiedKey`: XSETID, XGROUP,
+/// XREADGROUP, XACK, XCLAIM, XAUTOCLAIM change a stream that exists without telling WATCH or
+/// CLIENT TRACKING (XGROUP CREATE MKSTREAM, which makes the stream, does tell them).
+fn modify_unsignalled<T>(
+    ctx: &Ctx<'_>,
+    key: &[u8],
+    mut f: impl FnMut(Option<Found>) -> Result<Change<T>>,
+) -> Result<T> {
+    modify(ctx, key, |current| {
+        if current.is_some() {
+            crate::txn::leave_unsignalled();
+        }
+        f(current)
+    })
+}
+
 /// An entry as Redis replies it: `[id, [field, value, ...]]`.
 fn entry_reply((id, fields): &Entry) -> Result<Reply> {
     Ok(Reply::Array(vec![
@@ -615,7 +631,7 @@ fn xsetid(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     }
     let key = &args[1];
     let db = ctx.dbi();
-    modify(ctx, key, |current| {
+    modify_unsignalled(ctx, key, |current| {
         let Some(f) = current else {
             return Err(Error::command("no such key"));
         };
@@ -992,7 +1008,7 @@ fn serve_group(
     noack: bool,
 ) -> Result<Option<Reply>> {
     let db = ctx.dbi();
-    let outcome = modify(ctx, key, |current| {
+    let outcome = modify_unsignalled(ctx, key, |current| {
         let Some(f) = current else {
             return Ok(Change::none(None));
         };
@@ -1210,7 +1226,7 @@ fn xgroup(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     }
     let db = ctx.dbi();
     let versions = &ctx.shared.versions;
-    let (reply, event) = modify(ctx, key, |current| {
+    let (reply, event) = modify_unsignalled(ctx, key, |current| {
         // The checks above again, under the update: a DEL or an expiry in between must not
         // let a subcommand recreate the stream or its group.
         let (meta, created) = match current {
@@ -1338,7 +1354,7 @@ fn xack(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         .map(|a| id_arg(a, 0, true))
         .collect::<Result<Vec<_>>>()?;
     let db = ctx.dbi();
-    let acked = modify(ctx, key, |current| {
+    let acked = modify_unsignalled(ctx, key, |current| {
         let Some(f) = current else {
             return Ok(Change::none(0));
         };
@@ -1540,7 +1556,7 @@ fn xclaim(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         _ => now,
     };
     let db = ctx.dbi();
-    let (reply, created) = modify(ctx, key, |current| {
+    let (reply, created) = modify_unsignalled(ctx, key, |current| {
         let Some(f) = current else {
             return Err(no_key_or_group(key, group));
         };
@@ -1657,7 +1673,7 @@ fn xautoclaim(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         return Err(no_key_or_group(key, group));
     }
     let db = ctx.dbi();
-    let (reply, created) = modify(ctx, key, |current| {
+    let (reply, created) = modify_unsignalled(ctx, key, |current| {
         let Some(f) = current else {
             return Err(no_key_or_group(key, group));
         };

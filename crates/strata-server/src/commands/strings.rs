@@ -139,8 +139,8 @@ pub(crate) enum StrWrite {
     Retime(Expiry),
     /// A bit patch (SETBIT, BITFIELD) that changed no bit: stored as [`Encoding::Raw`] like
     /// any patch, unless the key already is a raw string with these bytes, which is then left
-    /// alone (no write, nothing for WATCH), as Redis does. (Redis makes an `int` or `embstr`
-    /// string `raw` even when no bit changes.)
+    /// alone (no write), as Redis does. (Redis makes an `int` or `embstr` string `raw` even
+    /// when no bit changes; either way WATCH and tracking are not told.)
     Unchanged(Vec<u8>),
     /// Remove the key.
     Delete,
@@ -231,7 +231,11 @@ fn modify_record<T>(
                         Some(r) if r.encoding == Encoding::Raw && r.payload[..] == v[..] => {
                             return Ok(Write::Keep)
                         }
-                        _ => (v, at_of(Expiry::Keep), Encoding::Raw),
+                        _ => {
+                            // Redis makes the string raw without telling WATCH or tracking.
+                            crate::txn::leave_unsignalled();
+                            (v, at_of(Expiry::Keep), Encoding::Raw)
+                        }
                     },
                     StrWrite::Keep | StrWrite::Delete => return Ok(Write::Keep),
                 };

@@ -2925,6 +2925,285 @@ fn smove_of_a_member_already_there_leaves_watch_clean_like_redis() {
     }
 }
 
+/// Writes that change nothing, and the few that change something quietly, as Redis tells
+/// WATCH (and CLIENT TRACKING, through the same `signalModifiedKey`): for each case a key is
+/// made, watched on connection A, the command runs on connection B, and A's transaction
+/// runs or is aborted as redis-server's does. Found by comparing: a SADD of a member the set
+/// holds, a SETBIT or BITFIELD that changes no bit of a string that was not raw, and the
+/// consumer-group commands (XGROUP, XREADGROUP, XACK, XCLAIM, XAUTOCLAIM, XSETID) aborted the
+/// transaction here; an LTRIM that removed nothing did not (Redis always signals it).
+#[test]
+fn writes_that_change_nothing_leave_watch_as_redis_does() {
+    let mut pair = Pair::start();
+    let cases: &[(&[&[&str]], &[&str])] = &[
+        (&[&["SADD", "k", "a", "b"]], &["SADD", "k", "a"]),
+        (&[&["SADD", "k", "a", "b"]], &["SREM", "k", "zz"]),
+        (&[&["SADD", "k", "a", "b"]], &["SMOVE", "k", "k2", "zz"]),
+        (&[&["SADD", "k", "a", "b"]], &["SINTERSTORE", "k", "nokey"]),
+        (&[&["HSET", "k", "f", "v"]], &["HSETNX", "k", "f", "w"]),
+        (&[&["HSET", "k", "f", "v"]], &["HDEL", "k", "zz"]),
+        (&[&["HSET", "k", "f", "v"]], &["HSET", "k", "f", "v"]),
+        (&[&["HSET", "k", "f", "1"]], &["HINCRBY", "k", "f", "0"]),
+        (&[&["ZADD", "k", "1", "m"]], &["ZADD", "k", "1", "m"]),
+        (&[&["ZADD", "k", "1", "m"]], &["ZADD", "k", "NX", "2", "m"]),
+        (&[&["ZADD", "k", "1", "m"]], &["ZADD", "k", "XX", "1", "m"]),
+        (&[&["ZADD", "k", "1", "m"]], &["ZADD", "k", "GT", "0", "m"]),
+        (&[&["ZADD", "k", "1", "m"]], &["ZREM", "k", "zz"]),
+        (&[&["ZADD", "k", "1", "m"]], &["ZINCRBY", "k", "0", "m"]),
+        (
+            &[&["ZADD", "k", "1", "m"]],
+            &["ZREMRANGEBYSCORE", "k", "5", "6"],
+        ),
+        (
+            &[&["ZADD", "k", "1", "m"]],
+            &["ZREMRANGEBYRANK", "k", "5", "6"],
+        ),
+        (
+            &[&["ZADD", "k", "1", "m"]],
+            &["ZREMRANGEBYLEX", "k", "[x", "[y"],
+        ),
+        (&[&["RPUSH", "k", "a", "b"]], &["LREM", "k", "0", "zz"]),
+        (&[&["RPUSH", "k", "a", "b"]], &["LTRIM", "k", "0", "-1"]),
+        (&[&["RPUSH", "k", "a", "b"]], &["LSET", "k", "0", "a"]),
+        (
+            &[&["RPUSH", "k", "a", "b"]],
+            &["LINSERT", "k", "BEFORE", "zz", "c"],
+        ),
+        (&[&["RPUSH", "k", "a", "b"]], &["LPUSHX", "nokey", "c"]),
+        (
+            &[&["RPUSH", "k", "a", "b"]],
+            &["LMOVE", "nokey", "k", "LEFT", "LEFT"],
+        ),
+        (
+            &[&["RPUSH", "k", "a"]],
+            &["LMOVE", "k", "k", "LEFT", "RIGHT"],
+        ),
+        (&[&["RPUSH", "k", "a", "b"]], &["LPOS", "k", "a"]),
+        (&[&["SET", "k", "v"]], &["SETNX", "k", "w"]),
+        (&[&["SET", "k", "v"]], &["SET", "k", "w", "NX"]),
+        (&[&["SET", "k", "v"]], &["SET", "k", "v"]),
+        (&[&["SET", "k", "v"]], &["MSETNX", "k", "w", "k2", "x"]),
+        (&[&["SET", "k", "v"]], &["PERSIST", "k"]),
+        (&[&["SET", "k", "v"]], &["EXPIRE", "k", "100", "XX"]),
+        (
+            &[&["SET", "k", "v", "EX", "100"]],
+            &["EXPIRE", "k", "50", "GT"],
+        ),
+        (&[&["SET", "k", "v"]], &["GETEX", "k"]),
+        (&[&["SET", "k", "v"]], &["GETEX", "k", "PERSIST"]),
+        (&[&["SET", "k", "v"]], &["APPEND", "k", ""]),
+        (&[&["SET", "k", "v"]], &["SETRANGE", "k", "0", ""]),
+        (&[&["SET", "k", "v"]], &["SETRANGE", "k", "0", "v"]),
+        (&[&["SET", "k", "\0"]], &["SETBIT", "k", "0", "0"]),
+        (&[&["SET", "k", "1"]], &["INCRBY", "k", "0"]),
+        (&[&["SET", "k", "1"]], &["INCRBYFLOAT", "k", "0"]),
+        (&[&["SET", "k", "v"]], &["COPY", "k", "k"]),
+        (&[&["SET", "k", "v"]], &["RENAME", "k", "k"]),
+        (&[&["SET", "k", "v"]], &["RENAMENX", "k", "k"]),
+        (&[&["SET", "k", "v"]], &["DEL", "nokey"]),
+        (&[&["SET", "k", "v"]], &["TOUCH", "k"]),
+        (&[&["SET", "k", "v"]], &["GETDEL", "nokey"]),
+        (&[&["PFADD", "k", "a"]], &["PFADD", "k", "a"]),
+        (&[&["PFADD", "k", "a"]], &["PFADD", "k"]),
+        (&[&["SET", "k", "v"]], &["BITOP", "AND", "k", "k"]),
+        (&[&["SET", "k", "v"]], &["SORT", "nokey", "STORE", "k"]),
+        (&[&["SADD", "k", "a"]], &["SUNIONSTORE", "k", "k"]),
+        (&[&["SADD", "k", "a"]], &["SDIFFSTORE", "k", "k", "nokey"]),
+        (&[&["ZADD", "k", "1", "a"]], &["ZUNIONSTORE", "k", "1", "k"]),
+        (
+            &[&["ZADD", "k", "1", "a"]],
+            &["ZRANGESTORE", "k", "k", "0", "-1"],
+        ),
+        (
+            &[&["XADD", "k", "1-1", "f", "v"]],
+            &["XTRIM", "k", "MAXLEN", "10"],
+        ),
+        (&[&["XADD", "k", "1-1", "f", "v"]], &["XDEL", "k", "9-9"]),
+        (
+            &[
+                &["XADD", "k", "1-1", "f", "v"],
+                &["XGROUP", "CREATE", "k", "g", "0"],
+            ],
+            &["XGROUP", "CREATECONSUMER", "k", "g", "c"],
+        ),
+        (
+            &[
+                &["XADD", "k", "1-1", "f", "v"],
+                &["XGROUP", "CREATE", "k", "g", "0"],
+            ],
+            &["XACK", "k", "g", "1-1"],
+        ),
+        (
+            &[
+                &["XADD", "k", "1-1", "f", "v"],
+                &["XGROUP", "CREATE", "k", "g", "0"],
+            ],
+            &["XGROUP", "SETID", "k", "g", "0"],
+        ),
+        (
+            &[
+                &["XADD", "k", "1-1", "f", "v"],
+                &["XGROUP", "CREATE", "k", "g", "0"],
+            ],
+            &[
+                "XREADGROUP",
+                "GROUP",
+                "g",
+                "c",
+                "COUNT",
+                "1",
+                "STREAMS",
+                "k",
+                ">",
+            ],
+        ),
+        (&[&["SET", "k", "v"]], &["EXPIRE", "k", "-1", "NX"]),
+        (&[&["HSET", "k", "f", "v"]], &["HDEL", "k", "f", "zz"]),
+        (&[&["SADD", "k", "a", "b"]], &["SPOP", "k", "0"]),
+        (&[&["ZADD", "k", "1", "a"]], &["ZPOPMIN", "k", "0"]),
+        (&[&["RPUSH", "k", "a"]], &["LPOP", "k", "0"]),
+        (
+            &[&["RPUSH", "k", "a"]],
+            &["LMPOP", "1", "k", "LEFT", "COUNT", "0"],
+        ),
+        (&[&["SET", "k", "v"]], &["SETEX", "k", "100", "v"]),
+        (
+            &[&["GEOADD", "k", "13.36", "38.11", "p"]],
+            &["GEOADD", "k", "13.36", "38.11", "p"],
+        ),
+        (
+            &[&["GEOADD", "k", "13.36", "38.11", "p"]],
+            &["GEOADD", "k", "NX", "13.0", "38.0", "p"],
+        ),
+        (
+            &[&["HSET", "k", "f", "v", "g", "w"]],
+            &["HMSET", "k", "f", "v"],
+        ),
+        (
+            &[&["HSET", "k", "f", "1"]],
+            &["HINCRBYFLOAT", "k", "f", "0"],
+        ),
+        (&[&["SADD", "k", "a", "b"]], &["SMOVE", "k", "k", "a"]),
+        (
+            &[&["SADD", "k", "a", "b"], &["SADD", "k2", "a"]],
+            &["SMOVE", "k2", "k", "a"],
+        ),
+        (&[&["SADD", "k", "a", "b"]], &["SMOVE", "k", "k2", "a"]),
+        (
+            &[&["ZADD", "k", "1", "m"]],
+            &["ZADD", "k", "INCR", "0", "m"],
+        ),
+        (&[&["ZADD", "k", "1", "m"]], &["ZADD", "k", "CH", "1", "m"]),
+        (&[&["RPUSH", "k", "a"]], &["RPOPLPUSH", "k", "k"]),
+        (&[&["RPUSH", "k", "a", "b"]], &["RPOPLPUSH", "k", "k"]),
+        (&[&["SET", "k", "v"]], &["PEXPIREAT", "k", "1"]),
+        (&[&["SET", "k", "v"]], &["SET", "k", "v", "KEEPTTL"]),
+        (&[&["SET", "k", "v"]], &["SET", "k", "v", "XX", "GET"]),
+        (&[&["SET", "k", "v"]], &["GETSET", "k", "v"]),
+        (&[&["SET", "k", "1"]], &["DECRBY", "k", "0"]),
+        (&[&["PFADD", "k", "a"]], &["PFCOUNT", "k"]),
+        (&[&["PFADD", "k", "a"]], &["PFMERGE", "k"]),
+        (&[&["PFADD", "k", "a"]], &["PFMERGE", "k", "k"]),
+        (&[&["XADD", "k", "1-1", "f", "v"]], &["XSETID", "k", "1-1"]),
+        (
+            &[
+                &["XADD", "k", "1-1", "f", "v"],
+                &["XGROUP", "CREATE", "k", "g", "0"],
+            ],
+            &["XGROUP", "DELCONSUMER", "k", "g", "c"],
+        ),
+        (
+            &[
+                &["XADD", "k", "1-1", "f", "v"],
+                &["XGROUP", "CREATE", "k", "g", "0"],
+            ],
+            &["XGROUP", "DESTROY", "k", "g"],
+        ),
+        (
+            &[
+                &["XADD", "k", "1-1", "f", "v"],
+                &["XGROUP", "CREATE", "k", "g", "0"],
+            ],
+            &["XGROUP", "CREATE", "k", "g2", "0"],
+        ),
+        (
+            &[
+                &["XADD", "k", "1-1", "f", "v"],
+                &["XGROUP", "CREATE", "k", "g", "0"],
+                &["XREADGROUP", "GROUP", "g", "c", "STREAMS", "k", ">"],
+            ],
+            &["XCLAIM", "k", "g", "c2", "0", "1-1"],
+        ),
+        (
+            &[
+                &["XADD", "k", "1-1", "f", "v"],
+                &["XGROUP", "CREATE", "k", "g", "0"],
+                &["XREADGROUP", "GROUP", "g", "c", "STREAMS", "k", ">"],
+            ],
+            &["XAUTOCLAIM", "k", "g", "c2", "0", "0"],
+        ),
+        (
+            &[
+                &["XADD", "k", "1-1", "f", "v"],
+                &["XGROUP", "CREATE", "k", "g", "0"],
+                &["XREADGROUP", "GROUP", "g", "c", "STREAMS", "k", ">"],
+            ],
+            &["XACK", "k", "g", "1-1"],
+        ),
+        (&[&["SET", "k", "\u{ff}"]], &["SETBIT", "k", "0", "1"]),
+        (&[&["SET", "k", "v"]], &["SETBIT", "k", "100", "0"]),
+        (&[&["SET", "k", "v"]], &["BITFIELD", "k", "GET", "u8", "0"]),
+        (
+            &[&["SET", "k", "v"]],
+            &["BITFIELD", "k", "SET", "u8", "0", "118"],
+        ),
+        (
+            &[&["SET", "k", "v"]],
+            &["BITFIELD", "k", "INCRBY", "u8", "0", "0"],
+        ),
+        (
+            &[&["SET", "k", "v"]],
+            &["EVAL", "return redis.call('set',KEYS[1],'v')", "1", "k"],
+        ),
+        (
+            &[&["SADD", "k", "a"]],
+            &["EVAL", "return redis.call('sadd',KEYS[1],'a')", "1", "k"],
+        ),
+        (
+            &[&["SADD", "k", "a"]],
+            &["EVAL", "return redis.call('scard',KEYS[1])", "1", "k"],
+        ),
+        (&[&["SET", "k", "v"]], &["OBJECT", "FREQ", "k"]),
+        (&[&["SET", "k", "v"]], &["EXPIRE", "k", "0"]),
+        (&[&["SET", "k", "v"]], &["MOVE", "k", "1"]),
+        (&[&["SET", "k", "v"]], &["SWAPDB", "0", "1"]),
+        (&[&["SET", "k", "v"]], &["FLUSHDB"]),
+        (&[&["SADD", "k", "a"]], &["SINTERCARD", "1", "k"]),
+        (
+            &[&["ZADD", "k", "1", "a"]],
+            &["ZMPOP", "1", "k", "MIN", "COUNT", "1"],
+        ),
+        (&[&["RPUSH", "k", "a"]], &["BLPOP", "k", "0"]),
+        (&[&["RPUSH", "k", "a"]], &["LREM", "k", "0", "a"]),
+        (&[&["RPUSH", "k", "a"]], &["LTRIM", "k", "5", "6"]),
+        (&[&["RPUSH", "nok", "a"]], &["LTRIM", "k", "0", "-1"]),
+        (&[&["HSET", "k", "f", "v"]], &["HSET", "k", "f", "w"]),
+    ];
+    for (setup, command) in cases {
+        let ctx = format!("{command:?} after {setup:?}");
+        pair.check(0, &words(&["FLUSHALL"]), &ctx);
+        for s in *setup {
+            pair.check(0, &words(s), &ctx);
+        }
+        pair.check(0, &words(&["WATCH", "k"]), &ctx);
+        pair.check(1, &words(command), &ctx);
+        pair.check(0, &words(&["MULTI"]), &ctx);
+        pair.check(0, &words(&["PING"]), &ctx);
+        pair.check(0, &words(&["EXEC"]), &ctx);
+    }
+    eprintln!("{} cases, {} replies compared", cases.len(), pair.compared);
+}
+
 #[test]
 fn stream_commands_match_redis() {
     run_families("streams", "streams", 131, 4, 3000, Gen::streams);
