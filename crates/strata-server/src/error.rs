@@ -25,7 +25,7 @@ pub enum Error {
         args: String,
     },
     /// A subcommand of a container command (CLIENT, CONFIG, COMMAND) the table does not know.
-    #[error("ERR unknown subcommand '{sub}'. Try {container} HELP.")]
+    #[error("ERR unknown subcommand '{}'. Try {container} HELP.", shown_arg(.sub.as_bytes(), SHOWN_ARG_BYTES_MAX))]
     UnknownSubcommand {
         /// The container, uppercase.
         container: &'static str,
@@ -123,26 +123,30 @@ impl Error {
     /// Builds the unknown-command error exactly as Redis words it: the name and up to 128 bytes
     /// of arguments, each quoted and followed by a space.
     pub fn unknown_command(args: &[bytes::Bytes]) -> Self {
-        const SHOWN_BYTES_MAX: usize = 128;
         let name = args
             .first()
-            .map(|n| lossy_prefix(n, SHOWN_BYTES_MAX))
+            .map(|n| shown_arg(n, SHOWN_ARG_BYTES_MAX))
             .unwrap_or_default();
         let mut shown = String::new();
         for a in args.iter().skip(1) {
-            if shown.len() >= SHOWN_BYTES_MAX {
+            if shown.len() >= SHOWN_ARG_BYTES_MAX {
                 break;
             }
-            let room = SHOWN_BYTES_MAX - shown.len();
+            let room = SHOWN_ARG_BYTES_MAX - shown.len();
             shown.push('\'');
-            shown.push_str(&lossy_prefix(a, room));
+            shown.push_str(&shown_arg(a, room));
             shown.push_str("' ");
         }
         Error::UnknownCommand { name, args: shown }
     }
 }
 
-/// At most `max_bytes` of `b`, as text (invalid UTF-8 replaced).
-fn lossy_prefix(b: &[u8], max_bytes: usize) -> String {
-    String::from_utf8_lossy(&b[..b.len().min(max_bytes)]).into_owned()
+/// Most bytes of one argument Redis prints in an error (`%.128s`).
+pub(crate) const SHOWN_ARG_BYTES_MAX: usize = 128;
+
+/// An argument as Redis prints it in an error (`%.*s` of a C string): up to its first NUL
+/// byte and at most `max_bytes`, as text (invalid UTF-8 replaced).
+pub(crate) fn shown_arg(b: &[u8], max_bytes: usize) -> String {
+    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+    String::from_utf8_lossy(&b[..end.min(max_bytes)]).into_owned()
 }

@@ -97,6 +97,13 @@ impl LongDouble {
             // strtold reads it; the sum is then infinite, which INCRBYFLOAT refuses.
             return Err(LdError::NanOrInfinity);
         }
+        if let Some(hex) = lower.strip_prefix(b"0x") {
+            if hex.first().is_some_and(u8::is_ascii_hexdigit)
+                || (hex.first() == Some(&b'.') && hex.get(1).is_some_and(u8::is_ascii_hexdigit))
+            {
+                return Self::parse_hex(neg, hex);
+            }
+        }
         let mut digits = BigUint::zero();
         let mut any_digit = false;
         let mut exp10: i64 = 0;
@@ -162,6 +169,58 @@ impl LongDouble {
             Self::round(neg, q, -s, !r.is_zero())
         };
         match value {
+            // Overflow, or underflow to zero: ERANGE, refused like string2ld does.
+            Err(_) => Err(LdError::NotFloat),
+            Ok(v) if v.mant == 0 => Err(LdError::NotFloat),
+            Ok(v) => Ok(v),
+        }
+    }
+
+    /// The digits after `0x` of a hexadecimal float (strtold reads `0x1.8p1` as 3), lowercase,
+    /// all of which must be read.
+    fn parse_hex(neg: bool, hex: &[u8]) -> Result<Self, LdError> {
+        let mut mant = BigUint::zero();
+        let mut exp2: i64 = 0;
+        let mut seen_point = false;
+        let mut i = 0;
+        while let Some(&c) = hex.get(i) {
+            if c == b'.' && !seen_point {
+                seen_point = true;
+            } else if let Some(d) = (c as char).to_digit(16) {
+                mant = (mant << 4usize) + d;
+                if seen_point {
+                    exp2 -= 4;
+                }
+            } else {
+                break;
+            }
+            i += 1;
+        }
+        if i < hex.len() {
+            // Only a binary exponent may follow, with digits, up to the end.
+            let rest = hex[i..].strip_prefix(b"p").ok_or(LdError::NotFloat)?;
+            let (eneg, digits) = match rest.first() {
+                Some(b'-') => (true, &rest[1..]),
+                Some(b'+') => (false, &rest[1..]),
+                _ => (false, rest),
+            };
+            if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+                return Err(LdError::NotFloat);
+            }
+            let mut e: i64 = 0;
+            for &d in digits {
+                e = (e * 10 + i64::from(d - b'0')).min(1 << 40);
+            }
+            exp2 += if eneg { -e } else { e };
+        }
+        if mant.is_zero() {
+            return Ok(Self::zero(neg));
+        }
+        let magnitude = exp2 + mant.bits() as i64;
+        if !(EXP_MIN - MANT_BITS as i64..=EXP_MAX + MANT_BITS as i64).contains(&magnitude) {
+            return Err(LdError::NotFloat);
+        }
+        match Self::round(neg, mant, exp2, false) {
             // Overflow, or underflow to zero: ERANGE, refused like string2ld does.
             Err(_) => Err(LdError::NotFloat),
             Ok(v) if v.mant == 0 => Err(LdError::NotFloat),
@@ -288,7 +347,22 @@ mod tests {
     #[test]
     fn bad_numbers_are_refused() {
         for bad in [
-            "", " 1", "1 ", "1e", "e5", ".", "-", "1.2.3", "0x10", "nan", "1e99999", "1e-99999",
+            "",
+            " 1",
+            "1 ",
+            "1e",
+            "e5",
+            ".",
+            "-",
+            "1.2.3",
+            "0x",
+            "0x1p",
+            "0x1g",
+            "nan",
+            "1e99999",
+            "1e-99999",
+            "0x1p99999",
+            "0x1p-99999",
         ] {
             assert_eq!(
                 LongDouble::parse(bad.as_bytes()),
@@ -297,6 +371,14 @@ mod tests {
             );
         }
         assert_eq!(LongDouble::parse(b"inf"), Err(LdError::NanOrInfinity));
+        // strtold reads hexadecimal floats too (glibc: 0x10 = 16, 0x1.8p1 = 3, -0x.8 = -0.5).
+        for (hex, decimal) in [("0x10", "16"), ("0X1.8P1", "3"), ("-0x.8", "-0.5")] {
+            assert_eq!(
+                LongDouble::parse(hex.as_bytes()).map(|v| v.to_redis_string()),
+                LongDouble::parse(decimal.as_bytes()).map(|v| v.to_redis_string()),
+                "{hex}"
+            );
+        }
         let big = LongDouble::parse(b"1e4932").unwrap();
         assert_eq!(big.add(&big), Err(LdError::NanOrInfinity));
         assert!(LongDouble::parse(b".5").is_ok());

@@ -37,19 +37,216 @@ pub fn parse_i64(s: &[u8]) -> Option<i64> {
     }
 }
 
-/// Parses a float the way Redis's `string2ld` does for INCRBYFLOAT: no surrounding spaces, no
-/// NaN. Infinity parses (Redis then refuses to store a non-finite result).
+/// Parses a float the way Redis's `string2d` reads one (ZADD's scores, weights, timeouts): C's
+/// `strtod` over the whole argument (hexadecimal floats such as `0x1p3` included), no leading
+/// space, no NaN. Infinity parses, and so does a literal past the range of a double, as an
+/// infinity (callers that refuse those check, as Redis does).
 pub fn parse_f64(s: &[u8]) -> Option<f64> {
-    let text = std::str::from_utf8(s).ok()?;
-    if text.is_empty() || text.trim() != text {
+    if s.first().is_none_or(|c| is_c_space(*c)) {
         return None;
     }
-    let v: f64 = text.parse().ok()?;
-    if v.is_nan() {
-        None
-    } else {
-        Some(v)
+    match strtod(s) {
+        (v, used) if used == s.len() && !v.is_nan() => Some(v),
+        _ => None,
     }
+}
+
+/// Parses an unsigned 64-bit number the way Redis's `string2ull` does (stream IDs): a
+/// `string2ll` number if not negative, else C's `strtoull` over the whole string, which also
+/// takes leading spaces, a `+`, and a `-` that negates modulo 2^64.
+pub fn parse_u64_c(s: &[u8]) -> Option<u64> {
+    if let Some(v) = parse_i64(s) {
+        return u64::try_from(v).ok();
+    }
+    let mut i = s.iter().take_while(|c| is_c_space(**c)).count();
+    let negative = match s.get(i) {
+        Some(b'-') => {
+            i += 1;
+            true
+        }
+        Some(b'+') => {
+            i += 1;
+            false
+        }
+        _ => false,
+    };
+    let digits = &s[i..];
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &d in digits {
+        // Past 2^64 - 1: strtoull's ERANGE.
+        v = v.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+    }
+    Some(if negative { v.wrapping_neg() } else { v })
+}
+
+/// C's `strtod` over a whole C string (up to its first NUL byte), where Redis asks only that
+/// the number reach the end (score ranges, SORT's weights): leading spaces, hexadecimal floats
+/// and an empty string (0) pass; `None` when it stops early or reads NaN.
+pub fn strtod_whole(s: &[u8]) -> Option<f64> {
+    let c_string = &s[..s.iter().position(|&c| c == 0).unwrap_or(s.len())];
+    match strtod(c_string) {
+        (v, used) if used == c_string.len() && !v.is_nan() => Some(v),
+        _ => None,
+    }
+}
+
+/// Whether C's `strtod` reports `ERANGE` for `text`, read as `v`: digits past a double's
+/// range (read as an infinity, where the text does not say `inf`) or a non-zero number below
+/// it (read as zero).
+pub fn out_of_range(text: &[u8], v: f64) -> bool {
+    let lower = String::from_utf8_lossy(text).trim().to_ascii_lowercase();
+    let unsigned = lower.trim_start_matches(['+', '-']);
+    if v.is_infinite() {
+        return !unsigned.starts_with("inf");
+    }
+    // The digits before the exponent (`e`, or `p` after `0x`).
+    let mantissa = match unsigned.strip_prefix("0x") {
+        Some(hex) => hex.split('p').next().unwrap_or(""),
+        None => unsigned.split('e').next().unwrap_or(""),
+    };
+    v == 0.0 && mantissa.chars().any(|c| c.is_ascii_hexdigit() && c != '0')
+}
+
+/// C's `isspace` in the C locale.
+fn is_c_space(c: u8) -> bool {
+    matches!(c, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
+}
+
+/// C's `strtod` (glibc, C locale) on `s`: the value and how many bytes it read, 0 when it read
+/// no number (then the value is 0, and C's end pointer is the start of the string, before any
+/// spaces). Reads leading spaces, a sign, `inf`/`infinity`/`nan` in any case, decimal and
+/// hexadecimal (`0x1.8p1`) forms; stops where the number stops (a NUL byte too, as a C string
+/// would end there).
+pub fn strtod(s: &[u8]) -> (f64, usize) {
+    let mut i = s.iter().take_while(|c| is_c_space(**c)).count();
+    let negative = match s.get(i) {
+        Some(b'-') => {
+            i += 1;
+            true
+        }
+        Some(b'+') => {
+            i += 1;
+            false
+        }
+        _ => false,
+    };
+    let signed = |v: f64| if negative { -v } else { v };
+    let rest = &s[i..];
+    let starts =
+        |word: &[u8]| rest.len() >= word.len() && rest[..word.len()].eq_ignore_ascii_case(word);
+    if starts(b"infinity") {
+        return (signed(f64::INFINITY), i + 8);
+    }
+    if starts(b"inf") {
+        return (signed(f64::INFINITY), i + 3);
+    }
+    if starts(b"nan") {
+        let mut end = i + 3;
+        // `nan(chars)`: the parenthesised part is read only when it closes.
+        if s.get(end) == Some(&b'(') {
+            let inner = s[end + 1..]
+                .iter()
+                .take_while(|c| c.is_ascii_alphanumeric() || **c == b'_')
+                .count();
+            if s.get(end + 1 + inner) == Some(&b')') {
+                end += inner + 2;
+            }
+        }
+        return (f64::NAN, end);
+    }
+    let hex_digit = |c: Option<&u8>| c.is_some_and(u8::is_ascii_hexdigit);
+    if (starts(b"0x"))
+        && (hex_digit(rest.get(2)) || (rest.get(2) == Some(&b'.') && hex_digit(rest.get(3))))
+    {
+        let (v, used) = hex_float(&rest[2..]);
+        return (signed(v), i + 2 + used);
+    }
+    // Decimal: digits, an optional point and digits (one digit at least), an optional
+    // exponent read only when digits follow it.
+    let digits = |from: usize| s[from..].iter().take_while(|c| c.is_ascii_digit()).count();
+    let whole = digits(i);
+    let mut end = i + whole;
+    let mut fraction = 0;
+    if s.get(end) == Some(&b'.') {
+        fraction = digits(end + 1);
+        if whole + fraction > 0 {
+            end += 1 + fraction;
+        }
+    }
+    if whole + fraction == 0 {
+        return (0.0, 0);
+    }
+    if matches!(s.get(end), Some(b'e' | b'E')) {
+        let sign = usize::from(matches!(s.get(end + 1), Some(b'+' | b'-')));
+        let exponent = digits(end + 1 + sign);
+        if exponent > 0 {
+            end += 1 + sign + exponent;
+        }
+    }
+    // The text is ASCII digits, point, sign and exponent: Rust reads it with C's rounding.
+    let v = std::str::from_utf8(&s[i..end])
+        .ok()
+        .and_then(|t| t.parse::<f64>().ok())
+        .unwrap_or(0.0);
+    (signed(v), end)
+}
+
+/// The digits after `0x` of a hexadecimal float: the value and the bytes read.
+fn hex_float(s: &[u8]) -> (f64, usize) {
+    let mut mantissa = 0f64;
+    let mut scale = 0i32;
+    let mut i = 0;
+    let mut seen_point = false;
+    while let Some(&c) = s.get(i) {
+        if c == b'.' && !seen_point {
+            seen_point = true;
+        } else if let Some(d) = (c as char).to_digit(16) {
+            mantissa = mantissa * 16.0 + f64::from(d);
+            if seen_point {
+                scale -= 4;
+            }
+        } else {
+            break;
+        }
+        i += 1;
+    }
+    if matches!(s.get(i), Some(b'p' | b'P')) {
+        let sign = usize::from(matches!(s.get(i + 1), Some(b'+' | b'-')));
+        let digits = s[i + 1 + sign..]
+            .iter()
+            .take_while(|c| c.is_ascii_digit())
+            .count();
+        if digits > 0 {
+            let text = &s[i + 1 + sign..i + 1 + sign + digits];
+            // Past any double's range either way: clamp, the result saturates the same.
+            let e = std::str::from_utf8(text)
+                .ok()
+                .and_then(|t| t.parse::<i32>().ok())
+                .unwrap_or(i32::MAX / 2)
+                .min(100_000);
+            scale = scale.saturating_add(if s[i + 1] == b'-' { -e } else { e });
+            i += 1 + sign + digits;
+        }
+    }
+    (ldexp(mantissa, scale), i)
+}
+
+/// `m` times two to the `e`, through steps that stay inside a double's exponent range (a
+/// single `powi(-1074)` would underflow before the multiplication).
+fn ldexp(mut m: f64, mut e: i32) -> f64 {
+    const STEP: i32 = 1000;
+    while e > STEP && m.is_finite() && m != 0.0 {
+        m *= 2f64.powi(STEP);
+        e -= STEP;
+    }
+    while e < -STEP && m != 0.0 {
+        m *= 2f64.powi(-STEP);
+        e += STEP;
+    }
+    m * 2f64.powi(e)
 }
 
 /// Formats a finite float the way INCRBYFLOAT stores it: plain decimal (never exponent
@@ -159,6 +356,65 @@ mod tests {
         }
     }
 
+    /// `strtod` against glibc's own: the value and the bytes read of each text, as glibc 2.36's
+    /// `strtod` gave them (called through Python's ctypes when this table was written).
+    #[test]
+    fn strtod_reads_what_the_c_library_reads() {
+        let glibc: &[(&str, f64, usize)] = &[
+            ("", 0.0, 0),
+            (" ", 0.0, 0),
+            ("  1", 1.0, 3),
+            ("1 ", 1.0, 1),
+            ("+1.5", 1.5, 4),
+            ("-.5", -0.5, 3),
+            (".", 0.0, 0),
+            ("1.", 1.0, 2),
+            ("1e", 1.0, 1),
+            ("1e+", 1.0, 1),
+            ("1e-3", 0.001, 4),
+            ("1E400", f64::INFINITY, 5),
+            ("1e-400", 0.0, 6),
+            ("0x", 0.0, 1),
+            ("0x.", 0.0, 1),
+            ("0x.8", 0.5, 4),
+            ("0X1P-2", 0.25, 6),
+            ("0x1p", 1.0, 3),
+            ("0x1.8p1", 3.0, 7),
+            ("-0x10", -16.0, 5),
+            ("0xg", 0.0, 1),
+            ("inf", f64::INFINITY, 3),
+            ("-INFINITY", f64::NEG_INFINITY, 9),
+            ("infin", f64::INFINITY, 3),
+            ("nan", f64::NAN, 3),
+            ("NaN(abc)", f64::NAN, 8),
+            ("nan(", f64::NAN, 3),
+            ("in", 0.0, 0),
+            ("-", 0.0, 0),
+            ("+", 0.0, 0),
+            ("0012", 12.0, 4),
+            ("1_0", 1.0, 1),
+            ("\t\n3", 3.0, 3),
+            ("5x", 5.0, 1),
+            ("0x1fffffffffffff", 9007199254740991.0, 16),
+            ("123456789012345678901234567890", 1.2345678901234568e+29, 30),
+            ("0.1", 0.1, 3),
+            ("4.9e-324", 5e-324, 8),
+            ("2.2250738585072014e-308", 2.2250738585072014e-308, 23),
+            ("1.7976931348623157e308", 1.7976931348623157e+308, 22),
+            ("-0", -0.0, 2),
+            ("0x1p-1074", 5e-324, 9),
+            ("0x1p1024", f64::INFINITY, 8),
+        ];
+        for &(text, want, read) in glibc {
+            let (got, used) = super::strtod(text.as_bytes());
+            assert_eq!(used, read, "{text:?}: bytes read");
+            assert!(
+                got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+                "{text:?}: {got} against {want}"
+            );
+        }
+    }
+
     #[test]
     fn floats_reject_nan_and_spaces() {
         assert_eq!(parse_f64(b"1.5"), Some(1.5));
@@ -167,6 +423,19 @@ mod tests {
         assert_eq!(parse_f64(b"nan"), None);
         assert_eq!(parse_f64(b" 1"), None);
         assert_eq!(parse_f64(b"abc"), None);
+        assert_eq!(parse_f64(b"0x10"), Some(16.0));
+        assert_eq!(parse_u64_c(b"18446744073709551615"), Some(u64::MAX));
+        assert_eq!(parse_u64_c(b"18446744073709551616"), None);
+        assert_eq!(parse_u64_c(b"  +7"), Some(7));
+        assert_eq!(parse_u64_c(b" -1"), Some(u64::MAX));
+        assert_eq!(parse_u64_c(b"-1"), None);
+        assert_eq!(parse_u64_c(b"7 "), None);
+        assert_eq!(parse_u64_c(b""), None);
+        assert_eq!(parse_f64(b"-0x1.8p1"), Some(-3.0));
+        assert_eq!(parse_f64(b"0x"), None);
+        assert_eq!(parse_f64(b"1e"), None);
+        assert_eq!(parse_f64(b"1\x002"), None);
+        assert_eq!(parse_f64(b""), None);
         assert_eq!(format_f64(10.6), "10.6");
         assert_eq!(format_f64(3.0), "3");
         assert_eq!(format_f64(5000.0), "5000");

@@ -54,22 +54,17 @@ impl StreamId {
         if text.len() > 127 {
             return None;
         }
-        let text = std::str::from_utf8(text).ok()?;
-        let (ms, seq) = match text.split_once('-') {
-            Some((ms, seq)) => (ms, Some(seq)),
+        // Redis works on it as a C string (to its first NUL byte), split at the first `-`,
+        // each side read by `string2ull`.
+        let text = &text[..text.iter().position(|&c| c == 0).unwrap_or(text.len())];
+        let (ms, seq) = match text.iter().position(|&c| c == b'-') {
+            Some(dash) => (&text[..dash], Some(&text[dash + 1..])),
             None => (text, None),
         };
-        let number = |s: &str| -> Option<u64> {
-            // Redis's string2ull: digits only, no sign, no spaces.
-            if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
-                return None;
-            }
-            s.parse().ok()
-        };
         Some(StreamId::new(
-            number(ms)?,
+            crate::num::parse_u64_c(ms)?,
             match seq {
-                Some(s) => number(s)?,
+                Some(s) => crate::num::parse_u64_c(s)?,
                 None => missing_seq,
             },
         ))
@@ -583,13 +578,24 @@ mod tests {
             b"-",
             b"5-",
             b"-5",
-            b"+5",
-            b"5-+1",
+            b"5-+",
             b"a-1",
-            b" 5",
+            b"5 ",
+            b"5--1",
             b"18446744073709551616",
         ] {
             assert_eq!(StreamId::parse(bad, 0), None, "{bad:?}");
+        }
+        // Redis's string2ull falls back to strtoull: leading spaces, a `+`, and a `-` after
+        // spaces (negated modulo 2^64) pass; a NUL byte ends the ID.
+        for (good, id) in [
+            (&b"+5"[..], StreamId::new(5, 0)),
+            (b"5-+1", StreamId::new(5, 1)),
+            (b" 5", StreamId::new(5, 0)),
+            (b"5- -1", StreamId::new(5, u64::MAX)),
+            (b"5-2\0junk", StreamId::new(5, 2)),
+        ] {
+            assert_eq!(StreamId::parse(good, 0), Some(id), "{good:?}");
         }
         assert_eq!(StreamId::new(1, u64::MAX).next(), Some(StreamId::new(2, 0)));
         assert_eq!(StreamId::MAX.next(), None);

@@ -75,7 +75,7 @@ pub(crate) fn help(lines: &[&'static str]) -> Reply {
 pub(crate) fn sub_syntax(container: &str, args: &[Bytes]) -> Error {
     Error::command(format!(
         "unknown subcommand or wrong number of arguments for '{}'. Try {container} HELP.",
-        text(&args[1])
+        crate::error::shown_arg(&args[1], crate::error::SHOWN_ARG_BYTES_MAX)
     ))
 }
 

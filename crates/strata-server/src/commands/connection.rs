@@ -461,8 +461,11 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             Ok(Reply::ok())
         }
         "unblock" => {
-            if !(3..=4).contains(&args.len()) {
+            if args.len() < 3 {
                 return Err(Error::WrongArity("client|unblock".into()));
+            }
+            if args.len() > 4 {
+                return Err(super::admin::sub_syntax("CLIENT", args));
             }
             let id = crate::num::parse_i64(&args[2]).ok_or(Error::NotInteger)?;
             let reason = match args.get(3) {

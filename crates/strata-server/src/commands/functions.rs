@@ -182,12 +182,7 @@ fn function(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let wrong_arity = || Error::WrongArity(format!("function|{sub}"));
     // What FLUSH and RESTORE answer for too many arguments (Redis's
     // `addReplySubcommandSyntaxError`).
-    let syntax = || {
-        Error::command(format!(
-            "unknown subcommand or wrong number of arguments for '{}'. Try FUNCTION HELP.",
-            text(&args[1])
-        ))
-    };
+    let syntax = || super::admin::sub_syntax("FUNCTION", args);
     match sub.as_str() {
         "load" => {
             if args.len() < 3 {

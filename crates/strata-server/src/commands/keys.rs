@@ -274,7 +274,10 @@ fn expire_generic(
         } else if is(opt, "LT") {
             lt = true;
         } else {
-            return Err(Error::command(format!("Unsupported option {}", text(opt))));
+            return Err(Error::command(format!(
+                "Unsupported option {}",
+                crate::error::shown_arg(opt, usize::MAX)
+            )));
         }
     }
     if nx && (xx || gt || lt) {

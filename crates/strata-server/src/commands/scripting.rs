@@ -228,12 +228,11 @@ fn script(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         match args.get(2) {
             None => {}
             Some(mode) if args.len() == 3 && (is(mode, "ASYNC") || is(mode, "SYNC")) => {}
-            Some(_) if args.len() == 3 => {
+            Some(_) => {
                 return Err(Error::command(
                     "SCRIPT FLUSH only support SYNC|ASYNC option",
                 ))
             }
-            Some(_) => return Err(wrong_arity()),
         }
         lock(&ctx.shared.scripts).clear();
         ctx.shared.script_generation.fetch_add(1, Ordering::AcqRel);
@@ -248,7 +247,24 @@ fn script(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             Err(refused) => Err(refused.into_error()),
         };
     }
-    if is(sub, "HELP") && args.len() == 2 {
+    if is(sub, "DEBUG") && args.len() == 3 {
+        // Redis's Lua debugger (LDB) speaks its own protocol over the connection; this server
+        // has none, so only turning it off succeeds.
+        let mode = &args[2];
+        return if is(mode, "NO") {
+            Ok(Reply::ok())
+        } else if is(mode, "YES") || is(mode, "SYNC") {
+            Err(Error::command(
+                "SCRIPT DEBUG is not supported: this server has no Lua debugger",
+            ))
+        } else {
+            Err(Error::command("Use SCRIPT DEBUG YES/SYNC/NO"))
+        };
+    }
+    if (is(sub, "HELP") && args.len() != 2) || is(sub, "DEBUG") {
+        return Err(wrong_arity());
+    }
+    if is(sub, "HELP") {
         return Ok(super::admin::help(&[
             "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
             "EXISTS <sha1> [<sha1> ...]",

@@ -1069,7 +1069,7 @@ fn command(_: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         "info" if args.len() == 2 => Ok(Reply::Array(table().map(command_info).collect())),
         "info" => Ok(Reply::Array(
             named()
-                .map(|(_, s)| s.map_or(Reply::NilArray, command_info))
+                .map(|(_, s)| s.map_or(Reply::Nil, command_info))
                 .collect(),
         )),
         "docs" if args.len() == 2 => Ok(Reply::Map(
@@ -1500,7 +1500,7 @@ mod tests {
         let Reply::Array(infos) = h.run(&["COMMAND", "INFO", "get", "nosuch"]) else {
             panic!()
         };
-        assert_eq!(infos[1], Reply::NilArray);
+        assert_eq!(infos[1], Reply::Nil);
         let Reply::Array(get) = &infos[0] else {
             panic!()
         };

@@ -186,10 +186,10 @@ fn sort_command(ctx: &mut Ctx<'_>, args: &[Bytes], read_only: bool) -> Result<Re
                 match &k {
                     // An absent BY key sorts as 0.
                     None => 0.0,
-                    // strtod reads nothing from an empty string, without an error.
-                    Some(v) if v.is_empty() => 0.0,
-                    Some(v) => crate::num::parse_f64(v)
-                        .filter(|x| !x.is_nan())
+                    // Redis's bare strtod: leading spaces pass, an empty string is 0, a
+                    // number past a double's range fails.
+                    Some(v) => crate::num::strtod_whole(v)
+                        .filter(|x| !crate::num::out_of_range(v, *x))
                         .ok_or_else(|| {
                             Error::command("One or more scores can't be converted into double")
                         })?,

@@ -1142,12 +1142,7 @@ fn xgroup(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     if !arity_ok {
         return Err(Error::WrongArity(format!("xgroup|{sub}")));
     }
-    let syntax = || {
-        Error::command(format!(
-            "unknown subcommand or wrong number of arguments for '{}'. Try XGROUP HELP.",
-            String::from_utf8_lossy(&args[1])
-        ))
-    };
+    let syntax = || super::admin::sub_syntax("XGROUP", args);
     if sub == "help" {
         return Ok(Reply::Array(
             [
@@ -1844,12 +1839,7 @@ fn xinfo(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         _ => {}
     }
     // STREAM key [FULL [COUNT count]].
-    let syntax = || {
-        Error::command(format!(
-            "unknown subcommand or wrong number of arguments for '{}'. Try XINFO HELP.",
-            String::from_utf8_lossy(&args[1])
-        ))
-    };
+    let syntax = || super::admin::sub_syntax("XINFO", args);
     let full = match &args[3..] {
         [] => None,
         [f] if is(f, "FULL") => Some(10),

@@ -296,22 +296,14 @@ fn entries(ctx: &Ctx<'_>, key: &[u8]) -> Result<Vec<(Bytes, f64)>> {
 /// A score argument as ZADD reads it (`getDoubleFromObject`: strtod, no spaces, no NaN, and
 /// no overflow or underflow of a finite number).
 pub(crate) fn score_arg(arg: &[u8]) -> Result<f64> {
-    let v = crate::num::parse_f64(arg).ok_or(Error::NotFloat)?;
-    let text = String::from_utf8_lossy(arg).to_ascii_lowercase();
-    let word = text.trim_start_matches(['+', '-']);
-    if v.is_infinite() && word != "inf" && word != "infinity" {
-        return Err(Error::NotFloat);
+    match crate::num::parse_f64(arg) {
+        Some(v) if !crate::num::out_of_range(arg, v) => Ok(v),
+        _ => Err(Error::NotFloat),
     }
-    if v == 0.0
-        && text
-            .split(['e', 'x'])
-            .next()
-            .is_some_and(|m| m.chars().any(|c| ('1'..='9').contains(&c)))
-    {
-        return Err(Error::NotFloat);
-    }
-    Ok(v)
 }
+
+/// The flags ZADD reads before its score-member pairs.
+const ZADD_FLAGS: [&str; 6] = ["NX", "XX", "GT", "LT", "CH", "INCR"];
 
 pub(crate) fn zadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let (mut nx, mut xx, mut gt, mut lt, mut ch, mut incr) =
@@ -421,6 +413,11 @@ pub(crate) fn zadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 }
 
 fn zincrby(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    // Redis runs ZINCRBY through ZADD's parser, which takes a ZADD flag in the increment's
+    // place and then finds one argument left where it wants pairs.
+    if ZADD_FLAGS.iter().any(|f| is(&args[2], f)) {
+        return Err(Error::Syntax);
+    }
     let delta = score_arg(&args[2])?;
     let member = args[3].clone();
     let (score, changed) = modify(ctx, &args[1], |_, z| {
@@ -477,13 +474,15 @@ fn zcard(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     Ok(Reply::Int(i64::try_from(n).unwrap_or(i64::MAX)))
 }
 
-/// One end of a score range (`zslParseRangeItem`): `(x` exclusive, `-inf`/`+inf`.
+/// One end of a score range (`zslParseRange`): `(x` exclusive, `-inf`/`+inf`. Redis reads it
+/// with a bare `strtod` that must reach the end of the C string: leading spaces, hexadecimal
+/// floats and an empty string (0) pass, NaN does not.
 fn score_bound(arg: &[u8]) -> Option<(f64, bool)> {
     let (text, exclusive) = match arg.strip_prefix(b"(") {
         Some(rest) => (rest, true),
         None => (arg, false),
     };
-    crate::num::parse_f64(text).map(|v| (v, exclusive))
+    crate::num::strtod_whole(text).map(|v| (v, exclusive))
 }
 
 /// A score range: `min`, `max` (value, exclusive).
@@ -744,29 +743,9 @@ fn zrevrangebylex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 }
 
 fn zrevrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
-    // ZREVRANGE key start stop [WITHSCORES]: ranks, reversed.
-    let mut rev_args = args.to_vec();
-    if rev_args.len() > 5 || (rev_args.len() == 5 && !is(&rev_args[4], "WITHSCORES")) {
-        return Err(Error::Syntax);
-    }
-    rev_args.truncate(5);
-    range_rank_rev(ctx, &rev_args)
-}
-
-fn range_rank_rev(ctx: &Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
-    let withscores = args.len() == 5;
-    let (start, stop) = (int_arg(&args[2])?, int_arg(&args[3])?);
-    let mut all = entries(ctx, &args[1])?;
-    all.reverse();
-    let len = all.len() as i64;
-    let start = if start < 0 { start + len } else { start }.max(0);
-    let stop = if stop < 0 { stop + len } else { stop };
-    let selected = if start > stop || start >= len {
-        Vec::new()
-    } else {
-        all[start as usize..=stop.min(len - 1) as usize].to_vec()
-    };
-    Ok(entries_reply(ctx, selected, withscores))
+    // Ranks, reversed, through ZRANGE's option loop as in Redis: WITHSCORES, and LIMIT (its
+    // numbers read first, then refused for a rank range unless the count is -1).
+    range_command(ctx, args, None, true)
 }
 
 fn zrem(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {

@@ -3204,6 +3204,107 @@ fn writes_that_change_nothing_leave_watch_as_redis_does() {
     eprintln!("{} cases, {} replies compared", cases.len(), pair.compared);
 }
 
+/// How Redis reads arguments where it calls the C library, found by a random differential
+/// run over every command with odd arguments: `strtod` (hexadecimal floats in scores,
+/// increments and coordinates; leading spaces and an empty string in score ranges and SORT's
+/// weights), `strtoull` (stream IDs with spaces or a sign), C strings cut at a NUL byte in
+/// error messages; ZINCRBY through ZADD's flag parser, ZREVRANGE through ZRANGE's option loop;
+/// the order of CLUSTER's checks without cluster mode, SCRIPT FLUSH and DEBUG, CLIENT UNBLOCK's
+/// extra arguments and COMMAND INFO of an unknown name, in RESP2 and RESP3.
+#[test]
+fn c_library_argument_parsing_matches_redis() {
+    let mut pair = Pair::start();
+    let commands: &[&[&str]] = &[
+        &[
+            "ZADD", "z", "0x10", "a", "0x1p3", "b", "-0x1.8p1", "c", "0X.8", "d",
+        ],
+        &["ZRANGE", "z", "0", "-1", "WITHSCORES"],
+        &["ZADD", "z", "0x", "e"],
+        &["ZADD", "z", "0x1p", "e"],
+        &["ZADD", "z", "0x1p-2000", "e"],
+        &["ZADD", "z", "0x1p2000", "e"],
+        &["ZADD", "z", " 1", "e"],
+        &["ZINCRBY", "z", "0x1", "a"],
+        &["ZINCRBY", "z", "LT", "a"],
+        &["ZINCRBY", "z", "incr", "a"],
+        &["ZINCRBY", "z", "ch", "nosuch"],
+        &["ZCOUNT", "z", "  1", "0x20"],
+        &["ZCOUNT", "z", "", ""],
+        &["ZCOUNT", "z", "(", "+inf"],
+        &["ZCOUNT", "z", " ", "1"],
+        &["ZCOUNT", "z", "1 ", "2"],
+        &["ZCOUNT", "z", "nan", "1"],
+        &["ZCOUNT", "z", "-INF", "InFiNiTy"],
+        &["ZCOUNT", "z", "1e", "2"],
+        &["ZRANGEBYSCORE", "z", "(  1", "0x1p10", "WITHSCORES"],
+        &["ZREVRANGEBYSCORE", "z", "+inf", "\t-3"],
+        &["ZREMRANGEBYSCORE", "z", "\u{0}", "-4"],
+        &["ZRANGE", "z", "(0x1", "+inf", "BYSCORE"],
+        &["ZREVRANGE", "z", "0", "-1", "LIMIT", "x", "1"],
+        &["ZREVRANGE", "z", "0", "-1", "LIMIT", "0", "-1"],
+        &["ZREVRANGE", "z", "0", "-1", "LIMIT", "0", "2"],
+        &["ZREVRANGE", "z", "0", "-1", "REV"],
+        &["ZREVRANGE", "z", "0", "-1", "BYSCORE"],
+        &["ZREVRANGE", "z", "0", "-1", "WITHSCORES", "WITHSCORES"],
+        &["HINCRBYFLOAT", "h", "f", "0x10"],
+        &["HINCRBYFLOAT", "h", "f", "0x.8"],
+        &["HINCRBYFLOAT", "h", "f", "0x1p"],
+        &["HINCRBYFLOAT", "h", "f", "-0x1P-3"],
+        &["INCRBYFLOAT", "n", "0X1p-2"],
+        &["INCRBYFLOAT", "n", " 0x1"],
+        &["INCRBYFLOAT", "n", "0x1p99999"],
+        &["GEOADD", "g", "0x1", "0x1.8", "p"],
+        &["GEOPOS", "g", "p"],
+        &["RPUSH", "l", "a", "b", "c", "d"],
+        &["MSET", "w_a", " 2", "w_b", "0x1", "w_c", "", "w_d", "-1"],
+        &["SORT", "l", "BY", "w_*"],
+        &["SET", "w_d", "1e999"],
+        &["SORT", "l", "BY", "w_*"],
+        &["SET", "w_d", "2 "],
+        &["SORT", "l", "BY", "w_*"],
+        &["XADD", "s", "5-5", "f", "v"],
+        &["XRANGE", "s", "  1", "+"],
+        &["XRANGE", "s", "+5", " 9-+9"],
+        &["XRANGE", "s", "0- -1", "+"],
+        &["XRANGE", "s", "-", "5-5\u{0}junk"],
+        &["XRANGE", "s", "1 ", "+"],
+        &["XREVRANGE", "s", "-", "  1", "0", "ALPHA"],
+        &["NOSUCHCOMMAND", "a\u{0}b", "c"],
+        &["SLOWLOG", "\u{0}x"],
+        &["PEXPIRE", "w_a", "100", "\u{0}"],
+        &["COMMAND", "INFO", "nosuch", "other"],
+        &["SCRIPT", "FLUSH", "SYNC", "extra"],
+        &["SCRIPT", "FLUSH", "later"],
+        &["SCRIPT", "DEBUG", "NO"],
+        &["SCRIPT", "DEBUG", "maybe"],
+        &["SCRIPT", "DEBUG"],
+        &["SCRIPT", "HELP", "more"],
+        &["CLIENT", "UNBLOCK", "1", "TIMEOUT", "extra"],
+        &["CLIENT", "UNBLOCK", "1"],
+        &["CLUSTER", "COUNT-FAILURE-REPORTS"],
+        &["CLUSTER", "KEYSLOT"],
+        &["CLUSTER", "ADDSLOTS"],
+        &["CLUSTER", "INFO", "extra"],
+        &["CLUSTER", "NOSUCH"],
+        &["CLUSTER", "INFO"],
+    ];
+    for c in commands {
+        pair.check(0, &words(c), "argument parsing");
+    }
+    pair.send_both(0, &words(&["HELLO", "3"]));
+    pair.check(
+        0,
+        &words(&["COMMAND", "INFO", "nosuch"]),
+        "argument parsing, RESP3",
+    );
+    pair.check(
+        0,
+        &words(&["ZCOUNT", "z", "", "0x1p1"]),
+        "argument parsing, RESP3",
+    );
+    eprintln!("{} commands compared", pair.compared);
+}
+
 #[test]
 fn stream_commands_match_redis() {
     run_families("streams", "streams", 131, 4, 3000, Gen::streams);
