@@ -211,7 +211,7 @@ impl Record {
 
     /// Whether the key is gone at `now_ms` (counted in [`expired_seen`] when it is).
     pub fn expired(&self, now_ms: u64) -> bool {
-        let gone = self.expire_at_ms.is_some_and(|at| at <= now_ms);
+        let gone = self.expire_at_ms.is_some_and(|at| is_past(at, now_ms));
         if gone {
             note_expired_seen();
         }
@@ -223,6 +223,14 @@ impl Record {
     pub fn expired_now(&self) -> bool {
         self.expire_at_ms.is_some() && self.expired(now_ms())
     }
+}
+
+/// Whether a key whose expiry time is `at` is gone at `now` (both Unix ms): Redis's
+/// `keyIsExpired`, `now > at`, so a key is still there through its own millisecond. (A new
+/// expiry time at or before now deletes the key at once, Redis's `checkAlreadyExpired`: the
+/// commands that set one decide that.)
+pub fn is_past(at: u64, now: u64) -> bool {
+    at < now
 }
 
 /// The header's kind bits of a record holding `kind` (documents have no record).
@@ -833,7 +841,7 @@ pub fn read_doc_bytes(
     let Some(v) = b.get(&k)? else {
         return Ok(None);
     };
-    if doc_expiry(b, db, key)?.is_some_and(|at| at <= now) {
+    if doc_expiry(b, db, key)?.is_some_and(|at| is_past(at, now)) {
         return Ok(None);
     }
     Ok(Some(v))
@@ -923,7 +931,7 @@ pub fn visit_keys(
         };
         match t {
             Space::Records => match record_kind(v).and_then(|k| Ok((k, record_expiry(v)?))) {
-                Ok((_, expiry)) if expiry.is_some_and(|at| at <= now) => true,
+                Ok((_, expiry)) if expiry.is_some_and(|at| is_past(at, now)) => true,
                 Ok((kind, expiry)) => visit(&user, kind, expiry),
                 Err(e) => {
                     failure = Some(e);
@@ -942,7 +950,7 @@ pub fn visit_keys(
     }
     for user in docs {
         let expiry = doc_expiry(b, db, &user)?;
-        if expiry.is_some_and(|at| at <= now) {
+        if expiry.is_some_and(|at| is_past(at, now)) {
             continue;
         }
         if !visit(&user, KeyType::Json, expiry) {
@@ -1014,7 +1022,8 @@ pub fn due_expiries(
 ) -> Result<Vec<DueExpiry>> {
     let prefix = expiry_index_prefix(db);
     let mut end = prefix.clone();
-    end.extend_from_slice(&now.saturating_add(1).to_be_bytes());
+    // Entries past their time: before `now` (a key is there through its own millisecond).
+    end.extend_from_slice(&now.to_be_bytes());
     let mut out = Vec::new();
     b.scan(
         Bound::Included(prefix.clone()),
@@ -1036,7 +1045,7 @@ pub fn due_expiries(
 pub fn expire_if_due(b: &dyn KvBackend, db: DbIndex, key: &[u8], now: u64) -> Result<bool> {
     let mut removed = expire_record_if_due(b, db, key, now)?;
     if let Some(at) = doc_expiry(b, db, key)? {
-        if at <= now {
+        if is_past(at, now) {
             let mut ops = vec![BatchOp::Delete(doc_ttl_key(db, key))];
             if let Some(doc) = Space::Docs.key(db, key) {
                 removed |= b.get(&doc)?.is_some();
@@ -1056,7 +1065,7 @@ pub fn expire_record_if_due(b: &dyn KvBackend, db: DbIndex, key: &[u8], now: u64
     let mut removed = false;
     b.update(&string_key(db, key), &mut |old| {
         Ok(match old {
-            Some(v) if record_expiry(v)?.is_some_and(|at| at <= now) => {
+            Some(v) if record_expiry(v)?.is_some_and(|at| is_past(at, now)) => {
                 removed = true;
                 Write::Delete
             }
@@ -1148,7 +1157,8 @@ mod tests {
         }
         assert!(Record::decode(Bytes::from_static(&[0x40])).is_err());
         let r = Record::decode(Bytes::from(Record::encode(b"x", Some(10)))).unwrap();
-        assert!(r.expired(10) && !r.expired(9));
+        // Redis's keyIsExpired: gone after its millisecond, not during it.
+        assert!(r.expired(11) && !r.expired(10));
         for e in [Encoding::ByContent, Encoding::Raw, Encoding::NotInt] {
             let r = Record::decode(Bytes::from(Record::encode_as(b"v", Some(5), e))).unwrap();
             assert_eq!(
@@ -1295,16 +1305,18 @@ mod tests {
             BatchOp::Put(string_key(0, b"b"), Record::encode(b"2", None)),
         ])
         .unwrap();
-        assert!(lookup(&b, 0, b"a", 99, false).unwrap().is_some());
-        assert!(lookup(&b, 0, b"a", 100, false).unwrap().is_none());
-        assert_eq!(count(&b, 0, 99).unwrap(), (2, 1));
-        assert_eq!(count(&b, 0, 100).unwrap(), (1, 0));
-        assert!(due_expiries(&b, 0, 99, 10).unwrap().is_empty());
-        let due = due_expiries(&b, 0, 100, 10).unwrap();
+        // A key is there through its own millisecond (Redis's keyIsExpired: now > at).
+        assert!(lookup(&b, 0, b"a", 100, false).unwrap().is_some());
+        assert!(lookup(&b, 0, b"a", 101, false).unwrap().is_none());
+        assert_eq!(count(&b, 0, 100).unwrap(), (2, 1));
+        assert_eq!(count(&b, 0, 101).unwrap(), (1, 0));
+        assert!(due_expiries(&b, 0, 100, 10).unwrap().is_empty());
+        assert!(!expire_if_due(&b, 0, b"a", 100).unwrap());
+        let due = due_expiries(&b, 0, 101, 10).unwrap();
         assert_eq!(due.len(), 1);
         assert_eq!((due[0].1, &due[0].2[..]), (100, &b"a"[..]));
-        assert!(expire_if_due(&b, 0, b"a", 100).unwrap());
-        assert!(!expire_if_due(&b, 0, b"b", 100).unwrap());
+        assert!(expire_if_due(&b, 0, b"a", 101).unwrap());
+        assert!(!expire_if_due(&b, 0, b"b", 101).unwrap());
         assert_eq!(b.get(&string_key(0, b"a")).unwrap(), None);
     }
 }
