@@ -1007,9 +1007,7 @@ enum ExecGuard<'a> {
 const NO_MULTI: &[&str] = &["save", "shutdown"];
 
 /// Commands that run at once even inside MULTI (Redis's list).
-const NOT_QUEUED: &[&str] = &[
-    "exec", "discard", "multi", "watch", "unwatch", "quit", "reset",
-];
+const NOT_QUEUED: &[&str] = &["exec", "discard", "multi", "watch", "quit", "reset"];
 
 /// Commands that check several keys before writing them, or write a whole database: they hold
 /// the exec lock exclusively, so no other write comes between their reads and their batch.
