@@ -21,6 +21,24 @@ const TEXT_BYTES_MAX: usize = 5 * 1024;
 /// about 10^-4951 to 10^4932).
 const DECIMAL_EXP_LIMIT: i64 = 5100;
 
+/// The exponent after `e` or `p`: an optional sign and digits, to the end of the text
+/// (saturated far past any range the format has).
+fn exponent(text: &[u8]) -> Result<i64, LdError> {
+    let (negative, digits) = match text.first() {
+        Some(b'-') => (true, &text[1..]),
+        Some(b'+') => (false, &text[1..]),
+        _ => (false, text),
+    };
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return Err(LdError::NotFloat);
+    }
+    let mut e: i64 = 0;
+    for &d in digits {
+        e = (e * 10 + i64::from(d - b'0')).min(1 << 40);
+    }
+    Ok(if negative { -e } else { e })
+}
+
 /// A finite extended-precision value: `(-1)^neg * mant * 2^exp`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LongDouble {
@@ -130,20 +148,7 @@ impl LongDouble {
             if body[i] != b'e' && body[i] != b'E' {
                 return Err(LdError::NotFloat);
             }
-            i += 1;
-            let (eneg, rest) = match body.get(i) {
-                Some(b'-') => (true, &body[i + 1..]),
-                Some(b'+') => (false, &body[i + 1..]),
-                _ => (false, &body[i..]),
-            };
-            if rest.is_empty() || !rest.iter().all(u8::is_ascii_digit) {
-                return Err(LdError::NotFloat);
-            }
-            let mut e: i64 = 0;
-            for &d in rest {
-                e = (e * 10 + i64::from(d - b'0')).min(1 << 40);
-            }
-            exp10 += if eneg { -e } else { e };
+            exp10 += exponent(&body[i + 1..])?;
         }
         if digits.is_zero() {
             return Ok(Self::zero(neg));
@@ -199,19 +204,7 @@ impl LongDouble {
         if i < hex.len() {
             // Only a binary exponent may follow, with digits, up to the end.
             let rest = hex[i..].strip_prefix(b"p").ok_or(LdError::NotFloat)?;
-            let (eneg, digits) = match rest.first() {
-                Some(b'-') => (true, &rest[1..]),
-                Some(b'+') => (false, &rest[1..]),
-                _ => (false, rest),
-            };
-            if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
-                return Err(LdError::NotFloat);
-            }
-            let mut e: i64 = 0;
-            for &d in digits {
-                e = (e * 10 + i64::from(d - b'0')).min(1 << 40);
-            }
-            exp2 += if eneg { -e } else { e };
+            exp2 += exponent(rest)?;
         }
         if mant.is_zero() {
             return Ok(Self::zero(neg));

@@ -58,18 +58,7 @@ pub fn parse_u64_c(s: &[u8]) -> Option<u64> {
     if let Some(v) = parse_i64(s) {
         return u64::try_from(v).ok();
     }
-    let mut i = s.iter().take_while(|c| is_c_space(**c)).count();
-    let negative = match s.get(i) {
-        Some(b'-') => {
-            i += 1;
-            true
-        }
-        Some(b'+') => {
-            i += 1;
-            false
-        }
-        _ => false,
-    };
+    let (i, negative) = spaces_and_sign(s);
     let digits = &s[i..];
     if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
         return None;
@@ -110,6 +99,17 @@ pub fn out_of_range(text: &[u8], v: f64) -> bool {
     v == 0.0 && mantissa.chars().any(|c| c.is_ascii_hexdigit() && c != '0')
 }
 
+/// Where the number starts after C's leading spaces and an optional sign, and whether the sign
+/// was `-` (what `strtod` and `strtoull` both skip first).
+fn spaces_and_sign(s: &[u8]) -> (usize, bool) {
+    let i = s.iter().take_while(|c| is_c_space(**c)).count();
+    match s.get(i) {
+        Some(b'-') => (i + 1, true),
+        Some(b'+') => (i + 1, false),
+        _ => (i, false),
+    }
+}
+
 /// C's `isspace` in the C locale.
 fn is_c_space(c: u8) -> bool {
     matches!(c, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
@@ -121,18 +121,7 @@ fn is_c_space(c: u8) -> bool {
 /// hexadecimal (`0x1.8p1`) forms; stops where the number stops (a NUL byte too, as a C string
 /// would end there).
 pub fn strtod(s: &[u8]) -> (f64, usize) {
-    let mut i = s.iter().take_while(|c| is_c_space(**c)).count();
-    let negative = match s.get(i) {
-        Some(b'-') => {
-            i += 1;
-            true
-        }
-        Some(b'+') => {
-            i += 1;
-            false
-        }
-        _ => false,
-    };
+    let (i, negative) = spaces_and_sign(s);
     let signed = |v: f64| if negative { -v } else { v };
     let rest = &s[i..];
     let starts =
