@@ -116,7 +116,7 @@ fn auth(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 }
 
 fn select(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
-    let db = super::keys::db_arg(ctx, &args[1], Error::NotInteger)?;
+    let db = super::keys::db_arg(ctx, &args[1], None)?;
     if ctx.session.cluster && db != 0 {
         return Err(Error::command("SELECT is not allowed in cluster mode"));
     }

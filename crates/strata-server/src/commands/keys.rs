@@ -539,8 +539,8 @@ fn swapdb(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     if ctx.session.cluster {
         return Err(Error::command("SWAPDB is not allowed in cluster mode"));
     }
-    let a = db_arg(ctx, &args[1], Error::command("invalid first DB index"))?;
-    let b = db_arg(ctx, &args[2], Error::command("invalid second DB index"))?;
+    let a = db_arg(ctx, &args[1], Some("invalid first DB index"))?;
+    let b = db_arg(ctx, &args[2], Some("invalid second DB index"))?;
     if a != b {
         // The dispatcher holds the exec lock exclusively. Clients see the swap at once, as in
         // Redis, and every WATCH is invalidated (Redis invalidates those on keys of the two
@@ -554,9 +554,17 @@ fn swapdb(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     Ok(Reply::ok())
 }
 
-/// A logical database number argument, with Redis's errors.
-pub(crate) fn db_arg(ctx: &Ctx<'_>, arg: &[u8], not_integer: Error) -> Result<DbIndex> {
-    let n = int_arg(arg).map_err(|_| not_integer)?;
+/// A logical database number argument, with Redis's errors (`getIntFromObjectOrReply`): not
+/// an integer, or outside a C `int`, is `message` when the command gives one (SWAPDB), else
+/// Redis's two generic errors; a number that names no database is "DB index is out of range".
+pub(crate) fn db_arg(ctx: &Ctx<'_>, arg: &[u8], message: Option<&str>) -> Result<DbIndex> {
+    let refused = |generic: Error| message.map_or(generic, Error::command);
+    let n = int_arg(arg).map_err(refused)?;
+    if i32::try_from(n).is_err() {
+        return Err(refused(Error::command(
+            "value is out of range, value must between -2147483648 and 2147483647",
+        )));
+    }
     match usize::try_from(n) {
         Ok(n) if n < ctx.shared.config().databases => {
             DbIndex::try_from(n).map_err(|_| Error::command("DB index is out of range"))
@@ -575,7 +583,7 @@ fn copy(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         if is(&args[i], "REPLACE") {
             replace = true;
         } else if is(&args[i], "DB") && i + 1 < args.len() {
-            to_logical = db_arg(ctx, &args[i + 1], Error::NotInteger)?;
+            to_logical = db_arg(ctx, &args[i + 1], None)?;
             to_db = ctx.shared.physical_db(to_logical);
             i += 1;
         } else {
@@ -613,7 +621,7 @@ fn move_cmd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         return Err(Error::command("MOVE is not allowed in cluster mode"));
     }
     let key = &args[1];
-    let to_logical = db_arg(ctx, &args[2], Error::NotInteger)?;
+    let to_logical = db_arg(ctx, &args[2], None)?;
     let to_db = ctx.shared.physical_db(to_logical);
     if to_db == ctx.dbi() {
         return Err(Error::command(

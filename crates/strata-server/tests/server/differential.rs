@@ -3236,7 +3236,8 @@ fn writes_that_change_nothing_leave_watch_as_redis_does() {
 /// weights), `strtoull` (stream IDs with spaces or a sign), C strings cut at a NUL byte in
 /// error messages; ZINCRBY through ZADD's flag parser, ZREVRANGE through ZRANGE's option loop;
 /// the order of CLUSTER's checks without cluster mode, SCRIPT FLUSH and DEBUG, CLIENT UNBLOCK's
-/// extra arguments and COMMAND INFO of an unknown name, in RESP2 and RESP3.
+/// extra arguments, database numbers past a C `int`, and COMMAND INFO of an unknown name, in
+/// RESP2 and RESP3.
 #[test]
 fn c_library_argument_parsing_matches_redis() {
     let mut pair = Pair::start();
@@ -3313,6 +3314,16 @@ fn c_library_argument_parsing_matches_redis() {
         &["CLUSTER", "INFO", "extra"],
         &["CLUSTER", "NOSUCH"],
         &["CLUSTER", "INFO"],
+        &["COPY", "a", "b", "DB", "x"],
+        &["COPY", "a", "b", "DB", "4294967296"],
+        &["COPY", "a", "b", "DB", "-2147483649"],
+        &["COPY", "a", "b", "DB", "99"],
+        &["MOVE", "a", "2147483648"],
+        &["MOVE", "a", "-1"],
+        &["SELECT", "4294967296"],
+        &["SWAPDB", "4294967296", "0"],
+        &["SWAPDB", "0", "x"],
+        &["SWAPDB", "0", "2147483647"],
     ];
     for c in commands {
         pair.check(0, &words(c), "argument parsing");
@@ -3614,6 +3625,38 @@ fn every_command_with_odd_arguments_matches_redis() {
         "LEN",
         "MINMATCHLEN",
         "WITHMATCHLEN",
+        "0.5",
+        "-0.0",
+        "1e-3",
+        "9223372036854775808",
+        "1.0",
+        "+1",
+        "007",
+        "4294967296",
+        "2147483648",
+        "-2147483649",
+        "512",
+        "64",
+        "0e0",
+        "1E2",
+        ".5",
+        "5.",
+        "\t1",
+        "1\t",
+        "[",
+        "(",
+        "[z",
+        "(a",
+        "-+",
+        "0-1",
+        "1-*",
+        "ENTRIESREAD",
+        "NOMKSTREAM",
+        "REPLACE",
+        "DB",
+        "WITHVALUES",
+        "ANY",
+        "FIELDS",
     ];
     let setup: &[&[&str]] = &[
         &["SET", "k", "v"],
