@@ -698,6 +698,17 @@ fn object(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         return Ok(Reply::Int(i64::try_from(idle).unwrap_or(i64::MAX)));
     }
     if is(sub, "REFCOUNT") {
+        // Redis keeps the integers 0..=9999 as shared objects, whose count is INT_MAX; every
+        // other value is its key's alone.
+        if stored.kind == KeyType::String {
+            let r = Record::decode(stored.bytes)?;
+            let shared = string_encoding(&r.payload, r.encoding) == "int"
+                && crate::num::parse_i64(&r.payload)
+                    .is_some_and(|n| (0..SHARED_INTEGERS).contains(&n));
+            if shared {
+                return Ok(Reply::Int(i64::from(i32::MAX)));
+            }
+        }
         return Ok(Reply::Int(1));
     }
     Ok(Reply::text(match stored.kind {
@@ -725,6 +736,9 @@ fn object(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         }
     }))
 }
+
+/// Redis's `OBJ_SHARED_INTEGERS`: string values 0 to 9999 are shared objects.
+const SHARED_INTEGERS: i64 = 10_000;
 
 /// What Redis reports for a string: written whole (SET...), `int` for a canonical 64-bit
 /// integer of at most 20 bytes, `embstr` up to 44 bytes, `raw` beyond; grown in place (APPEND

@@ -252,6 +252,8 @@ pub(crate) struct Props {
     pub read_only_script: bool,
     /// In [`CONTAINERS`]: CLIENT LIST shows it with its subcommand.
     pub container: bool,
+    /// In [`CONTAINER_NAMES`]: its subcommand's existence and arity are checked first.
+    pub subcommands: bool,
 }
 
 impl Props {
@@ -274,6 +276,7 @@ impl Props {
             movable_keys: named(cluster::MOVABLE_KEYS),
             read_only_script: named(&["eval_ro", "evalsha_ro", "fcall_ro"]),
             container: named(CONTAINERS),
+            subcommands: CONTAINER_NAMES.iter().any(|(name, _)| *name == spec.name),
         }
     }
 }
@@ -362,6 +365,188 @@ pub(super) fn arity_fits(spec: &Spec, n: usize) -> bool {
     let n = n as i64;
     let arity = i64::from(spec.arity);
     (arity > 0 && n == arity) || (arity < 0 && n >= -arity)
+}
+
+/// Redis 7.0's container commands (their names as its HELP hints print them) and every
+/// subcommand of theirs with its arity (`n` exactly, `-n` at least), as redis-server's COMMAND
+/// lists them, with the two of Redis 7.2 this server offers. Redis checks a subcommand's existence and arity before anything else, inside
+/// MULTI too (where a failure aborts the transaction at EXEC).
+const CONTAINER_NAMES: &[(&str, &str)] = &[
+    ("acl", "ACL"),
+    ("client", "CLIENT"),
+    ("cluster", "CLUSTER"),
+    ("command", "COMMAND"),
+    ("config", "CONFIG"),
+    ("function", "FUNCTION"),
+    ("latency", "LATENCY"),
+    ("memory", "MEMORY"),
+    ("module", "MODULE"),
+    ("object", "OBJECT"),
+    ("pubsub", "PUBSUB"),
+    ("script", "SCRIPT"),
+    ("slowlog", "SLOWLOG"),
+    ("xgroup", "XGROUP"),
+    ("xinfo", "XINFO"),
+];
+
+/// See [`CONTAINER_NAMES`]; sorted, for a binary search.
+const SUBCOMMAND_ARITIES: &[(&str, i32)] = &[
+    ("acl|cat", -2),
+    ("acl|deluser", -3),
+    ("acl|dryrun", -4),
+    ("acl|genpass", -2),
+    ("acl|getuser", 3),
+    ("acl|help", 2),
+    ("acl|list", 2),
+    ("acl|load", 2),
+    ("acl|log", -2),
+    ("acl|save", 2),
+    ("acl|setuser", -3),
+    ("acl|users", 2),
+    ("acl|whoami", 2),
+    ("client|caching", 3),
+    ("client|getname", 2),
+    ("client|getredir", 2),
+    ("client|help", 2),
+    ("client|id", 2),
+    ("client|info", 2),
+    ("client|kill", -3),
+    ("client|list", -2),
+    ("client|no-evict", 3),
+    // Redis 7.2's, which client libraries send on connecting (redis-py: SETINFO).
+    ("client|no-touch", 3),
+    ("client|pause", -3),
+    ("client|reply", 3),
+    ("client|setinfo", 4),
+    ("client|setname", 3),
+    ("client|tracking", -3),
+    ("client|trackinginfo", 2),
+    ("client|unblock", -3),
+    ("client|unpause", 2),
+    ("cluster|addslots", -3),
+    ("cluster|addslotsrange", -4),
+    ("cluster|bumpepoch", 2),
+    ("cluster|count-failure-reports", 3),
+    ("cluster|countkeysinslot", 3),
+    ("cluster|delslots", -3),
+    ("cluster|delslotsrange", -4),
+    ("cluster|failover", -2),
+    ("cluster|flushslots", 2),
+    ("cluster|forget", 3),
+    ("cluster|getkeysinslot", 4),
+    ("cluster|help", 2),
+    ("cluster|info", 2),
+    ("cluster|keyslot", 3),
+    ("cluster|links", 2),
+    ("cluster|meet", -4),
+    ("cluster|myid", 2),
+    ("cluster|nodes", 2),
+    ("cluster|replicas", 3),
+    ("cluster|replicate", 3),
+    ("cluster|reset", -2),
+    ("cluster|saveconfig", 2),
+    ("cluster|set-config-epoch", 3),
+    ("cluster|setslot", -4),
+    ("cluster|shards", 2),
+    ("cluster|slaves", 3),
+    ("cluster|slots", 2),
+    ("command|count", 2),
+    ("command|docs", -2),
+    ("command|getkeys", -4),
+    ("command|getkeysandflags", -4),
+    ("command|help", 2),
+    ("command|info", -2),
+    ("command|list", -2),
+    ("config|get", -3),
+    ("config|help", 2),
+    ("config|resetstat", 2),
+    ("config|rewrite", 2),
+    ("config|set", -4),
+    ("function|delete", 3),
+    ("function|dump", 2),
+    ("function|flush", -2),
+    ("function|help", 2),
+    ("function|kill", 2),
+    ("function|list", -2),
+    ("function|load", -3),
+    ("function|restore", -3),
+    ("function|stats", 2),
+    ("latency|doctor", 2),
+    ("latency|graph", 3),
+    ("latency|help", 2),
+    ("latency|histogram", -2),
+    ("latency|history", 3),
+    ("latency|latest", 2),
+    ("latency|reset", -2),
+    ("memory|doctor", 2),
+    ("memory|help", 2),
+    ("memory|malloc-stats", 2),
+    ("memory|purge", 2),
+    ("memory|stats", 2),
+    ("memory|usage", -3),
+    ("module|help", 2),
+    ("module|list", 2),
+    ("module|load", -3),
+    ("module|loadex", -3),
+    ("module|unload", 3),
+    ("object|encoding", 3),
+    ("object|freq", 3),
+    ("object|help", 2),
+    ("object|idletime", 3),
+    ("object|refcount", 3),
+    ("pubsub|channels", -2),
+    ("pubsub|help", 2),
+    ("pubsub|numpat", 2),
+    ("pubsub|numsub", -2),
+    ("pubsub|shardchannels", -2),
+    ("pubsub|shardnumsub", -2),
+    ("script|debug", 3),
+    ("script|exists", -3),
+    ("script|flush", -2),
+    ("script|help", 2),
+    ("script|kill", 2),
+    ("script|load", 3),
+    ("slowlog|get", -2),
+    ("slowlog|help", 2),
+    ("slowlog|len", 2),
+    ("slowlog|reset", 2),
+    ("xgroup|create", -5),
+    ("xgroup|createconsumer", 5),
+    ("xgroup|delconsumer", 5),
+    ("xgroup|destroy", 4),
+    ("xgroup|help", 2),
+    ("xgroup|setid", -5),
+    ("xinfo|consumers", 4),
+    ("xinfo|groups", 3),
+    ("xinfo|help", 2),
+    ("xinfo|stream", -3),
+];
+
+/// Redis's existence and arity check of `container`'s subcommand `args[1]` (a command that is
+/// no container, or given no subcommand, passes).
+fn check_subcommand(container: &str, args: &[Bytes]) -> Result<()> {
+    let (Some(&(_, shown)), Some(sub)) = (
+        CONTAINER_NAMES.iter().find(|(name, _)| *name == container),
+        args.get(1),
+    ) else {
+        return Ok(());
+    };
+    let full = format!(
+        "{container}|{}",
+        String::from_utf8_lossy(sub).to_ascii_lowercase()
+    );
+    let Ok(at) = SUBCOMMAND_ARITIES.binary_search_by(|(name, _)| (*name).cmp(full.as_str())) else {
+        return Err(Error::UnknownSubcommand {
+            container: shown,
+            sub: text(sub),
+        });
+    };
+    let arity = i64::from(SUBCOMMAND_ARITIES[at].1);
+    let n = args.len() as i64;
+    if (arity >= 0 && n != arity) || (arity < 0 && n < -arity) {
+        return Err(Error::WrongArity(full));
+    }
+    Ok(())
 }
 
 /// The command `args` names, if it is one (looked up once per command: placement and
@@ -520,7 +705,9 @@ fn dispatch(ctx: &mut Ctx<'_>, args: &[Bytes], spec: Option<&'static Command>) -
             if !ctx.session.error_counted {
                 stats.note_error(&e.to_string());
             }
-            if let (Some(spec), false) = (spec, ctx.session.handler_ran) {
+            // A subcommand Redis does not know is no command to count against.
+            let known = !matches!(e, Error::UnknownSubcommand { .. });
+            if let (Some(spec), false, true) = (spec, ctx.session.handler_ran, known) {
                 stats.note(spec.name, args, crate::watchers::Outcome::Rejected);
             }
         }
@@ -566,6 +753,9 @@ fn dispatch_checked(
     };
     if !arity_fits(spec, args.len()) {
         return Err(Error::WrongArity(spec.name.to_string()));
+    }
+    if spec.props.subcommands {
+        check_subcommand(spec.name, args)?;
     }
     if !ctx.session.authenticated && !spec.props.no_auth {
         return Err(Error::NoAuth);

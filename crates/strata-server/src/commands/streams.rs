@@ -808,8 +808,8 @@ fn read_streams(ctx: &mut Ctx<'_>, args: &[Bytes], xreadgroup: bool) -> Result<R
             if !exists {
                 return Err(Error::Coded(format!(
                     "NOGROUP No such key '{}' or consumer group '{}' in XREADGROUP with GROUP option",
-                    String::from_utf8_lossy(key),
-                    String::from_utf8_lossy(g)
+                    crate::error::shown_arg(key, usize::MAX),
+                    crate::error::shown_arg(g, usize::MAX)
                 )));
             }
         }
@@ -1119,8 +1119,8 @@ fn serve_group(
 fn no_key_or_group(key: &[u8], group: &[u8]) -> Error {
     Error::Coded(format!(
         "NOGROUP No such key '{}' or consumer group '{}'",
-        String::from_utf8_lossy(key),
-        String::from_utf8_lossy(group)
+        crate::error::shown_arg(key, usize::MAX),
+        crate::error::shown_arg(group, usize::MAX)
     ))
 }
 

@@ -3236,8 +3236,9 @@ fn writes_that_change_nothing_leave_watch_as_redis_does() {
 /// weights), `strtoull` (stream IDs with spaces or a sign), C strings cut at a NUL byte in
 /// error messages; ZINCRBY through ZADD's flag parser, ZREVRANGE through ZRANGE's option loop;
 /// the order of CLUSTER's checks without cluster mode, SCRIPT FLUSH and DEBUG, CLIENT UNBLOCK's
-/// extra arguments, database numbers past a C `int`, and COMMAND INFO of an unknown name, in
-/// RESP2 and RESP3.
+/// extra arguments, database numbers past a C `int`, a subcommand's existence and arity checked
+/// before anything else (inside MULTI too, where it aborts the transaction), the shared
+/// integers' OBJECT REFCOUNT, and COMMAND INFO of an unknown name, in RESP2 and RESP3.
 #[test]
 fn c_library_argument_parsing_matches_redis() {
     let mut pair = Pair::start();
@@ -3324,6 +3325,29 @@ fn c_library_argument_parsing_matches_redis() {
         &["SWAPDB", "4294967296", "0"],
         &["SWAPDB", "0", "x"],
         &["SWAPDB", "0", "2147483647"],
+        &["XCLAIM", "\u{0}", "g", "c", "0", "1-1"],
+        &["XREADGROUP", "GROUP", "g\u{0}h", "c", "STREAMS", "s", ">"],
+        &["SET", "n", "5"],
+        &["OBJECT", "REFCOUNT", "n"],
+        &["SET", "n", "10000"],
+        &["OBJECT", "REFCOUNT", "n"],
+        &["APPEND", "m", "5"],
+        &["OBJECT", "REFCOUNT", "m"],
+        &["INCR", "m"],
+        &["OBJECT", "REFCOUNT", "m"],
+        &["MULTI"],
+        &["OBJECT", "ENCODING"],
+        &["OBJECT", "ENCODING", "n", "extra"],
+        &["XGROUP", "NOSUCH", "x"],
+        &["CONFIG", "GET"],
+        &["GET", "n"],
+        &["EXEC"],
+        &["MULTI"],
+        &["XINFO", "HELP", "extra"],
+        &["EXEC"],
+        &["OBJECT", "NOSUCH", "x"],
+        &["PUBSUB", "NUMSUB", "a", "b"],
+        &["MEMORY", "USAGE"],
     ];
     for c in commands {
         pair.check(0, &words(c), "argument parsing");
@@ -3405,7 +3429,6 @@ const UNCOMPARED_COMMANDS: &[&str] = &[
     "monitor",
     "move",
     "multi",
-    "object",
     "pexpire",
     "pexpireat",
     "pexpiretime",
@@ -3450,17 +3473,14 @@ const UNCOMPARED_COMMANDS: &[&str] = &[
     "wait",
     "watch",
     "xadd",
-    "xautoclaim",
-    "xclaim",
-    "xgroup",
-    "xinfo",
-    "xpending",
     "xread",
-    "xreadgroup",
-    "xsetid",
     "zrandmember",
     "zscan",
 ];
+
+/// Subcommands left out of the random run: they report idle times, which depend on when each
+/// server saw the key.
+const UNCOMPARED_SUBCOMMANDS: &[&str] = &["object|idletime", "xinfo|consumers"];
 
 /// Commands whose replies list a set or hash in Redis's hash-table order.
 const UNORDERED_REPLIES: &[&str] = &[
@@ -3506,6 +3526,9 @@ fn every_command_with_odd_arguments_matches_redis() {
                 for sub in subs {
                     let Resp::Agg(_, f) = sub else { continue };
                     let full = leaf_text(&f[0]);
+                    if UNCOMPARED_SUBCOMMANDS.contains(&full.as_str()) {
+                        continue;
+                    }
                     let sub_name = full.split('|').nth(1).unwrap_or_default().to_string();
                     commands.push((name.clone(), Some(sub_name), arity(&f[1])));
                 }
