@@ -42,13 +42,11 @@ pub fn parse_i64(s: &[u8]) -> Option<i64> {
 /// space, no NaN. Infinity parses, and so does a literal past the range of a double, as an
 /// infinity (callers that refuse those check, as Redis does).
 pub fn parse_f64(s: &[u8]) -> Option<f64> {
-    if s.first().is_none_or(|c| is_c_space(*c)) {
+    // string2d compares the bytes read with the argument's length: a NUL byte stops it short.
+    if s.first().is_none_or(|c| is_c_space(*c)) || s.contains(&0) {
         return None;
     }
-    match strtod(s) {
-        (v, used) if used == s.len() && !v.is_nan() => Some(v),
-        _ => None,
-    }
+    strtod_whole(s)
 }
 
 /// Parses an unsigned 64-bit number the way Redis's `string2ull` does (stream IDs): a
@@ -86,6 +84,10 @@ pub fn strtod_whole(s: &[u8]) -> Option<f64> {
 /// range (read as an infinity, where the text does not say `inf`) or a non-zero number below
 /// it (read as zero).
 pub fn out_of_range(text: &[u8], v: f64) -> bool {
+    // Every score a ZADD reads goes through here: only an infinity or a zero needs the text.
+    if v.is_finite() && v != 0.0 {
+        return false;
+    }
     let lower = String::from_utf8_lossy(text).trim().to_ascii_lowercase();
     let unsigned = lower.trim_start_matches(['+', '-']);
     if v.is_infinite() {

@@ -100,13 +100,18 @@ impl Edit<'_, '_> {
     /// Sets an element; true when it is new.
     pub fn set(&mut self, sub: &[u8], value: Bytes) -> Result<bool> {
         let new = !self.contains(sub)?;
+        self.put(sub, value, new);
+        Ok(new)
+    }
+
+    /// Writes an element whose presence the caller has just looked up (`new`: it was absent).
+    fn put(&mut self, sub: &[u8], value: Bytes, new: bool) {
         if new {
             self.count += 1;
             self.floor.lower_to(&element_suffix(sub));
         }
         self.big |= outgrows(&self.limits, self.kind, self.count, sub, &value);
         self.pending.insert(sub.to_vec(), Some(value));
-        Ok(new)
     }
 
     /// Adds a member that carries no value (a set's); true when it is new. A member already
@@ -116,10 +121,7 @@ impl Edit<'_, '_> {
         if self.contains(sub)? {
             return Ok(false);
         }
-        self.count += 1;
-        self.floor.lower_to(&element_suffix(sub));
-        self.big |= outgrows(&self.limits, self.kind, self.count, sub, &[]);
-        self.pending.insert(sub.to_vec(), Some(Bytes::new()));
+        self.put(sub, Bytes::new(), true);
         Ok(true)
     }
 

@@ -522,9 +522,13 @@ const SUBCOMMAND_ARITIES: &[(&str, i32)] = &[
     ("xinfo|stream", -3),
 ];
 
-/// Redis's existence and arity check of `container`'s subcommand `args[1]` (a command that is
-/// no container, or given no subcommand, passes).
-fn check_subcommand(container: &str, args: &[Bytes]) -> Result<()> {
+/// Redis's existence and arity check of a container's subcommand `args[1]` (a command that
+/// is no container, or given no subcommand, passes).
+pub(super) fn check_subcommand(command: &Command, args: &[Bytes]) -> Result<()> {
+    if !command.props.subcommands {
+        return Ok(());
+    }
+    let container = command.spec.name;
     let (Some(&(_, shown)), Some(sub)) = (
         CONTAINER_NAMES.iter().find(|(name, _)| *name == container),
         args.get(1),
@@ -754,9 +758,7 @@ fn dispatch_checked(
     if !arity_fits(spec, args.len()) {
         return Err(Error::WrongArity(spec.name.to_string()));
     }
-    if spec.props.subcommands {
-        check_subcommand(spec.name, args)?;
-    }
+    check_subcommand(spec, args)?;
     if !ctx.session.authenticated && !spec.props.no_auth {
         return Err(Error::NoAuth);
     }

@@ -261,9 +261,6 @@ fn script(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             Err(Error::command("Use SCRIPT DEBUG YES/SYNC/NO"))
         };
     }
-    if (is(sub, "HELP") && args.len() != 2) || is(sub, "DEBUG") {
-        return Err(wrong_arity());
-    }
     if is(sub, "HELP") {
         return Ok(super::admin::help(&[
             "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -1179,9 +1176,23 @@ fn call_command(ctx: &mut Ctx<'_>, args: MultiValue, read_only: bool) -> Reply {
     let Some(spec) = super::resolve(&words) else {
         return Reply::Error("ERR Unknown Redis command called from script".into());
     };
-    // Redis's scriptCall checks the arity itself, with its own words.
-    if !super::arity_fits(spec.spec, words.len()) {
-        return Reply::Error("ERR Wrong number of args calling Redis command from script".into());
+    // Redis's scriptCall looks the subcommand up and checks the arity itself, with its own
+    // words.
+    match super::check_subcommand(spec, &words) {
+        Err(Error::UnknownSubcommand { .. }) => {
+            return Reply::Error("ERR Unknown Redis command called from script".into())
+        }
+        Err(_) => {
+            return Reply::Error(
+                "ERR Wrong number of args calling Redis command from script".into(),
+            )
+        }
+        Ok(()) if !super::arity_fits(spec.spec, words.len()) => {
+            return Reply::Error(
+                "ERR Wrong number of args calling Redis command from script".into(),
+            )
+        }
+        Ok(()) => {}
     }
     let cluster_reset = spec.name == "cluster" && super::is(&words[1], "RESET");
     if !callable(spec) || cluster_reset {

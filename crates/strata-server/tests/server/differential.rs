@@ -3237,7 +3237,8 @@ fn writes_that_change_nothing_leave_watch_as_redis_does() {
 /// error messages; ZINCRBY through ZADD's flag parser, ZREVRANGE through ZRANGE's option loop;
 /// the order of CLUSTER's checks without cluster mode, SCRIPT FLUSH and DEBUG, CLIENT UNBLOCK's
 /// extra arguments, database numbers past a C `int`, a subcommand's existence and arity checked
-/// before anything else (inside MULTI too, where it aborts the transaction), the shared
+/// before anything else (inside MULTI too, where it aborts the transaction; from a script,
+/// with the script's own errors), the shared
 /// integers' OBJECT REFCOUNT, and COMMAND INFO of an unknown name, in RESP2 and RESP3.
 #[test]
 fn c_library_argument_parsing_matches_redis() {
@@ -3348,6 +3349,10 @@ fn c_library_argument_parsing_matches_redis() {
         &["OBJECT", "NOSUCH", "x"],
         &["PUBSUB", "NUMSUB", "a", "b"],
         &["MEMORY", "USAGE"],
+        &["EVAL", "return redis.pcall('object', 'nosuch', 'k')", "0"],
+        &["EVAL", "return redis.pcall('object', 'encoding')", "0"],
+        &["EVAL", "return redis.pcall('xgroup', 'help', 'x')", "0"],
+        &["EVAL", "return redis.pcall('object')", "0"],
     ];
     for c in commands {
         pair.check(0, &words(c), "argument parsing");
