@@ -130,6 +130,10 @@ pub struct ServerConfig {
     pub appendfsync: AppendFsync,
     /// Password required before commands, if any.
     pub requirepass: Option<String>,
+    /// Redis's `maxmemory` under its `noeviction` policy: while the process's resident memory
+    /// is above it, commands that may add data are refused with OOM (0: no limit). Keys are
+    /// never evicted.
+    pub maxmemory_bytes: u64,
     /// Most simultaneous clients.
     pub maxclients: usize,
     /// Largest bulk argument.
@@ -342,6 +346,7 @@ impl Default for ServerConfig {
             port: 6379,
             appendfsync: AppendFsync::Everysec,
             requirepass: None,
+            maxmemory_bytes: 0,
             maxclients: 10_000,
             proto_max_bulk_len_bytes: BULK_BYTES_MAX_DEFAULT,
             timeout_secs: 0,
@@ -497,6 +502,11 @@ impl ServerConfig {
                 })?
             }
             "requirepass" => self.requirepass = (!value.is_empty()).then(|| value.to_string()),
+            "maxmemory" => {
+                self.maxmemory_bytes = parse_bytes(value)
+                    .and_then(|n| u64::try_from(n).ok())
+                    .ok_or_else(|| "argument must be a memory value".to_string())?
+            }
             "maxclients" => {
                 self.maxclients = usize::try_from(number(value)?)
                     .map_err(|_| format!("maxclients: {value} is out of range"))?

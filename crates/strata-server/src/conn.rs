@@ -195,6 +195,9 @@ pub(crate) async fn serve(
             peer: peer.to_string(),
             local,
             name: None,
+            lib_name: None,
+            lib_ver: None,
+            user: Bytes::from_static(crate::acl::DEFAULT_USER),
             connected_at: Instant::now(),
             protocol: Default::default(),
             db: 0,
@@ -260,9 +263,9 @@ pub(crate) async fn serve(
             batch.session.blocked = None;
             batch.session.wait_ticket = None;
         }
-        if !batch.session.authenticated && shared.config().requirepass.is_none() {
-            // The password was removed (CONFIG SET requirepass ""): every connection may go on,
-            // as in Redis, whose default user then needs none.
+        if !batch.session.authenticated && shared.acl.default_is_open() {
+            // The default user needs no password any more (CONFIG SET requirepass ""): every
+            // connection may go on, as in Redis (`authRequired`).
             batch.session.authenticated = true;
         }
         let unauthenticated = !batch.session.authenticated;

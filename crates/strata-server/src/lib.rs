@@ -17,6 +17,7 @@
 #![forbid(unsafe_code)]
 
 mod access;
+mod acl;
 pub mod backend;
 mod busy;
 pub mod cluster;

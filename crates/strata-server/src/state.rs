@@ -75,6 +75,11 @@ pub(crate) struct ClientEntry {
     pub peer: String,
     pub local: String,
     pub name: Option<Bytes>,
+    /// What the client library said it is (CLIENT SETINFO LIB-NAME / LIB-VER, Redis 7.2).
+    pub lib_name: Option<Bytes>,
+    pub lib_ver: Option<Bytes>,
+    /// The ACL user the connection acts as (CLIENT LIST `user`, CLIENT KILL USER).
+    pub user: Bytes,
     pub connected_at: Instant,
     pub protocol: Protocol,
     /// The selected (logical) database.
@@ -246,6 +251,15 @@ pub(crate) struct Shared {
     /// `true` once shutdown was requested (SHUTDOWN, a signal, or `Server::shutdown`).
     pub shutdown: watch::Sender<bool>,
     pub started: Instant,
+    /// ACL users and the ACL log.
+    pub acl: crate::acl::Acl,
+    /// CONFIG `maxmemory` (0: none), read by the dispatcher before each command.
+    maxmemory_bytes: AtomicU64,
+    /// The resident set as last read, and when (ms since `started`): read again at most every
+    /// [`USED_MEMORY_REFRESH_MS`] while a `maxmemory` is set.
+    used_memory: (AtomicU64, AtomicU64),
+    /// The resident set when the server had started (MEMORY STATS' `startup.allocated`).
+    pub startup_resident_bytes: u64,
     next_client_id: AtomicU64,
     pub last_save_unix_secs: AtomicU64,
     /// Writes since the last SAVE (INFO's `rdb_changes_since_last_save`).
@@ -278,6 +292,30 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// CONFIG SET maxmemory.
+    pub fn set_maxmemory(&self, bytes: u64) {
+        self.maxmemory_bytes.store(bytes, Ordering::Relaxed);
+    }
+
+    /// Whether a `maxmemory` is set and the process's resident memory is above it (Redis's
+    /// out-of-memory state under `noeviction`). One atomic load while none is set.
+    pub fn over_maxmemory(&self) -> bool {
+        let max = self.maxmemory_bytes.load(Ordering::Relaxed);
+        if max == 0 {
+            return false;
+        }
+        let now_ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let (used, read_at) = &self.used_memory;
+        let last = read_at.load(Ordering::Relaxed);
+        if last == 0 || now_ms.saturating_sub(last) >= USED_MEMORY_REFRESH_MS {
+            read_at.store(now_ms.max(1), Ordering::Relaxed);
+            if let Some(rss) = crate::commands::server::resident_bytes() {
+                used.store(rss, Ordering::Relaxed);
+            }
+        }
+        used.load(Ordering::Relaxed) > max
+    }
+
     /// Wakes connections blocked on lists or sorted sets at once: the cluster's map changed
     /// (a command's pushes wake them after its events: [`Session::note_list_push`]).
     pub fn note_list_push(&self) {
@@ -329,6 +367,8 @@ impl Shared {
             config.slowlog_max_len,
         );
         let notify = crate::notify::Notifier::new(config.notify_keyspace_events);
+        let acl = crate::acl::Acl::new(config.requirepass.as_deref());
+        let maxmemory_bytes = config.maxmemory_bytes;
         Ok(Shared {
             watchers,
             command_stats: crate::watchers::CommandStats::new(
@@ -359,6 +399,10 @@ impl Shared {
             db_map: db_map.map(std::sync::atomic::AtomicU8::new),
             shutdown,
             started: Instant::now(),
+            acl,
+            maxmemory_bytes: AtomicU64::new(maxmemory_bytes),
+            used_memory: (AtomicU64::new(0), AtomicU64::new(0)),
+            startup_resident_bytes: crate::commands::server::resident_bytes().unwrap_or(0),
             next_client_id: AtomicU64::new(1),
             last_save_unix_secs: AtomicU64::new(unix_secs()),
             dirty: AtomicU64::new(0),
@@ -554,11 +598,18 @@ pub(crate) enum AfterReply {
     CloseSilently,
 }
 
+/// How often the dispatcher reads the resident set again while `maxmemory` is set.
+pub(crate) const USED_MEMORY_REFRESH_MS: u64 = 100;
+
 /// Per-connection state.
 pub(crate) struct Session {
     pub id: u64,
     pub protocol: Protocol,
     pub authenticated: bool,
+    /// The ACL user this connection acts as (`default` until AUTH names another).
+    pub user: Bytes,
+    /// That user as last looked up, with the ACL generation it was read at.
+    pub acl_user: Option<(u64, Option<Arc<crate::acl::User>>)>,
     pub name: Option<Bytes>,
     pub after_reply: AfterReply,
     /// The selected database (SELECT).
@@ -1078,7 +1129,9 @@ impl Session {
             mailbox_overflowed,
             id,
             protocol: Protocol::Resp2,
-            authenticated: shared.config().requirepass.is_none(),
+            authenticated: shared.acl.default_is_open(),
+            user: Bytes::from_static(crate::acl::DEFAULT_USER),
+            acl_user: None,
             name: None,
             after_reply: AfterReply::Continue,
             db: 0,

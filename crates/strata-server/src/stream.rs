@@ -394,7 +394,7 @@ pub fn pel_key(db: DbIndex, name: &[u8], version: u64, group: &[u8], id: StreamI
     k
 }
 
-/// The engine key of `group`'s consumer `consumer` (value: when it was last seen, u64 LE ms).
+/// The engine key of `group`'s consumer `consumer` (value: [`ConsumerTimes`]).
 pub fn consumer_key(
     db: DbIndex,
     name: &[u8],
@@ -513,22 +513,59 @@ pub fn visit_pending(
     damage.map_or(Ok(()), Err)
 }
 
-/// `group`'s consumers in name order, with when each was last seen (unix ms).
+/// What a consumer's record holds: when it was last seen (any XREADGROUP, XCLAIM or
+/// XAUTOCLAIM naming it) and when it last read or claimed an entry (Redis 7.2's `seen_time`
+/// and `active_time`; unix ms).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConsumerTimes {
+    pub seen_ms: u64,
+    /// `None`: it never read or claimed anything.
+    pub active_ms: Option<u64>,
+}
+
+impl ConsumerTimes {
+    /// A consumer made now, which has read nothing yet.
+    pub fn new(now_ms: u64) -> Self {
+        ConsumerTimes {
+            seen_ms: now_ms,
+            active_ms: None,
+        }
+    }
+
+    /// The record: `seen` (u64 LE), then `active` (i64 LE, -1: never).
+    pub fn encode(&self) -> Vec<u8> {
+        let active = self
+            .active_ms
+            .map_or(-1, |t| i64::try_from(t).unwrap_or(i64::MAX));
+        let mut v = self.seen_ms.to_le_bytes().to_vec();
+        v.extend_from_slice(&active.to_le_bytes());
+        v
+    }
+
+    /// Reads a record; one of 8 bytes (written before active times were kept) has none.
+    pub fn decode(v: &[u8]) -> Self {
+        let word = |at: usize| -> Option<[u8; 8]> { v.get(at..at + 8)?.try_into().ok() };
+        ConsumerTimes {
+            seen_ms: word(0).map_or(0, u64::from_le_bytes),
+            active_ms: word(8)
+                .map(i64::from_le_bytes)
+                .and_then(|t| u64::try_from(t).ok()),
+        }
+    }
+}
+
+/// `group`'s consumers in name order, with their times.
 pub fn consumers(
     b: &dyn KvBackend,
     db: DbIndex,
     name: &[u8],
     meta: &StreamMeta,
     group: &[u8],
-) -> Result<Vec<(Bytes, u64)>> {
+) -> Result<Vec<(Bytes, ConsumerTimes)>> {
     let prefix = group_part(db, name, meta.version, CONSUMER_TAG, group);
     let mut out = Vec::new();
     visit_prefix(b, db, name, prefix, &mut |consumer, v| {
-        let seen = v
-            .get(..8)
-            .and_then(|b| b.try_into().ok())
-            .map_or(0, u64::from_le_bytes);
-        out.push((Bytes::copy_from_slice(consumer), seen));
+        out.push((Bytes::copy_from_slice(consumer), ConsumerTimes::decode(v)));
         true
     })?;
     Ok(out)

@@ -1,9 +1,9 @@
 //! The administration commands a Redis deployment's tools send, answered as a standalone
 //! redis-server 7 with its default settings answers them, so that monitoring, client libraries
 //! and operations scripts get the replies they expect instead of "unknown command":
-//! - ACL: one user, `default`, whose password is `requirepass` (WHOAMI, USERS, LIST, GETUSER,
-//!   CAT, DRYRUN, GENPASS, LOG, DELUSER of users that do not exist; SETUSER is refused: there
-//!   is no second user to make);
+//! - ACL: the users of `acl.rs` (SETUSER, DELUSER, GETUSER, LIST, USERS, WHOAMI, DRYRUN, LOG,
+//!   CAT, GENPASS; the default user's password is `requirepass`); no ACL file, so LOAD and
+//!   SAVE are refused as Redis refuses them without one;
 //! - LATENCY: the latency monitor is off, as it is by default (`latency-monitor-threshold 0`);
 //!   HISTOGRAM reports each command's run times (kept for every command, as Redis keeps them);
 //! - MODULE: none loaded, loading refused as `enable-module-command no` refuses it;
@@ -95,18 +95,65 @@ fn arity(args: &[Bytes], container: &str, sub: &str, n: i64) -> Result<()> {
     Ok(())
 }
 
-/// The default user's password entry: none (`nopass`), or the SHA-256 of `requirepass` in
-/// hex, as ACL LIST and ACL GETUSER show it.
-fn password_hash(ctx: &Ctx<'_>) -> Option<String> {
-    use sha2::Digest;
-    let pass = ctx.shared.config().requirepass?;
-    let digest = sha2::Sha256::digest(pass.as_bytes());
-    Some(digest.iter().map(|b| format!("{b:02x}")).collect())
-}
-
 /// Whether command `spec` belongs to ACL category `category`, from its group and flags (the
 /// same sources Redis derives its categories from).
+/// Adds an ACL LOG entry for a refusal of this connection's (`reason`: `auth`, `command`,
+/// `key` or `channel`), at the top level.
+pub(crate) fn log_denial(ctx: &Ctx<'_>, reason: &'static str, object: Bytes, username: Bytes) {
+    log_denial_in(ctx, reason, "toplevel", object, username);
+}
+
+/// [`log_denial`] in a given context (`toplevel`, `multi`, `lua`).
+pub(crate) fn log_denial_in(
+    ctx: &Ctx<'_>,
+    reason: &'static str,
+    context: &'static str,
+    object: Bytes,
+    username: Bytes,
+) {
+    let now = crate::keyspace::now_ms();
+    ctx.shared.acl.log(crate::acl::LogEntry {
+        id: 0,
+        count: 1,
+        reason,
+        context,
+        object,
+        username,
+        created_ms: now,
+        updated_ms: now,
+        client_info: super::connection::own_client_line(ctx),
+    });
+}
+
+/// Whether `name` (lowercase, without `@`) is an ACL category.
+pub(crate) fn is_category(name: &str) -> bool {
+    CATEGORIES.contains(&name)
+}
+
+/// A command's ACL categories (without `@`): Redis's where Redis has the command, otherwise
+/// those its group and flags imply, in Redis's order.
+pub(crate) fn categories(spec: &Spec) -> Vec<String> {
+    if let Some(meta) = super::meta::lookup(spec.name) {
+        return meta.categories.iter().map(|c| c.to_string()).collect();
+    }
+    CATEGORIES
+        .iter()
+        .filter(|c| implied_category(spec, c))
+        .map(|c| c.to_string())
+        .collect()
+}
+
+/// Whether `spec` is in `category` (ACL CAT, COMMAND LIST FILTERBY ACLCAT).
 pub(crate) fn in_category(spec: &Spec, category: &str) -> bool {
+    match super::meta::lookup(spec.name) {
+        Some(meta) => meta.categories.contains(&category),
+        None => implied_category(spec, category),
+    }
+}
+
+/// The categories of a command Redis does not have (JSON.*, this server's own), from its group
+/// and flags as Redis's `setImplicitACLCategories` derives them.
+fn implied_category(spec: &Spec, category: &str) -> bool {
     let has = |f: &str| spec.flags.contains(&f);
     match category {
         "keyspace" => spec.group == "generic",
@@ -129,35 +176,61 @@ fn acl(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     match sub.as_str() {
         "whoami" => {
             arity(args, "acl", "whoami", 2)?;
-            Ok(Reply::bulk("default"))
+            Ok(Reply::Bulk(ctx.session.user.clone()))
         }
         "users" => {
             arity(args, "acl", "users", 2)?;
-            Ok(Reply::Array(vec![Reply::bulk("default")]))
+            Ok(Reply::Array(
+                ctx.shared
+                    .acl
+                    .users()
+                    .iter()
+                    .map(|u| Reply::Bulk(u.name.clone()))
+                    .collect(),
+            ))
         }
         "list" => {
             arity(args, "acl", "list", 2)?;
-            let pass = password_hash(ctx).map_or_else(|| "nopass".to_string(), |h| format!("#{h}"));
-            Ok(Reply::Array(vec![Reply::text(format!(
-                "user default on {pass} ~* &* +@all"
-            ))]))
+            Ok(Reply::Array(
+                ctx.shared
+                    .acl
+                    .users()
+                    .iter()
+                    .map(|u| Reply::text(u.describe()))
+                    .collect(),
+            ))
         }
         "getuser" => {
             arity(args, "acl", "getuser", 3)?;
-            if &args[2][..] != b"default" {
+            let Some(user) = ctx.shared.acl.user(&args[2]) else {
                 return Ok(Reply::Nil);
-            }
-            let (flags, passwords) = match password_hash(ctx) {
-                None => (vec![Reply::bulk("on"), Reply::bulk("nopass")], vec![]),
-                Some(h) => (vec![Reply::bulk("on")], vec![Reply::text(h)]),
             };
+            let d = user.details();
+            let bulk = |t: String| Reply::Bulk(Bytes::from(t));
+            let selectors = d
+                .selectors
+                .into_iter()
+                .map(|[commands, keys, channels]| {
+                    Reply::Map(vec![
+                        (Reply::bulk("commands"), bulk(commands)),
+                        (Reply::bulk("keys"), bulk(keys)),
+                        (Reply::bulk("channels"), bulk(channels)),
+                    ])
+                })
+                .collect();
             Ok(Reply::Map(vec![
-                (Reply::bulk("flags"), Reply::Set(flags)),
-                (Reply::bulk("passwords"), Reply::Array(passwords)),
-                (Reply::bulk("commands"), Reply::bulk("+@all")),
-                (Reply::bulk("keys"), Reply::bulk("~*")),
-                (Reply::bulk("channels"), Reply::bulk("&*")),
-                (Reply::bulk("selectors"), Reply::Array(vec![])),
+                (
+                    Reply::bulk("flags"),
+                    Reply::Set(d.flags.into_iter().map(Reply::bulk).collect()),
+                ),
+                (
+                    Reply::bulk("passwords"),
+                    Reply::Array(d.passwords.into_iter().map(bulk).collect()),
+                ),
+                (Reply::bulk("commands"), bulk(d.commands)),
+                (Reply::bulk("keys"), bulk(d.keys)),
+                (Reply::bulk("channels"), bulk(d.channels)),
+                (Reply::bulk("selectors"), Reply::Array(selectors)),
             ]))
         }
         "cat" => match args.len() {
@@ -183,12 +256,12 @@ fn acl(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         },
         "dryrun" => {
             arity(args, "acl", "dryrun", -4)?;
-            if &args[2][..] != b"default" {
+            let Some(user) = ctx.shared.acl.user(&args[2]) else {
                 return Err(Error::command(format!(
                     "User '{}' not found",
                     text(&args[2])
                 )));
-            }
+            };
             let Some(command) = super::lookup(&args[3]) else {
                 return Err(Error::command(format!(
                     "Command '{}' not found",
@@ -200,7 +273,22 @@ fn acl(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             if (want > 0 && n != want) || (want < 0 && n < -want) {
                 return Err(Error::WrongArity(spec.name.to_string()));
             }
-            Ok(Reply::ok())
+            let request = super::acl_request(command, &args[3..]);
+            Ok(match user.check(&request) {
+                Ok(()) => Reply::ok(),
+                Err(crate::acl::Denied::Command) => Reply::text(format!(
+                    "This user has no permissions to run the '{}' command",
+                    request.full_name
+                )),
+                Err(crate::acl::Denied::Key(k)) => Reply::text(format!(
+                    "This user has no permissions to access the '{}' key",
+                    String::from_utf8_lossy(&k)
+                )),
+                Err(crate::acl::Denied::Channel(c)) => Reply::text(format!(
+                    "This user has no permissions to access the '{}' channel",
+                    String::from_utf8_lossy(&c)
+                )),
+            })
         }
         "genpass" => {
             let bits = match args.len() {
@@ -222,28 +310,70 @@ fn acl(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             hex.truncate(chars);
             Ok(Reply::text(hex))
         }
-        "log" => match args.len() {
-            // Nothing is ever denied (one user, all commands), so the log stays empty.
-            2 => Ok(Reply::Array(vec![])),
-            3 if is(&args[2], "RESET") => Ok(Reply::ok()),
-            3 => {
-                crate::num::parse_i64(&args[2]).ok_or(Error::NotInteger)?;
-                Ok(Reply::Array(vec![]))
-            }
-            _ => Err(sub_syntax("ACL", args)),
-        },
+        "log" => {
+            let count = match args.len() {
+                2 => 10,
+                3 if is(&args[2], "RESET") => {
+                    ctx.shared.acl.reset_log();
+                    return Ok(Reply::ok());
+                }
+                3 => {
+                    let n = crate::num::parse_i64(&args[2]).ok_or(Error::NotInteger)?;
+                    usize::try_from(n).unwrap_or(0)
+                }
+                _ => return Err(sub_syntax("ACL", args)),
+            };
+            let now = crate::keyspace::now_ms();
+            Ok(Reply::Array(
+                ctx.shared
+                    .acl
+                    .log_entries(count)
+                    .into_iter()
+                    .map(|e| {
+                        let age = now.saturating_sub(e.created_ms) as f64 / 1000.0;
+                        let int = |n: u64| Reply::Int(i64::try_from(n).unwrap_or(i64::MAX));
+                        Reply::Map(vec![
+                            (Reply::bulk("count"), int(e.count)),
+                            (Reply::bulk("reason"), Reply::bulk(e.reason)),
+                            (Reply::bulk("context"), Reply::bulk(e.context)),
+                            (Reply::bulk("object"), Reply::Bulk(e.object)),
+                            (Reply::bulk("username"), Reply::Bulk(e.username)),
+                            (Reply::bulk("age-seconds"), Reply::Double(age)),
+                            (
+                                Reply::bulk("client-info"),
+                                Reply::Bulk(Bytes::from(e.client_info.trim_end().to_string())),
+                            ),
+                            (Reply::bulk("entry-id"), int(e.id)),
+                            (Reply::bulk("timestamp-created"), int(e.created_ms)),
+                            (Reply::bulk("timestamp-last-updated"), int(e.updated_ms)),
+                        ])
+                    })
+                    .collect(),
+            ))
+        }
         "deluser" => {
             arity(args, "acl", "deluser", -3)?;
-            if args[2..].iter().any(|u| &u[..] == b"default") {
-                return Err(Error::command("The 'default' user cannot be removed"));
+            let removed = ctx.shared.acl.delete_users(&args[2..])?;
+            // As in Redis: the connections of a removed user are closed.
+            let me = ctx.session.id;
+            for (id, e) in crate::state::lock(&ctx.shared.clients).iter() {
+                if args[2..].contains(&e.user) {
+                    if *id == me {
+                        ctx.session.after_reply = crate::state::AfterReply::Close;
+                    } else {
+                        e.control
+                            .kill
+                            .store(true, std::sync::atomic::Ordering::Release);
+                        e.control.wake.notify_one();
+                    }
+                }
             }
-            Ok(Reply::Int(0))
+            Ok(Reply::Int(i64::try_from(removed).unwrap_or(i64::MAX)))
         }
         "setuser" => {
             arity(args, "acl", "setuser", -3)?;
-            Err(Error::command(
-                "ACL SETUSER is not supported: this server has one user, 'default', whose password is requirepass",
-            ))
+            ctx.shared.acl.set_user(&args[2], &args[3..])?;
+            Ok(Reply::ok())
         }
         "load" | "save" => {
             arity(args, "acl", &sub, 2)?;

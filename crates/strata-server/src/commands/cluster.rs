@@ -744,14 +744,25 @@ impl Target {
     }
 }
 
-/// Exposed for COMMAND GETKEYS: the keys, or Redis's errors for commands without any.
-/// Commands whose key positions name shard channels, not keys.
-const NOT_KEYS: &[&str] = &["ssubscribe", "sunsubscribe", "spublish"];
-
-pub(crate) fn getkeys(args: &[Bytes]) -> Result<Reply> {
+/// COMMAND GETKEYS (`flags` false) and GETKEYSANDFLAGS: the keys of the command `args`, each
+/// with what the command does with it, as Redis 7.0's `getKeysSubcommandImpl` finds them: by
+/// the command's key specifications where they can be followed and their flags do not depend
+/// on the arguments; otherwise, for the commands whose keys Redis's own code finds
+/// ([`KEY_FUNCTIONS`], here by [`command_keys`]), with the flags that code gives (SET with GET
+/// reads the old value, BITFIELD with only GETs reads, SORT's source is read and its STORE
+/// written, MIGRATE deletes what it moves). A key count that does not fit finds no keys.
+/// Shard channels (SPUBLISH) are not keys.
+pub(crate) fn getkeys(args: &[Bytes], flags: bool) -> Result<Reply> {
     let Some(spec) = super::resolve(args) else {
         return Err(Error::command("Invalid command specified"));
     };
+    let meta = super::meta::of_command(args);
+    let has_keys = MOVABLE_KEYS.contains(&spec.name)
+        || KEY_FUNCTIONS.contains(&spec.name)
+        || meta.is_some_and(|m| m.key_specs.iter().any(|s| !s.flags.contains(&"not_key")));
+    if !has_keys {
+        return Err(Error::command("The command has no key arguments"));
+    }
     let n = args.len() as i64;
     let arity = i64::from(spec.arity);
     if (arity > 0 && n != arity) || (arity < 0 && n < -arity) {
@@ -759,21 +770,88 @@ pub(crate) fn getkeys(args: &[Bytes]) -> Result<Reply> {
             "Invalid number of arguments specified for command",
         ));
     }
-    // Shard channels route like keys in a cluster but are not keys (Redis flags them
-    // `not_key`): GETKEYS names none.
-    let keys = if NOT_KEYS.contains(&spec.name) {
-        Vec::new()
-    } else {
-        command_keys(spec, args)
-    };
-    // A command whose keys depend on its arguments may have none (EVAL with numkeys 0): an
-    // empty list, as Redis; one that never takes keys is an error.
-    if keys.is_empty() && !MOVABLE_KEYS.contains(&spec.name) {
-        return Err(Error::command("The command has no key arguments"));
+    let keys = keys_with_flags(spec, args);
+    if keys.is_empty() && !spec.flags.contains(&"no_mandatory_keys") {
+        return Err(Error::command("Invalid arguments specified for command"));
     }
     Ok(Reply::Array(
         keys.into_iter()
-            .map(|k| Reply::Bulk(Bytes::copy_from_slice(k)))
+            .map(|(at, key_flags)| {
+                let key = Reply::Bulk(args[at].clone());
+                if !flags {
+                    return key;
+                }
+                Reply::Array(vec![
+                    key,
+                    Reply::Set(
+                        key_flags
+                            .iter()
+                            .map(|f| Reply::Simple(std::borrow::Cow::Borrowed(*f)))
+                            .collect(),
+                    ),
+                ])
+            })
             .collect(),
     ))
+}
+
+/// The keys of the command `args` (of `command`, arity checked) by position, each with its
+/// key-spec flags, as [`getkeys`] describes; none where they cannot be found.
+pub(crate) fn keys_with_flags(
+    command: &Spec,
+    args: &[Bytes],
+) -> Vec<(usize, &'static [&'static str])> {
+    let by_specs = super::meta::of_command(args)
+        .filter(|m| !m.any_spec_has("variable_flags"))
+        .and_then(|m| m.keys_by_specs(args));
+    match by_specs {
+        Some(keys) => keys,
+        None if KEY_FUNCTIONS.contains(&command.name) => command_keys(command, args)
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, key)| {
+                let at = args
+                    .iter()
+                    .position(|a| std::ptr::eq(a.as_ptr(), key.as_ptr()))?;
+                Some((at, key_function_flags(command.name, args, i)))
+            })
+            .collect(),
+        None => Vec::new(),
+    }
+}
+
+/// Commands whose keys Redis finds with a function of its own rather than (only) key
+/// specifications, beyond [`MOVABLE_KEYS`].
+const KEY_FUNCTIONS: &[&str] = &["set", "bitfield", "sort", "sort_ro", "migrate"];
+
+/// The flags Redis's key function for `command` gives its `nth` key.
+fn key_function_flags(command: &str, args: &[Bytes], nth: usize) -> &'static [&'static str] {
+    const READ: &[&str] = &["RO", "access"];
+    match command {
+        "set" if args.iter().skip(3).any(|a| is(a, "GET")) => &["RW", "access", "update"],
+        "set" => &["OW", "update"],
+        "bitfield" if bitfield_reads_only(args) => READ,
+        "bitfield" => &["RW", "access", "update"],
+        "sort" | "sort_ro" if nth == 0 => READ,
+        "sort" => &["OW", "update"],
+        "migrate" => &["RW", "access", "delete"],
+        _ => &[],
+    }
+}
+
+/// Redis's `bitfieldGetKeys`: only GETs (and OVERFLOWs) read; anything else, a malformed
+/// argument included, may write.
+fn bitfield_reads_only(args: &[Bytes]) -> bool {
+    let mut i = 2;
+    while i < args.len() {
+        let left = args.len() - i - 1;
+        if is(&args[i], "GET") && left >= 2 {
+            i += 3;
+        } else if is(&args[i], "OVERFLOW") && left >= 1 {
+            i += 2;
+        } else {
+            return false;
+        }
+    }
+    true
 }

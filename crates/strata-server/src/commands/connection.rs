@@ -61,11 +61,12 @@ fn reset(ctx: &mut Ctx<'_>, _: &[Bytes]) -> Result<Reply> {
     ctx.shared.watchers.remove_monitor(s.id);
     s.db = 0;
     s.protocol = crate::resp::Protocol::Resp2;
-    s.authenticated = ctx.shared.config().requirepass.is_none();
+    s.authenticated = ctx.shared.acl.default_is_open();
     if s.tracking.take().is_some() {
         ctx.shared.watches.tracking.disable(s.id);
     }
     s.caching = false;
+    act_as(ctx, Bytes::from_static(crate::acl::DEFAULT_USER));
     set_name(ctx, Bytes::new());
     if let Some(entry) = lock(&ctx.shared.clients).get_mut(&ctx.session.id) {
         entry.protocol = crate::resp::Protocol::Resp2;
@@ -81,22 +82,30 @@ fn reset(ctx: &mut Ctx<'_>, _: &[Bytes]) -> Result<Reply> {
     Ok(Reply::simple("RESET"))
 }
 
-/// Compares secrets in time independent of where they differ.
-fn same_secret(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+/// Makes the connection act as `user` (AUTH, HELLO AUTH, RESET).
+fn act_as(ctx: &mut Ctx<'_>, user: Bytes) {
+    if let Some(entry) = lock(&ctx.shared.clients).get_mut(&ctx.session.id) {
+        entry.user = user.clone();
+    }
+    ctx.session.user = user;
+    ctx.session.acl_user = None;
 }
 
-/// Checks a user/password pair against `requirepass`. Only the `default` user exists; without a
-/// password every pair is accepted (Redis's `nopass` default user).
+/// Checks a user/password pair against the ACL users (`requirepass` is the default user's
+/// password); a wrong pair, or a user that is off, is WRONGPASS and an ACL LOG entry.
 fn check_password(ctx: &mut Ctx<'_>, user: &[u8], pass: &[u8]) -> Result<()> {
-    let ok = match ctx.shared.config().requirepass {
-        None => user == b"default",
-        Some(required) => user == b"default" && same_secret(pass, required.as_bytes()),
-    };
+    let ok = ctx.shared.acl.user(user).is_some_and(|u| u.accepts(pass));
     if ok {
         ctx.session.authenticated = true;
+        act_as(ctx, Bytes::copy_from_slice(user));
         Ok(())
     } else {
+        super::admin::log_denial(
+            ctx,
+            "auth",
+            Bytes::from_static(b"AUTH"),
+            Bytes::copy_from_slice(user),
+        );
         Err(Error::WrongPass)
     }
 }
@@ -104,10 +113,15 @@ fn check_password(ctx: &mut Ctx<'_>, user: &[u8], pass: &[u8]) -> Result<()> {
 fn auth(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     match args {
         [_, pass] => {
-            if ctx.shared.config().requirepass.is_none() {
+            let default_nopass = ctx
+                .shared
+                .acl
+                .user(crate::acl::DEFAULT_USER)
+                .is_some_and(|u| u.is_open());
+            if default_nopass {
                 return Err(Error::command("AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"));
             }
-            check_password(ctx, b"default", pass)?;
+            check_password(ctx, crate::acl::DEFAULT_USER, pass)?;
         }
         [_, user, pass] => check_password(ctx, user, pass)?,
         _ => return Err(Error::Syntax),
@@ -199,10 +213,14 @@ fn hello(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     ]))
 }
 
+/// Names and library attributes are shown space-separated in CLIENT LIST, so Redis allows only
+/// printable non-space ASCII (`validateClientAttr`).
+fn is_client_attribute(value: &[u8]) -> bool {
+    value.iter().all(|&c| (b'!'..=b'~').contains(&c))
+}
+
 fn validate_client_name(name: &[u8]) -> Result<()> {
-    // Names are shown space-separated in CLIENT LIST, so Redis allows only printable non-space
-    // ASCII.
-    if name.iter().all(|&c| (b'!'..=b'~').contains(&c)) {
+    if is_client_attribute(name) {
         Ok(())
     } else {
         Err(Error::command(
@@ -266,17 +284,32 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             set_name(ctx, args[2].clone());
             Ok(Reply::ok())
         }
-        // Client libraries announce themselves (redis-py, go-redis); accepted and not stored.
+        // Client libraries announce themselves (redis-py, go-redis); CLIENT LIST and CLIENT
+        // INFO show it (Redis 7.2's `clientSetinfoCommand`: an empty value clears it).
         "setinfo" => {
             arity(4)?;
-            if is(&args[2], "LIB-NAME") || is(&args[2], "LIB-VER") {
-                Ok(Reply::ok())
-            } else {
-                Err(Error::command(format!(
+            let lib_name = is(&args[2], "LIB-NAME");
+            if !lib_name && !is(&args[2], "LIB-VER") {
+                return Err(Error::command(format!(
                     "Unrecognized option '{}'",
                     text(&args[2])
-                )))
+                )));
             }
+            if !is_client_attribute(&args[3]) {
+                return Err(Error::command(format!(
+                    "{} cannot contain spaces, newlines or special characters.",
+                    text(&args[2])
+                )));
+            }
+            let value = (!args[3].is_empty()).then(|| args[3].clone());
+            if let Some(entry) = lock(&ctx.shared.clients).get_mut(&ctx.session.id) {
+                if lib_name {
+                    entry.lib_name = value;
+                } else {
+                    entry.lib_ver = value;
+                }
+            }
+            Ok(Reply::ok())
         }
         // Keys are never evicted: NO-EVICT is true to its word whatever it is set to.
         "no-evict" => {
@@ -301,12 +334,7 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         }
         "info" => {
             arity(2)?;
-            let clients = lock(&ctx.shared.clients);
-            let line = clients
-                .get(&ctx.session.id)
-                .map(|e| client_line(ctx.session.id, e, ctx.shared))
-                .unwrap_or_default();
-            Ok(Reply::Verbatim(line))
+            Ok(Reply::Verbatim(own_client_line(ctx)))
         }
         "list" => {
             // Redis's forms: CLIENT LIST, CLIENT LIST TYPE <type>, CLIENT LIST ID <id> ...
@@ -659,6 +687,7 @@ fn client_tracking(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 fn client_kill(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     use std::sync::atomic::Ordering;
     let (mut id, mut addr, mut laddr, mut skip_me) = (None, None, None, true);
+    let mut user: Option<Bytes> = None;
     let mut kind: Option<ClientType> = None;
     if args.len() == 2 {
         return Err(Error::WrongArity("client|kill".into()));
@@ -685,10 +714,10 @@ fn client_kill(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             } else if is(name, "TYPE") {
                 kind = Some(ClientType::parse(value)?);
             } else if is(name, "USER") {
-                // Only the default user exists: it matches every client.
-                if !is(value, "default") {
+                if ctx.shared.acl.user(value).is_none() {
                     return Err(Error::command(format!("No such user '{}'", text(value))));
                 }
+                user = Some(value.clone());
             } else if is(name, "SKIPME") {
                 skip_me = if is(value, "YES") {
                     true
@@ -711,7 +740,8 @@ fn client_kill(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             let matches = id.is_none_or(|i| i == *cid)
                 && addr.as_ref().is_none_or(|a| *a == e.peer)
                 && laddr.as_ref().is_none_or(|a| *a == e.local)
-                && kind.is_none_or(|k| k.matches(e));
+                && kind.is_none_or(|k| k.matches(e))
+                && user.as_ref().is_none_or(|u| *u == e.user);
             if !matches || (*cid == me && (skip_me && !old_form)) {
                 continue;
             }
@@ -775,9 +805,19 @@ impl ClientType {
     }
 }
 
-/// One line of CLIENT LIST / CLIENT INFO, with Redis 7.0's fields in its order. Buffer and
+/// This connection's CLIENT INFO line.
+pub(crate) fn own_client_line(ctx: &Ctx<'_>) -> String {
+    let clients = lock(&ctx.shared.clients);
+    clients
+        .get(&ctx.session.id)
+        .map(|e| client_line(ctx.session.id, e, ctx.shared))
+        .unwrap_or_default()
+}
+
+/// One line of CLIENT LIST / CLIENT INFO, with Redis 7.2's fields in its order (7.0's and the
+/// client library's `lib-name` and `lib-ver`). Buffer and
 /// memory fields this server does not account per client read 0; `events` is `r` (every
-/// connection waits for input); `user` is `default` (the only user).
+/// connection waits for input).
 fn client_line(id: u64, e: &ClientEntry, shared: &crate::state::Shared) -> String {
     use std::sync::atomic::Ordering::Relaxed;
     let started = shared.started;
@@ -824,6 +864,7 @@ fn client_line(id: u64, e: &ClientEntry, shared: &crate::state::Shared) -> Strin
     if flags.is_empty() {
         flags.push('N');
     }
+    let user = String::from_utf8_lossy(&e.user);
     let cmd = match &*c.last_command.lock() {
         ("", _) => "NULL".to_string(),
         (name, Some(sub)) => format!(
@@ -835,14 +876,16 @@ fn client_line(id: u64, e: &ClientEntry, shared: &crate::state::Shared) -> Strin
     format!(
         "id={id} addr={} laddr={} fd={} name={name} age={} idle={idle} flags={flags} db={} \
          sub={channels} psub={patterns} ssub={shard_channels} multi={queued} qbuf=0 qbuf-free=0 argv-mem=0 \
-         multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={cmd} user=default \
-         redir={redir} resp={}\n",
+         multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={cmd} user={user} \
+         redir={redir} resp={} lib-name={} lib-ver={}\n",
         e.peer,
         e.local,
         e.fd,
         e.connected_at.elapsed().as_secs(),
         e.db,
-        e.protocol.version()
+        e.protocol.version(),
+        String::from_utf8_lossy(e.lib_name.as_deref().unwrap_or_default()),
+        String::from_utf8_lossy(e.lib_ver.as_deref().unwrap_or_default()),
     )
 }
 

@@ -20,6 +20,8 @@ pub mod json;
 pub mod keys;
 pub mod lcs;
 pub mod lists;
+pub(crate) mod meta;
+mod meta_table;
 pub mod pubsub;
 pub mod scripting;
 pub mod server;
@@ -553,6 +555,120 @@ pub(super) fn check_subcommand(command: &Command, args: &[Bytes]) -> Result<()> 
     Ok(())
 }
 
+/// Redis's ACL check of a command before it runs or is queued (`ACLCheckAllPerm`): the
+/// connection's user must be allowed the command (or subcommand, or first argument), its keys
+/// for what it does with them, and its channels. A refusal is NOPERM and an ACL LOG entry. A
+/// user with every permission (the default user, unless changed) costs one atomic load.
+fn acl_check(ctx: &mut Ctx<'_>, command: &Command, args: &[Bytes]) -> Result<()> {
+    let context = if ctx.session.multi.is_some() {
+        "multi"
+    } else {
+        "toplevel"
+    };
+    let Some((denied, full_name)) = acl_denial(ctx, command, args, context) else {
+        return Ok(());
+    };
+    let message = match denied {
+        crate::acl::Denied::Command => {
+            format!("this user has no permissions to run the '{full_name}' command")
+        }
+        crate::acl::Denied::Key(_) => {
+            "this user has no permissions to access one of the keys used as arguments".into()
+        }
+        crate::acl::Denied::Channel(_) => {
+            "this user has no permissions to access one of the channels used as arguments".into()
+        }
+    };
+    Err(Error::Coded(format!("NOPERM {message}")))
+}
+
+/// Whether the connection's user may not run `args`: why, and the command's full name (the
+/// refusal logged in ACL LOG under `context`); `None` if it may.
+pub(crate) fn acl_denial(
+    ctx: &mut Ctx<'_>,
+    command: &Command,
+    args: &[Bytes],
+    context: &'static str,
+) -> Option<(crate::acl::Denied, String)> {
+    let generation = ctx.shared.acl.generation();
+    if !matches!(&ctx.session.acl_user, Some((g, _)) if *g == generation) {
+        let user = ctx.shared.acl.user(&ctx.session.user);
+        ctx.session.acl_user = Some((generation, user));
+    }
+    let user = match &ctx.session.acl_user {
+        Some((_, Some(user))) if user.is_unrestricted() => return None,
+        Some((_, Some(user))) => user.clone(),
+        // The user was deleted (its connections are closed): nothing more is allowed.
+        _ => return Some((crate::acl::Denied::Command, full_name(command, args))),
+    };
+    let request = acl_request(command, args);
+    let denied = user.check(&request).err()?;
+    let (reason, object) = match &denied {
+        crate::acl::Denied::Command => ("command", Bytes::from(request.full_name.clone())),
+        crate::acl::Denied::Key(k) => ("key", k.clone()),
+        crate::acl::Denied::Channel(c) => ("channel", c.clone()),
+    };
+    admin::log_denial_in(ctx, reason, context, object, user.name.clone());
+    Some((denied, request.full_name))
+}
+
+/// What ACL looks at in the command `args`: its full name, keys and channels.
+pub(crate) fn acl_request<'a>(command: &'a Command, args: &'a [Bytes]) -> crate::acl::Request<'a> {
+    let keys = cluster::keys_with_flags(command.spec, args)
+        .into_iter()
+        .map(|(at, flags)| {
+            let read = flags.contains(&"access");
+            let write = flags
+                .iter()
+                .any(|f| matches!(*f, "insert" | "delete" | "update"));
+            (args[at].clone(), read, write)
+        })
+        .collect();
+    let channels = match command.spec.name {
+        "publish" | "spublish" => args
+            .get(1)
+            .map(|c| (c.clone(), false))
+            .into_iter()
+            .collect(),
+        "subscribe" | "ssubscribe" => args[1..].iter().map(|c| (c.clone(), false)).collect(),
+        "psubscribe" => args[1..].iter().map(|c| (c.clone(), true)).collect(),
+        _ => Vec::new(),
+    };
+    crate::acl::Request {
+        full_name: full_name(command, args),
+        name: command.spec.name,
+        args,
+        always_allowed: command.props.no_auth,
+        keys,
+        channels,
+    }
+}
+
+/// Whether `full` (`container|sub`, lowercase) is a subcommand this server offers.
+pub(crate) fn is_subcommand(full: &str) -> bool {
+    SUBCOMMAND_ARITIES
+        .binary_search_by(|(name, _)| (*name).cmp(full))
+        .is_ok()
+}
+
+/// The name ACL and the ACL log give the command `args`: `container|sub` for a container's
+/// subcommand this server offers, else the command's own name.
+pub(crate) fn full_name(command: &Command, args: &[Bytes]) -> String {
+    if command.props.subcommands {
+        if let Some(sub) = args.get(1) {
+            let full = format!(
+                "{}|{}",
+                command.spec.name,
+                String::from_utf8_lossy(sub).to_ascii_lowercase()
+            );
+            if is_subcommand(&full) {
+                return full;
+            }
+        }
+    }
+    command.spec.name.to_string()
+}
+
 /// The command `args` names, if it is one (looked up once per command: placement and
 /// dispatch share it).
 pub(crate) fn resolve(args: &[Bytes]) -> Option<&'static Command> {
@@ -766,6 +882,25 @@ fn dispatch_checked(
         // Refused while queueing, so EXEC then answers EXECABORT (a queued SHUTDOWN used to
         // stop the server at EXEC).
         return Err(Error::command("Command not allowed inside a transaction"));
+    }
+    acl_check(ctx, spec, args)?;
+    // `maxmemory` with Redis's `noeviction`: over it, commands that may add data are refused,
+    // and so is queueing anything but EXEC, DISCARD, QUIT and RESET (`processCommand`).
+    if ctx.shared.over_maxmemory() {
+        let denyoom = spec.flags.contains(&"denyoom")
+            || (spec.name == "exec"
+                && ctx.session.multi.as_ref().is_some_and(|m| {
+                    m.queued
+                        .iter()
+                        .any(|q| resolve(q).is_some_and(|c| c.spec.flags.contains(&"denyoom")))
+                }));
+        let queueing = ctx.session.multi.is_some()
+            && !matches!(spec.name, "exec" | "discard" | "quit" | "reset");
+        if denyoom || queueing {
+            return Err(Error::Coded(
+                "OOM command not allowed when used memory > 'maxmemory'.".into(),
+            ));
+        }
     }
     if ctx.session.protocol == crate::resp::Protocol::Resp2
         && ctx.session.subs.count() > 0

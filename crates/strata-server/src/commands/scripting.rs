@@ -1198,6 +1198,21 @@ fn call_command(ctx: &mut Ctx<'_>, args: MultiValue, read_only: bool) -> Reply {
     if !callable(spec) || cluster_reset {
         return Reply::Error("ERR This Redis command is not allowed from script".into());
     }
+    // The script's user is checked as its commands run (Redis's scriptCall), logged as `lua`.
+    if let Some((denied, _)) = super::acl_denial(ctx, spec, &words, "lua") {
+        return Reply::Error(match denied {
+            crate::acl::Denied::Command => {
+                "ERR The user executing the script can't run this command or subcommand"
+            }
+            crate::acl::Denied::Key(_) => {
+                "ERR The user executing the script can't access at least one of the keys mentioned in the command arguments"
+            }
+            crate::acl::Denied::Channel(_) => {
+                "ERR The user executing the script can't publish to the channel mentioned in the command"
+            }
+        }
+        .into());
+    }
     // Redis counts `may-replicate` commands (PUBLISH, PFCOUNT) as writes here, so that
     // read-only scripts may run during CLIENT PAUSE WRITE.
     if read_only && (spec.props.write || super::MAY_WRITE.contains(&spec.spec.name)) {

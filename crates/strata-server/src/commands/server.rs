@@ -31,6 +31,7 @@ pub(crate) static SPECS: &[Spec] = &[
     Spec { name: "role", arity: 1, flags: &["noscript", "loading", "stale", "fast"], keys: (0, 0, 0), group: "server", summary: "Returns the replication role.", handler: role },
     Spec { name: "slowlog", arity: -2, flags: ADMIN, keys: (0, 0, 0), group: "server", summary: "SLOWLOG GET, LEN, RESET: the commands that took longest to run.", handler: slowlog },
     Spec { name: "monitor", arity: 1, flags: ADMIN, keys: (0, 0, 0), group: "server", summary: "Streams every command the server runs to this connection.", handler: monitor },
+    Spec { name: "lolwut", arity: -1, flags: &["readonly", "fast"], keys: (0, 0, 0), group: "server", summary: "Displays computer art and the Redis version", handler: lolwut },
     Spec { name: "time", arity: 1, flags: &["loading", "stale", "fast"], keys: (0, 0, 0), group: "server", summary: "Returns the server time.", handler: time },
 ];
 
@@ -203,9 +204,9 @@ fn info_section(ctx: &Ctx<'_>, section: &str) -> Result<Vec<(String, String)>> {
                 kv("used_memory_peak_human", human_bytes(peak)),
                 kv("total_system_memory", system.to_string()),
                 kv("total_system_memory_human", human_bytes(system)),
-                // Keys are never evicted: no memory limit applies to them (CONFIG GET).
-                kv("maxmemory", "0".into()),
-                kv("maxmemory_human", "0B".into()),
+                // Keys are never evicted: past maxmemory, writes are refused (noeviction).
+                kv("maxmemory", config.maxmemory_bytes.to_string()),
+                kv("maxmemory_human", human_bytes(config.maxmemory_bytes)),
                 kv("maxmemory_policy", "noeviction".into()),
                 kv("mem_fragmentation_ratio", "1.00".into()),
                 kv(
@@ -404,7 +405,7 @@ fn unix_micros() -> u128 {
 }
 
 /// Resident set size of this process (Linux `/proc/self/statm`), if it can be read.
-fn resident_bytes() -> Option<u64> {
+pub(crate) fn resident_bytes() -> Option<u64> {
     // statm reports pages; 4 KiB pages are what Linux uses on the machines we target.
     const PAGE_BYTES: u64 = 4096;
     let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
@@ -446,6 +447,7 @@ fn config_values(c: &ServerConfig) -> Vec<(&'static str, String)> {
         // No RDB snapshots: the write-ahead log is the persistence (save points are kept,
         // and change nothing).
         ("save", c.save_points.clone()),
+        ("maxmemory", c.maxmemory_bytes.to_string()),
         ("replicaof", String::new()),
         ("slaveof", String::new()),
         ("daemonize", "no".into()),
@@ -499,6 +501,7 @@ fn config_values(c: &ServerConfig) -> Vec<(&'static str, String)> {
 const MUTABLE: &[&str] = &[
     "save",
     "requirepass",
+    "maxmemory",
     "maxclients",
     "proto-max-bulk-len",
     "timeout",
@@ -515,11 +518,6 @@ const MUTABLE: &[&str] = &[
 /// CONFIG SET accepts that same value (applications set them at start-up) and refuses any other
 /// with the reason.
 const FIXED: &[(&str, &str, &str)] = &[
-    (
-        "maxmemory",
-        "0",
-        "keys live on disk and are never evicted; memory is bounded by the engine's budgets",
-    ),
     (
         "maxmemory-policy",
         "noeviction",
@@ -688,6 +686,11 @@ fn config(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             ctx.shared
                 .running_script
                 .set_threshold_ms(next.busy_reply_threshold_ms);
+            ctx.shared.set_maxmemory(next.maxmemory_bytes);
+            if next.requirepass != ctx.shared.config().requirepass {
+                // As in Redis: requirepass is the default user's one password (or none).
+                ctx.shared.acl.set_requirepass(next.requirepass.as_deref());
+            }
             ctx.shared.update_config(|c| *c = next);
             Ok(Reply::ok())
         }
@@ -740,15 +743,12 @@ fn status_set(items: &[&'static str]) -> Reply {
     )
 }
 
-/// One COMMAND INFO entry, in Redis 7's ten-field layout.
+/// One COMMAND INFO entry, in Redis 7's ten-field layout: name, arity, flags and the legacy
+/// key positions from the command's `Spec` (what it does here); ACL categories, tips and key
+/// specifications from Redis's table where Redis has the command (`meta.rs`; this server's
+/// own commands get the category of their group). Subcommands are not listed.
 fn command_info(spec: &Spec) -> Reply {
-    let category = match spec.group {
-        "string" => "@string",
-        "generic" => "@keyspace",
-        "connection" => "@connection",
-        "json" => "@json",
-        _ => "@admin",
-    };
+    let meta = super::meta::lookup(spec.name);
     let mut flags = spec.flags.to_vec();
     if super::cluster::MOVABLE_KEYS.contains(&spec.name) {
         flags.push("movablekeys");
@@ -760,11 +760,89 @@ fn command_info(spec: &Spec) -> Reply {
         Reply::Int(i64::from(spec.keys.0)),
         Reply::Int(i64::from(spec.keys.1)),
         Reply::Int(i64::from(spec.keys.2)),
-        status_set(&[category]),
-        Reply::Array(vec![]),
-        Reply::Array(vec![]),
+        Reply::Set(
+            super::admin::categories(spec)
+                .into_iter()
+                .map(|c| Reply::Simple(Cow::Owned(format!("@{c}"))))
+                .collect(),
+        ),
+        Reply::Set(
+            meta.map_or(&[][..], |m| m.tips)
+                .iter()
+                .map(|t| Reply::bulk(*t))
+                .collect(),
+        ),
+        Reply::Set(
+            meta.map_or(&[][..], |m| m.key_specs)
+                .iter()
+                .map(key_spec_reply)
+                .collect(),
+        ),
         Reply::Array(vec![]),
     ])
+}
+
+/// A key specification as COMMAND INFO shows it.
+fn key_spec_reply(spec: &super::meta::KeySpec) -> Reply {
+    use super::meta::{BeginSearch, FindKeys};
+    let int = |name: &'static str, n: i64| (Reply::bulk(name), Reply::Int(n));
+    let part = |kind: &'static str, fields: Vec<(Reply, Reply)>| {
+        Reply::Map(vec![
+            (Reply::bulk("type"), Reply::bulk(kind)),
+            (Reply::bulk("spec"), Reply::Map(fields)),
+        ])
+    };
+    let begin = match spec.begin {
+        BeginSearch::Index(i) => part("index", vec![int("index", i)]),
+        BeginSearch::Keyword {
+            keyword,
+            start_from,
+        } => part(
+            "keyword",
+            vec![
+                (Reply::bulk("keyword"), Reply::bulk(keyword)),
+                int("startfrom", start_from),
+            ],
+        ),
+        BeginSearch::Unknown => part("unknown", vec![]),
+    };
+    let find = match spec.find {
+        FindKeys::Range {
+            last_key,
+            key_step,
+            limit,
+        } => part(
+            "range",
+            vec![
+                int("lastkey", last_key),
+                int("keystep", key_step),
+                int("limit", limit),
+            ],
+        ),
+        FindKeys::KeyNum {
+            key_num_index,
+            first_key,
+            key_step,
+        } => part(
+            "keynum",
+            vec![
+                int("keynumidx", key_num_index),
+                int("firstkey", first_key),
+                int("keystep", key_step),
+            ],
+        ),
+        FindKeys::Unknown => part("unknown", vec![]),
+    };
+    let mut fields = Vec::new();
+    if let Some(notes) = spec.notes {
+        fields.push((Reply::bulk("notes"), Reply::bulk(notes)));
+    }
+    fields.extend([
+        (Reply::bulk("flags"), status_set(spec.flags)),
+        (Reply::bulk("begin_search"), begin),
+        (Reply::bulk("find_keys"), find),
+    ]);
+    Reply::Map(fields)
 }
 
 fn command_docs(spec: &Spec) -> Reply {
@@ -854,6 +932,7 @@ const SUBCOMMANDS: &[(&str, &[Subcommand])] = &[
             ("count", &["slow", "connection"]),
             ("docs", &["slow", "connection"]),
             ("getkeys", &["slow", "connection"]),
+            ("getkeysandflags", &["slow", "connection"]),
             ("help", &["slow", "connection"]),
             ("info", &["slow", "connection"]),
             ("list", &["slow", "connection"]),
@@ -902,6 +981,7 @@ const SUBCOMMANDS: &[(&str, &[Subcommand])] = &[
             ("help", &["slow"]),
             ("malloc-stats", &["slow"]),
             ("purge", &["slow"]),
+            ("stats", &["slow"]),
             ("usage", &["read", "slow"]),
         ],
     ),
@@ -1059,12 +1139,16 @@ fn command(_: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             "    commands are returned.",
             "GETKEYS <full-command>",
             "    Return the keys from a full Redis command.",
+            "GETKEYSANDFLAGS <full-command>",
+            "    Return the keys and the access flags from a full Redis command.",
             "HELP",
             "    Prints this help.",
         ])),
         "help" => Err(Error::WrongArity("command|help".into())),
-        "getkeys" if args.len() >= 4 => super::cluster::getkeys(&args[2..]),
+        "getkeys" if args.len() >= 4 => super::cluster::getkeys(&args[2..], false),
         "getkeys" => Err(Error::WrongArity("command|getkeys".into())),
+        "getkeysandflags" if args.len() >= 4 => super::cluster::getkeys(&args[2..], true),
+        "getkeysandflags" => Err(Error::WrongArity("command|getkeysandflags".into())),
         "list" => command_list(&args[2..]),
         "info" if args.len() == 2 => Ok(Reply::Array(table().map(command_info).collect())),
         "info" => Ok(Reply::Array(
@@ -1244,6 +1328,20 @@ pub(crate) fn start_background_flush(ctx: &mut Ctx<'_>, save: bool) -> Result<bo
     Ok(true)
 }
 
+/// LOLWUT [VERSION v] ...: the version line Redis answers for versions past 6
+/// (`lolwutUnstableCommand`). Redis draws a generative picture for versions 5 and 6, different
+/// at every call; here every version answers the line. VERSION's number is read as Redis reads
+/// it.
+fn lolwut(_: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    if args.len() >= 3 && is(&args[1], "VERSION") {
+        super::int_arg(&args[2])?;
+    }
+    Ok(Reply::Verbatim(format!(
+        "Redis ver. {}\n",
+        super::connection::REDIS_COMPAT_VERSION
+    )))
+}
+
 fn lastsave(ctx: &mut Ctx<'_>, _: &[Bytes]) -> Result<Reply> {
     Ok(Reply::Int(
         ctx.shared.last_save_unix_secs.load(Ordering::Relaxed) as i64,
@@ -1286,6 +1384,84 @@ const MEMORY_SAMPLES_DEFAULT: u64 = 5;
 /// value. A collection: its record, plus its element entries estimated from the first `n` of
 /// them (all for `SAMPLES 0`), as Redis estimates from a sample; a sorted set has two entries
 /// per member. Nil for a missing key. MEMORY HELP lists this.
+/// MEMORY STATS in Redis 7.0's layout (`memoryCommand`), filled with what this process can
+/// tell: its resident set is both what it allocated and what the allocator holds (the engine's
+/// memtables and caches are its own allocations, each under a budget), no replication, AOF
+/// buffer or per-client accounting (0), and a `db.N` entry for each logical database that
+/// holds keys, whose hash-table overheads are 0 (keys live in the engine, not in a table).
+fn memory_stats(ctx: &Ctx<'_>) -> Result<Reply> {
+    let total = resident_bytes().unwrap_or(0);
+    let peak = peak_resident_bytes().unwrap_or(total).max(total);
+    let startup = ctx.shared.startup_resident_bytes.min(total);
+    let int = |n: u64| Reply::Int(i64::try_from(n).unwrap_or(i64::MAX));
+    let field = |name: &'static str, value: Reply| (Reply::text(name), value);
+    let mut out = vec![
+        field("peak.allocated", int(peak)),
+        field("total.allocated", int(total)),
+        field("startup.allocated", int(startup)),
+        field("replication.backlog", int(0)),
+        field("clients.slaves", int(0)),
+        field("clients.normal", int(0)),
+        field("cluster.links", int(0)),
+        field("aof.buffer", int(0)),
+        field("lua.caches", int(0)),
+        field("functions.caches", int(0)),
+    ];
+    let config = ctx.shared.config();
+    let now = keyspace::now_ms();
+    let mut keys = 0u64;
+    for logical in 0..config.databases {
+        let logical = keyspace::DbIndex::try_from(logical).unwrap_or(keyspace::DbIndex::MAX);
+        let t = keyspace::tally(ctx.db(), ctx.shared.physical_db(logical), now)?;
+        if t.keys > 0 {
+            keys += t.keys;
+            out.push((
+                Reply::Bulk(Bytes::from(format!("db.{logical}"))),
+                Reply::Map(vec![
+                    field("overhead.hashtable.main", int(0)),
+                    field("overhead.hashtable.expires", int(0)),
+                    field("overhead.hashtable.slot-to-keys", int(0)),
+                ]),
+            ));
+        }
+    }
+    let overhead = startup;
+    let dataset = total.saturating_sub(overhead);
+    let share = |part: u64, whole: u64| {
+        if whole == 0 {
+            0.0
+        } else {
+            part as f64 * 100.0 / whole as f64
+        }
+    };
+    out.extend([
+        field("overhead.total", int(overhead)),
+        field("keys.count", int(keys)),
+        field(
+            "keys.bytes-per-key",
+            int(total.saturating_sub(startup).checked_div(keys).unwrap_or(0)),
+        ),
+        field("dataset.bytes", int(dataset)),
+        field(
+            "dataset.percentage",
+            Reply::Double(share(dataset, total.saturating_sub(startup))),
+        ),
+        field("peak.percentage", Reply::Double(share(total, peak))),
+        field("allocator.allocated", int(total)),
+        field("allocator.active", int(total)),
+        field("allocator.resident", int(total)),
+        field("allocator-fragmentation.ratio", Reply::Double(1.0)),
+        field("allocator-fragmentation.bytes", int(0)),
+        field("allocator-rss.ratio", Reply::Double(1.0)),
+        field("allocator-rss.bytes", int(0)),
+        field("rss-overhead.ratio", Reply::Double(1.0)),
+        field("rss-overhead.bytes", int(0)),
+        field("fragmentation", Reply::Double(1.0)),
+        field("fragmentation.bytes", int(0)),
+    ]);
+    Ok(Reply::Map(out))
+}
+
 fn memory(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     use crate::keyspace::{string_key, KeyType};
     if is(&args[1], "HELP") && args.len() == 2 {
@@ -1301,6 +1477,8 @@ fn memory(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
                 "    Return internal statistics report from the memory allocator.",
                 "PURGE",
                 "    Attempt to purge dirty pages for reclamation by the allocator.",
+                "STATS",
+                "    Return information about the memory usage of the server.",
                 "HELP",
                 "    Print this help.",
             ]
@@ -1312,7 +1490,7 @@ fn memory(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let sub = text(&args[1]).to_ascii_lowercase();
     match sub.as_str() {
         "usage" => {}
-        "purge" | "doctor" | "malloc-stats" if args.len() != 2 => {
+        "purge" | "doctor" | "malloc-stats" | "stats" if args.len() != 2 => {
             return Err(Error::WrongArity(format!("memory|{sub}")));
         }
         // Memory is the engine's caches and memtables, each under its own limit: nothing
@@ -1323,6 +1501,7 @@ fn memory(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
                 "Hi Sam, I can't find any memory issue in your instance. I can only account for what occurs on this base.\n".into(),
             ))
         }
+        "stats" => return memory_stats(ctx),
         "malloc-stats" => {
             return Ok(Reply::Verbatim(
                 "Stats not supported for the current allocator".into(),

@@ -21,7 +21,7 @@ use crate::notify;
 use crate::resp::{Protocol, Reply};
 use crate::stream::{
     consumer_key, decode_fields, encode_fields, entries, entry_key, group_key, pel_key, pending,
-    Entry, Group, Nack, StreamId, StreamMeta,
+    ConsumerTimes, Entry, Group, Nack, StreamId, StreamMeta,
 };
 
 #[rustfmt::skip]
@@ -1019,7 +1019,13 @@ fn serve_group(
         let now = now_ms();
         let mut ops = Vec::new();
         let ckey = consumer_key(db, key, meta.version, group, consumer);
-        let created = ctx.db().get(&ckey)?.is_none();
+        let before = ctx.db().get(&ckey)?.map(|v| ConsumerTimes::decode(&v));
+        let created = before.is_none();
+        // Seen now; active now only if it is handed new entries (Redis 7.2).
+        let mut times = ConsumerTimes {
+            seen_ms: now,
+            active_ms: before.and_then(|t| t.active_ms),
+        };
         let mut out: Vec<Reply> = Vec::new();
         match read {
             GroupRead::New => {
@@ -1038,6 +1044,7 @@ fn serve_group(
                 if list.is_empty() {
                     return Ok(Change::none(None));
                 }
+                times.active_ms = Some(now);
                 for entry in &list {
                     let id = entry.0;
                     if id > g.last_id {
@@ -1071,7 +1078,7 @@ fn serve_group(
                 let Some(from) = after.next() else {
                     return Ok(Change {
                         meta: None,
-                        ops: vec![BatchOp::Put(ckey, now.to_le_bytes().to_vec())],
+                        ops: vec![BatchOp::Put(ckey, times.encode())],
                         out: Some((Reply::Array(Vec::new()), created)),
                     });
                 };
@@ -1099,7 +1106,7 @@ fn serve_group(
                 }
             }
         }
-        ops.push(BatchOp::Put(ckey, now.to_le_bytes().to_vec()));
+        ops.push(BatchOp::Put(ckey, times.encode()));
         Ok(Change {
             meta: None,
             ops,
@@ -1289,7 +1296,7 @@ fn xgroup(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
                 if ctx.db().get(&ckey)?.is_some() {
                     (Reply::Int(0), None)
                 } else {
-                    ops.push(BatchOp::Put(ckey, now_ms().to_le_bytes().to_vec()));
+                    ops.push(BatchOp::Put(ckey, ConsumerTimes::new(now_ms()).encode()));
                     (Reply::Int(1), Some("xgroup-createconsumer"))
                 }
             }
@@ -1619,7 +1626,11 @@ fn xclaim(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         }
         let created = consumer_known.unwrap_or(false);
         if consumer_known.is_some() {
-            ops.push(BatchOp::Put(ckey, now.to_le_bytes().to_vec()));
+            let times = ConsumerTimes {
+                seen_ms: now,
+                active_ms: Some(now),
+            };
+            ops.push(BatchOp::Put(ckey, times.encode()));
         }
         Ok(Change {
             meta: None,
@@ -1733,7 +1744,11 @@ fn xautoclaim(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         let cursor = all.get(next).map_or(StreamId::MIN, |(id, _)| *id);
         let created = consumer_known.unwrap_or(false);
         if consumer_known.is_some() {
-            ops.push(BatchOp::Put(ckey, now.to_le_bytes().to_vec()));
+            let times = ConsumerTimes {
+                seen_ms: now,
+                active_ms: Some(now),
+            };
+            ops.push(BatchOp::Put(ckey, times.encode()));
         }
         Ok(Change {
             meta: None,
@@ -1826,12 +1841,17 @@ fn xinfo(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             }
             let pel = pending(ctx.db(), db, key, &m, group, (StreamId::MIN, StreamId::MAX))?;
             let mut out = Vec::new();
-            for (name, seen) in crate::stream::consumers(ctx.db(), db, key, &m, group)? {
+            for (name, times) in crate::stream::consumers(ctx.db(), db, key, &m, group)? {
                 let mine = pel.iter().filter(|(_, n)| n.consumer == name).count();
+                // Redis 7.2's `inactive`: since it last read or claimed an entry, -1 if never.
+                let inactive = times.active_ms.map_or(-1, |t| {
+                    i64::try_from(now.saturating_sub(t)).unwrap_or(i64::MAX)
+                });
                 out.push(Reply::Map(vec![
                     (Reply::text("name"), Reply::Bulk(name)),
                     (Reply::text("pending"), int(mine as u64)),
-                    (Reply::text("idle"), int(now.saturating_sub(seen))),
+                    (Reply::text("idle"), int(now.saturating_sub(times.seen_ms))),
+                    (Reply::text("inactive"), Reply::Int(inactive)),
                 ]));
             }
             return Ok(Reply::Array(out));
@@ -1902,12 +1922,16 @@ fn xinfo(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
                     Reply::Array(r)
                 };
                 let mut consumers = Vec::new();
-                for (cname, seen) in crate::stream::consumers(ctx.db(), db, key, &m, name)? {
+                for (cname, times) in crate::stream::consumers(ctx.db(), db, key, &m, name)? {
                     let mine: Vec<&(StreamId, Nack)> =
                         pel.iter().filter(|(_, n)| n.consumer == cname).collect();
                     consumers.push(Reply::Map(vec![
                         (Reply::text("name"), Reply::Bulk(cname.clone())),
-                        (Reply::text("seen-time"), int(seen)),
+                        (Reply::text("seen-time"), int(times.seen_ms)),
+                        (
+                            Reply::text("active-time"),
+                            times.active_ms.map_or(Reply::Int(-1), int),
+                        ),
                         (Reply::text("pel-count"), int(mine.len() as u64)),
                         (
                             Reply::text("pending"),

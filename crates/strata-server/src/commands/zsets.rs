@@ -36,8 +36,8 @@ pub(crate) static SPECS: &[Spec] = &[
     Spec { name: "zcard", arity: 2, flags: READ_FAST, keys: (1, 1, 1), group: "sorted_set", summary: "Returns the number of members in a sorted set.", handler: zcard },
     Spec { name: "zcount", arity: 4, flags: READ_FAST, keys: (1, 1, 1), group: "sorted_set", summary: "Returns the count of members in a sorted set that have scores within a range.", handler: zcount },
     Spec { name: "zlexcount", arity: 4, flags: READ_FAST, keys: (1, 1, 1), group: "sorted_set", summary: "Returns the number of members in a sorted set within a lexicographical range.", handler: zlexcount },
-    Spec { name: "zrank", arity: 3, flags: READ_FAST, keys: (1, 1, 1), group: "sorted_set", summary: "Returns the index of a member in a sorted set ordered by ascending scores.", handler: zrank },
-    Spec { name: "zrevrank", arity: 3, flags: READ_FAST, keys: (1, 1, 1), group: "sorted_set", summary: "Returns the index of a member in a sorted set ordered by descending scores.", handler: zrevrank },
+    Spec { name: "zrank", arity: -3, flags: READ_FAST, keys: (1, 1, 1), group: "sorted_set", summary: "Returns the index of a member in a sorted set ordered by ascending scores.", handler: zrank },
+    Spec { name: "zrevrank", arity: -3, flags: READ_FAST, keys: (1, 1, 1), group: "sorted_set", summary: "Returns the index of a member in a sorted set ordered by descending scores.", handler: zrevrank },
     Spec { name: "zrange", arity: -4, flags: READ, keys: (1, 1, 1), group: "sorted_set", summary: "Returns members in a sorted set within a range of indexes, scores or lexicographical order.", handler: zrange },
     Spec { name: "zrangebyscore", arity: -4, flags: READ, keys: (1, 1, 1), group: "sorted_set", summary: "Returns members in a sorted set within a range of scores.", handler: zrangebyscore },
     Spec { name: "zrevrangebyscore", arity: -4, flags: READ, keys: (1, 1, 1), group: "sorted_set", summary: "Returns members in a sorted set within a range of scores in reverse order.", handler: zrevrangebyscore },
@@ -583,11 +583,30 @@ fn zlexcount(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     Ok(Reply::Int(n as i64))
 }
 
+/// ZRANK / ZREVRANK, with Redis 7.2's WITHSCORE (`zrankGenericCommand`: more than one option
+/// is an arity error, another word a syntax error, both before the key is looked at; a member
+/// that is not there is a null array when the score was asked for).
 fn rank(ctx: &Ctx<'_>, args: &[Bytes], rev: bool) -> Result<Reply> {
+    if args.len() > 4 {
+        let name = if rev { "zrevrank" } else { "zrank" };
+        return Err(Error::WrongArity(name.into()));
+    }
+    let withscore = match args.get(3) {
+        Some(a) if is(a, "WITHSCORE") => true,
+        Some(_) => return Err(Error::Syntax),
+        None => false,
+    };
     let all = entries(ctx, &args[1])?;
     Ok(match all.iter().position(|(m, _)| *m == args[2]) {
-        Some(i) if rev => Reply::Int((all.len() - 1 - i) as i64),
-        Some(i) => Reply::Int(i as i64),
+        Some(i) => {
+            let rank = Reply::Int(if rev { all.len() - 1 - i } else { i } as i64);
+            if withscore {
+                Reply::Array(vec![rank, Reply::Double(all[i].1)])
+            } else {
+                rank
+            }
+        }
+        None if withscore => Reply::NilArray,
         None => Reply::Nil,
     })
 }

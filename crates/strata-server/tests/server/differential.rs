@@ -4002,10 +4002,28 @@ fn stream_blocking_reads_and_info_match_redis() {
         run(&mut pair, 0, cmd);
     }
     pair.compare_pending(1, 1, false, "blocked XREAD after SET, DEL, XADD");
-    // XINFO CONSUMERS and XINFO STREAM FULL name times (idle, seen, delivered): masked.
+    // XINFO CONSUMERS and XINFO STREAM FULL name times (idle, seen, delivered): masked. Redis
+    // 7.2's `inactive` and `active-time` (this server's; the reference is 7.0) are left out,
+    // with the map sizes they add to (redis_7_2_additions_... checks them).
     let masked = |reply: &[u8]| -> String {
         let text = String::from_utf8_lossy(reply).into_owned();
         let mut lines: Vec<String> = text.split("\r\n").map(str::to_string).collect();
+        let mut i = 0;
+        while i + 1 < lines.len() {
+            if matches!(lines[i].as_str(), "inactive" | "active-time") {
+                lines.drain(i - 1..i + 2);
+                // The consumer's map header: the `*N` before its `name`.
+                let header = (0..i.saturating_sub(1)).rev().find(|&h| {
+                    lines[h].starts_with('*') && lines.get(h + 2).is_some_and(|l| l == "name")
+                });
+                if let Some(h) = header {
+                    let n: usize = lines[h][1..].parse().unwrap();
+                    lines[h] = format!("*{}", n - 2);
+                }
+                continue;
+            }
+            i += 1;
+        }
         for i in 0..lines.len() {
             if lines[i] == "idle" && i + 1 < lines.len() {
                 lines[i + 1] = ":idle".into();
@@ -7519,9 +7537,11 @@ fn client_list_fields_match_redis() {
     p.check(1, &words(&["SET", "a", "1"]), ctx);
     p.check(1, &words(&["INCR", "a"]), ctx);
     p.check(0, &words(&["CLIENT", "SETNAME", "me"]), ctx);
+    // Without Redis 7.2's `lib-name` and `lib-ver` (this server's; the reference is 7.0).
     let fields = |line: &str| -> Vec<(String, String)> {
         line.split_whitespace()
             .filter_map(|f| f.split_once('='))
+            .filter(|(k, _)| !matches!(*k, "lib-name" | "lib-ver"))
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
     };
@@ -7906,5 +7926,727 @@ fn latency_histograms_have_redis_shape() {
             info_field(&default_info, "latency_percentiles_usec_set").is_none(),
             "side {side}"
         );
+    }
+}
+
+/// Redis 7.2's additions this server offers (it reports 7.2.0; the reference here is 7.0.15,
+/// which has none of them), each checked against the 7.0 replies it is made of: ZRANK and
+/// ZREVRANK WITHSCORE answer ZRANK's reply and ZSCORE's in one array (a null array for a
+/// member or key that is not there), in RESP2 and RESP3; XINFO CONSUMERS adds `inactive` to
+/// 7.0's three fields and XINFO STREAM FULL adds `active-time` to each consumer, the rest
+/// equal once times are masked; CLIENT INFO ends with the `lib-name` and `lib-ver` CLIENT
+/// SETINFO gave. The errors of WITHSCORE's own argument are Redis 7.2's
+/// (`zrankGenericCommand`).
+#[test]
+fn redis_7_2_additions_agree_with_the_redis_7_0_replies_they_combine() {
+    let mut pair = Pair::start();
+    for (resp3, z) in [(false, "z2"), (true, "z3")] {
+        if resp3 {
+            pair.send_both(0, &words(&["HELLO", "3"]));
+        }
+        let setup: &[&[&str]] = &[
+            &[
+                "ZADD", z, "1", "a", "2.5", "b", "-inf", "c", "1e300", "d", "-0", "e",
+            ],
+            &["SET", "str", "x"],
+        ];
+        for cmd in setup {
+            pair.check(0, &words(cmd), "WITHSCORE setup");
+        }
+        for member in ["a", "b", "c", "d", "e", "missing"] {
+            for (rank_cmd, key) in [("ZRANK", z), ("ZREVRANK", z), ("ZRANK", "nokey")] {
+                let rank = pair.conns[0][0].call(&words(&[rank_cmd, key, member]));
+                let score = pair.conns[0][0].call(&words(&["ZSCORE", key, member]));
+                let expected = if rank.starts_with(b":") {
+                    [b"*2\r\n".as_slice(), &rank, &score].concat()
+                } else if resp3 {
+                    b"_\r\n".to_vec()
+                } else {
+                    b"*-1\r\n".to_vec()
+                };
+                for option in ["WITHSCORE", "withscore"] {
+                    let mine = pair.conns[1][0].call(&words(&[rank_cmd, key, member, option]));
+                    assert_eq!(
+                        String::from_utf8_lossy(&mine),
+                        String::from_utf8_lossy(&expected),
+                        "{rank_cmd} {key} {member} {option} (resp3: {resp3})"
+                    );
+                }
+            }
+        }
+        // A wrong type is found after the option is read, as ZRANK finds it.
+        let wrongtype = pair.conns[0][0].call(&words(&["ZRANK", "str", "a"]));
+        let mine = pair.conns[1][0].call(&words(&["ZRANK", "str", "a", "WITHSCORE"]));
+        assert_eq!(mine, wrongtype);
+        for (cmd, reply) in [
+            (
+                &["ZRANK", z, "a", "WITHSCORES"][..],
+                "-ERR syntax error\r\n",
+            ),
+            (&["ZREVRANK", "str", "a", "x"], "-ERR syntax error\r\n"),
+            (
+                &["ZRANK", z, "a", "WITHSCORE", "x"],
+                "-ERR wrong number of arguments for 'zrank' command\r\n",
+            ),
+            (
+                &["ZREVRANK", z, "a", "WITHSCORE", "WITHSCORE"],
+                "-ERR wrong number of arguments for 'zrevrank' command\r\n",
+            ),
+        ] {
+            let mine = pair.conns[1][0].call(&words(cmd));
+            assert_eq!(String::from_utf8_lossy(&mine), reply, "{cmd:?}");
+        }
+    }
+
+    // XINFO: 7.0's fields equal once times are masked and 7.2's removed; `inactive` is -1
+    // for a consumer that never read, a time since for one that did.
+    pair.send_both(0, &words(&["HELLO", "2"]));
+    for cmd in [
+        &["XADD", "st", "1-1", "f", "v"][..],
+        &["XADD", "st", "2-1", "f", "v"],
+        &["XGROUP", "CREATE", "st", "g", "0"],
+        &["XGROUP", "CREATECONSUMER", "st", "g", "idle"],
+        &[
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            "reader",
+            "COUNT",
+            "1",
+            "STREAMS",
+            "st",
+            ">",
+        ],
+    ] {
+        pair.check(0, &words(cmd), "XINFO setup");
+    }
+    let parse = |reply: &[u8]| {
+        let mut pos = 0;
+        Resp::parse(reply, &mut pos)
+    };
+    // Drops `name` (and its value) from every map-shaped array, and masks times.
+    fn strip(r: &Resp, name: &[u8], times: &mut Vec<i64>) -> Resp {
+        match r {
+            Resp::Leaf(b) => {
+                let n = std::str::from_utf8(b)
+                    .ok()
+                    .and_then(|t| t.strip_prefix(':'))
+                    .and_then(|t| t.trim_end().parse::<i64>().ok());
+                match n {
+                    Some(n) if n > 1_000_000_000_000 => Resp::Leaf(b":time\r\n".to_vec()),
+                    _ => r.clone(),
+                }
+            }
+            Resp::Agg(head, items) => {
+                let mut out = Vec::new();
+                let mut i = 0;
+                while i < items.len() {
+                    let is_name = matches!(&items[i], Resp::Leaf(b) if b.len() > name.len() + 2
+                        && b.ends_with(&[name, b"\r\n"].concat())
+                        && b.starts_with(b"$"));
+                    if is_name && i + 1 < items.len() {
+                        if let Resp::Leaf(v) = &items[i + 1] {
+                            let t = String::from_utf8_lossy(v);
+                            if let Ok(n) = t.trim_start_matches(':').trim_end().parse() {
+                                times.push(n);
+                            }
+                        }
+                        i += 2;
+                        continue;
+                    }
+                    out.push(strip(&items[i], name, times));
+                    i += 1;
+                }
+                let head = if head.starts_with(b"*") {
+                    format!("*{}\r\n", out.len()).into_bytes()
+                } else {
+                    head.clone()
+                };
+                Resp::Agg(head, out)
+            }
+        }
+    }
+    let idle_masked = |r: &Resp| -> Resp {
+        // `idle` is a time since; both servers' are small but not equal.
+        let mut ignored = Vec::new();
+        strip(r, b"idle", &mut ignored)
+    };
+    let theirs = parse(&pair.conns[0][0].call(&words(&["XINFO", "CONSUMERS", "st", "g"])));
+    let mine = parse(&pair.conns[1][0].call(&words(&["XINFO", "CONSUMERS", "st", "g"])));
+    let mut inactive = Vec::new();
+    let mine_70 = strip(&mine, b"inactive", &mut inactive);
+    assert_eq!(idle_masked(&mine_70), idle_masked(&theirs));
+    // Consumers in name order: `idle` never read, `reader` read one entry just now.
+    assert_eq!(inactive.len(), 2, "{mine:?}");
+    assert_eq!(inactive[0], -1);
+    assert!((0..10_000).contains(&inactive[1]), "{inactive:?}");
+    let full = words(&["XINFO", "STREAM", "st", "FULL"]);
+    let theirs = parse(&pair.conns[0][0].call(&full));
+    let mine = parse(&pair.conns[1][0].call(&full));
+    let mut active = Vec::new();
+    let mine_70 = strip(&mine, b"active-time", &mut active);
+    let mut none = Vec::new();
+    assert_eq!(
+        strip(&mine_70, b"seen-time", &mut Vec::new()),
+        strip(&theirs, b"seen-time", &mut none)
+    );
+    assert_eq!(active.len(), 2, "{mine:?}");
+    assert_eq!(active[0], -1);
+    assert!(active[1] > 1_000_000_000_000, "{active:?}");
+
+    // CLIENT SETINFO: CLIENT INFO's 7.0 fields, then the library's name and version.
+    let ours = &mut pair.conns[1][1];
+    for (attr, value) in [("LIB-NAME", "redis-py"), ("lib-ver", "8.1.0")] {
+        assert_eq!(
+            ours.call(&words(&["CLIENT", "SETINFO", attr, value])),
+            b"+OK\r\n"
+        );
+    }
+    let info = String::from_utf8_lossy(&ours.call(&words(&["CLIENT", "INFO"]))).into_owned();
+    assert!(
+        info.trim_end()
+            .ends_with("resp=2 lib-name=redis-py lib-ver=8.1.0"),
+        "{info}"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&ours.call(&words(&["CLIENT", "SETINFO", "lib-name", "a b"]))),
+        "-ERR lib-name cannot contain spaces, newlines or special characters.\r\n"
+    );
+    assert_eq!(
+        ours.call(&words(&["CLIENT", "SETINFO", "lib-ver", ""])),
+        b"+OK\r\n"
+    );
+    let info = String::from_utf8_lossy(&ours.call(&words(&["CLIENT", "INFO"]))).into_owned();
+    assert!(
+        info.trim_end().ends_with("lib-name=redis-py lib-ver="),
+        "{info}"
+    );
+}
+
+/// MEMORY STATS has redis-server's fields in its order, each of the same reply type (integer,
+/// double, or a `db.N` map of the same fields for each database holding keys), in RESP2 and
+/// RESP3; LOLWUT answers Redis's version line (this server's version in it) and reads VERSION's
+/// number as Redis does.
+#[test]
+fn memory_stats_and_lolwut_have_the_shape_redis_gives_them() {
+    let mut pair = Pair::start();
+    for cmd in [&["SET", "a", "1"][..], &["SELECT", "3"], &["SET", "b", "2"]] {
+        pair.check(0, &words(cmd), "setup");
+    }
+    // Field names, and each value's RESP type (and a nested map's names).
+    fn shape(r: &Resp) -> Vec<String> {
+        let Resp::Agg(_, items) = r else {
+            panic!("not an aggregate: {r:?}")
+        };
+        let mut out = Vec::new();
+        for pair in items.chunks(2) {
+            let (Resp::Leaf(name), value) = (&pair[0], &pair[1]) else {
+                panic!("{pair:?}")
+            };
+            let kind = match value {
+                Resp::Leaf(v) => (v[0] as char).to_string(),
+                Resp::Agg(h, _) => format!("{}{:?}", h[0] as char, shape(value)),
+            };
+            out.push(format!(
+                "{} {kind}",
+                String::from_utf8_lossy(name).trim_end()
+            ));
+        }
+        out
+    }
+    for hello in ["2", "3"] {
+        pair.send_both(0, &words(&["HELLO", hello]));
+        let theirs = pair.conns[0][0].call(&words(&["MEMORY", "STATS"]));
+        let mine = pair.conns[1][0].call(&words(&["MEMORY", "STATS"]));
+        let (mut p, mut q) = (0, 0);
+        assert_eq!(
+            shape(&Resp::parse(&mine, &mut q)),
+            shape(&Resp::parse(&theirs, &mut p)),
+            "RESP{hello}"
+        );
+        pair.check(0, &words(&["MEMORY", "STATS", "x"]), "MEMORY STATS arity");
+        // The version differs, and with it the length line of the bulk reply.
+        let line = |reply: Vec<u8>, version: &str| {
+            let text = String::from_utf8_lossy(&reply).replace(version, "VERSION");
+            match text.split_once("\r\n") {
+                Some((head, body)) if head.starts_with(['$', '=']) => {
+                    format!("{}{body}", &head[..1])
+                }
+                _ => text,
+            }
+        };
+        for cmd in [
+            &["LOLWUT"][..],
+            &["LOLWUT", "7", "8"],
+            &["LOLWUT", "VERSION", "7"],
+            &["LOLWUT", "VERSION", "x"],
+            &["LOLWUT", "VERSION"],
+        ] {
+            let theirs = line(pair.conns[0][0].call(&words(cmd)), "7.0.15");
+            let mine = line(pair.conns[1][0].call(&words(cmd)), "7.2.0");
+            assert_eq!(mine, theirs, "{cmd:?} RESP{hello}");
+        }
+    }
+}
+
+/// COMMAND GETKEYS and GETKEYSANDFLAGS over commands of every kind of key specification
+/// (a fixed position, a range to the end or in steps, after a keyword searched from either
+/// end, counted by an argument, none or an unknown one), the commands whose keys Redis's own
+/// code finds (SET, BITFIELD, SORT, MIGRATE), subcommands, commands without keys and bad
+/// calls; and COMMAND INFO's ACL categories, tips and key specifications of every command
+/// both servers have: equal to redis-server's, in RESP2 and RESP3.
+#[test]
+fn command_key_specs_and_categories_match_redis() {
+    let mut pair = Pair::start();
+    let calls: &[&[&str]] = &[
+        &["GET", "k"],
+        &["SET", "k", "v"],
+        &["SET", "k", "v", "GET"],
+        &["SET", "k", "v", "EX", "10", "get"],
+        &["MSET", "a", "1", "b", "2"],
+        &["MGET", "a", "b", "c"],
+        &["DEL", "a", "b"],
+        &["LMOVE", "l1", "l2", "LEFT", "RIGHT"],
+        &["RPOPLPUSH", "l1", "l2"],
+        &["BLPOP", "l1", "l2", "0"],
+        &["RENAME", "a", "b"],
+        &["COPY", "a", "b", "REPLACE"],
+        &["BITFIELD", "b", "GET", "u8", "0"],
+        &["BITFIELD", "b", "GET", "u8", "0", "SET", "u8", "0", "1"],
+        &["BITFIELD", "b", "OVERFLOW", "SAT", "GET", "u8", "0"],
+        &["BITFIELD", "b", "INCRBY", "u8", "0"],
+        &["BITFIELD_RO", "b", "GET", "u8", "0"],
+        &["BITOP", "AND", "d", "s1", "s2"],
+        &["SORT", "s"],
+        &["SORT", "s", "BY", "w_*", "GET", "#", "STORE", "d"],
+        &["SORT", "s", "STORE", "d1", "STORE", "d2"],
+        &["SORT_RO", "s", "BY", "w_*"],
+        &["MIGRATE", "h", "1", "k", "0", "10"],
+        &["MIGRATE", "h", "1", "", "0", "10", "KEYS", "a", "b"],
+        &["MIGRATE", "h", "1", "", "0", "10", "COPY", "KEYS", "a"],
+        &["EVAL", "return 1", "0"],
+        &["EVAL", "return 1", "2", "a", "b", "arg"],
+        &["EVAL", "return 1", "3", "a"],
+        &["EVAL", "return 1", "-1"],
+        &["EVALSHA_RO", "abc", "1", "a"],
+        &["FCALL", "f", "1", "a", "x"],
+        &["FCALL_RO", "f", "0"],
+        &["ZUNIONSTORE", "d", "2", "a", "b", "WEIGHTS", "1", "2"],
+        &["ZUNIONSTORE", "d", "0", "a"],
+        &["ZUNIONSTORE", "d", "x", "a"],
+        &["ZINTER", "2", "a", "b"],
+        &["ZDIFF", "5", "a"],
+        &["SINTERCARD", "2", "a", "b", "LIMIT", "1"],
+        &["LMPOP", "2", "a", "b", "LEFT"],
+        &["BLMPOP", "0", "1", "a", "LEFT", "COUNT", "2"],
+        &["ZMPOP", "1", "z", "MIN"],
+        &["BZMPOP", "0", "2", "a", "b", "MAX"],
+        &["XREAD", "COUNT", "1", "STREAMS", "s1", "s2", "0", "0"],
+        &["XREAD", "STREAMS", "s1", "0"],
+        &["XREAD", "COUNT", "1", "BLOCK", "0"],
+        &["XREADGROUP", "GROUP", "g", "c", "STREAMS", "s1", ">"],
+        &["XADD", "s", "*", "f", "v"],
+        &["GEORADIUS", "g", "0", "0", "1", "km", "STORE", "d"],
+        &[
+            "GEORADIUS",
+            "g",
+            "0",
+            "0",
+            "1",
+            "km",
+            "STOREDIST",
+            "d",
+            "STORE",
+            "e",
+        ],
+        &["GEORADIUSBYMEMBER", "g", "m", "1", "km"],
+        &[
+            "GEOSEARCHSTORE",
+            "d",
+            "s",
+            "FROMMEMBER",
+            "m",
+            "BYRADIUS",
+            "1",
+            "km",
+        ],
+        &["OBJECT", "ENCODING", "k"],
+        &["XINFO", "STREAM", "s"],
+        &["XGROUP", "CREATE", "s", "g", "$"],
+        &["MEMORY", "USAGE", "k"],
+        &["PFCOUNT", "a", "b"],
+        &["PFMERGE", "d", "a", "b"],
+        &["WATCH", "a", "b"],
+        &["TOUCH", "a"],
+        &["LCS", "a", "b"],
+        &["SMOVE", "a", "b", "m"],
+        &["PING"],
+        &["SPUBLISH", "ch", "m"],
+        &["SSUBSCRIBE", "ch"],
+        &["CONFIG", "GET", "x"],
+        &["NOSUCH", "a"],
+        &["GET"],
+        &["GET", "a", "b"],
+        &["MSET", "a"],
+        &["EXPIRE", "a", "10", "NX"],
+        &["ZADD", "z", "1", "m"],
+        &["HSET", "h", "f", "v"],
+    ];
+    for hello in ["2", "3"] {
+        pair.send_both(0, &words(&["HELLO", hello]));
+        for call in calls {
+            for sub in ["GETKEYS", "GETKEYSANDFLAGS"] {
+                let mut cmd = vec!["COMMAND", sub];
+                cmd.extend_from_slice(call);
+                pair.check(0, &words(&cmd), "COMMAND GETKEYS");
+            }
+        }
+        pair.check(0, &words(&["COMMAND", "GETKEYSANDFLAGS"]), "arity");
+    }
+    // COMMAND INFO: fields 7 to 9 (categories, tips, key specs) of every command both have.
+    pair.send_both(0, &words(&["HELLO", "2"]));
+    let list = |raw: &mut Raw| -> Vec<String> {
+        let reply = raw.call(&words(&["COMMAND", "LIST"]));
+        let Resp::Agg(_, names) = Resp::parse(&reply, &mut 0) else {
+            panic!()
+        };
+        names
+            .iter()
+            .map(|n| match n {
+                Resp::Leaf(b) => String::from_utf8_lossy(b)
+                    .lines()
+                    .nth(1)
+                    .unwrap()
+                    .to_string(),
+                other => panic!("{other:?}"),
+            })
+            .filter(|n| !n.contains('|'))
+            .collect()
+    };
+    let theirs: std::collections::BTreeSet<String> =
+        list(&mut pair.conns[0][0]).into_iter().collect();
+    let ours = list(&mut pair.conns[1][0]);
+    let mut compared = 0;
+    for hello in ["2", "3"] {
+        pair.send_both(0, &words(&["HELLO", hello]));
+        for name in ours.iter().filter(|n| theirs.contains(*n)) {
+            let info = words(&["COMMAND", "INFO", name]);
+            let fields = |reply: Vec<u8>| -> Vec<Resp> {
+                let Resp::Agg(_, outer) = Resp::parse(&reply, &mut 0) else {
+                    panic!()
+                };
+                let Resp::Agg(_, entry) = &outer[0] else {
+                    panic!("{name}: {outer:?}")
+                };
+                entry[6..9].to_vec()
+            };
+            let theirs = fields(pair.conns[0][0].call(&info));
+            let mine = fields(pair.conns[1][0].call(&info));
+            assert_eq!(
+                mine, theirs,
+                "COMMAND INFO {name} (RESP{hello}): categories, tips, key specs"
+            );
+            compared += 1;
+        }
+    }
+    assert!(compared > 300, "{compared} commands compared");
+}
+
+/// ACL users against redis-server: ACL SETUSER's rules (and its errors), AUTH as each user,
+/// what each may run (commands, subcommands, first arguments, categories), which keys it may
+/// read or write and which channels it may use, NOPERM replies at the top level and inside
+/// MULTI, ACL DRYRUN, USERS, WHOAMI, DELUSER (which closes the user's connections), CLIENT KILL
+/// USER and the ACL LOG's entries; replies equal byte for byte. ACL GETUSER and ACL LIST are
+/// compared word for word with each command description's rules as a set: Redis 7.0 orders
+/// them by its own command table, this server (as Redis 7.2) in the order they were given.
+#[test]
+fn acl_users_match_redis() {
+    let mut pair = Pair::start();
+    let setup: &[&[&str]] = &[
+        &[
+            "ACL",
+            "SETUSER",
+            "alice",
+            "on",
+            ">pw",
+            "~cache:*",
+            "%R~ro:*",
+            "&ch*",
+            "+get",
+            "+set",
+            "+@hash",
+            "-hdel",
+            "+select|0",
+            "+config|get",
+            "+multi",
+            "+exec",
+            "+auth",
+        ],
+        &[
+            "ACL",
+            "SETUSER",
+            "bob",
+            "on",
+            "nopass",
+            "allkeys",
+            "allchannels",
+            "+@all",
+            "-@dangerous",
+        ],
+        &["ACL", "SETUSER", "carol", "off", ">x", "+@all", "allkeys"],
+        &[
+            "ACL", "SETUSER", "dave", "reset", "on", ">d1", ">d2", "<d1", "%W~w:*", "%RW~rw:*",
+            "+@read", "+@write",
+        ],
+        &[
+            "ACL",
+            "SETUSER",
+            "erin",
+            "on",
+            "nopass",
+            "+publish",
+            "+subscribe",
+            "+psubscribe",
+            "&news.*",
+            "&exact",
+        ],
+        &[
+            "ACL", "SETUSER", "sam", "on", ">s", "~cache:*", "+eval", "+get", "+auth",
+        ],
+        &["ACL", "SETUSER", "bad", "+nosuch"],
+        &["ACL", "SETUSER", "bad", "+@nosuch"],
+        &["ACL", "SETUSER", "bad", "<nopw"],
+        &["ACL", "SETUSER", "bad", "#abc"],
+        &["ACL", "SETUSER", "bad", "foo"],
+        &["ACL", "SETUSER", "bad", "%X~a"],
+        &["ACL", "SETUSER", "bad", "+config|nosuch"],
+        &["ACL", "SETUSER", "bad", "-select|0"],
+        &["ACL", "SETUSER", "bad", "allkeys", "~x"],
+        &["ACL", "SETUSER", "bad", "allchannels", "&x"],
+        &["ACL", "SETUSER", "bad", "on", "+get", "+nosuch"],
+        &["ACL", "GETUSER", "bad"],
+        &["ACL", "USERS"],
+        &["ACL", "WHOAMI"],
+        &["ACL", "DELUSER", "default"],
+        &["ACL", "DELUSER", "nosuch", "other"],
+        &["ACL", "DRYRUN", "alice", "get", "cache:1"],
+        &["ACL", "DRYRUN", "alice", "get", "x"],
+        &["ACL", "DRYRUN", "alice", "set", "ro:1", "v"],
+        &["ACL", "DRYRUN", "alice", "del", "cache:1"],
+        &["ACL", "DRYRUN", "alice", "config", "set", "a", "b"],
+        &["ACL", "DRYRUN", "alice", "config", "get", "a"],
+        &["ACL", "DRYRUN", "alice", "select", "0"],
+        &["ACL", "DRYRUN", "alice", "select", "1"],
+        &["ACL", "DRYRUN", "alice", "hset", "cache:h", "f", "v"],
+        &["ACL", "DRYRUN", "alice", "hdel", "cache:h", "f"],
+        &["ACL", "DRYRUN", "bob", "flushall"],
+        &["ACL", "DRYRUN", "bob", "get", "anything"],
+        &["ACL", "DRYRUN", "dave", "get", "w:1"],
+        &["ACL", "DRYRUN", "dave", "set", "w:1", "v"],
+        &["ACL", "DRYRUN", "dave", "getset", "w:1", "v"],
+        &[
+            "ACL", "DRYRUN", "dave", "lmove", "rw:1", "w:2", "LEFT", "RIGHT",
+        ],
+        &[
+            "ACL", "DRYRUN", "dave", "lmove", "w:1", "rw:2", "LEFT", "RIGHT",
+        ],
+        &["ACL", "DRYRUN", "erin", "publish", "news.today", "m"],
+        &["ACL", "DRYRUN", "erin", "publish", "sports", "m"],
+        &["ACL", "DRYRUN", "erin", "psubscribe", "news.*"],
+        &["ACL", "DRYRUN", "erin", "psubscribe", "news.x*"],
+        &["ACL", "DRYRUN", "nosuch", "get", "x"],
+        &["ACL", "DRYRUN", "alice", "nosuch"],
+        &["ACL", "DRYRUN", "alice", "get"],
+        &["ACL", "LOG", "RESET"],
+    ];
+    for cmd in setup {
+        pair.check(0, &words(cmd), "ACL setup");
+    }
+    // Connection B authenticates as each user in turn.
+    let as_users: &[&[&str]] = &[
+        &["AUTH", "alice", "wrong"],
+        &["AUTH", "carol", "x"],
+        &["AUTH", "nosuch", "x"],
+        &["AUTH", "alice", "pw"],
+        &["ACL", "WHOAMI"],
+        &["SET", "cache:1", "v"],
+        &["GET", "cache:1"],
+        &["GET", "x"],
+        &["GET", "ro:1"],
+        &["SET", "ro:1", "v"],
+        &["HSET", "cache:h", "f", "v"],
+        &["HDEL", "cache:h", "f"],
+        &["SELECT", "0"],
+        &["SELECT", "1"],
+        &["CONFIG", "GET", "no-such-setting"],
+        &["CONFIG", "SET", "a", "b"],
+        &["PUBLISH", "ch1", "x"],
+        &["CLIENT", "ID"],
+        &["MULTI"],
+        &["SET", "cache:2", "v"],
+        &["DEL", "cache:2"],
+        &["EXEC"],
+        &["MULTI"],
+        &["SET", "cache:3", "v"],
+        &["GET", "cache:3"],
+        &["EXEC"],
+        &["AUTH", "dave", "d1"],
+        &["AUTH", "dave", "d2"],
+        &["SET", "w:1", "v"],
+        &["GET", "w:1"],
+        &["SET", "rw:1", "v"],
+        &["GET", "rw:1"],
+        &["AUTH", "erin", "any"],
+        &["PUBLISH", "news.a", "m"],
+        &["PUBLISH", "other", "m"],
+        &["AUTH", "sam", "s"],
+        &["EVAL", "return redis.call('get','cache:1')", "0"],
+        &["EVAL", "return redis.call('get','x')", "0"],
+        &["EVAL", "return redis.call('set','cache:1','v')", "0"],
+        &["EVAL", "return redis.pcall('get','x')", "0"],
+        &[
+            "EVAL",
+            "local r = redis.pcall('get','x'); return type(r)",
+            "0",
+        ],
+        &["AUTH", "bob", "whatever"],
+        &["FLUSHALL"],
+        &["CLIENT", "LIST"],
+        &["GET", "x"],
+        &["ACL", "WHOAMI"],
+    ];
+    for cmd in as_users {
+        pair.check(1, &words(cmd), "as ACL users");
+    }
+    // The log: newest first; times and client details differ, the rest is compared.
+    let log_fields = |reply: Vec<u8>| -> Vec<String> {
+        let Resp::Agg(_, entries) = Resp::parse(&reply, &mut 0) else {
+            panic!()
+        };
+        entries
+            .iter()
+            .map(|e| {
+                let Resp::Agg(_, kv) = e else { panic!("{e:?}") };
+                kv[..10]
+                    .iter()
+                    .map(|f| match f {
+                        Resp::Leaf(b) => String::from_utf8_lossy(b).replace("\r\n", " "),
+                        other => format!("{other:?}"),
+                    })
+                    .collect::<String>()
+            })
+            .collect()
+    };
+    let log = words(&["ACL", "LOG"]);
+    let theirs = log_fields(pair.conns[0][0].call(&log));
+    let mine = log_fields(pair.conns[1][0].call(&log));
+    assert_eq!(mine, theirs, "ACL LOG");
+    assert!(theirs.len() >= 8, "{} entries", theirs.len());
+    let theirs = log_fields(pair.conns[0][0].call(&words(&["ACL", "LOG", "2"])));
+    let mine = log_fields(pair.conns[1][0].call(&words(&["ACL", "LOG", "2"])));
+    assert_eq!(mine, theirs, "ACL LOG 2");
+    // GETUSER and LIST: words compared, command rules as sets.
+    // A bulk string's words, sorted.
+    let normalized = |raw: String| -> Vec<String> {
+        let text = raw
+            .split_once("\r\n")
+            .map_or(raw.as_str(), |(_, body)| body)
+            .trim_end_matches("\r\n");
+        let mut out: Vec<String> = text.split(' ').map(str::to_string).collect();
+        out.sort();
+        out
+    };
+    for name in ["alice", "bob", "carol", "dave", "erin", "sam", "default"] {
+        let cmd = words(&["ACL", "GETUSER", name]);
+        let parse = |r: Vec<u8>| match Resp::parse(&r, &mut 0) {
+            Resp::Agg(_, items) => items
+                .iter()
+                .map(|i| match i {
+                    Resp::Leaf(b) => normalized(String::from_utf8_lossy(b).into_owned()),
+                    other => vec![format!("{other:?}")],
+                })
+                .collect::<Vec<_>>(),
+            other => panic!("{other:?}"),
+        };
+        let theirs = parse(pair.conns[0][0].call(&cmd));
+        let mine = parse(pair.conns[1][0].call(&cmd));
+        assert_eq!(mine, theirs, "ACL GETUSER {name}");
+    }
+    let list = |r: Vec<u8>| -> Vec<Vec<String>> {
+        match Resp::parse(&r, &mut 0) {
+            Resp::Agg(_, items) => items
+                .iter()
+                .map(|i| match i {
+                    Resp::Leaf(b) => normalized(String::from_utf8_lossy(b).into_owned()),
+                    other => panic!("{other:?}"),
+                })
+                .collect(),
+            other => panic!("{other:?}"),
+        }
+    };
+    let theirs = list(pair.conns[0][0].call(&words(&["ACL", "LIST"])));
+    let mine = list(pair.conns[1][0].call(&words(&["ACL", "LIST"])));
+    assert_eq!(mine, theirs, "ACL LIST");
+    // CLIENT KILL USER closes bob's connection (B); DELUSER then removes users.
+    pair.check(0, &words(&["CLIENT", "KILL", "USER", "bob"]), "kill user");
+    pair.check(
+        0,
+        &words(&["CLIENT", "KILL", "USER", "nosuch"]),
+        "kill no user",
+    );
+    for side in 0..2 {
+        let mut buf = [0u8; 16];
+        assert_eq!(
+            pair.conns[side][1].read_raw(&mut buf),
+            0,
+            "bob's connection closed"
+        );
+    }
+    pair.check(
+        0,
+        &words(&["ACL", "DELUSER", "alice", "bob", "nosuch"]),
+        "deluser",
+    );
+    pair.check(0, &words(&["ACL", "USERS"]), "users after deluser");
+}
+
+/// `maxmemory` under Redis's default `noeviction` policy: set below what the process holds,
+/// commands that may add data are refused with OOM, reads and deletes run, queueing inside
+/// MULTI is refused (and EXEC then aborts); set back to 0, writes run again. CONFIG GET reads
+/// the limit back with Redis's units taken.
+#[test]
+fn maxmemory_refuses_writes_as_redis_noeviction_does() {
+    let mut pair = Pair::start();
+    let script: &[&[&str]] = &[
+        &["SET", "k", "v"],
+        &["CONFIG", "SET", "maxmemory", "1kb"],
+        &["CONFIG", "GET", "maxmemory"],
+        &["CONFIG", "SET", "maxmemory", "1"],
+        &["CONFIG", "GET", "maxmemory"],
+        &["SET", "k2", "v"],
+        &["LPUSH", "l", "a"],
+        &["INCR", "n"],
+        &["GET", "k"],
+        &["DEL", "k"],
+        &["EXISTS", "k"],
+        &["MULTI"],
+        &["GET", "k"],
+        &["SET", "k", "v"],
+        &["EXEC"],
+        &["MULTI"],
+        &["DISCARD"],
+        &["CONFIG", "SET", "maxmemory", "not-a-size"],
+        &["CONFIG", "SET", "maxmemory", "0"],
+        &["SET", "k3", "v"],
+        &["MULTI"],
+        &["SET", "k4", "v"],
+        &["EXEC"],
+        &["CONFIG", "GET", "maxmemory"],
+    ];
+    for hello in ["2", "3"] {
+        pair.send_both(0, &words(&["HELLO", hello]));
+        for cmd in script {
+            pair.check(0, &words(cmd), "maxmemory");
+        }
     }
 }
