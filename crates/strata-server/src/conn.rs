@@ -879,7 +879,11 @@ impl Batch {
         // Nor while keyspace notifications of SETs (or of new keys) are published: each SET
         // reports its own through the dispatcher.
         // A tracking client's own invalidations follow each SET's reply: no merging either.
+        // Nor for a user whose ACL rules must be checked, or past maxmemory: the dispatcher
+        // checks those.
         if !self.session.plain_sets_run_now()
+            || !self.session.acl_unrestricted(shared)
+            || shared.over_maxmemory()
             || self.session.asking
             || self.session.tracking.is_some()
             || shared.watchers.monitored()

@@ -1118,6 +1118,12 @@ impl Session {
         self.authenticated && self.multi.is_none() && self.subs.count() == 0
     }
 
+    /// Whether this connection's user is known (as of the current ACL generation) to have every
+    /// permission; `false` until the dispatcher has looked the user up.
+    pub fn acl_unrestricted(&self, shared: &Shared) -> bool {
+        matches!(&self.acl_user, Some((g, Some(u))) if *g == shared.acl.generation() && u.is_unrestricted())
+    }
+
     pub fn new(id: u64, shared: &Shared) -> Self {
         let (mailbox, rx) = Mailbox::new(id);
         let mailbox_bytes = mailbox.queued_bytes.clone();

@@ -8518,6 +8518,16 @@ fn acl_users_match_redis() {
     for cmd in as_users {
         pair.check(1, &words(cmd), "as ACL users");
     }
+    // A pipeline of plain SETs (which the connection may merge into one write) as a user whose
+    // key patterns refuse some of them.
+    pair.check(1, &words(&["AUTH", "alice", "pw"]), "pipeline");
+    let sets: Vec<Vec<Vec<u8>>> = ["cache:p1", "forbidden", "cache:p2", "ro:x", "cache:p3"]
+        .iter()
+        .map(|k| words(&["SET", k, "v"]))
+        .collect();
+    pair.check_pipeline(1, &sets, "pipelined SETs as alice");
+    pair.check(1, &words(&["AUTH", "sam", "s"]), "pipeline");
+    pair.check_pipeline(1, &sets, "pipelined SETs as sam");
     // The log: newest first; times and client details differ, the rest is compared.
     let log_fields = |reply: Vec<u8>| -> Vec<String> {
         let Resp::Agg(_, entries) = Resp::parse(&reply, &mut 0) else {
@@ -8624,6 +8634,7 @@ fn maxmemory_refuses_writes_as_redis_noeviction_does() {
         &["CONFIG", "SET", "maxmemory", "1"],
         &["CONFIG", "GET", "maxmemory"],
         &["SET", "k2", "v"],
+        &["SET", "k2", "v"],
         &["LPUSH", "l", "a"],
         &["INCR", "n"],
         &["GET", "k"],
@@ -8649,4 +8660,13 @@ fn maxmemory_refuses_writes_as_redis_noeviction_does() {
             pair.check(0, &words(cmd), "maxmemory");
         }
     }
+    // Pipelined plain SETs (which the connection may merge into one write) past the limit.
+    pair.check(0, &words(&["CONFIG", "SET", "maxmemory", "1"]), "maxmemory");
+    let sets: Vec<Vec<Vec<u8>>> = (0..20)
+        .map(|i| words(&["SET", &format!("p{i}"), "v"]))
+        .collect();
+    pair.check_pipeline(0, &sets, "pipelined SETs past maxmemory");
+    pair.check(0, &words(&["CONFIG", "SET", "maxmemory", "0"]), "maxmemory");
+    pair.check_pipeline(0, &sets, "pipelined SETs");
+    pair.check(0, &words(&["DBSIZE"]), "maxmemory");
 }
