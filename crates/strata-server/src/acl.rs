@@ -25,7 +25,7 @@ use crate::error::{Error, Result};
 /// The name of the user every connection starts as.
 pub(crate) const DEFAULT_USER: &[u8] = b"default";
 
-/// ACL LOG keeps this many entries (Redis's `acllog-max-len` default).
+/// ACL LOG keeps this many entries unless `acllog-max-len` says otherwise (Redis's default).
 pub(crate) const LOG_ENTRIES_MAX: usize = 128;
 
 /// An entry of ACL LOG is counted again rather than added when the same denial recurs within
@@ -292,6 +292,9 @@ impl Selector {
             let command = crate::commands::lookup(command.as_bytes()).ok_or(UNKNOWN)?;
             let name = command.spec.name.to_string();
             if command.props.subcommands {
+                if rest.contains('|') {
+                    return Err("Allowing first-arg of a subcommand is not supported");
+                }
                 if !crate::commands::is_subcommand(&format!("{name}|{rest}")) {
                     return Err(UNKNOWN);
                 }
@@ -306,6 +309,29 @@ impl Selector {
             let spec = crate::commands::lookup(what.as_bytes()).ok_or(UNKNOWN)?;
             Target::Command(spec.spec.name.to_string())
         };
+        // A subcommand or first-argument rule that changes nothing (`+client|id` after
+        // `+@all`) is not kept, as Redis's description of the user leaves it out.
+        if let Target::Subcommand(c, _) | Target::FirstArg(c, _) = &target {
+            let full = match &target {
+                Target::Subcommand(c, s) => format!("{c}|{s}"),
+                _ => c.clone(),
+            };
+            let args = match &target {
+                Target::FirstArg(c, a) => vec![Bytes::from(c.clone()), a.clone()],
+                _ => Vec::new(),
+            };
+            let probe = Request {
+                full_name: full,
+                name: c,
+                args: &args,
+                always_allowed: false,
+                keys: Vec::new(),
+                channels: Vec::new(),
+            };
+            if self.command_allowed(&probe) == allow {
+                return Ok(());
+            }
+        }
         // The rule replaces any earlier one for the same target; a whole command's rule also
         // the earlier rules of its subcommands and first arguments, which it overrides.
         self.rules.retain(|r| match (&r.target, &target) {
@@ -645,6 +671,8 @@ pub(crate) struct Acl {
     /// Moves at every change, so a connection's cached user is looked up again.
     generation: AtomicU64,
     log: Mutex<(u64, std::collections::VecDeque<LogEntry>)>,
+    /// `acllog-max-len`.
+    log_entries_max: std::sync::atomic::AtomicUsize,
 }
 
 impl Acl {
@@ -658,6 +686,7 @@ impl Acl {
             users: RwLock::new(users),
             generation: AtomicU64::new(1),
             log: Mutex::new((0, Default::default())),
+            log_entries_max: std::sync::atomic::AtomicUsize::new(LOG_ENTRIES_MAX),
         }
     }
 
@@ -692,6 +721,11 @@ impl Acl {
 
     /// ACL SETUSER: all rules apply or none (the error names the first that failed).
     pub(crate) fn set_user(&self, name: &Bytes, rules: &[Bytes]) -> Result<()> {
+        if name.iter().any(|&c| c == b' ' || c == 0) {
+            return Err(Error::command(
+                "Usernames can't contain spaces or null characters",
+            ));
+        }
         let mut users = self.users.write();
         let mut user = match users.get(name) {
             Some(u) => User::clone(u),
@@ -721,6 +755,12 @@ impl Acl {
 
     /// Adds a refusal to the log, or counts it again if the same one was logged within the
     /// last minute (Redis groups by reason, context, object and user).
+    /// CONFIG SET acllog-max-len.
+    pub(crate) fn set_log_entries_max(&self, n: usize) {
+        self.log_entries_max.store(n, Ordering::Relaxed);
+        self.log.lock().1.truncate(n);
+    }
+
     pub(crate) fn log(&self, mut entry: LogEntry) {
         let mut log = self.log.lock();
         let (next_id, entries) = &mut *log;
@@ -742,7 +782,7 @@ impl Acl {
         entry.id = *next_id;
         *next_id += 1;
         entries.push_front(entry);
-        entries.truncate(LOG_ENTRIES_MAX);
+        entries.truncate(self.log_entries_max.load(Ordering::Relaxed));
     }
 
     /// The newest `count` entries, newest first.

@@ -176,6 +176,8 @@ pub struct ServerConfig {
     /// Most keys CLIENT TRACKING remembers for invalidation (`tracking-table-max-keys`; 0: no
     /// bound): past it, keys are forgotten with an invalidation.
     pub tracking_table_max_keys: usize,
+    /// ACL LOG's most entries (`acllog-max-len`).
+    pub acllog_max_len: usize,
     /// How long a script runs before other clients are answered BUSY and SCRIPT KILL may stop
     /// it (`busy-reply-threshold`, alias `lua-time-limit`; `busy.rs`).
     pub busy_reply_threshold_ms: u64,
@@ -364,6 +366,7 @@ impl Default for ServerConfig {
             config_file: None,
             notify_keyspace_events: 0,
             tracking_table_max_keys: crate::tracking::TABLE_KEYS_MAX_DEFAULT,
+            acllog_max_len: crate::acl::LOG_ENTRIES_MAX,
             busy_reply_threshold_ms: BUSY_REPLY_THRESHOLD_MS_DEFAULT,
         }
     }
@@ -568,6 +571,10 @@ impl ServerConfig {
             }
             "busy-reply-threshold" | "lua-time-limit" => {
                 self.busy_reply_threshold_ms = redis_non_negative(value)?
+            }
+            "acllog-max-len" => {
+                self.acllog_max_len =
+                    usize::try_from(redis_non_negative(value)?).unwrap_or(usize::MAX)
             }
             "tracking-table-max-keys" => {
                 self.tracking_table_max_keys =

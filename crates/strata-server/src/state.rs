@@ -368,6 +368,7 @@ impl Shared {
         );
         let notify = crate::notify::Notifier::new(config.notify_keyspace_events);
         let acl = crate::acl::Acl::new(config.requirepass.as_deref());
+        acl.set_log_entries_max(config.acllog_max_len);
         let maxmemory_bytes = config.maxmemory_bytes;
         Ok(Shared {
             watchers,

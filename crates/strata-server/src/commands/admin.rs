@@ -245,10 +245,17 @@ fn acl(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
                         text(&args[2])
                     )));
                 }
+                // Commands, then subcommands (`function|list`) by their own categories.
+                let subcommands = super::subcommand_names().filter(|name| {
+                    super::meta::lookup(name)
+                        .is_some_and(|m| m.categories.contains(&category.as_str()))
+                });
                 Ok(Reply::Array(
                     super::table()
                         .filter(|s| in_category(s, &category))
-                        .map(|s| Reply::bulk(s.name))
+                        .map(|s| s.name)
+                        .chain(subcommands)
+                        .map(Reply::bulk)
                         .collect(),
                 ))
             }

@@ -644,6 +644,11 @@ pub(crate) fn acl_request<'a>(command: &'a Command, args: &'a [Bytes]) -> crate:
     }
 }
 
+/// Every subcommand this server offers, as `container|sub`.
+pub(crate) fn subcommand_names() -> impl Iterator<Item = &'static str> {
+    SUBCOMMAND_ARITIES.iter().map(|(name, _)| *name)
+}
+
 /// Whether `full` (`container|sub`, lowercase) is a subcommand this server offers.
 pub(crate) fn is_subcommand(full: &str) -> bool {
     SUBCOMMAND_ARITIES

@@ -475,6 +475,7 @@ fn config_values(c: &ServerConfig) -> Vec<(&'static str, String)> {
             "tracking-table-max-keys",
             c.tracking_table_max_keys.to_string(),
         ),
+        ("acllog-max-len", c.acllog_max_len.to_string()),
         (
             "dir",
             c.dir
@@ -510,6 +511,7 @@ const MUTABLE: &[&str] = &[
     "client-query-buffer-limit",
     "notify-keyspace-events",
     "tracking-table-max-keys",
+    "acllog-max-len",
     "busy-reply-threshold",
     "lua-time-limit",
 ];
@@ -687,6 +689,7 @@ fn config(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
                 .running_script
                 .set_threshold_ms(next.busy_reply_threshold_ms);
             ctx.shared.set_maxmemory(next.maxmemory_bytes);
+            ctx.shared.acl.set_log_entries_max(next.acllog_max_len);
             if next.requirepass != ctx.shared.config().requirepass {
                 // As in Redis: requirepass is the default user's one password (or none).
                 ctx.shared.acl.set_requirepass(next.requirepass.as_deref());

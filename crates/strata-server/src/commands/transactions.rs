@@ -139,6 +139,23 @@ fn exec(ctx: &mut Ctx<'_>, _: &[Bytes]) -> Result<Reply> {
         for args in &multi.queued {
             let spec = resolve(args);
             count_command(&sub);
+            // ACL rules are checked again as each queued command runs, in case they changed
+            // since it was queued (Redis's execCommand).
+            if let Some(command) = spec {
+                if let Some((denied, _)) = super::acl_denial(&mut sub, command, args, "multi") {
+                    let reason = match denied {
+                        crate::acl::Denied::Command => {
+                            "no permission to execute the command or subcommand"
+                        }
+                        crate::acl::Denied::Key(_) => "no permission to touch the specified keys",
+                        crate::acl::Denied::Channel(_) => {
+                            "no permission to access one of the channels used as arguments"
+                        }
+                    };
+                    replies.push(Reply::Error(format!("NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC call. This command is no longer allowed for the following reason: {reason}")));
+                    continue;
+                }
+            }
             replies.push(dispatch(&mut sub, args, spec).unwrap_or_else(Reply::from));
         }
         sub.session.in_exec = false;
