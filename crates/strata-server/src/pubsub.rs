@@ -123,6 +123,25 @@ pub(crate) enum Space {
 }
 
 impl PubSub {
+    /// What `client` listens to: its channels and shard channels (the shard ones flagged), and
+    /// its patterns.
+    pub fn subscriptions_of(&self, client: u64) -> (Vec<(Bytes, bool)>, Vec<Bytes>) {
+        let mut channels = Vec::new();
+        for (space, map) in [(false, &self.channels), (true, &self.shard_channels)] {
+            for (name, subs) in lock(map).iter() {
+                if subs.iter().any(|m| m.client == client) {
+                    channels.push((name.clone(), space));
+                }
+            }
+        }
+        let patterns = lock(&self.patterns)
+            .iter()
+            .filter(|(_, m)| m.client == client)
+            .map(|(p, _)| p.clone())
+            .collect();
+        (channels, patterns)
+    }
+
     /// Delivers `payload` to the subscribers of `channel` and of matching patterns; returns how
     /// many received it (Redis counts a client once per matching subscription).
     pub fn publish(&self, channel: &Bytes, payload: &Bytes) -> usize {

@@ -97,6 +97,54 @@ fn arity(args: &[Bytes], container: &str, sub: &str, n: i64) -> Result<()> {
 
 /// Whether command `spec` belongs to ACL category `category`, from its group and flags (the
 /// same sources Redis derives its categories from).
+/// After ACL SETUSER: the connections of `user` that listen to a channel or pattern it may no
+/// longer use are closed, as Redis closes them (`ACLKillPubsubClientsIfNeeded`).
+fn close_revoked_subscribers(ctx: &mut Ctx<'_>, user: &Bytes) {
+    let Some(rules) = ctx.shared.acl.user(user) else {
+        return;
+    };
+    if rules.is_unrestricted() {
+        return;
+    }
+    let me = ctx.session.id;
+    let clients: Vec<(u64, std::sync::Arc<crate::state::ClientControl>)> =
+        crate::state::lock(&ctx.shared.clients)
+            .iter()
+            .filter(|(_, e)| e.user == *user)
+            .map(|(id, e)| (*id, e.control.clone()))
+            .collect();
+    for (id, control) in clients {
+        let (channels, patterns) = ctx.shared.pubsub.subscriptions_of(id);
+        let listened: Vec<(Bytes, bool)> = channels
+            .into_iter()
+            .map(|(c, _)| (c, false))
+            .chain(patterns.into_iter().map(|p| (p, true)))
+            .collect();
+        if listened.is_empty() {
+            continue;
+        }
+        let request = crate::acl::Request {
+            full_name: String::new(),
+            name: "",
+            args: &[],
+            always_allowed: true,
+            keys: Vec::new(),
+            channels: listened,
+        };
+        if rules.check(&request).is_ok() {
+            continue;
+        }
+        if id == me {
+            ctx.session.after_reply = crate::state::AfterReply::Close;
+        } else {
+            control
+                .kill
+                .store(true, std::sync::atomic::Ordering::Release);
+            control.wake.notify_one();
+        }
+    }
+}
+
 /// Adds an ACL LOG entry for a refusal of this connection's (`reason`: `auth`, `command`,
 /// `key` or `channel`), at the top level.
 pub(crate) fn log_denial(ctx: &Ctx<'_>, reason: &'static str, object: Bytes, username: Bytes) {
@@ -380,6 +428,7 @@ fn acl(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         "setuser" => {
             arity(args, "acl", "setuser", -3)?;
             ctx.shared.acl.set_user(&args[2], &args[3..])?;
+            close_revoked_subscribers(ctx, &args[2]);
             Ok(Reply::ok())
         }
         "load" | "save" => {

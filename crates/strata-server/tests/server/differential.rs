@@ -8712,3 +8712,47 @@ fn maxmemory_refuses_writes_as_redis_noeviction_does() {
     pair.check_pipeline(0, &sets, "pipelined SETs");
     pair.check(0, &words(&["DBSIZE"]), "maxmemory");
 }
+
+/// A subscriber whose user loses the channel it listens to is disconnected, as Redis does after
+/// ACL SETUSER; one whose channels stay allowed keeps listening.
+#[test]
+fn acl_revoking_a_channel_closes_its_subscribers_like_redis() {
+    let mut pair = Pair::start();
+    let a = |cmd: &[&str]| words(cmd);
+    pair.check(
+        0,
+        &a(&[
+            "ACL",
+            "SETUSER",
+            "sub1",
+            "on",
+            "nopass",
+            "+subscribe",
+            "+psubscribe",
+            "+auth",
+            "+ping",
+            "&news.*",
+        ]),
+        "setup",
+    );
+    pair.check(1, &a(&["AUTH", "sub1", "x"]), "auth");
+    pair.check(1, &a(&["SUBSCRIBE", "news.a"]), "subscribe");
+    pair.check(1, &a(&["PSUBSCRIBE", "news.*"]), "psubscribe");
+    pair.check(
+        0,
+        &a(&["ACL", "SETUSER", "sub1", "&other"]),
+        "still allowed",
+    );
+    pair.check(1, &a(&["PING"]), "still subscribed");
+    pair.check(
+        0,
+        &a(&["ACL", "SETUSER", "sub1", "resetchannels", "&news.a"]),
+        "pattern revoked",
+    );
+    for side in 0..2 {
+        assert!(
+            pair.conns[side][1].closed_within(Duration::from_secs(5)),
+            "the subscriber is closed (side {side})"
+        );
+    }
+}
