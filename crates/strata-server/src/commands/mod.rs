@@ -555,6 +555,17 @@ pub(super) fn check_subcommand(command: &Command, args: &[Bytes]) -> Result<()> 
     Ok(())
 }
 
+/// A refusal of EXEC itself (ACL, maxmemory) ends the transaction with the reason, as Redis's
+/// `rejectCommand` does (`execCommandAbort`); other commands' refusals are returned as they are.
+fn exec_abort(ctx: &mut Ctx<'_>, command: &Command, e: Error) -> Error {
+    if command.spec.name != "exec" {
+        return e;
+    }
+    ctx.session.multi = None;
+    ctx.session.watch = None;
+    Error::Coded(format!("EXECABORT Transaction discarded because of: {e}"))
+}
+
 /// Redis's ACL check of a command before it runs or is queued (`ACLCheckAllPerm`): the
 /// connection's user must be allowed the command (or subcommand, or first argument), its keys
 /// for what it does with them, and its channels. A refusal is NOPERM and an ACL LOG entry. A
@@ -888,7 +899,7 @@ fn dispatch_checked(
         // stop the server at EXEC).
         return Err(Error::command("Command not allowed inside a transaction"));
     }
-    acl_check(ctx, spec, args)?;
+    acl_check(ctx, spec, args).map_err(|e| exec_abort(ctx, spec, e))?;
     // `maxmemory` with Redis's `noeviction`: over it, commands that may add data are refused,
     // and so is queueing anything but EXEC, DISCARD, QUIT and RESET (`processCommand`).
     if ctx.shared.over_maxmemory() {
@@ -902,9 +913,9 @@ fn dispatch_checked(
         let queueing = ctx.session.multi.is_some()
             && !matches!(spec.name, "exec" | "discard" | "quit" | "reset");
         if denyoom || queueing {
-            return Err(Error::Coded(
-                "OOM command not allowed when used memory > 'maxmemory'.".into(),
-            ));
+            let oom =
+                Error::Coded("OOM command not allowed when used memory > 'maxmemory'.".into());
+            return Err(exec_abort(ctx, spec, oom));
         }
     }
     if ctx.session.protocol == crate::resp::Protocol::Resp2

@@ -8702,6 +8702,15 @@ fn maxmemory_refuses_writes_as_redis_noeviction_does() {
             pair.check(0, &words(cmd), "maxmemory");
         }
     }
+    // The limit set by another client while a transaction is queued: EXEC of a transaction
+    // with a write is refused and the transaction discarded.
+    pair.check(0, &words(&["MULTI"]), "maxmemory");
+    pair.check(0, &words(&["SET", "x", "1"]), "maxmemory");
+    pair.check(0, &words(&["GET", "x"]), "maxmemory");
+    pair.check(1, &words(&["CONFIG", "SET", "maxmemory", "1"]), "maxmemory");
+    pair.check(0, &words(&["EXEC"]), "EXEC past maxmemory");
+    pair.check(0, &words(&["EXEC"]), "EXEC after the abort");
+    pair.check(1, &words(&["CONFIG", "SET", "maxmemory", "0"]), "maxmemory");
     // Pipelined plain SETs (which the connection may merge into one write) past the limit.
     pair.check(0, &words(&["CONFIG", "SET", "maxmemory", "1"]), "maxmemory");
     let sets: Vec<Vec<Vec<u8>>> = (0..20)
