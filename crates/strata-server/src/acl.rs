@@ -795,6 +795,118 @@ impl Acl {
     }
 }
 
+/// The words of one ACL file line, a selector's parenthesised words joined back into one
+/// (ACL LIST writes `(~x -@all +get)`; Redis's `ACLMergeSelectorArguments`).
+fn rule_words(line: &str) -> std::result::Result<Vec<String>, &'static str> {
+    let mut out = Vec::new();
+    let mut open: Option<String> = None;
+    for word in line.split_ascii_whitespace() {
+        match open.as_mut() {
+            Some(selector) => {
+                selector.push(' ');
+                selector.push_str(word);
+                if word.ends_with(')') {
+                    out.extend(open.take());
+                }
+            }
+            None if word.starts_with('(') && !word.ends_with(')') => open = Some(word.to_string()),
+            None => out.push(word.to_string()),
+        }
+    }
+    if open.is_some() {
+        return Err("Unmatched parenthesis in acl selector starting at '('.");
+    }
+    Ok(out)
+}
+
+impl Acl {
+    /// The users an ACL file describes (one `user <name> <rules...>` per line, as ACL LIST and
+    /// ACL SAVE write them; blank lines and `#` comments skipped), checked whole: an error
+    /// names the line. A file without the default user leaves it as it is now.
+    fn parse_file(&self, text: &str) -> std::result::Result<BTreeMap<Bytes, Arc<User>>, String> {
+        let mut users = BTreeMap::new();
+        for (i, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let at = |reason: &str| format!("line {}: {reason}", i + 1);
+            let words = rule_words(line).map_err(at)?;
+            let (Some("user"), Some(name)) = (words.first().map(String::as_str), words.get(1))
+            else {
+                return Err(at("should start with user keyword"));
+            };
+            let name = Bytes::from(name.clone());
+            if name.iter().any(|&c| c == b' ' || c == 0) {
+                return Err(at("Usernames can't contain spaces or null characters"));
+            }
+            if users.contains_key(&name) {
+                return Err(at(
+                    "Duplicate user found. A user can only be defined once in config files",
+                ));
+            }
+            // Applied to a new user (off, no permissions), as Redis reads the file.
+            let rules: Vec<Bytes> = words[2..].iter().map(|w| Bytes::from(w.clone())).collect();
+            let mut user = User::new(name.clone());
+            user.apply(&rules).map_err(|(j, reason)| {
+                at(&format!(
+                    "Error in user declaration '{}': {reason}",
+                    String::from_utf8_lossy(&rules[j])
+                ))
+            })?;
+            users.insert(name, Arc::new(user));
+        }
+        if !users.contains_key(DEFAULT_USER) {
+            if let Some(current) = self.user(DEFAULT_USER) {
+                users.insert(Bytes::from_static(DEFAULT_USER), current);
+            }
+        }
+        Ok(users)
+    }
+
+    /// ACL LOAD (and the start of a server with an `aclfile`): every user of `path` replaces
+    /// every user now, or nothing changes (the error names the file and line).
+    pub(crate) fn load_file(&self, path: &std::path::Path) -> Result<()> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            Error::command(format!(
+                "Error loading ACLs, opening file '{}': {e}",
+                path.display()
+            ))
+        })?;
+        let users = self
+            .parse_file(&text)
+            .map_err(|e| Error::command(format!("{}:{e}", path.display())))?;
+        *self.users.write() = users;
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// ACL SAVE: every user, as ACL LIST shows them, written to a temporary file that is
+    /// fsynced and renamed over `path`, so a crash leaves the old file or the new one.
+    pub(crate) fn save_file(&self, path: &std::path::Path) -> Result<()> {
+        use std::io::Write;
+        let mut text = String::new();
+        for user in self.users() {
+            text.push_str(&user.describe());
+            text.push('\n');
+        }
+        let tmp = path.with_extension("tmp");
+        let failed = |e: std::io::Error| {
+            Error::command(format!("There was an error trying to save the ACLs. Please check the server logs for more information ({}: {e})", path.display()))
+        };
+        let mut file = std::fs::File::create(&tmp).map_err(failed)?;
+        file.write_all(text.as_bytes()).map_err(failed)?;
+        file.sync_all().map_err(failed)?;
+        std::fs::rename(&tmp, path).map_err(failed)?;
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::File::open(dir)
+                .and_then(|d| d.sync_all())
+                .map_err(failed)?;
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -867,6 +979,66 @@ mod tests {
             assert_eq!(u.check(&req).is_ok(), ok, "{key} read {read} write {write}");
         }
         assert_eq!(u.root.describe_keys(), "%R~r:* %W~w:* ~both:*");
+    }
+
+    #[test]
+    fn an_acl_file_reads_back_what_acl_list_wrote() {
+        let acl = Acl::new(Some("root-pass"));
+        let set = |name: &str, rules: &[&str]| {
+            let rules: Vec<Bytes> = rules.iter().map(|r| Bytes::from(r.to_string())).collect();
+            acl.set_user(&Bytes::from(name.to_string()), &rules)
+                .unwrap();
+        };
+        set(
+            "alice",
+            &[
+                "on",
+                ">pw",
+                "~cache:*",
+                "%R~ro:*",
+                "&ch*",
+                "+@hash",
+                "-hdel",
+                "+select|0",
+            ],
+        );
+        set(
+            "bob",
+            &[
+                "off",
+                "nopass",
+                "allkeys",
+                "allchannels",
+                "+@all",
+                "-@dangerous",
+            ],
+        );
+        let hash = format!("#{}", "ab".repeat(32));
+        set("carol", &["on", &hash, "(+get ~x)", "(%W~y +set)"]);
+        let listed: Vec<String> = acl.users().iter().map(|u| u.describe()).collect();
+        let file = listed.join("\n");
+        let again = Acl::new(None);
+        again.users.write().clear();
+        let users = again.parse_file(&format!("# users\n\n{file}\n")).unwrap();
+        let relisted: Vec<String> = users.values().map(|u| u.describe()).collect();
+        assert_eq!(relisted, listed);
+        // Errors name the line; nothing is half-read.
+        assert_eq!(
+            again.parse_file("user a on\nuser b +nosuch\n").unwrap_err(),
+            "line 2: Error in user declaration '+nosuch': Unknown command or category name in ACL"
+        );
+        assert!(again
+            .parse_file("nouser x\n")
+            .unwrap_err()
+            .starts_with("line 1: "));
+        assert!(again
+            .parse_file("user a\nuser a\n")
+            .unwrap_err()
+            .contains("Duplicate user"));
+        assert!(again
+            .parse_file("user a (+get ~x\n")
+            .unwrap_err()
+            .contains("Unmatched"));
     }
 
     #[test]

@@ -87,6 +87,9 @@ pub struct ServeArgs {
     /// Password clients must send with AUTH (or HELLO AUTH) before any other command.
     #[arg(long, value_name = "PASSWORD")]
     pub requirepass: Option<String>,
+    /// ACL users file (Redis's `aclfile`): read at start and by ACL LOAD, written by ACL SAVE.
+    #[arg(long, value_name = "PATH")]
+    pub aclfile: Option<PathBuf>,
     /// Most simultaneous client connections [default: 10000].
     #[arg(long, value_name = "N")]
     pub maxclients: Option<usize>,
@@ -144,6 +147,8 @@ pub struct ServerConfig {
     pub background_nice: i32,
     /// Where the data lives (reported by INFO and CONFIG GET dir).
     pub dir: Option<PathBuf>,
+    /// ACL users file (`aclfile`), if any.
+    pub aclfile: Option<PathBuf>,
     /// Number of databases SELECT may choose from (Redis's `databases`), at most
     /// `keyspace::DATABASES_MAX`.
     pub databases: usize,
@@ -357,6 +362,7 @@ impl Default for ServerConfig {
             client_query_buffer_limit_bytes: 1 << 30,
             background_nice: BACKGROUND_NICE_DEFAULT,
             dir: None,
+            aclfile: None,
             databases: DATABASES_DEFAULT,
             text_port: None,
             io_threads: None,
@@ -388,6 +394,9 @@ impl ServerConfig {
         }
         if let Some(v) = args.appendfsync {
             config.appendfsync = v;
+        }
+        if let Some(v) = &args.aclfile {
+            config.aclfile = Some(v.clone());
         }
         if let Some(v) = &args.requirepass {
             config.requirepass = (!v.is_empty()).then(|| v.clone());
@@ -505,6 +514,7 @@ impl ServerConfig {
                 })?
             }
             "requirepass" => self.requirepass = (!value.is_empty()).then(|| value.to_string()),
+            "aclfile" => self.aclfile = (!value.is_empty()).then(|| PathBuf::from(value)),
             "maxmemory" => {
                 self.maxmemory_bytes = parse_bytes(value)
                     .and_then(|n| u64::try_from(n).ok())

@@ -369,6 +369,15 @@ impl Shared {
         let notify = crate::notify::Notifier::new(config.notify_keyspace_events);
         let acl = crate::acl::Acl::new(config.requirepass.as_deref());
         acl.set_log_entries_max(config.acllog_max_len);
+        if let Some(path) = &config.aclfile {
+            if path.exists() {
+                acl.load_file(path).map_err(|e| {
+                    crate::error::Error::command(format!("the ACL file could not be loaded: {e}"))
+                })?;
+            } else {
+                tracing::warn!(file = %path.display(), "aclfile does not exist yet: ACL SAVE writes it");
+            }
+        }
         let maxmemory_bytes = config.maxmemory_bytes;
         Ok(Shared {
             watchers,

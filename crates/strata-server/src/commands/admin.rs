@@ -431,6 +431,30 @@ fn acl(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             close_revoked_subscribers(ctx, &args[2]);
             Ok(Reply::ok())
         }
+        "load" | "save" if ctx.shared.config().aclfile.is_some() => {
+            arity(args, "acl", &sub, 2)?;
+            let path = ctx.shared.config().aclfile.unwrap_or_default();
+            if sub == "save" {
+                ctx.shared.acl.save_file(&path)?;
+                return Ok(Reply::ok());
+            }
+            ctx.shared.acl.load_file(&path)?;
+            // Connections of users the file no longer has are closed.
+            let me = ctx.session.id;
+            for (id, e) in crate::state::lock(&ctx.shared.clients).iter() {
+                if ctx.shared.acl.user(&e.user).is_none() {
+                    if *id == me {
+                        ctx.session.after_reply = crate::state::AfterReply::Close;
+                    } else {
+                        e.control
+                            .kill
+                            .store(true, std::sync::atomic::Ordering::Release);
+                        e.control.wake.notify_one();
+                    }
+                }
+            }
+            Ok(Reply::ok())
+        }
         "load" | "save" => {
             arity(args, "acl", &sub, 2)?;
             Err(Error::command("This Redis instance is not configured to use an ACL file. You may want to specify users via the ACL SETUSER command and then issue a CONFIG REWRITE (assuming you have a Redis configuration file set) in order to store users in the Redis configuration."))

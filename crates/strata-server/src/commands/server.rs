@@ -477,6 +477,13 @@ fn config_values(c: &ServerConfig) -> Vec<(&'static str, String)> {
         ),
         ("acllog-max-len", c.acllog_max_len.to_string()),
         (
+            "aclfile",
+            c.aclfile
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+        ),
+        (
             "dir",
             c.dir
                 .as_ref()
@@ -579,7 +586,6 @@ const REDIS_IMMUTABLE: &[&str] = &[
     "set-proc-title",
     "syslog-enabled",
     "disable-thp",
-    "aclfile",
     "unixsocket",
     "pidfile",
     "cluster-config-file",

@@ -509,3 +509,99 @@ fn a_script_returning_a_table_that_contains_itself_gets_an_error() {
         Ok(Value::SimpleString("PONG".into()))
     );
 }
+
+/// ACL SAVE writes the users to the `aclfile`, a server started again reads them back (the
+/// default user's password included), ACL LOAD replaces the users with the file's (closing
+/// connections of users it no longer has), and a file with an error changes nothing and
+/// names the line.
+#[test]
+fn acl_users_survive_a_restart_through_the_acl_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let aclfile = dir.path().join("users.acl");
+    let config = || strata_server::config::ServerConfig {
+        aclfile: Some(aclfile.clone()),
+        ..Default::default()
+    };
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    {
+        let server = TestServer::start_in(&data, config());
+        let mut c = server.client();
+        assert_eq!(
+            call(
+                &mut c,
+                &[
+                    "ACL",
+                    "SETUSER",
+                    "alice",
+                    "on",
+                    ">pw",
+                    "~cache:*",
+                    "+get",
+                    "+ping",
+                    "(+set ~w:*)"
+                ]
+            ),
+            ok()
+        );
+        assert_eq!(
+            call(&mut c, &["ACL", "SETUSER", "default", ">rootpw"]),
+            ok()
+        );
+        assert_eq!(call(&mut c, &["ACL", "SAVE"]), ok());
+        server.stop();
+    }
+    let server = TestServer::start_in(&data, config());
+    let mut c = server.client();
+    // The default user now has a password: unauthenticated, then AUTH.
+    assert_eq!(
+        call(&mut c, &["GET", "x"]),
+        e("NOAUTH Authentication required.")
+    );
+    assert_eq!(call(&mut c, &["AUTH", "rootpw"]), ok());
+    assert_eq!(
+        call(&mut c, &["ACL", "USERS"]),
+        Ok(Value::Array(vec![bulk("alice"), bulk("default")]))
+    );
+    let mut a = server.client();
+    assert_eq!(call(&mut a, &["AUTH", "alice", "pw"]), ok());
+    assert_eq!(call(&mut a, &["GET", "cache:1"]), Ok(Value::Nil));
+    assert_eq!(call(&mut a, &["SET", "w:1", "v"]), ok());
+    assert_eq!(
+        call(&mut a, &["GET", "other"]),
+        e("NOPERM this user has no permissions to access one of the keys used as arguments")
+    );
+    assert_eq!(
+        call(&mut a, &["PING"]),
+        Ok(Value::SimpleString("PONG".into()))
+    );
+    // A bad file: refused with its line, users unchanged.
+    std::fs::write(
+        &aclfile,
+        "user bob on nopass +@all ~*\nuser carol +nosuch\n",
+    )
+    .unwrap();
+    let err = call(&mut c, &["ACL", "LOAD"]).unwrap_err();
+    assert!(
+        err.contains("line 2: Error in user declaration '+nosuch'"),
+        "{err}"
+    );
+    assert_eq!(
+        call(&mut c, &["ACL", "USERS"]),
+        Ok(Value::Array(vec![bulk("alice"), bulk("default")]))
+    );
+    // A good one replaces them: alice's connection is closed, bob exists, default (not in
+    // the file) stays as it was.
+    std::fs::write(&aclfile, "# users\nuser bob on nopass +@all ~*\n").unwrap();
+    assert_eq!(call(&mut c, &["ACL", "LOAD"]), ok());
+    assert_eq!(
+        call(&mut c, &["ACL", "USERS"]),
+        Ok(Value::Array(vec![bulk("bob"), bulk("default")]))
+    );
+    assert!(
+        call(&mut a, &["PING"]).is_err(),
+        "alice's connection is closed"
+    );
+    assert_eq!(call(&mut c, &["CONFIG", "SET", "aclfile", "x"]).unwrap_err(),
+        "ERR CONFIG SET failed (possibly related to argument 'aclfile') - can't set immutable config");
+}
