@@ -117,4 +117,40 @@ mod tests {
         assert_eq!(answer(&shared, &mut s, b"SET lonely"), "Unknown command");
         assert_eq!(answer(&shared, &mut s, b""), "Unknown command");
     }
+
+    /// The line protocol has no AUTH: with a password on the default user (requirepass, or
+    /// ACL rules) its commands are refused, not run as an open door.
+    #[test]
+    fn the_seed_protocol_is_refused_while_the_default_user_needs_a_password() {
+        let config = ServerConfig {
+            requirepass: Some("secret".into()),
+            ..ServerConfig::default()
+        };
+        let shared = Shared::new(Arc::new(MemoryBackend::new()), config).unwrap();
+        let mut s = Session::new(1, &shared);
+        assert_eq!(
+            answer(&shared, &mut s, b"SET hello world"),
+            "error: NOAUTH Authentication required."
+        );
+        assert_eq!(
+            answer(&shared, &mut s, b"GET hello"),
+            "error: NOAUTH Authentication required."
+        );
+        // With the default user open but without the key, ACL refuses.
+        shared.acl.set_requirepass(None);
+        let rules: Vec<Bytes> = ["resetkeys", "~allowed:*"]
+            .iter()
+            .map(|r| Bytes::from(r.to_string()))
+            .collect();
+        shared
+            .acl
+            .set_user(&Bytes::from_static(b"default"), &rules)
+            .unwrap();
+        let mut s = Session::new(2, &shared);
+        assert_eq!(
+            answer(&shared, &mut s, b"SET hello world"),
+            "error: NOPERM this user has no permissions to access one of the keys used as arguments"
+        );
+        assert_eq!(answer(&shared, &mut s, b"SET allowed:1 v"), "success");
+    }
 }
