@@ -97,6 +97,29 @@ fn arity(args: &[Bytes], container: &str, sub: &str, n: i64) -> Result<()> {
 
 /// Whether command `spec` belongs to ACL category `category`, from its group and flags (the
 /// same sources Redis derives its categories from).
+/// Closes the connections `which` picks (ACL DELUSER, ACL LOAD, revoked channels): another's
+/// at once, this one's after its reply.
+fn close_connections(ctx: &mut Ctx<'_>, which: impl Fn(u64, &crate::state::ClientEntry) -> bool) {
+    let me = ctx.session.id;
+    let mut close_me = false;
+    for (id, e) in crate::state::lock(&ctx.shared.clients).iter() {
+        if !which(*id, e) {
+            continue;
+        }
+        if *id == me {
+            close_me = true;
+        } else {
+            e.control
+                .kill
+                .store(true, std::sync::atomic::Ordering::Release);
+            e.control.wake.notify_one();
+        }
+    }
+    if close_me {
+        ctx.session.after_reply = crate::state::AfterReply::Close;
+    }
+}
+
 /// After ACL SETUSER: the connections of `user` that listen to a channel or pattern it may no
 /// longer use are closed, as Redis closes them (`ACLKillPubsubClientsIfNeeded`).
 fn close_revoked_subscribers(ctx: &mut Ctx<'_>, user: &Bytes) {
@@ -106,43 +129,33 @@ fn close_revoked_subscribers(ctx: &mut Ctx<'_>, user: &Bytes) {
     if rules.is_unrestricted() {
         return;
     }
-    let me = ctx.session.id;
-    let clients: Vec<(u64, std::sync::Arc<crate::state::ClientControl>)> =
-        crate::state::lock(&ctx.shared.clients)
-            .iter()
-            .filter(|(_, e)| e.user == *user)
-            .map(|(id, e)| (*id, e.control.clone()))
-            .collect();
-    for (id, control) in clients {
-        let (channels, patterns) = ctx.shared.pubsub.subscriptions_of(id);
-        let listened: Vec<(Bytes, bool)> = channels
-            .into_iter()
-            .map(|(c, _)| (c, false))
-            .chain(patterns.into_iter().map(|p| (p, true)))
-            .collect();
-        if listened.is_empty() {
-            continue;
-        }
-        let request = crate::acl::Request {
-            full_name: String::new(),
-            name: "",
-            args: &[],
-            always_allowed: true,
-            keys: Vec::new(),
-            channels: listened,
-        };
-        if rules.check(&request).is_ok() {
-            continue;
-        }
-        if id == me {
-            ctx.session.after_reply = crate::state::AfterReply::Close;
-        } else {
-            control
-                .kill
-                .store(true, std::sync::atomic::Ordering::Release);
-            control.wake.notify_one();
-        }
-    }
+    let theirs: Vec<u64> = crate::state::lock(&ctx.shared.clients)
+        .iter()
+        .filter(|(_, e)| e.user == *user)
+        .map(|(id, _)| *id)
+        .collect();
+    // Subscriptions are read outside the clients' lock.
+    let revoked: Vec<u64> = theirs
+        .into_iter()
+        .filter(|&id| {
+            let (channels, patterns) = ctx.shared.pubsub.subscriptions_of(id);
+            let listened: Vec<(Bytes, bool)> = channels
+                .into_iter()
+                .map(|(c, _)| (c, false))
+                .chain(patterns.into_iter().map(|p| (p, true)))
+                .collect();
+            let request = crate::acl::Request {
+                full_name: String::new(),
+                name: "",
+                args: &[],
+                always_allowed: true,
+                keys: Vec::new(),
+                channels: listened,
+            };
+            !request.channels.is_empty() && rules.check(&request).is_err()
+        })
+        .collect();
+    close_connections(ctx, |id, _| revoked.contains(&id));
 }
 
 /// Adds an ACL LOG entry for a refusal of this connection's (`reason`: `auth`, `command`,
@@ -410,19 +423,7 @@ fn acl(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             arity(args, "acl", "deluser", -3)?;
             let removed = ctx.shared.acl.delete_users(&args[2..])?;
             // As in Redis: the connections of a removed user are closed.
-            let me = ctx.session.id;
-            for (id, e) in crate::state::lock(&ctx.shared.clients).iter() {
-                if args[2..].contains(&e.user) {
-                    if *id == me {
-                        ctx.session.after_reply = crate::state::AfterReply::Close;
-                    } else {
-                        e.control
-                            .kill
-                            .store(true, std::sync::atomic::Ordering::Release);
-                        e.control.wake.notify_one();
-                    }
-                }
-            }
+            close_connections(ctx, |_, e| args[2..].contains(&e.user));
             Ok(Reply::Int(i64::try_from(removed).unwrap_or(i64::MAX)))
         }
         "setuser" => {
@@ -440,19 +441,8 @@ fn acl(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             }
             ctx.shared.acl.load_file(&path)?;
             // Connections of users the file no longer has are closed.
-            let me = ctx.session.id;
-            for (id, e) in crate::state::lock(&ctx.shared.clients).iter() {
-                if ctx.shared.acl.user(&e.user).is_none() {
-                    if *id == me {
-                        ctx.session.after_reply = crate::state::AfterReply::Close;
-                    } else {
-                        e.control
-                            .kill
-                            .store(true, std::sync::atomic::Ordering::Release);
-                        e.control.wake.notify_one();
-                    }
-                }
-            }
+            let acl = &ctx.shared.acl;
+            close_connections(ctx, |_, e| acl.user(&e.user).is_none());
             Ok(Reply::ok())
         }
         "load" | "save" => {
