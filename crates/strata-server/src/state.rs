@@ -204,8 +204,13 @@ impl CursorTable {
     }
 }
 
-/// A computed INFO keyspace section: when, what it cost, the lines.
-pub(crate) type KeyspaceInfo = (Instant, std::time::Duration, Vec<(String, String)>);
+/// Computed key counts of the logical databases that hold keys (INFO keyspace, MEMORY STATS):
+/// when, what it cost, each database's tally.
+pub(crate) type KeyspaceInfo = (
+    Instant,
+    std::time::Duration,
+    Vec<(usize, crate::keyspace::Tally)>,
+);
 
 /// Stripes of `Shared::doc_locks`.
 const DOC_LOCK_STRIPES: usize = 64;
@@ -371,7 +376,7 @@ impl Shared {
         acl.set_log_entries_max(config.acllog_max_len);
         if let Some(path) = &config.aclfile {
             if path.exists() {
-                acl.load_file(path).map_err(|e| {
+                acl.load_file(&strata::vfs::RealFs, path).map_err(|e| {
                     crate::error::Error::command(format!("the ACL file could not be loaded: {e}"))
                 })?;
             } else {

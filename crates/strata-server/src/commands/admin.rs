@@ -436,10 +436,10 @@ fn acl(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             arity(args, "acl", &sub, 2)?;
             let path = ctx.shared.config().aclfile.unwrap_or_default();
             if sub == "save" {
-                ctx.shared.acl.save_file(&path)?;
+                ctx.shared.acl.save_file(&strata::vfs::RealFs, &path)?;
                 return Ok(Reply::ok());
             }
-            ctx.shared.acl.load_file(&path)?;
+            ctx.shared.acl.load_file(&strata::vfs::RealFs, &path)?;
             // Connections of users the file no longer has are closed.
             let acl = &ctx.shared.acl;
             close_connections(ctx, |_, e| acl.user(&e.user).is_none());

@@ -932,14 +932,8 @@ fn dispatch_checked(
     let allowed_while_busy = ctx.session.in_script || busy::allowed_while_busy(spec.name, args);
     if !allowed_while_busy {
         if let Some(eval) = ctx.shared.running_script.busy() {
-            if spec.name == "exec" && ctx.session.multi.is_some() {
-                // Redis's rejection of EXEC ends the transaction with the reason.
-                ctx.session.multi = None;
-                ctx.session.watch = None;
-                let reason = busy::busy_error(eval).to_string();
-                return Err(Error::Coded(format!(
-                    "EXECABORT Transaction discarded because of: {reason}"
-                )));
+            if ctx.session.multi.is_some() {
+                return Err(exec_abort(ctx, spec, busy::busy_error(eval)));
             }
             return Err(busy::busy_error(eval));
         }

@@ -91,31 +91,42 @@ fn info(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 /// monitoring that polls INFO costs at most about 1 % of a core however large the store; small
 /// stores always get exact counts (and DBSIZE is always exact).
 fn keyspace_lines(ctx: &Ctx<'_>, config: &ServerConfig) -> Result<Vec<(String, String)>> {
-    let mut cache = lock(&ctx.shared.keyspace_info);
-    if let Some((at, cost, lines)) = cache.as_ref() {
-        if *cost > KEYSPACE_EXACT_COST_MAX && at.elapsed() < *cost * KEYSPACE_REUSE_FACTOR {
-            return Ok(lines.clone());
-        }
-    }
-    let started = Instant::now();
-    let now = keyspace::now_ms();
-    let mut lines = Vec::new();
-    for logical in 0..config.databases {
-        let logical = keyspace::DbIndex::try_from(logical).unwrap_or(keyspace::DbIndex::MAX);
-        let t = keyspace::tally(ctx.db(), ctx.shared.physical_db(logical), now)?;
-        if t.keys > 0 {
+    Ok(keyspace_tallies(ctx, config)?
+        .into_iter()
+        .map(|(logical, t)| {
             let avg_ttl = t
                 .ttl_left_ms
                 .checked_div(u128::from(t.expires))
                 .unwrap_or(0);
-            lines.push((
+            (
                 format!("db{logical}"),
                 format!("keys={},expires={},avg_ttl={avg_ttl}", t.keys, t.expires),
-            ));
+            )
+        })
+        .collect())
+}
+
+/// The tally of each logical database that holds keys: a walk of every key, reused while an
+/// expensive one is recent (INFO keyspace and MEMORY STATS share it).
+fn keyspace_tallies(ctx: &Ctx<'_>, config: &ServerConfig) -> Result<Vec<(usize, keyspace::Tally)>> {
+    let mut cache = lock(&ctx.shared.keyspace_info);
+    if let Some((at, cost, tallies)) = cache.as_ref() {
+        if *cost > KEYSPACE_EXACT_COST_MAX && at.elapsed() < *cost * KEYSPACE_REUSE_FACTOR {
+            return Ok(tallies.clone());
         }
     }
-    *cache = Some((Instant::now(), started.elapsed(), lines.clone()));
-    Ok(lines)
+    let started = Instant::now();
+    let now = keyspace::now_ms();
+    let mut tallies = Vec::new();
+    for logical in 0..config.databases {
+        let index = keyspace::DbIndex::try_from(logical).unwrap_or(keyspace::DbIndex::MAX);
+        let t = keyspace::tally(ctx.db(), ctx.shared.physical_db(index), now)?;
+        if t.keys > 0 {
+            tallies.push((logical, t));
+        }
+    }
+    *cache = Some((Instant::now(), started.elapsed(), tallies.clone()));
+    Ok(tallies)
 }
 
 /// How many times its own computing time an expensive INFO keyspace result is reused.
@@ -1416,23 +1427,17 @@ fn memory_stats(ctx: &Ctx<'_>) -> Result<Reply> {
         field("lua.caches", int(0)),
         field("functions.caches", int(0)),
     ];
-    let config = ctx.shared.config();
-    let now = keyspace::now_ms();
     let mut keys = 0u64;
-    for logical in 0..config.databases {
-        let logical = keyspace::DbIndex::try_from(logical).unwrap_or(keyspace::DbIndex::MAX);
-        let t = keyspace::tally(ctx.db(), ctx.shared.physical_db(logical), now)?;
-        if t.keys > 0 {
-            keys += t.keys;
-            out.push((
-                Reply::Bulk(Bytes::from(format!("db.{logical}"))),
-                Reply::Map(vec![
-                    field("overhead.hashtable.main", int(0)),
-                    field("overhead.hashtable.expires", int(0)),
-                    field("overhead.hashtable.slot-to-keys", int(0)),
-                ]),
-            ));
-        }
+    for (logical, t) in keyspace_tallies(ctx, &ctx.shared.config())? {
+        keys += t.keys;
+        out.push((
+            Reply::Bulk(Bytes::from(format!("db.{logical}"))),
+            Reply::Map(vec![
+                field("overhead.hashtable.main", int(0)),
+                field("overhead.hashtable.expires", int(0)),
+                field("overhead.hashtable.slot-to-keys", int(0)),
+            ]),
+        ));
     }
     let overhead = startup;
     let dataset = total.saturating_sub(overhead);
@@ -1722,7 +1727,13 @@ mod tests {
         use std::time::{Duration, Instant};
         let mut h = Harness::new();
         h.run(&["SET", "k", "v"]);
-        let fake = vec![("db9".to_string(), "keys=42,expires=0,avg_ttl=0".to_string())];
+        let fake = vec![(
+            9,
+            crate::keyspace::Tally {
+                keys: 42,
+                ..Default::default()
+            },
+        )];
         let info = |h: &mut Harness| text_of(h.run(&["INFO", "keyspace"]));
         // A result that took a second to compute: reused.
         *crate::state::lock(&h.shared.keyspace_info) =

@@ -17,6 +17,18 @@ use std::sync::Arc;
 
 pub use fault::{FaultFs, FaultKind, IoKind};
 
+/// Replaces `dir/name` with `bytes` so that a crash or a power cut leaves the old file or the
+/// new one, never a mix (write `name.tmp`, fsync, rename, fsync `dir`): the engine's own
+/// manifest step, for the files of its users (the server's ACL file).
+pub fn write_atomically(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    name: &str,
+    bytes: &[u8],
+) -> crate::Result<()> {
+    crate::util::fsutil::write_atomically(fs, dir, name, bytes)
+}
+
 /// One open file.
 pub trait FsFile: Send + Sync + Debug {
     /// Reads exactly `buf.len()` bytes at `offset`. Inside [`crate::without_waiting`] a read
