@@ -116,6 +116,21 @@ pub(crate) struct ClientControl {
     pub wake: tokio::sync::Notify,
 }
 
+impl ClientControl {
+    /// Asks the connection to close (CLIENT KILL, ACL DELUSER...): it ends at its next look.
+    pub fn close(&self) {
+        self.kill.store(true, std::sync::atomic::Ordering::Release);
+        self.wake.notify_one();
+    }
+
+    /// Whether the connection was asked to close and is on its way out. Redis frees a killed
+    /// client at once, so such a connection no longer counts: a second CLIENT KILL does not
+    /// match it and CLIENT LIST does not show it.
+    pub fn closing(&self) -> bool {
+        self.kill.load(std::sync::atomic::Ordering::Acquire)
+    }
+}
+
 /// CLIENT UNBLOCK ... TIMEOUT: the command answers as if its time were up.
 pub(crate) const UNBLOCK_TIMEOUT: u8 = 1;
 /// CLIENT UNBLOCK ... ERROR: the command answers `-UNBLOCKED`.

@@ -95,24 +95,19 @@ fn arity(args: &[Bytes], container: &str, sub: &str, n: i64) -> Result<()> {
     Ok(())
 }
 
-/// Whether command `spec` belongs to ACL category `category`, from its group and flags (the
-/// same sources Redis derives its categories from).
 /// Closes the connections `which` picks (ACL DELUSER, ACL LOAD, revoked channels): another's
 /// at once, this one's after its reply.
 fn close_connections(ctx: &mut Ctx<'_>, which: impl Fn(u64, &crate::state::ClientEntry) -> bool) {
     let me = ctx.session.id;
     let mut close_me = false;
     for (id, e) in crate::state::lock(&ctx.shared.clients).iter() {
-        if !which(*id, e) {
+        if e.control.closing() || !which(*id, e) {
             continue;
         }
         if *id == me {
             close_me = true;
         } else {
-            e.control
-                .kill
-                .store(true, std::sync::atomic::Ordering::Release);
-            e.control.wake.notify_one();
+            e.control.close();
         }
     }
     if close_me {

@@ -359,14 +359,14 @@ fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             match ids {
                 Some(ids) => {
                     for id in ids {
-                        if let Some(e) = clients.get(&id) {
+                        if let Some(e) = clients.get(&id).filter(|e| !e.control.closing()) {
                             out.push_str(&client_line(id, e, ctx.shared));
                         }
                     }
                 }
                 None => {
                     for (id, e) in clients.iter() {
-                        if kind.is_none_or(|k| k.matches(e)) {
+                        if !e.control.closing() && kind.is_none_or(|k| k.matches(e)) {
                             out.push_str(&client_line(*id, e, ctx.shared));
                         }
                     }
@@ -685,7 +685,6 @@ fn client_tracking(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 /// (the number of clients closed; the caller is skipped unless SKIPME no). A killed connection
 /// closes at once (its running batch ends first); the caller's own closes after this reply.
 fn client_kill(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
-    use std::sync::atomic::Ordering;
     let (mut id, mut addr, mut laddr, mut skip_me) = (None, None, None, true);
     let mut user: Option<Bytes> = None;
     let mut kind: Option<ClientType> = None;
@@ -742,15 +741,14 @@ fn client_kill(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
                 && laddr.as_ref().is_none_or(|a| *a == e.local)
                 && kind.is_none_or(|k| k.matches(e))
                 && user.as_ref().is_none_or(|u| *u == e.user);
-            if !matches || (*cid == me && (skip_me && !old_form)) {
+            if !matches || e.control.closing() || (*cid == me && (skip_me && !old_form)) {
                 continue;
             }
             killed += 1;
             if *cid == me {
                 kill_me = true;
             } else {
-                e.control.kill.store(true, Ordering::Release);
-                e.control.wake.notify_one();
+                e.control.close();
             }
         }
     }

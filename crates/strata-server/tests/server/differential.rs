@@ -7613,6 +7613,24 @@ fn client_kill_type_and_user_match_redis() {
     ] {
         p.check(0, &words(&args), ctx);
     }
+    // A killed client is gone at once, as Redis frees it: a second KILL straight after the
+    // first does not count it again, nor does CLIENT LIST show it, even while its connection
+    // is still closing (repeated, as the window is short).
+    for round in 0..20 {
+        p.conns[0][1] = Raw::connect(p._redis.addr);
+        p.conns[1][1] = Raw::connect(p._ours.addr);
+        let ctx = format!("{ctx}, round {round}");
+        p.check_n(1, &words(&["SUBSCRIBE", "news"]), 1, &ctx);
+        p.check_pipeline(
+            0,
+            &[
+                words(&["CLIENT", "KILL", "TYPE", "pubsub"]),
+                words(&["CLIENT", "KILL", "TYPE", "pubsub"]),
+                words(&["CLIENT", "LIST", "TYPE", "pubsub"]),
+            ],
+            &ctx,
+        );
+    }
 }
 
 /// One field of an INFO reply (`name:value` lines in a bulk string).
