@@ -17,6 +17,16 @@ pub(crate) struct CommandMeta {
     pub categories: &'static [&'static str],
     pub tips: &'static [&'static str],
     pub key_specs: &'static [KeySpec],
+    /// A subcommand's first six COMMAND INFO fields as Redis gives them (its container's entry
+    /// lists them); `None` for a command.
+    pub subcommand: Option<SubcommandHeader>,
+}
+
+/// A subcommand's arity, flags and key positions (first, last, step) in Redis's table.
+pub(crate) struct SubcommandHeader {
+    pub arity: i64,
+    pub flags: &'static [&'static str],
+    pub keys: (i64, i64, i64),
 }
 
 /// Where a command's keys are, and what it does with them (Redis 7's key specifications).

@@ -773,17 +773,29 @@ fn command_info(spec: &Spec) -> Reply {
     if super::cluster::MOVABLE_KEYS.contains(&spec.name) {
         flags.push("movablekeys");
     }
-    Reply::Array(vec![
+    let mut entry = vec![
         Reply::text(spec.name),
         Reply::Int(i64::from(spec.arity)),
         status_set(&flags),
         Reply::Int(i64::from(spec.keys.0)),
         Reply::Int(i64::from(spec.keys.1)),
         Reply::Int(i64::from(spec.keys.2)),
+    ];
+    entry.extend(described(&super::admin::categories(spec), meta));
+    entry.push(subcommand_infos(spec.name));
+    Reply::Array(entry)
+}
+
+/// COMMAND INFO's 7th to 9th fields: ACL categories, tips and key specifications.
+fn described<S: AsRef<str>>(
+    categories: &[S],
+    meta: Option<&super::meta::CommandMeta>,
+) -> [Reply; 3] {
+    [
         Reply::Set(
-            super::admin::categories(spec)
-                .into_iter()
-                .map(|c| Reply::Simple(Cow::Owned(format!("@{c}"))))
+            categories
+                .iter()
+                .map(|c| Reply::Simple(Cow::Owned(format!("@{}", c.as_ref()))))
                 .collect(),
         ),
         Reply::Set(
@@ -798,8 +810,37 @@ fn command_info(spec: &Spec) -> Reply {
                 .map(key_spec_reply)
                 .collect(),
         ),
-        Reply::Array(vec![]),
-    ])
+    ]
+}
+
+/// COMMAND INFO's 10th field of container `name`: an entry per subcommand this server offers,
+/// as Redis's table describes it (`config|get`'s arity, flags, key positions, categories, tips
+/// and key specifications). A command without subcommands (a subcommand too) has an empty
+/// set there, as Redis replies (an empty array in RESP2, `~0` in RESP3).
+fn subcommand_infos(name: &str) -> Reply {
+    let Some((_, subs)) = SUBCOMMANDS.iter().find(|(c, _)| *c == name) else {
+        return Reply::Set(Vec::new());
+    };
+    let entries = subs
+        .iter()
+        .filter_map(|(sub, _)| {
+            let full = format!("{name}|{sub}");
+            let meta = super::meta::lookup(&full)?;
+            let header = meta.subcommand.as_ref()?;
+            let mut entry = vec![
+                Reply::text(full.clone()),
+                Reply::Int(header.arity),
+                status_set(header.flags),
+                Reply::Int(header.keys.0),
+                Reply::Int(header.keys.1),
+                Reply::Int(header.keys.2),
+            ];
+            entry.extend(described(meta.categories, Some(meta)));
+            entry.push(Reply::Set(Vec::new()));
+            Some(Reply::Array(entry))
+        })
+        .collect();
+    Reply::Array(entries)
 }
 
 /// A key specification as COMMAND INFO shows it.

@@ -8352,6 +8352,7 @@ fn command_key_specs_and_categories_match_redis() {
         list(&mut pair.conns[0][0]).into_iter().collect();
     let ours = list(&mut pair.conns[1][0]);
     let mut compared = 0;
+    let mut compared_subs = 0;
     for hello in ["2", "3"] {
         pair.send_both(0, &words(&["HELLO", hello]));
         for name in ours.iter().filter(|n| theirs.contains(*n)) {
@@ -8363,18 +8364,58 @@ fn command_key_specs_and_categories_match_redis() {
                 let Resp::Agg(_, entry) = &outer[0] else {
                     panic!("{name}: {outer:?}")
                 };
-                entry[6..9].to_vec()
+                entry[6..10].to_vec()
             };
-            let theirs = fields(pair.conns[0][0].call(&info));
-            let mine = fields(pair.conns[1][0].call(&info));
+            let mut theirs = fields(pair.conns[0][0].call(&info));
+            let mut mine = fields(pair.conns[1][0].call(&info));
+            // The 10th field: the subcommands' entries. Each of ours (those offered) equals
+            // Redis's entry of the same name (Redis lists them in its hash table's order).
+            let subs = |field: &Resp| match field {
+                Resp::Agg(_, entries) => entries
+                    .iter()
+                    .map(|e| match e {
+                        Resp::Agg(_, f) => match &f[0] {
+                            Resp::Leaf(n) => {
+                                let n = String::from_utf8_lossy(n);
+                                (n.lines().last().unwrap_or_default().to_string(), e.clone())
+                            }
+                            other => panic!("{name}: {other:?}"),
+                        },
+                        other => panic!("{name}: {other:?}"),
+                    })
+                    .collect::<std::collections::BTreeMap<_, _>>(),
+                other => panic!("{name}: {other:?}"),
+            };
+            let (their_field, my_field) = (theirs.pop().unwrap(), mine.pop().unwrap());
+            let (their_subs, my_subs) = (subs(&their_field), subs(&my_field));
+            if their_subs.is_empty() {
+                // No subcommands: the same empty aggregate (a set in RESP3).
+                assert_eq!(my_field, their_field, "COMMAND INFO {name} (RESP{hello})");
+            }
             assert_eq!(
                 mine, theirs,
                 "COMMAND INFO {name} (RESP{hello}): categories, tips, key specs"
             );
+            assert_eq!(
+                my_subs.is_empty(),
+                their_subs.is_empty(),
+                "COMMAND INFO {name}: subcommands {:?} against {:?}",
+                my_subs.keys().collect::<Vec<_>>(),
+                their_subs.keys().collect::<Vec<_>>()
+            );
+            for (sub, entry) in &my_subs {
+                assert_eq!(
+                    Some(entry),
+                    their_subs.get(sub),
+                    "COMMAND INFO {name} (RESP{hello}): subcommand {sub}"
+                );
+                compared_subs += 1;
+            }
             compared += 1;
         }
     }
     assert!(compared > 300, "{compared} commands compared");
+    assert!(compared_subs > 100, "{compared_subs} subcommands compared");
 }
 
 /// ACL users against redis-server: ACL SETUSER's rules (and its errors), AUTH as each user,
