@@ -11,6 +11,7 @@ pub mod cluster;
 mod cmsgpack;
 pub mod collections;
 pub mod connection;
+mod docs;
 pub mod functions;
 pub mod geo;
 pub mod hashes;

@@ -821,26 +821,29 @@ fn subcommand_infos(name: &str) -> Reply {
     let Some((_, subs)) = SUBCOMMANDS.iter().find(|(c, _)| *c == name) else {
         return Reply::Set(Vec::new());
     };
-    let entries = subs
-        .iter()
-        .filter_map(|(sub, _)| {
-            let full = format!("{name}|{sub}");
-            let meta = super::meta::lookup(&full)?;
-            let header = meta.subcommand.as_ref()?;
-            let mut entry = vec![
-                Reply::text(full.clone()),
-                Reply::Int(header.arity),
-                status_set(header.flags),
-                Reply::Int(header.keys.0),
-                Reply::Int(header.keys.1),
-                Reply::Int(header.keys.2),
-            ];
-            entry.extend(described(meta.categories, Some(meta)));
-            entry.push(Reply::Set(Vec::new()));
-            Some(Reply::Array(entry))
-        })
-        .collect();
-    Reply::Array(entries)
+    Reply::Array(
+        subs.iter()
+            .filter_map(|(sub, _)| subcommand_info(name, sub))
+            .collect(),
+    )
+}
+
+/// COMMAND INFO's entry of subcommand `sub` of `container`, from Redis's table.
+fn subcommand_info(container: &str, sub: &str) -> Option<Reply> {
+    let full = format!("{container}|{sub}");
+    let meta = super::meta::lookup(&full)?;
+    let header = meta.subcommand.as_ref()?;
+    let mut entry = vec![
+        Reply::text(full),
+        Reply::Int(header.arity),
+        status_set(header.flags),
+        Reply::Int(header.keys.0),
+        Reply::Int(header.keys.1),
+        Reply::Int(header.keys.2),
+    ];
+    entry.extend(described(meta.categories, Some(meta)));
+    entry.push(Reply::Set(Vec::new()));
+    Some(Reply::Array(entry))
 }
 
 /// A key specification as COMMAND INFO shows it.
@@ -906,12 +909,34 @@ fn key_spec_reply(spec: &super::meta::KeySpec) -> Reply {
     Reply::Map(fields)
 }
 
+/// A command's COMMAND DOCS entry: Redis's, or for a command Redis lacks its summary and
+/// group.
 fn command_docs(spec: &Spec) -> Reply {
-    Reply::Map(vec![
-        (Reply::text("summary"), Reply::text(spec.summary)),
-        (Reply::text("since"), Reply::text("1.0.0")),
-        (Reply::text("group"), Reply::text(spec.group)),
-    ])
+    super::docs::of(spec.name).unwrap_or_else(|| {
+        Reply::Map(vec![
+            (Reply::text("summary"), Reply::text(spec.summary)),
+            (Reply::text("since"), Reply::text("1.0.0")),
+            (Reply::text("group"), Reply::text(spec.group)),
+        ])
+    })
+}
+
+/// What COMMAND INFO and COMMAND DOCS name: a command, or an offered subcommand of a
+/// container (`config|get`, any case).
+enum Named {
+    Command(&'static Spec),
+    Subcommand(&'static str, &'static str),
+}
+
+fn named_command(name: &Bytes) -> Option<Named> {
+    if let Some(c) = super::lookup(name) {
+        return Some(Named::Command(c.spec));
+    }
+    let lower = String::from_utf8_lossy(name).to_ascii_lowercase();
+    let (container, sub) = lower.split_once('|')?;
+    let (container, subs) = SUBCOMMANDS.iter().find(|(c, _)| *c == container)?;
+    let (sub, _) = subs.iter().find(|(s, _)| *s == sub)?;
+    Some(Named::Subcommand(container, sub))
 }
 
 /// The subcommands of Redis 7.0's container commands that this server answers (those it
@@ -1175,11 +1200,8 @@ fn command(_: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         return Ok(Reply::Array(table().map(command_info).collect()));
     };
     let sub = String::from_utf8_lossy(sub).to_ascii_lowercase();
-    let named = || {
-        args[2..]
-            .iter()
-            .map(|n| (n, super::lookup(n).map(|c| c.spec)))
-    };
+    // The commands named after INFO or DOCS: a command, or a subcommand as `config|get`.
+    let named = || args[2..].iter().map(named_command);
     match sub.as_str() {
         "count" => Ok(Reply::Int(table().count() as i64)),
         "help" if args.len() == 2 => Ok(super::admin::help(&[
@@ -1214,7 +1236,13 @@ fn command(_: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         "info" if args.len() == 2 => Ok(Reply::Array(table().map(command_info).collect())),
         "info" => Ok(Reply::Array(
             named()
-                .map(|(_, s)| s.map_or(Reply::Nil, command_info))
+                .map(|n| match n {
+                    Some(Named::Command(s)) => command_info(s),
+                    Some(Named::Subcommand(c, sub)) => {
+                        subcommand_info(c, sub).unwrap_or(Reply::Nil)
+                    }
+                    None => Reply::Nil,
+                })
                 .collect(),
         )),
         "docs" if args.len() == 2 => Ok(Reply::Map(
@@ -1222,9 +1250,17 @@ fn command(_: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
                 .map(|s| (Reply::text(s.name), command_docs(s)))
                 .collect(),
         )),
+        // Keyed by the full lowercase name, as Redis does; unknown names are left out.
         "docs" => Ok(Reply::Map(
             named()
-                .filter_map(|(n, s)| s.map(|s| (Reply::Bulk(n.clone()), command_docs(s))))
+                .filter_map(|n| match n? {
+                    Named::Command(s) => Some((Reply::text(s.name), command_docs(s))),
+                    Named::Subcommand(c, sub) => {
+                        let full = format!("{c}|{sub}");
+                        let docs = super::docs::of_subcommand(c, &full)?;
+                        Some((Reply::text(full), docs))
+                    }
+                })
                 .collect(),
         )),
         _ => Err(Error::UnknownSubcommand {

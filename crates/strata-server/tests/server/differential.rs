@@ -8418,6 +8418,119 @@ fn command_key_specs_and_categories_match_redis() {
     assert!(compared_subs > 100, "{compared_subs} subcommands compared");
 }
 
+/// Sorts every RESP3 map's pairs, at every depth (Redis lists a container's subcommands in
+/// its hash table's order, which changes from run to run).
+fn sort_maps(r: &mut Resp) {
+    if let Resp::Agg(h, items) = r {
+        for i in items.iter_mut() {
+            sort_maps(i);
+        }
+        if h[0] == b'%' {
+            r.sort_chunks(2);
+        }
+    }
+}
+
+/// COMMAND DOCS against redis-server: every command both have, alone and in RESP2 and RESP3
+/// (maps compared whatever their order in RESP3; RESP2 for commands without subcommands),
+/// several names at once in any case with unknown ones left out, and subcommands named as
+/// `container|sub` (COMMAND DOCS and COMMAND INFO).
+#[test]
+fn command_docs_match_redis() {
+    let mut pair = Pair::start();
+    let names = |raw: &mut Raw| -> Vec<String> {
+        let reply = raw.call(&words(&["COMMAND", "LIST"]));
+        let Resp::Agg(_, names) = Resp::parse(&reply, &mut 0) else {
+            panic!()
+        };
+        names
+            .iter()
+            .filter_map(|n| match n {
+                Resp::Leaf(b) => String::from_utf8_lossy(b)
+                    .lines()
+                    .nth(1)
+                    .map(str::to_string),
+                Resp::Agg(..) => None,
+            })
+            .filter(|n| !n.contains('|'))
+            .collect()
+    };
+    let theirs: std::collections::BTreeSet<String> =
+        names(&mut pair.conns[0][0]).into_iter().collect();
+    let ours = names(&mut pair.conns[1][0]);
+    let mut compared = 0;
+    pair.send_both(0, &words(&["HELLO", "3"]));
+    let mut containers = std::collections::BTreeSet::new();
+    for name in ours.iter().filter(|n| theirs.contains(*n)) {
+        let docs = words(&["COMMAND", "DOCS", name]);
+        let mut t = Resp::parse(&pair.conns[0][0].call(&docs), &mut 0);
+        let mut m = Resp::parse(&pair.conns[1][0].call(&docs), &mut 0);
+        let mut raw = Vec::new();
+        t.bytes(&mut raw);
+        if String::from_utf8_lossy(&raw).contains("\r\nsubcommands\r\n") {
+            containers.insert(name.clone());
+        }
+        sort_maps(&mut t);
+        sort_maps(&mut m);
+        assert_eq!(m, t, "COMMAND DOCS {name} (RESP3)");
+        compared += 1;
+    }
+    assert!(compared > 200, "{compared} commands compared");
+    assert!(containers.len() > 10, "{containers:?}");
+    for hello in ["2", "3"] {
+        pair.send_both(0, &words(&["HELLO", hello]));
+        if hello == "2" {
+            for name in ours
+                .iter()
+                .filter(|n| theirs.contains(*n) && !containers.contains(*n))
+            {
+                pair.check(
+                    0,
+                    &words(&["COMMAND", "DOCS", name]),
+                    "COMMAND DOCS (RESP2)",
+                );
+            }
+        }
+        for call in [
+            &[
+                "COMMAND",
+                "DOCS",
+                "GET",
+                "nosuch",
+                "Set",
+                "config|get",
+                "CLIENT|KILL",
+            ][..],
+            &["COMMAND", "DOCS", "config|nosuch", "get|x", "nosuch|get"],
+            &[
+                "COMMAND",
+                "INFO",
+                "config|get",
+                "CONFIG|SET",
+                "get",
+                "config|nosuch",
+                "nosuch",
+            ],
+            &[
+                "COMMAND",
+                "INFO",
+                "client|kill",
+                "object|encoding",
+                "xinfo|stream",
+            ],
+            &[
+                "COMMAND",
+                "DOCS",
+                "object|encoding",
+                "xinfo|stream",
+                "xgroup|create",
+            ],
+        ] {
+            pair.check(0, &words(call), "COMMAND DOCS/INFO by name");
+        }
+    }
+}
+
 /// ACL users against redis-server: ACL SETUSER's rules (and its errors), AUTH as each user,
 /// what each may run (commands, subcommands, first arguments, categories), which keys it may
 /// read or write and which channels it may use, NOPERM replies at the top level and inside
