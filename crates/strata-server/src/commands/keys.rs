@@ -52,6 +52,7 @@ pub(crate) static SPECS: &[Spec] = &[
     Spec { name: "dump", arity: 2, flags: READ, keys: (1, 1, 1), group: "generic", summary: "Returns a serialized representation of the value stored at a key.", handler: dump },
     Spec { name: "restore", arity: -4, flags: WRITE, keys: (1, 1, 1), group: "generic", summary: "Creates a key from the serialized representation of a value.", handler: restore },
     Spec { name: "wait", arity: 3, flags: &["noscript"], keys: (0, 0, 0), group: "generic", summary: "Waits for replicas (there are none: answers 0 at once).", handler: wait },
+    Spec { name: "waitaof", arity: 4, flags: &["noscript"], keys: (0, 0, 0), group: "generic", summary: "Forces the write-ahead log to disk so that this client's writes so far survive a power cut (replicas: none, answered at once).", handler: waitaof },
     Spec { name: "ttl", arity: 2, flags: READ_FAST, keys: (1, 1, 1), group: "generic", summary: "Returns the expiration time in seconds of a key.", handler: ttl },
     Spec { name: "pttl", arity: 2, flags: READ_FAST, keys: (1, 1, 1), group: "generic", summary: "Returns the expiration time in milliseconds of a key.", handler: pttl },
     Spec { name: "expiretime", arity: 2, flags: READ_FAST, keys: (1, 1, 1), group: "generic", summary: "Returns the expiration time of a key as a Unix timestamp (seconds).", handler: expiretime },
@@ -960,6 +961,37 @@ fn wait(_: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         return Err(Error::command("timeout is negative"));
     }
     Ok(Reply::Int(0))
+}
+
+/// WAITAOF numlocal numreplicas timeout (Redis 7.2): with `numlocal` 1, forces every
+/// partition's write-ahead log to disk, so that every write this client was answered for (and
+/// every other before it) survives a power cut, and answers `[1, 0]`; with 0, answers `[0, 0]`
+/// without forcing anything. The log is always on (`appendonly yes`). There are no replicas:
+/// like WAIT, it does not wait for them. Inside MULTI (where Redis does not block either) it
+/// forces nothing, and answers 0 for the log: the transaction's own writes are not committed
+/// until EXEC ends.
+fn waitaof(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let numlocal = int_arg(&args[1])?;
+    if !(0..=1).contains(&numlocal) {
+        return Err(Error::command(
+            "value is out of range, value must between 0 and 1",
+        ));
+    }
+    if int_arg(&args[2])? < 0 {
+        return Err(Error::command("value is out of range, must be positive"));
+    }
+    let timeout = crate::num::parse_i64(&args[3])
+        .ok_or_else(|| Error::command("timeout is not an integer or out of range"))?;
+    if timeout < 0 {
+        return Err(Error::command("timeout is negative"));
+    }
+    let local = if numlocal == 1 && !ctx.session.in_exec {
+        ctx.db().sync()?;
+        1
+    } else {
+        0
+    };
+    Ok(Reply::Array(vec![Reply::Int(local), Reply::Int(0)]))
 }
 
 fn keys(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {

@@ -71,12 +71,23 @@ pub(crate) enum FindKeys {
     Unknown,
 }
 
+/// Commands of Redis 7.2 that the generated 7.0 table lacks, as Redis 7.2's command table
+/// (`src/commands/waitaof.json`) describes them.
+static NEWER: &[CommandMeta] = &[CommandMeta {
+    name: "waitaof",
+    categories: &["slow", "connection"],
+    tips: &["request_policy:all_shards", "response_policy:agg_min"],
+    key_specs: &[],
+    subcommand: None,
+}];
+
 /// The entry for `name` (lowercase, `container|subcommand` for a subcommand).
 pub(crate) fn lookup(name: &str) -> Option<&'static CommandMeta> {
     TABLE
         .binary_search_by(|m| m.name.cmp(name))
         .ok()
         .map(|i| &TABLE[i])
+        .or_else(|| NEWER.iter().find(|m| m.name == name))
 }
 
 /// The entry for the command `args` names: a container's subcommand where it has one.

@@ -605,3 +605,75 @@ fn acl_users_survive_a_restart_through_the_acl_file() {
     assert_eq!(call(&mut c, &["CONFIG", "SET", "aclfile", "x"]).unwrap_err(),
         "ERR CONFIG SET failed (possibly related to argument 'aclfile') - can't set immutable config");
 }
+
+/// WAITAOF (Redis 7.2, which has no differential reference here: the replies and errors are
+/// those of Redis 7.2's `waitaofCommand`): `[1, 0]` once the log is forced with `numlocal` 1,
+/// `[0, 0]` with 0; the argument checks in Redis's order; inside MULTI nothing is forced (the
+/// transaction is not committed yet) and the log is answered 0; refused in scripts
+/// (`noscript`). That it forces the log is proven by the power-cut test.
+#[test]
+fn waitaof_replies_as_redis_7_2() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    let pair = |a: i64, b: i64| Ok(Value::Array(vec![Value::Int(a), Value::Int(b)]));
+    assert_eq!(call(&mut c, &["SET", "k", "v"]), ok());
+    assert_eq!(call(&mut c, &["WAITAOF", "1", "0", "0"]), pair(1, 0));
+    assert_eq!(call(&mut c, &["WAITAOF", "0", "0", "0"]), pair(0, 0));
+    // No replicas: answered at once, as WAIT is.
+    assert_eq!(call(&mut c, &["WAITAOF", "1", "2", "10"]), pair(1, 0));
+    for (args, err) in [
+        (
+            ["2", "0", "0"],
+            "ERR value is out of range, value must between 0 and 1",
+        ),
+        (
+            ["x", "0", "0"],
+            "ERR value is not an integer or out of range",
+        ),
+        (
+            ["1", "-1", "0"],
+            "ERR value is out of range, must be positive",
+        ),
+        (
+            ["1", "x", "0"],
+            "ERR value is not an integer or out of range",
+        ),
+        (["1", "0", "-1"], "ERR timeout is negative"),
+        (
+            ["1", "0", "x"],
+            "ERR timeout is not an integer or out of range",
+        ),
+    ] {
+        let mut cmd = vec!["WAITAOF"];
+        cmd.extend(args);
+        assert_eq!(call(&mut c, &cmd), e(err), "{args:?}");
+    }
+    assert_eq!(
+        call(&mut c, &["WAITAOF", "1", "0"]),
+        e("ERR wrong number of arguments for 'waitaof' command")
+    );
+    assert_eq!(call(&mut c, &["MULTI"]), ok());
+    assert_eq!(
+        call(&mut c, &["SET", "k", "w"]),
+        Ok(Value::SimpleString("QUEUED".into()))
+    );
+    assert_eq!(
+        call(&mut c, &["WAITAOF", "1", "0", "0"]),
+        Ok(Value::SimpleString("QUEUED".into()))
+    );
+    assert_eq!(
+        call(&mut c, &["EXEC"]),
+        Ok(Value::Array(vec![
+            Value::Okay,
+            Value::Array(vec![Value::Int(0), Value::Int(0)])
+        ]))
+    );
+    let in_script = call(
+        &mut c,
+        &["EVAL", "return redis.call('waitaof', 1, 0, 0)", "0"],
+    );
+    assert!(
+        matches!(&in_script, Err(m) if m.contains("This Redis command is not allowed from script")),
+        "{in_script:?}"
+    );
+}

@@ -325,3 +325,69 @@ fn transactions_and_scripts_are_whole_or_absent_after_a_power_cut_with_fsync_alw
 fn transactions_and_scripts_are_whole_or_absent_after_a_power_cut_with_fsync_no() {
     cut_rounds(AppendFsync::No, 2);
 }
+
+/// WAITAOF 1 0 0 under `appendfsync no`: everything the client was answered for before it (a
+/// pipeline of writes ending in WAITAOF) survives a power cut; a write after it, handed to the
+/// OS but never forced to disk, does not (so the cut drops what was not forced, and the test
+/// can fail).
+#[test]
+fn waitaof_makes_the_writes_before_it_survive_a_power_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = FaultFs::new(dir.path()).unwrap();
+    let path = dir.path().join("db");
+    let server = CutServer::start(&path, &fs, AppendFsync::No);
+    let mut c = server.client();
+    let mut p = redis::pipe();
+    for i in 0..50 {
+        p.cmd("SET").arg(format!("k{i}")).arg(big_value(i)).ignore();
+    }
+    p.cmd("HSET").arg("h").arg("f").arg("1").ignore();
+    p.cmd("RPUSH").arg("l").arg("a").arg("b").ignore();
+    p.cmd("WAITAOF").arg(1).arg(0).arg(0);
+    let (acks,): ((i64, i64),) = p.query(&mut c).unwrap();
+    assert_eq!(acks, (1, 0), "WAITAOF's acknowledgements");
+    let (none,): ((i64, i64),) = redis::pipe()
+        .cmd("WAITAOF")
+        .arg(0)
+        .arg(0)
+        .arg(0)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(none, (0, 0), "WAITAOF 0 forces nothing");
+    let () = redis::cmd("SET")
+        .arg("after")
+        .arg("x")
+        .query(&mut c)
+        .unwrap();
+    drop(c);
+    // The machine stops at its next file change: the server's shutdown forces nothing more.
+    fs.crash_at(1);
+    server.abandon();
+    fs.power_cut().unwrap();
+
+    let server = CutServer::start(&path, &fs, AppendFsync::No);
+    let mut c = server.client();
+    for i in 0..50 {
+        let v: Option<String> = redis::cmd("GET")
+            .arg(format!("k{i}"))
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(v, Some(big_value(i)), "k{i}, written before WAITAOF");
+    }
+    let f: Option<String> = redis::cmd("HGET").arg("h").arg("f").query(&mut c).unwrap();
+    assert_eq!(f.as_deref(), Some("1"));
+    let l: Vec<String> = redis::cmd("LRANGE")
+        .arg("l")
+        .arg(0)
+        .arg(-1)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(l, ["a", "b"]);
+    let after: Option<String> = redis::cmd("GET").arg("after").query(&mut c).unwrap();
+    assert_eq!(
+        after, None,
+        "a write after WAITAOF, never forced, is lost in the cut"
+    );
+    drop(c);
+    server.abandon();
+}
