@@ -461,6 +461,42 @@ pub fn zset_first_entries(
     Ok(out)
 }
 
+/// How many members of the sorted set `name` (metadata `meta`) come before (`before`) or after
+/// member `member` of score `score` in score order: ZRANK's and ZREVRANK's answer, counted in
+/// one scan of the score entries on that side (from the floor, or from the member to the end),
+/// nothing copied: O(rank) for ZRANK, O(reverse rank) for ZREVRANK, so the top of a
+/// leaderboard is found without reading the rest.
+pub fn zset_count_beside(
+    b: &dyn KvBackend,
+    db: DbIndex,
+    name: &[u8],
+    meta: &Meta,
+    score: f64,
+    member: &[u8],
+    before: bool,
+) -> Result<u64> {
+    let prefix = zset_score_prefix(db, name, meta.version);
+    let at = zset_score_key(db, name, meta.version, score, member);
+    let (lower, upper) = if before {
+        let from = match meta.floor.as_bytes().split_first() {
+            Some((b'S', rest)) => [&prefix[..], rest].concat(),
+            _ => prefix.clone(),
+        };
+        (
+            std::ops::Bound::Included(from),
+            std::ops::Bound::Excluded(at),
+        )
+    } else {
+        (std::ops::Bound::Excluded(at), prefix_end(&prefix))
+    };
+    let mut counted = 0u64;
+    b.scan_group(&string_key(db, name), lower, upper, &mut |_, _| {
+        counted += 1;
+        true
+    })?;
+    Ok(counted)
+}
+
 /// Visits the (member, score) of the sorted set `name` (metadata `meta`) whose scores are at
 /// least `min` and below `max`, in score order (ties by member), until `visit` returns false:
 /// one scan of its partition from `min` (GEO's box searches).

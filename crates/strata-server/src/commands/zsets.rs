@@ -18,8 +18,8 @@ use super::strings::json_exists;
 use super::{int_arg, is, Ctx, Spec, READ, READ_FAST, WRITE, WRITE_FAST};
 use crate::backend::{BatchOp, GroupRead};
 use crate::collection::{
-    zset_entries, zset_first_entries, zset_member_key, zset_put_ops, zset_score_key,
-    zset_score_suffix, Floor, Live, Meta, PopWindow, POP_WINDOW_FILL,
+    zset_count_beside, zset_entries, zset_first_entries, zset_member_key, zset_put_ops,
+    zset_score_key, zset_score_suffix, Floor, Live, Meta, PopWindow, POP_WINDOW_FILL,
 };
 use crate::config::EncodingLimits;
 use crate::error::{Error, Result};
@@ -596,18 +596,38 @@ fn rank(ctx: &Ctx<'_>, args: &[Bytes], rev: bool) -> Result<Reply> {
         Some(_) => return Err(Error::Syntax),
         None => false,
     };
-    let all = entries(ctx, &args[1])?;
-    Ok(match all.iter().position(|(m, _)| *m == args[2]) {
-        Some(i) => {
-            let rank = Reply::Int(if rev { all.len() - 1 - i } else { i } as i64);
-            if withscore {
-                Reply::Array(vec![rank, Reply::Double(all[i].1)])
-            } else {
-                rank
-            }
-        }
-        None if withscore => Reply::NilArray,
-        None => Reply::Nil,
+    let absent = if withscore {
+        Reply::NilArray
+    } else {
+        Reply::Nil
+    };
+    let Some(z) = read_live(ctx, &args[1])? else {
+        return Ok(absent);
+    };
+    // The member's score (one point read), then the members on the asked side of it counted.
+    let member_key = zset_member_key(ctx.dbi(), &args[1], z.meta.version, &args[2]);
+    let Some(score) = ctx
+        .db()
+        .get(&member_key)?
+        .map(|v| decode_score(&v))
+        .transpose()?
+    else {
+        return Ok(absent);
+    };
+    let counted = zset_count_beside(
+        ctx.db(),
+        ctx.dbi(),
+        &args[1],
+        &z.meta,
+        score,
+        &args[2],
+        !rev,
+    )?;
+    let rank = Reply::Int(i64::try_from(counted).unwrap_or(i64::MAX));
+    Ok(if withscore {
+        Reply::Array(vec![rank, Reply::Double(score)])
+    } else {
+        rank
     })
 }
 

@@ -4610,6 +4610,43 @@ fn sorted_set_commands_match_redis() {
     run_families("zsets", "sorted sets", 51, 4, 4000, Gen::zsets);
 }
 
+/// ZRANK and ZREVRANK count the members on one side of the asked one (from the set's floor, or
+/// to its end): on a set of 600 members with tied scores (ties ordered by member), after pops
+/// from both ends moved its floor, for members present, popped and never there.
+#[test]
+fn zrank_counts_match_redis_after_pops_and_ties() {
+    let mut pair = Pair::start();
+    let ctx = "zrank";
+    let mut rng = SmallRng::seed_from_u64(77);
+    let mut zadd = vec!["ZADD".to_string(), "lb".to_string()];
+    for i in 0..600 {
+        zadd.push(format!("{}", rng.gen_range(0..90) as f64 / 7.0));
+        zadd.push(format!("player{i}"));
+    }
+    let zadd: Vec<&str> = zadd.iter().map(String::as_str).collect();
+    pair.check(0, &words(&zadd), ctx);
+    pair.check(0, &words(&["ZPOPMIN", "lb", "25"]), ctx);
+    pair.check(0, &words(&["ZPOPMAX", "lb", "5"]), ctx);
+    pair.check(
+        0,
+        &words(&["ZADD", "lb", "-1", "player3", "1000", "late"]),
+        ctx,
+    );
+    for hello in ["2", "3"] {
+        pair.send_both(0, &words(&["HELLO", hello]));
+        for _ in 0..120 {
+            let m = match rng.gen_range(0..10) {
+                0 => "late".to_string(),
+                1 => "nobody".to_string(),
+                _ => format!("player{}", rng.gen_range(0..620)),
+            };
+            for cmd in ["ZRANK", "ZREVRANK"] {
+                pair.check(0, &words(&[cmd, "lb", &m]), ctx);
+            }
+        }
+    }
+}
+
 /// Lexicographical ranges are defined when every member has the same score (Redis walks its
 /// skiplist assuming it): compared on such a set.
 #[test]
