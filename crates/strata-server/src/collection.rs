@@ -461,6 +461,46 @@ pub fn zset_first_entries(
     Ok(out)
 }
 
+/// Visits the (member, score) of the sorted set `name` (metadata `meta`) in score order (ties
+/// by member) from the first whose score is at least `from` (`None`: from the first member),
+/// until `visit` returns false: one scan from the later of that score's entries and the set's
+/// floor (ZRANGE by rank or by score reads what it answers and what it skips, no more).
+pub fn visit_zset_from(
+    b: &dyn KvBackend,
+    db: DbIndex,
+    name: &[u8],
+    meta: &Meta,
+    from: Option<f64>,
+    visit: &mut dyn FnMut(&[u8], f64) -> bool,
+) -> Result<()> {
+    let prefix = zset_score_prefix(db, name, meta.version);
+    let skip = prefix.len();
+    let floor = match meta.floor.as_bytes().split_first() {
+        Some((b'S', rest)) => [&prefix[..], rest].concat(),
+        _ => prefix.clone(),
+    };
+    let start = match from {
+        Some(score) => floor.max([&prefix[..], &score_order_bytes(score)].concat()),
+        None => floor,
+    };
+    b.scan_group(
+        &string_key(db, name),
+        std::ops::Bound::Included(start),
+        prefix_end(&prefix),
+        &mut |k, v| {
+            let Some((order, member)) = k.get(skip..).and_then(|r| r.split_first_chunk::<8>())
+            else {
+                return true;
+            };
+            let score = match <[u8; 8]>::try_from(v) {
+                Ok(exact) => f64::from_le_bytes(exact),
+                Err(_) => score_from_order_bytes(*order),
+            };
+            visit(member, score)
+        },
+    )
+}
+
 /// How many members of the sorted set `name` (metadata `meta`) come before (`before`) or after
 /// member `member` of score `score` in score order: ZRANK's and ZREVRANK's answer, counted in
 /// one scan of the score entries on that side (from the floor, or from the member to the end),

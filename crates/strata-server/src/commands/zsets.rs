@@ -18,8 +18,8 @@ use super::strings::json_exists;
 use super::{int_arg, is, Ctx, Spec, READ, READ_FAST, WRITE, WRITE_FAST};
 use crate::backend::{BatchOp, GroupRead};
 use crate::collection::{
-    zset_count_beside, zset_entries, zset_first_entries, zset_member_key, zset_put_ops,
-    zset_score_key, zset_score_suffix, Floor, Live, Meta, PopWindow, POP_WINDOW_FILL,
+    visit_zset_from, zset_count_beside, zset_entries, zset_first_entries, zset_member_key,
+    zset_put_ops, zset_score_key, zset_score_suffix, Floor, Live, Meta, PopWindow, POP_WINDOW_FILL,
 };
 use crate::config::EncodingLimits;
 use crate::error::{Error, Result};
@@ -707,24 +707,23 @@ fn select_range(
         Some("score") => By::Score(ScoreRange::parse(lo, hi)?),
         _ => By::Lex(LexRange::parse(lo, hi)?),
     };
-    let mut all = entries(ctx, &args[1])?;
-    if rev {
-        all.reverse();
-    }
+    let mut limit = limit;
     let selected: Vec<(Bytes, f64)> = match by {
-        By::Rank(start, stop) => {
-            let len = all.len() as i64;
-            let start = if start < 0 { start + len } else { start }.max(0);
-            let stop = if stop < 0 { stop + len } else { stop };
-            if start > stop || start >= len {
-                Vec::new()
-            } else {
-                let stop = stop.min(len - 1);
-                all[start as usize..=stop as usize].to_vec()
+        By::Rank(start, stop) => rank_range(ctx, &args[1], start, stop, rev)?,
+        By::Score(r) => {
+            let (selected, limited) = score_range(ctx, &args[1], &r, rev, limit)?;
+            if limited {
+                limit = None;
             }
+            selected
         }
-        By::Score(r) => all.into_iter().filter(|(_, s)| r.contains(*s)).collect(),
-        By::Lex(r) => all.into_iter().filter(|(m, _)| r.contains(m)).collect(),
+        By::Lex(r) => {
+            let mut all = entries(ctx, &args[1])?;
+            if rev {
+                all.reverse();
+            }
+            all.into_iter().filter(|(m, _)| r.contains(m)).collect()
+        }
     };
     let selected = match limit {
         Some((offset, _)) if offset < 0 => Vec::new(),
@@ -742,6 +741,96 @@ fn select_range(
         None => selected,
     };
     Ok((selected, withscores))
+}
+
+/// The members of ranks `start..=stop` (Redis's negative ranks from the end; `rev`: ranks from
+/// the highest score), in the order asked: one scan from the set's floor that skips what comes
+/// before them and stops after the last (ranks from the end are counted with the set's count,
+/// so ZREVRANGE still steps over the members below them).
+fn rank_range(
+    ctx: &Ctx<'_>,
+    key: &[u8],
+    start: i64,
+    stop: i64,
+    rev: bool,
+) -> Result<Vec<(Bytes, f64)>> {
+    let Some(z) = read_live(ctx, key)? else {
+        return Ok(Vec::new());
+    };
+    let len = i64::try_from(z.meta.count).unwrap_or(i64::MAX);
+    let start = if start < 0 { start + len } else { start }.max(0);
+    let stop = if stop < 0 { stop + len } else { stop };
+    if start > stop || start >= len {
+        return Ok(Vec::new());
+    }
+    let stop = stop.min(len - 1);
+    // In ascending order: skip `first` members, then take `wanted`.
+    let first = if rev { len - 1 - stop } else { start };
+    let wanted = usize::try_from(stop - start + 1).unwrap_or(usize::MAX);
+    let mut seen = 0i64;
+    let mut out: Vec<(Bytes, f64)> = Vec::with_capacity(wanted.min(1024));
+    visit_zset_from(ctx.db(), ctx.dbi(), key, &z.meta, None, &mut |m, s| {
+        if seen >= first {
+            out.push((Bytes::copy_from_slice(m), s));
+        }
+        seen += 1;
+        out.len() < wanted
+    })?;
+    if rev {
+        out.reverse();
+    }
+    Ok(out)
+}
+
+/// The members whose scores `range` holds, in the order asked: one scan from the range's low
+/// end that stops past its high end. Ascending, LIMIT is applied during the scan (it stops
+/// after `count`; the second value says it was); descending, the range is read and reversed.
+fn score_range(
+    ctx: &Ctx<'_>,
+    key: &[u8],
+    range: &ScoreRange,
+    rev: bool,
+    limit: Option<(i64, i64)>,
+) -> Result<(Vec<(Bytes, f64)>, bool)> {
+    let Some(z) = read_live(ctx, key)? else {
+        return Ok((Vec::new(), false));
+    };
+    let mut out: Vec<(Bytes, f64)> = Vec::new();
+    let (offset, count) = match limit {
+        Some((offset, count)) if !rev => {
+            if offset < 0 || count == 0 {
+                return Ok((Vec::new(), true));
+            }
+            (offset, count)
+        }
+        _ => (0, -1),
+    };
+    let mut skipped = 0i64;
+    visit_zset_from(
+        ctx.db(),
+        ctx.dbi(),
+        key,
+        &z.meta,
+        Some(range.min.0),
+        &mut |m, s| {
+            if s > range.max.0 {
+                return false;
+            }
+            if !range.contains(s) {
+                return true;
+            }
+            if skipped < offset {
+                skipped += 1;
+                return true;
+            }
+            out.push((Bytes::copy_from_slice(m), s));
+            count < 0 || (out.len() as i64) < count
+        },
+    )?;
+    if rev {
+        out.reverse();
+    }
+    Ok((out, !rev && limit.is_some()))
 }
 
 /// Members, with their scores when asked: RESP2 one flat array, RESP3 an array of pairs.

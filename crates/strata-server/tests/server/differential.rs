@@ -4611,10 +4611,12 @@ fn sorted_set_commands_match_redis() {
 }
 
 /// ZRANK and ZREVRANK count the members on one side of the asked one (from the set's floor, or
-/// to its end): on a set of 600 members with tied scores (ties ordered by member), after pops
-/// from both ends moved its floor, for members present, popped and never there.
+/// to its end), and ranges by rank and by score scan only what they answer and skip: on a set
+/// of 600 members with tied scores (ties ordered by member), after pops from both ends moved
+/// its floor, for members present, popped and never there, ranks past either end, exclusive
+/// and infinite scores, LIMIT offsets and counts (0 and -1 too), REV and ZRANGESTORE.
 #[test]
-fn zrank_counts_match_redis_after_pops_and_ties() {
+fn zrank_and_ranges_match_redis_after_pops_and_ties() {
     let mut pair = Pair::start();
     let ctx = "zrank";
     let mut rng = SmallRng::seed_from_u64(77);
@@ -4642,6 +4644,64 @@ fn zrank_counts_match_redis_after_pops_and_ties() {
             };
             for cmd in ["ZRANK", "ZREVRANK"] {
                 pair.check(0, &words(&[cmd, "lb", &m]), ctx);
+            }
+        }
+        // Ranges by rank and by score read only what they answer and skip: the same answers.
+        let score = |rng: &mut SmallRng| {
+            let s = rng.gen_range(-2..95) as f64 / 7.0;
+            match rng.gen_range(0..6) {
+                0 => "-inf".to_string(),
+                1 => "+inf".to_string(),
+                2 => format!("({s}"),
+                _ => format!("{s}"),
+            }
+        };
+        for _ in 0..150 {
+            let (a, b) = (rng.gen_range(-650..650), rng.gen_range(-650..650));
+            let (a, b) = (a.to_string(), b.to_string());
+            let (lo, hi) = (score(&mut rng), score(&mut rng));
+            let (off, cnt) = (
+                rng.gen_range(-1..40).to_string(),
+                rng.gen_range(-1..30).to_string(),
+            );
+            let calls: Vec<Vec<&str>> = vec![
+                vec!["ZRANGE", "lb", &a, &b],
+                vec!["ZRANGE", "lb", &a, &b, "REV", "WITHSCORES"],
+                vec!["ZREVRANGE", "lb", &a, &b],
+                vec!["ZRANGE", "lb", "0", "9"],
+                vec!["ZREVRANGE", "lb", "0", "9", "WITHSCORES"],
+                vec!["ZRANGEBYSCORE", "lb", &lo, &hi],
+                vec![
+                    "ZRANGEBYSCORE",
+                    "lb",
+                    &lo,
+                    &hi,
+                    "WITHSCORES",
+                    "LIMIT",
+                    &off,
+                    &cnt,
+                ],
+                vec!["ZREVRANGEBYSCORE", "lb", &hi, &lo, "LIMIT", &off, &cnt],
+                vec!["ZRANGE", "lb", &lo, &hi, "BYSCORE", "LIMIT", &off, &cnt],
+                vec![
+                    "ZRANGE", "lb", &hi, &lo, "BYSCORE", "REV", "LIMIT", &off, &cnt,
+                ],
+                vec![
+                    "ZRANGESTORE",
+                    "dst",
+                    "lb",
+                    &lo,
+                    &hi,
+                    "BYSCORE",
+                    "LIMIT",
+                    &off,
+                    &cnt,
+                ],
+                vec!["ZRANGE", "dst", "0", "-1", "WITHSCORES"],
+                vec!["ZCOUNT", "lb", &lo, &hi],
+            ];
+            for call in calls {
+                pair.check(0, &words(&call), ctx);
             }
         }
     }
