@@ -7,8 +7,11 @@
 //!
 //! A sorted set is a record plus, per member, a member entry (member -> score) and a score
 //! entry (score, member in byte order: ZRANGE order) (`collection.rs`). Writes are one atomic
-//! `update_group` each. Ranges read the score entries in one scan of the key's partition; ranks
-//! and index ranges count from the start (O(n), as Kvrocks without its rank index).
+//! `update_group` each. Ranges by rank or score, ZCOUNT, ZRANK and ZREMRANGEBYRANK/BYSCORE read
+//! only the score entries they answer and skip, in one scan of the key's partition from the
+//! set's floor or the range's low score; ranks count from the low end (ZRANK O(rank), ZREVRANK
+//! O(reverse rank), ZREVRANGE from the top O(n): the engine has no reverse scan and no rank
+//! index). Lex ranges and ZPOPMAX still read the whole set.
 
 use std::collections::BTreeMap;
 
@@ -16,7 +19,7 @@ use bytes::Bytes;
 
 use super::strings::json_exists;
 use super::{int_arg, is, Ctx, Spec, READ, READ_FAST, WRITE, WRITE_FAST};
-use crate::backend::{BatchOp, GroupRead};
+use crate::backend::{BatchOp, GroupRead, KvBackend};
 use crate::collection::{
     visit_zset_from, zset_count_beside, zset_entries, zset_first_entries, zset_member_key,
     zset_put_ops, zset_score_key, zset_score_suffix, Floor, Live, Meta, PopWindow, POP_WINDOW_FILL,
@@ -770,10 +773,24 @@ fn rank_range(
     stop: i64,
     rev: bool,
 ) -> Result<Vec<(Bytes, f64)>> {
-    let Some(z) = read_live(ctx, key)? else {
-        return Ok(Vec::new());
-    };
-    let len = i64::try_from(z.meta.count).unwrap_or(i64::MAX);
+    match read_live(ctx, key)? {
+        Some(z) => rank_slice(ctx.db(), ctx.dbi(), key, &z.meta, start, stop, rev),
+        None => Ok(Vec::new()),
+    }
+}
+
+/// [`rank_range`] of the sorted set `key` of database `db` with metadata `meta`, read through
+/// `b` (ZREMRANGEBYRANK reads it under its update's lock).
+fn rank_slice(
+    b: &dyn KvBackend,
+    db: DbIndex,
+    key: &[u8],
+    meta: &Meta,
+    start: i64,
+    stop: i64,
+    rev: bool,
+) -> Result<Vec<(Bytes, f64)>> {
+    let len = i64::try_from(meta.count).unwrap_or(i64::MAX);
     let start = if start < 0 { start + len } else { start }.max(0);
     let stop = if stop < 0 { stop + len } else { stop };
     if start > stop || start >= len {
@@ -785,7 +802,7 @@ fn rank_range(
     let wanted = usize::try_from(stop - start + 1).unwrap_or(usize::MAX);
     let mut seen = 0i64;
     let mut out: Vec<(Bytes, f64)> = Vec::with_capacity(wanted.min(1024));
-    visit_zset_from(ctx.db(), ctx.dbi(), key, &z.meta, None, &mut |m, s| {
+    visit_zset_from(b, db, key, meta, None, &mut |m, s| {
         if seen >= first {
             out.push((Bytes::copy_from_slice(m), s));
         }
@@ -808,9 +825,23 @@ fn score_range(
     rev: bool,
     limit: Option<(i64, i64)>,
 ) -> Result<(Vec<(Bytes, f64)>, bool)> {
-    let Some(z) = read_live(ctx, key)? else {
-        return Ok((Vec::new(), false));
-    };
+    match read_live(ctx, key)? {
+        Some(z) => score_slice(ctx.db(), ctx.dbi(), key, &z.meta, range, rev, limit),
+        None => Ok((Vec::new(), false)),
+    }
+}
+
+/// [`score_range`] of the sorted set `key` of database `db` with metadata `meta`, read through
+/// `b` (ZREMRANGEBYSCORE reads it under its update's lock).
+fn score_slice(
+    b: &dyn KvBackend,
+    db: DbIndex,
+    key: &[u8],
+    meta: &Meta,
+    range: &ScoreRange,
+    rev: bool,
+    limit: Option<(i64, i64)>,
+) -> Result<(Vec<(Bytes, f64)>, bool)> {
     let mut out: Vec<(Bytes, f64)> = Vec::new();
     let (offset, count) = match limit {
         Some((offset, count)) if !rev => {
@@ -822,27 +853,20 @@ fn score_range(
         _ => (0, -1),
     };
     let mut skipped = 0i64;
-    visit_zset_from(
-        ctx.db(),
-        ctx.dbi(),
-        key,
-        &z.meta,
-        Some(range.min.0),
-        &mut |m, s| {
-            if s > range.max.0 {
-                return false;
-            }
-            if !range.contains(s) {
-                return true;
-            }
-            if skipped < offset {
-                skipped += 1;
-                return true;
-            }
-            out.push((Bytes::copy_from_slice(m), s));
-            count < 0 || (out.len() as i64) < count
-        },
-    )?;
+    visit_zset_from(b, db, key, meta, Some(range.min.0), &mut |m, s| {
+        if s > range.max.0 {
+            return false;
+        }
+        if !range.contains(s) {
+            return true;
+        }
+        if skipped < offset {
+            skipped += 1;
+            return true;
+        }
+        out.push((Bytes::copy_from_slice(m), s));
+        count < 0 || (out.len() as i64) < count
+    })?;
     if rev {
         out.reverse();
     }
@@ -924,23 +948,17 @@ fn remove_where(
     ctx: &mut Ctx<'_>,
     key: &Bytes,
     event: &'static str,
-    pick: impl Fn(&[(Bytes, f64)]) -> Vec<Bytes>,
+    select: impl Fn(&dyn KvBackend, DbIndex, &[u8], &Meta) -> Result<Vec<(Bytes, f64)>>,
 ) -> Result<i64> {
     let (n, emptied) = modify(ctx, key, |ctx, z| {
         let Some(found) = z.found else {
             return Ok((0, false));
         };
-        let all = zset_entries(ctx.db(), z.db, z.name, &found.meta)?;
-        let scores: std::collections::HashMap<&Bytes, f64> =
-            all.iter().map(|(m, s)| (m, *s)).collect();
-        let mut n = 0;
-        for m in pick(&all) {
-            if let Some(score) = scores.get(&m) {
-                z.remove_scanned(&m, *score);
-                n += 1;
-            }
+        let picked = select(ctx.db(), z.db, z.name, &found.meta)?;
+        for (m, score) in &picked {
+            z.remove_scanned(m, *score);
         }
-        Ok((n, z.count == 0))
+        Ok((picked.len() as i64, z.count == 0))
     })?;
     notify_removed(ctx, key, event, n > 0, emptied);
     Ok(n)
@@ -948,39 +966,27 @@ fn remove_where(
 
 fn zremrangebyrank(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let (start, stop) = (int_arg(&args[2])?, int_arg(&args[3])?);
-    let n = remove_where(ctx, &args[1], "zremrangebyrank", |all| {
-        let len = all.len() as i64;
-        let start = if start < 0 { start + len } else { start }.max(0);
-        let stop = if stop < 0 { stop + len } else { stop };
-        if start > stop || start >= len {
-            return Vec::new();
-        }
-        all[start as usize..=stop.min(len - 1) as usize]
-            .iter()
-            .map(|(m, _)| m.clone())
-            .collect()
+    let n = remove_where(ctx, &args[1], "zremrangebyrank", |b, db, key, meta| {
+        rank_slice(b, db, key, meta, start, stop, false)
     })?;
     Ok(Reply::Int(n))
 }
 
 fn zremrangebyscore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let range = ScoreRange::parse(&args[2], &args[3])?;
-    let n = remove_where(ctx, &args[1], "zremrangebyscore", |all| {
-        all.iter()
-            .filter(|(_, s)| range.contains(*s))
-            .map(|(m, _)| m.clone())
-            .collect()
+    let n = remove_where(ctx, &args[1], "zremrangebyscore", |b, db, key, meta| {
+        Ok(score_slice(b, db, key, meta, &range, false, None)?.0)
     })?;
     Ok(Reply::Int(n))
 }
 
 fn zremrangebylex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let range = LexRange::parse(&args[2], &args[3])?;
-    let n = remove_where(ctx, &args[1], "zremrangebylex", |all| {
-        all.iter()
+    let n = remove_where(ctx, &args[1], "zremrangebylex", |b, db, key, meta| {
+        Ok(zset_entries(b, db, key, meta)?
+            .into_iter()
             .filter(|(m, _)| range.contains(m))
-            .map(|(m, _)| m.clone())
-            .collect()
+            .collect())
     })?;
     Ok(Reply::Int(n))
 }

@@ -4614,7 +4614,8 @@ fn sorted_set_commands_match_redis() {
 /// to its end), and ranges by rank and by score scan only what they answer and skip: on a set
 /// of 600 members with tied scores (ties ordered by member), after pops from both ends moved
 /// its floor, for members present, popped and never there, ranks past either end, exclusive
-/// and infinite scores, LIMIT offsets and counts (0 and -1 too), REV and ZRANGESTORE.
+/// and infinite scores, LIMIT offsets and counts (0 and -1 too), REV, ZRANGESTORE, and
+/// ZREMRANGEBYSCORE / ZREMRANGEBYRANK on a copy.
 #[test]
 fn zrank_and_ranges_match_redis_after_pops_and_ties() {
     let mut pair = Pair::start();
@@ -4699,6 +4700,11 @@ fn zrank_and_ranges_match_redis_after_pops_and_ties() {
                 ],
                 vec!["ZRANGE", "dst", "0", "-1", "WITHSCORES"],
                 vec!["ZCOUNT", "lb", &lo, &hi],
+                vec!["COPY", "lb", "tmp", "REPLACE"],
+                vec!["ZREMRANGEBYSCORE", "tmp", &lo, &hi],
+                vec!["ZREMRANGEBYRANK", "tmp", &a, &b],
+                vec!["ZRANGE", "tmp", "0", "-1", "WITHSCORES"],
+                vec!["ZCARD", "tmp"],
             ];
             for call in calls {
                 pair.check(0, &words(&call), ctx);
