@@ -432,33 +432,25 @@ pub fn zset_first_entries(
     meta: &Meta,
     limit: usize,
 ) -> Result<Vec<(Bytes, f64)>> {
-    let prefix = zset_score_prefix(db, name, meta.version);
-    // The score prefix ends in 'S', the floor's first byte: the floor goes after the rest.
-    let from = match meta.floor.as_bytes().split_first() {
-        Some((b'S', rest)) => [&prefix[..], rest].concat(),
-        _ => prefix.clone(),
-    };
-    let skip = prefix.len();
     let mut out = Vec::new();
     if limit == 0 {
         return Ok(out);
     }
-    b.scan_group(
-        &string_key(db, name),
-        std::ops::Bound::Included(from),
-        prefix_end(&prefix),
-        &mut |k, v| {
-            if let Some((score, member)) = k.get(skip..).and_then(|r| r.split_first_chunk::<8>()) {
-                let score = match <[u8; 8]>::try_from(v) {
-                    Ok(signed) => f64::from_le_bytes(signed),
-                    Err(_) => score_from_order_bytes(*score),
-                };
-                out.push((Bytes::copy_from_slice(member), score));
-            }
-            out.len() < limit
-        },
-    )?;
+    visit_zset_from(b, db, name, meta, None, &mut |member, score| {
+        out.push((Bytes::copy_from_slice(member), score));
+        out.len() < limit
+    })?;
     Ok(out)
+}
+
+/// The first score entry key of the sorted set (metadata `meta`) that may be live: its floor
+/// (what pops left below it is gone). The score prefix `prefix` ends in 'S', the floor's first
+/// byte: the floor goes after the rest.
+fn zset_floor_key(prefix: &[u8], meta: &Meta) -> Vec<u8> {
+    match meta.floor.as_bytes().split_first() {
+        Some((b'S', rest)) => [prefix, rest].concat(),
+        _ => prefix.to_vec(),
+    }
 }
 
 /// Visits the (member, score) of the sorted set `name` (metadata `meta`) in score order (ties
@@ -475,10 +467,7 @@ pub fn visit_zset_from(
 ) -> Result<()> {
     let prefix = zset_score_prefix(db, name, meta.version);
     let skip = prefix.len();
-    let floor = match meta.floor.as_bytes().split_first() {
-        Some((b'S', rest)) => [&prefix[..], rest].concat(),
-        _ => prefix.clone(),
-    };
+    let floor = zset_floor_key(&prefix, meta);
     let start = match from {
         Some(score) => floor.max([&prefix[..], &score_order_bytes(score)].concat()),
         None => floor,
@@ -492,6 +481,7 @@ pub fn visit_zset_from(
             else {
                 return true;
             };
+            // The exact score is the entry's value (8 bytes); the key's order bytes otherwise.
             let score = match <[u8; 8]>::try_from(v) {
                 Ok(exact) => f64::from_le_bytes(exact),
                 Err(_) => score_from_order_bytes(*order),
@@ -518,12 +508,8 @@ pub fn zset_count_beside(
     let prefix = zset_score_prefix(db, name, meta.version);
     let at = zset_score_key(db, name, meta.version, score, member);
     let (lower, upper) = if before {
-        let from = match meta.floor.as_bytes().split_first() {
-            Some((b'S', rest)) => [&prefix[..], rest].concat(),
-            _ => prefix.clone(),
-        };
         (
-            std::ops::Bound::Included(from),
+            std::ops::Bound::Included(zset_floor_key(&prefix, meta)),
             std::ops::Bound::Excluded(at),
         )
     } else {
@@ -549,25 +535,9 @@ pub fn visit_zset_scores(
     max: f64,
     visit: &mut dyn FnMut(&[u8], f64) -> bool,
 ) -> Result<()> {
-    let prefix = zset_score_prefix(db, name, meta.version);
-    let skip = prefix.len();
-    let from = [&prefix[..], &score_order_bytes(min)].concat();
-    b.scan_group(
-        &string_key(db, name),
-        std::ops::Bound::Included(from),
-        prefix_end(&prefix),
-        &mut |k, v| {
-            let Some((order, member)) = k.get(skip..).and_then(|r| r.split_first_chunk::<8>())
-            else {
-                return true;
-            };
-            let score = match <[u8; 8]>::try_from(v) {
-                Ok(exact) => f64::from_le_bytes(exact),
-                Err(_) => score_from_order_bytes(*order),
-            };
-            score < max && visit(member, score)
-        },
-    )
+    visit_zset_from(b, db, name, meta, Some(min), &mut |member, score| {
+        score < max && visit(member, score)
+    })
 }
 
 /// A sorted set score entry's key suffix after the version (`'S' score member`): what its
