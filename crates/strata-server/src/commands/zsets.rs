@@ -1046,12 +1046,16 @@ fn pop_entries(
             return Ok((Vec::new(), None, false));
         };
         let meta = &found.meta;
-        // The lowest scores are a bounded scan from the start; the highest need the whole set
-        // (no reverse scan yet).
+        // The lowest scores are a bounded scan from the start; the highest step over the
+        // rest first (no reverse scan yet), copying only what is popped.
         let (mut all, complete) = if max {
-            let mut all = zset_entries(ctx.db(), z.db, z.name, meta)?;
-            all.reverse();
-            (all, true)
+            let top = if want == 0 {
+                Vec::new()
+            } else {
+                let last = i64::try_from(want).unwrap_or(i64::MAX) - 1;
+                rank_slice(ctx.db(), z.db, z.name, meta, 0, last, true)?
+            };
+            (top, true)
         } else {
             let from_window = cached
                 .as_ref()

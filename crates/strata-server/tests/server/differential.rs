@@ -4615,7 +4615,7 @@ fn sorted_set_commands_match_redis() {
 /// of 600 members with tied scores (ties ordered by member), after pops from both ends moved
 /// its floor, for members present, popped and never there, ranks past either end, exclusive
 /// and infinite scores, LIMIT offsets and counts (0 and -1 too), REV, ZRANGESTORE, and
-/// ZREMRANGEBYSCORE / ZREMRANGEBYRANK on a copy.
+/// ZREMRANGEBYSCORE / ZREMRANGEBYRANK / ZPOPMAX / ZMPOP MAX on a copy.
 #[test]
 fn zrank_and_ranges_match_redis_after_pops_and_ties() {
     let mut pair = Pair::start();
@@ -4665,6 +4665,7 @@ fn zrank_and_ranges_match_redis_after_pops_and_ties() {
                 rng.gen_range(-1..40).to_string(),
                 rng.gen_range(-1..30).to_string(),
             );
+            let pop_count = cnt.replace('-', "");
             let calls: Vec<Vec<&str>> = vec![
                 vec!["ZRANGE", "lb", &a, &b],
                 vec!["ZRANGE", "lb", &a, &b, "REV", "WITHSCORES"],
@@ -4705,6 +4706,10 @@ fn zrank_and_ranges_match_redis_after_pops_and_ties() {
                 vec!["ZREMRANGEBYRANK", "tmp", &a, &b],
                 vec!["ZRANGE", "tmp", "0", "-1", "WITHSCORES"],
                 vec!["ZCARD", "tmp"],
+                vec!["ZPOPMAX", "tmp", &pop_count],
+                vec!["ZPOPMAX", "tmp"],
+                vec!["ZMPOP", "1", "tmp", "MAX", "COUNT", "3"],
+                vec!["ZREVRANGE", "tmp", "0", "4", "WITHSCORES"],
             ];
             for call in calls {
                 pair.check(0, &words(&call), ctx);
