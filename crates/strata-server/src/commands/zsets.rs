@@ -10,8 +10,8 @@
 //! `update_group` each. Ranges by rank or score, ZCOUNT, ZRANK and ZREMRANGEBYRANK/BYSCORE read
 //! only the score entries they answer and skip, in one scan of the key's partition from the
 //! set's floor or the range's low score; ranks count from the low end (ZRANK O(rank), ZREVRANK
-//! O(reverse rank), ZREVRANGE from the top O(n): the engine has no reverse scan and no rank
-//! index). Lex ranges and ZPOPMAX still read the whole set.
+//! O(reverse rank); ZREVRANGE and ZPOPMAX step over the members below the top, O(n): the
+//! engine has no reverse scan and no rank index). Lex ranges still read the whole set.
 
 use std::collections::BTreeMap;
 
