@@ -29,7 +29,7 @@ pub(crate) static SPECS: &[Spec] = &[
     Spec { name: "hget", arity: 3, flags: READ_FAST, keys: (1, 1, 1), group: "hash", summary: "Returns the value of a field in a hash.", handler: hget },
     Spec { name: "hmget", arity: -3, flags: READ_FAST, keys: (1, 1, 1), group: "hash", summary: "Returns the values of all fields in a hash.", handler: hmget },
     Spec { name: "hgetall", arity: 2, flags: READ, keys: (1, 1, 1), group: "hash", summary: "Returns all fields and values in a hash.", handler: hgetall },
-    Spec { name: "hdel", arity: -3, flags: WRITE_FAST, keys: (1, 1, 1), group: "hash", summary: "Deletes one or more fields and their values from a hash. Deletes the hash if no fields remain.", handler: hdel },
+    Spec { name: "hdel", arity: -3, flags: &["write", "fast"], keys: (1, 1, 1), group: "hash", summary: "Deletes one or more fields and their values from a hash. Deletes the hash if no fields remain.", handler: hdel },
     Spec { name: "hexists", arity: 3, flags: READ_FAST, keys: (1, 1, 1), group: "hash", summary: "Determines whether a field exists in a hash.", handler: hexists },
     Spec { name: "hlen", arity: 2, flags: READ_FAST, keys: (1, 1, 1), group: "hash", summary: "Returns the number of fields in a hash.", handler: hlen },
     Spec { name: "hkeys", arity: 2, flags: READ, keys: (1, 1, 1), group: "hash", summary: "Returns all fields in a hash.", handler: hkeys },

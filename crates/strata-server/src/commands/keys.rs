@@ -43,7 +43,7 @@ pub(crate) static SPECS: &[Spec] = &[
     Spec { name: "dbsize", arity: 1, flags: READ, keys: (0, 0, 0), group: "server", summary: "Returns the number of keys in the database.", handler: dbsize },
     Spec { name: "flushdb", arity: -1, flags: &["write"], keys: (0, 0, 0), group: "server", summary: "Removes all keys from the current database.", handler: flushdb },
     Spec { name: "flushall", arity: -1, flags: &["write"], keys: (0, 0, 0), group: "server", summary: "Removes all keys from all databases.", handler: flushall },
-    Spec { name: "rename", arity: 3, flags: WRITE, keys: (1, 2, 1), group: "generic", summary: "Renames a key and overwrites the destination.", handler: rename },
+    Spec { name: "rename", arity: 3, flags: &["write"], keys: (1, 2, 1), group: "generic", summary: "Renames a key and overwrites the destination.", handler: rename },
     Spec { name: "renamenx", arity: 3, flags: &["write", "fast"], keys: (1, 2, 1), group: "generic", summary: "Renames a key only when the target key name doesn't exist.", handler: renamenx },
     Spec { name: "copy", arity: -3, flags: WRITE, keys: (1, 2, 1), group: "generic", summary: "Copies the value of a key to a new key.", handler: copy },
     Spec { name: "swapdb", arity: 3, flags: &["write", "fast"], keys: (0, 0, 0), group: "server", summary: "Swaps two Redis databases.", handler: swapdb },

@@ -770,7 +770,7 @@ fn status_set(items: &[&'static str]) -> Reply {
 fn command_info(spec: &Spec) -> Reply {
     let meta = super::meta::lookup(spec.name);
     let mut flags = spec.flags.to_vec();
-    if super::cluster::MOVABLE_KEYS.contains(&spec.name) {
+    if super::cluster::MOVABLE_KEYS.contains(&spec.name) && !flags.contains(&"movablekeys") {
         flags.push("movablekeys");
     }
     let mut entry = vec![

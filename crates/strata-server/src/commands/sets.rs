@@ -32,7 +32,7 @@ pub(crate) static SPECS: &[Spec] = &[
     Spec { name: "smembers", arity: 2, flags: READ, keys: (1, 1, 1), group: "set", summary: "Returns all members of a set.", handler: smembers },
     Spec { name: "srandmember", arity: -2, flags: READ, keys: (1, 1, 1), group: "set", summary: "Get one or multiple random members from a set.", handler: srandmember },
     Spec { name: "spop", arity: -2, flags: &["write", "fast"], keys: (1, 1, 1), group: "set", summary: "Returns one or more random members from a set after removing them. Deletes the set if the last member was popped.", handler: spop },
-    Spec { name: "smove", arity: 4, flags: WRITE_FAST, keys: (1, 2, 1), group: "set", summary: "Moves a member from one set to another.", handler: smove },
+    Spec { name: "smove", arity: 4, flags: &["write", "fast"], keys: (1, 2, 1), group: "set", summary: "Moves a member from one set to another.", handler: smove },
     Spec { name: "sunion", arity: -2, flags: READ, keys: (1, -1, 1), group: "set", summary: "Returns the union of multiple sets.", handler: sunion },
     Spec { name: "sinter", arity: -2, flags: READ, keys: (1, -1, 1), group: "set", summary: "Returns the intersect of multiple sets.", handler: sinter },
     Spec { name: "sdiff", arity: -2, flags: READ, keys: (1, -1, 1), group: "set", summary: "Returns the difference of multiple sets.", handler: sdiff },

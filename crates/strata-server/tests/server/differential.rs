@@ -8524,6 +8524,40 @@ fn command_key_specs_and_categories_match_redis() {
     }
     assert!(compared > 300, "{compared} commands compared");
     assert!(compared_subs > 100, "{compared_subs} subcommands compared");
+    // Arity, flags and key positions of commands whose flags decide behaviour here (denyoom:
+    // maxmemory; movablekeys: key extraction), whole.
+    for name in [
+        "eval",
+        "evalsha",
+        "eval_ro",
+        "evalsha_ro",
+        "fcall",
+        "fcall_ro",
+        "getdel",
+        "getex",
+        "hdel",
+        "rename",
+        "smove",
+        "set",
+        "del",
+        "srem",
+        "zadd",
+        "lpush",
+    ] {
+        let info = words(&["COMMAND", "INFO", name]);
+        let header = |reply: Vec<u8>| -> Vec<Resp> {
+            let Resp::Agg(_, outer) = Resp::parse(&reply, &mut 0) else {
+                panic!()
+            };
+            let Resp::Agg(_, entry) = &outer[0] else {
+                panic!("{name}: {outer:?}")
+            };
+            entry[..6].to_vec()
+        };
+        let theirs = header(pair.conns[0][0].call(&info));
+        let mine = header(pair.conns[1][0].call(&info));
+        assert_eq!(mine, theirs, "COMMAND INFO {name}: arity, flags, keys");
+    }
 }
 
 /// Sorts every RESP3 map's pairs, at every depth (Redis lists a container's subcommands in
@@ -8951,6 +8985,9 @@ fn maxmemory_refuses_writes_as_redis_noeviction_does() {
     let mut pair = Pair::start();
     let script: &[&[&str]] = &[
         &["SET", "k", "v"],
+        &["HSET", "h", "f", "v", "g", "w"],
+        &["SADD", "s", "m", "n"],
+        &["MSET", "gx", "v", "rn", "v"],
         &["CONFIG", "SET", "maxmemory", "1kb"],
         &["CONFIG", "GET", "maxmemory"],
         &["CONFIG", "SET", "maxmemory", "1"],
@@ -8960,6 +8997,12 @@ fn maxmemory_refuses_writes_as_redis_noeviction_does() {
         &["LPUSH", "l", "a"],
         &["INCR", "n"],
         &["GET", "k"],
+        // Writes that Redis does not mark `denyoom` (they free or move memory): allowed.
+        &["GETEX", "k", "PERSIST"],
+        &["HDEL", "h", "f"],
+        &["GETDEL", "gx"],
+        &["RENAME", "rn", "rn2"],
+        &["SMOVE", "s", "s2", "m"],
         &["DEL", "k"],
         &["EXISTS", "k"],
         &["MULTI"],
