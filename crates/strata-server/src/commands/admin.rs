@@ -95,15 +95,21 @@ fn arity(args: &[Bytes], container: &str, sub: &str, n: i64) -> Result<()> {
     Ok(())
 }
 
-/// Closes the connections `which` picks (ACL DELUSER, ACL LOAD, revoked channels): another's
-/// at once, this one's after its reply.
-fn close_connections(ctx: &mut Ctx<'_>, which: impl Fn(u64, &crate::state::ClientEntry) -> bool) {
+/// Closes the connections `which` picks (CLIENT KILL, ACL DELUSER, ACL LOAD, revoked
+/// channels): another's at once, this one's after its reply. One already closing is not
+/// picked again. Returns how many it closed.
+pub(crate) fn close_connections(
+    ctx: &mut Ctx<'_>,
+    which: impl Fn(u64, &crate::state::ClientEntry) -> bool,
+) -> i64 {
     let me = ctx.session.id;
     let mut close_me = false;
+    let mut closed = 0;
     for (id, e) in crate::state::lock(&ctx.shared.clients).iter() {
         if e.control.closing() || !which(*id, e) {
             continue;
         }
+        closed += 1;
         if *id == me {
             close_me = true;
         } else {
@@ -113,6 +119,7 @@ fn close_connections(ctx: &mut Ctx<'_>, which: impl Fn(u64, &crate::state::Clien
     if close_me {
         ctx.session.after_reply = crate::state::AfterReply::Close;
     }
+    closed
 }
 
 /// After ACL SETUSER: the connections of `user` that listen to a channel or pattern it may no

@@ -731,30 +731,14 @@ fn client_kill(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         }
     }
     let me = ctx.session.id;
-    let mut killed = 0i64;
-    let mut kill_me = false;
-    {
-        let clients = lock(&ctx.shared.clients);
-        for (cid, e) in clients.iter() {
-            let matches = id.is_none_or(|i| i == *cid)
-                && addr.as_ref().is_none_or(|a| *a == e.peer)
-                && laddr.as_ref().is_none_or(|a| *a == e.local)
-                && kind.is_none_or(|k| k.matches(e))
-                && user.as_ref().is_none_or(|u| *u == e.user);
-            if !matches || e.control.closing() || (*cid == me && (skip_me && !old_form)) {
-                continue;
-            }
-            killed += 1;
-            if *cid == me {
-                kill_me = true;
-            } else {
-                e.control.close();
-            }
-        }
-    }
-    if kill_me {
-        ctx.session.after_reply = crate::state::AfterReply::Close;
-    }
+    let killed = super::admin::close_connections(ctx, |cid, e| {
+        id.is_none_or(|i| i == cid)
+            && addr.as_ref().is_none_or(|a| *a == e.peer)
+            && laddr.as_ref().is_none_or(|a| *a == e.local)
+            && kind.is_none_or(|k| k.matches(e))
+            && user.as_ref().is_none_or(|u| *u == e.user)
+            && !(cid == me && skip_me && !old_form)
+    });
     if old_form {
         return if killed == 0 {
             Err(Error::command("No such client"))
