@@ -490,21 +490,51 @@ impl Db {
         route_key: &[u8],
         range: R,
     ) -> Scan {
+        self.scan_routed_bounds(route_key, range_bounds(range), false)
+    }
+
+    /// [`Db::scan_routed`] in descending key order: the top of a range (a sorted set's highest
+    /// scores) without reading what lies below it. The LSM engine reads at one point in time,
+    /// in steps of about a block (`lsm/reverse.rs`); the log engine, whose index has no key
+    /// order, reads the whole range and reverses it.
+    pub fn scan_routed_rev<K: AsRef<[u8]>, R: RangeBounds<K>>(
+        &self,
+        route_key: &[u8],
+        range: R,
+    ) -> Scan {
+        self.scan_routed_bounds(route_key, range_bounds(range), true)
+    }
+
+    fn scan_routed_bounds(
+        &self,
+        route_key: &[u8],
+        (lower, upper): (Bound<Bytes>, Bound<Bytes>),
+        reverse: bool,
+    ) -> Scan {
         if let Err(e) = self.check() {
             return Scan::failed(e);
         }
-        let (lower, upper) = range_bounds(range);
         let partition = &self.inner.partitions[self.partition_of(route_key)];
         if let Some(tree) = partition.lsm() {
-            let view = {
+            let (view, at) = {
                 let _held = tree.hold_view();
                 (tree.pinned_view(), self.inner.seqs.visible())
             };
-            return Scan::new(MergeIter::new(vec![
-                tree.iter_at(view.0, view.1, lower, upper)
-            ]));
+            let it = if reverse {
+                tree.iter_rev_at(view, at, lower, upper)
+            } else {
+                tree.iter_at(view, at, lower, upper)
+            };
+            return Scan::new(MergeIter::new(vec![it]));
         }
         match partition.iter_log(lower, upper) {
+            Some(it) if reverse => match it.collect::<Result<Vec<_>>>() {
+                Ok(mut all) => {
+                    all.reverse();
+                    Scan::new(MergeIter::new(vec![Box::new(all.into_iter().map(Ok))]))
+                }
+                Err(e) => Scan::failed(e),
+            },
             Some(it) => Scan::new(MergeIter::new(vec![it])),
             None => Scan::failed(Error::InvalidArgument("no engine for the partition".into())),
         }

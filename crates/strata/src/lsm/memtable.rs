@@ -524,6 +524,28 @@ impl Memtable {
         Ok(())
     }
 
+    /// The key `back` places below the top of `(lower, upper)` in this memtable's key order
+    /// (keys of any version, tombstones included): where a backwards scan's next forward step
+    /// may start (`reverse.rs`). `None` when fewer keys lie in the range.
+    pub(crate) fn key_back(
+        &self,
+        lower: &Bound<Bytes>,
+        upper: &Bound<Bytes>,
+        back: usize,
+    ) -> Option<Bytes> {
+        let (lo, hi) = (as_ref_bound(lower), as_ref_bound(upper));
+        if is_empty_range(lo, hi) {
+            return None;
+        }
+        let m = self.ordered();
+        let key = m
+            .sorted
+            .range::<[u8], _>((lo, hi))
+            .nth_back(back)
+            .map(|(k, _)| k.clone());
+        key
+    }
+
     /// The map with its B-tree up to date, read-locked (range scans).
     fn ordered(&self) -> RwLockReadGuard<'_, Maps> {
         {

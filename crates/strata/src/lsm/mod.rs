@@ -1,7 +1,8 @@
 //! The LSM engine, one tree per partition. Data flows down this list: `tree` (write and read
 //! paths, `install`) -> `memtable` -> `flush` -> `sstable` files listed by `version` (the
 //! manifest) -> `compaction`; beside them `recovery` (open), `throttle` (write stalls), `ingest`
-//! (bulk load into tables) and `vlog` (value logs: key-value separation, their GC and sampling).
+//! (bulk load into tables), `reverse` (scans in descending key order) and `vlog` (value logs:
+//! key-value separation, their GC and sampling).
 //! The LSM stands on `journal` and `util`; it never imports the hash engine.
 
 pub(crate) mod compaction;
@@ -9,6 +10,7 @@ mod flush;
 pub(crate) mod ingest;
 pub(crate) mod memtable;
 pub(crate) mod recovery;
+mod reverse;
 pub(crate) mod sstable;
 mod throttle;
 pub(crate) mod tree;

@@ -99,8 +99,8 @@ impl Journaled for Tree {
     }
 
     fn for_each_key_locked(&self, _: &JournalState, f: &mut dyn FnMut(&[u8])) -> Result<()> {
-        let slots = self.slots_at(
-            self.view.load_full(),
+        let slots = slots_at(
+            &self.view.load_full(),
             u64::MAX,
             Bound::Unbounded,
             Bound::Unbounded,
@@ -412,7 +412,7 @@ impl Tree {
         // Values behind pointers are read as the scan reaches them, from the value logs of the
         // version the scan started on and the logs of its memtables (which it keeps open).
         let wal_dir = self.wal_dir.clone();
-        let slots = self.slots_at(v.clone(), at, lower, upper);
+        let slots = slots_at(&v, at, lower, upper);
         Box::new(slots.map(move |r| {
             let (k, slot) = r?;
             Ok(match slot {
@@ -423,45 +423,22 @@ impl Tree {
         }))
     }
 
-    /// The newest slot at or below `at` of each key in `(lower, upper)` of view `v`: values,
-    /// unread pointers and tombstones.
-    fn slots_at(
+    /// Entries (tombstones included) in `(lower, upper)` of view `v` at sequence number `at`,
+    /// as [`Tree::iter_at`], in descending key order (`reverse.rs`).
+    pub(crate) fn iter_rev_at(
         &self,
         v: Arc<View>,
         at: u64,
         lower: Bound<Bytes>,
         upper: Bound<Bytes>,
-    ) -> MergeIter<Slot> {
-        let mut sources: Vec<SlotIter> = Vec::new();
-        for m in std::iter::once(&v.active).chain(v.immutables.iter()) {
-            let it = MemtableIter::new(m.clone(), at, lower.clone(), upper.clone());
-            sources.push(Box::new(it.map(Ok)));
-        }
-        // Level-0 tables overlap each other, but one whose keys all lie outside the range has
-        // nothing to give: a short range scan (a collection's elements) skips it unopened.
-        for t in v.version.levels[0]
-            .iter()
-            .filter(|t| in_range(t, &lower, &upper))
-        {
-            sources.push(Box::new(t.iter(lower.clone(), upper.clone(), true)));
-        }
-        for level in 1..LEVELS {
-            let tables: Vec<Arc<Table>> = v.version.levels[level]
-                .iter()
-                .filter(|t| in_range(t, &lower, &upper))
-                .cloned()
-                .collect();
-            if tables.is_empty() {
-                continue;
-            }
-            let (lo, hi) = (lower.clone(), upper.clone());
-            sources.push(Box::new(
-                tables
-                    .into_iter()
-                    .flat_map(move |t| t.iter(lo.clone(), hi.clone(), true)),
-            ));
-        }
-        MergeIter::new(sources)
+    ) -> EntryIter {
+        Box::new(super::reverse::RevIter::new(
+            self.wal_dir.clone(),
+            v,
+            at,
+            lower,
+            upper,
+        ))
     }
 
     /// The one way the tree's tables and value logs change: under `version_lock`, `edit`
@@ -717,11 +694,51 @@ pub(super) fn memtable_log(opts: &Options, wal: &journal::WalWriter) -> Memtable
     }
 }
 
+/// The newest slot at or below `at` of each key in `(lower, upper)` of view `v`: values,
+/// unread pointers and tombstones.
+pub(super) fn slots_at(
+    v: &View,
+    at: u64,
+    lower: Bound<Bytes>,
+    upper: Bound<Bytes>,
+) -> MergeIter<Slot> {
+    let mut sources: Vec<SlotIter> = Vec::new();
+    for m in std::iter::once(&v.active).chain(v.immutables.iter()) {
+        let it = MemtableIter::new(m.clone(), at, lower.clone(), upper.clone());
+        sources.push(Box::new(it.map(Ok)));
+    }
+    // Level-0 tables overlap each other, but one whose keys all lie outside the range has
+    // nothing to give: a short range scan (a collection's elements) skips it unopened.
+    for t in v.version.levels[0]
+        .iter()
+        .filter(|t| in_range(t, &lower, &upper))
+    {
+        sources.push(Box::new(t.iter(lower.clone(), upper.clone(), true)));
+    }
+    for level in 1..LEVELS {
+        let tables: Vec<Arc<Table>> = v.version.levels[level]
+            .iter()
+            .filter(|t| in_range(t, &lower, &upper))
+            .cloned()
+            .collect();
+        if tables.is_empty() {
+            continue;
+        }
+        let (lo, hi) = (lower.clone(), upper.clone());
+        sources.push(Box::new(
+            tables
+                .into_iter()
+                .flat_map(move |t| t.iter(lo.clone(), hi.clone(), true)),
+        ));
+    }
+    MergeIter::new(sources)
+}
+
 /// The value `p` points at, in view `v`: in a value log of its version, or in the log of one
 /// of its memtables (a value the memtable left there: read from the file, or from the log's
 /// tail before it reaches the file). It takes no partition lock, so a reader holding one (a
 /// read-modify-write, a scan under the partition's lock) may call it.
-fn resolve_in_view(wal_dir: &Path, v: &View, p: &ValuePtr) -> Result<Bytes> {
+pub(super) fn resolve_in_view(wal_dir: &Path, v: &View, p: &ValuePtr) -> Result<Bytes> {
     if !v.version.vlogs.contains_key(&p.file) {
         if let Some(m) = std::iter::once(&v.active)
             .chain(v.immutables.iter())

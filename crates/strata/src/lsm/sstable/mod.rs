@@ -509,6 +509,20 @@ impl Table {
             .map_err(|r| Error::corruption(&self.path, self.index.offset(i), r))
     }
 
+    /// Where a backwards scan of this table's keys below `upper` may start its next forward
+    /// step so that the step reads one block of it (`reverse.rs`): the last key of the block
+    /// before the one that holds the table's greatest key below `upper`, a key below `upper`.
+    /// `None` when that block is the table's first.
+    pub(crate) fn split_below(&self, upper: &Bound<Bytes>) -> Option<&[u8]> {
+        let last = self.index.len().checked_sub(1)?;
+        // Blocks after the first whose last key reaches `upper` hold no key below it.
+        let top = match upper {
+            Bound::Included(u) | Bound::Excluded(u) => self.index.first_at_or_after(u).min(last),
+            Bound::Unbounded => last,
+        };
+        top.checked_sub(1).map(|i| self.index.key(i))
+    }
+
     /// Entries with keys in `(lower, upper)`, in order.
     pub(crate) fn iter(
         self: &Arc<Self>,
