@@ -128,6 +128,28 @@ pub trait KvBackend {
     ) -> Result<()> {
         self.scan(start, end, visit)
     }
+    /// [`KvBackend::scan_group`] in descending key order (a sorted set's highest scores first).
+    /// By default the range is read forwards and visited backwards; the engine reads from the
+    /// top and stops where `visit` does.
+    fn scan_group_rev(
+        &self,
+        route: &[u8],
+        start: Bound<Vec<u8>>,
+        end: Bound<Vec<u8>>,
+        visit: &mut VisitFn<'_>,
+    ) -> Result<()> {
+        let mut all: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        self.scan_group(route, start, end, &mut |k, v| {
+            all.push((k.to_vec(), v.to_vec()));
+            true
+        })?;
+        for (k, v) in all.iter().rev() {
+            if !visit(k, v) {
+                break;
+            }
+        }
+        Ok(())
+    }
     /// Makes everything written so far durable in table files (SAVE).
     fn flush(&self) -> Result<()>;
     /// Forces the write-ahead logs to stable storage.
@@ -294,6 +316,19 @@ impl KvBackend for strata::Db {
         visit_scan(strata::Db::scan_routed(self, route, (start, end)), visit)
     }
 
+    fn scan_group_rev(
+        &self,
+        route: &[u8],
+        start: Bound<Vec<u8>>,
+        end: Bound<Vec<u8>>,
+        visit: &mut VisitFn<'_>,
+    ) -> Result<()> {
+        visit_scan(
+            strata::Db::scan_routed_rev(self, route, (start, end)),
+            visit,
+        )
+    }
+
     fn flush(&self) -> Result<()> {
         Ok(strata::Db::flush(self)?)
     }
@@ -429,6 +464,16 @@ impl KvBackend for HeldDb<'_, '_> {
         visit: &mut VisitFn<'_>,
     ) -> Result<()> {
         KvBackend::scan_group(self.db, route, start, end, visit)
+    }
+
+    fn scan_group_rev(
+        &self,
+        route: &[u8],
+        start: Bound<Vec<u8>>,
+        end: Bound<Vec<u8>>,
+        visit: &mut VisitFn<'_>,
+    ) -> Result<()> {
+        KvBackend::scan_group_rev(self.db, route, start, end, visit)
     }
 
     fn flush(&self) -> Result<()> {

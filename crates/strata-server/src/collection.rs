@@ -476,35 +476,68 @@ pub fn visit_zset_from(
         &string_key(db, name),
         std::ops::Bound::Included(start),
         prefix_end(&prefix),
-        &mut |k, v| {
-            let Some((order, member)) = k.get(skip..).and_then(|r| r.split_first_chunk::<8>())
-            else {
-                return true;
-            };
-            // The exact score is the entry's value (8 bytes); the key's order bytes otherwise.
-            let score = match <[u8; 8]>::try_from(v) {
-                Ok(exact) => f64::from_le_bytes(exact),
-                Err(_) => score_from_order_bytes(*order),
-            };
-            visit(member, score)
+        &mut |k, v| match score_entry(k, v, skip) {
+            Some((member, score)) => visit(member, score),
+            None => true,
         },
     )
 }
 
+/// Visits the (member, score) of the sorted set `name` (metadata `meta`) in descending score
+/// order (ties by member, descending) from the last whose score is at most `to` (`None`: from
+/// the highest), until `visit` returns false: one scan of its partition from the top down
+/// (ZREVRANGE, ZPOPMAX and ranks near the end read what they answer and skip, not what lies
+/// below).
+pub fn visit_zset_rev_from(
+    b: &dyn KvBackend,
+    db: DbIndex,
+    name: &[u8],
+    meta: &Meta,
+    to: Option<f64>,
+    visit: &mut dyn FnMut(&[u8], f64) -> bool,
+) -> Result<()> {
+    let prefix = zset_score_prefix(db, name, meta.version);
+    let skip = prefix.len();
+    let upper = match to {
+        Some(score) => prefix_end(&[&prefix[..], &score_order_bytes(score)].concat()),
+        None => prefix_end(&prefix),
+    };
+    b.scan_group_rev(
+        &string_key(db, name),
+        std::ops::Bound::Included(zset_floor_key(&prefix, meta)),
+        upper,
+        &mut |k, v| match score_entry(k, v, skip) {
+            Some((member, score)) => visit(member, score),
+            None => true,
+        },
+    )
+}
+
+/// The (member, score) of a score entry (key, value) whose key has `skip` bytes of prefix.
+fn score_entry<'k>(k: &'k [u8], v: &[u8], skip: usize) -> Option<(&'k [u8], f64)> {
+    let (order, member) = k.get(skip..)?.split_first_chunk::<8>()?;
+    // The exact score is the entry's value (8 bytes); the key's order bytes otherwise.
+    let score = match <[u8; 8]>::try_from(v) {
+        Ok(exact) => f64::from_le_bytes(exact),
+        Err(_) => score_from_order_bytes(*order),
+    };
+    Some((member, score))
+}
+
 /// How many members of the sorted set `name` (metadata `meta`) come before (`before`) or after
-/// member `member` of score `score` in score order: ZRANK's and ZREVRANK's answer, counted in
-/// one scan of the score entries on that side (from the floor, or from the member to the end),
-/// nothing copied: O(rank) for ZRANK, O(reverse rank) for ZREVRANK, so the top of a
-/// leaderboard is found without reading the rest.
+/// member `member` of score `score` in score order, if at most `limit`: counted in one scan of
+/// the score entries on that side (from the floor, or from the member to the end) that stops
+/// past `limit`, nothing copied (`None`: more than `limit`). ZRANK and ZREVRANK count both
+/// sides in turn with a growing limit, so a member near either end is placed at once.
 pub fn zset_count_beside(
     b: &dyn KvBackend,
     db: DbIndex,
     name: &[u8],
     meta: &Meta,
-    score: f64,
-    member: &[u8],
+    (score, member): (f64, &[u8]),
     before: bool,
-) -> Result<u64> {
+    limit: u64,
+) -> Result<Option<u64>> {
     let prefix = zset_score_prefix(db, name, meta.version);
     let at = zset_score_key(db, name, meta.version, score, member);
     let (lower, upper) = if before {
@@ -518,9 +551,9 @@ pub fn zset_count_beside(
     let mut counted = 0u64;
     b.scan_group(&string_key(db, name), lower, upper, &mut |_, _| {
         counted += 1;
-        true
+        counted <= limit
     })?;
-    Ok(counted)
+    Ok((counted <= limit).then_some(counted))
 }
 
 /// Visits the (member, score) of the sorted set `name` (metadata `meta`) whose scores are at

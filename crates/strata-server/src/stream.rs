@@ -232,7 +232,20 @@ pub fn visit_entries(
     db: DbIndex,
     name: &[u8],
     meta: &StreamMeta,
+    range: (StreamId, StreamId),
+    visit: &mut dyn FnMut(StreamId, &[u8]) -> bool,
+) -> Result<()> {
+    visit_entries_in(b, db, name, meta, range, false, visit)
+}
+
+/// [`visit_entries`] in either order (`rev`: from `to` down, one scan from the top).
+fn visit_entries_in(
+    b: &dyn KvBackend,
+    db: DbIndex,
+    name: &[u8],
+    meta: &StreamMeta,
     (from, to): (StreamId, StreamId),
+    rev: bool,
     visit: &mut dyn FnMut(StreamId, &[u8]) -> bool,
 ) -> Result<()> {
     let from = from.max(meta.first_id);
@@ -242,20 +255,21 @@ pub fn visit_entries(
     let lo = entry_key(db, name, meta.version, from);
     let hi = entry_key(db, name, meta.version, to);
     let prefix_len = lo.len() - 16;
-    b.scan_group(
-        &string_key(db, name),
-        std::ops::Bound::Included(lo),
-        std::ops::Bound::Included(hi),
-        &mut |k, v| match k.get(prefix_len..).and_then(StreamId::from_key_bytes) {
-            Some(id) => visit(id, v),
-            None => true,
-        },
-    )
+    let (lo, hi) = (std::ops::Bound::Included(lo), std::ops::Bound::Included(hi));
+    let mut each = |k: &[u8], v: &[u8]| match k.get(prefix_len..).and_then(StreamId::from_key_bytes)
+    {
+        Some(id) => visit(id, v),
+        None => true,
+    };
+    if rev {
+        b.scan_group_rev(&string_key(db, name), lo, hi, &mut each)
+    } else {
+        b.scan_group(&string_key(db, name), lo, hi, &mut each)
+    }
 }
 
 /// Up to `limit` entries of `meta`'s incarnation with IDs in `from..=to`; `rev`: the last
-/// ones, highest first (read forward: the engine has no reverse scan yet, so this reads the
-/// whole range).
+/// ones, highest first (one scan from the top, which stops after them).
 pub fn entries(
     b: &dyn KvBackend,
     db: DbIndex,
@@ -265,9 +279,9 @@ pub fn entries(
     rev: bool,
     limit: usize,
 ) -> Result<Vec<Entry>> {
-    let mut out = std::collections::VecDeque::new();
+    let mut out = Vec::new();
     if limit == 0 {
-        return Ok(Vec::new());
+        return Ok(out);
     }
     // The last entry (XREVRANGE + - COUNT 1, XINFO STREAM): the last ID's entry, unless it
     // was deleted, is one read.
@@ -277,17 +291,10 @@ pub fn entries(
             return Ok(vec![(meta.last_id, v)]);
         }
     }
-    visit_entries(b, db, name, meta, range, &mut |id, v| {
-        if rev && out.len() == limit {
-            out.pop_front();
-        }
-        out.push_back((id, Bytes::copy_from_slice(v)));
-        rev || out.len() < limit
+    visit_entries_in(b, db, name, meta, range, rev, &mut |id, v| {
+        out.push((id, Bytes::copy_from_slice(v)));
+        out.len() < limit
     })?;
-    let mut out: Vec<Entry> = out.into();
-    if rev {
-        out.reverse();
-    }
     Ok(out)
 }
 

@@ -475,6 +475,16 @@ impl KvBackend for Watching {
         self.view().scan_group(route, start, end, visit)
     }
 
+    fn scan_group_rev(
+        &self,
+        route: &[u8],
+        start: Bound<Vec<u8>>,
+        end: Bound<Vec<u8>>,
+        visit: &mut VisitFn<'_>,
+    ) -> Result<()> {
+        self.view().scan_group_rev(route, start, end, visit)
+    }
+
     fn flush(&self) -> Result<()> {
         self.view().flush()
     }
@@ -632,6 +642,16 @@ impl KvBackend for Watched<'_> {
         visit: &mut VisitFn<'_>,
     ) -> Result<()> {
         self.inner.scan_group(route, start, end, visit)
+    }
+
+    fn scan_group_rev(
+        &self,
+        route: &[u8],
+        start: Bound<Vec<u8>>,
+        end: Bound<Vec<u8>>,
+        visit: &mut VisitFn<'_>,
+    ) -> Result<()> {
+        self.inner.scan_group_rev(route, start, end, visit)
     }
 
     fn flush(&self) -> Result<()> {

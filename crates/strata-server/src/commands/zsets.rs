@@ -7,11 +7,12 @@
 //!
 //! A sorted set is a record plus, per member, a member entry (member -> score) and a score
 //! entry (score, member in byte order: ZRANGE order) (`collection.rs`). Writes are one atomic
-//! `update_group` each. Ranges by rank or score, ZCOUNT, ZRANK and ZREMRANGEBYRANK/BYSCORE read
-//! only the score entries they answer and skip, in one scan of the key's partition from the
-//! set's floor or the range's low score; ranks count from the low end (ZRANK O(rank), ZREVRANK
-//! O(reverse rank); ZREVRANGE and ZPOPMAX step over the members below the top, O(n): the
-//! engine has no reverse scan and no rank index). Lex ranges still read the whole set.
+//! `update_group` each. Ranges by rank or score, ZCOUNT, ZRANK, ZPOPMIN/ZPOPMAX and
+//! ZREMRANGEBYRANK/BYSCORE read only the score entries they answer and skip, in one scan of the
+//! key's partition: from the set's floor or the range's low score upwards, or (REV ranges,
+//! ZPOPMAX, ranks nearer the top) from the top or the range's high score downwards. Ranks are
+//! counted (ZRANK O(rank), ZREVRANK O(reverse rank): there is no rank index). Lex ranges still
+//! read the whole set.
 
 use std::collections::BTreeMap;
 
@@ -21,8 +22,9 @@ use super::strings::json_exists;
 use super::{int_arg, is, Ctx, Spec, READ, READ_FAST, WRITE, WRITE_FAST};
 use crate::backend::{BatchOp, GroupRead, KvBackend};
 use crate::collection::{
-    visit_zset_from, zset_count_beside, zset_entries, zset_first_entries, zset_member_key,
-    zset_put_ops, zset_score_key, zset_score_suffix, Floor, Live, Meta, PopWindow, POP_WINDOW_FILL,
+    visit_zset_from, visit_zset_rev_from, zset_count_beside, zset_entries, zset_first_entries,
+    zset_member_key, zset_put_ops, zset_score_key, zset_score_suffix, Floor, Live, Meta, PopWindow,
+    POP_WINDOW_FILL,
 };
 use crate::config::EncodingLimits;
 use crate::error::{Error, Result};
@@ -602,6 +604,9 @@ fn zlexcount(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     Ok(Reply::Int(n as i64))
 }
 
+/// Members ZRANK and ZREVRANK count on each side of the asked one before the limit grows.
+const RANK_FIRST_LIMIT: u64 = 128;
+
 /// ZRANK / ZREVRANK, with Redis 7.2's WITHSCORE (`zrankGenericCommand`: more than one option
 /// is an arity error, another word a syntax error, both before the key is looked at; a member
 /// that is not there is a null array when the score was asked for).
@@ -633,15 +638,21 @@ fn rank(ctx: &Ctx<'_>, args: &[Bytes], rev: bool) -> Result<Reply> {
     else {
         return Ok(absent);
     };
-    let counted = zset_count_beside(
-        ctx.db(),
-        ctx.dbi(),
-        &args[1],
-        &z.meta,
-        score,
-        &args[2],
-        !rev,
-    )?;
+    // The asked side and the other in turn, each up to a limit that grows fourfold: a member
+    // near either end of the set is placed in a few times its distance from that end (the
+    // count of one side is the set's count less the other side and the member).
+    let entry = (score, &args[2][..]);
+    let (b, dbi, name, meta) = (ctx.db(), ctx.dbi(), &args[1], &z.meta);
+    let mut limit = RANK_FIRST_LIMIT;
+    let counted = loop {
+        if let Some(n) = zset_count_beside(b, dbi, name, meta, entry, !rev, limit)? {
+            break n;
+        }
+        if let Some(n) = zset_count_beside(b, dbi, name, meta, entry, rev, limit)? {
+            break meta.count.saturating_sub(n + 1);
+        }
+        limit = limit.saturating_mul(4);
+    };
     let rank = Reply::Int(i64::try_from(counted).unwrap_or(i64::MAX));
     Ok(if withscore {
         Reply::Array(vec![rank, Reply::Double(score)])
@@ -763,9 +774,9 @@ fn select_range(
 }
 
 /// The members of ranks `start..=stop` (Redis's negative ranks from the end; `rev`: ranks from
-/// the highest score), in the order asked: one scan from the set's floor that skips what comes
-/// before them and stops after the last (ranks from the end are counted with the set's count,
-/// so ZREVRANGE still steps over the members below them).
+/// the highest score), in the order asked: one scan from whichever end of the set is nearer
+/// (the floor upwards, or the top down), which skips what comes before them and stops after
+/// the last (ranks are placed with the set's count).
 fn rank_range(
     ctx: &Ctx<'_>,
     key: &[u8],
@@ -799,25 +810,35 @@ fn rank_slice(
     let stop = stop.min(len - 1);
     // In ascending order: skip `first` members, then take `wanted`.
     let first = if rev { len - 1 - stop } else { start };
-    let wanted = usize::try_from(stop - start + 1).unwrap_or(usize::MAX);
+    let wanted = stop - start + 1;
+    // The same members counted from the top: skip `from_top`, then take `wanted`.
+    let from_top = len - first - wanted;
     let mut seen = 0i64;
-    let mut out: Vec<(Bytes, f64)> = Vec::with_capacity(wanted.min(1024));
-    visit_zset_from(b, db, key, meta, None, &mut |m, s| {
-        if seen >= first {
+    let skip = first.min(from_top);
+    let mut out: Vec<(Bytes, f64)> =
+        Vec::with_capacity(usize::try_from(wanted.min(1024)).unwrap_or(1024));
+    let mut take = |m: &[u8], s: f64| {
+        if seen >= skip {
             out.push((Bytes::copy_from_slice(m), s));
         }
         seen += 1;
-        out.len() < wanted
-    })?;
-    if rev {
+        (out.len() as i64) < wanted
+    };
+    let descending = from_top < first;
+    if descending {
+        visit_zset_rev_from(b, db, key, meta, None, &mut take)?;
+    } else {
+        visit_zset_from(b, db, key, meta, None, &mut take)?;
+    }
+    if descending != rev {
         out.reverse();
     }
     Ok(out)
 }
 
 /// The members whose scores `range` holds, in the order asked: one scan from the range's low
-/// end that stops past its high end. Ascending, LIMIT is applied during the scan (it stops
-/// after `count`; the second value says it was); descending, the range is read and reversed.
+/// end upwards (`rev`: its high end downwards) that stops past its other end, with LIMIT
+/// applied during the scan (it stops after `count`; the second value says LIMIT was applied).
 fn score_range(
     ctx: &Ctx<'_>,
     key: &[u8],
@@ -844,33 +865,39 @@ fn score_slice(
 ) -> Result<(Vec<(Bytes, f64)>, bool)> {
     let mut out: Vec<(Bytes, f64)> = Vec::new();
     let (offset, count) = match limit {
-        Some((offset, count)) if !rev => {
+        Some((offset, count)) => {
             if offset < 0 || count == 0 {
                 return Ok((Vec::new(), true));
             }
             (offset, count)
         }
-        _ => (0, -1),
+        None => (0, -1),
     };
     let mut skipped = 0i64;
-    visit_zset_from(b, db, key, meta, Some(range.min.0), &mut |m, s| {
-        if s > range.max.0 {
-            return false;
-        }
-        if !range.contains(s) {
-            return true;
-        }
+    let mut take = |m: &[u8], s: f64| {
         if skipped < offset {
             skipped += 1;
             return true;
         }
         out.push((Bytes::copy_from_slice(m), s));
         count < 0 || (out.len() as i64) < count
-    })?;
+    };
     if rev {
-        out.reverse();
+        visit_zset_rev_from(b, db, key, meta, Some(range.max.0), &mut |m, s| {
+            if s < range.min.0 {
+                return false;
+            }
+            !range.contains(s) || take(m, s)
+        })?;
+    } else {
+        visit_zset_from(b, db, key, meta, Some(range.min.0), &mut |m, s| {
+            if s > range.max.0 {
+                return false;
+            }
+            !range.contains(s) || take(m, s)
+        })?;
     }
-    Ok((out, !rev && limit.is_some()))
+    Ok((out, limit.is_some()))
 }
 
 /// Members, with their scores when asked: RESP2 one flat array, RESP3 an array of pairs.
@@ -1046,8 +1073,8 @@ fn pop_entries(
             return Ok((Vec::new(), None, false));
         };
         let meta = &found.meta;
-        // The lowest scores are a bounded scan from the start; the highest step over the
-        // rest first (no reverse scan yet), copying only what is popped.
+        // The lowest scores are a bounded scan from the floor up, the highest one from the
+        // top down, copying only what is popped.
         let (mut all, complete) = if max {
             let top = if want == 0 {
                 Vec::new()

@@ -713,9 +713,10 @@ fn a_blocked_client_that_leaves_takes_nothing() {
     server.stop();
 }
 
-/// Random sorted set writes (ZADD with its flags, ZINCRBY, ZREM, ZPOPMIN, ZREMRANGEBYSCORE)
-/// with tiny memtables, restarted between rounds: every sorted set equals a model (member ->
-/// score) each time, in score order.
+/// Random sorted set writes (ZADD with its flags, ZINCRBY, ZREM, ZPOPMIN, ZPOPMAX,
+/// ZREMRANGEBYSCORE) with tiny memtables, restarted between rounds: every sorted set equals a
+/// model (member -> score) each time, in score order read upwards and (ZREVRANGE, the
+/// engine's reverse scan through memtables and tables) downwards, with ranks from both ends.
 #[test]
 fn sorted_sets_match_a_model_through_flushes_compactions_and_restarts() {
     const KEYS: usize = 6;
@@ -727,15 +728,37 @@ fn sorted_sets_match_a_model_through_flushes_compactions_and_restarts() {
         v.sort_by(|a, b| a.1.cmp(&b.1).then(a.0.cmp(&b.0)));
         v
     };
-    let check =
-        |c: &mut redis::Connection, model: &BTreeMap<String, BTreeMap<String, i64>>, when: &str| {
-            for k in 0..KEYS {
-                let key = format!("z{k}");
-                let got: Vec<(String, i64)> = c.zrange_withscores(&key, 0, -1).unwrap();
-                let want = model.get(&key).map(ordered).unwrap_or_default();
-                assert_eq!(got, want, "{key} {when}");
+    let check = |c: &mut redis::Connection,
+                 model: &BTreeMap<String, BTreeMap<String, i64>>,
+                 when: &str| {
+        for k in 0..KEYS {
+            let key = format!("z{k}");
+            let got: Vec<(String, i64)> = c.zrange_withscores(&key, 0, -1).unwrap();
+            let want = model.get(&key).map(ordered).unwrap_or_default();
+            assert_eq!(got, want, "{key} {when}");
+            // Read from the top down (the engine's reverse scan), whole and the top three.
+            let got: Vec<(String, i64)> = c.zrevrange_withscores(&key, 0, -1).unwrap();
+            let down: Vec<(String, i64)> = want.iter().rev().cloned().collect();
+            assert_eq!(got, down, "{key} {when}: ZREVRANGE");
+            let got: Vec<(String, i64)> = c.zrevrange_withscores(&key, 0, 2).unwrap();
+            assert_eq!(
+                got[..],
+                down[..down.len().min(3)],
+                "{key} {when}: top three"
+            );
+            // Ranks, counted from whichever end is nearer.
+            for (rank, (m, _)) in want.iter().enumerate().step_by(7) {
+                let got: Option<usize> = redis::cmd("ZRANK").arg(&key).arg(m).query(c).unwrap();
+                assert_eq!(got, Some(rank), "{key} {when}: ZRANK {m}");
+                let got: Option<usize> = redis::cmd("ZREVRANK").arg(&key).arg(m).query(c).unwrap();
+                assert_eq!(
+                    got,
+                    Some(want.len() - 1 - rank),
+                    "{key} {when}: ZREVRANK {m}"
+                );
             }
-        };
+        }
+    };
     for round in 0..3 {
         let server = TestServer::start_in(dir.path(), ServerConfig::default());
         let mut c = server.client();
@@ -748,10 +771,30 @@ fn sorted_sets_match_a_model_through_flushes_compactions_and_restarts() {
                 rng.gen_range(0..30)
             );
             let score: i64 = rng.gen_range(-50..50);
-            match rng.gen_range(0..8) {
+            match rng.gen_range(0..9) {
                 0..=3 => {
                     let _: i64 = c.zadd(&key, &member, score).unwrap();
                     model.entry(key).or_default().insert(member, score);
+                }
+                8 => {
+                    let got: Vec<(String, i64)> = c.zpopmax(&key, 2).unwrap();
+                    let want: Vec<(String, i64)> = model
+                        .get(&key)
+                        .map(ordered)
+                        .unwrap_or_default()
+                        .into_iter()
+                        .rev()
+                        .take(2)
+                        .collect();
+                    assert_eq!(got, want, "ZPOPMAX {key}");
+                    if let Some(z) = model.get_mut(&key) {
+                        for (m, _) in &want {
+                            z.remove(m);
+                        }
+                        if z.is_empty() {
+                            model.remove(&key);
+                        }
+                    }
                 }
                 4 => {
                     let n: i64 = c.zincr(&key, &member, score).unwrap();
