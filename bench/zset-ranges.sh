@@ -28,7 +28,7 @@ for b in range(0,n,per):
     while not data.endswith(b"\r\n"): data+=s.recv(100)
 print("loaded")
 PY
-for c in "ZREVRANGE lb 0 9 WITHSCORES" "ZRANGE lb 0 9" "ZRANGE lb -10 -1" "ZREVRANGEBYSCORE lb +inf -inf LIMIT 0 10" "ZREVRANK lb player:499990" "ZRANK lb player:250000" "ZRANGEBYSCORE lb 1000 1010" "ZCOUNT lb 1000 2000" "ZPOPMAX lb"; do
+for c in "ZREVRANGE lb 0 9 WITHSCORES" "ZRANGE lb 0 9" "ZRANGE lb -10 -1" "ZREVRANGEBYSCORE lb +inf -inf LIMIT 0 10" "ZREVRANK lb player:499990" "ZRANK lb player:250000" "ZRANK lb player:499990" "ZRANGEBYSCORE lb 1000 1010" "ZCOUNT lb 1000 2000" "ZPOPMAX lb"; do
   r=$(redis-benchmark -p $PORT -n 300 -c 2 -q $c 2>/dev/null | tr "\r" "\n" | grep "requests per second" | tail -1 | sed "s/.*: //")
   echo "$c: $r"
 done

@@ -528,7 +528,7 @@ fn score_entry<'k>(k: &'k [u8], v: &[u8], skip: usize) -> Option<(&'k [u8], f64)
 /// member `member` of score `score` in score order, if at most `limit`: counted in one scan of
 /// the score entries on that side (from the floor, or from the member to the end) that stops
 /// past `limit`, nothing copied (`None`: more than `limit`). ZRANK and ZREVRANK count both
-/// sides in turn with a growing limit, so a member near either end is placed at once.
+/// sides up to a few first, so a member near either end is placed at once.
 pub fn zset_count_beside(
     b: &dyn KvBackend,
     db: DbIndex,

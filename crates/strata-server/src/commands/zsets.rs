@@ -604,8 +604,9 @@ fn zlexcount(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     Ok(Reply::Int(n as i64))
 }
 
-/// Members ZRANK and ZREVRANK count on each side of the asked one before the limit grows.
-const RANK_FIRST_LIMIT: u64 = 128;
+/// Members ZRANK and ZREVRANK count on each side of the asked one before they choose a side
+/// by its score.
+const RANK_NEAR: u64 = 128;
 
 /// ZRANK / ZREVRANK, with Redis 7.2's WITHSCORE (`zrankGenericCommand`: more than one option
 /// is an arity error, another word a syntax error, both before the key is looked at; a member
@@ -638,20 +639,41 @@ fn rank(ctx: &Ctx<'_>, args: &[Bytes], rev: bool) -> Result<Reply> {
     else {
         return Ok(absent);
     };
-    // The asked side and the other in turn, each up to a limit that grows fourfold: a member
-    // near either end of the set is placed in a few times its distance from that end (the
-    // count of one side is the set's count less the other side and the member).
+    // Members near either end are placed by counting both sides up to a few; the others by
+    // counting the side that the member's score, between the set's lowest and highest,
+    // suggests is shorter (the count of one side is the set's count less the other side and
+    // the member).
     let entry = (score, &args[2][..]);
     let (b, dbi, name, meta) = (ctx.db(), ctx.dbi(), &args[1], &z.meta);
-    let mut limit = RANK_FIRST_LIMIT;
-    let counted = loop {
-        if let Some(n) = zset_count_beside(b, dbi, name, meta, entry, !rev, limit)? {
-            break n;
+    let counted = if let Some(n) = zset_count_beside(b, dbi, name, meta, entry, !rev, RANK_NEAR)? {
+        n
+    } else if let Some(n) = zset_count_beside(b, dbi, name, meta, entry, rev, RANK_NEAR)? {
+        meta.count.saturating_sub(n + 1)
+    } else {
+        let mut ends = [None, None];
+        for (end, rev_end) in ends.iter_mut().zip([false, true]) {
+            let mut first = |_: &[u8], s: f64| {
+                *end = Some(s);
+                false
+            };
+            if rev_end {
+                visit_zset_rev_from(b, dbi, name, meta, None, &mut first)?;
+            } else {
+                visit_zset_from(b, dbi, name, meta, None, &mut first)?;
+            }
         }
-        if let Some(n) = zset_count_beside(b, dbi, name, meta, entry, rev, limit)? {
-            break meta.count.saturating_sub(n + 1);
+        let above_middle = match ends {
+            [Some(low), Some(high)] if high > low => score - low > high - score,
+            _ => false,
+        };
+        // The side below the member when `before` is true.
+        let before = !above_middle;
+        let n = zset_count_beside(b, dbi, name, meta, entry, before, u64::MAX)?.unwrap_or(0);
+        if before != rev {
+            n
+        } else {
+            meta.count.saturating_sub(n + 1)
         }
-        limit = limit.saturating_mul(4);
     };
     let rank = Reply::Int(i64::try_from(counted).unwrap_or(i64::MAX));
     Ok(if withscore {
