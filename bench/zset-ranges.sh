@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Sorted-set reads on a set of 500 000 members (score = i, member player:i) against one
+# Sorted-set reads on a set of 500 000 members (score = i, member player:i) and lex ranges on
+# one of 200 000 members sharing score 0 (name:i) against one
 # strata build: bench/zset-ranges.sh BIN PORT (redis-benchmark, 300 requests, 2 clients).
 set -euo pipefail
 BIN=$1; PORT=$2; D=${BENCH_DIR:-./bench-data}/zset-ranges-$PORT
@@ -26,9 +27,16 @@ for b in range(0,n,per):
     # read reply line
     data=b""
     while not data.endswith(b"\r\n"): data+=s.recv(100)
+# 200k members sharing score 0 (an autocomplete index: lex ranges)
+for b in range(0,200000,per):
+    args=["ZADD","ac"]
+    for i in range(b,b+per): args+= [0, "name:%07d"%i]
+    s.sendall(cmd(*args))
+    data=b""
+    while not data.endswith(b"\r\n"): data+=s.recv(100)
 print("loaded")
 PY
-for c in "ZREVRANGE lb 0 9 WITHSCORES" "ZRANGE lb 0 9" "ZRANGE lb -10 -1" "ZREVRANGEBYSCORE lb +inf -inf LIMIT 0 10" "ZREVRANK lb player:499990" "ZRANK lb player:250000" "ZRANK lb player:499990" "ZRANGEBYSCORE lb 1000 1010" "ZCOUNT lb 1000 2000" "ZPOPMAX lb"; do
+for c in "ZREVRANGE lb 0 9 WITHSCORES" "ZRANGE lb 0 9" "ZRANGE lb -10 -1" "ZREVRANGEBYSCORE lb +inf -inf LIMIT 0 10" "ZREVRANK lb player:499990" "ZRANK lb player:250000" "ZRANK lb player:499990" "ZRANGEBYSCORE lb 1000 1010" "ZCOUNT lb 1000 2000" "ZRANGEBYLEX ac [name:0100000 + LIMIT 0 10" "ZREVRANGEBYLEX ac + - LIMIT 0 10" "ZLEXCOUNT ac [name:0100000 [name:0100999" "ZPOPMAX lb"; do
   r=$(redis-benchmark -p $PORT -n 300 -c 2 -q $c 2>/dev/null | tr "\r" "\n" | grep "requests per second" | tail -1 | sed "s/.*: //")
   echo "$c: $r"
 done

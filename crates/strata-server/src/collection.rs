@@ -22,6 +22,7 @@
 //! so they grow across restarts (a clock that steps back further than the uptime could reuse a
 //! version whose fields have not yet been compacted away; Kvrocks takes the same risk).
 
+use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
@@ -511,6 +512,52 @@ pub fn visit_zset_rev_from(
             None => true,
         },
     )
+}
+
+/// A position in a sorted set's score order: (score, member).
+pub type ZsetPosition<'m> = (f64, &'m [u8]);
+
+/// Visits the (member, score) of the sorted set `name` (metadata `meta`) between two bounds in
+/// its score order (each a [`ZsetPosition`]), ascending or (`rev`) descending, until
+/// `visit` returns false: one scan of its partition between them (lex ranges of a set whose
+/// members share one score).
+pub fn visit_zset_between(
+    b: &dyn KvBackend,
+    db: DbIndex,
+    name: &[u8],
+    meta: &Meta,
+    (lower, upper): (Bound<ZsetPosition<'_>>, Bound<ZsetPosition<'_>>),
+    rev: bool,
+    visit: &mut dyn FnMut(&[u8], f64) -> bool,
+) -> Result<()> {
+    let prefix = zset_score_prefix(db, name, meta.version);
+    let skip = prefix.len();
+    let floor = zset_floor_key(&prefix, meta);
+    let key = |(score, member): (f64, &[u8])| zset_score_key(db, name, meta.version, score, member);
+    // Nothing live lies below the floor: a bound under it starts there.
+    let lower = match lower {
+        Bound::Included(at) => Bound::Included(key(at).max(floor)),
+        Bound::Excluded(at) => match key(at) {
+            k if k >= floor => Bound::Excluded(k),
+            _ => Bound::Included(floor),
+        },
+        Bound::Unbounded => Bound::Included(floor),
+    };
+    let upper = match upper {
+        Bound::Included(at) => Bound::Included(key(at)),
+        Bound::Excluded(at) => Bound::Excluded(key(at)),
+        Bound::Unbounded => prefix_end(&prefix),
+    };
+    let mut each = |k: &[u8], v: &[u8]| match score_entry(k, v, skip) {
+        Some((member, score)) => visit(member, score),
+        None => true,
+    };
+    let route = string_key(db, name);
+    if rev {
+        b.scan_group_rev(&route, lower, upper, &mut each)
+    } else {
+        b.scan_group(&route, lower, upper, &mut each)
+    }
 }
 
 /// The (member, score) of a score entry (key, value) whose key has `skip` bytes of prefix.

@@ -11,10 +11,12 @@
 //! ZREMRANGEBYRANK/BYSCORE read only the score entries they answer and skip, in one scan of the
 //! key's partition: from the set's floor or the range's low score upwards, or (REV ranges,
 //! ZPOPMAX, ranks nearer the top) from the top or the range's high score downwards. Ranks are
-//! counted (ZRANK O(rank), ZREVRANK O(reverse rank): there is no rank index). Lex ranges still
-//! read the whole set.
+//! counted (ZRANK O(rank), ZREVRANK O(reverse rank): there is no rank index). Lex ranges of a
+//! set whose members share one score read from the range's near end (others walk the set from
+//! its first member, as Redis walks a small one).
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 
 use bytes::Bytes;
 
@@ -22,9 +24,9 @@ use super::strings::json_exists;
 use super::{int_arg, is, Ctx, Spec, READ, READ_FAST, WRITE, WRITE_FAST};
 use crate::backend::{BatchOp, GroupRead, KvBackend};
 use crate::collection::{
-    visit_zset_from, visit_zset_rev_from, zset_count_beside, zset_entries, zset_first_entries,
-    zset_member_key, zset_put_ops, zset_score_key, zset_score_suffix, Floor, Live, Meta, PopWindow,
-    POP_WINDOW_FILL,
+    self, visit_zset_between, visit_zset_from, visit_zset_rev_from, zset_count_beside,
+    zset_entries, zset_first_entries, zset_member_key, zset_put_ops, zset_score_key,
+    zset_score_suffix, Floor, Live, Meta, PopWindow, POP_WINDOW_FILL,
 };
 use crate::config::EncodingLimits;
 use crate::error::{Error, Result};
@@ -553,21 +555,160 @@ impl LexRange {
         }
     }
 
-    fn contains(&self, m: &[u8]) -> bool {
-        let above = match &self.min {
+    /// Whether `m` is at or past the minimum (`zslLexValueGteMin`).
+    fn above_min(&self, m: &[u8]) -> bool {
+        match &self.min {
             LexBound::MinusInf => true,
             LexBound::PlusInf => false,
             LexBound::Incl(b) => m >= &b[..],
             LexBound::Excl(b) => m > &b[..],
-        };
-        let below = match &self.max {
+        }
+    }
+
+    /// Whether `m` is at or before the maximum (`zslLexValueLteMax`).
+    fn below_max(&self, m: &[u8]) -> bool {
+        match &self.max {
             LexBound::MinusInf => false,
             LexBound::PlusInf => true,
             LexBound::Incl(b) => m <= &b[..],
             LexBound::Excl(b) => m < &b[..],
-        };
-        above && below
+        }
     }
+
+    /// Whether no member can be in the range (`zzlIsInLexRange`'s first test: the minimum
+    /// past the maximum, or equal with either end exclusive; `-` and `+` count as exclusive).
+    fn always_empty(&self) -> bool {
+        let rank = |b: &LexBound| match b {
+            LexBound::MinusInf => (0u8, None, true),
+            LexBound::Incl(m) => (1, Some(m.clone()), false),
+            LexBound::Excl(m) => (1, Some(m.clone()), true),
+            LexBound::PlusInf => (2, None, true),
+        };
+        let (min, max) = (rank(&self.min), rank(&self.max));
+        match (min.0, &min.1).cmp(&(max.0, &max.1)) {
+            std::cmp::Ordering::Greater => true,
+            std::cmp::Ordering::Equal => min.2 || max.2,
+            std::cmp::Ordering::Less => false,
+        }
+    }
+}
+
+/// The lowest and highest entries (member, score) of a sorted set: one short scan from each
+/// end.
+fn zset_ends(
+    b: &dyn KvBackend,
+    db: DbIndex,
+    key: &[u8],
+    meta: &Meta,
+) -> Result<Option<[(Bytes, f64); 2]>> {
+    let mut ends = [None, None];
+    for (end, from_top) in ends.iter_mut().zip([false, true]) {
+        let mut first = |m: &[u8], s: f64| {
+            *end = Some((Bytes::copy_from_slice(m), s));
+            false
+        };
+        if from_top {
+            visit_zset_rev_from(b, db, key, meta, None, &mut first)?;
+        } else {
+            visit_zset_from(b, db, key, meta, None, &mut first)?;
+        }
+    }
+    Ok(match ends {
+        [Some(low), Some(high)] => Some([low, high]),
+        _ => None,
+    })
+}
+
+/// The members of `key` that lex range `range` selects, in score order (`rev`: descending),
+/// with LIMIT (`offset` skipped, at most `count`: negative for all): Redis's walk
+/// (`zzlFirstInLexRange` / `zzlLastInLexRange`, then `genericZrangebylexCommand`'s loop): no
+/// member when the range is always empty, the highest member is below its minimum or the
+/// lowest above its maximum; otherwise from the first member (in the order asked) within its
+/// near end, if that one is within the far end, `offset` members skipped unchecked, then
+/// members while they are within the far end. Lex ranges are meant for sets whose members
+/// share one score, which are in member order: the first member is then found by starting
+/// the scan at the near end (one scan of what is answered). Other sets are walked from their
+/// first member, as Redis walks a small set (a large one it searches by its skiplist, which
+/// assumes the order).
+fn lex_slice(
+    b: &dyn KvBackend,
+    db: DbIndex,
+    key: &[u8],
+    meta: &Meta,
+    range: &LexRange,
+    rev: bool,
+    (offset, count): (i64, i64),
+) -> Result<Vec<(Bytes, f64)>> {
+    let mut out = Vec::new();
+    if offset < 0 || count == 0 || range.always_empty() {
+        return Ok(out);
+    }
+    let Some([(low, low_score), (high, high_score)]) = zset_ends(b, db, key, meta)? else {
+        return Ok(out);
+    };
+    if !range.above_min(&high) || !range.below_max(&low) {
+        return Ok(out);
+    }
+    let near = |m: &[u8]| {
+        if rev {
+            range.below_max(m)
+        } else {
+            range.above_min(m)
+        }
+    };
+    let far = |m: &[u8]| {
+        if rev {
+            range.above_min(m)
+        } else {
+            range.below_max(m)
+        }
+    };
+    let (mut found, mut skipped) = (false, 0i64);
+    let mut walk = |m: &[u8], s: f64| {
+        if !found {
+            if !near(m) {
+                return true;
+            }
+            if !far(m) {
+                return false;
+            }
+            found = true;
+        }
+        if skipped < offset {
+            skipped += 1;
+            return true;
+        }
+        if !far(m) {
+            return false;
+        }
+        out.push((Bytes::copy_from_slice(m), s));
+        count < 0 || (out.len() as i64) < count
+    };
+    let shared =
+        collection::score_order_bytes(low_score) == collection::score_order_bytes(high_score);
+    if !shared {
+        if rev {
+            visit_zset_rev_from(b, db, key, meta, None, &mut walk)?;
+        } else {
+            visit_zset_from(b, db, key, meta, None, &mut walk)?;
+        }
+        return Ok(out);
+    }
+    // One score: member order. The scan starts at the near end's member.
+    fn at(bound: &LexBound, score: f64) -> Bound<(f64, &[u8])> {
+        match bound {
+            LexBound::Incl(m) => Bound::Included((score, &m[..])),
+            LexBound::Excl(m) => Bound::Excluded((score, &m[..])),
+            LexBound::MinusInf | LexBound::PlusInf => Bound::Unbounded,
+        }
+    }
+    let bounds = if rev {
+        (Bound::Unbounded, at(&range.max, low_score))
+    } else {
+        (at(&range.min, low_score), Bound::Unbounded)
+    };
+    visit_zset_between(b, db, key, meta, bounds, rev, &mut walk)?;
+    Ok(out)
 }
 
 /// ZCOUNT: the members in the score range, counted in one scan from its low end that stops
@@ -597,11 +738,20 @@ fn zcount(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 
 fn zlexcount(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let range = LexRange::parse(&args[2], &args[3])?;
-    let n = entries(ctx, &args[1])?
-        .iter()
-        .filter(|(m, _)| range.contains(m))
-        .count();
-    Ok(Reply::Int(n as i64))
+    let Some(z) = read_live(ctx, &args[1])? else {
+        return Ok(Reply::Int(0));
+    };
+    let n = lex_slice(
+        ctx.db(),
+        ctx.dbi(),
+        &args[1],
+        &z.meta,
+        &range,
+        false,
+        (0, -1),
+    )?
+    .len();
+    Ok(Reply::Int(i64::try_from(n).unwrap_or(i64::MAX)))
 }
 
 /// Members ZRANK and ZREVRANK count on each side of the asked one before they choose a side
@@ -770,11 +920,11 @@ fn select_range(
             selected
         }
         By::Lex(r) => {
-            let mut all = entries(ctx, &args[1])?;
-            if rev {
-                all.reverse();
+            let window = limit.take().unwrap_or((0, -1));
+            match read_live(ctx, &args[1])? {
+                Some(z) => lex_slice(ctx.db(), ctx.dbi(), &args[1], &z.meta, &r, rev, window)?,
+                None => Vec::new(),
             }
-            all.into_iter().filter(|(m, _)| r.contains(m)).collect()
         }
     };
     let selected = match limit {
@@ -1032,10 +1182,7 @@ fn zremrangebyscore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 fn zremrangebylex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let range = LexRange::parse(&args[2], &args[3])?;
     let n = remove_where(ctx, &args[1], "zremrangebylex", |b, db, key, meta| {
-        Ok(zset_entries(b, db, key, meta)?
-            .into_iter()
-            .filter(|(m, _)| range.contains(m))
-            .collect())
+        lex_slice(b, db, key, meta, &range, false, (0, -1))
     })?;
     Ok(Reply::Int(n))
 }
