@@ -144,28 +144,45 @@ pub struct Meta {
     pub count: u64,
     /// No live element sits below it (see [`Floor`]).
     pub floor: Floor,
+    /// No live score entry of a sorted set sits above it (see [`Ceiling`]).
+    pub ceiling: Ceiling,
 }
 
 /// Bytes of an encoded [`Meta`] without a floor.
 const META_BYTES: usize = 16;
 
+/// Bit of an encoded count saying a ceiling follows the floor (no count reaches it).
+const CEILING_FLAG: u64 = 1 << 63;
+
 impl Meta {
-    /// A new incarnation's metadata: no floor.
+    /// A new incarnation's metadata: no floor, no ceiling.
     pub fn new(version: u64, count: u64) -> Meta {
         Meta {
             version,
             count,
             floor: Floor::default(),
+            ceiling: Ceiling::default(),
         }
     }
 
     /// The record payload: version, count, then the floor's bytes (none for an empty floor,
-    /// so a collection that never popped encodes as before floors existed).
+    /// so a collection that never popped encodes as before floors existed). With a ceiling
+    /// (a sorted set ZPOPMAX drained), the count carries [`CEILING_FLAG`] and the floor's
+    /// length (one byte), the floor and the ceiling's bytes follow.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(META_BYTES + self.floor.as_bytes().len());
+        let (floor, ceiling) = (self.floor.as_bytes(), self.ceiling.as_bytes());
+        let mut out = Vec::with_capacity(META_BYTES + 1 + floor.len() + ceiling.len());
         out.extend_from_slice(&self.version.to_le_bytes());
-        out.extend_from_slice(&self.count.to_le_bytes());
-        out.extend_from_slice(self.floor.as_bytes());
+        if ceiling.is_empty() {
+            out.extend_from_slice(&self.count.to_le_bytes());
+            out.extend_from_slice(floor);
+        } else {
+            out.extend_from_slice(&(self.count | CEILING_FLAG).to_le_bytes());
+            // A floor holds at most FLOOR_BYTES_MAX (40) bytes.
+            out.push(floor.len() as u8);
+            out.extend_from_slice(floor);
+            out.extend_from_slice(ceiling);
+        }
         out
     }
 
@@ -174,14 +191,27 @@ impl Meta {
         let damaged =
             || Error::command("stored data is damaged: a collection record of the wrong length");
         let (v, rest) = payload.split_first_chunk::<8>().ok_or_else(damaged)?;
-        let (c, floor) = rest.split_first_chunk::<8>().ok_or_else(damaged)?;
-        if floor.len() > FLOOR_BYTES_MAX {
+        let (c, rest) = rest.split_first_chunk::<8>().ok_or_else(damaged)?;
+        let count = u64::from_le_bytes(*c);
+        let (floor, ceiling) = if count & CEILING_FLAG == 0 {
+            (rest, &[][..])
+        } else {
+            let (len, rest) = rest.split_first().ok_or_else(damaged)?;
+            let floor = rest.get(..usize::from(*len)).ok_or_else(damaged)?;
+            let ceiling = &rest[floor.len()..];
+            if ceiling.is_empty() {
+                return Err(damaged());
+            }
+            (floor, ceiling)
+        };
+        if floor.len() > FLOOR_BYTES_MAX || ceiling.len() > FLOOR_BYTES_MAX {
             return Err(damaged());
         }
         Ok(Meta {
             version: u64::from_le_bytes(*v),
-            count: u64::from_le_bytes(*c),
+            count: count & !CEILING_FLAG,
             floor: Floor::of(floor),
+            ceiling: Ceiling(Floor::of(ceiling)),
         })
     }
 }
@@ -241,6 +271,41 @@ impl Floor {
         if suffix > self.as_bytes() {
             *self = Floor::of(suffix);
         }
+    }
+}
+
+/// An upper bound on a sorted set's live score entries, [`Floor`]'s mirror, kept in its record
+/// so that draining ZPOPMAX does not walk the tombstones of the members popped before: every
+/// live score entry's suffix (`'S' score member`) starts with its bytes or sorts before them
+/// (is below their successor), so truncating to [`FLOOR_BYTES_MAX`] keeps the bound true.
+/// ZPOPMAX sets it to the lowest member it popped (none is left above); adding an entry it does
+/// not cover raises it to that entry; empty: no bound (a new incarnation, or a set never
+/// drained from the top).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Ceiling(Floor);
+
+impl Ceiling {
+    /// The bound's bytes (empty: no bound).
+    pub fn as_bytes(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
+
+    /// Whether an entry of suffix `suffix` is within the bound.
+    pub fn covers(&self, suffix: &[u8]) -> bool {
+        let c = self.as_bytes();
+        c.is_empty() || suffix.starts_with(c) || suffix < c
+    }
+
+    /// Keeps the bound true when an entry with suffix `suffix` is added.
+    pub fn raise_to(&mut self, suffix: &[u8]) {
+        if !self.covers(suffix) {
+            self.0 = Floor::of(suffix);
+        }
+    }
+
+    /// Sets the bound at `suffix`, the highest entry the caller knows may be live.
+    pub fn set_to(&mut self, suffix: &[u8]) {
+        self.0 = Floor::of(suffix);
     }
 }
 
@@ -454,6 +519,34 @@ fn zset_floor_key(prefix: &[u8], meta: &Meta) -> Vec<u8> {
     }
 }
 
+/// The bound above every score entry of the sorted set (metadata `meta`) that may be live: the
+/// end of its ceiling's keys (what ZPOPMAX left above it is gone), or of all its score entries.
+fn zset_top_bound(prefix: &[u8], meta: &Meta) -> Bound<Vec<u8>> {
+    match meta.ceiling.as_bytes().split_first() {
+        Some((b'S', rest)) => prefix_end(&[prefix, rest].concat()),
+        _ => prefix_end(prefix),
+    }
+}
+
+/// The lower of two upper bounds.
+fn lower_upper(a: Bound<Vec<u8>>, b: Bound<Vec<u8>>) -> Bound<Vec<u8>> {
+    let key = |x: &Bound<Vec<u8>>| match x {
+        Bound::Included(k) | Bound::Excluded(k) => Some(k.clone()),
+        Bound::Unbounded => None,
+    };
+    match (key(&a), key(&b)) {
+        (None, _) => b,
+        (_, None) => a,
+        (Some(x), Some(y)) if x < y => a,
+        (Some(x), Some(y)) if y < x => b,
+        // Equal keys: the excluding bound is the lower.
+        _ => match a {
+            Bound::Excluded(_) => a,
+            _ => b,
+        },
+    }
+}
+
 /// Visits the (member, score) of the sorted set `name` (metadata `meta`) in score order (ties
 /// by member) from the first whose score is at least `from` (`None`: from the first member),
 /// until `visit` returns false: one scan from the later of that score's entries and the set's
@@ -476,7 +569,7 @@ pub fn visit_zset_from(
     b.scan_group(
         &string_key(db, name),
         std::ops::Bound::Included(start),
-        prefix_end(&prefix),
+        zset_top_bound(&prefix, meta),
         &mut |k, v| match score_entry(k, v, skip) {
             Some((member, score)) => visit(member, score),
             None => true,
@@ -499,9 +592,13 @@ pub fn visit_zset_rev_from(
 ) -> Result<()> {
     let prefix = zset_score_prefix(db, name, meta.version);
     let skip = prefix.len();
+    let top = zset_top_bound(&prefix, meta);
     let upper = match to {
-        Some(score) => prefix_end(&[&prefix[..], &score_order_bytes(score)].concat()),
-        None => prefix_end(&prefix),
+        Some(score) => lower_upper(
+            prefix_end(&[&prefix[..], &score_order_bytes(score)].concat()),
+            top,
+        ),
+        None => top,
     };
     b.scan_group_rev(
         &string_key(db, name),
@@ -543,10 +640,11 @@ pub fn visit_zset_between(
         },
         Bound::Unbounded => Bound::Included(floor),
     };
+    let top = zset_top_bound(&prefix, meta);
     let upper = match upper {
-        Bound::Included(at) => Bound::Included(key(at)),
-        Bound::Excluded(at) => Bound::Excluded(key(at)),
-        Bound::Unbounded => prefix_end(&prefix),
+        Bound::Included(at) => lower_upper(Bound::Included(key(at)), top),
+        Bound::Excluded(at) => lower_upper(Bound::Excluded(key(at)), top),
+        Bound::Unbounded => top,
     };
     let mut each = |k: &[u8], v: &[u8]| match score_entry(k, v, skip) {
         Some((member, score)) => visit(member, score),
@@ -593,7 +691,7 @@ pub fn zset_count_beside(
             std::ops::Bound::Excluded(at),
         )
     } else {
-        (std::ops::Bound::Excluded(at), prefix_end(&prefix))
+        (std::ops::Bound::Excluded(at), zset_top_bound(&prefix, meta))
     };
     let mut counted = 0u64;
     b.scan_group(&string_key(db, name), lower, upper, &mut |_, _| {
@@ -1191,6 +1289,44 @@ mod tests {
         }
     }
 
+    /// A ceiling covers exactly the suffixes below its bytes' successor, and stays a true
+    /// bound (truncated to FLOOR_BYTES_MAX) as entries are added and the top is popped:
+    /// against every live entry of a random model.
+    #[test]
+    fn a_ceiling_stays_above_every_live_entry() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(5);
+        for _ in 0..300 {
+            let mut live: std::collections::BTreeSet<Vec<u8>> = Default::default();
+            let mut c = Ceiling::default();
+            for _ in 0..60 {
+                let len = rng.gen_range(1..FLOOR_BYTES_MAX + 8);
+                let e: Vec<u8> = (0..len).map(|_| rng.gen_range(b'a'..b'd')).collect();
+                if rng.gen_bool(0.3) {
+                    if let Some(top) = live.pop_last() {
+                        c.set_to(&top);
+                        // The popped entry's bytes: a bound its own suffix is within.
+                        assert!(c.covers(&top));
+                    }
+                } else {
+                    c.raise_to(&e);
+                    live.insert(e);
+                }
+                for k in &live {
+                    assert!(c.covers(k), "{k:?} above {:?}", c.as_bytes());
+                    // Covering means sorting below the successor of the bound's bytes.
+                    let bytes = c.as_bytes();
+                    let below_successor = bytes.is_empty()
+                        || match crate::backend::prefix_end(bytes) {
+                            std::ops::Bound::Excluded(end) => k[..] < end[..],
+                            _ => true,
+                        };
+                    assert!(below_successor);
+                }
+            }
+        }
+    }
+
     #[test]
     fn metadata_round_trips_and_versions_grow() {
         let mut m = Meta::new(42, 7);
@@ -1200,6 +1336,24 @@ mod tests {
         m.floor = Floor::of(b"floor");
         assert_eq!(Meta::decode(&m.encode()).unwrap(), m);
         assert!(Meta::decode(&[&m.encode()[..], &[0; FLOOR_BYTES_MAX][..]].concat()).is_err());
+        // A ceiling: flagged in the count, after the floor's length and bytes; a record without
+        // one encodes as before ceilings existed.
+        let no_ceiling = m.encode();
+        m.ceiling.set_to(b"Sceiling");
+        let with = m.encode();
+        assert_eq!(with.len(), no_ceiling.len() + 1 + 8);
+        assert_eq!(&with[..8], &no_ceiling[..8]);
+        assert_eq!(with[15] & 0x80, 0x80);
+        assert_eq!(Meta::decode(&with).unwrap(), m);
+        assert_eq!(Meta::decode(&with).unwrap().count, 7);
+        m.floor = Floor::default();
+        assert_eq!(Meta::decode(&m.encode()).unwrap(), m);
+        // Damage: a floor length past the end, no ceiling after the flag, an oversized one.
+        let mut bad = with.clone();
+        bad[16] = 200;
+        assert!(Meta::decode(&bad).is_err());
+        assert!(Meta::decode(&with[..16 + 1 + 5]).is_err());
+        assert!(Meta::decode(&[&with[..], &[0; FLOOR_BYTES_MAX][..]].concat()).is_err());
         let v = Versions::default();
         let mut last = 0;
         for _ in 0..1000 {

@@ -1,4 +1,4 @@
-//! How Redis keys map to engine keys (keyspace format 5; `docs/format.md` gives every byte).
+//! How Redis keys map to engine keys (keyspace format 6; `docs/format.md` gives every byte).
 //!
 //! - A Redis string in database `db` is the engine key `'k' db name` whose value is a
 //!   [`Record`]: one header byte (kind, and whether an expiry time follows), the expiry time
@@ -38,17 +38,20 @@ pub type DbIndex = u8;
 /// Most databases a server may have (`databases` setting).
 pub const DATABASES_MAX: usize = 256;
 
-/// The keyspace format this build writes (5: format 4 plus streams, records of kind 5 and
-/// their entries, `stream.rs`; 4: format 3 plus a floor at the end of a hash's, set's or sorted
-/// set's record, `collection::Floor`).
-pub const KEYSPACE_FORMAT_VERSION: u8 = 5;
-/// Format 2 differs from 5 only in holding no collections, format 3 in records without a
-/// floor too (which format 5 reads as "no floor"), format 4 only in holding no streams: all
-/// are upgraded by rewriting the version byte. (A build of format 4 refuses a store with
-/// streams: it names the newer format instead of misreading their records.)
+/// The keyspace format this build writes (6: format 5 plus a sorted set's ceiling in its
+/// record, `collection::Ceiling`, flagged by bit 63 of its count; 5: format 4 plus streams,
+/// records of kind 5 and their entries, `stream.rs`; 4: format 3 plus a floor at the end of a
+/// hash's, set's or sorted set's record, `collection::Floor`).
+pub const KEYSPACE_FORMAT_VERSION: u8 = 6;
+/// Format 2 differs from 6 only in holding no collections, format 3 in records without a
+/// floor too (which format 6 reads as "no floor"), format 4 in holding no streams either,
+/// format 5 only in records without a ceiling (read as "no ceiling"): all are upgraded by
+/// rewriting the version byte. (A build of format 5 refuses a store of format 6: it names
+/// the newer format instead of misreading a count with bit 63 set.)
 const KEYSPACE_FORMAT_NO_COLLECTIONS: u8 = 2;
 const KEYSPACE_FORMAT_NO_FLOORS: u8 = 3;
 const KEYSPACE_FORMAT_NO_STREAMS: u8 = 4;
+const KEYSPACE_FORMAT_NO_CEILINGS: u8 = 5;
 
 /// Engine key of the keyspace format record.
 pub const FORMAT_KEY: [u8; 2] = [0xff, b'K'];
@@ -741,8 +744,8 @@ pub fn write_db_map(b: &dyn KvBackend, map: &DbMap) -> Result<()> {
 
 /// Brings the store's keyspace to the current format before the server uses it: a store without
 /// a format record that holds format-1 strings (`'s' name` -> raw bytes, written by earlier
-/// builds) has them rewritten as database-0 records, in batches; formats 2 to 4 get their
-/// version byte rewritten (everything they hold reads as format 5); a newer format is refused. Safe to interrupt: each batch writes the new keys and syncs before
+/// builds) has them rewritten as database-0 records, in batches; formats 2 to 5 get their
+/// version byte rewritten (everything they hold reads as format 6); a newer format is refused. Safe to interrupt: each batch writes the new keys and syncs before
 /// deleting the old ones, and a restart continues with the old keys that are left.
 pub fn prepare(b: &dyn KvBackend) -> Result<()> {
     if let Some(v) = b.get(&FORMAT_KEY)? {
@@ -751,7 +754,8 @@ pub fn prepare(b: &dyn KvBackend) -> Result<()> {
             Some(
                 &old @ (KEYSPACE_FORMAT_NO_COLLECTIONS
                 | KEYSPACE_FORMAT_NO_FLOORS
-                | KEYSPACE_FORMAT_NO_STREAMS),
+                | KEYSPACE_FORMAT_NO_STREAMS
+                | KEYSPACE_FORMAT_NO_CEILINGS),
             ) => {
                 let mut v = v.to_vec();
                 v[0] = KEYSPACE_FORMAT_VERSION;
@@ -1203,14 +1207,15 @@ mod tests {
         assert!(prepare(&b).is_err());
     }
 
-    /// Formats 2 to 4 open as format 5 (version byte rewritten); a format-3 collection
-    /// record (no floor) reads with no floor, so nothing it holds is skipped.
+    /// Formats 2 to 5 open as format 6 (version byte rewritten); a format-3 collection
+    /// record (no floor) reads with no floor and no ceiling, so nothing it holds is skipped.
     #[test]
     fn older_formats_are_upgraded_in_place() {
         for old in [
             KEYSPACE_FORMAT_NO_COLLECTIONS,
             KEYSPACE_FORMAT_NO_FLOORS,
             KEYSPACE_FORMAT_NO_STREAMS,
+            KEYSPACE_FORMAT_NO_CEILINGS,
         ] {
             let b = MemoryBackend::new();
             b.put(&FORMAT_KEY, &[old]).unwrap();
@@ -1228,6 +1233,7 @@ mod tests {
             let m = crate::collection::Meta::decode(&r.payload).unwrap();
             assert_eq!(m, crate::collection::Meta::new(7, 2));
             assert!(m.floor.as_bytes().is_empty());
+            assert!(m.ceiling.as_bytes().is_empty());
         }
     }
 

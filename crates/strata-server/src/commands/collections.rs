@@ -11,7 +11,7 @@ use super::{int_arg, is, Ctx};
 use crate::backend::{BatchOp, GroupRead};
 use crate::collection::{
     element_key, element_suffix, read_live as read_record, visit_elements_from,
-    visit_zset_members_from, Floor, Live, Meta,
+    visit_zset_members_from, Ceiling, Floor, Live, Meta,
 };
 use crate::config::EncodingLimits;
 use crate::error::{Error, Result};
@@ -155,6 +155,7 @@ impl Edit<'_, '_> {
             version: self.version,
             count: self.count,
             floor: self.floor,
+            ceiling: Ceiling::default(),
         }
     }
 

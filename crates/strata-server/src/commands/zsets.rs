@@ -26,7 +26,7 @@ use crate::backend::{BatchOp, GroupRead, KvBackend};
 use crate::collection::{
     self, visit_zset_between, visit_zset_from, visit_zset_rev_from, zset_count_beside,
     zset_entries, zset_first_entries, zset_member_key, zset_put_ops, zset_score_key,
-    zset_score_suffix, Floor, Live, Meta, PopWindow, POP_WINDOW_FILL,
+    zset_score_suffix, Ceiling, Floor, Live, Meta, PopWindow, POP_WINDOW_FILL,
 };
 use crate::config::EncodingLimits;
 use crate::error::{Error, Result};
@@ -94,6 +94,7 @@ struct ZEdit<'r, 'a> {
     count: u64,
     big: bool,
     floor: Floor,
+    ceiling: Ceiling,
     /// Member -> (old score as stored, new score or `None` for removed).
     pending: BTreeMap<Bytes, (Option<f64>, Option<f64>)>,
     limits: EncodingLimits,
@@ -137,7 +138,9 @@ impl ZEdit<'_, '_> {
         };
         // An equal score (0 and -0 too) changes nothing, as in Redis.
         if entry.1 != Some(score) {
-            self.floor.lower_to(&zset_score_suffix(score, member));
+            let suffix = zset_score_suffix(score, member);
+            self.floor.lower_to(&suffix);
+            self.ceiling.raise_to(&suffix);
             entry.1 = Some(score);
         }
         Ok(())
@@ -188,6 +191,7 @@ impl ZEdit<'_, '_> {
             version: self.version,
             count: self.count,
             floor: self.floor,
+            ceiling: self.ceiling,
         };
         let unchanged_record = self
             .found
@@ -272,6 +276,7 @@ fn modify<T>(
             count: meta.count,
             big,
             floor: meta.floor,
+            ceiling: meta.ceiling,
             pending: BTreeMap::new(),
             limits: ctx.shared.encodings(),
         };
@@ -1274,10 +1279,13 @@ fn pop_entries(
         for (m, score) in &all {
             z.remove_scanned(m, *score);
         }
-        if !max {
-            // Everything up to the last popped entry is gone: later pops start after it.
-            if let Some((m, s)) = all.last() {
-                z.floor.raise_to(&zset_score_suffix(*s, m));
+        // Everything beyond the last popped entry is gone: later pops start at it.
+        if let Some((m, s)) = all.last() {
+            let suffix = zset_score_suffix(*s, m);
+            if max {
+                z.ceiling.set_to(&suffix);
+            } else {
+                z.floor.raise_to(&suffix);
             }
         }
         let left =
