@@ -560,21 +560,11 @@ pub fn visit_zset_from(
     visit: &mut dyn FnMut(&[u8], f64) -> bool,
 ) -> Result<()> {
     let prefix = zset_score_prefix(db, name, meta.version);
-    let skip = prefix.len();
-    let floor = zset_floor_key(&prefix, meta);
-    let start = match from {
-        Some(score) => floor.max([&prefix[..], &score_order_bytes(score)].concat()),
-        None => floor,
+    let lower = match from {
+        Some(score) => Bound::Included([&prefix[..], &score_order_bytes(score)].concat()),
+        None => Bound::Unbounded,
     };
-    b.scan_group(
-        &string_key(db, name),
-        std::ops::Bound::Included(start),
-        zset_top_bound(&prefix, meta),
-        &mut |k, v| match score_entry(k, v, skip) {
-            Some((member, score)) => visit(member, score),
-            None => true,
-        },
-    )
+    scan_scores(b, db, name, meta, (lower, Bound::Unbounded), false, visit)
 }
 
 /// Visits the (member, score) of the sorted set `name` (metadata `meta`) in descending score
@@ -591,33 +581,20 @@ pub fn visit_zset_rev_from(
     visit: &mut dyn FnMut(&[u8], f64) -> bool,
 ) -> Result<()> {
     let prefix = zset_score_prefix(db, name, meta.version);
-    let skip = prefix.len();
-    let top = zset_top_bound(&prefix, meta);
     let upper = match to {
-        Some(score) => lower_upper(
-            prefix_end(&[&prefix[..], &score_order_bytes(score)].concat()),
-            top,
-        ),
-        None => top,
+        Some(score) => prefix_end(&[&prefix[..], &score_order_bytes(score)].concat()),
+        None => Bound::Unbounded,
     };
-    b.scan_group_rev(
-        &string_key(db, name),
-        std::ops::Bound::Included(zset_floor_key(&prefix, meta)),
-        upper,
-        &mut |k, v| match score_entry(k, v, skip) {
-            Some((member, score)) => visit(member, score),
-            None => true,
-        },
-    )
+    scan_scores(b, db, name, meta, (Bound::Unbounded, upper), true, visit)
 }
 
 /// A position in a sorted set's score order: (score, member).
 pub type ZsetPosition<'m> = (f64, &'m [u8]);
 
 /// Visits the (member, score) of the sorted set `name` (metadata `meta`) between two bounds in
-/// its score order (each a [`ZsetPosition`]), ascending or (`rev`) descending, until
-/// `visit` returns false: one scan of its partition between them (lex ranges of a set whose
-/// members share one score).
+/// its score order (each a [`ZsetPosition`]), ascending or (`rev`) descending, until `visit`
+/// returns false: one scan of its partition between them (lex ranges of a set whose members
+/// share one score).
 pub fn visit_zset_between(
     b: &dyn KvBackend,
     db: DbIndex,
@@ -627,25 +604,32 @@ pub fn visit_zset_between(
     rev: bool,
     visit: &mut dyn FnMut(&[u8], f64) -> bool,
 ) -> Result<()> {
+    let key = |(score, member): (f64, &[u8])| zset_score_key(db, name, meta.version, score, member);
+    let bounds = (lower.map(key), upper.map(key));
+    scan_scores(b, db, name, meta, bounds, rev, visit)
+}
+
+/// The one scan of a sorted set's score entries between engine-key bounds (`Unbounded`: the
+/// set's own ends), kept within its floor and ceiling (nothing live lies beyond them), in
+/// either order.
+fn scan_scores(
+    b: &dyn KvBackend,
+    db: DbIndex,
+    name: &[u8],
+    meta: &Meta,
+    (lower, upper): (Bound<Vec<u8>>, Bound<Vec<u8>>),
+    rev: bool,
+    visit: &mut dyn FnMut(&[u8], f64) -> bool,
+) -> Result<()> {
     let prefix = zset_score_prefix(db, name, meta.version);
     let skip = prefix.len();
     let floor = zset_floor_key(&prefix, meta);
-    let key = |(score, member): (f64, &[u8])| zset_score_key(db, name, meta.version, score, member);
-    // Nothing live lies below the floor: a bound under it starts there.
     let lower = match lower {
-        Bound::Included(at) => Bound::Included(key(at).max(floor)),
-        Bound::Excluded(at) => match key(at) {
-            k if k >= floor => Bound::Excluded(k),
-            _ => Bound::Included(floor),
-        },
-        Bound::Unbounded => Bound::Included(floor),
+        Bound::Included(k) => Bound::Included(k.max(floor)),
+        Bound::Excluded(k) if k >= floor => Bound::Excluded(k),
+        _ => Bound::Included(floor),
     };
-    let top = zset_top_bound(&prefix, meta);
-    let upper = match upper {
-        Bound::Included(at) => lower_upper(Bound::Included(key(at)), top),
-        Bound::Excluded(at) => lower_upper(Bound::Excluded(key(at)), top),
-        Bound::Unbounded => top,
-    };
+    let upper = lower_upper(upper, zset_top_bound(&prefix, meta));
     let mut each = |k: &[u8], v: &[u8]| match score_entry(k, v, skip) {
         Some((member, score)) => visit(member, score),
         None => true,

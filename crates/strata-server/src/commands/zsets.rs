@@ -805,20 +805,8 @@ fn rank(ctx: &Ctx<'_>, args: &[Bytes], rev: bool) -> Result<Reply> {
     } else if let Some(n) = zset_count_beside(b, dbi, name, meta, entry, rev, RANK_NEAR)? {
         meta.count.saturating_sub(n + 1)
     } else {
-        let mut ends = [None, None];
-        for (end, rev_end) in ends.iter_mut().zip([false, true]) {
-            let mut first = |_: &[u8], s: f64| {
-                *end = Some(s);
-                false
-            };
-            if rev_end {
-                visit_zset_rev_from(b, dbi, name, meta, None, &mut first)?;
-            } else {
-                visit_zset_from(b, dbi, name, meta, None, &mut first)?;
-            }
-        }
-        let above_middle = match ends {
-            [Some(low), Some(high)] if high > low => score - low > high - score,
+        let above_middle = match zset_ends(b, dbi, name, meta)? {
+            Some([(_, low), (_, high)]) if high > low => score - low > high - score,
             _ => false,
         };
         // The side below the member when `before` is true.
