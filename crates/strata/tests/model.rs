@@ -930,13 +930,18 @@ fn random_bound(rng: &mut SmallRng) -> Bound<Vec<u8>> {
 fn reverse_routed_scans_match_the_model_read_backwards() {
     for engine in ENGINES {
         let dir = tempfile::tempdir().unwrap();
+        // Small tables, so that sorted levels hold several.
         let opts = Options {
             partitions: 1,
+            table_bytes_target: 4 << 10,
+            level1_bytes_target: 16 << 10,
             ..tiny(engine)
         };
         let mut db = Db::open(dir.path(), opts.clone()).unwrap();
         let mut model = Model::new();
         let mut rng = SmallRng::seed_from_u64(41);
+        // The most tables seen in one sorted level (the scan bisects those).
+        let mut sorted_level_tables = 0;
         for round in 0..12_000u32 {
             let key = format!("k{:04}", rng.gen_range(0..2_000)).into_bytes();
             if rng.gen_bool(0.25) {
@@ -955,6 +960,11 @@ fn reverse_routed_scans_match_the_model_read_backwards() {
             }
             if round % 400 != 0 {
                 continue;
+            }
+            if engine == Engine::Lsm {
+                let levels = &db.stats().partitions[0].levels;
+                sorted_level_tables = sorted_level_tables
+                    .max(levels.iter().skip(1).map(|l| l.tables).max().unwrap_or(0));
             }
             for _ in 0..8 {
                 let (lo, hi) = (random_bound(&mut rng), random_bound(&mut rng));
@@ -1026,6 +1036,7 @@ fn reverse_routed_scans_match_the_model_read_backwards() {
         let s = db.stats();
         if engine == Engine::Lsm {
             assert!(s.partitions.iter().map(|p| p.compactions).sum::<u64>() > 0);
+            assert!(sorted_level_tables >= 2, "{sorted_level_tables} tables");
         }
         db.close().unwrap();
     }

@@ -4,8 +4,9 @@
 //! restart points). A backwards scan reads its range from the top in steps: each step is a
 //! forward scan of `(split, upper)`, kept and handed out in reverse, after which `split` is the
 //! next step's upper bound. `split` is the greatest of the candidates below `upper`: each
-//! table's last key of the block before the one holding its greatest key below `upper`, and
-//! each memtable's key [`MEMTABLE_STEP_KEYS`] below `upper`. The greatest candidate keeps a step
+//! table's last key of the block before the one holding its greatest key below `upper` (in a
+//! sorted level, only the table holding the keys just below `upper` is asked, found by
+//! bisection), and each memtable's key [`MEMTABLE_STEP_KEYS`] below `upper`. The greatest candidate keeps a step
 //! small (the top ten of a million keys read about one block of each table), and every step
 //! passes a block boundary of some table or that many memtable keys, so a scan of a whole range
 //! takes about as many steps as the range has blocks. With no candidate inside the range the
@@ -22,6 +23,7 @@ use bytes::Bytes;
 
 use crate::error::Result;
 use crate::lsm::memtable::Slot;
+use crate::lsm::sstable::Table;
 use crate::lsm::tree::{resolve_in_view, slots_at, View};
 use crate::lsm::LEVELS;
 
@@ -84,18 +86,37 @@ impl RevIter {
                 offer(&k);
             }
         }
-        for level in 0..LEVELS {
-            for t in &v.version.levels[level] {
-                let below_upper = match &self.upper {
-                    Bound::Included(u) => t.min_key <= *u,
-                    Bound::Excluded(u) => t.min_key < *u,
-                    Bound::Unbounded => true,
-                };
-                if !below_upper || !self.above_lower(&t.max_key) {
-                    continue;
-                }
+        let starts_below_upper = |t: &Table| match &self.upper {
+            Bound::Included(u) => t.min_key <= *u,
+            Bound::Excluded(u) => t.min_key < *u,
+            Bound::Unbounded => true,
+        };
+        for t in &v.version.levels[0] {
+            if starts_below_upper(t) && self.above_lower(&t.max_key) {
                 if let Some(k) = t.split_below(&self.upper) {
                     offer(k);
+                }
+            }
+        }
+        for tables in &v.version.levels[1..LEVELS] {
+            // A sorted level's tables are disjoint: the keys just below `upper` are in the last
+            // one that starts below it, or (its first block) the end of the one before.
+            let Some(i) = tables
+                .partition_point(|t| starts_below_upper(t))
+                .checked_sub(1)
+            else {
+                continue;
+            };
+            let t = &tables[i];
+            if !self.above_lower(&t.max_key) {
+                continue;
+            }
+            match t.split_below(&self.upper) {
+                Some(k) => offer(k),
+                None => {
+                    if let Some(before) = i.checked_sub(1).map(|j| &tables[j]) {
+                        offer(&before.max_key);
+                    }
                 }
             }
         }
