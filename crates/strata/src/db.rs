@@ -474,6 +474,32 @@ impl Db {
         self.scan_bounds(lower, upper)
     }
 
+    /// Keys and values in `range`, in descending key order (greatest first) across all
+    /// partitions. With the LSM engine it reads at a snapshot as [`Db::scan`] does, each
+    /// partition from the top of the range down, in steps of about a block
+    /// (`lsm/reverse.rs`), so the first entries cost what a forward scan's do; the log engine,
+    /// whose index has no key order, reads the whole range and reverses it.
+    pub fn scan_rev<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Scan {
+        if let Err(e) = self.check() {
+            return Scan::failed(e);
+        }
+        let (lower, upper) = range_bounds(range);
+        if self.inner.opts.engine == Engine::Lsm {
+            return match Snapshot::take(&self.inner) {
+                Ok(snap) => snap.scan_rev_bounds(lower, upper),
+                Err(e) => Scan::failed(e),
+            };
+        }
+        match self.scan_bounds(lower, upper).collect::<Result<Vec<_>>>() {
+            Ok(mut all) => {
+                all.reverse();
+                let entries = all.into_iter().map(|(k, v)| Ok((k, Some(v))));
+                Scan::new(MergeIter::new(vec![Box::new(entries)]))
+            }
+            Err(e) => Scan::failed(e),
+        }
+    }
+
     /// Keys starting with `prefix`, in key order (at a snapshot, as [`Db::scan`]).
     pub fn scan_prefix(&self, prefix: &[u8]) -> Scan {
         let (lower, upper) = prefix_bounds(prefix);

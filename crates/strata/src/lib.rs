@@ -21,6 +21,10 @@
 //! assert_eq!(db.get(b"apple")?, None);
 //! let keys: Vec<_> = db.scan_prefix(b"b").map(|kv| kv.map(|(k, _)| k)).collect::<Result<_, _>>()?;
 //! assert_eq!(keys, vec![bytes::Bytes::from_static(b"banana")]);
+//! db.put(b"cherry", b"dark red")?;
+//! // Greatest key first, read from the top of the range down.
+//! let last = db.scan_rev(&b"a"[..]..&b"z"[..]).next().transpose()?;
+//! assert_eq!(last.map(|(k, _)| k), Some(bytes::Bytes::from_static(b"cherry")));
 //! db.close()?;
 //! # Ok(())
 //! # }

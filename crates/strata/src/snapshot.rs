@@ -86,17 +86,40 @@ impl Snapshot {
         self.scan_bounds(lower, upper)
     }
 
+    /// Keys and values in `range` at the snapshot, in descending key order across all
+    /// partitions: each partition read from the top of the range down (`lsm/reverse.rs`).
+    pub fn scan_rev<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Scan {
+        let (lower, upper) = range_bounds(range);
+        self.scan_rev_bounds(lower, upper)
+    }
+
     pub(crate) fn scan_bounds(&self, lower: Bound<Bytes>, upper: Bound<Bytes>) -> Scan {
+        self.scan_in(lower, upper, false)
+    }
+
+    pub(crate) fn scan_rev_bounds(&self, lower: Bound<Bytes>, upper: Bound<Bytes>) -> Scan {
+        self.scan_in(lower, upper, true)
+    }
+
+    fn scan_in(&self, lower: Bound<Bytes>, upper: Bound<Bytes>, descending: bool) -> Scan {
         let mut sources: Vec<EntryIter> = Vec::with_capacity(self.views.len());
         for (p, view) in self.views.iter().enumerate() {
-            match self.tree(p) {
-                Ok(t) => {
-                    sources.push(t.iter_at(view.clone(), self.seq, lower.clone(), upper.clone()))
-                }
+            let t = match self.tree(p) {
+                Ok(t) => t,
                 Err(e) => return Scan::failed(e),
-            }
+            };
+            let (v, lo, hi) = (view.clone(), lower.clone(), upper.clone());
+            sources.push(if descending {
+                t.iter_rev_at(v, self.seq, lo, hi)
+            } else {
+                t.iter_at(v, self.seq, lo, hi)
+            });
         }
-        Scan::new(MergeIter::new(sources))
+        if descending {
+            Scan::new(MergeIter::descending(sources))
+        } else {
+            Scan::new(MergeIter::new(sources))
+        }
     }
 }
 

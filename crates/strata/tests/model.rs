@@ -25,6 +25,22 @@ fn check_scan(db: &Db, model: &Model, lo: &[u8], hi: &[u8]) {
         .collect();
     assert_eq!(got.len(), want.len(), "scan {lo:?}..{hi:?} length");
     assert!(got == want, "scan {lo:?}..{hi:?} differs from the model");
+    // Descending across partitions (`Db::scan_rev`): the same entries backwards, whole and
+    // its first ten.
+    let down: Vec<(Vec<u8>, Vec<u8>)> = want.into_iter().rev().collect();
+    for take in [10, usize::MAX] {
+        let got: Vec<(Vec<u8>, Vec<u8>)> = db
+            .scan_rev(lo.to_vec()..hi.to_vec())
+            .take(take)
+            .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())))
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let want: Vec<_> = down.iter().take(take).cloned().collect();
+        assert!(
+            got == want,
+            "scan_rev {lo:?}..{hi:?} (first {take}) differs"
+        );
+    }
 }
 
 fn run(engine: Engine, workload: Workload, known_rate: f64, seed: u64, ops: usize) -> (u64, u64) {

@@ -30,7 +30,8 @@ fn balance(v: &[u8]) -> i64 {
 
 /// The bank test: accounts spread over 8 partitions, threads moving random amounts between
 /// random pairs in optimistic transactions, while other threads sum every balance at a
-/// snapshot (by point reads and by a scan) and a third compacts: the sum never changes.
+/// snapshot (by point reads and by a scan, forwards and backwards) and a third compacts: the sum
+/// never changes.
 #[test]
 fn transfers_between_accounts_never_change_the_total_seen_at_a_snapshot() {
     const ACCOUNTS: u32 = 64;
@@ -102,6 +103,11 @@ fn transfers_between_accounts_never_change_the_total_seen_at_a_snapshot() {
                         .map(|kv| balance(&kv.unwrap().1))
                         .sum();
                     assert_eq!(plain, total, "plain scan");
+                    let backwards: i64 = db
+                        .scan_rev(&b"acct"[..]..&b"accu"[..])
+                        .map(|kv| balance(&kv.unwrap().1))
+                        .sum();
+                    assert_eq!(backwards, total, "plain reverse scan");
                     audits += 1;
                 }
                 audits
@@ -138,9 +144,9 @@ fn transfers_between_accounts_never_change_the_total_seen_at_a_snapshot() {
     );
 }
 
-/// A slow scan at a snapshot, while writers overwrite and delete every key it covers and the
-/// store flushes and compacts: it returns exactly the snapshot's contents (a model taken when
-/// the snapshot was), and point reads at the snapshot agree.
+/// A slow scan at a snapshot, forwards and backwards, while writers overwrite and delete every
+/// key it covers and the store flushes and compacts: it returns exactly the snapshot's contents
+/// (a model taken when the snapshot was), and point reads at the snapshot agree.
 #[test]
 fn a_long_scan_at_a_snapshot_sees_exactly_its_moment() {
     const KEYS: u32 = 600;
@@ -188,6 +194,24 @@ fn a_long_scan_at_a_snapshot_sees_exactly_its_moment() {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
     }
+    // Backwards, as slowly, while the writer goes on: the same moment, greatest key first.
+    let mut seen_down = Vec::new();
+    for kv in snap.scan_rev(&b"key"[..]..&b"kez"[..]) {
+        let (k, v) = kv.unwrap();
+        seen_down.push((k.to_vec(), v.to_vec()));
+        if seen_down.len() % 50 == 0 {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+    let model_down: Vec<(Vec<u8>, Vec<u8>)> = model
+        .iter()
+        .rev()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    assert!(
+        seen_down == model_down,
+        "the reverse scan at the snapshot differs"
+    );
     for k in (0..KEYS).step_by(7) {
         let key = format!("key{k:05}").into_bytes();
         assert_eq!(

@@ -22,6 +22,8 @@ struct Head<V> {
     key: Bytes,
     rank: usize,
     slot: V,
+    /// Whether the merge runs in descending key order (the same for every head of a heap).
+    descending: bool,
 }
 
 impl<V> PartialEq for Head<V> {
@@ -36,20 +38,25 @@ impl<V> PartialOrd for Head<V> {
     }
 }
 impl<V> Ord for Head<V> {
-    // Reversed: `BinaryHeap` is a max-heap and we want the smallest key, then the newest source.
+    // `BinaryHeap` is a max-heap: on top we want the smallest key (the greatest, descending),
+    // then the newest source.
     fn cmp(&self, other: &Self) -> Ordering {
-        other
-            .key
-            .cmp(&self.key)
-            .then_with(|| other.rank.cmp(&self.rank))
+        let by_key = if self.descending {
+            self.key.cmp(&other.key)
+        } else {
+            other.key.cmp(&self.key)
+        };
+        by_key.then_with(|| other.rank.cmp(&self.rank))
     }
 }
 
 /// Merges ranked sources; yields each key once, with the newest source's entry (tombstones
-/// included: callers decide whether to hide them).
+/// included: callers decide whether to hide them). Ascending, or descending when every source
+/// is ([`MergeIter::descending`]).
 pub(crate) struct MergeIter<V> {
     sources: Vec<SortedIter<V>>,
     heap: BinaryHeap<Head<V>>,
+    descending: bool,
     started: bool,
     error: Option<Error>,
     /// Older entries shadowed by a newer one that `keep_shadowed` selects (compaction counts
@@ -64,10 +71,19 @@ impl<V> MergeIter<V> {
         MergeIter {
             heap: BinaryHeap::with_capacity(sources.len()),
             sources,
+            descending: false,
             started: false,
             error: None,
             shadowed: Vec::new(),
             keep_shadowed: None,
+        }
+    }
+
+    /// Merges sources whose keys strictly decrease (`sources[0]` the newest), greatest first.
+    pub(crate) fn descending(sources: Vec<SortedIter<V>>) -> Self {
+        MergeIter {
+            descending: true,
+            ..MergeIter::new(sources)
         }
     }
 
@@ -84,7 +100,12 @@ impl<V> MergeIter<V> {
 
     fn pull(&mut self, rank: usize) {
         match self.sources[rank].next() {
-            Some(Ok((key, slot))) => self.heap.push(Head { key, rank, slot }),
+            Some(Ok((key, slot))) => self.heap.push(Head {
+                key,
+                rank,
+                slot,
+                descending: self.descending,
+            }),
             Some(Err(e)) if self.error.is_none() => self.error = Some(e),
             Some(Err(_)) => {}
             None => {}
@@ -124,8 +145,17 @@ impl<V> Iterator for MergeIter<V> {
         let rank = self.heap.peek()?.rank;
         let top = match self.sources[rank].next() {
             Some(Ok((key, slot))) => {
+                let descending = self.descending;
                 let mut head = self.heap.peek_mut()?;
-                std::mem::replace(&mut *head, Head { key, rank, slot })
+                std::mem::replace(
+                    &mut *head,
+                    Head {
+                        key,
+                        rank,
+                        slot,
+                        descending,
+                    },
+                )
             }
             other => {
                 if let Some(Err(e)) = other {
@@ -198,8 +228,26 @@ mod tests {
                 shadowed += it.take_shadowed().len();
             }
             let want: Vec<(u8, u8)> = model.into_iter().collect();
-            prop_assert_eq!(got, want);
+            prop_assert_eq!(&got, &want);
             prop_assert_eq!(shadowed, shadowed_model);
+            // Descending: the same entries, greatest key first.
+            let iters: Vec<SortedIter<u8>> = sources
+                .iter()
+                .map(|s| {
+                    let items: Vec<Result<(Bytes, u8)>> = s
+                        .iter()
+                        .rev()
+                        .map(|(k, v)| Ok((Bytes::from(vec![*k]), *v)))
+                        .collect();
+                    Box::new(items.into_iter()) as SortedIter<u8>
+                })
+                .collect();
+            let down: Vec<(u8, u8)> = MergeIter::descending(iters)
+                .map(|r| r.map(|(k, v)| (k[0], v)))
+                .collect::<Result<_>>()
+                .map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let want_down: Vec<(u8, u8)> = want.into_iter().rev().collect();
+            prop_assert_eq!(down, want_down);
         }
     }
 
