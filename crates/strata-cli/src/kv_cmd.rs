@@ -54,15 +54,14 @@ pub fn del(db: &strata::Db, dbi: keyspace::DbIndex, key: &str) -> anyhow::Result
     Ok(keyspace::remove(db, dbi, key.as_bytes(), now_ms(), true)?)
 }
 
-/// Visits live string keys in `[start, end)` (or under `prefix`), in key order, at most `limit`
-/// (keys holding other kinds are passed over).
+/// Visits live string keys in `[start, end)` (or under `prefix`), in key order (`reverse`:
+/// greatest first), at most `limit` (keys holding other kinds are passed over).
 pub fn scan(
     db: &strata::Db,
     dbi: keyspace::DbIndex,
-    prefix: Option<&str>,
-    start: Option<&str>,
-    end: Option<&str>,
+    (prefix, start, end): (Option<&str>, Option<&str>, Option<&str>),
     limit: usize,
+    reverse: bool,
     out: &mut dyn FnMut(&[u8], &[u8]),
 ) -> anyhow::Result<()> {
     let (lo, hi) = match prefix {
@@ -81,7 +80,7 @@ pub fn scan(
     let now = now_ms();
     let mut shown = 0;
     let mut failure = None;
-    KvBackend::scan(db, lo, hi, &mut |k, v| {
+    let mut visit = |k: &[u8], v: &[u8]| {
         if shown >= limit {
             return false;
         }
@@ -100,7 +99,17 @@ pub fn scan(
                 false
             }
         }
-    })?;
+    };
+    if reverse {
+        for entry in db.scan_rev((lo, hi)) {
+            let (k, v) = entry?;
+            if !visit(&k, &v) {
+                break;
+            }
+        }
+    } else {
+        KvBackend::scan(db, lo, hi, &mut visit)?;
+    }
     failure.map_or(Ok(()), |e| Err(e.into()))
 }
 

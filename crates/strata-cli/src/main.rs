@@ -64,6 +64,9 @@ enum Command {
         /// At most this many entries.
         #[arg(long, default_value_t = 100)]
         limit: usize,
+        /// Greatest key first (read from the end of the range down).
+        #[arg(long)]
+        reverse: bool,
     },
     /// Print per-partition statistics.
     Stats,
@@ -186,16 +189,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             start,
             end,
             limit,
+            reverse,
         } => {
             let db = open(&cli)?;
             let dbi = kv_cmd::prepare(&db)?;
             kv_cmd::scan(
                 &db,
                 dbi,
-                prefix.as_deref(),
-                start.as_deref(),
-                end.as_deref(),
+                (prefix.as_deref(), start.as_deref(), end.as_deref()),
                 *limit,
+                *reverse,
                 &mut |k, v| {
                     println!(
                         "{}\t{}",

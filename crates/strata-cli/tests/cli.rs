@@ -42,6 +42,17 @@ fn put_get_del_scan_stats_compact_across_processes() {
         ok(d, &["scan", "--start", "item:2", "--end", "user:2"]),
         "user:1\talice\n"
     );
+    assert_eq!(
+        ok(d, &["scan", "--reverse"]),
+        "user:2\tbob\nuser:1\talice\nitem:1\tpen\n"
+    );
+    assert_eq!(
+        ok(
+            d,
+            &["scan", "--reverse", "--prefix", "user:", "--limit", "1"]
+        ),
+        "user:2\tbob\n"
+    );
     ok(d, &["del", "user:1"]);
     let missing = strata(d, &["get", "user:1"]);
     assert!(!missing.status.success());
