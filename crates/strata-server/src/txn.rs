@@ -60,6 +60,68 @@ pub(crate) struct Overlay<'a> {
 }
 
 impl<'a> Overlay<'a> {
+    /// The store's entries in a range (of one routing group's partition with `group`: its
+    /// route, and whether to scan in descending key order), with the transaction's own writes
+    /// merged in: its puts shown, its deletes hidden.
+    fn merged_scan(
+        &self,
+        group: Option<(&[u8], bool)>,
+        (start, end): (Bound<Vec<u8>>, Bound<Vec<u8>>),
+        visit: &mut VisitFn<'_>,
+    ) -> Result<()> {
+        let rev = group.is_some_and(|(_, rev)| rev);
+        let mut mine: Vec<(Vec<u8>, Option<Bytes>)> = lock(&self.writes)
+            .iter()
+            .filter(|(k, _)| in_range(k, &start, &end))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if rev {
+            mine.reverse();
+        }
+        // Whether key `a` comes before `b` in the scan's order.
+        let before = |a: &[u8], b: &[u8]| if rev { a > b } else { a < b };
+        let mut next = 0;
+        let mut stopped = false;
+        let mut each = |k: &[u8], v: &[u8]| {
+            while next < mine.len() && before(&mine[next].0, k) {
+                if let (key, Some(value)) = &mine[next] {
+                    if !visit(key, value) {
+                        stopped = true;
+                        return false;
+                    }
+                }
+                next += 1;
+            }
+            if next < mine.len() && mine[next].0.as_slice() == k {
+                let keep_going = match &mine[next].1 {
+                    Some(value) => visit(k, value),
+                    None => true,
+                };
+                next += 1;
+                stopped = !keep_going;
+                return keep_going;
+            }
+            let keep_going = visit(k, v);
+            stopped = !keep_going;
+            keep_going
+        };
+        match group {
+            None => self.base.scan(start, end, &mut each)?,
+            Some((route, false)) => self.base.scan_group(route, start, end, &mut each)?,
+            Some((route, true)) => self.base.scan_group_rev(route, start, end, &mut each)?,
+        }
+        if !stopped {
+            for (key, value) in &mine[next..] {
+                if let Some(value) = value {
+                    if !visit(key, value) {
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     pub fn new(base: &'a dyn KvBackend) -> Self {
         Overlay {
             base,
@@ -160,47 +222,27 @@ impl KvBackend for Overlay<'_> {
         end: Bound<Vec<u8>>,
         visit: &mut VisitFn<'_>,
     ) -> Result<()> {
-        // The transaction's own entries in range, merged into the store's in key order.
-        let mine: Vec<(Vec<u8>, Option<Bytes>)> = lock(&self.writes)
-            .iter()
-            .filter(|(k, _)| in_range(k, &start, &end))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        let mut next = 0;
-        let mut stopped = false;
-        self.base.scan(start, end, &mut |k, v| {
-            while next < mine.len() && mine[next].0.as_slice() < k {
-                if let (key, Some(value)) = &mine[next] {
-                    if !visit(key, value) {
-                        stopped = true;
-                        return false;
-                    }
-                }
-                next += 1;
-            }
-            if next < mine.len() && mine[next].0.as_slice() == k {
-                let keep_going = match &mine[next].1 {
-                    Some(value) => visit(k, value),
-                    None => true,
-                };
-                next += 1;
-                stopped = !keep_going;
-                return keep_going;
-            }
-            let keep_going = visit(k, v);
-            stopped = !keep_going;
-            keep_going
-        })?;
-        if !stopped {
-            for (key, value) in &mine[next..] {
-                if let Some(value) = value {
-                    if !visit(key, value) {
-                        break;
-                    }
-                }
-            }
-        }
-        Ok(())
+        self.merged_scan(None, (start, end), visit)
+    }
+
+    fn scan_group(
+        &self,
+        route: &[u8],
+        start: Bound<Vec<u8>>,
+        end: Bound<Vec<u8>>,
+        visit: &mut VisitFn<'_>,
+    ) -> Result<()> {
+        self.merged_scan(Some((route, false)), (start, end), visit)
+    }
+
+    fn scan_group_rev(
+        &self,
+        route: &[u8],
+        start: Bound<Vec<u8>>,
+        end: Bound<Vec<u8>>,
+        visit: &mut VisitFn<'_>,
+    ) -> Result<()> {
+        self.merged_scan(Some((route, true)), (start, end), visit)
     }
 
     fn flush(&self) -> Result<()> {

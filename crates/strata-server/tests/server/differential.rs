@@ -6690,6 +6690,76 @@ fn collections_in_transactions_and_keyspace_commands_match_redis() {
     }
 }
 
+/// Sorted-set and stream reads from the top inside MULTI/EXEC and scripts, where the
+/// transaction's own writes are merged into the store's entries in descending order (a
+/// member added, removed or re-scored earlier in the transaction is seen, or not, by
+/// ZREVRANGE, ZPOPMAX, ZREVRANGEBYSCORE, ZREVRANGEBYLEX and XREVRANGE later in it).
+#[test]
+fn reads_from_the_top_in_transactions_and_scripts_match_redis() {
+    for resp3 in [false, true] {
+        let mut pair = Pair::start();
+        if resp3 {
+            pair.send_both(0, &words(&["HELLO", "3"]));
+        }
+        let ctx = "reverse in transactions";
+        let mut zadd = vec!["ZADD".to_string(), "z".to_string()];
+        for i in 0..60 {
+            zadd.push(format!("{}", i % 17));
+            zadd.push(format!("m{i:02}"));
+        }
+        let zadd: Vec<&str> = zadd.iter().map(String::as_str).collect();
+        pair.check(0, &words(&zadd), ctx);
+        pair.check(
+            0,
+            &words(&["ZADD", "lex", "0", "a", "0", "b", "0", "c", "0", "d"]),
+            ctx,
+        );
+        for i in 1..=20 {
+            let id = format!("{i}-0");
+            pair.check(0, &words(&["XADD", "s", &id, "f", &id]), ctx);
+        }
+        let script: &[&[&str]] = &[
+            &["MULTI"],
+            &["ZADD", "z", "100", "top", "16", "m00", "-5", "m59"],
+            &["ZREM", "z", "m16", "m33"],
+            &["ZREVRANGE", "z", "0", "9", "WITHSCORES"],
+            &["ZREVRANGEBYSCORE", "z", "+inf", "10", "LIMIT", "1", "5"],
+            &["ZPOPMAX", "z", "3"],
+            &["ZREVRANGE", "z", "0", "4"],
+            &["ZRANGE", "z", "-3", "-1", "WITHSCORES"],
+            &["ZREVRANK", "z", "m50"],
+            &["ZADD", "lex", "0", "bb", "0", "e"],
+            &["ZREM", "lex", "c"],
+            &["ZREVRANGEBYLEX", "lex", "+", "-", "LIMIT", "0", "3"],
+            &["ZLEXCOUNT", "lex", "[b", "[d"],
+            &["XADD", "s", "21-0", "f", "new"],
+            &["XDEL", "s", "19-0"],
+            &["XREVRANGE", "s", "+", "-", "COUNT", "3"],
+            &["EXEC"],
+            &["ZREVRANGE", "z", "0", "4", "WITHSCORES"],
+            &[
+                "EVAL",
+                "redis.call('ZADD', KEYS[1], 200, 'scripted'); redis.call('ZREM', KEYS[1], 'top'); \
+                 return redis.call('ZREVRANGE', KEYS[1], 0, 3)",
+                "1",
+                "z",
+            ],
+            &[
+                "EVAL",
+                "redis.call('XADD', KEYS[1], '22-0', 'f', 'v'); \
+                 return redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 2)",
+                "1",
+                "s",
+            ],
+            &["ZPOPMAX", "z"],
+            &["ZREVRANGE", "z", "0", "2"],
+        ];
+        for c in script {
+            pair.check(0, &words(c), ctx);
+        }
+    }
+}
+
 /// Several clients blocked on one list are served in the order they blocked, as Redis serves
 /// them: four connections per server block one after another (one of them on two lists), a
 /// fifth pushes, and each blocked connection's reply equals redis-server's; one that leaves
