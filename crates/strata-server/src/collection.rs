@@ -667,18 +667,14 @@ pub fn zset_count_beside(
     before: bool,
     limit: u64,
 ) -> Result<Option<u64>> {
-    let prefix = zset_score_prefix(db, name, meta.version);
-    let at = zset_score_key(db, name, meta.version, score, member);
-    let (lower, upper) = if before {
-        (
-            std::ops::Bound::Included(zset_floor_key(&prefix, meta)),
-            std::ops::Bound::Excluded(at),
-        )
+    let at = Bound::Excluded((score, member));
+    let bounds = if before {
+        (Bound::Unbounded, at)
     } else {
-        (std::ops::Bound::Excluded(at), zset_top_bound(&prefix, meta))
+        (at, Bound::Unbounded)
     };
     let mut counted = 0u64;
-    b.scan_group(&string_key(db, name), lower, upper, &mut |_, _| {
+    visit_zset_between(b, db, name, meta, bounds, false, &mut |_, _| {
         counted += 1;
         counted <= limit
     })?;

@@ -957,6 +957,80 @@ fn list_queue_survives_sigkill() {
     server.terminate();
 }
 
+/// A sorted set used as a queue from its top (ZADD at falling scores, ZPOPMAX: oldest first)
+/// while the server is SIGKILLed: after the restart the set holds a run of consecutive
+/// members from just after the last acknowledged pop to the last acknowledged push, read
+/// from the top (through the ceiling its pops left) and counted alike; an add above the
+/// ceiling after the restart is seen first.
+#[test]
+fn zpopmax_queue_survives_sigkill() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = ServerProcess::start(dir.path(), "everysec");
+    let pushed = Arc::new(Mutex::new(0u64));
+    let popped = Arc::new(Mutex::new(0u64));
+    let stop = Arc::new(AtomicBool::new(false));
+    let producer = {
+        let mut c = server.client();
+        let (pushed, stop) = (pushed.clone(), stop.clone());
+        std::thread::spawn(move || {
+            for n in 1u64.. {
+                let score = -(n as f64);
+                if stop.load(Ordering::Relaxed) || c.zadd::<_, _, _, i64>("pq", n, score).is_err() {
+                    return;
+                }
+                *pushed.lock().unwrap() = n;
+            }
+        })
+    };
+    let consumer = {
+        let mut c = server.client();
+        let (popped, stop) = (popped.clone(), stop.clone());
+        std::thread::spawn(move || loop {
+            if stop.load(Ordering::Relaxed) {
+                return;
+            }
+            match c.zpopmax::<_, Vec<(u64, f64)>>("pq", 1) {
+                Ok(got) if got.is_empty() => std::thread::sleep(Duration::from_millis(1)),
+                Ok(got) => {
+                    let mut p = popped.lock().unwrap();
+                    assert_eq!(got[0].0, *p + 1, "popped out of order");
+                    *p = got[0].0;
+                }
+                Err(_) => return,
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(400));
+    server.kill9();
+    stop.store(true, Ordering::Relaxed);
+    producer.join().unwrap();
+    consumer.join().unwrap();
+    let (pushed, popped) = (*pushed.lock().unwrap(), *popped.lock().unwrap());
+    assert!(pushed > 0 && popped > 0, "pushed {pushed}, popped {popped}");
+    let server = ServerProcess::start(dir.path(), "everysec");
+    let mut c = server.client();
+    let left: Vec<u64> = c.zrevrange("pq", 0, -1).unwrap();
+    let card: usize = c.zcard("pq").unwrap();
+    assert_eq!(card, left.len());
+    let first = left.first().copied().unwrap_or(popped + 1);
+    assert!(
+        first == popped + 1 || first == popped + 2,
+        "first {first}, popped {popped}"
+    );
+    for (i, n) in left.iter().enumerate() {
+        assert_eq!(*n, first + i as u64, "a hole in the queue: {left:?}");
+    }
+    let last = left.last().copied().unwrap_or(first - 1);
+    assert!(
+        last == pushed || last == pushed + 1,
+        "last {last}, pushed {pushed}"
+    );
+    let _: i64 = c.zadd("pq", "urgent", 10.0).unwrap();
+    let top: Vec<String> = c.zrevrange("pq", 0, 0).unwrap();
+    assert_eq!(top, vec!["urgent".to_string()]);
+    server.terminate();
+}
+
 /// Started with a low open-files limit (soft 256, hard 1024), the server raises it, as
 /// redis-server does, and serves more clients than the soft limit allowed; maxclients shrinks
 /// to what the hard limit leaves room for (Redis's default 10 000 does not fit), so a client
