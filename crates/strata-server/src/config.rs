@@ -154,7 +154,8 @@ pub struct ServerConfig {
     pub databases: usize,
     /// Port of seed 004's line protocol (`text.rs`); off when `None`.
     pub text_port: Option<u16>,
-    /// Threads serving connections (`None`: `default_io_threads`, half the cores).
+    /// Threads serving connections (`None`: `default_io_threads`, half the cores, for `run`; two
+    /// for a `ServerThread`).
     pub io_threads: Option<usize>,
     /// Cluster node mode (`cluster.rs`): only database 0, keys routed by hash slot.
     pub cluster: bool,

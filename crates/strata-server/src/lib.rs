@@ -168,23 +168,7 @@ pub fn serve_blocking(args: ServeArgs, opts: strata::Options, dir: &Path) -> any
             .map_err(|e| anyhow::anyhow!("opening the database in {}: {e}", dir.display()))?,
     );
     fit_open_files_limit(&mut config);
-    let workers = config.io_threads.unwrap_or_else(default_io_threads);
-    // One connection thread (the default on two cores): a single-threaded runtime runs the
-    // connections woken by one poll of the sockets in the order they were woken, as Redis's
-    // event loop does. The multi-threaded one runs the last woken first (its LIFO slot), so
-    // of two clients' commands that arrived together the second could run first (a client's
-    // UNSUBSCRIBE sent before another's PUBLISH, say: redis-server's own test suite saw it).
-    let runtime = if workers == 1 {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?
-    } else {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(workers)
-            .thread_name("strata-server")
-            .enable_all()
-            .build()?
-    };
+    let runtime = connection_runtime(config.io_threads.unwrap_or_else(default_io_threads))?;
     let backend: Arc<dyn KvBackend + Send + Sync> = db.clone();
     let served = runtime.block_on(async {
         let signals = termination_signal();
@@ -250,6 +234,26 @@ fn termination_signal() -> std::io::Result<impl std::future::Future<Output = &'s
                 Err(_) => std::future::pending().await,
             }
         })
+    }
+}
+
+/// The runtime of the connection threads. One thread (the default on two cores): a
+/// single-threaded runtime runs the connections woken by one poll of the sockets in the order
+/// they were woken, as Redis's event loop does. The multi-threaded one runs the last woken first
+/// (its LIFO slot), so of two clients' commands that arrived together the second could run
+/// first (a client's UNSUBSCRIBE sent before another's PUBLISH, say: redis-server's own test
+/// suite saw it).
+pub(crate) fn connection_runtime(workers: usize) -> std::io::Result<tokio::runtime::Runtime> {
+    if workers <= 1 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers)
+            .thread_name("strata-server")
+            .enable_all()
+            .build()
     }
 }
 

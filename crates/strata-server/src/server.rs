@@ -260,13 +260,10 @@ impl ServerThread {
         config: ServerConfig,
         backend: Arc<dyn KvBackend + Send + Sync>,
     ) -> Result<ServerThread> {
-        // Sockets and parsing only (engine calls run on the blocking pool): two workers suffice.
+        // Two connection threads unless the config says how many: embedders and tests share
+        // the machine with the server.
         const WORKER_THREADS: usize = 2;
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(WORKER_THREADS)
-            .thread_name("strata-server")
-            .enable_all()
-            .build()
+        let runtime = crate::connection_runtime(config.io_threads.unwrap_or(WORKER_THREADS))
             .map_err(|e| Error::io("starting the server runtime", e))?;
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new()
