@@ -1,13 +1,15 @@
 //! JSON document commands, RedisJSON-compatible: JSON.SET, GET, MGET, DEL/FORGET, TYPE,
-//! NUMINCRBY, STRLEN, ARRAPPEND, ARRLEN, OBJKEYS, OBJLEN. Documents are strata-doc values stored
+//! NUMINCRBY, NUMMULTBY, STRAPPEND, STRLEN, ARRAPPEND, ARRINSERT, ARRINDEX, ARRPOP, ARRTRIM,
+//! ARRLEN, OBJKEYS, OBJLEN, TOGGLE, CLEAR, MERGE, RESP. Documents are strata-doc values stored
 //! exactly where `DocStore` keeps them (see `keyspace`), encoded with its codec.
 //!
-//! Paths: strata-doc's `$`-paths (`$`, `$.a.b`, `$.arr[-1]`, `$["key with space"]`) with
-//! RedisJSON's two reply styles: a path starting with `$` answers with a list of matches (here
-//! zero or one, as there are no wildcards), a legacy path (`.`, `.a.b`, `a.b`) answers with the
-//! single value or an error when it matches nothing. Every write is one atomic
-//! read-modify-write of the document (`KvBackend::update`), so concurrent JSON.NUMINCRBY calls
-//! never lose an increment.
+//! Paths: JSONPath (`jsonpath.rs`: keys, indexes, `*`, unions, slices, `..`) with RedisJSON's
+//! two reply styles: a path starting with `$` answers with a list, one entry per match (nil
+//! where the value is not of the command's type); a legacy path (`.`, `.a.b`, `a.b`, `..a`)
+//! answers with a single value (the first match for reads, the last changed for writes) or an
+//! error when nothing of the right type matches. Every write is one atomic read-modify-write
+//! of the document (`KvBackend::update`), so concurrent JSON.NUMINCRBY calls never lose an
+//! increment.
 
 use bytes::Bytes;
 use strata_doc::{
@@ -15,6 +17,7 @@ use strata_doc::{
     Path, PathStep,
 };
 
+use super::jsonpath::{value_at, Location, Query};
 use super::{is, Ctx, Spec, READ, READ_FAST, WRITE};
 use crate::backend::{BatchOp, Write};
 use crate::error::{Error, Result};
@@ -35,11 +38,21 @@ pub(crate) static SPECS: &[Spec] = &[
     Spec { name: "json.arrlen", arity: -2, flags: READ_FAST, keys: (1, 1, 1), group: "json", summary: "Returns the length of the array at a path.", handler: json_arrlen },
     Spec { name: "json.objkeys", arity: -2, flags: READ, keys: (1, 1, 1), group: "json", summary: "Returns the keys of the object at a path.", handler: json_objkeys },
     Spec { name: "json.objlen", arity: -2, flags: READ_FAST, keys: (1, 1, 1), group: "json", summary: "Returns the number of keys of the object at a path.", handler: json_objlen },
+    Spec { name: "json.nummultby", arity: 4, flags: WRITE, keys: (1, 1, 1), group: "json", summary: "Multiplies the number at a path by a number.", handler: json_nummultby },
+    Spec { name: "json.strappend", arity: -3, flags: WRITE, keys: (1, 1, 1), group: "json", summary: "Appends a string to the strings at a path.", handler: json_strappend },
+    Spec { name: "json.arrinsert", arity: -5, flags: WRITE, keys: (1, 1, 1), group: "json", summary: "Inserts values into the arrays at a path before an index.", handler: json_arrinsert },
+    Spec { name: "json.arrpop", arity: -2, flags: WRITE, keys: (1, 1, 1), group: "json", summary: "Removes and returns an element of the arrays at a path.", handler: json_arrpop },
+    Spec { name: "json.arrtrim", arity: 5, flags: WRITE, keys: (1, 1, 1), group: "json", summary: "Keeps a range of the arrays at a path.", handler: json_arrtrim },
+    Spec { name: "json.arrindex", arity: -4, flags: READ, keys: (1, 1, 1), group: "json", summary: "Returns the first index of a value in the arrays at a path.", handler: json_arrindex },
+    Spec { name: "json.toggle", arity: 3, flags: WRITE, keys: (1, 1, 1), group: "json", summary: "Toggles the booleans at a path.", handler: json_toggle },
+    Spec { name: "json.clear", arity: -2, flags: WRITE, keys: (1, 1, 1), group: "json", summary: "Empties the arrays and objects and zeroes the numbers at a path.", handler: json_clear },
+    Spec { name: "json.resp", arity: -2, flags: READ, keys: (1, 1, 1), group: "json", summary: "Returns the JSON at a path in RESP form.", handler: json_resp },
+    Spec { name: "json.merge", arity: 4, flags: WRITE, keys: (1, 1, 1), group: "json", summary: "Merges a JSON value into the values at a path (RFC 7396).", handler: json_merge },
 ];
 
 /// A parsed path argument and the reply style it asks for.
 struct JsonPath {
-    path: Path,
+    query: Query,
     /// `$...` (list of matches) rather than legacy (single value).
     multi: bool,
     /// The text as the client sent it (for messages and JSON.GET's multi-path object).
@@ -49,7 +62,7 @@ struct JsonPath {
 impl JsonPath {
     fn root() -> JsonPath {
         JsonPath {
-            path: Path::root(),
+            query: Query::root(),
             multi: false,
             text: ".".into(),
         }
@@ -70,13 +83,34 @@ impl JsonPath {
         } else {
             format!("$.{text}")
         };
-        let path = Path::parse(&canonical)?;
-        Ok(JsonPath { path, multi, text })
+        let query = Query::parse(&canonical)?;
+        Ok(JsonPath { query, multi, text })
+    }
+
+    /// Every location the path matches in `doc`, in document order.
+    fn locate(&self, doc: &Doc) -> Vec<Location> {
+        self.query.locate(doc)
+    }
+
+    /// The values the path matches in `doc`.
+    fn values<'a>(&self, doc: &'a Doc) -> Vec<&'a Doc> {
+        self.locate(doc)
+            .iter()
+            .filter_map(|loc| value_at(doc, loc))
+            .collect()
     }
 
     fn missing(&self) -> Error {
         Error::command(format!("Path '{}' does not exist", self.text))
     }
+}
+
+/// A location as strata-doc's path.
+fn doc_path(loc: &[PathStep]) -> Path {
+    loc.iter().fold(Path::root(), |p, s| match s {
+        PathStep::Key(k) => p.key(k.clone()),
+        PathStep::Index(i) => p.index(*i),
+    })
 }
 
 /// RedisJSON's type names.
@@ -208,23 +242,6 @@ fn modify_doc<T>(
     out.ok_or_else(|| Error::command("internal error: update callback did not run"))
 }
 
-/// The path without its last step, and that step (`None` for the root).
-fn split_last(path: &Path) -> Option<(Path, &PathStep)> {
-    let (last, init) = path.steps().split_last()?;
-    let parent = init.iter().fold(Path::root(), |p, s| match s {
-        PathStep::Key(k) => p.key(k.clone()),
-        PathStep::Index(i) => p.index(*i),
-    });
-    Some((parent, last))
-}
-
-/// Maps a possibly negative index onto `0..len`.
-fn resolve_index(i: i64, len: usize) -> Option<usize> {
-    let len = i64::try_from(len).ok()?;
-    let at = if i < 0 { len + i } else { i };
-    (0..len).contains(&at).then_some(at as usize)
-}
-
 /// JSON.GET's output options.
 #[derive(Default)]
 struct Format {
@@ -283,9 +300,17 @@ fn json_text(doc: &Doc, fmt: &Format) -> Result<Reply> {
     Ok(Reply::text(out))
 }
 
-/// The matches of `path` in `doc` as a JSON array (zero or one element).
-fn matches_of(doc: &Doc, path: &Path) -> Doc {
-    Doc::Array(doc.get_path(path).cloned().into_iter().collect())
+/// The matches of `path` in `doc` as a JSON array.
+fn matches_of(doc: &Doc, path: &JsonPath) -> Doc {
+    Doc::Array(path.values(doc).into_iter().cloned().collect())
+}
+
+/// A legacy path's value: its first match, an error when it has none.
+fn first_match<'a>(doc: &'a Doc, path: &JsonPath) -> Result<&'a Doc> {
+    path.values(doc)
+        .into_iter()
+        .next()
+        .ok_or_else(|| path.missing())
 }
 
 fn json_get(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
@@ -299,6 +324,11 @@ fn json_get(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             Some(v) if is(a, "INDENT") => fmt.indent = super::text(v),
             Some(v) if is(a, "NEWLINE") => fmt.newline = super::text(v),
             Some(v) if is(a, "SPACE") => fmt.space = super::text(v),
+            // RedisJSON accepts and ignores it (strings are never escaped beyond JSON's rules).
+            _ if is(a, "NOESCAPE") => {
+                i += 1;
+                continue;
+            }
             _ => {
                 paths.push(JsonPath::parse(a)?);
                 i += 1;
@@ -315,9 +345,9 @@ fn json_get(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     }
     if let [p] = paths.as_slice() {
         return if p.multi {
-            json_text(&matches_of(&doc, &p.path), &fmt)
+            json_text(&matches_of(&doc, p), &fmt)
         } else {
-            json_text(doc.get_path(&p.path).ok_or_else(|| p.missing())?, &fmt)
+            json_text(first_match(&doc, p)?, &fmt)
         };
     }
     // Several paths: an object from each path's text to its result.
@@ -325,9 +355,9 @@ fn json_get(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let mut out = DocMap::new();
     for p in &paths {
         let result = if any_multi {
-            matches_of(&doc, &p.path)
+            matches_of(&doc, p)
         } else {
-            doc.get_path(&p.path).cloned().ok_or_else(|| p.missing())?
+            first_match(&doc, p)?.clone()
         };
         out.insert(Doc::String(p.text.clone()), result);
     }
@@ -353,11 +383,11 @@ fn json_mget(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             Err(e) => return Err(e),
         };
         out.push(if p.multi {
-            json_text(&matches_of(&doc, &p.path), &fmt)?
+            json_text(&matches_of(&doc, &p), &fmt)?
         } else {
-            match doc.get_path(&p.path) {
-                Some(v) => json_text(v, &fmt)?,
-                None => Reply::Nil,
+            match first_match(&doc, &p) {
+                Ok(v) => json_text(v, &fmt)?,
+                Err(_) => Reply::Nil,
             }
         });
     }
@@ -377,42 +407,59 @@ fn json_set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             return Err(Error::Syntax);
         }
     }
-    modify_doc(ctx, &args[1], |old| {
-        let Some(mut doc) = old else {
-            if !p.path.is_root() {
-                return Err(Error::command("new objects must be created at the root"));
-            }
-            return Ok(if xx {
-                (DocWrite::Keep, Reply::Nil)
-            } else {
-                (DocWrite::Put(value.clone()), Reply::ok())
-            });
-        };
-        let exists = doc.get_path(&p.path).is_some();
-        if (nx && exists) || (xx && !exists) {
+    modify_doc(ctx, &args[1], |old| set_at(old, &p, &value, nx, xx))
+}
+
+/// JSON.SET's change: the value at every match, or, where nothing matches and the path ends
+/// in a key, a new member of each object its parent path matches (RedisJSON creates nothing
+/// deeper than that). A new document only at the root.
+fn set_at(
+    old: Option<Doc>,
+    p: &JsonPath,
+    value: &Doc,
+    nx: bool,
+    xx: bool,
+) -> Result<(DocWrite, Reply)> {
+    let Some(mut doc) = old else {
+        if !p.query.is_root() {
+            return Err(Error::command("new objects must be created at the root"));
+        }
+        return Ok(if xx {
+            (DocWrite::Keep, Reply::Nil)
+        } else {
+            (DocWrite::Put(value.clone()), Reply::ok())
+        });
+    };
+    let found = p.locate(&doc);
+    if !found.is_empty() {
+        if nx {
             return Ok((DocWrite::Keep, Reply::Nil));
         }
-        if let Some(slot) = doc.get_path_mut(&p.path) {
-            *slot = value.clone();
-            return Ok((DocWrite::Put(doc), Reply::ok()));
+        for loc in &found {
+            // (A match inside an earlier match is gone once that one is replaced.)
+            if let Some(slot) = doc.get_path_mut(&doc_path(loc)) {
+                *slot = value.clone();
+            }
         }
-        // A new member of an existing object; RedisJSON creates nothing deeper than that.
-        let created = match split_last(&p.path) {
-            Some((parent, PathStep::Key(k))) => match doc.get_path_mut(&parent) {
-                Some(Doc::Map(m)) => {
-                    m.insert(Doc::String(k.clone()), value.clone());
-                    true
-                }
-                _ => false,
-            },
-            _ => false,
-        };
-        match (created, p.multi) {
-            (true, _) => Ok((DocWrite::Put(doc), Reply::ok())),
-            (false, true) => Ok((DocWrite::Keep, Reply::Nil)),
-            (false, false) => Err(p.missing()),
+        return Ok((DocWrite::Put(doc), Reply::ok()));
+    }
+    if xx {
+        return Ok((DocWrite::Keep, Reply::Nil));
+    }
+    let mut created = 0;
+    if let Some((parent, key)) = p.query.parent_and_key() {
+        for loc in parent.locate(&doc) {
+            if let Some(Doc::Map(m)) = doc.get_path_mut(&doc_path(&loc)) {
+                m.insert(Doc::String(key.to_string()), value.clone());
+                created += 1;
+            }
         }
-    })
+    }
+    match (created > 0, p.multi) {
+        (true, _) => Ok((DocWrite::Put(doc), Reply::ok())),
+        (false, true) => Ok((DocWrite::Keep, Reply::Nil)),
+        (false, false) => Err(p.missing()),
+    }
 }
 
 fn optional_path(args: &[Bytes]) -> Result<JsonPath> {
@@ -429,31 +476,71 @@ fn json_del(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         let Some(mut doc) = old else {
             return Ok((DocWrite::Keep, Reply::Int(0)));
         };
-        let Some((parent, last)) = split_last(&p.path) else {
+        let mut found = p.locate(&doc);
+        if found.iter().any(Vec::is_empty) {
             return Ok((DocWrite::Delete, Reply::Int(1)));
-        };
-        let removed = match (doc.get_path_mut(&parent), last) {
-            (Some(Doc::Map(m)), PathStep::Key(k)) => m.remove(&Doc::String(k.clone())).is_some(),
-            (Some(Doc::Array(a)), PathStep::Index(i)) => match resolve_index(*i, a.len()) {
-                Some(at) => {
-                    a.remove(at);
-                    true
+        }
+        // A match inside another match goes with it and is not counted (RedisJSON: `$..a` of
+        // `{"a":{"a":1}}` deletes 1). The rest go last first, so that removing an element
+        // leaves the indexes of those still to remove as they were.
+        found.sort_by(|a, b| compare_locations(b, a));
+        found.dedup();
+        let outer: Vec<&Location> = found
+            .iter()
+            .filter(|loc| {
+                !found
+                    .iter()
+                    .any(|other| other.len() < loc.len() && loc.starts_with(other))
+            })
+            .collect();
+        let mut removed = 0;
+        for loc in outer {
+            let Some((last, parent)) = loc.split_last() else {
+                continue;
+            };
+            let gone = match (doc.get_path_mut(&doc_path(parent)), last) {
+                (Some(Doc::Map(m)), PathStep::Key(k)) => {
+                    m.remove(&Doc::String(k.clone())).is_some()
                 }
-                None => false,
-            },
-            _ => false,
-        };
-        Ok(if removed {
-            (DocWrite::Put(doc), Reply::Int(1))
+                (Some(Doc::Array(a)), PathStep::Index(i)) => match usize::try_from(*i) {
+                    Ok(at) if at < a.len() => {
+                        a.remove(at);
+                        true
+                    }
+                    _ => false,
+                },
+                _ => false,
+            };
+            removed += i64::from(gone);
+        }
+        Ok(if removed > 0 {
+            (DocWrite::Put(doc), Reply::Int(removed))
         } else {
             (DocWrite::Keep, Reply::Int(0))
         })
     })
 }
 
+/// Document order of two locations (array indexes by number, a location before those inside
+/// it).
+fn compare_locations(a: &[PathStep], b: &[PathStep]) -> std::cmp::Ordering {
+    for (x, y) in a.iter().zip(b) {
+        let order = match (x, y) {
+            (PathStep::Index(i), PathStep::Index(j)) => i.cmp(j),
+            (PathStep::Key(k), PathStep::Key(l)) => k.cmp(l),
+            (PathStep::Key(_), PathStep::Index(_)) => std::cmp::Ordering::Less,
+            (PathStep::Index(_), PathStep::Key(_)) => std::cmp::Ordering::Greater,
+        };
+        if order.is_ne() {
+            return order;
+        }
+    }
+    a.len().cmp(&b.len())
+}
+
 /// Runs a read-only query at a path with RedisJSON's reply shapes: `$` paths give an array with
 /// one result per match (`Nil` where `f` declines the value's type), legacy paths give the
-/// result itself or an error.
+/// first match's result or an error. A missing key: nil for a legacy path, an error for `$`.
 fn query(
     ctx: &Ctx<'_>,
     args: &[Bytes],
@@ -462,18 +549,22 @@ fn query(
 ) -> Result<Reply> {
     let p = optional_path(args)?;
     let Some(doc) = read_doc(ctx, &args[1])? else {
-        return Ok(Reply::Nil);
+        // RedisJSON: nil for a legacy path, an error for a `$` path.
+        return if p.multi {
+            Err(no_such_key())
+        } else {
+            Ok(Reply::Nil)
+        };
     };
-    let found = doc.get_path(&p.path);
     if p.multi {
         return Ok(Reply::Array(
-            found
-                .map(|v| f(v).unwrap_or(Reply::Nil))
+            p.values(&doc)
                 .into_iter()
+                .map(|v| f(v).unwrap_or(Reply::Nil))
                 .collect(),
         ));
     }
-    let v = found.ok_or_else(|| p.missing())?;
+    let v = first_match(&doc, &p)?;
     f(v).ok_or_else(|| wrong_type_at(want, v))
 }
 
@@ -482,16 +573,18 @@ fn json_type(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let Some(doc) = read_doc(ctx, &args[1])? else {
         return Ok(Reply::Nil);
     };
-    let found = doc.get_path(&p.path);
+    let found = p.values(&doc);
     Ok(if p.multi {
         Reply::Array(
             found
-                .map(|v| Reply::text(type_name(v)))
                 .into_iter()
+                .map(|v| Reply::text(type_name(v)))
                 .collect(),
         )
     } else {
-        found.map_or(Reply::Nil, |v| Reply::simple(type_name(v)))
+        found
+            .first()
+            .map_or(Reply::Nil, |v| Reply::simple(type_name(v)))
     })
 }
 
@@ -531,101 +624,505 @@ fn json_objkeys(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 }
 
 /// `a + b` with RedisJSON's rules: integers stay integers while they fit; otherwise the sum is
-/// a float, refused when not finite.
+/// a float, refused when not finite. Whole results that fit an `i64` become integers
+/// (1.5 + 1.5 = 3); others keep their digits.
 fn add_numbers(a: &Doc, b: &Doc) -> Result<Doc> {
     if let (Doc::Int(x), Doc::Int(y)) = (a, b) {
         if let Some(sum) = x.checked_add(*y) {
             return Ok(Doc::Int(sum));
         }
     }
-    let as_f64 = |d: &Doc| -> Result<f64> {
-        match d {
-            Doc::Int(i) => Ok(*i as f64),
-            Doc::Decimal(x) => x
-                .as_str()
-                .parse::<f64>()
-                .map_err(|_| Error::command("number out of range")),
-            _ => Err(Error::command("not a number")),
+    float_result(as_f64(a)? + as_f64(b)?)
+}
+
+/// Applies `f` to each value the path matches in the document under `key`, which must exist.
+/// `f` answers `None` for a value of a type it does not apply to, leaving it as it was. With a
+/// `$` path the result is one answer per match (`None` where `f` declined); with a legacy path
+/// only the matches `f` took count, and the command fails when there is none (the path does
+/// not exist, or its values are not `want`), as in RedisJSON. The document is written when `f`
+/// took any match.
+fn update_each<T>(
+    ctx: &Ctx<'_>,
+    key: &[u8],
+    p: &JsonPath,
+    want: &str,
+    mut f: impl FnMut(&mut Doc) -> Result<Option<T>>,
+) -> Result<Vec<Option<T>>> {
+    modify_doc(ctx, key, |old| {
+        let mut doc = old.ok_or_else(no_such_key)?;
+        let found = p.locate(&doc);
+        let mut results = Vec::with_capacity(found.len());
+        let mut wrong = None;
+        for loc in &found {
+            let Some(slot) = doc.get_path_mut(&doc_path(loc)) else {
+                results.push(None);
+                continue;
+            };
+            let result = f(slot)?;
+            if result.is_none() && wrong.is_none() {
+                wrong = Some(wrong_type_at(want, slot));
+            }
+            results.push(result);
         }
-    };
-    let sum = as_f64(a)? + as_f64(b)?;
-    if !sum.is_finite() {
-        return Err(Error::command("result is not a finite number"));
+        let took = results.iter().any(Option::is_some);
+        if !p.multi && !took {
+            return Err(wrong.unwrap_or_else(|| p.missing()));
+        }
+        if !p.multi {
+            results.retain(Option::is_some);
+        }
+        Ok((
+            if took {
+                DocWrite::Put(doc)
+            } else {
+                DocWrite::Keep
+            },
+            results,
+        ))
+    })
+}
+
+/// RedisJSON's reply to a command on every match: a `$` path gets an array (`Nil` where the
+/// value was not of the command's type), a legacy path the last match's answer.
+fn each_reply<T>(p: &JsonPath, results: Vec<Option<T>>, reply: impl Fn(T) -> Reply) -> Reply {
+    if p.multi {
+        Reply::Array(
+            results
+                .into_iter()
+                .map(|r| r.map_or(Reply::Nil, &reply))
+                .collect(),
+        )
+    } else {
+        results
+            .into_iter()
+            .flatten()
+            .last()
+            .map_or(Reply::Nil, reply)
     }
-    // Whole results that fit i64 become integers (1.5 + 1.5 = 3); others keep their digits.
-    if sum.fract() == 0.0 && sum.abs() < 9.0e15 {
-        return Ok(Doc::Int(sum as i64));
+}
+
+/// A number argument of JSON.NUMINCRBY / NUMMULTBY.
+fn number_arg(arg: &[u8]) -> Result<Doc> {
+    let n = from_json_slice(arg)?;
+    if !matches!(n, Doc::Int(_) | Doc::Decimal(_)) {
+        return Err(Error::command(format!(
+            "expected a number but found {}",
+            type_name(&n)
+        )));
     }
-    Ok(Doc::decimal(&crate::num::format_f64(sum))?)
+    Ok(n)
+}
+
+/// JSON.NUMINCRBY and JSON.NUMMULTBY: the new numbers as JSON text, an array of them (`null`
+/// for values that are not numbers) for `$` paths.
+fn number_op(ctx: &Ctx<'_>, args: &[Bytes], op: fn(&Doc, &Doc) -> Result<Doc>) -> Result<Reply> {
+    let p = JsonPath::parse(&args[2])?;
+    let operand = number_arg(&args[3])?;
+    let results = update_each(ctx, &args[1], &p, "a number", |slot| {
+        if !matches!(slot, Doc::Int(_) | Doc::Decimal(_)) {
+            return Ok(None);
+        }
+        let new = op(slot, &operand)?;
+        *slot = new.clone();
+        Ok(Some(new))
+    })?;
+    if p.multi {
+        let all = Doc::Array(
+            results
+                .into_iter()
+                .map(|r| r.unwrap_or(Doc::Null))
+                .collect(),
+        );
+        return Ok(Reply::text(to_json_string(&all)?));
+    }
+    match results.into_iter().flatten().last() {
+        Some(n) => Ok(Reply::text(to_json_string(&n)?)),
+        None => Err(p.missing()),
+    }
 }
 
 fn json_numincrby(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
-    let p = JsonPath::parse(&args[2])?;
-    let delta = from_json_slice(&args[3])?;
-    if !matches!(delta, Doc::Int(_) | Doc::Decimal(_)) {
-        return Err(Error::command(format!(
-            "expected a number but found {}",
-            type_name(&delta)
-        )));
+    number_op(ctx, args, add_numbers)
+}
+
+fn json_nummultby(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    number_op(ctx, args, multiply_numbers)
+}
+
+/// A number as `f64`, for arithmetic that leaves the integers.
+fn as_f64(d: &Doc) -> Result<f64> {
+    match d {
+        Doc::Int(i) => Ok(*i as f64),
+        Doc::Decimal(x) => x
+            .as_str()
+            .parse::<f64>()
+            .map_err(|_| Error::command("number out of range")),
+        _ => Err(Error::command("not a number")),
     }
-    modify_doc(ctx, &args[1], |old| {
-        let mut doc = old.ok_or_else(no_such_key)?;
-        let Some(slot) = doc.get_path_mut(&p.path) else {
-            return if p.multi {
-                Ok((DocWrite::Keep, Reply::text("[]")))
-            } else {
-                Err(p.missing())
-            };
-        };
-        if !matches!(slot, Doc::Int(_) | Doc::Decimal(_)) {
-            return if p.multi {
-                Ok((DocWrite::Keep, Reply::text("[null]")))
-            } else {
-                Err(wrong_type_at("a number", slot))
-            };
+}
+
+/// A float result: refused when not finite, whole results that fit an `i64` as integers.
+fn float_result(x: f64) -> Result<Doc> {
+    if !x.is_finite() {
+        return Err(Error::command("result is not a finite number"));
+    }
+    if x.fract() == 0.0 && x.abs() < 9.0e15 {
+        return Ok(Doc::Int(x as i64));
+    }
+    Ok(Doc::decimal(&crate::num::format_f64(x))?)
+}
+
+/// `a * b` with the rules of [`add_numbers`].
+fn multiply_numbers(a: &Doc, b: &Doc) -> Result<Doc> {
+    if let (Doc::Int(x), Doc::Int(y)) = (a, b) {
+        if let Some(product) = x.checked_mul(*y) {
+            return Ok(Doc::Int(product));
         }
-        let sum = add_numbers(slot, &delta)?;
-        let text = to_json_string(&sum)?;
-        *slot = sum;
-        let reply = if p.multi {
-            Reply::text(format!("[{text}]"))
-        } else {
-            Reply::text(text)
-        };
-        Ok((DocWrite::Put(doc), reply))
-    })
+    }
+    float_result(as_f64(a)? * as_f64(b)?)
 }
 
 fn json_arrappend(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let p = JsonPath::parse(&args[2])?;
-    let values = args[3..]
-        .iter()
-        .map(|v| from_json_slice(v))
-        .collect::<std::result::Result<Vec<Doc>, _>>()?;
-    modify_doc(ctx, &args[1], |old| {
-        let mut doc = old.ok_or_else(no_such_key)?;
-        let Some(slot) = doc.get_path_mut(&p.path) else {
-            return if p.multi {
-                Ok((DocWrite::Keep, Reply::Array(vec![])))
-            } else {
-                Err(p.missing())
-            };
-        };
+    let values = json_args(&args[3..])?;
+    let results = update_each(ctx, &args[1], &p, "array", |slot| {
         let Doc::Array(items) = slot else {
-            return if p.multi {
-                Ok((DocWrite::Keep, Reply::Array(vec![Reply::Nil])))
-            } else {
-                Err(wrong_type_at("array", slot))
-            };
+            return Ok(None);
         };
         items.extend(values.iter().cloned());
-        let len = Reply::Int(items.len() as i64);
-        let reply = if p.multi {
-            Reply::Array(vec![len])
-        } else {
-            len
+        Ok(Some(items.len() as i64))
+    })?;
+    Ok(each_reply(&p, results, Reply::Int))
+}
+
+/// JSON values given as arguments.
+fn json_args(args: &[Bytes]) -> Result<Vec<Doc>> {
+    args.iter()
+        .map(|v| from_json_slice(v).map_err(Error::from))
+        .collect()
+}
+
+/// An integer argument (an index, a bound).
+fn int_arg(arg: &[u8]) -> Result<i64> {
+    std::str::from_utf8(arg)
+        .ok()
+        .and_then(|s| s.parse::<i64>().ok())
+        .ok_or_else(|| Error::command("expected an integer"))
+}
+
+/// JSON.STRAPPEND key [path] value
+fn json_strappend(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let (p, value) = match args.len() {
+        3 => (JsonPath::root(), &args[2]),
+        4 => (JsonPath::parse(&args[2])?, &args[3]),
+        _ => return Err(Error::WrongArity("json.strappend".into())),
+    };
+    let Doc::String(suffix) = from_json_slice(value)? else {
+        return Err(Error::command(
+            "wrong type of value - expected a JSON string",
+        ));
+    };
+    let results = update_each(ctx, &args[1], &p, "string", |slot| {
+        let Doc::String(s) = slot else {
+            return Ok(None);
         };
-        Ok((DocWrite::Put(doc), reply))
+        s.push_str(&suffix);
+        Ok(Some(s.len() as i64))
+    })?;
+    Ok(each_reply(&p, results, Reply::Int))
+}
+
+/// JSON.ARRINSERT key path index value [value ...]
+fn json_arrinsert(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let p = JsonPath::parse(&args[2])?;
+    let index = int_arg(&args[3])?;
+    let values = json_args(&args[4..])?;
+    let results = update_each(ctx, &args[1], &p, "array", |slot| {
+        let Doc::Array(items) = slot else {
+            return Ok(None);
+        };
+        let len = items.len() as i64;
+        let at = if index < 0 { len + index } else { index };
+        if !(0..=len).contains(&at) {
+            return Err(Error::command("index out of bounds"));
+        }
+        let at = at as usize;
+        items.splice(at..at, values.iter().cloned());
+        Ok(Some(items.len() as i64))
+    })?;
+    Ok(each_reply(&p, results, Reply::Int))
+}
+
+/// JSON.ARRPOP key [path [index]]: the removed element as JSON text (`Nil` for an empty
+/// array); an index past either end takes the element at that end.
+fn json_arrpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let p = match args.get(2) {
+        Some(path) => JsonPath::parse(path)?,
+        None => JsonPath::root(),
+    };
+    let index = match args.get(3) {
+        Some(i) if args.len() == 4 => int_arg(i)?,
+        Some(_) => return Err(Error::Syntax),
+        None => -1,
+    };
+    let results = update_each(ctx, &args[1], &p, "array", |slot| {
+        let Doc::Array(items) = slot else {
+            return Ok(None);
+        };
+        if items.is_empty() {
+            return Ok(Some(None));
+        }
+        let len = items.len() as i64;
+        let at = if index < 0 { len + index } else { index }.clamp(0, len - 1);
+        Ok(Some(Some(items.remove(at as usize))))
+    })?;
+    let popped = |d: Option<Doc>| match d {
+        Some(d) => to_json_string(&d).map_or(Reply::Nil, Reply::text),
+        None => Reply::Nil,
+    };
+    Ok(each_reply(&p, results, popped))
+}
+
+/// JSON.ARRTRIM key path start stop: keeps `start..=stop` (negative from the end, `stop`
+/// past the end is the last element); the new length.
+fn json_arrtrim(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let p = JsonPath::parse(&args[2])?;
+    let start = int_arg(&args[3])?;
+    let stop = int_arg(&args[4])?;
+    let results = update_each(ctx, &args[1], &p, "array", |slot| {
+        let Doc::Array(items) = slot else {
+            return Ok(None);
+        };
+        let len = items.len() as i64;
+        let from = if start < 0 {
+            (len + start).max(0)
+        } else {
+            start
+        };
+        let to = if stop < 0 {
+            len + stop
+        } else {
+            stop.min(len - 1)
+        };
+        if from >= len || from > to {
+            items.clear();
+        } else {
+            items.truncate(to as usize + 1);
+            items.drain(..from as usize);
+        }
+        Ok(Some(items.len() as i64))
+    })?;
+    Ok(each_reply(&p, results, Reply::Int))
+}
+
+/// JSON.TOGGLE key path: the new values, 1 or 0 per match for `$` paths, `true`/`false` for a
+/// legacy path.
+fn json_toggle(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let p = JsonPath::parse(&args[2])?;
+    let results = update_each(ctx, &args[1], &p, "boolean", |slot| {
+        let Doc::Bool(b) = slot else {
+            return Ok(None);
+        };
+        *b = !*b;
+        Ok(Some(*b))
+    })?;
+    Ok(if p.multi {
+        each_reply(&p, results, |b| Reply::Int(i64::from(b)))
+    } else {
+        each_reply(&p, results, |b| {
+            Reply::text(if b { "true" } else { "false" })
+        })
+    })
+}
+
+/// JSON.CLEAR key [path]: empties the arrays and objects and zeroes the numbers the path
+/// matches; how many it cleared.
+fn json_clear(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let p = optional_path(args)?;
+    let mut p = p;
+    // Legacy or not, CLEAR answers a count and never fails on a path that matches nothing.
+    p.multi = true;
+    let results = update_each(ctx, &args[1], &p, "container", |slot| {
+        Ok(match slot {
+            Doc::Array(a) => {
+                a.clear();
+                Some(())
+            }
+            Doc::Map(m) => {
+                *m = DocMap::new();
+                Some(())
+            }
+            Doc::Int(_) | Doc::Decimal(_) => {
+                *slot = Doc::Int(0);
+                Some(())
+            }
+            _ => None,
+        })
+    })?;
+    Ok(Reply::Int(results.iter().flatten().count() as i64))
+}
+
+/// JSON.ARRINDEX key path value [start [stop]]: the first index of `value` in `start..stop`
+/// (negative from the end; a `stop` of 0 or past the end is the end), -1 if absent.
+fn json_arrindex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let p = JsonPath::parse(&args[2])?;
+    let wanted = from_json_slice(&args[3])?;
+    let (start, stop) = match &args[4..] {
+        [] => (0, 0),
+        [s] => (int_arg(s)?, 0),
+        [s, e] => (int_arg(s)?, int_arg(e)?),
+        _ => return Err(Error::Syntax),
+    };
+    let Some(doc) = read_doc(ctx, &args[1])? else {
+        return Ok(Reply::Nil);
+    };
+    let find = |v: &Doc| -> Option<Reply> {
+        let Doc::Array(items) = v else {
+            return None;
+        };
+        let len = items.len() as i64;
+        let from = if start < 0 {
+            (len + start).max(0)
+        } else {
+            start
+        };
+        let to = match stop {
+            0 => len,
+            s if s < 0 => len + s,
+            s => s.min(len),
+        };
+        let found = (from..to)
+            .find(|&i| same_json(&items[i as usize], &wanted))
+            .unwrap_or(-1);
+        Some(Reply::Int(found))
+    };
+    if p.multi {
+        return Ok(Reply::Array(
+            p.values(&doc)
+                .into_iter()
+                .map(|v| find(v).unwrap_or(Reply::Nil))
+                .collect(),
+        ));
+    }
+    let v = first_match(&doc, &p)?;
+    find(v).ok_or_else(|| wrong_type_at("array", v))
+}
+
+/// JSON equality as RedisJSON's ARRINDEX sees it: an integer never equals a float (`3` is not
+/// `3.0`), where strata-doc compares numbers by value.
+fn same_json(a: &Doc, b: &Doc) -> bool {
+    match (a, b) {
+        (Doc::Int(_), Doc::Decimal(_)) | (Doc::Decimal(_), Doc::Int(_)) => false,
+        (Doc::Array(x), Doc::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same_json(p, q))
+        }
+        (Doc::Map(x), Doc::Map(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| same_json(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+/// A value as JSON.RESP shows it: arrays as `[` then the elements, objects as `{` then keys
+/// and values, booleans as simple strings, floats as bulk strings.
+fn resp_of(d: &Doc) -> Result<Reply> {
+    Ok(match d {
+        Doc::Null => Reply::Nil,
+        Doc::Bool(b) => Reply::simple(if *b { "true" } else { "false" }),
+        Doc::Int(i) => Reply::Int(*i),
+        Doc::Decimal(x) => Reply::text(x.as_str().to_string()),
+        Doc::String(s) => Reply::text(s.clone()),
+        Doc::Array(items) => {
+            let mut out = Vec::with_capacity(items.len() + 1);
+            out.push(Reply::simple("["));
+            for item in items {
+                out.push(resp_of(item)?);
+            }
+            Reply::Array(out)
+        }
+        Doc::Map(m) => {
+            let mut out = Vec::with_capacity(2 * m.len() + 1);
+            out.push(Reply::simple("{"));
+            for (k, v) in m.iter() {
+                out.push(match k {
+                    Doc::String(s) => Reply::text(s.clone()),
+                    other => Reply::text(other.to_string()),
+                });
+                out.push(resp_of(v)?);
+            }
+            Reply::Array(out)
+        }
+    })
+}
+
+/// JSON.RESP key [path]
+fn json_resp(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let p = optional_path(args)?;
+    let Some(doc) = read_doc(ctx, &args[1])? else {
+        return Ok(Reply::Nil);
+    };
+    if p.multi {
+        return Ok(Reply::Array(
+            p.values(&doc)
+                .into_iter()
+                .map(resp_of)
+                .collect::<Result<_>>()?,
+        ));
+    }
+    resp_of(first_match(&doc, &p)?)
+}
+
+/// RFC 7396's merge patch: objects merge member by member, a `null` member removes, anything
+/// else replaces.
+fn merge_patch(target: &mut Doc, patch: &Doc) {
+    let Doc::Map(changes) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !matches!(target, Doc::Map(_)) {
+        *target = Doc::Map(DocMap::new());
+    }
+    let Doc::Map(m) = target else {
+        return;
+    };
+    for (k, v) in changes.iter() {
+        if *v == Doc::Null {
+            m.remove(k);
+        } else if let Some(slot) = m.get_mut(k) {
+            merge_patch(slot, v);
+        } else {
+            let mut fresh = Doc::Null;
+            merge_patch(&mut fresh, v);
+            m.insert(k.clone(), fresh);
+        }
+    }
+}
+
+/// JSON.MERGE key path value: the merge patch applied at every match; where nothing matches,
+/// created as JSON.SET would.
+fn json_merge(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let p = JsonPath::parse(&args[2])?;
+    let patch = from_json_slice(&args[3])?;
+    modify_doc(ctx, &args[1], |old| {
+        let Some(mut doc) = old else {
+            let mut fresh = Doc::Null;
+            merge_patch(&mut fresh, &patch);
+            return set_at(None, &p, &fresh, false, false);
+        };
+        let found = p.locate(&doc);
+        if found.is_empty() {
+            let mut fresh = Doc::Null;
+            merge_patch(&mut fresh, &patch);
+            return set_at(Some(doc), &p, &fresh, false, false);
+        }
+        for loc in &found {
+            if let Some(slot) = doc.get_path_mut(&doc_path(loc)) {
+                merge_patch(slot, &patch);
+            }
+        }
+        Ok((DocWrite::Put(doc), Reply::ok()))
     })
 }
 
@@ -664,6 +1161,315 @@ mod tests {
             assert_eq!(h.run(&["JSON.SET", "doc", "$", "1"]), Reply::ok());
             assert_eq!(h.run(&["TTL", "doc"]), Reply::Int(-1), "{del:?}");
         }
+    }
+
+    fn ints(v: &[Option<i64>]) -> Reply {
+        Reply::Array(v.iter().map(|x| x.map_or(Reply::Nil, Reply::Int)).collect())
+    }
+
+    /// RedisJSON's answers to paths that match at every depth, as redis-py's test suite
+    /// (tests/test_json.py, run against RedisJSON) records them: one entry per match in
+    /// document order for `$` paths, nil where the value is of another type.
+    #[test]
+    fn dollar_paths_answer_per_match_like_redisjson() {
+        let mut h = Harness::new();
+        let set = |h: &mut Harness, key: &str, json: &str| {
+            assert_eq!(h.run(&["JSON.SET", key, "$", json]), Reply::ok());
+        };
+        set(
+            &mut h,
+            "t",
+            r#"{"a":["foo"],"nested1":{"a":false},"nested2":{"a":31},"nested3":{"a":true}}"#,
+        );
+        assert_eq!(
+            h.run(&["JSON.TOGGLE", "t", "$..a"]),
+            ints(&[None, Some(1), None, Some(0)])
+        );
+        assert_eq!(
+            h.run(&["JSON.GET", "t", "$..a"]),
+            bulk(r#"[["foo"],true,31,false]"#)
+        );
+        assert!(h.run(&["JSON.TOGGLE", "nodoc", "$..a"]).is_error());
+        assert_eq!(h.run(&["JSON.TOGGLE", "t", ".nested1.a"]), bulk("false"));
+        assert!(h.run(&["JSON.TOGGLE", "t", ".nested2.a"]).is_error());
+
+        set(&mut h, "d", r#"{"a":1,"nested":{"a":2,"b":3}}"#);
+        assert_eq!(h.run(&["JSON.DEL", "d", "$..a"]), Reply::Int(2));
+        assert_eq!(
+            h.run(&["JSON.GET", "d", "$"]),
+            bulk(r#"[{"nested":{"b":3}}]"#)
+        );
+        // A match inside a deleted match is not counted.
+        set(
+            &mut h,
+            "d",
+            r#"{"a":{"a":2,"b":3},"b":["a","b"],"nested":{"b":[true,"a","b"]}}"#,
+        );
+        assert_eq!(h.run(&["JSON.FORGET", "d", "$..a"]), Reply::Int(1));
+        assert_eq!(
+            h.run(&["JSON.GET", "d"]),
+            bulk(r#"{"b":["a","b"],"nested":{"b":[true,"a","b"]}}"#)
+        );
+        set(
+            &mut h,
+            "d",
+            r#"[{"ciao":["x"],"nested":[{"ciao":[1]},{"ciao":[2]},{"ciaoc":[3]},{"ciao":[4]},{"e":[5]}]}]"#,
+        );
+        assert_eq!(
+            h.run(&["JSON.DEL", "d", r#"$.[0]["nested"]..ciao"#]),
+            Reply::Int(3)
+        );
+        assert_eq!(
+            h.run(&["JSON.GET", "d"]),
+            bulk(r#"[{"ciao":["x"],"nested":[{},{},{"ciaoc":[3]},{},{"e":[5]}]}]"#)
+        );
+
+        set(
+            &mut h,
+            "s",
+            r#"{"a":"foo","nested1":{"a":"hello"},"nested2":{"a":31}}"#,
+        );
+        assert_eq!(
+            h.run(&["JSON.STRAPPEND", "s", "$..a", r#""bar""#]),
+            ints(&[Some(6), Some(8), None])
+        );
+        assert_eq!(
+            h.run(&["JSON.STRAPPEND", "s", "$.nested1.a", r#""baz""#]),
+            ints(&[Some(11)])
+        );
+        assert_eq!(
+            h.run(&["JSON.STRLEN", "s", "$..a"]),
+            ints(&[Some(6), Some(11), None])
+        );
+        assert!(h.run(&["JSON.STRLEN", "nodoc", "$..a"]).is_error());
+        assert_eq!(h.run(&["JSON.STRLEN", "nodoc", "..a"]), Reply::Nil);
+        assert!(h
+            .run(&["JSON.STRAPPEND", "nodoc", "$..a", r#""x""#])
+            .is_error());
+        assert_eq!(h.run(&["JSON.SET", "str", ".", r#""foo""#]), Reply::ok());
+        assert_eq!(h.run(&["JSON.STRAPPEND", "str", r#""bar""#]), Reply::Int(6));
+        assert_eq!(h.run(&["JSON.GET", "str"]), bulk(r#""foobar""#));
+
+        set(&mut h, "n", r#"{"a":"b","b":[{"a":2},{"a":5},{"a":"c"}]}"#);
+        assert_eq!(
+            h.run(&["JSON.NUMINCRBY", "n", "$..a", "2"]),
+            bulk("[null,4,7,null]")
+        );
+        assert_eq!(
+            h.run(&["JSON.NUMMULTBY", "n", "$..a", "2"]),
+            bulk("[null,8,14,null]")
+        );
+        assert_eq!(
+            h.run(&["JSON.NUMMULTBY", "n", "$.b[2].a", "2"]),
+            bulk("[null]")
+        );
+        assert_eq!(h.run(&["JSON.NUMMULTBY", "n", ".b[0].a", "3"]), bulk("24"));
+        assert_eq!(h.run(&["JSON.NUMMULTBY", "n", ".b[1].a", "0.5"]), bulk("7"));
+        assert_eq!(
+            h.run(&["JSON.NUMMULTBY", "n", ".b[1].a", "0.5"]),
+            bulk("3.5")
+        );
+        assert!(h.run(&["JSON.NUMINCRBY", "nodoc", "$..a", "2"]).is_error());
+
+        set(
+            &mut h,
+            "c",
+            r#"{"nested1":{"a":{"foo":10,"bar":20}},"a":["foo"],"nested2":{"a":"claro"},"nested3":{"a":{"baz":50}}}"#,
+        );
+        assert_eq!(h.run(&["JSON.CLEAR", "c", "$..a"]), Reply::Int(3));
+        assert_eq!(
+            h.run(&["JSON.GET", "c"]),
+            bulk(r#"{"nested1":{"a":{}},"a":[],"nested2":{"a":"claro"},"nested3":{"a":{}}}"#)
+        );
+        assert_eq!(h.run(&["JSON.CLEAR", "c"]), Reply::Int(1));
+        assert_eq!(h.run(&["JSON.GET", "c", "$"]), bulk("[{}]"));
+        assert!(h.run(&["JSON.CLEAR", "nodoc", "$..a"]).is_error());
+    }
+
+    /// The array commands, with RedisJSON's bounds (redis-py's test suite records them).
+    #[test]
+    fn array_commands_follow_redisjson_bounds() {
+        let mut h = Harness::new();
+        let arr = |h: &mut Harness, json: &str| {
+            assert_eq!(h.run(&["JSON.SET", "arr", ".", json]), Reply::ok());
+        };
+        arr(&mut h, "[0,4]");
+        assert_eq!(
+            h.run(&["JSON.ARRINSERT", "arr", ".", "1", "1", "2", "3"]),
+            Reply::Int(5)
+        );
+        assert_eq!(h.run(&["JSON.GET", "arr"]), bulk("[0,1,2,3,4]"));
+        assert_eq!(
+            h.run(&["JSON.ARRINSERT", "arr", ".", "-1", r#""x""#]),
+            Reply::Int(6)
+        );
+        assert_eq!(h.run(&["JSON.GET", "arr"]), bulk(r#"[0,1,2,3,"x",4]"#));
+        assert!(h.run(&["JSON.ARRINSERT", "arr", ".", "7", "1"]).is_error());
+
+        arr(&mut h, "[0,1,2,3,4]");
+        for (args, want) in [
+            (&["1"][..], 1),
+            (&["1", "2"], -1),
+            (&["4"], 4),
+            (&["4", "0"], 4),
+            (&["4", "0", "5000"], 4),
+            (&["4", "0", "-1"], -1),
+            (&["4", "1", "3"], -1),
+            (&["9"], -1),
+        ] {
+            let mut cmd = vec!["JSON.ARRINDEX", "arr", "."];
+            cmd.extend_from_slice(args);
+            assert_eq!(h.run(&cmd), Reply::Int(want), "{args:?}");
+        }
+        // An integer and a float of the same value are different values.
+        arr(&mut h, "[0,1,3.0,3,2]");
+        assert_eq!(h.run(&["JSON.ARRINDEX", "arr", "$", "3"]), ints(&[Some(3)]));
+        assert_eq!(
+            h.run(&["JSON.ARRINDEX", "arr", "$", "3.0"]),
+            ints(&[Some(2)])
+        );
+
+        arr(&mut h, "[0,1,2,3,4]");
+        assert_eq!(h.run(&["JSON.ARRPOP", "arr", ".", "4"]), bulk("4"));
+        assert_eq!(h.run(&["JSON.ARRPOP", "arr", ".", "-1"]), bulk("3"));
+        assert_eq!(h.run(&["JSON.ARRPOP", "arr", "."]), bulk("2"));
+        assert_eq!(h.run(&["JSON.ARRPOP", "arr", ".", "0"]), bulk("0"));
+        assert_eq!(h.run(&["JSON.GET", "arr"]), bulk("[1]"));
+        arr(&mut h, "[0,1,2,3,4]");
+        assert_eq!(h.run(&["JSON.ARRPOP", "arr", ".", "99"]), bulk("4"));
+        arr(&mut h, "[]");
+        assert_eq!(h.run(&["JSON.ARRPOP", "arr"]), Reply::Nil);
+
+        for (start, stop, len, left) in [
+            ("1", "3", 3, "[1,2,3]"),
+            ("-1", "3", 0, "[]"),
+            ("3", "99", 2, "[3,4]"),
+            ("9", "1", 0, "[]"),
+            ("9", "11", 0, "[]"),
+            ("-2", "-1", 2, "[3,4]"),
+        ] {
+            arr(&mut h, "[0,1,2,3,4]");
+            assert_eq!(
+                h.run(&["JSON.ARRTRIM", "arr", ".", start, stop]),
+                Reply::Int(len),
+                "{start} {stop}"
+            );
+            assert_eq!(h.run(&["JSON.GET", "arr"]), bulk(left), "{start} {stop}");
+        }
+
+        let doc = r#"{"a":["foo"],"nested1":{"a":["hello",null,"world"]},"nested2":{"a":31}}"#;
+        assert_eq!(h.run(&["JSON.SET", "d", "$", doc]), Reply::ok());
+        assert_eq!(
+            h.run(&["JSON.ARRPOP", "d", "$..a", "1"]),
+            Reply::Array(vec![bulk(r#""foo""#), bulk("null"), Reply::Nil])
+        );
+        assert_eq!(h.run(&["JSON.SET", "d", "$", doc]), Reply::ok());
+        // A legacy path changes every array it matches and answers for the last.
+        assert_eq!(h.run(&["JSON.ARRPOP", "d", "..a", "1"]), bulk("null"));
+        assert_eq!(
+            h.run(&["JSON.GET", "d"]),
+            bulk(r#"{"a":[],"nested1":{"a":["hello","world"]},"nested2":{"a":31}}"#)
+        );
+        assert!(h.run(&["JSON.ARRPOP", "nodoc", "..a"]).is_error());
+        assert_eq!(h.run(&["JSON.SET", "d", "$", doc]), Reply::ok());
+        assert_eq!(
+            h.run(&["JSON.ARRTRIM", "d", "$..a", "1", "-1"]),
+            ints(&[Some(0), Some(2), None])
+        );
+        assert_eq!(
+            h.run(&["JSON.ARRAPPEND", "d", "$..a", r#""x""#]),
+            ints(&[Some(1), Some(3), None])
+        );
+        assert_eq!(
+            h.run(&["JSON.ARRLEN", "d", "$..a"]),
+            ints(&[Some(1), Some(3), None])
+        );
+    }
+
+    /// JSON.RESP's shapes, JSON.MERGE (RFC 7396's rules) and writes through wildcards.
+    #[test]
+    fn resp_merge_and_wildcard_writes() {
+        let mut h = Harness::new();
+        let obj = r#"{"foo":"bar","baz":1,"qaz":true,"f":1.5,"n":null,"l":[1]}"#;
+        assert_eq!(h.run(&["JSON.SET", "obj", "$", obj]), Reply::ok());
+        assert_eq!(
+            h.run(&["JSON.RESP", "obj"]),
+            Reply::Array(vec![
+                Reply::simple("{"),
+                bulk("foo"),
+                bulk("bar"),
+                bulk("baz"),
+                Reply::Int(1),
+                bulk("qaz"),
+                Reply::simple("true"),
+                bulk("f"),
+                bulk("1.5"),
+                bulk("n"),
+                Reply::Nil,
+                bulk("l"),
+                Reply::Array(vec![Reply::simple("["), Reply::Int(1)]),
+            ])
+        );
+        assert_eq!(h.run(&["JSON.RESP", "obj", "foo"]), bulk("bar"));
+        assert_eq!(
+            h.run(&["JSON.RESP", "obj", "$.baz"]),
+            Reply::Array(vec![Reply::Int(1)])
+        );
+
+        let p = "p";
+        assert_eq!(
+            h.run(&[
+                "JSON.SET",
+                p,
+                "$",
+                r#"{"person1":{"data":{"name":"John"}}}"#
+            ]),
+            Reply::ok()
+        );
+        assert_eq!(
+            h.run(&[
+                "JSON.MERGE",
+                p,
+                "$",
+                r#"{"person1":{"data":{"hobbies":"reading"}}}"#
+            ]),
+            Reply::ok()
+        );
+        assert_eq!(
+            h.run(&[
+                "JSON.MERGE",
+                p,
+                "$.person1.data",
+                r#"{"country":"Israel","name":null}"#
+            ]),
+            Reply::ok()
+        );
+        assert_eq!(
+            h.run(&["JSON.GET", p]),
+            bulk(r#"{"person1":{"data":{"hobbies":"reading","country":"Israel"}}}"#)
+        );
+        // A new member where the path's parent is an object; a new document at the root.
+        assert_eq!(h.run(&["JSON.MERGE", p, "$.age", "30"]), Reply::ok());
+        assert_eq!(h.run(&["JSON.GET", p, "$.age"]), bulk("[30]"));
+        assert_eq!(
+            h.run(&["JSON.MERGE", "fresh", "$", r#"{"a":1,"b":null}"#]),
+            Reply::ok()
+        );
+        assert_eq!(h.run(&["JSON.GET", "fresh"]), bulk(r#"{"a":1}"#));
+
+        let w = r#"{"x":{"a":1},"y":{"a":2},"z":[{"a":3},{"b":4}]}"#;
+        assert_eq!(h.run(&["JSON.SET", "w", "$", w]), Reply::ok());
+        assert_eq!(h.run(&["JSON.SET", "w", "$..a", "0"]), Reply::ok());
+        assert_eq!(h.run(&["JSON.GET", "w", "$..a"]), bulk("[0,0,0]"));
+        // A key the path ends in is created in every object its parent matches.
+        assert_eq!(h.run(&["JSON.SET", "w", "$.*.c", "true"]), Reply::ok());
+        assert_eq!(h.run(&["JSON.GET", "w", "$..c"]), bulk("[true,true]"));
+        assert_eq!(h.run(&["JSON.GET", "w", "$.z[*].b"]), bulk("[4]"));
+        assert_eq!(
+            h.run(&["JSON.GET", "w", "$.z[0:1].a", "NOESCAPE"]),
+            bulk("[0]")
+        );
+        assert!(h.run(&["JSON.GET", "w", "$.z[?(@.a>1)]"]).is_error());
     }
 
     #[test]

@@ -18,6 +18,7 @@ pub mod hashes;
 mod hits;
 pub mod hyperloglog;
 pub mod json;
+mod jsonpath;
 pub mod keys;
 pub mod lcs;
 pub mod lists;
