@@ -545,6 +545,7 @@ fn query(
     ctx: &Ctx<'_>,
     args: &[Bytes],
     want: &str,
+    missing_is_nil: bool,
     f: impl Fn(&Doc) -> Option<Reply>,
 ) -> Result<Reply> {
     let p = optional_path(args)?;
@@ -564,7 +565,12 @@ fn query(
                 .collect(),
         ));
     }
-    let v = first_match(&doc, &p)?;
+    let v = match first_match(&doc, &p) {
+        Ok(v) => v,
+        // RedisJSON's OBJLEN answers nil for a legacy path that matches nothing.
+        Err(_) if missing_is_nil => return Ok(Reply::Nil),
+        Err(e) => return Err(e),
+    };
     f(v).ok_or_else(|| wrong_type_at(want, v))
 }
 
@@ -574,43 +580,52 @@ fn json_type(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         return Ok(Reply::Nil);
     };
     let found = p.values(&doc);
+    // Over RESP3 RedisJSON wraps JSON.TYPE's answer in one more array.
+    let resp3 = ctx.session.protocol == crate::resp::Protocol::Resp3;
     Ok(if p.multi {
-        Reply::Array(
+        let names = Reply::Array(
             found
                 .into_iter()
                 .map(|v| Reply::text(type_name(v)))
                 .collect(),
-        )
+        );
+        if resp3 {
+            Reply::Array(vec![names])
+        } else {
+            names
+        }
     } else {
-        found
-            .first()
-            .map_or(Reply::Nil, |v| Reply::simple(type_name(v)))
+        match found.first() {
+            None => Reply::Nil,
+            Some(v) if resp3 => Reply::Array(vec![Reply::text(type_name(v))]),
+            Some(v) => Reply::simple(type_name(v)),
+        }
     })
 }
 
 fn json_strlen(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
-    query(ctx, args, "string", |v| match v {
+    query(ctx, args, "string", false, |v| match v {
         Doc::String(s) => Some(Reply::Int(s.len() as i64)),
         _ => None,
     })
 }
 
 fn json_arrlen(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
-    query(ctx, args, "array", |v| match v {
+    query(ctx, args, "array", false, |v| match v {
         Doc::Array(a) => Some(Reply::Int(a.len() as i64)),
         _ => None,
     })
 }
 
 fn json_objlen(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
-    query(ctx, args, "object", |v| match v {
+    query(ctx, args, "object", true, |v| match v {
         Doc::Map(m) => Some(Reply::Int(m.len() as i64)),
         _ => None,
     })
 }
 
 fn json_objkeys(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
-    query(ctx, args, "object", |v| match v {
+    query(ctx, args, "object", false, |v| match v {
         Doc::Map(m) => Some(Reply::Array(
             m.iter()
                 .map(|(k, _)| match k {
@@ -1281,6 +1296,35 @@ mod tests {
             h.run(&["JSON.GET", "c"]),
             bulk(r#"{"nested1":{"a":{}},"a":[],"nested2":{"a":"claro"},"nested3":{"a":{}}}"#)
         );
+        assert_eq!(
+            h.run(&["JSON.OBJLEN", "c", "$..a"]),
+            ints(&[None, Some(0), None, Some(0)])
+        );
+        assert_eq!(h.run(&["JSON.OBJLEN", "c", ".nowhere"]), Reply::Nil);
+        assert_eq!(
+            h.run(&["JSON.OBJLEN", "c", "$.nowhere"]),
+            Reply::Array(vec![])
+        );
+        assert_eq!(
+            h.run(&["JSON.TYPE", "c", "$..a"]),
+            Reply::Array(vec![
+                bulk("array"),
+                bulk("object"),
+                bulk("string"),
+                bulk("object")
+            ])
+        );
+        assert!(!h.run(&["HELLO", "3"]).is_error());
+        assert_eq!(
+            h.run(&["JSON.TYPE", "c", "$.a"]),
+            Reply::Array(vec![Reply::Array(vec![bulk("array")])])
+        );
+        assert_eq!(
+            h.run(&["JSON.TYPE", "c", ".a"]),
+            Reply::Array(vec![bulk("array")])
+        );
+        assert!(!h.run(&["HELLO", "2"]).is_error());
+        assert_eq!(h.run(&["JSON.TYPE", "c", ".a"]), Reply::simple("array"));
         assert_eq!(h.run(&["JSON.CLEAR", "c"]), Reply::Int(1));
         assert_eq!(h.run(&["JSON.GET", "c", "$"]), bulk("[{}]"));
         assert!(h.run(&["JSON.CLEAR", "nodoc", "$..a"]).is_error());
