@@ -1,15 +1,16 @@
 //! JSON document commands, RedisJSON-compatible: JSON.SET, GET, MGET, DEL/FORGET, TYPE,
 //! NUMINCRBY, NUMMULTBY, STRAPPEND, STRLEN, ARRAPPEND, ARRINSERT, ARRINDEX, ARRPOP, ARRTRIM,
-//! ARRLEN, OBJKEYS, OBJLEN, TOGGLE, CLEAR, MERGE, RESP. Documents are strata-doc values stored
-//! exactly where `DocStore` keeps them (see `keyspace`), encoded with its codec.
+//! ARRLEN, OBJKEYS, OBJLEN, TOGGLE, CLEAR, MERGE, MSET, RESP. Documents are strata-doc values
+//! stored exactly where `DocStore` keeps them (see `keyspace`), encoded with its codec.
 //!
-//! Paths: JSONPath (`jsonpath.rs`: keys, indexes, `*`, unions, slices, `..`) with RedisJSON's
+//! Paths: JSONPath (`jsonpath.rs`: keys, indexes, `*`, unions, slices, `..`, filters) with RedisJSON's
 //! two reply styles: a path starting with `$` answers with a list, one entry per match (nil
 //! where the value is not of the command's type); a legacy path (`.`, `.a.b`, `a.b`, `..a`)
 //! answers with a single value (the first match for reads, the last changed for writes) or an
-//! error when nothing of the right type matches. Every write is one atomic read-modify-write
-//! of the document (`KvBackend::update`), so concurrent JSON.NUMINCRBY calls never lose an
-//! increment.
+//! error when nothing of the right type matches. Over RESP3 a few commands answer as RedisJSON
+//! does there (NUMINCRBY and NUMMULTBY: arrays of native numbers; RESP: doubles; TYPE: one more
+//! array). Every write is one atomic read-modify-write of the document (`KvBackend::update`),
+//! so concurrent JSON.NUMINCRBY calls never lose an increment; JSON.MSET is one batch.
 
 use bytes::Bytes;
 use strata_doc::{
@@ -47,6 +48,7 @@ pub(crate) static SPECS: &[Spec] = &[
     Spec { name: "json.toggle", arity: 3, flags: WRITE, keys: (1, 1, 1), group: "json", summary: "Toggles the booleans at a path.", handler: json_toggle },
     Spec { name: "json.clear", arity: -2, flags: WRITE, keys: (1, 1, 1), group: "json", summary: "Empties the arrays and objects and zeroes the numbers at a path.", handler: json_clear },
     Spec { name: "json.resp", arity: -2, flags: READ, keys: (1, 1, 1), group: "json", summary: "Returns the JSON at a path in RESP form.", handler: json_resp },
+    Spec { name: "json.mset", arity: -4, flags: WRITE, keys: (1, -1, 3), group: "json", summary: "Sets JSON values at paths of several keys, atomically.", handler: json_mset },
     Spec { name: "json.merge", arity: 4, flags: WRITE, keys: (1, 1, 1), group: "json", summary: "Merges a JSON value into the values at a path (RFC 7396).", handler: json_merge },
 ];
 
@@ -577,11 +579,16 @@ fn query(
 fn json_type(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let p = optional_path(args)?;
     let Some(doc) = read_doc(ctx, &args[1])? else {
-        return Ok(Reply::Nil);
+        // (RESP3: in an array too.)
+        return Ok(if resp3(ctx) {
+            Reply::Array(vec![Reply::Nil])
+        } else {
+            Reply::Nil
+        });
     };
     let found = p.values(&doc);
     // Over RESP3 RedisJSON wraps JSON.TYPE's answer in one more array.
-    let resp3 = ctx.session.protocol == crate::resp::Protocol::Resp3;
+    let resp3 = resp3(ctx);
     Ok(if p.multi {
         let names = Reply::Array(
             found
@@ -741,6 +748,27 @@ fn number_op(ctx: &Ctx<'_>, args: &[Bytes], op: fn(&Doc, &Doc) -> Result<Doc>) -
         *slot = new.clone();
         Ok(Some(new))
     })?;
+    if resp3(ctx) {
+        // Over RESP3 RedisJSON answers an array of numbers, for a legacy path too (the last
+        // number it changed).
+        let numbers = if p.multi {
+            results
+        } else {
+            results
+                .into_iter()
+                .flatten()
+                .last()
+                .map(Some)
+                .into_iter()
+                .collect()
+        };
+        return Ok(Reply::Array(
+            numbers
+                .iter()
+                .map(|n| n.as_ref().map_or(Reply::Nil, number_reply))
+                .collect(),
+        ));
+    }
     if p.multi {
         let all = Doc::Array(
             results
@@ -753,6 +781,23 @@ fn number_op(ctx: &Ctx<'_>, args: &[Bytes], op: fn(&Doc, &Doc) -> Result<Doc>) -
     match results.into_iter().flatten().last() {
         Some(n) => Ok(Reply::text(to_json_string(&n)?)),
         None => Err(p.missing()),
+    }
+}
+
+/// Whether the client speaks RESP3, where RedisJSON answers some commands in native types.
+fn resp3(ctx: &Ctx<'_>) -> bool {
+    ctx.session.protocol == crate::resp::Protocol::Resp3
+}
+
+/// A number as a native reply: an integer, or a double (RESP3; a bulk string in RESP2).
+fn number_reply(n: &Doc) -> Reply {
+    match n {
+        Doc::Int(i) => Reply::Int(*i),
+        Doc::Decimal(x) => x
+            .as_str()
+            .parse::<f64>()
+            .map_or_else(|_| Reply::text(x.as_str().to_string()), Reply::Double),
+        _ => Reply::Nil,
     }
 }
 
@@ -1042,18 +1087,20 @@ fn same_json(a: &Doc, b: &Doc) -> bool {
 
 /// A value as JSON.RESP shows it: arrays as `[` then the elements, objects as `{` then keys
 /// and values, booleans as simple strings, floats as bulk strings.
-fn resp_of(d: &Doc) -> Result<Reply> {
+fn resp_of(d: &Doc, resp3: bool) -> Result<Reply> {
     Ok(match d {
         Doc::Null => Reply::Nil,
         Doc::Bool(b) => Reply::simple(if *b { "true" } else { "false" }),
         Doc::Int(i) => Reply::Int(*i),
+        // RESP3: a double, as RedisJSON answers there.
+        Doc::Decimal(_) if resp3 => number_reply(d),
         Doc::Decimal(x) => Reply::text(x.as_str().to_string()),
         Doc::String(s) => Reply::text(s.clone()),
         Doc::Array(items) => {
             let mut out = Vec::with_capacity(items.len() + 1);
             out.push(Reply::simple("["));
             for item in items {
-                out.push(resp_of(item)?);
+                out.push(resp_of(item, resp3)?);
             }
             Reply::Array(out)
         }
@@ -1065,7 +1112,7 @@ fn resp_of(d: &Doc) -> Result<Reply> {
                     Doc::String(s) => Reply::text(s.clone()),
                     other => Reply::text(other.to_string()),
                 });
-                out.push(resp_of(v)?);
+                out.push(resp_of(v, resp3)?);
             }
             Reply::Array(out)
         }
@@ -1078,15 +1125,49 @@ fn json_resp(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let Some(doc) = read_doc(ctx, &args[1])? else {
         return Ok(Reply::Nil);
     };
+    let resp3 = resp3(ctx);
     if p.multi {
         return Ok(Reply::Array(
             p.values(&doc)
                 .into_iter()
-                .map(resp_of)
+                .map(|v| resp_of(v, resp3))
                 .collect::<Result<_>>()?,
         ));
     }
-    resp_of(first_match(&doc, &p)?)
+    resp_of(first_match(&doc, &p)?, resp3)
+}
+
+/// JSON.MSET key path value [key path value ...]: each as JSON.SET would, all or none. The
+/// arguments are checked first; the sets run in an overlay committed as one batch (under the
+/// exclusive exec lock, as JSON.SET: `EXCLUSIVE`), so no client sees part of it and a crash
+/// keeps all of it or none.
+fn json_mset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
+    let triples = &args[1..];
+    if triples.len() % 3 != 0 {
+        return Err(Error::WrongArity("json.mset".into()));
+    }
+    let mut sets = Vec::with_capacity(triples.len() / 3);
+    for t in triples.chunks_exact(3) {
+        sets.push((&t[0], JsonPath::parse(&t[1])?, from_json_slice(&t[2])?));
+    }
+    let overlay = crate::txn::Overlay::new(ctx.store);
+    {
+        let sub = Ctx {
+            shared: ctx.shared,
+            session: &mut *ctx.session,
+            store: &overlay,
+            locking: super::Locking::Held,
+        };
+        for (key, p, value) in &sets {
+            let reply = modify_doc(&sub, key, |old| set_at(old, p, value, false, false))?;
+            if reply == Reply::Nil {
+                // A `$` path whose parent is not there: RedisJSON fails the whole command.
+                return Err(p.missing());
+            }
+        }
+    }
+    overlay.commit()?;
+    Ok(Reply::ok())
 }
 
 /// RFC 7396's merge patch: objects merge member by member, a `null` member removes, anything
@@ -1455,6 +1536,36 @@ mod tests {
             ])
         );
         assert_eq!(h.run(&["JSON.RESP", "obj", "foo"]), bulk("bar"));
+        // RESP3: floats as doubles; NUMINCRBY answers native numbers in an array.
+        assert!(!h.run(&["HELLO", "3"]).is_error());
+        assert_eq!(
+            h.run(&["JSON.RESP", "obj", "$.f"]),
+            Reply::Array(vec![Reply::Double(1.5)])
+        );
+        assert_eq!(
+            h.run(&["JSON.NUMINCRBY", "obj", "$..*", "1"]),
+            Reply::Array(vec![
+                Reply::Nil,
+                Reply::Int(2),
+                Reply::Nil,
+                Reply::Double(2.5),
+                Reply::Nil,
+                Reply::Nil,
+                Reply::Int(2),
+            ])
+        );
+        assert_eq!(
+            h.run(&["JSON.NUMMULTBY", "obj", ".baz", "3"]),
+            Reply::Array(vec![Reply::Int(6)])
+        );
+        assert_eq!(
+            h.run(&["JSON.TYPE", "nodoc", ".baz"]),
+            Reply::Array(vec![Reply::Nil])
+        );
+        assert!(!h.run(&["HELLO", "2"]).is_error());
+        assert_eq!(h.run(&["JSON.NUMMULTBY", "obj", ".baz", "0.5"]), bulk("3"));
+        assert_eq!(h.run(&["JSON.TYPE", "nodoc", ".baz"]), Reply::Nil);
+        assert_eq!(h.run(&["JSON.SET", "obj", "$", obj]), Reply::ok());
         assert_eq!(
             h.run(&["JSON.RESP", "obj", "$.baz"]),
             Reply::Array(vec![Reply::Int(1)])
@@ -1501,6 +1612,33 @@ mod tests {
         );
         assert_eq!(h.run(&["JSON.GET", "fresh"]), bulk(r#"{"a":1}"#));
 
+        // JSON.MSET: all of it, or (one path cannot be set) none of it.
+        assert_eq!(
+            h.run(&["JSON.MSET", "m1", "$", "1", "m2", "$", r#"{"a":[]}"#]),
+            Reply::ok()
+        );
+        assert_eq!(
+            h.run(&["JSON.MGET", "m1", "m2", "$"]),
+            Reply::Array(vec![bulk("[1]"), bulk(r#"[{"a":[]}]"#)])
+        );
+        assert_eq!(
+            h.run(&["JSON.MSET", "m2", "$.a", "2", "m1", "$.x.y", "3"]),
+            err("ERR Path '$.x.y' does not exist")
+        );
+        assert_eq!(h.run(&["JSON.GET", "m2"]), bulk(r#"{"a":[]}"#));
+        assert!(h.run(&["JSON.MSET", "m1", "$", "1", "m2", "$"]).is_error());
+        assert!(h
+            .run(&["JSON.MSET", "m1", "$", "{bad", "m2", "$", "1"])
+            .is_error());
+        assert_eq!(
+            h.run(&["JSON.MSET", "m2", "$.a", "2", "m3", "$", "true"]),
+            Reply::ok()
+        );
+        assert_eq!(
+            h.run(&["JSON.MGET", "m2", "m3", "$"]),
+            Reply::Array(vec![bulk(r#"[{"a":2}]"#), bulk("[true]")])
+        );
+
         let w = r#"{"x":{"a":1},"y":{"a":2},"z":[{"a":3},{"b":4}]}"#;
         assert_eq!(h.run(&["JSON.SET", "w", "$", w]), Reply::ok());
         assert_eq!(h.run(&["JSON.SET", "w", "$..a", "0"]), Reply::ok());
@@ -1513,7 +1651,12 @@ mod tests {
             h.run(&["JSON.GET", "w", "$.z[0:1].a", "NOESCAPE"]),
             bulk("[0]")
         );
-        assert!(h.run(&["JSON.GET", "w", "$.z[?(@.a>1)]"]).is_error());
+        assert_eq!(h.run(&["JSON.GET", "w", "$.z[?(@.b>1)].b"]), bulk("[4]"));
+        assert_eq!(
+            h.run(&["JSON.NUMINCRBY", "w", "$.z[?(@.b)].b", "1"]),
+            bulk("[5]")
+        );
+        assert!(h.run(&["JSON.GET", "w", "$.z[?(@.b>)]"]).is_error());
     }
 
     #[test]

@@ -2,8 +2,12 @@
 //! more values. `.name` and `["name"]` / `['name']` (a key of an object), `[n]` (an array
 //! index, negative from the end), `.*` and `[*]` (every member or element), `[a,b]` (a union of
 //! keys or of indexes), `[start:end:step]` (a slice, as Python's), and `..` before any of them
-//! (that step applied at every depth: `$..a` is every member named `a` anywhere). Filter
-//! expressions (`[?(...)]`) are refused with an error naming them.
+//! (that step applied at every depth: `$..a` is every member named `a` anywhere), and filters
+//! `[?(expr)]`: the members or elements for which `expr` holds, where `expr` compares paths
+//! from the candidate (`@.price`, `@`) or the root (`$.limit`) and literals (numbers,
+//! quoted strings, `true`, `false`, `null`) with `==`, `!=`, `<`, `<=`, `>`, `>=` or `=~` (a
+//! regular expression), tests that a path exists (`@.isbn`), and joins tests with `&&`, `||`,
+//! `!` and parentheses.
 //!
 //! A match is a concrete location (keys and non-negative indexes, `strata_doc::PathStep`), so
 //! the commands read and change documents through strata-doc's own paths. Matches come in
@@ -33,7 +37,52 @@ enum Selector {
     Union(Vec<Selector>),
     /// `..` then a selector: the selector at the value and at every value inside it.
     Descend(Box<Selector>),
+    /// `[?(expr)]`: the members or elements for which the expression holds.
+    Filter(Box<Expr>),
 }
+
+/// A filter expression.
+#[derive(Debug, Clone)]
+enum Expr {
+    Or(Box<Expr>, Box<Expr>),
+    And(Box<Expr>, Box<Expr>),
+    Not(Box<Expr>),
+    /// A path alone: true when it matches something.
+    Exists(Operand),
+    Compare(Operand, CompareOp, Operand),
+    /// `=~`: the value is a string the expression matches.
+    Matches(Operand, regex::Regex),
+}
+
+impl PartialEq for Expr {
+    /// (Only tests compare parsed paths; a regular expression compares by its text.)
+    fn eq(&self, other: &Self) -> bool {
+        format!("{self:?}") == format!("{other:?}")
+    }
+}
+
+/// One side of a comparison.
+#[derive(Debug, Clone, PartialEq)]
+enum Operand {
+    /// `@...`: a path from the candidate.
+    Current(Vec<Selector>),
+    /// `$...`: a path from the document's root.
+    Root(Vec<Selector>),
+    Literal(Doc),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum CompareOp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+/// Longest regular expression a filter may carry, in bytes.
+const FILTER_REGEX_BYTES_MAX: usize = 1024;
 
 /// A parsed JSONPath.
 #[derive(Debug, Clone, PartialEq)]
@@ -51,7 +100,12 @@ fn is_name_char(c: char) -> bool {
 struct Parser<'a> {
     text: &'a str,
     at: usize,
+    /// Filters, parentheses and `!` open around the current point.
+    nesting: usize,
 }
+
+/// Deepest nesting of filters, parentheses and `!` a path may have (the parser recurses).
+const FILTER_NESTING_MAX: usize = 64;
 
 impl Parser<'_> {
     fn err(&self, reason: &str) -> Error {
@@ -86,7 +140,13 @@ impl Parser<'_> {
             return Ok(Selector::Wildcard);
         }
         let rest = &self.text[self.at..];
-        let len = rest.find(|c: char| !is_name_char(c)).unwrap_or(rest.len());
+        // Inside a filter a name also ends at an operator (`@.price<10`).
+        let in_filter = self.nesting > 0;
+        let len = rest
+            .find(|c: char| {
+                !is_name_char(c) || (in_filter && matches!(c, '<' | '>' | '=' | '!' | '&' | '|'))
+            })
+            .unwrap_or(rest.len());
         if len == 0 {
             return Err(self.err("expected a member name"));
         }
@@ -155,7 +215,7 @@ impl Parser<'_> {
                 self.skip_spaces();
                 Ok(Selector::Wildcard)
             }
-            Some(b'?') => Err(self.err("filter expressions are not supported")),
+            Some(b'?') => Err(self.err("a filter cannot be part of a union")),
             _ => {
                 let start = self.integer()?;
                 if !self.eat(b':') {
@@ -179,6 +239,15 @@ impl Parser<'_> {
 
     /// `[...]`, the opening bracket consumed.
     fn bracket(&mut self) -> Result<Selector> {
+        self.skip_spaces();
+        if self.eat(b'?') {
+            let expr = self.or_expr()?;
+            self.skip_spaces();
+            if !self.eat(b']') {
+                return Err(self.err("expected ']' after the filter"));
+            }
+            return Ok(Selector::Filter(Box::new(expr)));
+        }
         let mut items = vec![self.bracket_item()?];
         while self.eat(b',') {
             items.push(self.bracket_item()?);
@@ -194,32 +263,188 @@ impl Parser<'_> {
     }
 }
 
-impl Query {
-    /// Parses `text`, which starts with `$`.
-    pub(crate) fn parse(text: &str) -> Result<Query> {
-        let mut p = Parser { text, at: 0 };
-        if !p.eat(b'$') {
-            return Err(p.err("a path starts with '$'"));
+impl Parser<'_> {
+    fn starts_with(&self, token: &str) -> bool {
+        self.text[self.at..].starts_with(token)
+    }
+
+    fn or_expr(&mut self) -> Result<Expr> {
+        self.nesting += 1;
+        if self.nesting > FILTER_NESTING_MAX {
+            return Err(self.err("filters nested too deeply"));
         }
+        let expr = self.or_expr_inner();
+        self.nesting -= 1;
+        expr
+    }
+
+    fn or_expr_inner(&mut self) -> Result<Expr> {
+        let mut left = self.and_expr()?;
+        loop {
+            self.skip_spaces();
+            if !self.starts_with("||") {
+                return Ok(left);
+            }
+            self.at += 2;
+            let right = self.and_expr()?;
+            left = Expr::Or(Box::new(left), Box::new(right));
+        }
+    }
+
+    fn and_expr(&mut self) -> Result<Expr> {
+        let mut left = self.unary_expr()?;
+        loop {
+            self.skip_spaces();
+            if !self.starts_with("&&") {
+                return Ok(left);
+            }
+            self.at += 2;
+            let right = self.unary_expr()?;
+            left = Expr::And(Box::new(left), Box::new(right));
+        }
+    }
+
+    fn unary_expr(&mut self) -> Result<Expr> {
+        self.skip_spaces();
+        if self.peek() == Some(b'!') && !self.starts_with("!=") {
+            self.at += 1;
+            self.nesting += 1;
+            if self.nesting > FILTER_NESTING_MAX {
+                return Err(self.err("filters nested too deeply"));
+            }
+            let inner = self.unary_expr();
+            self.nesting -= 1;
+            return Ok(Expr::Not(Box::new(inner?)));
+        }
+        if self.eat(b'(') {
+            let inner = self.or_expr()?;
+            self.skip_spaces();
+            if !self.eat(b')') {
+                return Err(self.err("expected ')'"));
+            }
+            return Ok(inner);
+        }
+        let left = self.operand()?;
+        self.skip_spaces();
+        let op = [
+            ("==", Some(CompareOp::Eq)),
+            ("!=", Some(CompareOp::Ne)),
+            ("<=", Some(CompareOp::Le)),
+            (">=", Some(CompareOp::Ge)),
+            ("=~", None),
+            ("<", Some(CompareOp::Lt)),
+            (">", Some(CompareOp::Gt)),
+        ]
+        .into_iter()
+        .find(|(token, _)| self.starts_with(token));
+        let Some((token, op)) = op else {
+            return match left {
+                Operand::Literal(_) => Err(self.err("expected a comparison")),
+                path => Ok(Expr::Exists(path)),
+            };
+        };
+        self.at += token.len();
+        self.skip_spaces();
+        let right = self.operand()?;
+        match (op, right) {
+            (Some(op), right) => Ok(Expr::Compare(left, op, right)),
+            (None, Operand::Literal(Doc::String(pattern))) => {
+                if pattern.len() > FILTER_REGEX_BYTES_MAX {
+                    return Err(self.err("regular expression too long"));
+                }
+                let re = regex::Regex::new(&pattern)
+                    .map_err(|_| self.err("invalid regular expression"))?;
+                Ok(Expr::Matches(left, re))
+            }
+            (None, _) => Err(self.err("=~ takes a string (a regular expression)")),
+        }
+    }
+
+    /// `@...`, `$...` or a literal.
+    fn operand(&mut self) -> Result<Operand> {
+        self.skip_spaces();
+        match self.peek() {
+            Some(b'@') => {
+                self.at += 1;
+                Ok(Operand::Current(self.steps(true)?))
+            }
+            Some(b'$') => {
+                self.at += 1;
+                Ok(Operand::Root(self.steps(true)?))
+            }
+            Some(q @ (b'"' | b'\'')) => Ok(Operand::Literal(Doc::String(self.quoted(q)?))),
+            _ => {
+                let rest = &self.text[self.at..];
+                let len = rest
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '+' | '.')))
+                    .unwrap_or(rest.len());
+                let word = &rest[..len];
+                let literal = match word {
+                    "true" => Doc::Bool(true),
+                    "false" => Doc::Bool(false),
+                    "null" => Doc::Null,
+                    _ => strata_doc::from_json_slice(word.as_bytes())
+                        .ok()
+                        .filter(|d| matches!(d, Doc::Int(_) | Doc::Decimal(_)))
+                        .ok_or_else(|| {
+                            self.err("expected a path, a string, a number, true, false or null")
+                        })?,
+                };
+                self.at += len;
+                Ok(Operand::Literal(literal))
+            }
+        }
+    }
+
+    /// Steps after `$` or `@`; inside a filter they end where a path cannot continue (at an
+    /// operator, a closing parenthesis or bracket).
+    fn steps(&mut self, in_filter: bool) -> Result<Vec<Selector>> {
         let mut selectors = Vec::new();
-        while let Some(b) = p.peek() {
-            p.at += 1;
+        while let Some(b) = self.peek() {
             let selector = match b {
-                b'.' if p.eat(b'.') => {
-                    let inner = if p.eat(b'[') { p.bracket()? } else { p.name()? };
+                b'.' if self.starts_with("..") => {
+                    self.at += 2;
+                    let inner = if self.eat(b'[') {
+                        self.bracket()?
+                    } else {
+                        self.name()?
+                    };
                     Selector::Descend(Box::new(inner))
                 }
-                // `$.[0]`: RedisJSON reads a bracket after a dot as the bracket alone.
-                b'.' if p.eat(b'[') => p.bracket()?,
-                b'.' => p.name()?,
-                b'[' => p.bracket()?,
-                _ => {
-                    p.at -= 1;
-                    return Err(p.err("expected '.' or '['"));
+                b'.' => {
+                    self.at += 1;
+                    // `$.[0]`: RedisJSON reads a bracket after a dot as the bracket alone.
+                    if self.eat(b'[') {
+                        self.bracket()?
+                    } else {
+                        self.name()?
+                    }
                 }
+                b'[' => {
+                    self.at += 1;
+                    self.bracket()?
+                }
+                _ if in_filter => break,
+                _ => return Err(self.err("expected '.' or '['")),
             };
             selectors.push(selector);
         }
+        Ok(selectors)
+    }
+}
+
+impl Query {
+    /// Parses `text`, which starts with `$`.
+    pub(crate) fn parse(text: &str) -> Result<Query> {
+        let mut p = Parser {
+            text,
+            at: 0,
+            nesting: 0,
+        };
+        if !p.eat(b'$') {
+            return Err(p.err("a path starts with '$'"));
+        }
+        let selectors = p.steps(false)?;
         Ok(Query { selectors })
     }
 
@@ -257,7 +482,7 @@ impl Query {
             let mut next = Vec::new();
             for loc in current {
                 if let Some(value) = value_at(doc, &loc) {
-                    select(selector, value, &loc, &mut next, 0);
+                    select(selector, value, &loc, &mut next, doc, 0);
                 }
             }
             current = next;
@@ -306,6 +531,7 @@ fn select(
     value: &Doc,
     loc: &[PathStep],
     out: &mut Vec<Location>,
+    root: &Doc,
     depth: usize,
 ) {
     match (selector, value) {
@@ -337,18 +563,104 @@ fn select(
         }
         (Selector::Union(items), _) => {
             for item in items {
-                select(item, value, loc, out, depth);
+                select(item, value, loc, out, root, depth);
             }
         }
         (Selector::Descend(inner), _) => {
-            select(inner, value, loc, out, depth);
+            select(inner, value, loc, out, root, depth);
             if depth < DESCENT_DEPTH_MAX {
                 for (step, v) in children(value) {
-                    select(selector, v, &child(loc, step), out, depth + 1);
+                    select(selector, v, &child(loc, step), out, root, depth + 1);
+                }
+            }
+        }
+        (Selector::Filter(expr), _) => {
+            for (step, v) in children(value) {
+                if holds(expr, v, root) {
+                    out.push(child(loc, step));
                 }
             }
         }
         _ => {}
+    }
+}
+
+/// The values `selectors` match from `start`.
+fn values_from<'a>(selectors: &[Selector], start: &'a Doc, root: &Doc) -> Vec<&'a Doc> {
+    let mut locations = vec![Vec::new()];
+    for selector in selectors {
+        let mut next = Vec::new();
+        for loc in locations {
+            if let Some(v) = value_at(start, &loc) {
+                select(selector, v, &loc, &mut next, root, 0);
+            }
+        }
+        locations = next;
+    }
+    locations
+        .iter()
+        .filter_map(|loc| value_at(start, loc))
+        .collect()
+}
+
+/// The value an operand stands for at `current` (a path's first match).
+fn operand_value<'a>(operand: &'a Operand, current: &'a Doc, root: &'a Doc) -> Option<&'a Doc> {
+    match operand {
+        Operand::Current(steps) => values_from(steps, current, root).into_iter().next(),
+        Operand::Root(steps) => values_from(steps, root, root).into_iter().next(),
+        Operand::Literal(d) => Some(d),
+    }
+}
+
+/// A number as `f64`, for comparing integers with floats.
+fn number(d: &Doc) -> Option<f64> {
+    match d {
+        Doc::Int(i) => Some(*i as f64),
+        Doc::Decimal(x) => x.as_str().parse().ok(),
+        _ => None,
+    }
+}
+
+fn compare(a: &Doc, op: CompareOp, b: &Doc) -> bool {
+    use std::cmp::Ordering;
+    let order = match (a, b) {
+        (Doc::String(x), Doc::String(y)) => Some(x.cmp(y)),
+        _ => match (number(a), number(b)) {
+            (Some(x), Some(y)) => x.partial_cmp(&y),
+            _ => (a == b).then_some(Ordering::Equal),
+        },
+    };
+    match op {
+        CompareOp::Eq => order == Some(Ordering::Equal),
+        CompareOp::Ne => order != Some(Ordering::Equal),
+        CompareOp::Lt => order == Some(Ordering::Less),
+        CompareOp::Le => matches!(order, Some(Ordering::Less | Ordering::Equal)),
+        CompareOp::Gt => order == Some(Ordering::Greater),
+        CompareOp::Ge => matches!(order, Some(Ordering::Greater | Ordering::Equal)),
+    }
+}
+
+/// Whether the filter expression holds for the candidate `current`.
+fn holds(expr: &Expr, current: &Doc, root: &Doc) -> bool {
+    match expr {
+        Expr::Or(a, b) => holds(a, current, root) || holds(b, current, root),
+        Expr::And(a, b) => holds(a, current, root) && holds(b, current, root),
+        Expr::Not(a) => !holds(a, current, root),
+        Expr::Exists(path) => operand_value(path, current, root).is_some(),
+        Expr::Compare(a, op, b) => {
+            match (
+                operand_value(a, current, root),
+                operand_value(b, current, root),
+            ) {
+                (Some(x), Some(y)) => compare(x, *op, y),
+                // A missing value equals nothing.
+                _ => *op == CompareOp::Ne,
+            }
+        }
+        Expr::Matches(a, re) => matches!(
+            operand_value(a, current, root),
+            Some(Doc::String(s)) if re.is_match(s)
+        ),
     }
 }
 
@@ -435,6 +747,141 @@ mod tests {
         assert!(matches(j, "$.nope.x").is_empty());
     }
 
+    /// The JSONPath proposal's bookstore (Goessner), as redis-py's JSON tests use it.
+    const STORE: &str = r#"{"store":{"book":[
+        {"category":"reference","author":"Nigel Rees","price":8.95,"size":[10,20,30,40]},
+        {"category":"fiction","author":"Evelyn Waugh","price":12.99,"size":[50,60,70,80]},
+        {"category":"fiction","author":"Herman Melville","isbn":"0-553-21311-3","price":8.99,"size":[5,10,20,30]},
+        {"category":"fiction","author":"J. R. R. Tolkien","isbn":"0-395-19395-8","price":22.99,"size":[5,6,7,8]}],
+        "bicycle":{"color":"red","price":19.95}},"limit":10}"#;
+
+    #[test]
+    fn filters_select_the_members_they_hold_for() {
+        let book = |i: usize| format!("$['store']['book'][{i}]");
+        assert_eq!(
+            matches(STORE, "$.store.book[?(@.price<10)].size"),
+            [
+                format!("{}['size']", book(0)),
+                format!("{}['size']", book(2))
+            ]
+        );
+        assert_eq!(matches(STORE, "$..book[?(@.isbn)]"), [book(2), book(3)]);
+        assert_eq!(matches(STORE, "$..book[?(!@.isbn)]"), [book(0), book(1)]);
+        assert_eq!(
+            matches(STORE, "$..book[?(@.price < $.limit)]"),
+            [book(0), book(2)],
+            "a path from the root"
+        );
+        assert_eq!(
+            matches(
+                STORE,
+                r#"$..book[?(@.category == "fiction" && (@.price > 20 || @.price <= 8.99))]"#
+            ),
+            [book(2), book(3)]
+        );
+        assert_eq!(
+            matches(STORE, "$..book[?(@.author =~ '^J')].price"),
+            [format!("{}['price']", book(3))]
+        );
+        assert_eq!(
+            matches(STORE, "$..book[?(@.category != 'fiction')]"),
+            [book(0)]
+        );
+        // Elements of arrays themselves, and members of an object.
+        assert_eq!(
+            matches(STORE, "$.store.book[0].size[?(@ >= 30)]"),
+            [
+                format!("{}['size'][2]", book(0)),
+                format!("{}['size'][3]", book(0))
+            ]
+        );
+        assert_eq!(
+            matches(STORE, "$.store[?(@.color == 'red')]"),
+            ["$['store']['bicycle']"]
+        );
+        // A missing value equals nothing; strings and numbers never compare.
+        assert!(matches(STORE, "$..book[?(@.nope == null)]").is_empty());
+        assert!(matches(STORE, "$..book[?(@.price < '10')]").is_empty());
+        assert_eq!(matches(STORE, "$..book[?(@.nope != 1)]").len(), 4);
+    }
+
+    fn arb_doc() -> impl proptest::strategy::Strategy<Value = Doc> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Doc::Null),
+            any::<bool>().prop_map(Doc::Bool),
+            (-5i64..5).prop_map(Doc::Int),
+            "[a-c]{0,2}".prop_map(Doc::String),
+        ];
+        leaf.prop_recursive(4, 40, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Doc::Array),
+                proptest::collection::vec(("[a-c]", inner), 0..4).prop_map(|members| {
+                    let mut m = strata_doc::DocMap::new();
+                    for (k, v) in members {
+                        m.insert(Doc::String(k), v);
+                    }
+                    Doc::Map(m)
+                }),
+            ]
+        })
+    }
+
+    /// Every location in `doc`, each node before the nodes inside it.
+    fn preorder(doc: &Doc, loc: Location, out: &mut Vec<Location>) {
+        out.push(loc.clone());
+        for (step, v) in children(doc) {
+            preorder(v, child(&loc, step), out);
+        }
+    }
+
+    proptest::proptest! {
+        /// `$..a` against a model written another way: walk every node in document order
+        /// and take its member `a`; `$..*` is every location but the root; `$.*` the root's
+        /// children.
+        #[test]
+        fn descent_matches_a_walk_of_every_node(doc in arb_doc()) {
+            let mut nodes = Vec::new();
+            preorder(&doc, Vec::new(), &mut nodes);
+            let named_a: Vec<Location> = nodes
+                .iter()
+                .filter(|loc| matches!(value_at(&doc, loc), Some(Doc::Map(m)) if m.get_str("a").is_some()))
+                .map(|loc| child(loc, PathStep::Key("a".into())))
+                .collect();
+            proptest::prop_assert_eq!(Query::parse("$..a").unwrap().locate(&doc), named_a);
+            let mut all = Query::parse("$..*").unwrap().locate(&doc);
+            all.sort_by(|x, y| format!("{x:?}").cmp(&format!("{y:?}")));
+            let mut every: Vec<Location> = nodes.into_iter().skip(1).collect();
+            every.sort_by(|x, y| format!("{x:?}").cmp(&format!("{y:?}")));
+            proptest::prop_assert_eq!(all, every);
+            let top: Vec<Location> = children(&doc).into_iter().map(|(s, _)| vec![s]).collect();
+            proptest::prop_assert_eq!(Query::parse("$.*").unwrap().locate(&doc), top);
+        }
+
+        /// Any text: an error or a path, never a panic, and a path's matches are all there.
+        #[test]
+        fn any_text_parses_or_fails_cleanly(
+            text in "\\$[.\\[\\]()?@'\"*,:0-9ab<>=!&| ~-]{0,24}",
+            doc in arb_doc(),
+        ) {
+            if let Ok(q) = Query::parse(&text) {
+                for loc in q.locate(&doc) {
+                    proptest::prop_assert!(value_at(&doc, &loc).is_some(), "{text}: {loc:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn deep_nesting_is_refused_not_recursed() {
+        let deep = format!("$[?({}@.a{})]", "(".repeat(10_000), ")".repeat(10_000));
+        assert!(Query::parse(&deep).is_err());
+        let nots = format!("$[?({}@.a)]", "!".repeat(10_000));
+        assert!(Query::parse(&nots).is_err());
+        let nested = "$[?(@[?(@[?(@.a)])])]";
+        assert!(Query::parse(nested).is_ok());
+    }
+
     #[test]
     fn bad_paths_are_refused_with_their_offset() {
         for bad in [
@@ -443,9 +890,15 @@ mod tests {
             "$[1",
             "$x",
             "$['a",
-            "$[?(@.a<1)]",
             "$[::0]",
             "a",
+            "$[?(@.a<)]",
+            "$[?(@.a<1]",
+            "$[?(@.a<1)",
+            "$[?(@.a =~ 3)]",
+            "$[?(@.a =~ '(')]",
+            "$[?(1)]",
+            "$[0,?(@.a)]",
         ] {
             let e = Query::parse(bad).unwrap_err().to_string();
             assert!(e.contains("invalid JSONPath"), "{bad}: {e}");

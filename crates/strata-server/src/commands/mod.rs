@@ -1373,6 +1373,9 @@ const EXCLUSIVE: &[&str] = &[
     // Holding the lock exclusively keeps the two checks from crossing (a name held both a
     // string and a document).
     "json.set",
+    // JSON.MERGE creates documents as JSON.SET does; JSON.MSET sets several atomically.
+    "json.merge",
+    "json.mset",
     // Scripts and functions ([`SCRIPT_CALLS`]) too: a script is atomic.
     "function",
     "msetnx",
