@@ -62,7 +62,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::commands::strings::set_run;
 use crate::commands::{
-    execute, execute_here, execute_without_waiting, placement, resolve, Ctx, Locking, Placement,
+    execute, execute_here, execute_without_waiting, placement_in, resolve, Ctx, Locking, Placement,
 };
 use crate::error::Error;
 use crate::resp::{Limits, Parsed, Reply, RequestParser};
@@ -787,7 +787,7 @@ impl Batch {
             let mut ctx = Ctx::new(shared, &mut self.session, locking);
             let reply = if on_network {
                 let spec = resolve(&args);
-                let reply = match placement(spec) {
+                let reply = match placement_in(spec, ctx.session) {
                     Placement::Read => execute_without_waiting(&mut ctx, &args, spec),
                     Placement::Write if writes_here => execute_here(&mut ctx, &args, spec),
                     Placement::Write | Placement::Pool => None,

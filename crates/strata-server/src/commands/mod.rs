@@ -780,6 +780,29 @@ pub(crate) fn placement(spec: Option<&Command>) -> Placement {
     }
 }
 
+/// Where a command may run, given its connection: EXEC runs on the network thread when every
+/// command it queued may run there (reads and writes of keys: a transaction of a few writes),
+/// on the blocking pool otherwise. On the pool it could be overtaken by another client's
+/// command sent just after it, which Redis runs after (its Tcl test "BRPOPLPUSH does not
+/// affect WATCH while still blocked" sends EXEC and then, from another client, the LPUSH
+/// that would change the watched list).
+pub(crate) fn placement_in(spec: Option<&Command>, session: &Session) -> Placement {
+    match (spec, &session.multi) {
+        (Some(s), Some(multi)) if s.name == "exec" => {
+            let here = multi.queued.iter().all(|args| {
+                let queued = resolve(args);
+                queued.is_some_and(|q| q.name != "exec") && placement(queued) != Placement::Pool
+            });
+            if here {
+                Placement::Write
+            } else {
+                Placement::Pool
+            }
+        }
+        _ => placement(spec),
+    }
+}
+
 /// Runs a read command with engine reads that do not wait for the disk
 /// (`strata::without_waiting`). `None` when one would have waited: the command changed nothing,
 /// was not counted, and should run again on the blocking pool.

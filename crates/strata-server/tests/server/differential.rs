@@ -3794,7 +3794,8 @@ fn stream_commands_match_redis() {
 /// them, for the commands whose keys follow a count or `STREAMS`: a blocking XREADGROUP or
 /// XREAD sent just before another client's DEL, SET or FLUSHALL blocks first and is woken by
 /// it (Redis's stream-cgroups tests "Blocking XREADGROUP: key deleted" and the like), and an
-/// LMPOP / ZMPOP / BLMPOP / BZMPOP sent just before a DEL of its key takes its element first.
+/// LMPOP / ZMPOP / BLMPOP / BZMPOP sent just before a DEL of its key takes its element first,
+/// and an EXEC sent just before a write of a key it watches commits.
 /// One connection thread, where arrival order is kept (a multi-threaded runtime may run two
 /// connections' commands in either order). These commands ran on the blocking pool, where
 /// the other client's write overtook them nearly every time. Ours gets the two commands back
@@ -3901,6 +3902,39 @@ fn commands_of_two_clients_run_in_arrival_order_like_redis() {
             );
             pair.compared += then.len() + 1;
         }
+    }
+    // EXEC sent just before another client's write of a key it watches: Redis runs the
+    // transaction first (Redis's "BRPOPLPUSH does not affect WATCH while still blocked").
+    for round in 0..20 {
+        for cmd in [&["DEL", "w"][..], &["SET", "k", "v"]] {
+            pair.check(0, &words(cmd), "setup");
+        }
+        for cmd in [
+            &["WATCH", "w"][..],
+            &["MULTI"],
+            &["GET", "k"],
+            &["INCR", "n"],
+        ] {
+            pair.check(1, &words(cmd), "setup");
+        }
+        let mut replies = Vec::new();
+        for side in 0..2 {
+            let conns = &mut pair.conns[side];
+            conns[1].send(&words(&["EXEC"]));
+            if side == 0 {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let pushed = conns[0].call(&words(&["LPUSH", "w", "x"]));
+            replies.push((conns[1].reply(), pushed));
+        }
+        assert_eq!(
+            replies[0],
+            replies[1],
+            "round {round}: EXEC then another client's LPUSH of the watched key:\n redis:  {}\n strata: {}",
+            show(&replies[0].0),
+            show(&replies[1].0)
+        );
+        pair.compared += 2;
     }
     eprintln!("arrival order: {} replies compared", pair.compared);
 }
