@@ -14,8 +14,8 @@
 
 use bytes::Bytes;
 use strata_doc::{
-    decode_stored, decode_stored_in, encode_stored, from_json_slice, to_json_string, Doc, DocMap,
-    Path, PathStep,
+    decode_stored, decode_stored_in, encode_stored, from_json_slice, get_path_stored,
+    to_json_string, Doc, DocMap, Path, PathStep,
 };
 
 use super::jsonpath::{value_at, Location, Query};
@@ -339,12 +339,26 @@ fn json_get(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         }
         i += 2;
     }
-    let Some(doc) = read_doc(ctx, &args[1])? else {
-        return Ok(Reply::Nil);
-    };
     if paths.is_empty() {
         paths.push(JsonPath::root());
     }
+    // One path of keys and indexes: walk the stored bytes to it instead of decoding the whole
+    // document (a small part of a large document costs the bytes skipped, not a decode).
+    if let [p] = paths.as_slice() {
+        if let Some(path) = p.query.definite_path().filter(|path| !path.is_root()) {
+            if let Some(stored) = read_doc_bytes(ctx.db(), ctx.dbi(), &args[1], now_ms())? {
+                let found = get_path_stored(&stored, &path, &ctx.shared.names)?;
+                return if p.multi {
+                    json_text(&Doc::Array(found.into_iter().collect()), &fmt)
+                } else {
+                    json_text(&found.ok_or_else(|| p.missing())?, &fmt)
+                };
+            }
+        }
+    }
+    let Some(doc) = read_doc(ctx, &args[1])? else {
+        return Ok(Reply::Nil);
+    };
     if let [p] = paths.as_slice() {
         return if p.multi {
             json_text(&matches_of(&doc, p), &fmt)
@@ -1409,6 +1423,63 @@ mod tests {
         assert_eq!(h.run(&["JSON.CLEAR", "c"]), Reply::Int(1));
         assert_eq!(h.run(&["JSON.GET", "c", "$"]), bulk("[{}]"));
         assert!(h.run(&["JSON.CLEAR", "nodoc", "$..a"]).is_error());
+    }
+
+    /// JSON.GET of one path of keys and indexes walks the stored bytes; it answers what the
+    /// path's matches in the decoded document are (`jsonpath.rs`, tested on its own), for
+    /// every location of a few documents, negative indexes, and paths that lead nowhere.
+    #[test]
+    fn reads_that_walk_the_bytes_match_the_decoded_document() {
+        use super::super::jsonpath::{value_at, Query};
+        use strata_doc::{from_json_slice, to_json_string, Doc, PathStep};
+        let mut h = Harness::new();
+        let docs = [
+            r#"{"a":{"b":[1,{"c":"x"},[2,3]],"d":null},"e":[],"f":{"g":{"h":true}},"n":1.50}"#,
+            r#"[{"a":1},[[]],"s",{"":{"k":[0,-1]}}]"#,
+            r#""scalar""#,
+        ];
+        for (n, json) in docs.iter().enumerate() {
+            let key = format!("doc{n}");
+            assert_eq!(h.run(&["JSON.SET", &key, "$", json]), Reply::ok());
+            let doc = from_json_slice(json.as_bytes()).unwrap();
+            let mut paths = vec!["$.nope".to_string(), "$[9]".into(), "$.a.b[-1][-2]".into()];
+            for loc in Query::parse("$..*").unwrap().locate(&doc) {
+                let mut text = "$".to_string();
+                for step in &loc {
+                    match step {
+                        PathStep::Key(k) => text.push_str(&format!(
+                            "[{}]",
+                            to_json_string(&Doc::String(k.clone())).unwrap()
+                        )),
+                        PathStep::Index(i) => text.push_str(&format!("[{i}]")),
+                    }
+                }
+                paths.push(text);
+            }
+            for path in &paths {
+                let q = Query::parse(path).unwrap();
+                let want: Vec<Doc> = q
+                    .locate(&doc)
+                    .iter()
+                    .filter_map(|l| value_at(&doc, l).cloned())
+                    .collect();
+                let text = to_json_string(&Doc::Array(want.clone())).unwrap();
+                assert_eq!(
+                    h.run(&["JSON.GET", &key, path]),
+                    bulk(&text),
+                    "{key} {path}"
+                );
+                let legacy = &path[1..];
+                let legacy = if legacy.is_empty() { "." } else { legacy };
+                let reply = h.run(&["JSON.GET", &key, legacy]);
+                match want.first() {
+                    Some(v) => {
+                        assert_eq!(reply, bulk(&to_json_string(v).unwrap()), "{key} {legacy}")
+                    }
+                    None => assert!(reply.is_error(), "{key} {legacy}"),
+                }
+            }
+        }
     }
 
     /// The array commands, with RedisJSON's bounds (redis-py's test suite records them).

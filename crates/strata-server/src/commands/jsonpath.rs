@@ -460,6 +460,18 @@ impl Query {
         self.selectors.is_empty()
     }
 
+    /// strata-doc's path for a path of keys and indexes only (at most one match), which
+    /// strata-doc can find by walking a stored document's bytes.
+    pub(crate) fn definite_path(&self) -> Option<strata_doc::Path> {
+        self.selectors
+            .iter()
+            .try_fold(strata_doc::Path::root(), |p, s| match s {
+                Selector::Key(k) => Some(p.key(k.clone())),
+                Selector::Index(i) => Some(p.index(*i)),
+                _ => None,
+            })
+    }
+
     /// The path without its last step, and that step's key when it is a key (where JSON.SET
     /// may create a member).
     pub(crate) fn parent_and_key(&self) -> Option<(Query, &str)> {
