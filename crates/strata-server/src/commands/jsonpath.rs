@@ -570,7 +570,7 @@ fn select(
             let mut i = from;
             while i < to {
                 out.push(child(loc, PathStep::Index(i)));
-                i += step;
+                i = i.saturating_add(*step);
             }
         }
         (Selector::Union(items), _) => {
@@ -747,6 +747,13 @@ mod tests {
             ["$['x'][0]", "$['x'][2]", "$['x'][4]"]
         );
         assert_eq!(matches(j, "$.x[-2:]"), ["$['x'][4]", "$['x'][5]"]);
+        // Bounds and steps at the ends of i64 neither overflow nor loop.
+        assert_eq!(matches(j, "$.x[1::9223372036854775807]"), ["$['x'][1]"]);
+        assert_eq!(
+            matches(j, "$.x[-9223372036854775808:9223372036854775807:2]"),
+            ["$['x'][0]", "$['x'][2]", "$['x'][4]"]
+        );
+        assert!(matches(j, "$.x[-9223372036854775808]").is_empty());
         assert_eq!(matches(j, "$.x[0,-1,9]"), ["$['x'][0]", "$['x'][5]"]);
         assert_eq!(
             matches(j, "$['y','x'][0]"),

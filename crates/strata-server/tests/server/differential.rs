@@ -3813,50 +3813,22 @@ fn commands_of_two_clients_run_in_arrival_order_like_redis() {
         &["RPUSH", "l", "a", "b"],
         &["ZADD", "z", "1", "a", "2", "b"],
     ];
+    const BLOCKED_READ: &[&str] = &[
+        "XREADGROUP",
+        "GROUP",
+        "g",
+        "c",
+        "BLOCK",
+        "0",
+        "STREAMS",
+        "s",
+        ">",
+    ];
     type Race<'a> = (&'a [&'a str], &'a [&'a [&'a str]]);
     let races: &[Race] = &[
-        (
-            &[
-                "XREADGROUP",
-                "GROUP",
-                "g",
-                "c",
-                "BLOCK",
-                "0",
-                "STREAMS",
-                "s",
-                ">",
-            ],
-            &[&["DEL", "s"]],
-        ),
-        (
-            &[
-                "XREADGROUP",
-                "GROUP",
-                "g",
-                "c",
-                "BLOCK",
-                "0",
-                "STREAMS",
-                "s",
-                ">",
-            ],
-            &[&["SET", "s", "val1"]],
-        ),
-        (
-            &[
-                "XREADGROUP",
-                "GROUP",
-                "g",
-                "c",
-                "BLOCK",
-                "0",
-                "STREAMS",
-                "s",
-                ">",
-            ],
-            &[&["FLUSHALL"]],
-        ),
+        (BLOCKED_READ, &[&["DEL", "s"]]),
+        (BLOCKED_READ, &[&["SET", "s", "val1"]]),
+        (BLOCKED_READ, &[&["FLUSHALL"]]),
         (
             &["XREAD", "BLOCK", "0", "STREAMS", "s", "$"],
             &[&["DEL", "s"], &["XADD", "s", "667", "f", "v"]],
