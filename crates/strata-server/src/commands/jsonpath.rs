@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 const DESCENT_DEPTH_MAX: usize = 512;
 
 /// One step of a path: what it matches inside each value the steps before it matched.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 enum Selector {
     Key(String),
     Index(i64),
@@ -54,15 +54,8 @@ enum Expr {
     Matches(Operand, regex::Regex),
 }
 
-impl PartialEq for Expr {
-    /// (Only tests compare parsed paths; a regular expression compares by its text.)
-    fn eq(&self, other: &Self) -> bool {
-        format!("{self:?}") == format!("{other:?}")
-    }
-}
-
 /// One side of a comparison.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 enum Operand {
     /// `@...`: a path from the candidate.
     Current(Vec<Selector>),
@@ -85,7 +78,7 @@ enum CompareOp {
 const FILTER_REGEX_BYTES_MAX: usize = 1024;
 
 /// A parsed JSONPath.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub(crate) struct Query {
     selectors: Vec<Selector>,
 }

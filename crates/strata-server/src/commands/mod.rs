@@ -746,15 +746,6 @@ pub(crate) enum Placement {
     Pool,
 }
 
-/// Commands that read or write only the keys they name, whose key positions the command table
-/// cannot give (`numkeys` first, or after `STREAMS`): they run where other reads and writes of
-/// keys run. On the blocking pool, a blocking XREADGROUP sent just before another client's DEL
-/// of its stream ran after it (the network thread went on serving the other client meanwhile),
-/// where Redis, serving clients in arrival order, blocks the reader first and then wakes it
-/// with "the stream no longer exists".
-const KEYS_AFTER_A_COUNT_OR_KEYWORD: &[&str] =
-    &["xread", "xreadgroup", "lmpop", "blmpop", "zmpop", "bzmpop"];
-
 /// Where a command may run. Unknown commands (`None`) only produce an error reply.
 pub(crate) fn placement(spec: Option<&Command>) -> Placement {
     let Some(spec) = spec else {
@@ -764,11 +755,15 @@ pub(crate) fn placement(spec: Option<&Command>) -> Placement {
     {
         return Placement::Read;
     }
-    // MIGRATE waits on another server. Commands without a first key walk the keyspace or
-    // administer the server, except those whose keys sit behind a count or a keyword.
-    if (spec.keys.0 == 0 && !KEYS_AFTER_A_COUNT_OR_KEYWORD.contains(&spec.name))
-        || spec.name == "migrate"
-    {
+    // Commands without a first key walk the keyspace or administer the server, except those
+    // whose keys the table cannot place (`movablekeys`: after a count or `STREAMS`), which read
+    // or write only those keys and run where other reads and writes of keys do: on the pool a
+    // blocking XREADGROUP sent just before another client's DEL of its stream ran after it,
+    // where Redis, serving clients in arrival order, blocks the reader first. Scripts stay on
+    // the pool (they hold the exec lock exclusively and may run long); MIGRATE waits on
+    // another server.
+    let keyed = spec.keys.0 > 0 || (spec.props.movable_keys && !SCRIPT_CALLS.contains(&spec.name));
+    if !keyed || spec.name == "migrate" {
         return Placement::Pool;
     }
     if spec.props.write {
