@@ -502,10 +502,14 @@ impl KvBackend for HeldDb<'_, '_> {
     }
 }
 
-/// An in-memory backend: a sorted map behind one lock. Nothing is durable.
+/// An in-memory backend: a sorted map behind one lock. Nothing is durable. Writes and
+/// atomic updates are serialized by a second lock that reads do not take, as the engine's
+/// partition lock is: an update's `decide` may read other keys (and scan) through the
+/// backend while it runs.
 #[derive(Debug, Default)]
 pub struct MemoryBackend {
     map: Mutex<BTreeMap<Vec<u8>, Bytes>>,
+    writes: Mutex<()>,
 }
 
 impl MemoryBackend {
@@ -519,6 +523,10 @@ impl MemoryBackend {
         // single insert or remove), so a poisoned lock is safe to keep using.
         self.map.lock().unwrap_or_else(PoisonError::into_inner)
     }
+
+    fn writing(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.writes.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 impl KvBackend for MemoryBackend {
@@ -527,24 +535,30 @@ impl KvBackend for MemoryBackend {
     }
 
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        let _writing = self.writing();
         self.map()
             .insert(key.to_vec(), Bytes::copy_from_slice(value));
         Ok(())
     }
 
     fn delete(&self, key: &[u8]) -> Result<()> {
+        let _writing = self.writing();
         self.map().remove(key);
         Ok(())
     }
 
     fn write(&self, ops: Vec<BatchOp>) -> Result<()> {
+        let _writing = self.writing();
         apply_ops(&mut self.map(), ops);
         Ok(())
     }
 
     fn update(&self, key: &[u8], f: &mut UpdateFn<'_>) -> Result<()> {
+        let _writing = self.writing();
+        let current = self.map().get(key).cloned();
+        let write = f(current.as_deref())?;
         let mut map = self.map();
-        match f(map.get(key).map(|v| &v[..]))? {
+        match write {
             Write::Keep => {}
             Write::Put(v) => {
                 map.insert(key.to_vec(), Bytes::from(v));
@@ -557,12 +571,9 @@ impl KvBackend for MemoryBackend {
     }
 
     fn update_group(&self, _route: &[u8], f: &mut GroupFn<'_>) -> Result<()> {
-        let mut map = self.map();
-        let ops = {
-            let snapshot = &*map;
-            f(&GroupRead::new(&|k: &[u8]| Ok(snapshot.get(k).cloned())))?
-        };
-        apply_ops(&mut map, ops);
+        let _writing = self.writing();
+        let ops = f(&GroupRead::new(&|k: &[u8]| Ok(self.map().get(k).cloned())))?;
+        apply_ops(&mut self.map(), ops);
         Ok(())
     }
 

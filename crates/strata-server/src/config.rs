@@ -213,6 +213,10 @@ pub struct EncodingLimits {
     /// `hll-sparse-max-bytes`: past it a sparse HyperLogLog string becomes dense (the bytes
     /// of HyperLogLog strings are Redis's).
     pub hll_sparse_max_bytes: u64,
+    /// `stream-node-max-bytes`: where XADD starts a new stream node (`stream_node.rs`).
+    pub stream_node_max_bytes: u64,
+    /// `stream-node-max-entries`: where XADD starts a new stream node.
+    pub stream_node_max_entries: u64,
 }
 
 impl Default for EncodingLimits {
@@ -226,6 +230,8 @@ impl Default for EncodingLimits {
             list_max_listpack_size: -2,
             list_compress_depth: 0,
             hll_sparse_max_bytes: 3000,
+            stream_node_max_bytes: 4096,
+            stream_node_max_entries: 100,
         }
     }
 }
@@ -241,6 +247,8 @@ pub const ENCODING_SETTINGS: &[&str] = &[
     "list-max-listpack-size",
     "list-compress-depth",
     "hll-sparse-max-bytes",
+    "stream-node-max-bytes",
+    "stream-node-max-entries",
     "hash-max-ziplist-entries",
     "hash-max-ziplist-value",
     "zset-max-ziplist-entries",
@@ -296,6 +304,8 @@ impl EncodingLimits {
             "list-max-listpack-size" => self.list_max_listpack_size,
             "list-compress-depth" => self.list_compress_depth,
             "hll-sparse-max-bytes" => wide(self.hll_sparse_max_bytes),
+            "stream-node-max-bytes" => wide(self.stream_node_max_bytes),
+            "stream-node-max-entries" => wide(self.stream_node_max_entries),
             _ => return None,
         })
     }
@@ -304,12 +314,16 @@ impl EncodingLimits {
     /// encoding setting.
     fn set(&mut self, name: &str, value: &str) -> Option<std::result::Result<(), String>> {
         let canonical = name.replace("ziplist", "listpack");
-        if canonical == "hll-sparse-max-bytes" {
+        if canonical == "hll-sparse-max-bytes" || canonical == "stream-node-max-bytes" {
             // A memory setting: units allowed (`3kb`), Redis's reason otherwise.
             return Some(
                 match parse_bytes(value).map(|n| i64::try_from(n).map(|_| n)) {
                     Some(Ok(n)) => {
-                        self.hll_sparse_max_bytes = n as u64;
+                        if canonical == "hll-sparse-max-bytes" {
+                            self.hll_sparse_max_bytes = n as u64;
+                        } else {
+                            self.stream_node_max_bytes = n as u64;
+                        }
                         Ok(())
                     }
                     _ if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) => Err(
@@ -340,6 +354,7 @@ impl EncodingLimits {
             "set-max-intset-entries" => self.set_max_intset_entries = unsigned,
             "zset-max-listpack-entries" => self.zset_max_listpack_entries = unsigned,
             "zset-max-listpack-value" => self.zset_max_listpack_value_bytes = unsigned,
+            "stream-node-max-entries" => self.stream_node_max_entries = unsigned,
             "list-max-listpack-size" => self.list_max_listpack_size = n,
             _ => self.list_compress_depth = n,
         }

@@ -38,20 +38,24 @@ pub type DbIndex = u8;
 /// Most databases a server may have (`databases` setting).
 pub const DATABASES_MAX: usize = 256;
 
-/// The keyspace format this build writes (6: format 5 plus a sorted set's ceiling in its
+/// The keyspace format this build writes (7: format 6 plus a stream's nodes, stream records of
+/// format 2 and node records, `stream_node.rs`; 6: format 5 plus a sorted set's ceiling in its
 /// record, `collection::Ceiling`, flagged by bit 63 of its count; 5: format 4 plus streams,
 /// records of kind 5 and their entries, `stream.rs`; 4: format 3 plus a floor at the end of a
 /// hash's, set's or sorted set's record, `collection::Floor`).
-pub const KEYSPACE_FORMAT_VERSION: u8 = 6;
-/// Format 2 differs from 6 only in holding no collections, format 3 in records without a
-/// floor too (which format 6 reads as "no floor"), format 4 in holding no streams either,
-/// format 5 only in records without a ceiling (read as "no ceiling"): all are upgraded by
-/// rewriting the version byte. (A build of format 5 refuses a store of format 6: it names
-/// the newer format instead of misreading a count with bit 63 set.)
+pub const KEYSPACE_FORMAT_VERSION: u8 = 7;
+/// Format 2 differs from 7 only in holding no collections, format 3 in records without a
+/// floor too (which format 7 reads as "no floor"), format 4 in holding no streams either,
+/// format 5 in records without a ceiling (read as "no ceiling"), format 6 only in stream
+/// records of format 1 (read as "nodes not known": rebuilt at the stream's next write): all
+/// are upgraded by rewriting the version byte. (A build of format 5 refuses a store of format
+/// 6: it names the newer format instead of misreading a count with bit 63 set; a build of
+/// format 6 likewise refuses format 7 instead of calling its stream records damaged.)
 const KEYSPACE_FORMAT_NO_COLLECTIONS: u8 = 2;
 const KEYSPACE_FORMAT_NO_FLOORS: u8 = 3;
 const KEYSPACE_FORMAT_NO_STREAMS: u8 = 4;
 const KEYSPACE_FORMAT_NO_CEILINGS: u8 = 5;
+const KEYSPACE_FORMAT_NO_STREAM_NODES: u8 = 6;
 
 /// Engine key of the keyspace format record.
 pub const FORMAT_KEY: [u8; 2] = [0xff, b'K'];
@@ -755,7 +759,8 @@ pub fn prepare(b: &dyn KvBackend) -> Result<()> {
                 &old @ (KEYSPACE_FORMAT_NO_COLLECTIONS
                 | KEYSPACE_FORMAT_NO_FLOORS
                 | KEYSPACE_FORMAT_NO_STREAMS
-                | KEYSPACE_FORMAT_NO_CEILINGS),
+                | KEYSPACE_FORMAT_NO_CEILINGS
+                | KEYSPACE_FORMAT_NO_STREAM_NODES),
             ) => {
                 let mut v = v.to_vec();
                 v[0] = KEYSPACE_FORMAT_VERSION;
@@ -1207,7 +1212,7 @@ mod tests {
         assert!(prepare(&b).is_err());
     }
 
-    /// Formats 2 to 5 open as format 6 (version byte rewritten); a format-3 collection
+    /// Formats 2 to 6 open as format 7 (version byte rewritten); a format-3 collection
     /// record (no floor) reads with no floor and no ceiling, so nothing it holds is skipped.
     #[test]
     fn older_formats_are_upgraded_in_place() {
@@ -1216,6 +1221,7 @@ mod tests {
             KEYSPACE_FORMAT_NO_FLOORS,
             KEYSPACE_FORMAT_NO_STREAMS,
             KEYSPACE_FORMAT_NO_CEILINGS,
+            KEYSPACE_FORMAT_NO_STREAM_NODES,
         ] {
             let b = MemoryBackend::new();
             b.put(&FORMAT_KEY, &[old]).unwrap();

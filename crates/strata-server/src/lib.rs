@@ -38,6 +38,7 @@ pub mod resp;
 mod server;
 mod state;
 mod stream;
+mod stream_node;
 mod text;
 mod tracking;
 mod txn;

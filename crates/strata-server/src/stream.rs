@@ -108,12 +108,30 @@ pub struct StreamMeta {
     pub max_deleted_id: StreamId,
     /// Entries ever added.
     pub entries_added: u64,
+    /// Its nodes (`stream_node.rs`): how many, and the last one's first ID; `None` for a
+    /// stream written before nodes were kept (format 1), whose nodes are rebuilt at its next
+    /// write.
+    pub nodes: Option<NodeCount>,
 }
 
-/// Bytes of an encoded [`StreamMeta`]: a format byte and nine u64.
-const STREAM_META_BYTES: usize = 1 + 9 * 8;
-/// The format byte of [`StreamMeta`]'s encoding.
-const STREAM_META_FORMAT: u8 = 1;
+/// A stream's nodes as its record counts them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct NodeCount {
+    /// Nodes the stream has.
+    pub count: u64,
+    /// The first ID of the last node (meaningless when `count` is 0).
+    pub tail: StreamId,
+}
+
+/// Bytes of an encoded [`StreamMeta`] of format 1: a format byte and nine u64.
+const STREAM_META_V1_BYTES: usize = 1 + 9 * 8;
+/// Bytes of an encoded [`StreamMeta`]: a format byte and twelve u64.
+const STREAM_META_BYTES: usize = 1 + 12 * 8;
+/// The format byte of [`StreamMeta`]'s encoding: 2 adds the node count and the last node's
+/// first ID to format 1.
+const STREAM_META_FORMAT: u8 = 2;
+/// Format 1: no nodes kept.
+const STREAM_META_FORMAT_NO_NODES: u8 = 1;
 
 impl StreamMeta {
     /// An empty stream's metadata.
@@ -125,13 +143,18 @@ impl StreamMeta {
             first_id: StreamId::MIN,
             max_deleted_id: StreamId::MIN,
             entries_added: 0,
+            nodes: Some(NodeCount::default()),
         }
     }
 
-    /// The record payload (little-endian words after the format byte).
+    /// The record payload (little-endian words after the format byte). A stream whose nodes
+    /// are not known is written in format 1.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(STREAM_META_BYTES);
-        out.push(STREAM_META_FORMAT);
+        out.push(match self.nodes {
+            Some(_) => STREAM_META_FORMAT,
+            None => STREAM_META_FORMAT_NO_NODES,
+        });
         for w in [
             self.version,
             self.length,
@@ -145,15 +168,22 @@ impl StreamMeta {
         ] {
             out.extend_from_slice(&w.to_le_bytes());
         }
+        if let Some(n) = self.nodes {
+            for w in [n.count, n.tail.ms, n.tail.seq] {
+                out.extend_from_slice(&w.to_le_bytes());
+            }
+        }
         out
     }
 
     /// Decodes a record payload; names damage.
     pub fn decode(payload: &[u8]) -> Result<StreamMeta> {
         let damaged = || Error::command("stored data is damaged: a stream record");
-        if payload.len() != STREAM_META_BYTES || payload[0] != STREAM_META_FORMAT {
-            return Err(damaged());
-        }
+        let with_nodes = match (payload.first(), payload.len()) {
+            (Some(&STREAM_META_FORMAT), STREAM_META_BYTES) => true,
+            (Some(&STREAM_META_FORMAT_NO_NODES), STREAM_META_V1_BYTES) => false,
+            _ => return Err(damaged()),
+        };
         let word = |i: usize| -> Result<u64> {
             let at = 1 + 8 * i;
             payload
@@ -169,6 +199,14 @@ impl StreamMeta {
             first_id: StreamId::new(word(4)?, word(5)?),
             max_deleted_id: StreamId::new(word(6)?, word(7)?),
             entries_added: word(8)?,
+            nodes: if with_nodes {
+                Some(NodeCount {
+                    count: word(9)?,
+                    tail: StreamId::new(word(10)?, word(11)?),
+                })
+            } else {
+                None
+            },
         })
     }
 }
@@ -656,13 +694,29 @@ mod tests {
             first_id: StreamId::new(4, 0),
             max_deleted_id: StreamId::new(9, 9),
             entries_added: 12,
+            nodes: Some(NodeCount {
+                count: 2,
+                tail: StreamId::new(8, 1),
+            }),
         };
         let bytes = m.encode();
+        assert_eq!(bytes[0], 2);
         assert_eq!(StreamMeta::decode(&bytes).unwrap(), m);
         assert!(StreamMeta::decode(&bytes[1..]).is_err());
         let mut other_format = bytes.clone();
-        other_format[0] = 2;
+        other_format[0] = 3;
         assert!(StreamMeta::decode(&other_format).is_err());
+        // Format 1 (no nodes) reads as "nodes not known"; a format byte that does not match
+        // the length is damage.
+        let old = StreamMeta { nodes: None, ..m };
+        let old_bytes = old.encode();
+        assert_eq!((old_bytes[0], old_bytes.len()), (1, 73));
+        assert_eq!(StreamMeta::decode(&old_bytes).unwrap(), old);
+        other_format[0] = 1;
+        assert!(StreamMeta::decode(&other_format).is_err());
+        let mut short = old_bytes.clone();
+        short[0] = 2;
+        assert!(StreamMeta::decode(&short).is_err());
         let pairs = vec![
             Bytes::from("f"),
             Bytes::from(""),

@@ -6,23 +6,29 @@
 //! records are engine keys of the stream, `stream.rs`). Blocked XREADGROUP readers of one
 //! group take new entries in the order they blocked, as in Redis (`state::WaitKind`).
 //!
-//! Trimming with `~` trims exactly (Redis trims whole nodes of its radix tree only, so it may
-//! keep more); XINFO STREAM's `radix-tree-keys` and `radix-tree-nodes` describe Redis's
-//! memory layout and are estimates here (one key per 100 entries).
+//! Trimming follows Redis's nodes (`stream_node.rs`): XADD fills them as Redis does, `~`
+//! removes whole nodes only (so it keeps what Redis keeps), an exact trim and XDEL count
+//! entries deleted in their node. XINFO STREAM's `radix-tree-keys` is the node count;
+//! `radix-tree-nodes` (the radix tree's inner nodes) is an estimate.
 
 use bytes::Bytes;
 
 use super::strings::json_exists;
 use super::{is, Ctx, Spec};
 use crate::backend::BatchOp;
+use crate::backend::KvBackend;
 use crate::error::{Error, Result};
+use crate::keyspace::DbIndex;
 use crate::keyspace::{now_ms, string_key, Encoding, KeyType, Record};
 use crate::notify;
 use crate::resp::{Protocol, Reply};
 use crate::stream::{
     consumer_key, decode_fields, encode_fields, entries, entry_key, group_key, pel_key, pending,
-    ConsumerTimes, Entry, Group, Nack, StreamId, StreamMeta,
+    ConsumerTimes, Entry, Group, Nack, NodeCount, StreamId, StreamMeta,
 };
+use crate::stream_node::{node_first, node_key, node_prefix, Node, NodeLimits};
+use std::collections::BTreeMap;
+use std::ops::Bound;
 
 #[rustfmt::skip]
 pub(crate) static SPECS: &[Spec] = &[
@@ -191,27 +197,58 @@ enum Trim {
     MinId(StreamId),
 }
 
-/// XADD's and XTRIM's options (Redis's `streamParseAddOrTrimArgsOrReply`): the trim, its
-/// LIMIT (0: none), NOMKSTREAM, and for XADD the ID's position and value (`None`: `*`;
-/// `Some((id, false))`: `ms-*`).
+/// XADD's and XTRIM's options (Redis's `streamParseAddOrTrimArgsOrReply`): the trim, whether
+/// it is approximate (`~`), its LIMIT (`None`: not given), NOMKSTREAM, and for XADD the ID's
+/// position and value (`None`: `*`; `Some((id, false))`: `ms-*`).
 struct AddArgs {
     trim: Trim,
-    limit: u64,
+    approx: bool,
+    limit: Option<u64>,
     no_mkstream: bool,
     id_at: usize,
     id: Option<(StreamId, bool)>,
 }
 
+impl AddArgs {
+    /// The trim with the most entries it may remove (0: no bound): LIMIT, or for `~` without
+    /// one Redis's bound of 100 nodes (`100 * stream-node-max-entries`, between 1 and
+    /// 1 000 000; 10 000 when that is 0).
+    fn trim_spec(&self, ctx: &Ctx<'_>) -> TrimSpec {
+        let limit = match (self.approx, self.limit) {
+            (false, _) => 0,
+            (true, Some(n)) => n,
+            (true, None) => {
+                match 100u64.saturating_mul(ctx.shared.encodings().stream_node_max_entries) {
+                    0 => 10_000,
+                    n => n.min(1_000_000),
+                }
+            }
+        };
+        TrimSpec {
+            trim: self.trim,
+            approx: self.approx,
+            limit,
+        }
+    }
+}
+
+/// A trim as it runs: the strategy, `~`, and the most entries it may remove (0: no bound).
+#[derive(Debug, Clone, Copy)]
+struct TrimSpec {
+    trim: Trim,
+    approx: bool,
+    limit: u64,
+}
+
 fn parse_add_or_trim(args: &[Bytes], xadd: bool) -> Result<AddArgs> {
     let mut parsed = AddArgs {
         trim: Trim::None,
-        limit: 0,
+        approx: false,
+        limit: None,
         no_mkstream: false,
         id_at: args.len(),
         id: None,
     };
-    let mut approx = false;
-    let mut limit_given = false;
     let mut i = 2;
     while i < args.len() {
         let more = args.len() - 1 - i;
@@ -225,9 +262,9 @@ fn parse_add_or_trim(args: &[Bytes], xadd: bool) -> Result<AddArgs> {
                     "syntax error, MAXLEN and MINID options at the same time are not compatible",
                 ));
             }
-            approx = false;
+            parsed.approx = false;
             if more >= 2 && args[i + 1].as_ref() == b"~" {
-                approx = true;
+                parsed.approx = true;
                 i += 1;
             } else if more >= 2 && args[i + 1].as_ref() == b"=" {
                 i += 1;
@@ -243,9 +280,9 @@ fn parse_add_or_trim(args: &[Bytes], xadd: bool) -> Result<AddArgs> {
             i += 2;
         } else if is(opt, "LIMIT") && more > 0 {
             let n = super::int_arg(&args[i + 1])?;
-            parsed.limit =
-                u64::try_from(n).map_err(|_| Error::command("The LIMIT argument must be >= 0."))?;
-            limit_given = true;
+            parsed.limit = Some(
+                u64::try_from(n).map_err(|_| Error::command("The LIMIT argument must be >= 0."))?,
+            );
             i += 2;
         } else if xadd && is(opt, "NOMKSTREAM") {
             parsed.no_mkstream = true;
@@ -263,7 +300,7 @@ fn parse_add_or_trim(args: &[Bytes], xadd: bool) -> Result<AddArgs> {
             return Err(Error::Syntax);
         }
     }
-    if parsed.limit > 0 && parsed.trim == Trim::None {
+    if parsed.limit.is_some_and(|n| n > 0) && parsed.trim == Trim::None {
         return Err(Error::command(
             "syntax error, LIMIT cannot be used without specifying a trimming strategy",
         ));
@@ -273,84 +310,349 @@ fn parse_add_or_trim(args: &[Bytes], xadd: bool) -> Result<AddArgs> {
             "syntax error, XTRIM must be called with a trimming strategy",
         ));
     }
-    if limit_given && !approx {
+    if parsed.limit.is_some() && !parsed.approx {
         return Err(Error::command(
             "syntax error, LIMIT cannot be used without the special ~ option",
         ));
     }
-    if approx && !limit_given {
-        // Redis's default bound of an approximate trim: 100 nodes of 100 entries.
-        parsed.limit = 10_000;
-    }
     Ok(parsed)
 }
 
-/// Trims `meta`'s stream of `name` as `trim` says (at most `limit` entries when not 0):
-/// appends the deletes, updates the metadata; returns how many entries went. `pending`: an
-/// entry XADD is adding in the same batch (the last one, counted in `meta` but not stored
-/// yet), which the trim may remove too.
+/// A command's view of one stream's nodes (`stream_node.rs`): the stored records with the
+/// changes the command made so far, which [`Nodes::write`] adds to its batch (reads within a
+/// command see the store before the batch).
+struct Nodes<'a> {
+    db: DbIndex,
+    name: &'a [u8],
+    version: u64,
+    /// Nodes changed (`Some`) or removed (`None`) by the command, by first ID.
+    changed: BTreeMap<StreamId, Option<Node>>,
+}
+
+impl<'a> Nodes<'a> {
+    fn new(db: DbIndex, name: &'a [u8], version: u64) -> Self {
+        Nodes {
+            db,
+            name,
+            version,
+            changed: BTreeMap::new(),
+        }
+    }
+
+    fn damaged() -> Error {
+        Error::command("stored data is damaged: a stream's node records")
+    }
+
+    /// The node whose first ID is `first`.
+    fn get(&self, b: &dyn KvBackend, first: StreamId) -> Result<Option<Node>> {
+        if let Some(n) = self.changed.get(&first) {
+            return Ok(n.clone());
+        }
+        match b.get(&node_key(self.db, self.name, self.version, first))? {
+            Some(v) => Ok(Some(Node::decode(first, &v)?)),
+            None => Ok(None),
+        }
+    }
+
+    fn set(&mut self, node: Node) {
+        self.changed.insert(node.first, Some(node));
+    }
+
+    fn remove(&mut self, first: StreamId) {
+        self.changed.insert(first, None);
+    }
+
+    /// The stored node records with first IDs in `range`, from the top when `rev`, until
+    /// `visit` returns false (first ID and record).
+    fn scan_stored(
+        &self,
+        b: &dyn KvBackend,
+        (from, to): (StreamId, StreamId),
+        rev: bool,
+        visit: &mut dyn FnMut(StreamId, &[u8]) -> bool,
+    ) -> Result<()> {
+        let prefix_len = node_prefix(self.db, self.name, self.version).len();
+        let lo = Bound::Included(node_key(self.db, self.name, self.version, from));
+        let hi = Bound::Included(node_key(self.db, self.name, self.version, to));
+        let mut each = |k: &[u8], v: &[u8]| match k.get(prefix_len..).and_then(node_first) {
+            Some(first) => visit(first, v),
+            None => true,
+        };
+        let route = string_key(self.db, self.name);
+        if rev {
+            b.scan_group_rev(&route, lo, hi, &mut each)
+        } else {
+            b.scan_group(&route, lo, hi, &mut each)
+        }
+    }
+
+    /// The greatest first ID at or below `id` of a node that is not removed.
+    fn last_at_or_below(&self, b: &dyn KvBackend, id: StreamId) -> Result<Option<StreamId>> {
+        let mut stored = None;
+        self.scan_stored(b, (StreamId::MIN, id), true, &mut |first, _| {
+            if self.changed.get(&first).is_some_and(Option::is_none) {
+                return true;
+            }
+            stored = Some(first);
+            false
+        })?;
+        let changed = self
+            .changed
+            .range(..=id)
+            .rev()
+            .find(|(_, n)| n.is_some())
+            .map(|(first, _)| *first);
+        Ok(stored.max(changed))
+    }
+
+    /// Visits the nodes in ID order until `visit` returns false.
+    fn visit_in_order(
+        &self,
+        b: &dyn KvBackend,
+        visit: &mut dyn FnMut(&Node) -> bool,
+    ) -> Result<()> {
+        // Nodes only in `changed` (made by this command) are visited in their place among
+        // the stored ones.
+        let mut made = self
+            .changed
+            .iter()
+            .filter_map(|(first, n)| n.as_ref().map(|n| (*first, n)))
+            .peekable();
+        let mut going = true;
+        let mut failure = None;
+        self.scan_stored(b, (StreamId::MIN, StreamId::MAX), false, &mut |first, v| {
+            while let Some((f, n)) = made.next_if(|(f, _)| *f <= first) {
+                if f < first && !visit(n) {
+                    going = false;
+                    return false;
+                }
+            }
+            let node = match self.changed.get(&first) {
+                Some(Some(n)) => n.clone(),
+                Some(None) => return true,
+                None => match Node::decode(first, v) {
+                    Ok(n) => n,
+                    Err(e) => {
+                        failure = Some(e);
+                        return false;
+                    }
+                },
+            };
+            going = visit(&node);
+            going
+        })?;
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        for (_, n) in made {
+            if !going || !visit(n) {
+                break;
+            }
+            going = true;
+        }
+        Ok(())
+    }
+
+    /// The command's node writes.
+    fn write(self, ops: &mut Vec<BatchOp>) {
+        for (first, n) in self.changed {
+            let k = node_key(self.db, self.name, self.version, first);
+            ops.push(match n {
+                Some(n) => BatchOp::Put(k, n.encode()),
+                None => BatchOp::Delete(k),
+            });
+        }
+    }
+}
+
+/// The node count of `meta`'s stream, its nodes rebuilt first if it was written before
+/// streams kept them (format 1): the live entries appended again in order with the current
+/// bounds, as they would have been without the deletions.
+fn node_count(
+    ctx: &Ctx<'_>,
+    name: &[u8],
+    meta: &StreamMeta,
+    nodes: &mut Nodes<'_>,
+) -> Result<NodeCount> {
+    if let Some(n) = meta.nodes {
+        return Ok(n);
+    }
+    let limits = node_limits(ctx);
+    let mut count = NodeCount::default();
+    let mut tail: Option<Node> = None;
+    let mut failure = None;
+    crate::stream::visit_entries(
+        ctx.db(),
+        ctx.dbi(),
+        name,
+        meta,
+        (StreamId::MIN, StreamId::MAX),
+        &mut |id, v| {
+            let pairs = match decode_fields(v) {
+                Ok(p) => p,
+                Err(e) => {
+                    failure = Some(e);
+                    return false;
+                }
+            };
+            match tail.as_mut() {
+                Some(t) if t.takes(&pairs, limits) => t.append(id, &pairs),
+                _ => {
+                    if let Some(done) = tail.replace(Node::start(id, &pairs)) {
+                        nodes.set(done);
+                    }
+                    count.count += 1;
+                    count.tail = id;
+                }
+            }
+            true
+        },
+    )?;
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    if let Some(t) = tail {
+        nodes.set(t);
+    }
+    Ok(count)
+}
+
+fn node_limits(ctx: &Ctx<'_>) -> NodeLimits {
+    let e = ctx.shared.encodings();
+    NodeLimits {
+        bytes_max: e.stream_node_max_bytes,
+        entries_max: e.stream_node_max_entries,
+    }
+}
+
+/// Trims `meta`'s stream of `name` as Redis 7.0's `streamTrim` does: from the first node,
+/// whole nodes go while the length stays at or above MAXLEN (or the node's last ID is below
+/// MINID) and the LIMIT allows; then, unless `~`, entries of the next node one by one. Appends
+/// the entry deletes, updates the metadata and `nodes`; returns how many entries went.
+/// `pending`: an entry XADD is adding in the same batch (the last one, counted in `meta` and
+/// its node but not stored yet), which the trim may remove too.
 fn trim(
     ctx: &Ctx<'_>,
     name: &[u8],
     meta: &mut StreamMeta,
-    (trim, limit): (Trim, u64),
+    nodes: &mut Nodes<'_>,
+    spec: TrimSpec,
     pending: Option<StreamId>,
     ops: &mut Vec<BatchOp>,
 ) -> Result<u64> {
-    let db = ctx.dbi();
-    let wanted = match trim {
-        Trim::None => 0,
-        Trim::MaxLen(max) => meta.length.saturating_sub(max),
-        // Every entry below the ID (counted while reading).
-        Trim::MinId(_) => u64::MAX,
-    };
-    let wanted = if limit > 0 { wanted.min(limit) } else { wanted };
-    if wanted == 0 || meta.length == 0 {
+    let mut count = node_count(ctx, name, meta, nodes)?;
+    if spec.trim == Trim::None || count.count == 0 {
+        meta.nodes = Some(count);
         return Ok(0);
     }
-    let upper = match trim {
-        Trim::MinId(min) => match min.prev() {
-            Some(p) => p,
-            None => return Ok(0),
-        },
-        _ => StreamId::MAX,
-    };
-    let mut removed = 0u64;
-    let mut next_first = None;
-    let mut stopped = false;
-    crate::stream::visit_entries(
-        ctx.db(),
-        db,
-        name,
-        meta,
-        (StreamId::MIN, StreamId::MAX),
-        &mut |id, _| {
-            if removed < wanted && id <= upper {
-                ops.push(BatchOp::Delete(entry_key(db, name, meta.version, id)));
-                removed += 1;
-                true
-            } else {
-                next_first = Some(id);
-                stopped = true;
-                false
+    // Which nodes go whole, and the node trimmed entry by entry, decided on the counts.
+    let mut length = meta.length;
+    let mut planned = 0u64;
+    let mut whole: Vec<Node> = Vec::new();
+    let mut partial: Option<Node> = None;
+    nodes.visit_in_order(ctx.db(), &mut |node| {
+        if let Trim::MaxLen(max) = spec.trim {
+            if length <= max {
+                return false;
             }
-        },
-    )?;
-    if let Some(id) = pending.filter(|_| !stopped) {
-        if removed < wanted && id <= upper {
-            // Written later in the same batch than the entry's put: the delete wins.
-            ops.push(BatchOp::Delete(entry_key(db, name, meta.version, id)));
-            removed += 1;
-        } else {
-            next_first = Some(id);
+        }
+        if spec.limit > 0 && planned + node.live > spec.limit {
+            return false;
+        }
+        let remove = match spec.trim {
+            Trim::MaxLen(max) => length.saturating_sub(node.live) >= max,
+            Trim::MinId(min) => node.last < min,
+            Trim::None => false,
+        };
+        if remove {
+            length -= node.live.min(length);
+            planned += node.live;
+            whole.push(node.clone());
+            return true;
+        }
+        if !spec.approx {
+            partial = Some(node.clone());
+        }
+        false
+    })?;
+    let db = ctx.dbi();
+    // The entries that go, in ID order.
+    let mut gone: Vec<StreamId> = Vec::new();
+    if let Some(upto) = whole.last().map(|n| n.last) {
+        crate::stream::visit_entries(
+            ctx.db(),
+            db,
+            name,
+            meta,
+            (StreamId::MIN, upto),
+            &mut |id, _| {
+                gone.push(id);
+                true
+            },
+        )?;
+        gone.extend(pending.filter(|p| *p <= upto));
+        for n in &whole {
+            nodes.remove(n.first);
+        }
+        count.count -= whole.len() as u64;
+    }
+    let mut length = meta.length - (gone.len() as u64).min(meta.length);
+    if let Some(mut node) = partial {
+        let mut ids = Vec::new();
+        crate::stream::visit_entries(
+            ctx.db(),
+            db,
+            name,
+            meta,
+            (node.first, node.last),
+            &mut |id, _| {
+                ids.push(id);
+                true
+            },
+        )?;
+        ids.extend(pending.filter(|p| node.first <= *p && *p <= node.last));
+        for id in ids {
+            let stop = match spec.trim {
+                Trim::MaxLen(max) => length <= max,
+                Trim::MinId(min) => id >= min,
+                Trim::None => true,
+            };
+            if stop {
+                break;
+            }
+            gone.push(id);
+            node.delete_one();
+            length -= 1;
+        }
+        nodes.set(node);
+    }
+    for &id in &gone {
+        // After XADD's put of a pending entry in the same batch: the delete wins.
+        ops.push(BatchOp::Delete(entry_key(db, name, meta.version, id)));
+    }
+    meta.length = length;
+    meta.nodes = Some(count);
+    if let Some(&last_gone) = gone.last() {
+        meta.first_id = StreamId::MIN;
+        if meta.length > 0 {
+            let mut next = pending.filter(|p| *p > last_gone);
+            if let Some(from) = last_gone.next() {
+                crate::stream::visit_entries(
+                    ctx.db(),
+                    db,
+                    name,
+                    meta,
+                    (from, StreamId::MAX),
+                    &mut |id, _| {
+                        next = Some(id);
+                        false
+                    },
+                )?;
+            }
+            meta.first_id = next.unwrap_or(StreamId::MIN);
         }
     }
-    meta.length = meta.length.saturating_sub(removed);
-    meta.first_id = next_first.unwrap_or(StreamId::MIN);
-    if meta.length == 0 {
-        meta.first_id = StreamId::MIN;
-    }
-    Ok(removed)
+    Ok(gone.len() as u64)
 }
 
 fn xadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
@@ -368,6 +670,8 @@ fn xadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let db = ctx.dbi();
     let value = encode_fields(&args[fields_at..]);
     let versions = &ctx.shared.versions;
+    let spec = parsed.trim_spec(ctx);
+    let limits = node_limits(ctx);
     let outcome = modify(ctx, key, |current| {
         let mut meta = match current {
             Some(f) => f.meta,
@@ -404,20 +708,38 @@ fn xadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             entry_key(db, key, meta.version, id),
             value.clone(),
         )];
+        // Into the last node if it has room (Redis's `streamAppendItem`), or a new one.
+        let mut nodes = Nodes::new(db, key, meta.version);
+        let mut count = node_count(ctx, key, &meta, &mut nodes)?;
+        let pairs = &args[fields_at..];
+        let tail = match count.count {
+            0 => None,
+            _ => Some(
+                nodes
+                    .get(ctx.db(), count.tail)?
+                    .ok_or_else(Nodes::damaged)?,
+            ),
+        };
+        match tail {
+            Some(mut t) if t.takes(pairs, limits) => {
+                t.append(id, pairs);
+                nodes.set(t);
+            }
+            _ => {
+                nodes.set(Node::start(id, pairs));
+                count.count += 1;
+                count.tail = id;
+            }
+        }
+        meta.nodes = Some(count);
         meta.last_id = id;
         meta.length += 1;
         meta.entries_added += 1;
         if meta.length == 1 {
             meta.first_id = id;
         }
-        let trimmed = trim(
-            ctx,
-            key,
-            &mut meta,
-            (parsed.trim, parsed.limit),
-            Some(id),
-            &mut ops,
-        )?;
+        let trimmed = trim(ctx, key, &mut meta, &mut nodes, spec, Some(id), &mut ops)?;
+        nodes.write(&mut ops);
         Ok(Change {
             meta: Some(meta),
             ops,
@@ -539,6 +861,31 @@ fn xdel(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         if gone.is_empty() {
             return Ok(Change::none(0));
         }
+        // Each entry's node counts it deleted; a node left without entries goes (Redis's
+        // `streamIteratorRemoveEntry`), and the one before it becomes the last.
+        let mut nodes = Nodes::new(db, key, meta.version);
+        let mut count = node_count(ctx, key, &meta, &mut nodes)?;
+        for &id in &gone {
+            let first = nodes
+                .last_at_or_below(ctx.db(), id)?
+                .ok_or_else(Nodes::damaged)?;
+            let mut node = nodes.get(ctx.db(), first)?.ok_or_else(Nodes::damaged)?;
+            if node.live > 1 {
+                node.delete_one();
+                nodes.set(node);
+                continue;
+            }
+            nodes.remove(first);
+            count.count = count.count.saturating_sub(1);
+            if count.count > 0 && first == count.tail {
+                let below = first.prev().ok_or_else(Nodes::damaged)?;
+                count.tail = nodes
+                    .last_at_or_below(ctx.db(), below)?
+                    .ok_or_else(Nodes::damaged)?;
+            }
+        }
+        meta.nodes = Some(count);
+        nodes.write(&mut ops);
         meta.length = meta.length.saturating_sub(gone.len() as u64);
         if meta.length == 0 {
             meta.first_id = StreamId::MIN;
@@ -574,6 +921,7 @@ fn xdel(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 
 fn xtrim(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     let parsed = parse_add_or_trim(args, false)?;
+    let spec = parsed.trim_spec(ctx);
     let key = &args[1];
     let trimmed = modify(ctx, key, |current| {
         let Some(f) = current else {
@@ -581,17 +929,17 @@ fn xtrim(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         };
         let mut meta = f.meta;
         let mut ops = Vec::new();
-        let n = trim(
-            ctx,
-            key,
-            &mut meta,
-            (parsed.trim, parsed.limit),
-            None,
-            &mut ops,
-        )?;
+        let mut nodes = Nodes::new(ctx.dbi(), key, meta.version);
+        let n = trim(ctx, key, &mut meta, &mut nodes, spec, None, &mut ops)?;
         if n == 0 {
-            return Ok(Change::none(0));
+            if meta == f.meta && nodes.changed.is_empty() {
+                return Ok(Change::none(0));
+            }
+            // Only nodes changed (an emptied node went, or they were rebuilt): Redis tells
+            // no watcher.
+            crate::txn::leave_unsignalled();
         }
+        nodes.write(&mut ops);
         Ok(Change {
             meta: Some(meta),
             ops,
@@ -1870,8 +2218,9 @@ fn xinfo(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         _ => return Err(syntax()),
     };
     let all = (StreamId::MIN, StreamId::MAX);
-    // Redis's radix tree: one key per node of up to 100 entries, and its inner nodes.
-    let keys = m.length.div_ceil(100);
+    // Redis's radix tree: one key per node (`stream_node.rs`; a stream written before nodes
+    // were kept: an estimate, nodes of 100 entries), and its inner nodes (an estimate).
+    let keys = m.nodes.map_or(m.length.div_ceil(100), |n| n.count);
     let mut out = vec![
         (Reply::text("length"), int(m.length)),
         (Reply::text("radix-tree-keys"), int(keys)),
@@ -1965,4 +2314,121 @@ fn xinfo(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         }
     }
     Ok(Reply::Map(out))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::super::testing::*;
+    use crate::keyspace::{string_key, Encoding, KeyType, Record};
+    use crate::resp::Reply;
+    use crate::stream::StreamMeta;
+
+    /// XINFO STREAM's `radix-tree-keys` (the node count).
+    fn node_count(h: &mut Harness, key: &str) -> Reply {
+        let info = match h.run(&["XINFO", "STREAM", key]) {
+            Reply::Array(info) => info,
+            Reply::Map(pairs) => pairs.into_iter().flat_map(|(k, v)| [k, v]).collect(),
+            other => panic!("XINFO STREAM {key}: {other:?}"),
+        };
+        let at = info
+            .iter()
+            .position(|r| *r == bulk("radix-tree-keys"))
+            .unwrap();
+        info[at + 1].clone()
+    }
+
+    /// A stream written before streams kept nodes (record format 1, no node records) gets
+    /// its nodes at its next write: its live entries appended again in order, so it trims as
+    /// the same stream written by this build does.
+    #[test]
+    fn a_stream_without_nodes_gets_them_at_its_next_write() {
+        let mut h = Harness::new();
+        h.run(&["CONFIG", "SET", "stream-node-max-entries", "4"]);
+        for name in ["new", "old", "old2"] {
+            for i in 1..=23 {
+                let id = format!("{i}-1");
+                let value = "v".repeat(i * 7);
+                h.run(&["XADD", name, &id, "f", &value, "n", &i.to_string()]);
+            }
+        }
+        // "old" and "old2" as an earlier build left them.
+        for name in ["old", "old2"] {
+            let key = string_key(0, name.as_bytes());
+            let record = Record::decode(h.shared.backend.get(&key).unwrap().unwrap()).unwrap();
+            let mut meta = StreamMeta::decode(&record.payload).unwrap();
+            let prefix = crate::stream_node::node_prefix(0, name.as_bytes(), meta.version);
+            let mut nodes = Vec::new();
+            h.shared
+                .backend
+                .scan(
+                    std::ops::Bound::Included(prefix.clone()),
+                    crate::backend::prefix_end(&prefix),
+                    &mut |k, _| {
+                        nodes.push(k.to_vec());
+                        true
+                    },
+                )
+                .unwrap();
+            assert_eq!(nodes.len(), 6, "23 entries in nodes of 4");
+            for k in nodes {
+                h.shared.backend.delete(&k).unwrap();
+            }
+            meta.nodes = None;
+            let old = meta.encode();
+            assert_eq!(old[0], 1, "format 1");
+            h.shared
+                .backend
+                .put(
+                    &key,
+                    &Record::encode_collection(KeyType::Stream, &old, None, Encoding::ByContent),
+                )
+                .unwrap();
+        }
+        // Unknown nodes: XINFO estimates (one node of up to 100 entries).
+        assert_eq!(node_count(&mut h, "old"), Reply::Int(1));
+        for trim in [
+            ["MAXLEN", "~", "10"],
+            ["MINID", "~", "14-0"],
+            ["MAXLEN", "=", "5"],
+        ] {
+            let mut cmd = vec!["XTRIM", "new"];
+            cmd.extend(trim);
+            let expected = h.run(&cmd);
+            cmd[1] = "old";
+            assert_eq!(h.run(&cmd), expected, "{trim:?}");
+            assert_eq!(node_count(&mut h, "old"), node_count(&mut h, "new"));
+            assert_eq!(
+                h.run(&["XRANGE", "old", "-", "+"]),
+                h.run(&["XRANGE", "new", "-", "+"])
+            );
+        }
+        assert_eq!(h.run(&["XLEN", "old"]), Reply::Int(5));
+        // XADD rebuilds them too: nodes 1-4, 5-8, ..., 17-20, 21-23; 30-1 joins the last,
+        // 31-1 starts a seventh; `~ 10` removes three whole nodes (25 -> 13 entries: a
+        // fourth would leave 9).
+        h.run(&["XADD", "old2", "30-1", "f", "x"]);
+        assert_eq!(node_count(&mut h, "old2"), Reply::Int(6));
+        assert_eq!(
+            h.run(&["XADD", "old2", "MAXLEN", "~", "10", "31-1", "f", "x"]),
+            bulk("31-1")
+        );
+        assert_eq!(node_count(&mut h, "old2"), Reply::Int(4));
+        assert_eq!(h.run(&["XLEN", "old2"]), Reply::Int(13));
+        assert_eq!(
+            h.run(&["XRANGE", "old2", "-", "+", "COUNT", "1"]),
+            h.run(&["XRANGE", "old2", "13-1", "13-1"])
+        );
+        // And XDEL: emptying the last node makes the one before it the last.
+        h.run(&["CONFIG", "SET", "stream-node-max-entries", "100"]);
+        assert_eq!(h.run(&["XDEL", "old2", "31-1"]), Reply::Int(1));
+        assert_eq!(node_count(&mut h, "old2"), Reply::Int(3));
+        h.run(&["XADD", "old2", "32-1", "f", "x"]);
+        assert_eq!(
+            node_count(&mut h, "old2"),
+            Reply::Int(3),
+            "joins 21-23 and 30-1"
+        );
+    }
 }

@@ -3911,6 +3911,170 @@ fn commands_of_two_clients_run_in_arrival_order_like_redis() {
     eprintln!("arrival order: {} replies compared", pair.compared);
 }
 
+/// One random command of [`stream_nodes_and_approximate_trims_match_redis`] on stream `k`;
+/// `ms`: the stream's growing millisecond part (IDs keep rising, with jumps of every integer
+/// size listpack stores, and a sequence that starts again at each new millisecond).
+fn stream_node_command(rng: &mut SmallRng, k: &str, ms: &mut u64) -> Vec<String> {
+    let value = |rng: &mut SmallRng| -> String {
+        match rng.gen_range(0..12) {
+            0 => rng.gen_range(-200..200).to_string(),
+            1 => rng.gen_range(-70_000..9_000_000).to_string(),
+            2 => "9223372036854775807".into(),
+            3 => "007".into(),
+            4 => String::new(),
+            5 => "y".repeat(rng.gen_range(50..140)),
+            6 => "z".repeat(rng.gen_range(300..700)),
+            7 if rng.gen_range(0..6) == 0 => "w".repeat(rng.gen_range(4000..4200)),
+            _ => format!("v{}", rng.gen_range(0..100_000)),
+        }
+    };
+    let trim = |rng: &mut SmallRng, ms: u64, c: &mut Vec<String>| {
+        let approx = rng.gen_range(0..3) != 0;
+        if rng.gen_range(0..3) == 0 {
+            c.push("MINID".into());
+            if approx {
+                c.push("~".into());
+            } else if rng.gen_range(0..2) == 0 {
+                c.push("=".into());
+            }
+            let back = rng.gen_range(0..40).min(ms);
+            c.push(format!("{}-{}", ms - back, rng.gen_range(0..3)));
+        } else {
+            c.push("MAXLEN".into());
+            if approx {
+                c.push("~".into());
+            }
+            c.push(rng.gen_range(0..60).to_string());
+        }
+        if approx && rng.gen_range(0..3) == 0 {
+            c.extend(["LIMIT".into(), rng.gen_range(0..40).to_string()]);
+        }
+    };
+    match rng.gen_range(0..30) {
+        0 => vec![
+            "CONFIG".into(),
+            "SET".into(),
+            "stream-node-max-entries".into(),
+            ["0", "1", "2", "3", "5", "10", "100"][rng.gen_range(0..7)].into(),
+        ],
+        1..=3 => {
+            let mut c = vec!["XTRIM".into(), k.into()];
+            trim(rng, *ms, &mut c);
+            c
+        }
+        4..=5 => {
+            let mut c = vec!["XDEL".into(), k.into()];
+            for _ in 0..rng.gen_range(1..4) {
+                let back = rng.gen_range(0..30).min(*ms);
+                c.push(format!("{}-{}", *ms - back, rng.gen_range(0..4)));
+            }
+            c
+        }
+        6 => vec!["XLEN".into(), k.into()],
+        7 => vec![
+            "XRANGE".into(),
+            k.into(),
+            "-".into(),
+            "+".into(),
+            "COUNT".into(),
+            "4".into(),
+        ],
+        8 => vec![
+            "XREVRANGE".into(),
+            k.into(),
+            "+".into(),
+            "-".into(),
+            "COUNT".into(),
+            "2".into(),
+        ],
+        9 if rng.gen_range(0..10) == 0 => vec!["DEL".into(), k.into()],
+        _ => {
+            let mut c = vec!["XADD".into(), k.into()];
+            if rng.gen_range(0..3) == 0 {
+                trim(rng, *ms, &mut c);
+            }
+            *ms += match rng.gen_range(0..12) {
+                0 => rng.gen_range(100..5_000),
+                1 => rng.gen_range(70_000..9_000_000),
+                2..=5 => 0,
+                _ => 1,
+            };
+            c.push(match rng.gen_range(0..8) {
+                0 => format!("{}-*", *ms),
+                _ => format!("{}-{}", *ms, rng.gen_range(0..6)),
+            });
+            // Mostly the fields the node's first entry had, so most entries store values only.
+            let fields: Vec<String> = match rng.gen_range(0..5) {
+                0..=2 => vec!["a".into(), "b".into()],
+                3 => vec!["a".into()],
+                _ => (0..rng.gen_range(1..4))
+                    .map(|_| ["a", "b", "c", "17", "-3", "007", ""][rng.gen_range(0..7)].into())
+                    .collect(),
+            };
+            for f in fields {
+                c.push(f);
+                c.push(value(rng));
+            }
+            c
+        }
+    }
+}
+
+/// Redis's stream nodes (`stream_node.rs`): XADD under small and default
+/// `stream-node-max-entries` (changed now and then) and `stream-node-max-bytes` (one per
+/// run), with values of every size class
+/// listpack encodes (integers of each width, strings that look like integers but are not,
+/// short, long and over-4 KiB strings), fields that repeat the node's first ones or not; `~`
+/// and exact trims by MAXLEN and MINID with and without LIMIT, XDEL. The trims' counts, XLEN
+/// and the ranges show where each node ends; after every command XINFO STREAM's
+/// `radix-tree-keys` (the node count) is compared too.
+#[test]
+fn stream_nodes_and_approximate_trims_match_redis() {
+    let mut compared = 0;
+    for seed in 0..4u64 {
+        let mut pair = Pair::start();
+        // One byte bound per server run: redis-server 7.0.15 corrupts a node (an XRANGE then
+        // fails its assertion and the server exits) when the bound is lowered below the one a
+        // node was allocated for and XADD later starts a new node (found by this test).
+        let bytes_max = ["4096", "150", "1kb", "0"][seed as usize];
+        pair.check(
+            0,
+            &words(&["CONFIG", "SET", "stream-node-max-bytes", bytes_max]),
+            "stream-node-max-bytes",
+        );
+        pair.check(
+            0,
+            &words(&["CONFIG", "GET", "stream-node-max-bytes"]),
+            "stream-node-max-bytes",
+        );
+        let mut rng = SmallRng::seed_from_u64(900 + seed);
+        let mut ms = 1u64;
+        for i in 0..1200 {
+            let k = ["n0", "n1"][rng.gen_range(0..2)];
+            let cmd = stream_node_command(&mut rng, k, &mut ms);
+            let args: Vec<&str> = cmd.iter().map(String::as_str).collect();
+            pair.check(0, &words(&args), &format!("seed {seed}, command {i}"));
+            let keys: Vec<String> = (0..2)
+                .map(|side| {
+                    let reply = pair.conns[side][0].call(&words(&["XINFO", "STREAM", k]));
+                    let text = String::from_utf8_lossy(&reply).into_owned();
+                    let lines: Vec<&str> = text.split("\r\n").collect();
+                    match lines.iter().position(|l| *l == "radix-tree-keys") {
+                        Some(at) => lines[at + 1].to_string(),
+                        None => lines[0].to_string(),
+                    }
+                })
+                .collect();
+            assert_eq!(
+                keys[0], keys[1],
+                "seed {seed}, after command {i} {cmd:?}: XINFO STREAM {k} radix-tree-keys"
+            );
+            compared += 2;
+        }
+    }
+    eprintln!("stream nodes: {compared} replies compared with redis-server");
+}
+
 #[test]
 fn stream_blocking_reads_and_info_match_redis() {
     let mut pair = Pair::start();
@@ -4168,7 +4332,7 @@ fn stream_blocking_reads_and_info_match_redis() {
             if big {
                 lines[i] = ":time".into();
             }
-            if matches!(lines[i].as_str(), "radix-tree-keys" | "radix-tree-nodes") {
+            if lines[i] == "radix-tree-nodes" {
                 lines[i + 1] = ":?".into();
             }
         }
@@ -4183,7 +4347,7 @@ fn stream_blocking_reads_and_info_match_redis() {
             .collect();
         assert_eq!(replies[0], replies[1], "{form:?}");
     }
-    // XINFO STREAM, with radix-tree-keys and radix-tree-nodes left out.
+    // XINFO STREAM, with radix-tree-nodes (the radix tree's inner nodes) left out.
     for cmd in [
         &["XADD", "info", "5-1", "a", "1", "b", "2"][..],
         &["XADD", "info", "6-1", "c", "3"],
@@ -4216,10 +4380,8 @@ fn stream_blocking_reads_and_info_match_redis() {
             let reply = pair.conns[side][0].call(&words(form));
             let text = String::from_utf8_lossy(&reply).into_owned();
             let mut lines: Vec<&str> = text.split("\r\n").collect();
-            for name in ["radix-tree-keys", "radix-tree-nodes"] {
-                let at = lines.iter().position(|l| *l == name).unwrap();
-                lines[at + 1] = ":?";
-            }
+            let at = lines.iter().position(|l| *l == "radix-tree-nodes").unwrap();
+            lines[at + 1] = ":?";
             shown.push(lines.join("|"));
         }
         assert_eq!(shown[0], shown[1], "{form:?} in RESP{protocol}");
