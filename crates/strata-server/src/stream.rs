@@ -12,6 +12,7 @@ use crate::backend::KvBackend;
 use crate::collection::element_prefix;
 use crate::error::{Error, Result};
 use crate::keyspace::{string_key, DbIndex};
+use crate::stream_node::{Node, NODE_WORDS};
 
 /// A stream entry's ID: milliseconds and a sequence number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Hash)]
@@ -108,27 +109,31 @@ pub struct StreamMeta {
     pub max_deleted_id: StreamId,
     /// Entries ever added.
     pub entries_added: u64,
-    /// Its nodes (`stream_node.rs`): how many, and the last one's first ID; `None` for a
-    /// stream written before nodes were kept (format 1), whose nodes are rebuilt at its next
+    /// Its nodes (`stream_node.rs`): how many, the first one's ID and the last one; `None` for
+    /// a stream written before nodes were kept (format 1), whose nodes are rebuilt at its next
     /// write.
     pub nodes: Option<NodeCount>,
 }
 
-/// A stream's nodes as its record counts them.
+/// A stream's nodes as its record keeps them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct NodeCount {
     /// Nodes the stream has.
     pub count: u64,
-    /// The first ID of the last node (meaningless when `count` is 0).
-    pub tail: StreamId,
+    /// The first node's first ID (meaningless when `count` is 0): node scans start there, past
+    /// the deleted records of the nodes trimmed before it.
+    pub head: StreamId,
+    /// The last node, the one XADD appends to (meaningless when `count` is 0); it has no
+    /// record of its own.
+    pub tail: Node,
 }
 
 /// Bytes of an encoded [`StreamMeta`] of format 1: a format byte and nine u64.
 const STREAM_META_V1_BYTES: usize = 1 + 9 * 8;
-/// Bytes of an encoded [`StreamMeta`]: a format byte and twelve u64.
-const STREAM_META_BYTES: usize = 1 + 12 * 8;
-/// The format byte of [`StreamMeta`]'s encoding: 2 adds the node count and the last node's
-/// first ID to format 1.
+/// Words of an encoded [`StreamMeta`] of format 2 (varints).
+const STREAM_META_WORDS: usize = 9 + 3 + NODE_WORDS;
+/// The format byte of [`StreamMeta`]'s encoding: 2 adds the node count, the first node's ID
+/// and the last node to format 1.
 const STREAM_META_FORMAT: u8 = 2;
 /// Format 1: no nodes kept.
 const STREAM_META_FORMAT_NO_NODES: u8 = 1;
@@ -147,15 +152,10 @@ impl StreamMeta {
         }
     }
 
-    /// The record payload (little-endian words after the format byte). A stream whose nodes
-    /// are not known is written in format 1.
-    pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(STREAM_META_BYTES);
-        out.push(match self.nodes {
-            Some(_) => STREAM_META_FORMAT,
-            None => STREAM_META_FORMAT_NO_NODES,
-        });
-        for w in [
+    /// The words of the record payload after its format byte: nine, and with nodes
+    /// [`STREAM_META_WORDS`].
+    fn words(&self) -> Vec<u64> {
+        let mut w = vec![
             self.version,
             self.length,
             self.last_id.ms,
@@ -165,12 +165,32 @@ impl StreamMeta {
             self.max_deleted_id.ms,
             self.max_deleted_id.seq,
             self.entries_added,
-        ] {
-            out.extend_from_slice(&w.to_le_bytes());
-        }
+        ];
         if let Some(n) = self.nodes {
-            for w in [n.count, n.tail.ms, n.tail.seq] {
-                out.extend_from_slice(&w.to_le_bytes());
+            w.extend([n.count, n.head.ms, n.head.seq]);
+            w.extend(n.tail.words());
+        }
+        w
+    }
+
+    /// The record payload: the format byte, then the words, as varints in format 2 (every
+    /// XADD rewrites the record: most words are small), as u64 little-endian in format 1 (a
+    /// stream whose nodes are not known).
+    pub fn encode(&self) -> Vec<u8> {
+        let words = self.words();
+        let mut out = Vec::with_capacity(STREAM_META_V1_BYTES);
+        match self.nodes {
+            Some(_) => {
+                out.push(STREAM_META_FORMAT);
+                for w in words {
+                    strata::varint::put(&mut out, w);
+                }
+            }
+            None => {
+                out.push(STREAM_META_FORMAT_NO_NODES);
+                for w in words {
+                    out.extend_from_slice(&w.to_le_bytes());
+                }
             }
         }
         out
@@ -179,30 +199,42 @@ impl StreamMeta {
     /// Decodes a record payload; names damage.
     pub fn decode(payload: &[u8]) -> Result<StreamMeta> {
         let damaged = || Error::command("stored data is damaged: a stream record");
+        let mut w = [0u64; STREAM_META_WORDS];
         let with_nodes = match (payload.first(), payload.len()) {
-            (Some(&STREAM_META_FORMAT), STREAM_META_BYTES) => true,
-            (Some(&STREAM_META_FORMAT_NO_NODES), STREAM_META_V1_BYTES) => false,
+            (Some(&STREAM_META_FORMAT), _) => {
+                let mut rest = &payload[1..];
+                for word in w.iter_mut() {
+                    let (v, used) = strata::varint::decode(rest).map_err(|_| damaged())?;
+                    *word = v;
+                    rest = &rest[used..];
+                }
+                if !rest.is_empty() {
+                    return Err(damaged());
+                }
+                true
+            }
+            (Some(&STREAM_META_FORMAT_NO_NODES), STREAM_META_V1_BYTES) => {
+                for (word, b) in w.iter_mut().zip(payload[1..].chunks_exact(8)) {
+                    *word = u64::from_le_bytes(b.try_into().map_err(|_| damaged())?);
+                }
+                false
+            }
             _ => return Err(damaged()),
         };
-        let word = |i: usize| -> Result<u64> {
-            let at = 1 + 8 * i;
-            payload
-                .get(at..at + 8)
-                .and_then(|b| b.try_into().ok())
-                .map(u64::from_le_bytes)
-                .ok_or_else(damaged)
-        };
         Ok(StreamMeta {
-            version: word(0)?,
-            length: word(1)?,
-            last_id: StreamId::new(word(2)?, word(3)?),
-            first_id: StreamId::new(word(4)?, word(5)?),
-            max_deleted_id: StreamId::new(word(6)?, word(7)?),
-            entries_added: word(8)?,
+            version: w[0],
+            length: w[1],
+            last_id: StreamId::new(w[2], w[3]),
+            first_id: StreamId::new(w[4], w[5]),
+            max_deleted_id: StreamId::new(w[6], w[7]),
+            entries_added: w[8],
             nodes: if with_nodes {
+                let mut tail = [0u64; NODE_WORDS];
+                tail.copy_from_slice(&w[12..]);
                 Some(NodeCount {
-                    count: word(9)?,
-                    tail: StreamId::new(word(10)?, word(11)?),
+                    count: w[9],
+                    head: StreamId::new(w[10], w[11]),
+                    tail: Node::from_words(tail),
                 })
             } else {
                 None
@@ -696,13 +728,29 @@ mod tests {
             entries_added: 12,
             nodes: Some(NodeCount {
                 count: 2,
-                tail: StreamId::new(8, 1),
+                head: StreamId::new(4, 0),
+                tail: crate::stream_node::Node::start(
+                    StreamId::new(8, 1),
+                    &[Bytes::from("f"), Bytes::from("v")],
+                ),
             }),
         };
         let bytes = m.encode();
         assert_eq!(bytes[0], 2);
         assert_eq!(StreamMeta::decode(&bytes).unwrap(), m);
         assert!(StreamMeta::decode(&bytes[1..]).is_err());
+        assert!(StreamMeta::decode(&bytes[..bytes.len() - 1]).is_err());
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(StreamMeta::decode(&longer).is_err());
+        // Varints: with a millisecond clock's IDs, the last node and the counts, smaller than
+        // format 1's fixed words without them.
+        let clock = StreamMeta {
+            last_id: StreamId::new(1_764_500_000_000, 3),
+            first_id: StreamId::new(1_764_400_000_000, 0),
+            ..m
+        };
+        assert!(clock.encode().len() < 73, "{}", clock.encode().len());
         let mut other_format = bytes.clone();
         other_format[0] = 3;
         assert!(StreamMeta::decode(&other_format).is_err());

@@ -8,18 +8,19 @@
 //! (integers in 1 to 9 bytes, strings that read as integers stored as integers, each element
 //! followed by its length), as Redis 7.0's `streamAppendItem` writes them.
 //!
-//! One record per node, `element prefix 'N' ms seq` (the node's first ID, big-endian, so nodes
-//! are in ID order) -> [`Node::encode`]. The stream's record counts the nodes and names the
-//! last one (`stream::NodeCount`). A node's entries are the stream's entries from its first
-//! ID up to the next node's. Entries deleted by XDEL or an exact trim stay counted as deleted
-//! in their node, as in Redis, until the whole node goes.
+//! The last node, which every XADD changes, lives in the stream's record (`stream::NodeCount`,
+//! with the node count and the first node's ID), so an XADD writes no more than before; every
+//! other node has a record, `element prefix 'N' ms seq` (the node's first ID, big-endian, so
+//! nodes are in ID order) -> [`Node::encode`]. A node's entries are the stream's entries from
+//! its first ID up to the next node's. Entries deleted by XDEL or an exact trim stay counted as
+//! deleted in their node, as in Redis, until the whole node goes.
 
 use bytes::Bytes;
 
 use crate::collection::element_prefix;
 use crate::error::{Error, Result};
 use crate::keyspace::DbIndex;
-use crate::stream::{decode_fields, encode_fields, StreamId};
+use crate::stream::StreamId;
 
 /// A listpack's header (total bytes u32, element count u16) and end byte.
 const LISTPACK_EMPTY_BYTES: u64 = 7;
@@ -33,8 +34,10 @@ const FLAG_SAME_FIELDS: i64 = 2;
 const NODE_TAG: u8 = b'N';
 /// The format byte of [`Node::encode`].
 const NODE_FORMAT: u8 = 1;
-/// Bytes of a node record before its fields: the format byte and five u64.
-const NODE_FIXED_BYTES: usize = 1 + 5 * 8;
+/// u64 words of a node ([`Node::words`]).
+pub const NODE_WORDS: usize = 8;
+/// Bytes of a node record: the format byte and [`NODE_WORDS`] u64.
+const NODE_BYTES: usize = 1 + NODE_WORDS * 8;
 
 /// `stream-node-max-bytes` and `stream-node-max-entries`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,26 +127,37 @@ fn entry_bytes(id_delta: (i64, i64), pairs: &[Bytes], same_fields: bool) -> u64 
 }
 
 /// One node: its first ID, its live and deleted entries, the size of Redis's listpack for it,
-/// its last entry's ID (deleted or not) and its first entry's field names.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// its last entry's ID (deleted or not) and a hash of its first entry's field names (whether a
+/// new entry has the same fields decides whether Redis stores them again; two lists of names
+/// with one 64-bit hash would only misjudge a node's size).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Node {
     pub first: StreamId,
     pub live: u64,
     pub deleted: u64,
     pub listpack_bytes: u64,
     pub last: StreamId,
-    pub fields: Vec<Bytes>,
+    pub fields_hash: u64,
+}
+
+/// The hash of the field names of `pairs` (fields and values alternating), in order.
+fn fields_hash(pairs: &[Bytes]) -> u64 {
+    // Each name hashed with the hash so far and its length as the seed (one-shot hashes of
+    // short inputs: no hasher state to set up per XADD).
+    pairs.iter().step_by(2).fold(0u64, |h, name| {
+        xxhash_rust::xxh3::xxh3_64_with_seed(name, h.wrapping_add(name.len() as u64))
+    })
 }
 
 impl Node {
     /// The node entry `id` starts: its listpack holds the master entry (the counts and the
     /// entry's field names) and the entry, whose fields are the master's.
     pub fn start(id: StreamId, pairs: &[Bytes]) -> Node {
-        let fields: Vec<Bytes> = pairs.iter().step_by(2).cloned().collect();
+        let fields = pairs.len() as u64 / 2;
         let master = count_bytes(1)
             + count_bytes(0)
-            + count_bytes(fields.len() as u64)
-            + fields.iter().map(|f| str_bytes(f)).sum::<u64>()
+            + count_bytes(fields)
+            + pairs.iter().step_by(2).map(|f| str_bytes(f)).sum::<u64>()
             + int_bytes(0);
         Node {
             first: id,
@@ -151,7 +165,7 @@ impl Node {
             deleted: 0,
             listpack_bytes: LISTPACK_EMPTY_BYTES + master + entry_bytes((0, 0), pairs, true),
             last: id,
-            fields,
+            fields_hash: fields_hash(pairs),
         }
     }
 
@@ -173,12 +187,7 @@ impl Node {
     /// Appends entry `id` (above every ID in the node).
     pub fn append(&mut self, id: StreamId, pairs: &[Bytes]) {
         self.set_counts(self.live + 1, self.deleted);
-        let same_fields = pairs.len() / 2 == self.fields.len()
-            && pairs
-                .iter()
-                .step_by(2)
-                .zip(&self.fields)
-                .all(|(a, b)| a == b);
+        let same_fields = fields_hash(pairs) == self.fields_hash;
         // Redis stores the differences as 64-bit integers: a sequence below the first's wraps.
         let delta = (
             id.ms.wrapping_sub(self.first.ms) as i64,
@@ -201,53 +210,59 @@ impl Node {
         self.deleted = deleted;
     }
 
-    /// The record: a format byte, five u64 LE (live, deleted, listpack bytes, last ID's ms and
-    /// seq), then the field names as `stream::encode_fields` writes pairs (each name with an
-    /// empty value).
-    pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(NODE_FIXED_BYTES + 16);
-        out.push(NODE_FORMAT);
-        for w in [
+    /// The node as [`NODE_WORDS`] words: first ID (ms, seq), live, deleted, listpack bytes,
+    /// last ID (ms, seq), fields hash.
+    pub fn words(&self) -> [u64; NODE_WORDS] {
+        [
+            self.first.ms,
+            self.first.seq,
             self.live,
             self.deleted,
             self.listpack_bytes,
             self.last.ms,
             self.last.seq,
-        ] {
+            self.fields_hash,
+        ]
+    }
+
+    /// The node [`Node::words`] gave.
+    pub fn from_words(w: [u64; NODE_WORDS]) -> Node {
+        Node {
+            first: StreamId::new(w[0], w[1]),
+            live: w[2],
+            deleted: w[3],
+            listpack_bytes: w[4],
+            last: StreamId::new(w[5], w[6]),
+            fields_hash: w[7],
+        }
+    }
+
+    /// The record: a format byte, then [`Node::words`] as u64 LE.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(NODE_BYTES);
+        out.push(NODE_FORMAT);
+        for w in self.words() {
             out.extend_from_slice(&w.to_le_bytes());
         }
-        let pairs: Vec<Bytes> = self
-            .fields
-            .iter()
-            .flat_map(|f| [f.clone(), Bytes::new()])
-            .collect();
-        out.extend_from_slice(&encode_fields(&pairs));
         out
     }
 
-    /// Decodes the record of the node whose first ID is `first`; names damage.
+    /// Decodes the record of the node whose key names `first`; names damage (a record whose
+    /// first ID is not its key's included).
     pub fn decode(first: StreamId, bytes: &[u8]) -> Result<Node> {
         let damaged = || Error::command("stored data is damaged: a stream node record");
-        if bytes.len() < NODE_FIXED_BYTES || bytes[0] != NODE_FORMAT {
+        if bytes.len() != NODE_BYTES || bytes[0] != NODE_FORMAT {
             return Err(damaged());
         }
-        let word = |i: usize| -> Result<u64> {
-            let at = 1 + 8 * i;
-            bytes
-                .get(at..at + 8)
-                .and_then(|b| b.try_into().ok())
-                .map(u64::from_le_bytes)
-                .ok_or_else(damaged)
-        };
-        let pairs = decode_fields(&bytes[NODE_FIXED_BYTES..]).map_err(|_| damaged())?;
-        Ok(Node {
-            first,
-            live: word(0)?,
-            deleted: word(1)?,
-            listpack_bytes: word(2)?,
-            last: StreamId::new(word(3)?, word(4)?),
-            fields: pairs.into_iter().step_by(2).collect(),
-        })
+        let mut w = [0u64; NODE_WORDS];
+        for (i, chunk) in bytes[1..].chunks_exact(8).enumerate() {
+            w[i] = u64::from_le_bytes(chunk.try_into().map_err(|_| damaged())?);
+        }
+        let node = Node::from_words(w);
+        if node.first != first {
+            return Err(damaged());
+        }
+        Ok(node)
     }
 }
 
@@ -382,13 +397,32 @@ mod tests {
         n.delete_one();
         let bytes = n.encode();
         assert_eq!(Node::decode(n.first, &bytes).unwrap(), n);
+        assert_eq!(Node::from_words(n.words()), n);
         assert!(Node::decode(n.first, &bytes[..bytes.len() - 1]).is_err());
-        assert!(Node::decode(n.first, &bytes[..NODE_FIXED_BYTES - 1]).is_err());
+        assert!(Node::decode(StreamId::new(7, 2), &bytes).is_err());
         let mut other = bytes.clone();
         other[0] = 9;
         assert!(Node::decode(n.first, &other).is_err());
         let k = node_key(0, b"s", 3, n.first);
         let prefix = node_prefix(0, b"s", 3);
         assert_eq!(node_first(&k[prefix.len()..]), Some(n.first));
+    }
+
+    #[test]
+    fn same_fields_are_known_by_their_names_in_order() {
+        let mut n = Node::start(StreamId::new(1, 0), &[b("a"), b("1"), b("b"), b("2")]);
+        let before = n.listpack_bytes;
+        n.append(StreamId::new(1, 1), &[b("a"), b("x"), b("b"), b("y")]);
+        let same = n.listpack_bytes - before;
+        n.append(StreamId::new(1, 2), &[b("b"), b("x"), b("a"), b("y")]);
+        let swapped = n.listpack_bytes - before - same;
+        // Values only (flags, deltas, 2 values, lp-count) against names too (and their count).
+        assert_eq!(same, 2 + 2 + 2 + 3 + 3 + 2);
+        assert_eq!(swapped, same + 2 + 3 + 3);
+        // "ab" + "" is not "a" + "b".
+        assert_ne!(
+            fields_hash(&[b("ab"), b("1"), b(""), b("2")]),
+            fields_hash(&[b("a"), b("1"), b("b"), b("2")])
+        );
     }
 }

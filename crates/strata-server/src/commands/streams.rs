@@ -318,35 +318,91 @@ fn parse_add_or_trim(args: &[Bytes], xadd: bool) -> Result<AddArgs> {
     Ok(parsed)
 }
 
-/// A command's view of one stream's nodes (`stream_node.rs`): the stored records with the
-/// changes the command made so far, which [`Nodes::write`] adds to its batch (reads within a
-/// command see the store before the batch).
+/// A command's view of one stream's nodes (`stream_node.rs`): the count, first and last node
+/// as the stream's record keeps them, and the other nodes' records with the changes the
+/// command made so far, which [`Nodes::finish`] adds to its batch (reads within a command see
+/// the store before the batch).
 struct Nodes<'a> {
     db: DbIndex,
     name: &'a [u8],
     version: u64,
-    /// Nodes changed (`Some`) or removed (`None`) by the command, by first ID.
+    /// The record's part (the last node lives there, without a record of its own).
+    count: NodeCount,
+    /// Records of other nodes written (`Some`) or deleted (`None`) by the command.
     changed: BTreeMap<StreamId, Option<Node>>,
 }
 
 impl<'a> Nodes<'a> {
-    fn new(db: DbIndex, name: &'a [u8], version: u64) -> Self {
-        Nodes {
-            db,
+    /// The nodes of `meta`'s stream, rebuilt first if it was written before streams kept them
+    /// (format 1): its live entries appended again in order with the current bounds, as they
+    /// would have been without the deletions.
+    fn of(ctx: &Ctx<'_>, name: &'a [u8], meta: &StreamMeta) -> Result<Self> {
+        let mut nodes = Nodes {
+            db: ctx.dbi(),
             name,
-            version,
+            version: meta.version,
+            count: meta.nodes.unwrap_or_default(),
             changed: BTreeMap::new(),
+        };
+        if meta.nodes.is_none() {
+            let limits = node_limits(ctx);
+            let mut failure = None;
+            crate::stream::visit_entries(
+                ctx.db(),
+                ctx.dbi(),
+                name,
+                meta,
+                (StreamId::MIN, StreamId::MAX),
+                &mut |id, v| match decode_fields(v) {
+                    Ok(pairs) => {
+                        nodes.append(id, &pairs, limits);
+                        true
+                    }
+                    Err(e) => {
+                        failure = Some(e);
+                        false
+                    }
+                },
+            )?;
+            if let Some(e) = failure {
+                return Err(e);
+            }
         }
+        Ok(nodes)
     }
 
     fn damaged() -> Error {
         Error::command("stored data is damaged: a stream's node records")
     }
 
+    fn is_tail(&self, first: StreamId) -> bool {
+        self.count.count > 0 && first == self.count.tail.first
+    }
+
+    /// Adds entry `id` to the last node if it has room (Redis's `streamAppendItem`), or to a
+    /// new last node (the old one gets its record).
+    fn append(&mut self, id: StreamId, pairs: &[Bytes], limits: NodeLimits) {
+        if self.count.count > 0 && self.count.tail.takes(pairs, limits) {
+            self.count.tail.append(id, pairs);
+            return;
+        }
+        if self.count.count == 0 {
+            self.count.head = id;
+        } else {
+            let old = self.count.tail;
+            self.changed.insert(old.first, Some(old));
+        }
+        self.count.tail = Node::start(id, pairs);
+        self.count.count += 1;
+    }
+
     /// The node whose first ID is `first`.
     fn get(&self, b: &dyn KvBackend, first: StreamId) -> Result<Option<Node>> {
+        if self.is_tail(first) {
+            return Ok(Some(self.count.tail));
+        }
         if let Some(n) = self.changed.get(&first) {
-            return Ok(n.clone());
+            return Ok(*n);
         }
         match b.get(&node_key(self.db, self.name, self.version, first))? {
             Some(v) => Ok(Some(Node::decode(first, &v)?)),
@@ -354,12 +410,44 @@ impl<'a> Nodes<'a> {
         }
     }
 
+    /// Stores a changed node.
     fn set(&mut self, node: Node) {
-        self.changed.insert(node.first, Some(node));
+        if self.is_tail(node.first) {
+            self.count.tail = node;
+        } else {
+            self.changed.insert(node.first, Some(node));
+        }
     }
 
-    fn remove(&mut self, first: StreamId) {
-        self.changed.insert(first, None);
+    /// Removes node `first` (XDEL of its last entry): the one after it becomes the first, the
+    /// one before it the last.
+    fn remove(&mut self, b: &dyn KvBackend, first: StreamId) -> Result<()> {
+        let was_tail = self.is_tail(first);
+        if !was_tail {
+            self.changed.insert(first, None);
+        }
+        self.count.count = self.count.count.saturating_sub(1);
+        if self.count.count == 0 {
+            self.count = NodeCount::default();
+            return Ok(());
+        }
+        if was_tail {
+            let below = first.prev().ok_or_else(Self::damaged)?;
+            let last = self.last_at_or_below(b, below)?.ok_or_else(Self::damaged)?;
+            let node = self.get(b, last)?.ok_or_else(Self::damaged)?;
+            // The new last node lives in the stream's record.
+            self.changed.insert(last, None);
+            self.count.tail = node;
+        }
+        if first == self.count.head {
+            let mut next = None;
+            self.visit_in_order(b, &mut |n| {
+                next = Some(n.first);
+                false
+            })?;
+            self.count.head = next.ok_or_else(Self::damaged)?;
+        }
+        Ok(())
     }
 
     /// The stored node records with first IDs in `range`, from the top when `rev`, until
@@ -386,10 +474,16 @@ impl<'a> Nodes<'a> {
         }
     }
 
-    /// The greatest first ID at or below `id` of a node that is not removed.
+    /// The greatest first ID at or below `id` of a node the stream has.
     fn last_at_or_below(&self, b: &dyn KvBackend, id: StreamId) -> Result<Option<StreamId>> {
+        if self.count.count == 0 {
+            return Ok(None);
+        }
+        if self.count.tail.first <= id {
+            return Ok(Some(self.count.tail.first));
+        }
         let mut stored = None;
-        self.scan_stored(b, (StreamId::MIN, id), true, &mut |first, _| {
+        self.scan_stored(b, (self.count.head, id), true, &mut |first, _| {
             if self.changed.get(&first).is_some_and(Option::is_none) {
                 return true;
             }
@@ -405,56 +499,68 @@ impl<'a> Nodes<'a> {
         Ok(stored.max(changed))
     }
 
-    /// Visits the nodes in ID order until `visit` returns false.
+    /// Visits the nodes in ID order, the last one last, until `visit` returns false.
     fn visit_in_order(
         &self,
         b: &dyn KvBackend,
         visit: &mut dyn FnMut(&Node) -> bool,
     ) -> Result<()> {
-        // Nodes only in `changed` (made by this command) are visited in their place among
-        // the stored ones.
+        if self.count.count == 0 {
+            return Ok(());
+        }
+        let tail = self.count.tail;
+        // Records only in `changed` (the last node before this command's XADD started a new
+        // one) are visited in their place among the stored ones.
         let mut made = self
             .changed
             .iter()
-            .filter_map(|(first, n)| n.as_ref().map(|n| (*first, n)))
+            .filter_map(|(first, n)| n.as_ref().map(|n| (*first, *n)))
             .peekable();
         let mut going = true;
         let mut failure = None;
-        self.scan_stored(b, (StreamId::MIN, StreamId::MAX), false, &mut |first, v| {
-            while let Some((f, n)) = made.next_if(|(f, _)| *f <= first) {
-                if f < first && !visit(n) {
-                    going = false;
-                    return false;
-                }
-            }
-            let node = match self.changed.get(&first) {
-                Some(Some(n)) => n.clone(),
-                Some(None) => return true,
-                None => match Node::decode(first, v) {
-                    Ok(n) => n,
-                    Err(e) => {
-                        failure = Some(e);
+        if let Some(below_tail) = tail.first.prev() {
+            self.scan_stored(b, (self.count.head, below_tail), false, &mut |first, v| {
+                while let Some((f, n)) = made.next_if(|(f, _)| *f <= first) {
+                    if f < first && !visit(&n) {
+                        going = false;
                         return false;
                     }
-                },
-            };
-            going = visit(&node);
-            going
-        })?;
+                }
+                let node = match self.changed.get(&first) {
+                    Some(Some(n)) => *n,
+                    Some(None) => return true,
+                    None => match Node::decode(first, v) {
+                        Ok(n) => n,
+                        Err(e) => {
+                            failure = Some(e);
+                            return false;
+                        }
+                    },
+                };
+                going = visit(&node);
+                going
+            })?;
+        }
         if let Some(e) = failure {
             return Err(e);
         }
-        for (_, n) in made {
-            if !going || !visit(n) {
-                break;
+        for (f, n) in made {
+            if !going {
+                return Ok(());
             }
-            going = true;
+            if f < tail.first {
+                going = visit(&n);
+            }
+        }
+        if going {
+            visit(&tail);
         }
         Ok(())
     }
 
-    /// The command's node writes.
-    fn write(self, ops: &mut Vec<BatchOp>) {
+    /// The command's node record writes; the count, first and last node for the stream's
+    /// record.
+    fn finish(self, ops: &mut Vec<BatchOp>) -> NodeCount {
         for (first, n) in self.changed {
             let k = node_key(self.db, self.name, self.version, first);
             ops.push(match n {
@@ -462,59 +568,8 @@ impl<'a> Nodes<'a> {
                 None => BatchOp::Delete(k),
             });
         }
+        self.count
     }
-}
-
-/// The node count of `meta`'s stream, its nodes rebuilt first if it was written before
-/// streams kept them (format 1): the live entries appended again in order with the current
-/// bounds, as they would have been without the deletions.
-fn node_count(
-    ctx: &Ctx<'_>,
-    name: &[u8],
-    meta: &StreamMeta,
-    nodes: &mut Nodes<'_>,
-) -> Result<NodeCount> {
-    if let Some(n) = meta.nodes {
-        return Ok(n);
-    }
-    let limits = node_limits(ctx);
-    let mut count = NodeCount::default();
-    let mut tail: Option<Node> = None;
-    let mut failure = None;
-    crate::stream::visit_entries(
-        ctx.db(),
-        ctx.dbi(),
-        name,
-        meta,
-        (StreamId::MIN, StreamId::MAX),
-        &mut |id, v| {
-            let pairs = match decode_fields(v) {
-                Ok(p) => p,
-                Err(e) => {
-                    failure = Some(e);
-                    return false;
-                }
-            };
-            match tail.as_mut() {
-                Some(t) if t.takes(&pairs, limits) => t.append(id, &pairs),
-                _ => {
-                    if let Some(done) = tail.replace(Node::start(id, &pairs)) {
-                        nodes.set(done);
-                    }
-                    count.count += 1;
-                    count.tail = id;
-                }
-            }
-            true
-        },
-    )?;
-    if let Some(e) = failure {
-        return Err(e);
-    }
-    if let Some(t) = tail {
-        nodes.set(t);
-    }
-    Ok(count)
 }
 
 fn node_limits(ctx: &Ctx<'_>) -> NodeLimits {
@@ -540,39 +595,37 @@ fn trim(
     pending: Option<StreamId>,
     ops: &mut Vec<BatchOp>,
 ) -> Result<u64> {
-    let mut count = node_count(ctx, name, meta, nodes)?;
-    if spec.trim == Trim::None || count.count == 0 {
-        meta.nodes = Some(count);
+    if spec.trim == Trim::None {
         return Ok(0);
     }
-    // Which nodes go whole, and the node trimmed entry by entry, decided on the counts.
+    // Which nodes go whole, and the node trimmed entry by entry, decided on the counts; the
+    // node the walk stopped at is the new first one.
     let mut length = meta.length;
     let mut planned = 0u64;
     let mut whole: Vec<Node> = Vec::new();
     let mut partial: Option<Node> = None;
+    let mut stopped_at: Option<StreamId> = None;
     nodes.visit_in_order(ctx.db(), &mut |node| {
-        if let Trim::MaxLen(max) = spec.trim {
-            if length <= max {
-                return false;
-            }
-        }
-        if spec.limit > 0 && planned + node.live > spec.limit {
-            return false;
-        }
-        let remove = match spec.trim {
-            Trim::MaxLen(max) => length.saturating_sub(node.live) >= max,
-            Trim::MinId(min) => node.last < min,
-            Trim::None => false,
+        let stop = match spec.trim {
+            Trim::MaxLen(max) if length <= max => true,
+            _ => spec.limit > 0 && planned + node.live > spec.limit,
         };
+        let remove = !stop
+            && match spec.trim {
+                Trim::MaxLen(max) => length.saturating_sub(node.live) >= max,
+                Trim::MinId(min) => node.last < min,
+                Trim::None => false,
+            };
         if remove {
             length -= node.live.min(length);
             planned += node.live;
-            whole.push(node.clone());
+            whole.push(*node);
             return true;
         }
-        if !spec.approx {
-            partial = Some(node.clone());
+        if !stop && !spec.approx {
+            partial = Some(*node);
         }
+        stopped_at = Some(node.first);
         false
     })?;
     let db = ctx.dbi();
@@ -591,10 +644,22 @@ fn trim(
             },
         )?;
         gone.extend(pending.filter(|p| *p <= upto));
-        for n in &whole {
-            nodes.remove(n.first);
+        match stopped_at {
+            Some(head) => {
+                for n in &whole {
+                    nodes.changed.insert(n.first, None);
+                }
+                nodes.count.count -= whole.len() as u64;
+                nodes.count.head = head;
+            }
+            None => {
+                // Every node went, the last one (which has no record) with them.
+                for n in &whole[..whole.len() - 1] {
+                    nodes.changed.insert(n.first, None);
+                }
+                nodes.count = NodeCount::default();
+            }
         }
-        count.count -= whole.len() as u64;
     }
     let mut length = meta.length - (gone.len() as u64).min(meta.length);
     if let Some(mut node) = partial {
@@ -631,7 +696,6 @@ fn trim(
         ops.push(BatchOp::Delete(entry_key(db, name, meta.version, id)));
     }
     meta.length = length;
-    meta.nodes = Some(count);
     if let Some(&last_gone) = gone.last() {
         meta.first_id = StreamId::MIN;
         if meta.length > 0 {
@@ -709,29 +773,8 @@ fn xadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             value.clone(),
         )];
         // Into the last node if it has room (Redis's `streamAppendItem`), or a new one.
-        let mut nodes = Nodes::new(db, key, meta.version);
-        let mut count = node_count(ctx, key, &meta, &mut nodes)?;
-        let pairs = &args[fields_at..];
-        let tail = match count.count {
-            0 => None,
-            _ => Some(
-                nodes
-                    .get(ctx.db(), count.tail)?
-                    .ok_or_else(Nodes::damaged)?,
-            ),
-        };
-        match tail {
-            Some(mut t) if t.takes(pairs, limits) => {
-                t.append(id, pairs);
-                nodes.set(t);
-            }
-            _ => {
-                nodes.set(Node::start(id, pairs));
-                count.count += 1;
-                count.tail = id;
-            }
-        }
-        meta.nodes = Some(count);
+        let mut nodes = Nodes::of(ctx, key, &meta)?;
+        nodes.append(id, &args[fields_at..], limits);
         meta.last_id = id;
         meta.length += 1;
         meta.entries_added += 1;
@@ -739,7 +782,7 @@ fn xadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             meta.first_id = id;
         }
         let trimmed = trim(ctx, key, &mut meta, &mut nodes, spec, Some(id), &mut ops)?;
-        nodes.write(&mut ops);
+        meta.nodes = Some(nodes.finish(&mut ops));
         Ok(Change {
             meta: Some(meta),
             ops,
@@ -863,8 +906,7 @@ fn xdel(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         }
         // Each entry's node counts it deleted; a node left without entries goes (Redis's
         // `streamIteratorRemoveEntry`), and the one before it becomes the last.
-        let mut nodes = Nodes::new(db, key, meta.version);
-        let mut count = node_count(ctx, key, &meta, &mut nodes)?;
+        let mut nodes = Nodes::of(ctx, key, &meta)?;
         for &id in &gone {
             let first = nodes
                 .last_at_or_below(ctx.db(), id)?
@@ -873,19 +915,11 @@ fn xdel(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             if node.live > 1 {
                 node.delete_one();
                 nodes.set(node);
-                continue;
-            }
-            nodes.remove(first);
-            count.count = count.count.saturating_sub(1);
-            if count.count > 0 && first == count.tail {
-                let below = first.prev().ok_or_else(Nodes::damaged)?;
-                count.tail = nodes
-                    .last_at_or_below(ctx.db(), below)?
-                    .ok_or_else(Nodes::damaged)?;
+            } else {
+                nodes.remove(ctx.db(), first)?;
             }
         }
-        meta.nodes = Some(count);
-        nodes.write(&mut ops);
+        meta.nodes = Some(nodes.finish(&mut ops));
         meta.length = meta.length.saturating_sub(gone.len() as u64);
         if meta.length == 0 {
             meta.first_id = StreamId::MIN;
@@ -929,17 +963,17 @@ fn xtrim(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         };
         let mut meta = f.meta;
         let mut ops = Vec::new();
-        let mut nodes = Nodes::new(ctx.dbi(), key, meta.version);
+        let mut nodes = Nodes::of(ctx, key, &meta)?;
         let n = trim(ctx, key, &mut meta, &mut nodes, spec, None, &mut ops)?;
+        meta.nodes = Some(nodes.finish(&mut ops));
         if n == 0 {
-            if meta == f.meta && nodes.changed.is_empty() {
+            if meta == f.meta && ops.is_empty() {
                 return Ok(Change::none(0));
             }
             // Only nodes changed (an emptied node went, or they were rebuilt): Redis tells
             // no watcher.
             crate::txn::leave_unsignalled();
         }
-        nodes.write(&mut ops);
         Ok(Change {
             meta: Some(meta),
             ops,
@@ -2371,7 +2405,8 @@ mod tests {
                     },
                 )
                 .unwrap();
-            assert_eq!(nodes.len(), 6, "23 entries in nodes of 4");
+            // 23 entries in nodes of 4: five records, the last node in the stream's record.
+            assert_eq!(nodes.len(), 5);
             for k in nodes {
                 h.shared.backend.delete(&k).unwrap();
             }

