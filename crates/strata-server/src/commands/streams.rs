@@ -483,6 +483,9 @@ impl<'a> Nodes<'a> {
             return Ok(Some(self.count.tail.first));
         }
         let mut stored = None;
+        if id < self.count.head {
+            return Ok(None);
+        }
         self.scan_stored(b, (self.count.head, id), true, &mut |first, _| {
             if self.changed.get(&first).is_some_and(Option::is_none) {
                 return true;
@@ -518,7 +521,9 @@ impl<'a> Nodes<'a> {
             .peekable();
         let mut going = true;
         let mut failure = None;
-        if let Some(below_tail) = tail.first.prev() {
+        // Records lie from the first node up to the last one, which has none (one node: no
+        // scan).
+        if let Some(below_tail) = tail.first.prev().filter(|below| self.count.head <= *below) {
             self.scan_stored(b, (self.count.head, below_tail), false, &mut |first, v| {
                 while let Some((f, n)) = made.next_if(|(f, _)| *f <= first) {
                     if f < first && !visit(&n) {
