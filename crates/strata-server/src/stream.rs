@@ -248,10 +248,46 @@ const ENTRY_TAG: u8 = b'E';
 
 /// The engine key of entry `id` of incarnation `version` of stream `name`.
 pub fn entry_key(db: DbIndex, name: &[u8], version: u64, id: StreamId) -> Vec<u8> {
+    id_key(db, name, version, ENTRY_TAG, id)
+}
+
+/// The engine key of the record tagged `tag` (an entry, a node) named by `id` in incarnation
+/// `version` of stream `name`: the element prefix, the tag, both numbers big-endian (so the
+/// records of one tag are in ID order).
+pub fn id_key(db: DbIndex, name: &[u8], version: u64, tag: u8, id: StreamId) -> Vec<u8> {
     let mut k = element_prefix(db, name, version);
-    k.push(ENTRY_TAG);
+    k.push(tag);
     k.extend_from_slice(&id.key_bytes());
     k
+}
+
+/// Visits the records tagged `tag` of incarnation `version` of stream `name` with IDs in
+/// `from..=to` (`rev`: from `to` down, one scan from the top), until `visit` returns false.
+pub fn visit_ids(
+    b: &dyn KvBackend,
+    db: DbIndex,
+    (name, version, tag): (&[u8], u64, u8),
+    (from, to): (StreamId, StreamId),
+    rev: bool,
+    visit: &mut dyn FnMut(StreamId, &[u8]) -> bool,
+) -> Result<()> {
+    if from > to {
+        return Ok(());
+    }
+    let lo = id_key(db, name, version, tag, from);
+    let hi = id_key(db, name, version, tag, to);
+    let prefix_len = lo.len() - 16;
+    let (lo, hi) = (std::ops::Bound::Included(lo), std::ops::Bound::Included(hi));
+    let mut each = |k: &[u8], v: &[u8]| match k.get(prefix_len..).and_then(StreamId::from_key_bytes)
+    {
+        Some(id) => visit(id, v),
+        None => true,
+    };
+    if rev {
+        b.scan_group_rev(&string_key(db, name), lo, hi, &mut each)
+    } else {
+        b.scan_group(&string_key(db, name), lo, hi, &mut each)
+    }
 }
 
 /// An entry's fields and values: a u32 count of pairs, then each field and value as a u32
@@ -319,23 +355,14 @@ fn visit_entries_in(
     visit: &mut dyn FnMut(StreamId, &[u8]) -> bool,
 ) -> Result<()> {
     let from = from.max(meta.first_id);
-    if from > to {
-        return Ok(());
-    }
-    let lo = entry_key(db, name, meta.version, from);
-    let hi = entry_key(db, name, meta.version, to);
-    let prefix_len = lo.len() - 16;
-    let (lo, hi) = (std::ops::Bound::Included(lo), std::ops::Bound::Included(hi));
-    let mut each = |k: &[u8], v: &[u8]| match k.get(prefix_len..).and_then(StreamId::from_key_bytes)
-    {
-        Some(id) => visit(id, v),
-        None => true,
-    };
-    if rev {
-        b.scan_group_rev(&string_key(db, name), lo, hi, &mut each)
-    } else {
-        b.scan_group(&string_key(db, name), lo, hi, &mut each)
-    }
+    visit_ids(
+        b,
+        db,
+        (name, meta.version, ENTRY_TAG),
+        (from, to),
+        rev,
+        visit,
+    )
 }
 
 /// Up to `limit` entries of `meta`'s incarnation with IDs in `from..=to`; `rev`: the last

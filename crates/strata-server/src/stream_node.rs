@@ -17,7 +17,6 @@
 
 use bytes::Bytes;
 
-use crate::collection::element_prefix;
 use crate::error::{Error, Result};
 use crate::keyspace::DbIndex;
 use crate::stream::StreamId;
@@ -30,8 +29,6 @@ const LISTPACK_BYTES_MAX: u64 = 1 << 30;
 /// An entry whose fields are its node's first entry's fields stores only its values
 /// (Redis's `STREAM_ITEM_FLAG_SAMEFIELDS`).
 const FLAG_SAME_FIELDS: i64 = 2;
-/// The sub-key byte of node records (after the element prefix).
-const NODE_TAG: u8 = b'N';
 /// The format byte of [`Node::encode`].
 const NODE_FORMAT: u8 = 1;
 /// u64 words of a node ([`Node::words`]).
@@ -266,29 +263,12 @@ impl Node {
     }
 }
 
-/// The key prefix of the node records of incarnation `version` of stream `name`.
-pub fn node_prefix(db: DbIndex, name: &[u8], version: u64) -> Vec<u8> {
-    let mut k = element_prefix(db, name, version);
-    k.push(NODE_TAG);
-    k
-}
+/// The sub-key byte of node records (after the element prefix).
+pub const NODE_TAG: u8 = b'N';
 
 /// The engine key of the node whose first ID is `first`.
 pub fn node_key(db: DbIndex, name: &[u8], version: u64, first: StreamId) -> Vec<u8> {
-    let mut k = node_prefix(db, name, version);
-    k.extend_from_slice(&first.ms.to_be_bytes());
-    k.extend_from_slice(&first.seq.to_be_bytes());
-    k
-}
-
-/// The first ID a node key names after its prefix (`None` when it is not one).
-pub fn node_first(suffix: &[u8]) -> Option<StreamId> {
-    let (ms, seq) = suffix.split_first_chunk::<8>()?;
-    let seq: [u8; 8] = seq.try_into().ok()?;
-    Some(StreamId::new(
-        u64::from_be_bytes(*ms),
-        u64::from_be_bytes(seq),
-    ))
+    crate::stream::id_key(db, name, version, NODE_TAG, first)
 }
 
 #[cfg(test)]
@@ -404,8 +384,7 @@ mod tests {
         other[0] = 9;
         assert!(Node::decode(n.first, &other).is_err());
         let k = node_key(0, b"s", 3, n.first);
-        let prefix = node_prefix(0, b"s", 3);
-        assert_eq!(node_first(&k[prefix.len()..]), Some(n.first));
+        assert_eq!(k, crate::stream::id_key(0, b"s", 3, b'N', n.first));
     }
 
     #[test]

@@ -26,9 +26,8 @@ use crate::stream::{
     consumer_key, decode_fields, encode_fields, entries, entry_key, group_key, pel_key, pending,
     ConsumerTimes, Entry, Group, Nack, NodeCount, StreamId, StreamMeta,
 };
-use crate::stream_node::{node_first, node_key, node_prefix, Node, NodeLimits};
+use crate::stream_node::{node_key, Node, NodeLimits, NODE_TAG};
 use std::collections::BTreeMap;
-use std::ops::Bound;
 
 #[rustfmt::skip]
 pub(crate) static SPECS: &[Spec] = &[
@@ -455,23 +454,12 @@ impl<'a> Nodes<'a> {
     fn scan_stored(
         &self,
         b: &dyn KvBackend,
-        (from, to): (StreamId, StreamId),
+        range: (StreamId, StreamId),
         rev: bool,
         visit: &mut dyn FnMut(StreamId, &[u8]) -> bool,
     ) -> Result<()> {
-        let prefix_len = node_prefix(self.db, self.name, self.version).len();
-        let lo = Bound::Included(node_key(self.db, self.name, self.version, from));
-        let hi = Bound::Included(node_key(self.db, self.name, self.version, to));
-        let mut each = |k: &[u8], v: &[u8]| match k.get(prefix_len..).and_then(node_first) {
-            Some(first) => visit(first, v),
-            None => true,
-        };
-        let route = string_key(self.db, self.name);
-        if rev {
-            b.scan_group_rev(&route, lo, hi, &mut each)
-        } else {
-            b.scan_group(&route, lo, hi, &mut each)
-        }
+        let at = (self.name, self.version, NODE_TAG);
+        crate::stream::visit_ids(b, self.db, at, range, rev, visit)
     }
 
     /// The greatest first ID at or below `id` of a node the stream has.
@@ -482,10 +470,10 @@ impl<'a> Nodes<'a> {
         if self.count.tail.first <= id {
             return Ok(Some(self.count.tail.first));
         }
-        let mut stored = None;
         if id < self.count.head {
             return Ok(None);
         }
+        let mut stored = None;
         self.scan_stored(b, (self.count.head, id), true, &mut |first, _| {
             if self.changed.get(&first).is_some_and(Option::is_none) {
                 return true;
@@ -667,32 +655,33 @@ fn trim(
         }
     }
     let mut length = meta.length - (gone.len() as u64).min(meta.length);
+    // The first live entry after the trim, when the walk below meets it.
+    let mut next_first = None;
     if let Some(mut node) = partial {
-        let mut ids = Vec::new();
-        crate::stream::visit_entries(
-            ctx.db(),
-            db,
-            name,
-            meta,
-            (node.first, node.last),
-            &mut |id, _| {
-                ids.push(id);
-                true
-            },
-        )?;
-        ids.extend(pending.filter(|p| node.first <= *p && *p <= node.last));
-        for id in ids {
-            let stop = match spec.trim {
+        let span = (node.first, node.last);
+        // Its live entries one by one until the trim is done: the one it stops at stays.
+        let mut step = |id: StreamId| {
+            let done = match spec.trim {
                 Trim::MaxLen(max) => length <= max,
                 Trim::MinId(min) => id >= min,
                 Trim::None => true,
             };
-            if stop {
-                break;
+            if done {
+                next_first = Some(id);
+            } else {
+                gone.push(id);
+                node.delete_one();
+                length -= 1;
             }
-            gone.push(id);
-            node.delete_one();
-            length -= 1;
+            !done
+        };
+        let mut going = true;
+        crate::stream::visit_entries(ctx.db(), db, name, meta, span, &mut |id, _| {
+            going = step(id);
+            going
+        })?;
+        if let Some(p) = pending.filter(|p| going && span.0 <= *p && *p <= span.1) {
+            step(p);
         }
         nodes.set(node);
     }
@@ -704,21 +693,23 @@ fn trim(
     if let Some(&last_gone) = gone.last() {
         meta.first_id = StreamId::MIN;
         if meta.length > 0 {
-            let mut next = pending.filter(|p| *p > last_gone);
-            if let Some(from) = last_gone.next() {
-                crate::stream::visit_entries(
-                    ctx.db(),
-                    db,
-                    name,
-                    meta,
-                    (from, StreamId::MAX),
-                    &mut |id, _| {
-                        next = Some(id);
-                        false
-                    },
-                )?;
+            if next_first.is_none() {
+                next_first = pending.filter(|p| *p > last_gone);
+                if let Some(from) = last_gone.next() {
+                    crate::stream::visit_entries(
+                        ctx.db(),
+                        db,
+                        name,
+                        meta,
+                        (from, StreamId::MAX),
+                        &mut |id, _| {
+                            next_first = Some(id);
+                            false
+                        },
+                    )?;
+                }
             }
-            meta.first_id = next.unwrap_or(StreamId::MIN);
+            meta.first_id = next_first.unwrap_or(StreamId::MIN);
         }
     }
     Ok(gone.len() as u64)
@@ -2362,7 +2353,7 @@ mod tests {
     use super::super::testing::*;
     use crate::keyspace::{string_key, Encoding, KeyType, Record};
     use crate::resp::Reply;
-    use crate::stream::StreamMeta;
+    use crate::stream::{StreamId, StreamMeta};
 
     /// XINFO STREAM's `radix-tree-keys` (the node count).
     fn node_count(h: &mut Harness, key: &str) -> Reply {
@@ -2397,7 +2388,9 @@ mod tests {
             let key = string_key(0, name.as_bytes());
             let record = Record::decode(h.shared.backend.get(&key).unwrap().unwrap()).unwrap();
             let mut meta = StreamMeta::decode(&record.payload).unwrap();
-            let prefix = crate::stream_node::node_prefix(0, name.as_bytes(), meta.version);
+            let prefix =
+                crate::stream::id_key(0, name.as_bytes(), meta.version, b'N', StreamId::MIN);
+            let prefix = prefix[..prefix.len() - 16].to_vec();
             let mut nodes = Vec::new();
             h.shared
                 .backend

@@ -4047,6 +4047,17 @@ fn stream_nodes_and_approximate_trims_match_redis() {
             &words(&["CONFIG", "GET", "stream-node-max-bytes"]),
             "stream-node-max-bytes",
         );
+        // Refused values: Redis's reasons.
+        for (name, value) in [
+            ("stream-node-max-bytes", "-1"),
+            ("stream-node-max-bytes", "abc"),
+            ("stream-node-max-bytes", "9223372036854775808"),
+            ("stream-node-max-entries", "-1"),
+            ("stream-node-max-entries", "1.5"),
+            ("stream-node-max-entries", "9223372036854775808"),
+        ] {
+            pair.check(0, &words(&["CONFIG", "SET", name, value]), name);
+        }
         let mut rng = SmallRng::seed_from_u64(900 + seed);
         let mut ms = 1u64;
         for i in 0..1200 {
