@@ -372,11 +372,12 @@ impl KvBackend for strata::Db {
             return Ok(false);
         }
         strata::Db::hold_group(self, route, |hold| {
-            body(&HeldDb {
-                db: self,
-                hold: parking_lot::Mutex::new(hold),
-            })
-        })?;
+            let held = HeldDb::new(self, hold);
+            body(&held);
+            // What the run staged, applied before the hold commits it; a batch that failed
+            // earlier in the run fails the hold the same way.
+            held.apply_staged()
+        })??;
         Ok(true)
     }
 }
@@ -384,26 +385,196 @@ impl KvBackend for strata::Db {
 /// The engine with one partition's write lock held (`KvBackend::hold_group`): writes of that
 /// partition go through the hold, writes of any other are refused (`WouldWait`), reads go to
 /// the engine as usual (the LSM reads without the lock).
+///
+/// The held partition's writes are decided one command at a time but applied together: each
+/// update's decision reads through the writes staged before it ([`Staged`]), and its own are
+/// staged in turn; the staged writes go to the engine as one batch (one log record, one
+/// memtable insert per key however often the run wrote it: a pipeline of 16 LPOPs writes the
+/// list's record once, not 16 times) when the hold ends, when they pass
+/// [`STAGED_BYTES_MAX`], or before any read that the overlay cannot answer (a scan, a count).
+/// Nobody else sees the partition's newest state before the hold ends anyway (other writers
+/// wait for its lock, and the run's replies are sent after it is committed), so a reader on
+/// another thread sees all of the run or none of it, as before.
 struct HeldDb<'a, 'h> {
     db: &'a strata::Db,
     /// Only the thread running the hold's body uses it: the lock is never contended.
     hold: parking_lot::Mutex<&'a mut strata::GroupHold<'h>>,
+    /// Writes decided but not yet applied. Never locked across a decision, which may read
+    /// (and scan, applying them first) through this backend.
+    staged: parking_lot::Mutex<Staged>,
+}
+
+/// Most key and value bytes staged before they are applied (a long pipeline of large values
+/// goes to the engine in pieces rather than as one huge batch).
+const STAGED_BYTES_MAX: usize = 1 << 20;
+
+/// The writes of a held run not yet applied: the newest write of each key, in the order keys
+/// were first written.
+#[derive(Default)]
+struct Staged {
+    /// Key and new value (`None`: deleted).
+    ops: Vec<(Vec<u8>, Option<Bytes>)>,
+    /// Each key's place in `ops`, by the key's hash (no second copy of the key).
+    at: hashbrown::HashTable<usize>,
+    bytes: usize,
+    /// A batch of this hold failed to apply: its commands' writes are lost, so every later
+    /// update of the hold fails too, and the hold ends with this error (no reply of the run
+    /// acknowledges a write).
+    failed: Option<String>,
+}
+
+impl Staged {
+    fn hash(key: &[u8]) -> u64 {
+        xxhash_rust::xxh3::xxh3_64(key)
+    }
+
+    /// The staged state of `key`: `Some(None)` when a staged write deleted it, `None` when no
+    /// staged write touched it.
+    fn lookup(&self, key: &[u8]) -> Option<Option<Bytes>> {
+        if self.ops.is_empty() {
+            return None;
+        }
+        let ops = &self.ops;
+        self.at
+            .find(Self::hash(key), |&i| ops[i].0 == key)
+            .map(|&i| ops[i].1.clone())
+    }
+
+    fn stage(&mut self, key: Vec<u8>, value: Option<Bytes>) {
+        self.bytes += key.len() + value.as_ref().map_or(0, Bytes::len);
+        let h = Self::hash(&key);
+        let ops = &self.ops;
+        match self.at.find(h, |&i| ops[i].0 == key) {
+            Some(&i) => self.ops[i].1 = value,
+            None => {
+                let ops = &self.ops;
+                self.at
+                    .insert_unique(h, ops.len(), |&i| Self::hash(&ops[i].0));
+                self.ops.push((key, value));
+            }
+        }
+    }
+
+    /// The staged writes as one engine batch, leaving nothing staged.
+    fn take(&mut self) -> strata::WriteBatch {
+        self.at.clear();
+        self.bytes = 0;
+        let mut batch = strata::WriteBatch::new();
+        for (key, value) in self.ops.drain(..) {
+            match value {
+                Some(v) => batch.put_owned(key, Vec::from(v)),
+                None => batch.delete_owned(key),
+            };
+        }
+        batch
+    }
 }
 
 impl HeldDb<'_, '_> {
+    fn new<'a, 'h>(db: &'a strata::Db, hold: &'a mut strata::GroupHold<'h>) -> HeldDb<'a, 'h> {
+        HeldDb {
+            db,
+            hold: parking_lot::Mutex::new(hold),
+            staged: parking_lot::Mutex::new(Staged::default()),
+        }
+    }
+
+    /// The error of a batch of this hold that failed to apply, if one did.
+    fn failure(&self) -> Result<()> {
+        match &self.staged.lock().failed {
+            Some(e) => Err(crate::error::Error::command(e.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Applies the staged writes (one engine batch under the hold).
+    fn apply_staged(&self) -> Result<()> {
+        let (route, batch) = {
+            let mut staged = self.staged.lock();
+            if let Some(e) = &staged.failed {
+                return Err(crate::error::Error::command(e.clone()));
+            }
+            let Some((route, _)) = staged.ops.first() else {
+                return Ok(());
+            };
+            let route = route.clone();
+            (route, staged.take())
+        };
+        let applied = self.hold.lock().update_group(&route, |_| Ok((batch, ())));
+        if let Err(e) = applied {
+            let e = crate::error::Error::Engine(e);
+            self.staged.lock().failed = Some(e.to_string());
+            return Err(e);
+        }
+        Ok(())
+    }
+
     /// Runs a group update of `route`'s group under the hold, or refuses a key the hold does
-    /// not cover.
+    /// not cover: decided now, reading through the staged writes, and staged.
     fn held_update(&self, route: &[u8], f: &mut GroupFn<'_>) -> Result<()> {
-        let mut hold = self.hold.lock();
-        if !hold.holds(route) {
+        if !self.hold.lock().holds(route) {
             return Err(crate::error::Error::WouldWait);
         }
-        group_update(f, |decide| hold.update_group(route, decide))
+        self.failure()?;
+        let get = |key: &[u8]| -> Result<Option<Bytes>> {
+            if let Some(staged) = self.staged.lock().lookup(key) {
+                return Ok(staged);
+            }
+            Ok(self.hold.lock().get(key)?)
+        };
+        let contains = |key: &[u8]| -> Result<bool> {
+            if let Some(staged) = self.staged.lock().lookup(key) {
+                return Ok(staged.is_some());
+            }
+            Ok(self.hold.lock().contains(key)?)
+        };
+        let ops = f(&GroupRead::with_contains(&get, &contains))?;
+        self.stage(ops)
+    }
+
+    /// Vets `ops` as the engine would and stages them (applying what was staged first when
+    /// they would pass [`STAGED_BYTES_MAX`]; a batch larger than that on its own is applied at
+    /// once, where the engine's batch limit applies to it).
+    fn stage(&self, ops: Vec<BatchOp>) -> Result<()> {
+        if ops.is_empty() {
+            return Ok(());
+        }
+        let mut bytes = 0;
+        {
+            let hold = self.hold.lock();
+            for op in &ops {
+                let (key, value) = match op {
+                    BatchOp::Put(k, v) => (k, &v[..]),
+                    BatchOp::Delete(k) => (k, &[][..]),
+                };
+                hold.check_write(key, value)?;
+                bytes += key.len() + value.len();
+            }
+        }
+        if self.staged.lock().bytes + bytes > STAGED_BYTES_MAX {
+            self.apply_staged()?;
+        }
+        let mut staged = self.staged.lock();
+        for op in ops {
+            match op {
+                BatchOp::Put(k, v) => staged.stage(k, Some(Bytes::from(v))),
+                BatchOp::Delete(k) => staged.stage(k, None),
+            }
+        }
+        let over = staged.bytes > STAGED_BYTES_MAX;
+        drop(staged);
+        if over {
+            self.apply_staged()?;
+        }
+        Ok(())
     }
 }
 
 impl KvBackend for HeldDb<'_, '_> {
     fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
+        if let Some(staged) = self.staged.lock().lookup(key) {
+            return Ok(staged);
+        }
         KvBackend::get(self.db, key)
     }
 
@@ -416,23 +587,19 @@ impl KvBackend for HeldDb<'_, '_> {
     }
 
     fn write(&self, ops: Vec<BatchOp>) -> Result<()> {
-        let Some(BatchOp::Put(route, _) | BatchOp::Delete(route)) = ops.first() else {
-            return Ok(());
-        };
-        let route = route.clone();
-        let mut ops = Some(ops);
         // Keys of another partition are refused by the engine's check (InvalidArgument): ask
         // first, so the command can run again without the hold instead.
         {
             let hold = self.hold.lock();
-            let all_held = ops.iter().flatten().all(|op| match op {
+            let all_held = ops.iter().all(|op| match op {
                 BatchOp::Put(k, _) | BatchOp::Delete(k) => hold.holds(k),
             });
             if !all_held {
                 return Err(crate::error::Error::WouldWait);
             }
         }
-        self.held_update(&route, &mut |_| Ok(ops.take().unwrap_or_default()))
+        self.failure()?;
+        self.stage(ops)
     }
 
     fn update(&self, key: &[u8], f: &mut UpdateFn<'_>) -> Result<()> {
@@ -444,6 +611,14 @@ impl KvBackend for HeldDb<'_, '_> {
     }
 
     fn multi_get(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Bytes>>> {
+        // One point in time: the staged writes applied first if any of them is asked for.
+        let any_staged = {
+            let staged = self.staged.lock();
+            keys.iter().any(|k| staged.lookup(k).is_some())
+        };
+        if any_staged {
+            self.apply_staged()?;
+        }
         KvBackend::multi_get(self.db, keys)
     }
 
@@ -453,6 +628,7 @@ impl KvBackend for HeldDb<'_, '_> {
         end: Bound<Vec<u8>>,
         visit: &mut VisitFn<'_>,
     ) -> Result<()> {
+        self.apply_staged()?;
         KvBackend::scan(self.db, start, end, visit)
     }
 
@@ -463,6 +639,7 @@ impl KvBackend for HeldDb<'_, '_> {
         end: Bound<Vec<u8>>,
         visit: &mut VisitFn<'_>,
     ) -> Result<()> {
+        self.apply_staged()?;
         KvBackend::scan_group(self.db, route, start, end, visit)
     }
 
@@ -473,6 +650,7 @@ impl KvBackend for HeldDb<'_, '_> {
         end: Bound<Vec<u8>>,
         visit: &mut VisitFn<'_>,
     ) -> Result<()> {
+        self.apply_staged()?;
         KvBackend::scan_group_rev(self.db, route, start, end, visit)
     }
 
@@ -494,6 +672,8 @@ impl KvBackend for HeldDb<'_, '_> {
     }
 
     fn key_count(&self, db: crate::keyspace::DbIndex) -> Option<u64> {
+        // The counts move when a batch applies.
+        self.apply_staged().ok()?;
         strata::Db::key_count(self.db, usize::from(db))
     }
 
@@ -689,10 +869,49 @@ mod tests {
             let mut bump =
                 |old: Option<&[u8]>| Ok(Write::Put([old.unwrap_or_default(), b"2"].concat()));
             store.update(&own, &mut bump).unwrap();
+            assert_eq!(store.get(&own).unwrap().as_deref(), Some(&b"12"[..]));
+            // Staged: the engine has neither write yet (nobody outside the hold reads the
+            // partition's newest state before the hold ends)...
+            assert_eq!(KvBackend::get(&db, &own).unwrap(), None);
+            // ...until a read the staged writes cannot answer applies them first.
+            let mut seen = Vec::new();
+            store
+                .scan(
+                    Bound::Included(own.clone()),
+                    Bound::Unbounded,
+                    &mut |k, v| {
+                        seen.push((k.to_vec(), v.to_vec()));
+                        false
+                    },
+                )
+                .unwrap();
+            assert_eq!(seen, vec![(own.clone(), b"12".to_vec())]);
             assert_eq!(
                 KvBackend::get(&db, &own).unwrap().as_deref(),
                 Some(&b"12"[..])
             );
+            store.delete(&own).unwrap();
+            assert_eq!(store.get(&own).unwrap(), None);
+            assert_eq!(
+                store.multi_get(&[own.clone(), other.clone()]).unwrap(),
+                vec![None, None]
+            );
+            store.put(&own, b"12").unwrap();
+            // A write the engine would refuse is refused here, before it is staged.
+            let huge = (0..=255u8)
+                .map(|b| {
+                    let mut k = vec![b'k'; strata::Options::tiny().key_bytes_max];
+                    k.push(b);
+                    k
+                })
+                .find(|k| db.partition_of(k) == db.partition_of(&own))
+                .unwrap();
+            assert!(matches!(
+                store.put(&huge, b"x"),
+                Err(crate::error::Error::Engine(
+                    strata::Error::LimitExceeded { .. }
+                ))
+            ));
             let both = vec![
                 BatchOp::Put(own.clone(), b"x".to_vec()),
                 BatchOp::Put(other.clone(), b"x".to_vec()),
@@ -715,6 +934,41 @@ mod tests {
         assert_eq!(KvBackend::get(&db, &other).unwrap(), None);
         let memory = MemoryBackend::new();
         assert!(!memory.hold_group(b"k", &mut |_| panic!("ran")).unwrap());
+    }
+
+    /// A staged batch that fails to apply (the memtable switch it triggers cannot write the
+    /// log) fails the read that applied it, every later write of the hold, and the hold itself:
+    /// no command of the run is acknowledged.
+    #[test]
+    fn a_staged_batch_that_fails_to_apply_fails_the_rest_of_the_hold() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = strata::vfs::FaultFs::new(dir.path()).unwrap();
+        let opts = strata::Options {
+            fs: std::sync::Arc::new(fs.clone()),
+            ..strata::Options::tiny()
+        };
+        let db = strata::Db::open(dir.path(), opts).unwrap();
+        let own = b"kown".to_vec();
+        let mut outcomes = Vec::new();
+        let held = KvBackend::hold_group(&db, &own, &mut |store| {
+            // Past the tiny memtable log's 64 KiB: applying them switches memtables.
+            for i in 0..200u32 {
+                let key = [&own[..], &i.to_be_bytes()].concat();
+                if db.partition_of(&key) == db.partition_of(&own) {
+                    store.put(&key, &[b'v'; 3000]).unwrap();
+                }
+            }
+            fs.fail(strata::vfs::IoKind::Write, 1, strata::vfs::FaultKind::Eio);
+            fs.fail(strata::vfs::IoKind::Sync, 1, strata::vfs::FaultKind::Eio);
+            outcomes.push(
+                store
+                    .scan(Bound::Unbounded, Bound::Unbounded, &mut |_, _| true)
+                    .is_err(),
+            );
+            outcomes.push(store.put(&own, b"later").is_err());
+        });
+        assert!(held.is_err(), "the hold must fail: {held:?}");
+        assert_eq!(outcomes, vec![true, true]);
     }
 
     #[test]

@@ -39,9 +39,10 @@
 //!
 //! A pipeline of writes to one key (`SADD k ...` x 16, `LPUSH k ...`, `INCR k`...:
 //! [`HELD_RUN_COMMANDS`]) runs under one hold of the key's partition write lock
-//! (`KvBackend::hold_group`, `strata::Db::hold_group`): each command is still its own atomic
-//! update, visible to the next, but the lock is taken once per run instead of once per command,
-//! and the run's log records are committed together.
+//! (`KvBackend::hold_group`, `strata::Db::hold_group`): each command still decides on the
+//! state the commands before it left, but the lock is taken once per run instead of once per
+//! command, their writes are staged and applied to the engine together (one batch, one write
+//! per key: `backend.rs` `HeldDb`), and committed together before any reply of the run.
 //!
 //! Measured with `bench/redis-compare.sh` (1 M requests, 50 clients, 1 KiB values, medians of
 //! 2 rounds, same machine and run as Redis with `appendfsync everysec`), ratio to Redis:

@@ -44,6 +44,18 @@ impl WriteBatch {
         self
     }
 
+    /// Adds a put of owned bytes, without copying them.
+    pub fn put_owned(&mut self, key: Vec<u8>, value: Vec<u8>) -> &mut Self {
+        self.ops.push((Kind::Put, key, value));
+        self
+    }
+
+    /// Adds a delete of an owned key, without copying it.
+    pub fn delete_owned(&mut self, key: Vec<u8>) -> &mut Self {
+        self.ops.push((Kind::Delete, key, Vec::new()));
+        self
+    }
+
     /// Adds a delete.
     pub fn delete(&mut self, key: impl AsRef<[u8]>) -> &mut Self {
         self.ops

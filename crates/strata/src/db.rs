@@ -899,6 +899,29 @@ impl GroupHold<'_> {
         self.db.partition_of(key) == self.partition
     }
 
+    /// The newest state of `key` (in the held partition; [`Error::InvalidArgument`] otherwise),
+    /// as a [`GroupHold::update_group`] decision reads it: for a caller that decides several
+    /// updates first and applies them as one batch.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
+        self.db.group_member(self.partition, key)?;
+        self.held.get(key)
+    }
+
+    /// Whether `key` exists in the newest state: [`GroupHold::get`] without reading a value
+    /// separated into a value log.
+    pub fn contains(&self, key: &[u8]) -> Result<bool> {
+        self.db.group_member(self.partition, key)?;
+        self.held.contains(key)
+    }
+
+    /// Vets one write as [`GroupHold::update_group`] vets its batch: the key in the held
+    /// partition, key and value within the size limits, the database writable.
+    pub fn check_write(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.db.check()?;
+        self.db.group_member(self.partition, key)?;
+        self.db.check_sizes(key, value)
+    }
+
     /// [`Db::update_group`] under the held lock: `route_key` must be in the held partition
     /// ([`Error::InvalidArgument`] otherwise, nothing written).
     pub fn update_group<T>(

@@ -480,6 +480,12 @@ pub(crate) trait HeldUpdates {
         decide: &mut dyn FnMut(&GroupRead<'_>) -> Result<WriteBatch>,
         check: &dyn Fn(&WriteBatch) -> Result<()>,
     ) -> Result<()>;
+    /// The newest state of `key`, as an update's decision reads it, outside any update (a
+    /// caller that decides several updates first and applies them together).
+    fn get(&self, key: &[u8]) -> Result<Option<Bytes>>;
+    /// Whether `key` exists in the newest state ([`HeldUpdates::get`] without the value where
+    /// the engine can tell without it).
+    fn contains(&self, key: &[u8]) -> Result<bool>;
 }
 
 /// A partition's write lock held by [`hold`].
@@ -512,6 +518,16 @@ impl<E: Journaled> HeldUpdates for Held<'_, E> {
         self.last = Some(applied);
         Ok(())
     }
+
+    fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
+        settle(self.engine, &self.st);
+        self.engine.get_locked(key, &self.st)
+    }
+
+    fn contains(&self, key: &[u8]) -> Result<bool> {
+        settle(self.engine, &self.st);
+        self.engine.contains_locked(key, &self.st)
+    }
 }
 
 /// [`HeldUpdates`] for an engine whose reads take the write lock: each update takes and
@@ -526,6 +542,18 @@ impl<E: Journaled> HeldUpdates for Unheld<'_, E> {
         check: &dyn Fn(&WriteBatch) -> Result<()>,
     ) -> Result<()> {
         update_group(self.0, |read| Ok((decide(read)?, ())), check)
+    }
+
+    fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
+        let st = self.0.journal().lock();
+        settle(self.0, &st);
+        self.0.get_locked(key, &st)
+    }
+
+    fn contains(&self, key: &[u8]) -> Result<bool> {
+        let st = self.0.journal().lock();
+        settle(self.0, &st);
+        self.0.contains_locked(key, &st)
     }
 }
 
