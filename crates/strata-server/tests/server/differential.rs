@@ -553,6 +553,17 @@ struct Gen {
 }
 
 impl Gen {
+    /// A generator seeded with `seed`, its times from now.
+    fn seeded(seed: u64) -> Gen {
+        Gen {
+            rng: SmallRng::seed_from_u64(seed),
+            base_secs: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs(),
+        }
+    }
+
     fn key(&mut self) -> String {
         format!("k{}", self.rng.gen_range(0..6))
     }
@@ -2556,13 +2567,7 @@ fn run_family_with(
         pair.send_both(0, &words(&["HELLO", "3"]));
     }
     let mut readers = events.map(|flags| EventReaders::start(&mut pair, flags));
-    let mut g = Gen {
-        rng: SmallRng::seed_from_u64(seed),
-        base_secs: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs(),
-    };
+    let mut g = Gen::seeded(seed);
     let mut history: Vec<String> = Vec::new();
     for i in 0..n {
         let mut cmd = gen(&mut g);
@@ -4966,13 +4971,7 @@ fn pipelined_writes_of_one_key_match_redis() {
             if resp3 {
                 pair.send_both(0, &words(&["HELLO", "3"]));
             }
-            let mut g = Gen {
-                rng: SmallRng::seed_from_u64(seed),
-                base_secs: std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .unwrap()
-                    .as_secs(),
-            };
+            let mut g = Gen::seeded(seed);
             for p in 0..80 {
                 let len = g.rng.gen_range(2..40);
                 let mut cmds: Vec<Vec<String>> = (0..len)
@@ -5271,13 +5270,7 @@ fn transactions_match_redis() {
             pair.send_both(0, &words(&["HELLO", "3"]));
             pair.send_both(1, &words(&["HELLO", "3"]));
         }
-        let mut g = Gen {
-            rng: SmallRng::seed_from_u64(seed),
-            base_secs: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_secs(),
-        };
+        let mut g = Gen::seeded(seed);
         for round in 0..150 {
             let context = format!("transactions, seed {seed}, round {round}");
             let watched = g.key();
