@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Two servers side by side, both up for the whole run, measured in short alternating bursts:
+# for each of ROUNDS rounds and each redis-benchmark test, one burst of N requests against A
+# and one against B (which goes first alternates by round), recording requests/s and the CPU
+# time the server process spent per request (user + system, from /proc). Short bursts taken
+# in turn see the same neighbours on a shared machine; the per-request CPU time also counts
+# the server's background threads (flushes, compactions) the burst caused. Prints CSV lines
+# `round,side,test,pipeline,requests_per_s,cpu_us_per_request` and then a table of medians.
+#
+#   A_BIN=target/release/strata bench/interleaved.sh             # against redis-server
+#   A_BIN=target/release/strata B_BIN=/path/to/older/strata bench/interleaved.sh
+#   TESTS=lpush,lpop N=50000 ROUNDS=10 VALUE_BYTES=3 PIPELINES="16 1" bench/interleaved.sh
+#
+# B is redis-server (append-only file, fsync every second) unless B_BIN names a Strata build.
+# Needs redis-server, redis-benchmark and redis-cli (Debian: redis-server, redis-tools).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+A_BIN=${A_BIN:-./target/release/strata}
+B_BIN=${B_BIN:-}
+TESTS=${TESTS:-set,get,incr,mset}
+N=${N:-50000}
+ROUNDS=${ROUNDS:-10}
+VALUE_BYTES=${VALUE_BYTES:-1024}
+PIPELINES=${PIPELINES:-"16 1"}
+CLIENTS=${CLIENTS:-50}
+A_PORT=${A_PORT:-17401}
+B_PORT=${B_PORT:-17402}
+WORK=${BENCH_DIR:-./bench-data}/interleaved
+OUT=${OUT:-/dev/stdout}
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
+for tool in redis-server redis-benchmark redis-cli; do
+  command -v "$tool" >/dev/null || { echo "needs $tool (apt-get install redis-server redis-tools)" >&2; exit 2; }
+done
+rm -rf "$WORK" && mkdir -p "$WORK/a" "$WORK/b"
+WORK=$(cd "$WORK" && pwd)
+RUST_LOG=warn "$A_BIN" --dir "$WORK/a" serve --port "$A_PORT" --appendfsync everysec >/dev/null 2>&1 &
+A_PID=$!
+if [ -n "$B_BIN" ]; then
+  RUST_LOG=warn "$B_BIN" --dir "$WORK/b" serve --port "$B_PORT" --appendfsync everysec >/dev/null 2>&1 &
+else
+  redis-server --port "$B_PORT" --dir "$WORK/b" --appendonly yes --appendfsync everysec \
+    --save "" --daemonize no --logfile "$WORK/redis.log" &
+fi
+B_PID=$!
+trap 'kill "$A_PID" "$B_PID" 2>/dev/null || true' EXIT
+wait_port "$A_PORT"
+wait_port "$B_PORT"
+
+tick=$(getconf CLK_TCK)
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+lines=$(mktemp)
+echo "# $(date -u +%FT%TZ) N=$N rounds=$ROUNDS clients=$CLIENTS value=$VALUE_BYTES B, $(nproc) cores, A=$A_BIN B=${B_BIN:-redis-server}" >"$OUT"
+for round in $(seq 1 "$ROUNDS"); do
+  for p in $PIPELINES; do
+    for t in ${TESTS//,/ }; do
+      order="A B"
+      [ $((round % 2)) -eq 0 ] && order="B A"
+      for side in $order; do
+        port=$A_PORT pid=$A_PID
+        [ "$side" = B ] && port=$B_PORT pid=$B_PID
+        before=$(cpu_ticks "$pid")
+        rps=$(redis-benchmark -p "$port" -t "$t" -n "$N" -r 1000000 -d "$VALUE_BYTES" -c "$CLIENTS" \
+          -P "$p" --csv -q 2>/dev/null | grep -v '"test"' | head -1 | cut -d, -f2 | tr -d '"')
+        after=$(cpu_ticks "$pid")
+        us=$(awk -v a="$before" -v b="$after" -v n="$N" -v t="$tick" 'BEGIN {printf "%.2f", (b - a) / t * 1e6 / n}')
+        echo "$round,$side,$t,$p,$rps,$us" | tee -a "$lines" >>"$OUT"
+      done
+    done
+  done
+done
+
+echo
+echo "| test | pipeline | A requests/s | B requests/s | A / B | A CPU us/request | B CPU us/request |"
+echo "| --- | --- | ---: | ---: | ---: | ---: | ---: |"
+awk -F, '
+  function median(s,   a, n, i, j, x) {
+    n = split(s, a, " ")
+    for (i = 2; i <= n; i++) { x = a[i]; for (j = i - 1; j >= 1 && a[j] > x; j--) a[j + 1] = a[j]; a[j + 1] = x }
+    return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+  }
+  { k = $3 " " $4; if (!(k in seen)) { seen[k] = 1; order[++m] = k }
+    rps[k, $2] = rps[k, $2] " " $5; cpu[k, $2] = cpu[k, $2] " " $6 }
+  END {
+    for (i = 1; i <= m; i++) {
+      k = order[i]; split(k, kp, " ")
+      ra = median(rps[k, "A"]); rb = median(rps[k, "B"])
+      printf "| %s | -P %s | %.0f | %.0f | %.2f | %.2f | %.2f |\n", toupper(kp[1]), kp[2], ra, rb, (rb > 0 ? ra / rb : 0), median(cpu[k, "A"]), median(cpu[k, "B"])
+    }
+  }' "$lines"
+echo "(medians of $ROUNDS bursts each)"
+rm -f "$lines"
