@@ -196,8 +196,8 @@ fn engine_batch(ops: Vec<BatchOp>) -> strata::WriteBatch {
     let mut batch = strata::WriteBatch::new();
     for op in ops {
         match op {
-            BatchOp::Put(k, v) => batch.put(k, v),
-            BatchOp::Delete(k) => batch.delete(k),
+            BatchOp::Put(k, v) => batch.put_owned(k, v),
+            BatchOp::Delete(k) => batch.delete_owned(k),
         };
     }
     batch
@@ -533,13 +533,27 @@ impl HeldDb<'_, '_> {
     }
 
     /// Vets `ops` as the engine would and stages them (applying what was staged first when
-    /// they would pass [`STAGED_BYTES_MAX`]; a batch larger than that on its own is applied at
-    /// once, where the engine's batch limit applies to it).
+    /// they would pass [`STAGED_BYTES_MAX`]). One command's writes larger than that on their
+    /// own are applied at once as their own batch, after what was staged: the engine's batch
+    /// limit then refuses that command alone, as it would without the hold.
     fn stage(&self, ops: Vec<BatchOp>) -> Result<()> {
-        if ops.is_empty() {
+        let Some(BatchOp::Put(route, _) | BatchOp::Delete(route)) = ops.first() else {
+            return Ok(());
+        };
+        let total: usize = ops
+            .iter()
+            .map(|op| match op {
+                BatchOp::Put(k, v) => k.len() + v.len(),
+                BatchOp::Delete(k) => k.len(),
+            })
+            .sum();
+        if total > STAGED_BYTES_MAX {
+            self.apply_staged()?;
+            let route = route.clone();
+            let batch = engine_batch(ops);
+            self.hold.lock().update_group(&route, |_| Ok((batch, ())))?;
             return Ok(());
         }
-        let mut bytes = 0;
         {
             let hold = self.hold.lock();
             for op in &ops {
@@ -548,10 +562,9 @@ impl HeldDb<'_, '_> {
                     BatchOp::Delete(k) => (k, &[][..]),
                 };
                 hold.check_write(key, value)?;
-                bytes += key.len() + value.len();
             }
         }
-        if self.staged.lock().bytes + bytes > STAGED_BYTES_MAX {
+        if self.staged.lock().bytes + total > STAGED_BYTES_MAX {
             self.apply_staged()?;
         }
         let mut staged = self.staged.lock();
@@ -560,11 +573,6 @@ impl HeldDb<'_, '_> {
                 BatchOp::Put(k, v) => staged.stage(k, Some(Bytes::from(v))),
                 BatchOp::Delete(k) => staged.stage(k, None),
             }
-        }
-        let over = staged.bytes > STAGED_BYTES_MAX;
-        drop(staged);
-        if over {
-            self.apply_staged()?;
         }
         Ok(())
     }
@@ -897,6 +905,21 @@ mod tests {
                 vec![None, None]
             );
             store.put(&own, b"12").unwrap();
+            // One command's writes past the staging bound go to the engine at once, after
+            // what was staged before them.
+            let big = (0..=255u8)
+                .map(|b| [&own[..], b"big", &[b]].concat())
+                .find(|k| db.partition_of(k) == db.partition_of(&own))
+                .unwrap();
+            store.put(&big, &vec![b'b'; STAGED_BYTES_MAX + 1]).unwrap();
+            assert_eq!(
+                KvBackend::get(&db, &own).unwrap().as_deref(),
+                Some(&b"12"[..])
+            );
+            assert_eq!(
+                KvBackend::get(&db, &big).unwrap().map(|v| v.len()),
+                Some(STAGED_BYTES_MAX + 1)
+            );
             // A write the engine would refuse is refused here, before it is staged.
             let huge = (0..=255u8)
                 .map(|b| {
