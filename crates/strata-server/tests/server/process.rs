@@ -957,6 +957,87 @@ fn list_queue_survives_sigkill() {
     server.terminate();
 }
 
+/// The queue of [`list_queue_survives_sigkill`] fed and drained in pipelines of 16 (held runs,
+/// whose writes the server stages and applies as one batch per run): after SIGKILL and a
+/// restart the list is a contiguous run of the pushed numbers, starting just after the last
+/// acknowledged pop or within the pipeline of pops in flight, and ending at the last
+/// acknowledged push or within the pipeline of pushes in flight.
+#[test]
+fn pipelined_list_queue_survives_sigkill() {
+    const PIPELINE: u64 = 16;
+    let dir = tempfile::tempdir().unwrap();
+    let server = ServerProcess::start(dir.path(), "everysec");
+    let pushed = Arc::new(Mutex::new(0u64));
+    let popped = Arc::new(Mutex::new(0u64));
+    let stop = Arc::new(AtomicBool::new(false));
+    let producer = {
+        let mut c = server.client();
+        let (pushed, stop) = (pushed.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut next = 1u64;
+            while !stop.load(Ordering::Relaxed) {
+                let mut pipe = redis::pipe();
+                for n in next..next + PIPELINE {
+                    pipe.cmd("RPUSH").arg("queue").arg(n);
+                }
+                if pipe.query::<Vec<i64>>(&mut c).is_err() {
+                    return;
+                }
+                next += PIPELINE;
+                *pushed.lock().unwrap() = next - 1;
+            }
+        })
+    };
+    let consumer = {
+        let mut c = server.client();
+        let (popped, stop) = (popped.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let mut pipe = redis::pipe();
+                for _ in 0..PIPELINE {
+                    pipe.cmd("LPOP").arg("queue");
+                }
+                let Ok(got) = pipe.query::<Vec<Option<u64>>>(&mut c) else {
+                    return;
+                };
+                let mut p = popped.lock().unwrap();
+                for n in got.into_iter().flatten() {
+                    assert_eq!(n, *p + 1, "popped out of order");
+                    *p = n;
+                }
+                drop(p);
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(400));
+    server.kill9();
+    stop.store(true, Ordering::Relaxed);
+    producer.join().unwrap();
+    consumer.join().unwrap();
+    let (pushed, popped) = (*pushed.lock().unwrap(), *popped.lock().unwrap());
+    assert!(pushed > PIPELINE, "too little pushed: {pushed}");
+    let server = ServerProcess::start(dir.path(), "everysec");
+    let mut c = server.client();
+    let left: Vec<u64> = c.lrange("queue", 0, -1).unwrap();
+    let len: usize = c.llen("queue").unwrap();
+    assert_eq!(len, left.len());
+    let first = left.first().copied().unwrap_or(popped + 1);
+    assert!(
+        (popped + 1..=popped + 1 + PIPELINE).contains(&first),
+        "first {first}, popped {popped}"
+    );
+    for (i, n) in left.iter().enumerate() {
+        assert_eq!(*n, first + i as u64, "a hole in the queue: {left:?}");
+    }
+    let last = left.last().copied().unwrap_or(first - 1);
+    assert!(
+        (pushed..=pushed + PIPELINE).contains(&last),
+        "last {last}, pushed {pushed}"
+    );
+    server.terminate();
+}
+
 /// A sorted set used as a queue from its top (ZADD at falling scores, ZPOPMAX: oldest first)
 /// while the server is SIGKILLed: after the restart the set holds a run of consecutive
 /// members from just after the last acknowledged pop to the last acknowledged push, read
