@@ -489,11 +489,9 @@ impl HeldDb<'_, '_> {
 
     /// Applies the staged writes (one engine batch under the hold).
     fn apply_staged(&self) -> Result<()> {
+        self.failure()?;
         let (route, batch) = {
             let mut staged = self.staged.lock();
-            if let Some(e) = &staged.failed {
-                return Err(crate::error::Error::command(e.clone()));
-            }
             let Some((route, _)) = staged.ops.first() else {
                 return Ok(());
             };

@@ -112,31 +112,33 @@ const SEGMENT_ENTRIES: usize = 4096;
 /// entries are never copied to a new buffer as it fills (the copies, and the page faults of
 /// each new buffer, were a twentieth of a pipelined LPUSH's CPU).
 struct Segmented<T> {
+    /// Full segments of [`SEGMENT_ENTRIES`], then the one being filled.
     segments: Vec<Vec<T>>,
-    len: usize,
 }
 
 impl<T> Default for Segmented<T> {
     fn default() -> Self {
         Segmented {
             segments: Vec::new(),
-            len: 0,
         }
     }
 }
 
 impl<T> Segmented<T> {
     fn len(&self) -> usize {
-        self.len
+        self.segments.last().map_or(0, |last| {
+            (self.segments.len() - 1) * SEGMENT_ENTRIES + last.len()
+        })
     }
 
     fn push(&mut self, item: T) {
-        if self.len % SEGMENT_ENTRIES == 0 {
-            self.segments.push(Vec::with_capacity(SEGMENT_ENTRIES));
-        }
-        if let Some(last) = self.segments.last_mut() {
-            last.push(item);
-            self.len += 1;
+        match self.segments.last_mut() {
+            Some(last) if last.len() < SEGMENT_ENTRIES => last.push(item),
+            _ => {
+                let mut segment = Vec::with_capacity(SEGMENT_ENTRIES);
+                segment.push(item);
+                self.segments.push(segment);
+            }
         }
     }
 }
@@ -759,6 +761,9 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
     #[test]
     fn segmented_entries_index_like_a_vec() {
         let mut seg = Segmented::default();
@@ -776,8 +781,6 @@ mod tests {
         assert_eq!(seg[SEGMENT_ENTRIES - 1], (SEGMENT_ENTRIES - 1) * 3);
         assert_eq!(seg[SEGMENT_ENTRIES + 1], (SEGMENT_ENTRIES + 1) * 3);
     }
-    use proptest::prelude::*;
-    use std::collections::BTreeMap;
 
     /// What the memtable must hold: every version of each key, oldest first (`None`: a
     /// tombstone), by a plain B-tree map.
