@@ -313,7 +313,7 @@ impl KvBackend for strata::Db {
         end: Bound<Vec<u8>>,
         visit: &mut VisitFn<'_>,
     ) -> Result<()> {
-        visit_scan(strata::Db::scan_routed(self, route, (start, end)), visit)
+        Ok(strata::Db::visit_routed(self, route, (start, end), visit)?)
     }
 
     fn scan_group_rev(

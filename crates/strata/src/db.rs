@@ -519,6 +519,35 @@ impl Db {
         self.scan_routed_bounds(route_key, range_bounds(range), false)
     }
 
+    /// Calls `visit` on each key and value of [`Db::scan_routed`]'s scan, in key order, until
+    /// it returns false. The same entries at the same point in time, without an owned copy of
+    /// each: a range that only the partition's active memtable holds (a collection's newest
+    /// elements) is read out of it as plain bytes, a chunk at a time.
+    pub fn visit_routed<K: AsRef<[u8]>, R: RangeBounds<K>>(
+        &self,
+        route_key: &[u8],
+        range: R,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<()> {
+        self.check()?;
+        let (lower, upper) = range_bounds(range);
+        let partition = &self.inner.partitions[self.partition_of(route_key)];
+        let Some(tree) = partition.lsm() else {
+            for entry in self.scan_routed_bounds(route_key, (lower, upper), false) {
+                let (k, v) = entry?;
+                if !visit(&k, &v) {
+                    break;
+                }
+            }
+            return Ok(());
+        };
+        let (view, at) = {
+            let _held = tree.hold_view();
+            (tree.pinned_view(), self.inner.seqs.visible())
+        };
+        tree.visit_at(view, at, lower, upper, visit)
+    }
+
     /// [`Db::scan_routed`] in descending key order: the top of a range (a sorted set's highest
     /// scores) without reading what lies below it. The LSM engine reads at one point in time,
     /// in steps of about a block (`lsm/reverse.rs`); the log engine, whose index has no key

@@ -35,7 +35,9 @@ use crate::batch::{BatchHeader, Entry};
 use crate::error::{Error, Result};
 use crate::journal::counts::Existence;
 use crate::journal::{self, Journal, JournalState, Journaled, WAL_SUFFIX};
-use crate::lsm::memtable::{Memtable, MemtableBudget, MemtableIter, MemtableLog, Slot, SlotIter};
+use crate::lsm::memtable::{
+    as_ref_bound, Memtable, MemtableBudget, MemtableIter, MemtableLog, Slot, SlotIter,
+};
 use crate::lsm::sstable::Table;
 use crate::lsm::version::{self, LogState, Version};
 use crate::lsm::vlog::relocate::MOVED_SUFFIX;
@@ -423,6 +425,46 @@ impl Tree {
         }))
     }
 
+    /// Calls `visit` on the live entries (tombstones skipped) of `(lower, upper)` of view `v`
+    /// at `at`, in key order, until it returns false. When no source but the active memtable
+    /// holds a key of the range (a collection's newest elements, say), its entries are copied
+    /// out a chunk at a time as plain bytes ([`Memtable::visit_range`]); otherwise the merged
+    /// entries of [`Tree::iter_at`].
+    pub(crate) fn visit_at(
+        &self,
+        v: Arc<View>,
+        at: u64,
+        lower: Bound<Bytes>,
+        upper: Bound<Bytes>,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<()> {
+        let mut older = older_sources(&v, at, &lower, &upper);
+        let firsts: Vec<_> = older.iter_mut().map(|it| it.next()).collect();
+        if firsts.iter().all(Option::is_none) {
+            let resolve = |p: &ValuePtr| resolve_in_view(&self.wal_dir, &v, p);
+            let (lo, hi) = (as_ref_bound(&lower), as_ref_bound(&upper));
+            return v.active.visit_range(at, lo, hi, resolve, visit);
+        }
+        // The entries already taken from the older sources go back in front of them.
+        let active = MemtableIter::new(v.active.clone(), at, lower, upper);
+        let mut sources: Vec<SlotIter> = vec![Box::new(active.map(Ok))];
+        for (first, rest) in firsts.into_iter().zip(older) {
+            sources.push(Box::new(first.into_iter().chain(rest)));
+        }
+        for entry in MergeIter::new(sources) {
+            let (k, slot) = entry?;
+            let value = match slot {
+                Slot::Put(b) => b,
+                Slot::Delete => continue,
+                Slot::Pointer(p) => resolve_in_view(&self.wal_dir, &v, &p)?,
+            };
+            if !visit(&k, &value) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     /// Entries (tombstones included) in `(lower, upper)` of view `v` at sequence number `at`,
     /// as [`Tree::iter_at`], in descending key order (`reverse.rs`).
     pub(crate) fn iter_rev_at(
@@ -702,8 +744,17 @@ pub(super) fn slots_at(
     lower: Bound<Bytes>,
     upper: Bound<Bytes>,
 ) -> MergeIter<Slot> {
+    let mut sources = older_sources(v, at, &lower, &upper);
+    let active = MemtableIter::new(v.active.clone(), at, lower, upper);
+    sources.insert(0, Box::new(active.map(Ok)));
+    MergeIter::new(sources)
+}
+
+/// The sources of [`slots_at`] but the active memtable, newest first: the immutable memtables
+/// and the tables whose keys may lie in the range.
+fn older_sources(v: &View, at: u64, lower: &Bound<Bytes>, upper: &Bound<Bytes>) -> Vec<SlotIter> {
     let mut sources: Vec<SlotIter> = Vec::new();
-    for m in std::iter::once(&v.active).chain(v.immutables.iter()) {
+    for m in v.immutables.iter() {
         let it = MemtableIter::new(m.clone(), at, lower.clone(), upper.clone());
         sources.push(Box::new(it.map(Ok)));
     }
@@ -711,14 +762,14 @@ pub(super) fn slots_at(
     // nothing to give: a short range scan (a collection's elements) skips it unopened.
     for t in v.version.levels[0]
         .iter()
-        .filter(|t| in_range(t, &lower, &upper))
+        .filter(|t| in_range(t, lower, upper))
     {
         sources.push(Box::new(t.iter(lower.clone(), upper.clone(), true)));
     }
     for level in 1..LEVELS {
         let tables: Vec<Arc<Table>> = v.version.levels[level]
             .iter()
-            .filter(|t| in_range(t, &lower, &upper))
+            .filter(|t| in_range(t, lower, upper))
             .cloned()
             .collect();
         if tables.is_empty() {
@@ -731,7 +782,7 @@ pub(super) fn slots_at(
                 .flat_map(move |t| t.iter(lo.clone(), hi.clone(), true)),
         ));
     }
-    MergeIter::new(sources)
+    sources
 }
 
 /// The value `p` points at, in view `v`: in a value log of its version, or in the log of one
