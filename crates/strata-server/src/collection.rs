@@ -374,22 +374,38 @@ pub fn list_range(
     from: u64,
     to: u64,
 ) -> Result<Vec<Bytes>> {
-    if from >= to {
-        return Ok(Vec::new());
-    }
     // `to - from` is exact unless positions were popped or the range runs past the end; the
     // bound keeps a huge range from reserving more than it may ever fill up front.
     let mut out = Vec::with_capacity(usize::try_from(to - from).unwrap_or(usize::MAX).min(1024));
+    list_visit(b, db, name, version, from, to, &mut |v| {
+        out.push(Bytes::copy_from_slice(v))
+    })?;
+    Ok(out)
+}
+
+/// Calls `visit` on the values at positions `from..to` of incarnation `version` of `name`, in
+/// order (one scan of the key's partition), without a copy of its own of each.
+pub fn list_visit(
+    b: &dyn KvBackend,
+    db: DbIndex,
+    name: &[u8],
+    version: u64,
+    from: u64,
+    to: u64,
+    visit: &mut dyn FnMut(&[u8]),
+) -> Result<()> {
+    if from >= to {
+        return Ok(());
+    }
     b.scan_group(
         &string_key(db, name),
         std::ops::Bound::Included(list_key(db, name, version, from)),
         std::ops::Bound::Excluded(list_key(db, name, version, to)),
         &mut |_, v| {
-            out.push(Bytes::copy_from_slice(v));
+            visit(v);
             true
         },
-    )?;
-    Ok(out)
+    )
 }
 
 /// A sorted set's member entry: `prefix 'M' member` -> the score (f64 bits, little-endian).

@@ -149,6 +149,7 @@ fn data(reply: &Reply) -> bool {
         Reply::Int(n) => *n > 0,
         Reply::Double(_) | Reply::DoubleText(_) => true,
         Reply::Array(items) | Reply::Set(items) => items.iter().any(data),
+        Reply::Bulks(bulks) => bulks.items().any(|b| !b.is_empty()),
         Reply::Map(pairs) => !pairs.is_empty(),
         Reply::Verbatim(t) => !t.is_empty(),
         _ => false,

@@ -16,11 +16,11 @@ use bytes::Bytes;
 use super::strings::json_exists;
 use super::{int_arg, is, Ctx, Spec, READ, READ_FAST, WRITE, WRITE_FAST};
 use crate::backend::{BatchOp, GroupRead};
-use crate::collection::{list_key, list_range, ListMeta, LIST_HEAD_START};
+use crate::collection::{list_key, list_range, list_visit, ListMeta, LIST_HEAD_START};
 use crate::error::{Error, Result};
 use crate::keyspace::{now_ms, string_key, DbIndex, Encoding, KeyType, Record};
 use crate::notify;
-use crate::resp::Reply;
+use crate::resp::{EncodedBulks, Reply};
 
 #[rustfmt::skip]
 pub(crate) static SPECS: &[Spec] = &[
@@ -441,15 +441,18 @@ fn lrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         return Ok(Reply::Array(Vec::new()));
     };
     let (from, to) = span(start, stop, f.meta.count);
-    let values = list_range(
+    // The elements go straight into the reply's wire form: no reply per element.
+    let mut out = EncodedBulks::default();
+    list_visit(
         ctx.db(),
         ctx.dbi(),
         &args[1],
         f.meta.version,
         f.meta.head.wrapping_add(from),
         f.meta.head.wrapping_add(to),
+        &mut |v| out.push(v),
     )?;
-    Ok(Reply::Array(values.into_iter().map(Reply::Bulk).collect()))
+    Ok(Reply::Bulks(out))
 }
 
 fn lindex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {

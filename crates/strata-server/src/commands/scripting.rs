@@ -1259,6 +1259,13 @@ fn to_lua(lua: &Lua, reply: Reply) -> mlua::Result<Value> {
             return list(items)
         }
         Reply::Map(pairs) => return list(pairs.into_iter().flat_map(|(k, v)| [k, v]).collect()),
+        Reply::Bulks(bulks) => {
+            let t = lua.create_table_with_capacity(bulks.len(), 0)?;
+            for (i, item) in bulks.items().enumerate() {
+                t.set(i + 1, lua.create_string(item)?)?;
+            }
+            Value::Table(t)
+        }
     })
 }
 

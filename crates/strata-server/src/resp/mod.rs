@@ -7,4 +7,4 @@ pub mod parse;
 pub mod reply;
 
 pub use parse::{Limits, Parsed, RequestParser};
-pub use reply::{Protocol, Reply};
+pub use reply::{EncodedBulks, Protocol, Reply};

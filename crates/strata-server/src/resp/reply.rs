@@ -64,6 +64,68 @@ pub enum Reply {
     /// Several replies sent one after the other, for commands that answer once per argument
     /// (SUBSCRIBE a b).
     Several(Vec<Reply>),
+    /// An array of bulk strings already in wire form: what [`Reply::Array`] of
+    /// [`Reply::Bulk`]s encodes to, built without a reply per element.
+    Bulks(EncodedBulks),
+}
+
+/// An array of bulk strings written straight into one buffer, in the wire form both protocol
+/// versions share. A collection read appends its elements as the engine visits them: building
+/// a reply per element (an allocation, a copy, an encode step and a drop each) was a third of
+/// the CPU of LRANGE of short elements.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct EncodedBulks {
+    count: usize,
+    wire: Vec<u8>,
+}
+
+impl EncodedBulks {
+    /// An empty array whose buffer holds `bytes` before it grows.
+    pub fn with_capacity(bytes: usize) -> EncodedBulks {
+        EncodedBulks {
+            count: 0,
+            wire: Vec::with_capacity(bytes),
+        }
+    }
+
+    /// Appends one bulk string.
+    pub fn push(&mut self, b: &[u8]) {
+        let mut len = itoa::Buffer::new();
+        let len = len.format(b.len());
+        self.wire.reserve(len.len() + b.len() + 5);
+        self.wire.push(b'$');
+        self.wire.extend_from_slice(len.as_bytes());
+        self.wire.extend_from_slice(b"\r\n");
+        self.wire.extend_from_slice(b);
+        self.wire.extend_from_slice(b"\r\n");
+        self.count += 1;
+    }
+
+    /// The number of bulk strings.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The bulk strings, read back out of the wire form (scripts, which take them as values).
+    pub fn items(&self) -> impl Iterator<Item = &[u8]> {
+        let mut rest = &self.wire[..];
+        std::iter::from_fn(move || {
+            // `$<len>\r\n<bytes>\r\n`, as `push` wrote it.
+            let digits_end = rest.iter().position(|&b| b == b'\r')?;
+            let len: usize = std::str::from_utf8(rest.get(1..digits_end)?)
+                .ok()?
+                .parse()
+                .ok()?;
+            let item = rest.get(digits_end + 2..digits_end + 2 + len)?;
+            rest = rest.get(digits_end + 4 + len..)?;
+            Some(item)
+        })
+    }
 }
 
 impl Reply {
@@ -140,6 +202,10 @@ impl Reply {
                     item.encode(proto, out);
                 }
             }
+            Reply::Bulks(bulks) => {
+                header(out, b'*', bulks.count as i64);
+                out.put_slice(&bulks.wire);
+            }
             Reply::Push(items) => {
                 header(out, if resp3 { b'>' } else { b'*' }, items.len() as i64);
                 for item in items {
@@ -207,6 +273,35 @@ mod tests {
 
     fn both(r: &Reply) -> (Bytes, Bytes) {
         (r.to_bytes(Protocol::Resp2), r.to_bytes(Protocol::Resp3))
+    }
+
+    /// Bulk strings written straight into wire form encode as an array of bulk replies does,
+    /// in both protocol versions, and read back as themselves (CR LF inside, empty, binary).
+    #[test]
+    fn encoded_bulks_are_an_array_of_bulks() {
+        let items: Vec<&[u8]> = vec![
+            b"a",
+            b"",
+            b"line\r\nbreak",
+            &[0, 255, b'$', b'\r'],
+            b"0123456789",
+        ];
+        for n in 0..=items.len() {
+            let mut bulks = EncodedBulks::default();
+            for item in &items[..n] {
+                bulks.push(item);
+            }
+            let array = Reply::Array(
+                items[..n]
+                    .iter()
+                    .map(|b| Reply::Bulk(Bytes::copy_from_slice(b)))
+                    .collect(),
+            );
+            assert_eq!(both(&Reply::Bulks(bulks.clone())), both(&array));
+            assert_eq!(bulks.len(), n);
+            assert_eq!(bulks.is_empty(), n == 0);
+            assert_eq!(bulks.items().collect::<Vec<_>>(), items[..n]);
+        }
     }
 
     #[test]
