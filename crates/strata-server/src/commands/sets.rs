@@ -223,7 +223,7 @@ fn spop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     // In a held run the pop reads more than its window and leaves the rest for the run's next
     // pop of this set (`PopWindow`).
     let held = ctx.session.in_held_run;
-    let cached = ctx.session.pop_window.take().filter(|_| held);
+    let mut cached = ctx.session.pop_window.take().filter(|_| held);
     let db = ctx.dbi();
     let (popped, left, emptied) = modify(ctx, key, KeyType::Set, |e| {
         let mut popped = Vec::new();
@@ -239,11 +239,11 @@ fn spop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         let window = want.saturating_add(1).max(SPOP_WINDOW_MIN);
         let meta = e.meta();
         let from_window = cached
-            .as_ref()
-            .and_then(|w| w.first(db, key, meta.version, KeyType::Set, window));
+            .take()
+            .and_then(|w| w.into_first(db, key, meta.version, KeyType::Set, window));
         let (seen, complete): (Vec<Bytes>, bool) = match from_window {
             Some((elements, complete)) => {
-                (elements.iter().map(|(m, _)| m.clone()).collect(), complete)
+                (elements.into_iter().map(|(m, _)| m).collect(), complete)
             }
             None => {
                 let fill = if held {
@@ -262,23 +262,21 @@ fn spop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         };
         let mut order: Vec<usize> = (0..seen.len().min(window)).collect();
         order.shuffle(&mut rand::thread_rng());
+        order.truncate(want);
         let mut taken = vec![false; seen.len()];
-        for i in order.into_iter().take(want) {
+        for &i in &order {
             e.remove_scanned(&seen[i]);
             taken[i] = true;
-            popped.push(seen[i].clone());
         }
         let first_left = seen.iter().zip(&taken).find(|(_, t)| !**t).map(|(m, _)| m);
         if let Some(m) = first_left.or(seen.last()) {
             e.raise_floor(m);
         }
+        // The members move out: the popped ones in the shuffled order, the rest to the window.
+        let mut seen: Vec<Option<Bytes>> = seen.into_iter().map(Some).collect();
+        popped.extend(order.iter().filter_map(|&i| seen[i].take()));
         let left = held.then(|| {
-            let rest = seen
-                .iter()
-                .zip(&taken)
-                .filter(|(_, t)| !**t)
-                .map(|(m, _)| (m.clone(), 0.0))
-                .collect();
+            let rest = seen.into_iter().flatten().map(|m| (m, 0.0)).collect();
             PopWindow::new(db, key, meta.version, KeyType::Set, rest, complete)
         });
         Ok((popped, left, e.count() == 0))

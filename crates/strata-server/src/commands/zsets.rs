@@ -1226,7 +1226,7 @@ fn pop_entries(
     window: Option<&mut Option<PopWindow>>,
 ) -> Result<Vec<(Bytes, f64)>> {
     let held = window.is_some() && !max;
-    let (cached, slot) = match window {
+    let (mut cached, slot) = match window {
         Some(slot) => (slot.take(), Some(slot)),
         None => (None, None),
     };
@@ -1247,10 +1247,10 @@ fn pop_entries(
             (top, true)
         } else {
             let from_window = cached
-                .as_ref()
-                .and_then(|w| w.first(z.db, z.name, meta.version, KeyType::Zset, want));
+                .take()
+                .and_then(|w| w.into_first(z.db, z.name, meta.version, KeyType::Zset, want));
             match from_window {
-                Some((elements, complete)) => (elements.to_vec(), complete),
+                Some((elements, complete)) => (elements, complete),
                 None => {
                     let fill = if held {
                         want.max(POP_WINDOW_FILL)
