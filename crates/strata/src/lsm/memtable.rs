@@ -466,6 +466,14 @@ impl Memtable {
         visible(m.revisions(i), at).cloned()
     }
 
+    /// Whether the newest version of `key` (whose hash is `h`) is a value rather than a
+    /// tombstone, if this memtable has one (key counts: no copy of the slot).
+    pub(crate) fn newest_is_live(&self, key: &[u8], h: KeyHash) -> Option<bool> {
+        let m = self.map.read();
+        let i = m.find(key, h)?;
+        m.revisions(i).last().map(|r| r.slot != Slot::Delete)
+    }
+
     /// The sequence number of the newest version of `key` (whose hash is `h`), if this
     /// memtable has one.
     pub(crate) fn newest_seq(&self, key: &[u8], h: KeyHash) -> Option<u64> {
@@ -996,6 +1004,8 @@ mod tests {
                         prop_assert_eq!(got, model_at(&model, &key(k), at), "get {} at {}", k, at);
                         let newest = model.get(&key(k)).and_then(|r| r.last()).map(|r| r.0);
                         prop_assert_eq!(mem.newest_seq(&key(k), KeyHash::of(&key(k))), newest);
+                        let live = model.get(&key(k)).and_then(|r| r.last()).map(|r| r.1.is_some());
+                        prop_assert_eq!(mem.newest_is_live(&key(k), KeyHash::of(&key(k))), live);
                     }
                     Op::Scan(a, b, back) => {
                         let at = seq.saturating_sub(back);

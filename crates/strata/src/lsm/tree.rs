@@ -91,8 +91,8 @@ impl Journaled for Tree {
         let v = self.view.load();
         let h = KeyHash::of(key);
         for m in std::iter::once(&v.active).chain(v.immutables.iter()) {
-            if let Some(s) = m.get(key, h, u64::MAX) {
-                return Ok(Existence::Known(s != Slot::Delete));
+            if let Some(live) = m.newest_is_live(key, h) {
+                return Ok(Existence::Known(live));
             }
         }
         Ok(Existence::InTables {
