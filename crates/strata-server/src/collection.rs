@@ -376,7 +376,11 @@ pub fn list_range(
 ) -> Result<Vec<Bytes>> {
     // `to - from` is exact unless positions were popped or the range runs past the end; the
     // bound keeps a huge range from reserving more than it may ever fill up front.
-    let mut out = Vec::with_capacity(usize::try_from(to - from).unwrap_or(usize::MAX).min(1024));
+    let mut out = Vec::with_capacity(
+        usize::try_from(to.saturating_sub(from))
+            .unwrap_or(usize::MAX)
+            .min(1024),
+    );
     list_visit(b, db, name, version, from, to, &mut |v| {
         out.push(Bytes::copy_from_slice(v))
     })?;

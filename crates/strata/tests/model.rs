@@ -927,6 +927,34 @@ fn an_ingest_whose_input_fails_installs_nothing() {
     assert_eq!(db.scan::<&[u8], _>(..).count(), 100);
 }
 
+/// One partition with small tables, so that sorted levels hold several.
+fn small_tables(engine: Engine) -> Options {
+    Options {
+        partitions: 1,
+        table_bytes_target: 4 << 10,
+        level1_bytes_target: 16 << 10,
+        ..tiny(engine)
+    }
+}
+
+/// The model's entries in `(lo, hi)` in key order; none when the bounds cross (where
+/// `BTreeMap::range` would panic).
+fn model_range(model: &Model, lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let empty = match (lo, hi) {
+        (Bound::Included(a), Bound::Included(b)) => a > b,
+        (Bound::Included(a) | Bound::Excluded(a), Bound::Excluded(b))
+        | (Bound::Excluded(a), Bound::Included(b)) => a >= b,
+        _ => false,
+    };
+    if empty {
+        return Vec::new();
+    }
+    model
+        .range::<Vec<u8>, _>((lo.clone(), hi.clone()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
 /// A random bound over keys `k0000`..`k1999` (or none).
 fn random_bound(rng: &mut SmallRng) -> Bound<Vec<u8>> {
     let key = format!("k{:04}", rng.gen_range(0..2_000)).into_bytes();
@@ -946,13 +974,7 @@ fn random_bound(rng: &mut SmallRng) -> Bound<Vec<u8>> {
 fn reverse_routed_scans_match_the_model_read_backwards() {
     for engine in ENGINES {
         let dir = tempfile::tempdir().unwrap();
-        // Small tables, so that sorted levels hold several.
-        let opts = Options {
-            partitions: 1,
-            table_bytes_target: 4 << 10,
-            level1_bytes_target: 16 << 10,
-            ..tiny(engine)
-        };
+        let opts = small_tables(engine);
         let mut db = Db::open(dir.path(), opts.clone()).unwrap();
         let mut model = Model::new();
         let mut rng = SmallRng::seed_from_u64(41);
@@ -984,21 +1006,8 @@ fn reverse_routed_scans_match_the_model_read_backwards() {
             }
             for _ in 0..8 {
                 let (lo, hi) = (random_bound(&mut rng), random_bound(&mut rng));
-                let empty = match (&lo, &hi) {
-                    (Bound::Included(a), Bound::Included(b)) => a > b,
-                    (Bound::Included(a) | Bound::Excluded(a), Bound::Excluded(b))
-                    | (Bound::Excluded(a), Bound::Included(b)) => a >= b,
-                    _ => false,
-                };
-                let want: Vec<(Vec<u8>, Vec<u8>)> = if empty {
-                    Vec::new()
-                } else {
-                    model
-                        .range::<Vec<u8>, _>((lo.clone(), hi.clone()))
-                        .rev()
-                        .map(|(k, v)| (k.clone(), v.clone()))
-                        .collect()
-                };
+                let want: Vec<(Vec<u8>, Vec<u8>)> =
+                    model_range(&model, &lo, &hi).into_iter().rev().collect();
                 let take = if rng.gen_bool(0.5) { 10 } else { usize::MAX };
                 let got: Vec<(Vec<u8>, Vec<u8>)> = db
                     .scan_routed_rev(b"k", (lo.clone(), hi.clone()))
@@ -1067,12 +1076,7 @@ fn reverse_routed_scans_match_the_model_read_backwards() {
 fn routed_visits_match_the_model() {
     for engine in ENGINES {
         let dir = tempfile::tempdir().unwrap();
-        let opts = Options {
-            partitions: 1,
-            table_bytes_target: 4 << 10,
-            level1_bytes_target: 16 << 10,
-            ..tiny(engine)
-        };
+        let opts = small_tables(engine);
         let mut db = Db::open(dir.path(), opts.clone()).unwrap();
         let mut model = Model::new();
         let mut rng = SmallRng::seed_from_u64(43);
@@ -1113,20 +1117,7 @@ fn routed_visits_match_the_model() {
                         Bound::Excluded(format!("n{to:06}").into_bytes()),
                     )
                 };
-                let empty = match (&lo, &hi) {
-                    (Bound::Included(a), Bound::Included(b)) => a > b,
-                    (Bound::Included(a) | Bound::Excluded(a), Bound::Excluded(b))
-                    | (Bound::Excluded(a), Bound::Included(b)) => a >= b,
-                    _ => false,
-                };
-                let want: Vec<(Vec<u8>, Vec<u8>)> = if empty {
-                    Vec::new()
-                } else {
-                    model
-                        .range::<Vec<u8>, _>((lo.clone(), hi.clone()))
-                        .map(|(k, v)| (k.clone(), v.clone()))
-                        .collect()
-                };
+                let want = model_range(&model, &lo, &hi);
                 let stop = if rng.gen_bool(0.5) { 10 } else { usize::MAX };
                 let mut got: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
                 // The visitor writes over and deletes keys of the range ahead of it (the
