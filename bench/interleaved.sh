@@ -34,6 +34,7 @@ OUT=${OUT:-/dev/stdout}
 for tool in redis-server redis-benchmark redis-cli; do
   command -v "$tool" >/dev/null || { echo "needs $tool (apt-get install redis-server redis-tools)" >&2; exit 2; }
 done
+refuse_taken_port "$A_PORT" "$B_PORT"
 rm -rf "$WORK" && mkdir -p "$WORK/a" "$WORK/b"
 WORK=$(cd "$WORK" && pwd)
 RUST_LOG=warn "$A_BIN" --dir "$WORK/a" serve --port "$A_PORT" --appendfsync everysec >/dev/null 2>&1 &

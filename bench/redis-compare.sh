@@ -53,6 +53,7 @@ trap cleanup EXIT
 . bench/lib.sh
 
 start_servers() {
+  refuse_taken_port "$STRATA_PORT" "$REDIS_PORT"
   rm -rf "$WORK" && mkdir -p "$WORK/strata" "$WORK/redis"
   # shellcheck disable=SC2086 # STRATA_ARGS is a list of flags
   RUST_LOG=warn "$S" --dir "$WORK/strata" serve --port "$STRATA_PORT" --appendfsync everysec \
