@@ -541,10 +541,7 @@ impl Db {
             }
             return Ok(());
         };
-        let (view, at) = {
-            let _held = tree.hold_view();
-            (tree.pinned_view(), self.inner.seqs.visible())
-        };
+        let (view, at) = self.pinned(tree);
         tree.visit_at(view, at, lower, upper, visit)
     }
 
@@ -560,6 +557,13 @@ impl Db {
         self.scan_routed_bounds(route_key, range_bounds(range), true)
     }
 
+    /// `tree`'s current view and the sequence number reads of it see, taken together (a
+    /// routed scan's or visit's point in time).
+    fn pinned(&self, tree: &Tree) -> (Arc<crate::lsm::tree::View>, u64) {
+        let _held = tree.hold_view();
+        (tree.pinned_view(), self.inner.seqs.visible())
+    }
+
     fn scan_routed_bounds(
         &self,
         route_key: &[u8],
@@ -571,10 +575,7 @@ impl Db {
         }
         let partition = &self.inner.partitions[self.partition_of(route_key)];
         if let Some(tree) = partition.lsm() {
-            let (view, at) = {
-                let _held = tree.hold_view();
-                (tree.pinned_view(), self.inner.seqs.visible())
-            };
+            let (view, at) = self.pinned(tree);
             let it = if reverse {
                 tree.iter_rev_at(view, at, lower, upper)
             } else {

@@ -417,11 +417,7 @@ impl Tree {
         let slots = slots_at(&v, at, lower, upper);
         Box::new(slots.map(move |r| {
             let (k, slot) = r?;
-            Ok(match slot {
-                Slot::Put(b) => (k, Some(b)),
-                Slot::Delete => (k, None),
-                Slot::Pointer(p) => (k, Some(resolve_in_view(&wal_dir, &v, &p)?)),
-            })
+            Ok((k, value_in_view(&wal_dir, &v, slot)?))
         }))
     }
 
@@ -453,10 +449,8 @@ impl Tree {
         }
         for entry in MergeIter::new(sources) {
             let (k, slot) = entry?;
-            let value = match slot {
-                Slot::Put(b) => b,
-                Slot::Delete => continue,
-                Slot::Pointer(p) => resolve_in_view(&self.wal_dir, &v, &p)?,
+            let Some(value) = value_in_view(&self.wal_dir, &v, slot)? else {
+                continue;
             };
             if !visit(&k, &value) {
                 break;
@@ -783,6 +777,16 @@ fn older_sources(v: &View, at: u64, lower: &Bound<Bytes>, upper: &Bound<Bytes>) 
         ));
     }
     sources
+}
+
+/// The value `slot` holds in view `v`: its bytes, the value it points at, or `None` for a
+/// tombstone.
+fn value_in_view(wal_dir: &Path, v: &View, slot: Slot) -> Result<Option<Bytes>> {
+    Ok(match slot {
+        Slot::Put(b) => Some(b),
+        Slot::Delete => None,
+        Slot::Pointer(p) => Some(resolve_in_view(wal_dir, v, &p)?),
+    })
 }
 
 /// The value `p` points at, in view `v`: in a value log of its version, or in the log of one
