@@ -1,11 +1,12 @@
 //! The memtable: the newest writes of one partition, not yet in a table file.
 //! Each key's versions sit in one list of entries; a hash map finds a key's entry (point
-//! lookups and writes: one hash and one key comparison instead of ~20), and a B-tree of keys
-//! gives their order (scans, flush). A write of a key already in the memtable touches only
-//! its entry; a write of a new key appends its entry to a list of unsorted entries instead of
-//! walking the B-tree, and the B-tree takes them in batches, sorted (the write that fills the
-//! batch, a range scan, or a flush): the B-tree's comparisons on every write were a fifth of
-//! the CPU of a Redis SET or INCR, under the partition's write lock.
+//! lookups and writes: one hash and one key comparison instead of ~20), and sorted runs of
+//! entries give their order (scans, flush). A write of a key already in the memtable touches
+//! only its entry; a write of a new key appends its entry to a list of unsorted entries, and
+//! the list is sorted into a run of its own when it fills, or for a range scan or a flush;
+//! runs are merged with each other in sequential passes (`Maps::push_run`). A B-tree before
+//! them took the keys one by one: its comparisons were a fifth of the CPU of a Redis SET or
+//! INCR under the partition's write lock, and a tenth to a quarter of the collection writes'.
 //! Everything sits behind one reader-writer lock; writers are serialized by the journal lock
 //! anyway. Measured with `examples/point_ops.rs` on 2 cores: GETs 3-4x faster than with the
 //! lock-free skip list this replaced (BENCHMARKS.md).
@@ -17,7 +18,6 @@
 //! file, or from the log's tail while the value is not handed to the OS yet
 //! (`journal::LogTail`, a leaf lock: readers never take the journal's).
 
-use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -97,10 +97,16 @@ struct Revision {
 /// only the newest.
 type Revisions = SmallVec<[Revision; 1]>;
 
-/// Most entries left out of the key order: the write that reaches it sorts them in (in key
-/// order, the B-tree's insertion path stays in the cache), so that no scan, and no write, ever
-/// sorts more than this many at once (a pause of about a millisecond on the network thread).
+/// Most entries left out of the key order: the write that reaches it sorts them into a run,
+/// so that no scan, and no write, ever sorts more than this many at once.
 const UNSORTED_ENTRIES_MAX: usize = 4096;
+
+/// Runs are not merged into one longer than this: the merges a write sets off take a few
+/// milliseconds at most. Merging without a bound, the write at which a memtable's entries
+/// double merged all of them (20-24 ms at 300 000 keys in a standalone copy of the merge,
+/// 50-100 ms at a million); the price is a run to bisect per this many entries at a scan's
+/// start (four or five in a full memtable of small entries).
+const RUN_ENTRIES_MAX: usize = 1 << 16;
 
 /// Where a key's versions sit in [`Maps::entries`].
 type EntryIndex = usize;
@@ -167,9 +173,13 @@ struct Maps {
     /// computes once for every memtable and table filter it asks. Kept beside the index so
     /// that growing the table rehashes no key.
     hashed: HashTable<(u64, EntryIndex)>,
-    /// Keys in order, except those of `unsorted`.
-    sorted: BTreeMap<Bytes, EntryIndex>,
-    /// Entries added since the B-tree was last brought up to date, in the order written
+    /// Every entry except those of `unsorted`, in runs each sorted by key, each more than
+    /// twice as long as the next up to [`RUN_ENTRIES_MAX`] ([`Maps::push_run`]): one run per
+    /// 32 768-65 536 entries, and a logarithmic number of shorter ones.
+    runs: Vec<Vec<EntryIndex>>,
+    /// Counts changes of `runs`: a walk's [`RunsCursor`] stays valid while it is unchanged.
+    generation: u64,
+    /// Entries added since the runs were last brought up to date, in the order written
     /// (fewer than [`UNSORTED_ENTRIES_MAX`]).
     unsorted: Vec<EntryIndex>,
 }
@@ -198,36 +208,343 @@ impl Maps {
         }
     }
 
-    /// `indexes` sorted by their entries' keys.
-    fn sort_by_key(&self, indexes: &mut [EntryIndex]) {
-        indexes.sort_unstable_by(|a, b| self.entries[*a].0.cmp(&self.entries[*b].0));
+    fn key(&self, i: EntryIndex) -> &[u8] {
+        &self.entries[i].0
     }
 
-    /// Puts `indexes` (sorted by key) into the B-tree. A key's new entry replaces an emptied
-    /// one (a key written again after its versions were taken back out).
-    fn insert_sorted(&mut self, indexes: &[EntryIndex]) {
-        for &i in indexes {
-            let key = self.entries[i].0.clone();
-            match self.sorted.entry(key) {
-                std::collections::btree_map::Entry::Vacant(v) => {
-                    v.insert(i);
+    /// `indexes` sorted by their entries' keys.
+    fn sort_by_key(&self, indexes: &mut [EntryIndex]) {
+        indexes.sort_unstable_by(|a, b| self.key(*a).cmp(self.key(*b)));
+    }
+
+    /// Adds `run` (sorted by key) to the runs, merging the last two while the one before the
+    /// last is at most twice as long as the last and the two fit [`RUN_ENTRIES_MAX`]: each
+    /// entry is merged a logarithmic number of times, in sequential passes. A B-tree took the same entries one by one, each a walk
+    /// from the root with a key comparison per node slot (a cache miss each): three times the
+    /// CPU per key measured in sorted batches of 4096 over a million keys (BENCHMARKS.md).
+    /// Emptied entries ([`Memtable::remove_version`]) are dropped by the merges.
+    fn push_run(&mut self, run: Vec<EntryIndex>) {
+        if run.is_empty() {
+            return;
+        }
+        self.runs.push(run);
+        self.generation += 1;
+        while let [.., before, last] = &self.runs[..] {
+            if before.len() > 2 * last.len() || before.len() + last.len() > RUN_ENTRIES_MAX {
+                break;
+            }
+            let merged = self.merge(before, last);
+            self.runs.truncate(self.runs.len() - 2);
+            self.runs.push(merged);
+        }
+    }
+
+    /// `a` and `b` (each sorted by key) as one sorted run, without emptied entries.
+    fn merge(&self, a: &[EntryIndex], b: &[EntryIndex]) -> Vec<EntryIndex> {
+        let mut out = Vec::with_capacity(a.len() + b.len());
+        let live = |i: &EntryIndex| !self.revisions(*i).is_empty();
+        let (mut x, mut y) = (0, 0);
+        while let (Some(&i), Some(&j)) = (a.get(x), b.get(y)) {
+            if self.key(i) <= self.key(j) {
+                x += 1;
+                if live(&i) {
+                    out.push(i);
                 }
-                std::collections::btree_map::Entry::Occupied(mut o) => {
-                    if self.entries[*o.get()].1.is_empty() {
-                        o.insert(i);
+            } else {
+                y += 1;
+                if live(&j) {
+                    out.push(j);
+                }
+            }
+        }
+        out.extend(a[x..].iter().chain(&b[y..]).filter(|i| live(i)));
+        out
+    }
+
+    /// Sorts the unsorted entries into the runs (the write that fills the list, a range scan,
+    /// a flush).
+    fn settle(&mut self) {
+        let mut pending = std::mem::take(&mut self.unsorted);
+        self.sort_by_key(&mut pending);
+        self.push_run(pending);
+    }
+
+    /// The entries with versions of `(lo, hi)` in key order (`reverse`: from the top), from
+    /// the runs and `extra` (sorted by key; a read that does not settle first). Each source
+    /// is bisected once, for where the range starts; its end is found as the merge reaches it.
+    fn ordered_range<'a>(
+        &'a self,
+        (lo, hi): (Bound<&'a [u8]>, Bound<&'a [u8]>),
+        extra: &'a [EntryIndex],
+        reverse: bool,
+    ) -> Ordered<'a> {
+        let sources: SmallVec<[&'a [EntryIndex]; 8]> = self
+            .runs
+            .iter()
+            .map(|r| &r[..])
+            .chain(std::iter::once(extra))
+            .filter(|r| !r.is_empty())
+            .collect();
+        let heads = sources
+            .iter()
+            .enumerate()
+            .filter_map(|(source, run)| {
+                let (first, end) = if reverse {
+                    let end = match hi {
+                        Bound::Included(k) => run.partition_point(|&i| self.key(i) <= k),
+                        Bound::Excluded(k) => run.partition_point(|&i| self.key(i) < k),
+                        Bound::Unbounded => run.len(),
+                    };
+                    (0, end)
+                } else {
+                    let first = match lo {
+                        Bound::Included(k) => run.partition_point(|&i| self.key(i) < k),
+                        Bound::Excluded(k) => run.partition_point(|&i| self.key(i) <= k),
+                        Bound::Unbounded => 0,
+                    };
+                    (first, run.len())
+                };
+                (first < end).then_some(Head { source, first, end })
+            })
+            .collect();
+        Ordered {
+            maps: self,
+            sources,
+            heads,
+            stop: if reverse { lo } else { hi },
+            reverse,
+            current: None,
+        }
+    }
+
+    /// Where `cursor` (left by a walk of the runs alone, up to `hi`) stopped, if the runs
+    /// have not changed since: the walk goes on without bisecting them again.
+    fn resume<'a>(&'a self, cursor: &RunsCursor, hi: Bound<&'a [u8]>) -> Option<Ordered<'a>> {
+        (cursor.generation == self.generation).then(|| Ordered {
+            maps: self,
+            sources: self.runs.iter().map(|r| &r[..]).collect(),
+            heads: cursor.heads.clone(),
+            stop: hi,
+            reverse: false,
+            current: None,
+        })
+    }
+}
+
+/// What is left of one sorted source of an [`Ordered`] merge: positions `first..end` of it.
+#[derive(Clone, Copy)]
+struct Head {
+    source: usize,
+    first: usize,
+    end: usize,
+}
+
+/// Where a forward walk of a memtable's runs stopped: a later step of the same scan resumes
+/// there if no run changed in between ([`Maps::resume`]), instead of bisecting every run
+/// again (a third of LRANGE's CPU, which copies its range in growing steps).
+#[derive(Clone, Default)]
+pub(crate) struct RunsCursor {
+    generation: u64,
+    heads: SmallVec<[Head; 8]>,
+}
+
+/// A merge of sorted runs of entries ([`Maps::ordered_range`]). Keys of one collection,
+/// written together, sit together in a run: once a run's next key comes first, the merge
+/// finds how many of its keys come before the best of the other runs' (probing 1, 2, 4...
+/// ahead, then bisecting) and takes them without comparing each.
+struct Ordered<'a> {
+    maps: &'a Maps,
+    sources: SmallVec<[&'a [EntryIndex]; 8]>,
+    /// What is left of the sources, none empty.
+    heads: SmallVec<[Head; 8]>,
+    /// The bound the merge ends at: the range's top, or its bottom from the top.
+    stop: Bound<&'a [u8]>,
+    reverse: bool,
+    /// The head being taken from, and how many more of its entries come first.
+    current: Option<(usize, usize)>,
+}
+
+impl<'a> Ordered<'a> {
+    /// The entry `j` places from the near end of `head`, in the merge's direction.
+    fn at(&self, head: Head, j: usize) -> EntryIndex {
+        let run = self.sources[head.source];
+        let pos = if self.reverse {
+            head.end - 1 - j
+        } else {
+            head.first + j
+        };
+        run[pos]
+    }
+
+    fn key_at(&self, head: Head, j: usize) -> &'a [u8] {
+        let maps = self.maps;
+        maps.key(self.at(head, j))
+    }
+
+    /// Whether key `a` comes before key `b` in the merge's direction.
+    fn before(&self, a: &[u8], b: &[u8]) -> bool {
+        if self.reverse {
+            a > b
+        } else {
+            a < b
+        }
+    }
+
+    /// Whether `key` lies within the bound the merge ends at.
+    fn within_stop(&self, key: &[u8]) -> bool {
+        match (self.stop, self.reverse) {
+            (Bound::Unbounded, _) => true,
+            (Bound::Included(s), false) => key <= s,
+            (Bound::Excluded(s), false) => key < s,
+            (Bound::Included(s), true) => key >= s,
+            (Bound::Excluded(s), true) => key > s,
+        }
+    }
+
+    /// The head whose next key comes first, and how many of its keys come before the other
+    /// heads' next keys and within the stop bound (`None`: the merge is over).
+    fn choose(&self) -> Option<(usize, usize)> {
+        let mut best: Option<(usize, &'a [u8])> = None;
+        let mut second: Option<&'a [u8]> = None;
+        for (h, head) in self.heads.iter().enumerate() {
+            let k = self.key_at(*head, 0);
+            match best {
+                Some((_, b)) if !self.before(k, b) => {
+                    if second.is_none_or(|s| self.before(k, s)) {
+                        second = Some(k);
                     }
                 }
+                _ => {
+                    second = best.map(|(_, b)| b);
+                    best = Some((h, k));
+                }
+            }
+        }
+        let (h, k) = best?;
+        if !self.within_stop(k) {
+            return None;
+        }
+        let head = self.heads[h];
+        // A short scan stops long before a long run of one collection ends: look ahead a
+        // bounded stretch at a time.
+        let len = (head.end - head.first).min(TAKE_AHEAD_ENTRIES_MAX);
+        let take = match second.filter(|s| self.within_stop(s)) {
+            // Keys equal to the other head's come first too (an emptied entry and the live
+            // one of the same key: readers skip the emptied one).
+            Some(s) => gallop(len, |j| !self.before(s, self.key_at(head, j))),
+            None => gallop(len, |j| self.within_stop(self.key_at(head, j))),
+        };
+        Some((h, take))
+    }
+
+    /// The head being taken from and how many more of its entries come first, chosen anew
+    /// when those are used up (`None`: the merge is over).
+    fn turn(&mut self) -> Option<(usize, usize)> {
+        match self.current {
+            Some(c) if c.1 > 0 => Some(c),
+            _ => {
+                let chosen = self.choose();
+                if chosen.is_none() {
+                    self.heads.clear();
+                }
+                chosen
             }
         }
     }
 
-    /// Sorts the unsorted entries into the B-tree (the write that fills the list, a range
-    /// scan, a flush).
-    fn settle(&mut self) {
-        let mut pending = std::mem::take(&mut self.unsorted);
-        self.sort_by_key(&mut pending);
-        // In key order the B-tree's insertion path stays in the cache.
-        self.insert_sorted(&pending);
+    /// The next stretch of at most `max` entries (forward merges) that come from one run in a
+    /// row, emptied ones included: a reader's loop over a plain slice instead of a step of
+    /// the merge per entry.
+    fn stretch(&mut self, max: usize) -> Option<&'a [EntryIndex]> {
+        debug_assert!(!self.reverse);
+        let (h, take) = self.turn()?;
+        let head = self.heads[h];
+        let n = take.min(max).max(1);
+        let run: &'a [EntryIndex] = self.sources[head.source];
+        let stretch = run.get(head.first..head.first + n)?;
+        if head.first + n == head.end {
+            self.heads.swap_remove(h);
+            self.current = None;
+        } else {
+            self.heads[h].first += n;
+            self.current = Some((h, take - n));
+        }
+        Some(stretch)
+    }
+
+    /// Where this walk stands, to resume it later ([`Maps::resume`]).
+    fn cursor(&self) -> RunsCursor {
+        RunsCursor {
+            generation: self.maps.generation,
+            heads: self.heads.clone(),
+        }
+    }
+}
+
+/// Most entries of one run an [`Ordered`] merge takes before it compares the runs' next keys
+/// again.
+const TAKE_AHEAD_ENTRIES_MAX: usize = 128;
+
+/// How many of positions `0..len` satisfy `pred`, which holds up to some position and not
+/// from there on: probes 0, 1, 3, 7... and bisects the last step (a few comparisons when the
+/// answer is small, a bisection's when it is large).
+fn gallop(len: usize, mut pred: impl FnMut(usize) -> bool) -> usize {
+    let (mut lo, mut hi) = (0, len);
+    let mut step = 1;
+    while lo < hi {
+        let probe = lo + step - 1;
+        if probe >= hi {
+            break;
+        }
+        if pred(probe) {
+            lo = probe + 1;
+            step *= 2;
+        } else {
+            hi = probe;
+            break;
+        }
+    }
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if pred(mid) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+impl Iterator for Ordered<'_> {
+    type Item = EntryIndex;
+
+    fn next(&mut self) -> Option<EntryIndex> {
+        loop {
+            let (h, take) = self.turn()?;
+            let head = self.heads[h];
+            let i = self.at(head, 0);
+            let rest = if self.reverse {
+                Head {
+                    end: head.end - 1,
+                    ..head
+                }
+            } else {
+                Head {
+                    first: head.first + 1,
+                    ..head
+                }
+            };
+            if rest.first == rest.end {
+                self.heads.swap_remove(h);
+                self.current = None;
+            } else {
+                self.heads[h] = rest;
+                self.current = Some((h, take - 1));
+            }
+            if !self.maps.revisions(i).is_empty() {
+                return Some(i);
+            }
+        }
     }
 }
 
@@ -551,8 +868,8 @@ impl Memtable {
         self.map.write().settle();
     }
 
-    /// Calls `f` on the versions of every key in key order: the B-tree's keys merged with the
-    /// unsorted ones, sorted apart (an active memtable's checkpoint; a flush settles first).
+    /// Calls `f` on the versions of every key in key order: the runs merged with the
+    /// unsorted entries, sorted apart (an active memtable's checkpoint; a flush settles first).
     fn for_each_revisions(
         &self,
         mut f: impl FnMut(&Bytes, &Revisions) -> crate::Result<()>,
@@ -560,25 +877,9 @@ impl Memtable {
         let m = self.map.read();
         let mut pending = m.unsorted.clone();
         m.sort_by_key(&mut pending);
-        let mut tree = m.sorted.iter().map(|(k, i)| (k, *i)).peekable();
-        let mut loose = pending.iter().map(|&i| (&m.entries[i].0, i)).peekable();
-        let mut last_key: Option<&Bytes> = None;
-        loop {
-            let next = match (tree.peek(), loose.peek()) {
-                (Some(a), Some(b)) if a.0 <= b.0 => tree.next(),
-                (Some(_), Some(_)) | (None, Some(_)) => loose.next(),
-                (Some(_), None) => tree.next(),
-                (None, None) => break,
-            };
-            let Some((key, i)) = next else { break };
-            // A key's entries come together: emptied ones, and at most one with versions. An
-            // entry both in the B-tree and still unsorted (a settling cut between its steps;
-            // none does that today) is visited once.
-            let revs = m.revisions(i);
-            if revs.is_empty() || last_key == Some(key) {
-                continue;
-            }
-            last_key = Some(key);
+        let all = (Bound::Unbounded, Bound::Unbounded);
+        for i in m.ordered_range(all, &pending, false) {
+            let (key, revs) = &m.entries[i];
             f(key, revs)?;
         }
         Ok(())
@@ -599,14 +900,13 @@ impl Memtable {
         }
         let m = self.ordered();
         let key = m
-            .sorted
-            .range::<[u8], _>((lo, hi))
-            .nth_back(back)
-            .map(|(k, _)| k.clone());
+            .ordered_range((lo, hi), &[], true)
+            .nth(back)
+            .map(|i| m.entries[i].0.clone());
         key
     }
 
-    /// The map with its B-tree up to date, read-locked (range scans).
+    /// The map with its runs up to date, read-locked (range scans).
     fn ordered(&self) -> RwLockReadGuard<'_, Maps> {
         {
             let m = self.map.read();
@@ -671,6 +971,8 @@ pub(crate) struct MemtableIter {
     chunk: std::vec::IntoIter<(Bytes, Slot)>,
     /// Entries the next step copies.
     chunk_entries: usize,
+    /// Where the last step stopped in the memtable's runs.
+    cursor: Option<RunsCursor>,
     done: bool,
 }
 
@@ -688,6 +990,7 @@ impl MemtableIter {
             upper,
             chunk: Vec::new().into_iter(),
             chunk_entries: SCAN_FIRST_CHUNK_ENTRIES,
+            cursor: None,
             done: false,
         }
     }
@@ -698,7 +1001,7 @@ impl MemtableIter {
         let lo = as_ref_bound(&self.lower);
         let hi = as_ref_bound(&self.upper);
         if is_empty_range(lo, hi) {
-            // B-tree ranges panic on these; a caller's backwards range is simply empty.
+            // A caller's backwards range is simply empty.
             self.done = true;
             return;
         }
@@ -706,20 +1009,31 @@ impl MemtableIter {
         let mut last_key: Option<&Bytes> = None;
         let mut seen = 0;
         let m = self.mem.ordered();
-        let chunk: Vec<(Bytes, Slot)> = m
-            .sorted
-            .range::<[u8], _>((lo, hi))
-            .take(want)
-            .inspect(|(k, _)| {
-                seen += 1;
+        let mut walk = match self.cursor.as_ref().and_then(|c| m.resume(c, hi)) {
+            Some(resumed) => resumed,
+            None => m.ordered_range((lo, hi), &[], false),
+        };
+        let mut chunk: Vec<(Bytes, Slot)> = Vec::new();
+        while let Some(stretch) = walk.stretch(want - seen) {
+            seen += stretch.len();
+            for &i in stretch {
+                let (k, revs) = &m.entries[i];
                 // Borrowed: cloned once below (a clone is an atomic count on the key's arena
                 // chunk, shared with every other key in it).
-                last_key = Some(*k);
-            })
-            .filter_map(|(k, &i)| visible(m.revisions(i), at).map(|v| (k.clone(), v.clone())))
-            .collect();
+                last_key = Some(k);
+                if let Some(v) = visible(revs, at) {
+                    chunk.push((k.clone(), v.clone()));
+                }
+            }
+            if seen == want {
+                break;
+            }
+        }
         let last_key = last_key.cloned();
+        let cursor = walk.cursor();
+        drop(walk);
         drop(m);
+        self.cursor = Some(cursor);
         if seen < want {
             self.done = true;
         }
@@ -773,6 +1087,7 @@ impl Memtable {
         (lo, hi): (Bound<&[u8]>, Bound<&[u8]>),
         max_entries: usize,
         out: &mut CopiedEntries,
+        cursor: &mut Option<RunsCursor>,
     ) -> bool {
         out.bytes.clear();
         out.entries.clear();
@@ -783,21 +1098,32 @@ impl Memtable {
         let mut seen = 0;
         let mut last: Option<&Bytes> = None;
         let m = self.ordered();
-        for (k, &i) in m.sorted.range::<[u8], _>((lo, hi)).take(max_entries) {
-            seen += 1;
-            last = Some(k);
-            let value = match visible(m.revisions(i), at) {
-                None => continue,
-                Some(Slot::Put(v)) => CopiedValue::Inline(out.push_bytes(v)),
-                Some(Slot::Pointer(p)) => CopiedValue::Pointer(*p),
-                Some(Slot::Delete) => CopiedValue::Delete,
-            };
-            let key = out.push_bytes(k);
-            out.entries.push((key, value));
+        let mut walk = match cursor.as_ref().and_then(|c| m.resume(c, hi)) {
+            Some(resumed) => resumed,
+            None => m.ordered_range((lo, hi), &[], false),
+        };
+        while let Some(stretch) = walk.stretch(max_entries - seen) {
+            seen += stretch.len();
+            for &i in stretch {
+                let (k, revs) = &m.entries[i];
+                last = Some(k);
+                let value = match visible(revs, at) {
+                    None => continue,
+                    Some(Slot::Put(v)) => CopiedValue::Inline(out.push_bytes(v)),
+                    Some(Slot::Pointer(p)) => CopiedValue::Pointer(*p),
+                    Some(Slot::Delete) => CopiedValue::Delete,
+                };
+                let key = out.push_bytes(k);
+                out.entries.push((key, value));
+            }
+            if seen == max_entries {
+                break;
+            }
         }
         if let Some(last) = last {
             out.last_key.extend_from_slice(last);
         }
+        *cursor = Some(walk.cursor());
         seen == max_entries
     }
 
@@ -814,6 +1140,7 @@ impl Memtable {
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<()> {
         let mut copied = CopiedEntries::default();
+        let mut runs_cursor = None;
         let mut cursor: Vec<u8> = Vec::new();
         let mut started = false;
         let mut chunk = SCAN_FIRST_CHUNK_ENTRIES;
@@ -823,7 +1150,7 @@ impl Memtable {
             } else {
                 lower
             };
-            let more = self.copy_range(at, (lo, upper), chunk, &mut copied);
+            let more = self.copy_range(at, (lo, upper), chunk, &mut copied, &mut runs_cursor);
             chunk = (chunk * 2).min(COPY_CHUNK_ENTRIES);
             for (key, value) in &copied.entries {
                 let k = &copied.bytes[key.clone()];
@@ -846,7 +1173,7 @@ impl Memtable {
 }
 
 /// Whether no key can lie in `(lo, hi)`: start after end, or one key excluded at both ends
-/// (the bounds `BTreeMap::range` refuses with a panic).
+/// (the bounds `BTreeMap::range` refuses with a panic, and an empty range for the runs).
 fn is_empty_range(lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
     match (lo, hi) {
         (Bound::Excluded(a), Bound::Excluded(b)) => a >= b,
@@ -885,7 +1212,6 @@ mod tests {
     use super::*;
 
     use proptest::prelude::*;
-    use std::collections::BTreeMap;
 
     #[test]
     fn segmented_entries_index_like_a_vec() {
@@ -907,7 +1233,7 @@ mod tests {
 
     /// What the memtable must hold: every version of each key, oldest first (`None`: a
     /// tombstone), by a plain B-tree map.
-    type Model = BTreeMap<Vec<u8>, Vec<(u64, Option<Vec<u8>>)>>;
+    type Model = std::collections::BTreeMap<Vec<u8>, Vec<(u64, Option<Vec<u8>>)>>;
 
     #[derive(Debug, Clone)]
     enum Op {
@@ -919,12 +1245,12 @@ mod tests {
         TakeBack(u8),
         /// Reads a key at `newest - back`.
         Get(u8, u64),
-        /// Scans keys from `lo` to `hi` at `newest - back` (brings the B-tree up to date).
+        /// Scans keys from `lo` to `hi` at `newest - back` (brings the runs up to date).
         Scan(u8, u8, u64),
         /// Every key in order, newest versions (flush) or at `newest - back` (checkpoint).
         ForEach,
         ForEachAt(u64),
-        /// A flush's sorting of the pending keys into the B-tree.
+        /// A flush's sorting of the pending keys into the runs.
         Settle,
     }
 
@@ -1027,6 +1353,22 @@ mod tests {
                             Vec::new()
                         };
                         prop_assert_eq!(&got, &want);
+                        // From the top: keys with any version, tombstones included.
+                        for n in 0..3 {
+                            let got = mem
+                                .key_back(
+                                    &Bound::Included(Bytes::from(lo.clone())),
+                                    &Bound::Excluded(Bytes::from(hi.clone())),
+                                    n,
+                                )
+                                .map(|k| k.to_vec());
+                            let want = if lo < hi {
+                                model.range(lo.clone()..hi.clone()).rev().nth(n).map(|(k, _)| k.clone())
+                            } else {
+                                None
+                            };
+                            prop_assert_eq!(got, want, "key_back {}", n);
+                        }
                         // The same range visited from plain copies: live entries only, in
                         // chunks of 4, 8, 16... entries, stopped by the visitor or not.
                         let live: Vec<(Vec<u8>, Vec<u8>)> = want
@@ -1083,33 +1425,88 @@ mod tests {
         }
     }
 
-    /// An entry in the B-tree and still in the unsorted list (a settling cut between its two
-    /// steps) is walked once.
+    /// A memtable of more keys than one run may hold keeps several long runs, and its
+    /// ordered walk and scans still see every key once, in order.
     #[test]
-    fn an_ordered_walk_between_settling_steps_sees_each_key_once() {
-        let mem = Memtable::new(1, Arc::new(MemtableBudget::new(64 << 20, 1)));
-        for k in [&b"b"[..], b"a", b"c"] {
-            mem.insert(1, false, Kind::Put, k, b"v", 0);
+    fn more_keys_than_a_run_holds_walk_in_order() {
+        let mem = Arc::new(Memtable::new(1, Arc::new(MemtableBudget::new(1 << 30, 1))));
+        let n = 3 * RUN_ENTRIES_MAX as u64 + 12_345;
+        // A scattering order: multiplication by an odd constant modulo a power of two.
+        let key = |i: u64| format!("k\0set:{:012}", i.wrapping_mul(2_654_435_761) % (1 << 40));
+        for i in 0..n {
+            mem.insert(1, false, Kind::Put, key(i).as_bytes(), b"v", 0);
+            if i % 50_000 == 0 {
+                // Scans settle short runs in between.
+                let _ = MemtableIter::new(mem.clone(), 1, Bound::Unbounded, Bound::Unbounded)
+                    .take(3)
+                    .count();
+            }
         }
         {
-            // The state between putting entries into the B-tree and emptying the list.
-            let mut m = mem.map.write();
-            let mut pending = m.unsorted.clone();
-            m.sort_by_key(&mut pending);
-            m.insert_sorted(&pending);
+            let m = mem.map.read();
+            assert!(m.runs.len() > 2, "{} runs", m.runs.len());
+            assert!(m.runs.iter().all(|r| r.len() <= RUN_ENTRIES_MAX));
         }
-        let mut seen = Vec::new();
-        mem.for_each_at(u64::MAX, |k, _| {
-            seen.push(k.to_vec());
+        let mut want: Vec<Vec<u8>> = (0..n).map(|i| key(i).into_bytes()).collect();
+        want.sort();
+        let mut walked = Vec::new();
+        mem.for_each_at(1, |k, _| {
+            walked.push(k.to_vec());
             Ok(())
         })
         .unwrap();
-        assert_eq!(seen, vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec()]);
+        assert_eq!(walked, want);
+        let from = Bound::Excluded(Bytes::from(want[1000].clone()));
+        let scanned: Vec<Vec<u8>> = MemtableIter::new(mem.clone(), 1, from, Bound::Unbounded)
+            .take(5000)
+            .map(|(k, _)| k.to_vec())
+            .collect();
+        assert_eq!(scanned, want[1001..6001].to_vec());
+    }
+
+    /// A scan that goes on after new keys were sorted into the runs (its cursor into the old
+    /// runs no longer applies) sees every key after the last it returned, old and new.
+    #[test]
+    fn a_scan_continued_after_the_runs_changed_sees_the_new_keys() {
+        let mem = Arc::new(Memtable::new(1, Arc::new(MemtableBudget::new(64 << 20, 1))));
+        let key = |i: u32| format!("k\0list:{i:05}").into_bytes();
+        for i in (0..200).step_by(2) {
+            mem.insert(1, false, Kind::Put, &key(i), b"v", 0);
+        }
+        let mut scan = MemtableIter::new(mem.clone(), 2, Bound::Unbounded, Bound::Unbounded);
+        // The first two steps copy 4 and 8 entries: nothing copied is left unreturned.
+        let copied = SCAN_FIRST_CHUNK_ENTRIES * 3;
+        let first: Vec<Bytes> = scan.by_ref().take(copied).map(|(k, _)| k).collect();
+        let last = first.last().cloned().unwrap();
+        // New keys on both sides of the cursor, sorted in by a scan of their own.
+        for i in (1..200).step_by(2) {
+            mem.insert(2, false, Kind::Put, &key(i), b"v", 0);
+        }
+        let _ = MemtableIter::new(mem.clone(), 2, Bound::Unbounded, Bound::Unbounded).count();
+        let rest: Vec<Vec<u8>> = scan.map(|(k, _)| k.to_vec()).collect();
+        let want: Vec<Vec<u8>> = (0..200).map(key).filter(|k| k[..] > last[..]).collect();
+        assert_eq!(rest, want);
+        let visited = {
+            let mut v = Vec::new();
+            mem.visit_range(
+                2,
+                Bound::Unbounded,
+                Bound::Unbounded,
+                |_| unreachable!(),
+                &mut |k, _| {
+                    v.push(k.to_vec());
+                    true
+                },
+            )
+            .unwrap();
+            v
+        };
+        assert_eq!(visited, (0..200).map(key).collect::<Vec<_>>());
     }
 
     /// An ordered walk that starts while writes and scans go on (a checkpoint of the active
     /// memtable) sees every key written before it started, each once, in order, although a
-    /// scan may move the pending keys into the B-tree between its copy of them and its walk.
+    /// scan may move the pending keys into the runs between its copy of them and its walk.
     #[test]
     fn an_ordered_walk_beside_writes_and_scans_misses_no_key() {
         let mem = Arc::new(Memtable::new(
@@ -1130,7 +1527,7 @@ mod tests {
                     i += 1;
                     written.store(i, Ordering::Release);
                     if i % 64 == 0 {
-                        // A scan moves the pending keys into the B-tree mid-walk.
+                        // A scan moves the pending keys into the runs mid-walk.
                         let _ =
                             MemtableIter::new(mem.clone(), 2, Bound::Unbounded, Bound::Unbounded)
                                 .take(1)
