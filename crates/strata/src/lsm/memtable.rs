@@ -235,7 +235,9 @@ impl Maps {
             }
             let merged = self.merge(before, last);
             self.runs.truncate(self.runs.len() - 2);
-            self.runs.push(merged);
+            if !merged.is_empty() {
+                self.runs.push(merged);
+            }
         }
     }
 
@@ -283,7 +285,6 @@ impl Maps {
             .iter()
             .map(|r| &r[..])
             .chain(std::iter::once(extra))
-            .filter(|r| !r.is_empty())
             .collect();
         let heads = sources
             .iter()
@@ -318,7 +319,8 @@ impl Maps {
     }
 
     /// Where `cursor` (left by a walk of the runs alone, up to `hi`) stopped, if the runs
-    /// have not changed since: the walk goes on without bisecting them again.
+    /// have not changed since: the walk goes on without bisecting them again. Its heads
+    /// number the runs as [`Maps::ordered_range`] does (every run, in order).
     fn resume<'a>(&'a self, cursor: &RunsCursor, hi: Bound<&'a [u8]>) -> Option<Ordered<'a>> {
         (cursor.generation == self.generation).then(|| Ordered {
             maps: self,
@@ -354,6 +356,7 @@ pub(crate) struct RunsCursor {
 /// ahead, then bisecting) and takes them without comparing each.
 struct Ordered<'a> {
     maps: &'a Maps,
+    /// Every run, in order, then the reader's extra sorted entries (if any).
     sources: SmallVec<[&'a [EntryIndex]; 8]>,
     /// What is left of the sources, none empty.
     heads: SmallVec<[Head; 8]>,
