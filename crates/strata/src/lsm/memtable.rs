@@ -108,6 +108,10 @@ const UNSORTED_ENTRIES_MAX: usize = 4096;
 /// start (four or five in a full memtable of small entries).
 const RUN_ENTRIES_MAX: usize = 1 << 16;
 
+/// Runs a merge keeps without an allocation: a full memtable of small entries holds four or
+/// five runs at the bound and a logarithmic number of shorter ones.
+const RUNS_INLINE: usize = 16;
+
 /// Where a key's versions sit in [`Maps::entries`].
 type EntryIndex = usize;
 
@@ -219,9 +223,10 @@ impl Maps {
 
     /// Adds `run` (sorted by key) to the runs, merging the last two while the one before the
     /// last is at most twice as long as the last and the two fit [`RUN_ENTRIES_MAX`]: each
-    /// entry is merged a logarithmic number of times, in sequential passes. A B-tree took the same entries one by one, each a walk
-    /// from the root with a key comparison per node slot (a cache miss each): three times the
-    /// CPU per key measured in sorted batches of 4096 over a million keys (BENCHMARKS.md).
+    /// entry is merged a logarithmic number of times, in sequential passes. A B-tree took the
+    /// same entries one by one, each a walk from the root with a key comparison per node slot
+    /// (a cache miss each): 1.7-3x the CPU per key in sorted batches of 4096, measured over
+    /// 300 000 and a million keys (BENCHMARKS.md).
     /// Emptied entries ([`Memtable::remove_version`]) are dropped by the merges.
     fn push_run(&mut self, run: Vec<EntryIndex>) {
         if run.is_empty() {
@@ -280,7 +285,7 @@ impl Maps {
         extra: &'a [EntryIndex],
         reverse: bool,
     ) -> Ordered<'a> {
-        let sources: SmallVec<[&'a [EntryIndex]; 8]> = self
+        let sources: SmallVec<[&'a [EntryIndex]; RUNS_INLINE]> = self
             .runs
             .iter()
             .map(|r| &r[..])
@@ -321,11 +326,11 @@ impl Maps {
     /// Where `cursor` (left by a walk of the runs alone, up to `hi`) stopped, if the runs
     /// have not changed since: the walk goes on without bisecting them again. Its heads
     /// number the runs as [`Maps::ordered_range`] does (every run, in order).
-    fn resume<'a>(&'a self, cursor: &RunsCursor, hi: Bound<&'a [u8]>) -> Option<Ordered<'a>> {
+    fn resume<'a>(&'a self, cursor: RunsCursor, hi: Bound<&'a [u8]>) -> Option<Ordered<'a>> {
         (cursor.generation == self.generation).then(|| Ordered {
             maps: self,
             sources: self.runs.iter().map(|r| &r[..]).collect(),
-            heads: cursor.heads.clone(),
+            heads: cursor.heads,
             stop: hi,
             reverse: false,
             current: None,
@@ -347,7 +352,7 @@ struct Head {
 #[derive(Clone, Default)]
 pub(crate) struct RunsCursor {
     generation: u64,
-    heads: SmallVec<[Head; 8]>,
+    heads: SmallVec<[Head; RUNS_INLINE]>,
 }
 
 /// A merge of sorted runs of entries ([`Maps::ordered_range`]). Keys of one collection,
@@ -357,9 +362,9 @@ pub(crate) struct RunsCursor {
 struct Ordered<'a> {
     maps: &'a Maps,
     /// Every run, in order, then the reader's extra sorted entries (if any).
-    sources: SmallVec<[&'a [EntryIndex]; 8]>,
+    sources: SmallVec<[&'a [EntryIndex]; RUNS_INLINE]>,
     /// What is left of the sources, none empty.
-    heads: SmallVec<[Head; 8]>,
+    heads: SmallVec<[Head; RUNS_INLINE]>,
     /// The bound the merge ends at: the range's top, or its bottom from the top.
     stop: Bound<&'a [u8]>,
     reverse: bool,
@@ -476,10 +481,10 @@ impl<'a> Ordered<'a> {
     }
 
     /// Where this walk stands, to resume it later ([`Maps::resume`]).
-    fn cursor(&self) -> RunsCursor {
+    fn into_cursor(self) -> RunsCursor {
         RunsCursor {
             generation: self.maps.generation,
-            heads: self.heads.clone(),
+            heads: self.heads,
         }
     }
 }
@@ -1012,7 +1017,7 @@ impl MemtableIter {
         let mut last_key: Option<&Bytes> = None;
         let mut seen = 0;
         let m = self.mem.ordered();
-        let mut walk = match self.cursor.as_ref().and_then(|c| m.resume(c, hi)) {
+        let mut walk = match self.cursor.take().and_then(|c| m.resume(c, hi)) {
             Some(resumed) => resumed,
             None => m.ordered_range((lo, hi), &[], false),
         };
@@ -1033,8 +1038,7 @@ impl MemtableIter {
             }
         }
         let last_key = last_key.cloned();
-        let cursor = walk.cursor();
-        drop(walk);
+        let cursor = walk.into_cursor();
         drop(m);
         self.cursor = Some(cursor);
         if seen < want {
@@ -1101,7 +1105,7 @@ impl Memtable {
         let mut seen = 0;
         let mut last: Option<&Bytes> = None;
         let m = self.ordered();
-        let mut walk = match cursor.as_ref().and_then(|c| m.resume(c, hi)) {
+        let mut walk = match cursor.take().and_then(|c| m.resume(c, hi)) {
             Some(resumed) => resumed,
             None => m.ordered_range((lo, hi), &[], false),
         };
@@ -1126,7 +1130,7 @@ impl Memtable {
         if let Some(last) = last {
             out.last_key.extend_from_slice(last);
         }
-        *cursor = Some(walk.cursor());
+        *cursor = Some(walk.into_cursor());
         seen == max_entries
     }
 
@@ -1176,7 +1180,7 @@ impl Memtable {
 }
 
 /// Whether no key can lie in `(lo, hi)`: start after end, or one key excluded at both ends
-/// (the bounds `BTreeMap::range` refuses with a panic, and an empty range for the runs).
+/// (a scan of such a range copies nothing and is done at once).
 fn is_empty_range(lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
     match (lo, hi) {
         (Bound::Excluded(a), Bound::Excluded(b)) => a >= b,
