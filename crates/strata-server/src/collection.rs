@@ -154,6 +154,10 @@ const META_BYTES: usize = 16;
 /// Bit of an encoded count saying a ceiling follows the floor (no count reaches it).
 const CEILING_FLAG: u64 = 1 << 63;
 
+/// Bit of an encoded count saying a hash's field order follows the floor ([`FieldOrder`];
+/// keyspace format 8). Never with [`CEILING_FLAG`] (a ceiling is a sorted set's).
+const ORDER_FLAG: u64 = 1 << 62;
+
 impl Meta {
     /// A new incarnation's metadata: no floor, no ceiling.
     pub fn new(version: u64, count: u64) -> Meta {
@@ -186,33 +190,124 @@ impl Meta {
         out
     }
 
+    /// The record payload of a hash that keeps its fields' order: as [`Meta::encode`], with
+    /// [`ORDER_FLAG`] in the count, the floor's length (one byte) and the floor, then each
+    /// listed field's position (u64 LE, [`field_position`]) in the order the fields were added.
+    pub fn encode_ordered(&self, order: &[u64]) -> Vec<u8> {
+        debug_assert!(self.ceiling.as_bytes().is_empty(), "a hash has no ceiling");
+        let floor = self.floor.as_bytes();
+        let mut out = Vec::with_capacity(META_BYTES + 1 + floor.len() + 8 * order.len());
+        out.extend_from_slice(&self.version.to_le_bytes());
+        out.extend_from_slice(&(self.count | ORDER_FLAG).to_le_bytes());
+        // A floor holds at most FLOOR_BYTES_MAX (40) bytes.
+        out.push(floor.len() as u8);
+        out.extend_from_slice(floor);
+        for p in order {
+            out.extend_from_slice(&p.to_le_bytes());
+        }
+        out
+    }
+
     /// Decodes a record payload; names damage.
     pub fn decode(payload: &[u8]) -> Result<Meta> {
+        Meta::decode_parts(payload).map(|(meta, _)| meta)
+    }
+
+    /// Decodes a record payload and says where its field order is (the bytes after the floor,
+    /// `None` when the record keeps none); names damage.
+    fn decode_parts(payload: &[u8]) -> Result<(Meta, Option<std::ops::Range<usize>>)> {
         let damaged =
             || Error::command("stored data is damaged: a collection record of the wrong length");
         let (v, rest) = payload.split_first_chunk::<8>().ok_or_else(damaged)?;
         let (c, rest) = rest.split_first_chunk::<8>().ok_or_else(damaged)?;
         let count = u64::from_le_bytes(*c);
-        let (floor, ceiling) = if count & CEILING_FLAG == 0 {
-            (rest, &[][..])
-        } else {
-            let (len, rest) = rest.split_first().ok_or_else(damaged)?;
-            let floor = rest.get(..usize::from(*len)).ok_or_else(damaged)?;
-            let ceiling = &rest[floor.len()..];
-            if ceiling.is_empty() {
-                return Err(damaged());
+        let mut order = None;
+        let (floor, ceiling) = match count & (CEILING_FLAG | ORDER_FLAG) {
+            0 => (rest, &[][..]),
+            CEILING_FLAG => {
+                let (len, rest) = rest.split_first().ok_or_else(damaged)?;
+                let floor = rest.get(..usize::from(*len)).ok_or_else(damaged)?;
+                let ceiling = &rest[floor.len()..];
+                if ceiling.is_empty() {
+                    return Err(damaged());
+                }
+                (floor, ceiling)
             }
-            (floor, ceiling)
+            ORDER_FLAG => {
+                let (len, rest) = rest.split_first().ok_or_else(damaged)?;
+                let floor = rest.get(..usize::from(*len)).ok_or_else(damaged)?;
+                let start = payload.len() - rest.len() + floor.len();
+                if (payload.len() - start) % 8 != 0 {
+                    return Err(damaged());
+                }
+                order = Some(start..payload.len());
+                (floor, &[][..])
+            }
+            _ => return Err(damaged()),
         };
         if floor.len() > FLOOR_BYTES_MAX || ceiling.len() > FLOOR_BYTES_MAX {
             return Err(damaged());
         }
-        Ok(Meta {
+        let meta = Meta {
             version: u64::from_le_bytes(*v),
-            count: count & !CEILING_FLAG,
+            count: count & !(CEILING_FLAG | ORDER_FLAG),
             floor: Floor::of(floor),
             ceiling: Ceiling(Floor::of(ceiling)),
-        })
+        };
+        Ok((meta, order))
+    }
+}
+
+/// Most fields whose order a hash keeps ([`FieldOrder`]): past it (a `hash-max-listpack-entries`
+/// raised far above Redis's 128) the record stops listing them, so that adding a field does not
+/// rewrite a record of ever more kilobytes; fields then come in position order.
+pub const ORDER_FIELDS_MAX: usize = 1024;
+
+/// A hash's fields in the order they were added, as their positions ([`field_position`]): kept
+/// in its record while the hash is in Redis's compact encoding, a listpack, which Redis answers
+/// in that order (HGETALL, HKEYS, HVALS, HSCAN, HRANDFIELD; a listpack updates a field in
+/// place and appends a new one). Fields the order does not list were added before the store
+/// kept orders (keyspace format 7), so before every listed one. A hash that outgrew the compact
+/// encoding (Redis: a hash table, no order to match) keeps none.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FieldOrder(Bytes);
+
+impl FieldOrder {
+    /// The order kept in a hash's record payload (`None`: it keeps none); names damage.
+    pub fn of_payload(payload: &Bytes) -> Result<Option<FieldOrder>> {
+        let (_, order) = Meta::decode_parts(payload)?;
+        Ok(order.map(|r| FieldOrder(payload.slice(r))))
+    }
+
+    /// The listed positions, first added first.
+    pub fn positions(&self) -> Vec<u64> {
+        self.0
+            .chunks_exact(8)
+            .filter_map(|c| <[u8; 8]>::try_from(c).ok().map(u64::from_le_bytes))
+            .collect()
+    }
+
+    /// Puts `items` (each naming its field through `field`) in this order: unlisted fields first,
+    /// keeping their order among themselves, then the listed ones as added (two fields of one
+    /// position, a 64-bit hash collision, keep their order among themselves).
+    pub fn arrange<T>(&self, items: &mut [T], field: impl Fn(&T) -> &[u8]) {
+        let mut ranks: Vec<(u64, usize)> = self
+            .positions()
+            .into_iter()
+            .enumerate()
+            .map(|(rank, p)| (p, rank + 1))
+            .collect();
+        // By position, the first listing of a position first: `rank_of` finds that one.
+        ranks.sort_unstable();
+        let rank_of = |f: &[u8]| {
+            let p = field_position(f);
+            let i = ranks.partition_point(|&(q, _)| q < p);
+            ranks
+                .get(i)
+                .filter(|&&(q, _)| q == p)
+                .map_or(0, |&(_, r)| r)
+        };
+        items.sort_by_cached_key(|item| rank_of(field(item)));
     }
 }
 
@@ -813,7 +908,12 @@ pub fn element_prefix(db: DbIndex, name: &[u8], version: u64) -> Vec<u8> {
 /// (SPOP, SRANDMEMBER, HRANDFIELD need no walk from the start), and removals spread over the
 /// range instead of piling tombstones up at its head.
 pub fn element_position(sub: &[u8]) -> [u8; 8] {
-    xxhash_rust::xxh3::xxh3_64(sub).to_be_bytes()
+    field_position(sub).to_be_bytes()
+}
+
+/// The position of element `sub` as a number: its xxh3-64.
+pub fn field_position(sub: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(sub)
 }
 
 /// The engine key of element `sub` of incarnation `version` of `name` in `db`.
@@ -886,7 +986,7 @@ pub fn element_is_dead(key: &[u8], settled: &dyn strata::SettledRead, now: u64) 
 }
 
 /// A live collection's record as read: its expiry and metadata.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Live {
     /// Expiry time, if any.
     pub expire_at_ms: Option<u64>,
@@ -894,6 +994,8 @@ pub struct Live {
     pub meta: Meta,
     /// Whether it outgrew Redis's compact encoding (OBJECT ENCODING).
     pub big: bool,
+    /// A hash's field order, if its record keeps one.
+    pub order: Option<FieldOrder>,
 }
 
 /// Interprets `name`'s record for a command on collections of `kind`: `None` when absent or
@@ -909,10 +1011,16 @@ pub fn live(record: Option<Bytes>, now: u64, kind: KeyType) -> Result<Option<Liv
     if r.kind != kind {
         return Err(Error::WrongType);
     }
+    let (meta, order) = Meta::decode_parts(&r.payload)?;
+    let order = match (kind, order) {
+        (KeyType::Hash, Some(range)) => Some(FieldOrder(r.payload.slice(range))),
+        _ => None,
+    };
     Ok(Some(Live {
         expire_at_ms: r.expire_at_ms,
-        meta: Meta::decode(&r.payload)?,
+        meta,
         big: r.encoding == crate::keyspace::Encoding::Raw,
+        order,
     }))
 }
 
@@ -1163,6 +1271,21 @@ pub fn draw_with_repetition(
         .collect())
 }
 
+/// Every field and value of the live hash `name` (`live`: its record as read) in the order
+/// Redis answers them: its kept [`FieldOrder`]'s, else position order.
+pub fn read_fields_in_order(
+    b: &dyn KvBackend,
+    db: DbIndex,
+    name: &[u8],
+    live: &Live,
+) -> Result<Vec<(Bytes, Bytes)>> {
+    let mut fields = read_elements(b, db, name, &live.meta)?;
+    if let Some(order) = &live.order {
+        order.arrange(&mut fields, |(f, _)| f);
+    }
+    Ok(fields)
+}
+
 /// Elements SPOP, SRANDMEMBER and HRANDFIELD sample from a large collection.
 pub const SAMPLE_WINDOW: usize = 1024;
 /// Elements read to pick one at random from a large collection.
@@ -1327,6 +1450,47 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A hash's field order: flagged in the count (bit 62), after the floor's length and bytes,
+    /// positions to the end; a record without one decodes as having none; damage (a cut
+    /// position, both flags, a floor past the end) is named, not misread.
+    #[test]
+    fn field_orders_round_trip_and_arrange_fields_as_added() {
+        let mut m = Meta::new(9, 3);
+        m.floor = Floor::of(b"fl");
+        let fields: [&[u8]; 3] = [b"zz", b"aa", b"mm"];
+        let order: Vec<u64> = fields.iter().map(|f| field_position(f)).collect();
+        let bytes = Bytes::from(m.encode_ordered(&order));
+        assert_eq!(bytes.len(), 16 + 1 + 2 + 24);
+        assert_eq!(bytes[15] & 0xC0, 0x40);
+        assert_eq!(Meta::decode(&bytes).unwrap(), m);
+        let kept = FieldOrder::of_payload(&bytes).unwrap().unwrap();
+        assert_eq!(kept.positions(), order);
+        assert_eq!(
+            FieldOrder::of_payload(&Bytes::from(m.encode())).unwrap(),
+            None
+        );
+        // Read in position order, answered as added; unlisted fields (older) first.
+        let mut read: Vec<&[u8]> = vec![b"old", b"aa", b"mm", b"zz"];
+        read.sort_by_key(|f| element_position(f));
+        kept.arrange(&mut read, |f| f);
+        assert_eq!(read, vec![&b"old"[..], b"zz", b"aa", b"mm"]);
+        // Damage.
+        assert!(Meta::decode(&bytes[..bytes.len() - 3]).is_err());
+        let mut both = bytes.to_vec();
+        both[15] |= 0x80;
+        assert!(Meta::decode(&both).is_err());
+        let mut long_floor = bytes.to_vec();
+        long_floor[16] = 200;
+        assert!(Meta::decode(&long_floor).is_err());
+        // An empty order: kept, lists nothing.
+        let empty = Bytes::from(m.encode_ordered(&[]));
+        assert_eq!(Meta::decode(&empty).unwrap(), m);
+        assert_eq!(
+            FieldOrder::of_payload(&empty).unwrap().unwrap().positions(),
+            Vec::<u64>::new()
+        );
     }
 
     #[test]

@@ -38,24 +38,28 @@ pub type DbIndex = u8;
 /// Most databases a server may have (`databases` setting).
 pub const DATABASES_MAX: usize = 256;
 
-/// The keyspace format this build writes (7: format 6 plus a stream's nodes, stream records of
-/// format 2 and node records, `stream_node.rs`; 6: format 5 plus a sorted set's ceiling in its
+/// The keyspace format this build writes (8: format 7 plus a compact hash's field order in its
+/// record, `collection::FieldOrder`, flagged by bit 62 of its count; 7: format 6 plus a stream's
+/// nodes, stream records of format 2 and node records, `stream_node.rs`; 6: format 5 plus a sorted set's ceiling in its
 /// record, `collection::Ceiling`, flagged by bit 63 of its count; 5: format 4 plus streams,
 /// records of kind 5 and their entries, `stream.rs`; 4: format 3 plus a floor at the end of a
 /// hash's, set's or sorted set's record, `collection::Floor`).
-pub const KEYSPACE_FORMAT_VERSION: u8 = 7;
+pub const KEYSPACE_FORMAT_VERSION: u8 = 8;
 /// Format 2 differs from 7 only in holding no collections, format 3 in records without a
 /// floor too (which format 7 reads as "no floor"), format 4 in holding no streams either,
 /// format 5 in records without a ceiling (read as "no ceiling"), format 6 only in stream
-/// records of format 1 (read as "nodes not known": rebuilt at the stream's next write): all
-/// are upgraded by rewriting the version byte. (A build of format 5 refuses a store of format
+/// records of format 1 (read as "nodes not known": rebuilt at the stream's next write), format
+/// 7 in hash records without a field order (read as "fields added before orders were kept"):
+/// all are upgraded by rewriting the version byte. (A build of format 5 refuses a store of format
 /// 6: it names the newer format instead of misreading a count with bit 63 set; a build of
-/// format 6 likewise refuses format 7 instead of calling its stream records damaged.)
+/// format 6 likewise refuses format 7 instead of calling its stream records damaged, and one
+/// of format 7 refuses format 8 instead of calling its hash records damaged.)
 const KEYSPACE_FORMAT_NO_COLLECTIONS: u8 = 2;
 const KEYSPACE_FORMAT_NO_FLOORS: u8 = 3;
 const KEYSPACE_FORMAT_NO_STREAMS: u8 = 4;
 const KEYSPACE_FORMAT_NO_CEILINGS: u8 = 5;
 const KEYSPACE_FORMAT_NO_STREAM_NODES: u8 = 6;
+const KEYSPACE_FORMAT_NO_FIELD_ORDERS: u8 = 7;
 
 /// Engine key of the keyspace format record.
 pub const FORMAT_KEY: [u8; 2] = [0xff, b'K'];
@@ -748,9 +752,10 @@ pub fn write_db_map(b: &dyn KvBackend, map: &DbMap) -> Result<()> {
 
 /// Brings the store's keyspace to the current format before the server uses it: a store without
 /// a format record that holds format-1 strings (`'s' name` -> raw bytes, written by earlier
-/// builds) has them rewritten as database-0 records, in batches; formats 2 to 5 get their
-/// version byte rewritten (everything they hold reads as format 6); a newer format is refused. Safe to interrupt: each batch writes the new keys and syncs before
-/// deleting the old ones, and a restart continues with the old keys that are left.
+/// builds) has them rewritten as database-0 records, in batches; formats 2 to 7 get their
+/// version byte rewritten (everything they hold reads as the current format); a newer format
+/// is refused. Safe to interrupt: each batch writes the new keys and syncs before deleting the
+/// old ones, and a restart continues with the old keys that are left.
 pub fn prepare(b: &dyn KvBackend) -> Result<()> {
     if let Some(v) = b.get(&FORMAT_KEY)? {
         return match v.first() {
@@ -760,7 +765,8 @@ pub fn prepare(b: &dyn KvBackend) -> Result<()> {
                 | KEYSPACE_FORMAT_NO_FLOORS
                 | KEYSPACE_FORMAT_NO_STREAMS
                 | KEYSPACE_FORMAT_NO_CEILINGS
-                | KEYSPACE_FORMAT_NO_STREAM_NODES),
+                | KEYSPACE_FORMAT_NO_STREAM_NODES
+                | KEYSPACE_FORMAT_NO_FIELD_ORDERS),
             ) => {
                 let mut v = v.to_vec();
                 v[0] = KEYSPACE_FORMAT_VERSION;
@@ -1212,8 +1218,9 @@ mod tests {
         assert!(prepare(&b).is_err());
     }
 
-    /// Formats 2 to 6 open as format 7 (version byte rewritten); a format-3 collection
-    /// record (no floor) reads with no floor and no ceiling, so nothing it holds is skipped.
+    /// Formats 2 to 7 open as format 8 (version byte rewritten); a format-3 collection
+    /// record (no floor) reads with no floor and no ceiling, so nothing it holds is skipped,
+    /// and a hash record of format 7 reads with no field order.
     #[test]
     fn older_formats_are_upgraded_in_place() {
         for old in [
@@ -1222,6 +1229,7 @@ mod tests {
             KEYSPACE_FORMAT_NO_STREAMS,
             KEYSPACE_FORMAT_NO_CEILINGS,
             KEYSPACE_FORMAT_NO_STREAM_NODES,
+            KEYSPACE_FORMAT_NO_FIELD_ORDERS,
         ] {
             let b = MemoryBackend::new();
             b.put(&FORMAT_KEY, &[old]).unwrap();
@@ -1240,6 +1248,13 @@ mod tests {
             assert_eq!(m, crate::collection::Meta::new(7, 2));
             assert!(m.floor.as_bytes().is_empty());
             assert!(m.ceiling.as_bytes().is_empty());
+            let hash = Record::encode_collection(KeyType::Hash, &meta, None, Encoding::ByContent);
+            b.put(&string_key(0, b"hash"), &hash).unwrap();
+            let r = read_record(&b, 0, b"hash", 0).unwrap().unwrap();
+            assert_eq!(
+                crate::collection::FieldOrder::of_payload(&r.payload).unwrap(),
+                None
+            );
         }
     }
 

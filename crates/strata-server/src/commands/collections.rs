@@ -10,8 +10,8 @@ use super::strings::json_exists;
 use super::{int_arg, is, Ctx};
 use crate::backend::{BatchOp, GroupRead};
 use crate::collection::{
-    element_key, element_suffix, read_live as read_record, visit_elements_from,
-    visit_zset_members_from, Ceiling, Floor, Live, Meta,
+    element_key, element_suffix, field_position, read_live as read_record, visit_elements_from,
+    visit_zset_members_from, Ceiling, Floor, Live, Meta, ORDER_FIELDS_MAX,
 };
 use crate::config::EncodingLimits;
 use crate::error::{Error, Result};
@@ -49,8 +49,32 @@ pub(crate) fn outgrows(
 
 /// Whether Redis's intset can hold `member`: a canonical decimal 64-bit integer.
 pub(crate) fn is_intset_member(member: &[u8]) -> bool {
-    member.len() <= 20
-        && crate::num::parse_i64(member).is_some_and(|n| n.to_string().as_bytes() == member)
+    intset_value(member).is_some()
+}
+
+/// The number an intset holds for `member`, if it can hold it.
+fn intset_value(member: &[u8]) -> Option<i64> {
+    if member.len() > 20 {
+        return None;
+    }
+    crate::num::parse_i64(member).filter(|n| n.to_string().as_bytes() == member)
+}
+
+/// Puts set members in an intset's order, ascending numbers, when `limits` let Redis hold them
+/// as one (every member an integer, at most `set-max-intset-entries`); leaves them as they
+/// are otherwise. Redis 7.0 answers a set in its compact encoding, and a result it builds as
+/// a new set (SUNION, SDIFF, the whole set from SRANDMEMBER or SPOP), in that order; any other
+/// set is a hash table, whose order no client can rely on.
+pub(crate) fn in_intset_order<T>(
+    limits: &EncodingLimits,
+    members: &mut [T],
+    member: impl Fn(&T) -> &[u8],
+) {
+    let fits = members.len() as u64 <= limits.set_max_intset_entries
+        && members.iter().all(|m| intset_value(member(m)).is_some());
+    if fits {
+        members.sort_by_cached_key(|m| intset_value(member(m)));
+    }
 }
 
 /// A collection being changed inside one `update_group`: pending element writes over what
@@ -66,6 +90,10 @@ pub(crate) struct Edit<'r, 'a> {
     count: u64,
     big: bool,
     floor: Floor,
+    /// A hash's field order, kept while it is in the compact encoding (`None`: not kept).
+    order: Option<Vec<u64>>,
+    /// Whether this edit changed the order.
+    order_changed: bool,
     /// Element -> new value (`None`: removed).
     pending: BTreeMap<Vec<u8>, Option<Bytes>>,
     limits: EncodingLimits,
@@ -109,9 +137,33 @@ impl Edit<'_, '_> {
         if new {
             self.count += 1;
             self.floor.lower_to(&element_suffix(sub));
+            if let Some(order) = &mut self.order {
+                // A listpack appends a new field.
+                order.push(field_position(sub));
+                self.order_changed = true;
+            }
         }
         self.big |= outgrows(&self.limits, self.kind, self.count, sub, &value);
+        let too_long = self
+            .order
+            .as_ref()
+            .is_some_and(|o| o.len() > ORDER_FIELDS_MAX);
+        if (self.big || too_long) && self.order.take().is_some() {
+            self.order_changed = true;
+        }
         self.pending.insert(sub.to_vec(), Some(value));
+    }
+
+    /// Takes a removed element out of the kept order.
+    fn unlist(&mut self, sub: &[u8]) {
+        let Some(order) = &mut self.order else {
+            return;
+        };
+        let p = field_position(sub);
+        if let Some(i) = order.iter().position(|&q| q == p) {
+            order.remove(i);
+            self.order_changed = true;
+        }
     }
 
     /// Adds a member that carries no value (a set's); true when it is new. A member already
@@ -131,6 +183,7 @@ impl Edit<'_, '_> {
         if existed {
             self.count -= 1;
             self.pending.insert(sub.to_vec(), None);
+            self.unlist(sub);
         }
         Ok(existed)
     }
@@ -140,6 +193,7 @@ impl Edit<'_, '_> {
     pub fn remove_scanned(&mut self, sub: &[u8]) {
         if self.pending.insert(sub.to_vec(), None) != Some(None) {
             self.count -= 1;
+            self.unlist(sub);
         }
     }
 
@@ -164,6 +218,14 @@ impl Edit<'_, '_> {
         self.count
     }
 
+    /// The record payload of `meta`, with the kept order.
+    fn encode_meta(&self, meta: &Meta) -> Vec<u8> {
+        match &self.order {
+            Some(order) => meta.encode_ordered(order),
+            None => meta.encode(),
+        }
+    }
+
     /// The engine writes that make the edit.
     fn finish(self) -> Vec<BatchOp> {
         if self.pending.is_empty() {
@@ -181,11 +243,13 @@ impl Edit<'_, '_> {
         }
         let mut ops = Vec::with_capacity(self.pending.len() + 1);
         let meta = self.meta();
-        let unchanged = self
-            .found
-            .is_some_and(|f| f.meta == meta && f.big == self.big);
+        let unchanged = !self.order_changed
+            && self
+                .found
+                .as_ref()
+                .is_some_and(|f| f.meta == meta && f.big == self.big);
         if !unchanged {
-            let expiry = self.found.and_then(|f| f.expire_at_ms);
+            let expiry = self.found.as_ref().and_then(|f| f.expire_at_ms);
             let encoding = if self.big {
                 Encoding::Raw
             } else {
@@ -193,7 +257,7 @@ impl Edit<'_, '_> {
             };
             ops.push(BatchOp::Put(
                 record_key,
-                Record::encode_collection(self.kind, &meta.encode(), expiry, encoding),
+                Record::encode_collection(self.kind, &self.encode_meta(&meta), expiry, encoding),
             ));
         }
         for (sub, value) in self.pending {
@@ -222,10 +286,19 @@ fn start<'r, 'a>(
     } else {
         crate::collection::live(record, now_ms(), kind)?
     };
-    let (meta, big) = match found {
+    let (meta, big) = match &found {
         Some(h) => (h.meta, h.big),
         None => (Meta::new(ctx.shared.versions.next(), 0), false),
     };
+    // A compact hash keeps its fields' order; one whose record lists none (written before
+    // orders were kept) starts listing what is added from now on.
+    let order = (kind == KeyType::Hash && !big).then(|| {
+        found
+            .as_ref()
+            .and_then(|h| h.order.as_ref())
+            .map(|o| o.positions())
+            .unwrap_or_default()
+    });
     Ok(Edit {
         read,
         kind,
@@ -236,6 +309,8 @@ fn start<'r, 'a>(
         count: meta.count,
         big,
         floor: meta.floor,
+        order,
+        order_changed: false,
         pending: BTreeMap::new(),
         limits: ctx.shared.encodings(),
     })
@@ -403,6 +478,18 @@ pub(crate) fn scan_elements(ctx: &Ctx<'_>, args: &[Bytes], kind: KeyType) -> Res
             after.as_deref(),
             &mut visit,
         )?;
+    } else if whole {
+        // All of a compact hash or set, in Redis's order: a listpack's (the fields as added),
+        // an intset's (ascending numbers).
+        let mut all = crate::collection::read_fields_in_order(ctx.db(), db, key, &live)?;
+        if kind == KeyType::Set {
+            in_intset_order(&ctx.shared.encodings(), &mut all, |(m, _)| m);
+        }
+        for (sub, value) in &all {
+            if !visit(sub, value) {
+                break;
+            }
+        }
     } else {
         visit_elements_from(ctx.db(), db, key, &live.meta, after.as_deref(), &mut visit)?;
     }

@@ -7,14 +7,17 @@
 //! writers of one hash take turns. Reads take no lock: the fields of one version are read at
 //! one engine snapshot (MGET's `multi_get`, a scan).
 //!
-//! Fields come back in byte order (HGETALL, HKEYS, HVALS, HSCAN), where Redis answers in
-//! insertion order for small hashes and hash order for large ones; Redis promises no order.
+//! Fields come back as Redis answers them where its order is fixed: a hash in the compact
+//! encoding (a listpack: at most `hash-max-listpack-entries` fields, none longer than
+//! `hash-max-listpack-value`) in the order its fields were added (its record keeps that order,
+//! `collection::FieldOrder`), for HGETALL, HKEYS, HVALS, HSCAN and HRANDFIELD; a larger one
+//! (a hash table in Redis, whose order no client can rely on) in position order.
 
 use bytes::Bytes;
 
 use super::collections::{modify, Edit};
 use super::{int_arg, is, Ctx, Spec, READ, READ_FAST, WRITE_FAST};
-use crate::collection::{element_key, random_elements, read_elements, Live};
+use crate::collection::{element_key, random_elements, read_fields_in_order, Live};
 use crate::error::{Error, Result};
 use crate::keyspace::KeyType;
 use crate::ldouble::{LdError, LongDouble};
@@ -165,7 +168,7 @@ fn hlen(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 /// Every field and value of the live hash `key` (empty when absent).
 fn all_fields(ctx: &Ctx<'_>, key: &[u8]) -> Result<Vec<(Bytes, Bytes)>> {
     match read_live(ctx, key)? {
-        Some(h) => read_elements(ctx.db(), ctx.dbi(), key, &h.meta),
+        Some(h) => read_fields_in_order(ctx.db(), ctx.dbi(), key, &h),
         None => Ok(Vec::new()),
     }
 }
@@ -283,7 +286,12 @@ fn hrandfield(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         fields.iter().collect()
     } else {
         let n = usize::try_from(count).unwrap_or(usize::MAX);
-        fields.iter().take(n).collect()
+        let mut picked: Vec<&(Bytes, Bytes)> = fields.iter().take(n).collect();
+        // Redis picks distinct fields of a listpack in its order (`lpRandomPairsUnique`).
+        if let Some(order) = &h.order {
+            order.arrange(&mut picked, |(f, _)| f);
+        }
+        picked
     };
     Ok(Reply::Array(if with_values {
         picked

@@ -16,14 +16,14 @@ use super::strings::expiry_arg;
 use super::{int_arg, is, text, Ctx, Spec, READ, READ_FAST, WRITE};
 use crate::backend::{prefix_end, BatchOp, Write};
 use crate::collection::{
-    element_key, list_key, list_range, read_elements, zset_entries, zset_put_ops, ListMeta, Meta,
-    LIST_HEAD_START,
+    element_key, field_position, list_key, list_range, read_elements, zset_entries, zset_put_ops,
+    FieldOrder, ListMeta, Meta, LIST_HEAD_START, ORDER_FIELDS_MAX,
 };
 use crate::error::{Error, Result};
 use crate::glob;
 use crate::keyspace::{
     self, doc_expiry, doc_ttl_key, expiry_index_key, now_ms, read_doc_bytes, string_key, DbIndex,
-    KeyType, Record, Space,
+    Encoding, KeyType, Record, Space,
 };
 use crate::notify;
 use crate::resp::Reply;
@@ -344,7 +344,12 @@ fn read_stored(ctx: &Ctx<'_>, db: DbIndex, key: &[u8]) -> Result<Option<Stored>>
             let fields = match r.kind {
                 KeyType::Hash | KeyType::Set => {
                     let meta = Meta::decode(&r.payload)?;
-                    read_elements(ctx.db(), db, key, &meta)?
+                    let mut fields = read_elements(ctx.db(), db, key, &meta)?;
+                    // A hash's fields as added (COPY, RENAME and DUMP keep that order).
+                    if let Some(order) = FieldOrder::of_payload(&r.payload)? {
+                        order.arrange(&mut fields, |(f, _)| f);
+                    }
+                    fields
                 }
                 KeyType::Zset => {
                     let meta = Meta::decode(&r.payload)?;
@@ -430,6 +435,18 @@ fn ops_storing(
                 }
                 .encode()
                 .to_vec(),
+                // A compact hash lists its fields in the order stored (as read, or as the
+                // payload gave them: Redis's listpack keeps that order too).
+                KeyType::Hash
+                    if r.encoding != Encoding::Raw && stored.fields.len() <= ORDER_FIELDS_MAX =>
+                {
+                    let order: Vec<u64> = stored
+                        .fields
+                        .iter()
+                        .map(|(f, _)| field_position(f))
+                        .collect();
+                    Meta::new(version, count).encode_ordered(&order)
+                }
                 _ => Meta::new(version, count).encode(),
             };
             ops.push(BatchOp::Put(

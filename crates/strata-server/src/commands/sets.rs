@@ -4,15 +4,18 @@
 //!
 //! A set is a record plus one engine key per member with an empty value (`collection.rs`).
 //! Single-key writes are one atomic `update_group`; SMOVE and the STORE commands hold the exec
-//! lock exclusively and write every key they change in one batch. Members come back in byte
-//! order (Redis: an intset's numeric order, or its hash table's).
+//! lock exclusively and write every key they change in one batch. Members come back as Redis
+//! 7.0 answers them where its order is fixed: a set of integers in the compact encoding (an
+//! intset), and a result Redis builds as one, in ascending numeric order
+//! (`collections::in_intset_order`); any other set (a hash table in Redis, whose order no
+//! client can rely on) in position order, results in byte order.
 
 use std::collections::BTreeSet;
 
 use bytes::Bytes;
 use rand::seq::SliceRandom;
 
-use super::collections::{modify, plan, read_live};
+use super::collections::{in_intset_order, modify, plan, read_live};
 use super::{int_arg, is, Ctx, Spec, READ, READ_FAST, WRITE, WRITE_FAST};
 use crate::collection::{
     element_key, random_elements, read_elements, visit_elements, Meta, PopWindow, POP_WINDOW_FILL,
@@ -117,10 +120,16 @@ fn scard(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
 /// The members of the live set `key` (empty when absent; WRONGTYPE for another kind).
 fn members(ctx: &Ctx<'_>, key: &[u8]) -> Result<Vec<Bytes>> {
     match read_live(ctx, key, KeyType::Set)? {
-        Some(s) => Ok(read_elements(ctx.db(), ctx.dbi(), key, &s.meta)?
-            .into_iter()
-            .map(|(m, _)| m)
-            .collect()),
+        Some(s) => {
+            let mut members: Vec<Bytes> = read_elements(ctx.db(), ctx.dbi(), key, &s.meta)?
+                .into_iter()
+                .map(|(m, _)| m)
+                .collect();
+            if !s.big {
+                in_intset_order(&ctx.shared.encodings(), &mut members, |m| m);
+            }
+            Ok(members)
+        }
         None => Ok(Vec::new()),
     }
 }
@@ -192,11 +201,13 @@ fn srandmember(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         .map(|(m, _)| m)
         .collect();
     let n = usize::try_from(count).unwrap_or(usize::MAX);
-    if n >= all.len() {
-        return Ok(Reply::Array(all.into_iter().map(Reply::Bulk).collect()));
-    }
     let mut picked: Vec<Bytes> = all;
     picked.truncate(n);
+    // The whole set comes as SMEMBERS's (Redis: a union of the one set); a part from a
+    // hash table (Redis: one built for the reply) in any order, so an intset's too.
+    if !s.big {
+        in_intset_order(&ctx.shared.encodings(), &mut picked, |m| m);
+    }
     Ok(Reply::Array(picked.into_iter().map(Reply::Bulk).collect()))
 }
 
@@ -210,12 +221,12 @@ fn spop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
             _ => return Err(Error::command("value is out of range, must be positive")),
         },
     };
-    if read_live(ctx, key, KeyType::Set)?.is_none() {
+    let Some(before) = read_live(ctx, key, KeyType::Set)? else {
         return Ok(match count {
             None => Reply::Nil,
             Some(_) => Reply::Set(Vec::new()),
         });
-    }
+    };
     if count == Some(0) {
         return Ok(Reply::Set(Vec::new()));
     }
@@ -290,7 +301,18 @@ fn spop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     }
     Ok(match count {
         None => Reply::bulk_or_nil(popped.into_iter().next()),
-        Some(_) => set_reply(popped),
+        Some(n) => {
+            // Redis returns the whole set (n >= size), or what is left of it after popping the
+            // members that stay (n close to size, its `SPOP_MOVE_STRATEGY_MUL`), in the set's
+            // own order: an intset's ascending numbers. Fewer come in the order drawn.
+            let size = usize::try_from(before.meta.count).unwrap_or(usize::MAX);
+            let rest_popped = n >= size || size.saturating_sub(n).saturating_mul(5) <= n;
+            let mut popped = popped;
+            if !before.big && rest_popped {
+                in_intset_order(&ctx.shared.encodings(), &mut popped, |m| m);
+            }
+            set_reply(popped)
+        }
     })
 }
 
@@ -390,16 +412,28 @@ fn combine(ctx: &Ctx<'_>, keys: &[Bytes], op: Op) -> Result<BTreeSet<Bytes>> {
     Ok(out)
 }
 
+/// A result set as Redis answers it: an intset's order where Redis holds the result as one
+/// (SUNION and SDIFF build a new set; SINTER walks its smallest set, whose order is an intset's
+/// or a hash table's), else byte order.
+fn result_reply(ctx: &Ctx<'_>, result: BTreeSet<Bytes>) -> Reply {
+    let mut members: Vec<Bytes> = result.into_iter().collect();
+    in_intset_order(&ctx.shared.encodings(), &mut members, |m| m);
+    set_reply(members)
+}
+
 fn sunion(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
-    Ok(set_reply(combine(ctx, &args[1..], Op::Union)?))
+    let result = combine(ctx, &args[1..], Op::Union)?;
+    Ok(result_reply(ctx, result))
 }
 
 fn sinter(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
-    Ok(set_reply(combine(ctx, &args[1..], Op::Inter)?))
+    let result = combine(ctx, &args[1..], Op::Inter)?;
+    Ok(result_reply(ctx, result))
 }
 
 fn sdiff(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
-    Ok(set_reply(combine(ctx, &args[1..], Op::Diff)?))
+    let result = combine(ctx, &args[1..], Op::Diff)?;
+    Ok(result_reply(ctx, result))
 }
 
 /// The STORE variants: the destination is replaced by the result (whatever it held), or

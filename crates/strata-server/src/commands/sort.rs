@@ -56,12 +56,19 @@ fn elements(ctx: &Ctx<'_>, key: &[u8]) -> Result<(Vec<Bytes>, bool)> {
                 m.head.wrapping_add(m.count),
             )
         }
-        KeyType::Set => Ok(
-            read_elements(ctx.db(), db, key, &Meta::decode(&r.payload)?)?
-                .into_iter()
-                .map(|(m, _)| m)
-                .collect(),
-        ),
+        KeyType::Set => {
+            let mut members: Vec<Bytes> =
+                read_elements(ctx.db(), db, key, &Meta::decode(&r.payload)?)?
+                    .into_iter()
+                    .map(|(m, _)| m)
+                    .collect();
+            // Unsorted (BY nosort), a set comes in its own order: an intset's, numbers up.
+            if r.encoding != crate::keyspace::Encoding::Raw {
+                let limits = ctx.shared.encodings();
+                super::collections::in_intset_order(&limits, &mut members, |m| m);
+            }
+            Ok(members)
+        }
         KeyType::Zset => Ok(zset_entries(ctx.db(), db, key, &Meta::decode(&r.payload)?)?
             .into_iter()
             .map(|(m, _)| m)

@@ -195,6 +195,7 @@ impl ZEdit<'_, '_> {
         };
         let unchanged_record = self
             .found
+            .as_ref()
             .is_some_and(|f| f.meta == meta && f.big == self.big);
         if !unchanged_record {
             let encoding = if self.big {
@@ -202,7 +203,7 @@ impl ZEdit<'_, '_> {
             } else {
                 Encoding::ByContent
             };
-            let expiry = self.found.and_then(|f| f.expire_at_ms);
+            let expiry = self.found.as_ref().and_then(|f| f.expire_at_ms);
             ops.push(BatchOp::Put(
                 record_key,
                 Record::encode_collection(KeyType::Zset, &meta.encode(), expiry, encoding),
@@ -263,7 +264,7 @@ fn modify<T>(
     let mut wrote = false;
     ctx.db().update_group(&record_key, &mut |read| {
         let found = crate::collection::live(read.get(&record_key)?, now, KeyType::Zset)?;
-        let (meta, big) = match found {
+        let (meta, big) = match &found {
             Some(z) => (z.meta, z.big),
             None => (Meta::new(ctx.shared.versions.next(), 0), false),
         };
@@ -1143,7 +1144,7 @@ fn remove_where(
     select: impl Fn(&dyn KvBackend, DbIndex, &[u8], &Meta) -> Result<Vec<(Bytes, f64)>>,
 ) -> Result<i64> {
     let (n, emptied) = modify(ctx, key, |ctx, z| {
-        let Some(found) = z.found else {
+        let Some(found) = z.found.clone() else {
             return Ok((0, false));
         };
         let picked = select(ctx.db(), z.db, z.name, &found.meta)?;
@@ -1231,7 +1232,7 @@ fn pop_entries(
         None => (None, None),
     };
     let (popped, left, emptied) = modify(ctx, key, |ctx, z| {
-        let Some(found) = z.found else {
+        let Some(found) = z.found.clone() else {
             return Ok((Vec::new(), None, false));
         };
         let meta = &found.meta;

@@ -241,7 +241,15 @@ pub struct Pair {
     pub conns: [[Raw; 2]; 2],
     /// Commands compared so far.
     pub compared: usize,
+    /// A third connection to redis-server that asks OBJECT ENCODING before a command listing
+    /// a hash or a set ([`Pair::compare_orders`]).
+    probe: Option<Raw>,
+    /// Replies compared in Redis's own order, not sorted (a compact hash's or set's).
+    pub compared_in_order: usize,
 }
+
+/// Most members an intset holds (`set-max-intset-entries`, Redis's default).
+const INTSET_ENTRIES_MAX: u64 = 512;
 
 /// Whether replies of this command are unordered lists (compared sorted).
 fn unordered(args: &[Vec<u8>]) -> bool {
@@ -311,8 +319,12 @@ impl Resp {
 }
 
 /// A reply with the parts Redis orders by its hash tables (and Strata by key) put in order:
-/// hash fields, pairs and members.
-fn canonical(args: &[Vec<u8>], reply: &[u8]) -> Vec<u8> {
+/// hash fields, pairs and members. `in_order`: the reply lists a collection whose order Redis
+/// fixes (a listpack's, an intset's), compared as it is.
+fn canonical(args: &[Vec<u8>], reply: &[u8], in_order: bool) -> Vec<u8> {
+    if in_order {
+        return reply.to_vec();
+    }
     let is = |i: usize, w: &[u8]| args.get(i).is_some_and(|a| a.eq_ignore_ascii_case(w));
     let mut r = Resp::parse(reply, &mut 0);
     let with_values = args
@@ -409,15 +421,77 @@ impl Pair {
             _ours: ours,
             conns,
             compared: 0,
+            probe: None,
+            compared_in_order: 0,
+        }
+    }
+
+    /// From now on, a reply listing a hash or set that Redis keeps in a compact encoding (a
+    /// listpack: fields in the order added; an intset: numbers ascending) is compared in order,
+    /// byte for byte, instead of sorted: before each such command a third connection asks
+    /// redis-server for the key's OBJECT ENCODING (which leaves the key as it is, but counts
+    /// in INFO's keyspace hits and opens a connection more: not for tests comparing those).
+    pub fn compare_orders(&mut self) {
+        self.probe = Some(Raw::connect(self._redis.addr));
+    }
+
+    /// Whether Redis answers `args` in an order of its own that a client can rely on: a
+    /// command listing a compact hash or set ([`Pair::compare_orders`]), or a set result Redis
+    /// builds as an intset.
+    fn order_is_fixed(&mut self, args: &[Vec<u8>]) -> bool {
+        let Some(probe) = self.probe.as_mut() else {
+            return false;
+        };
+        let mut ask = |args: &[&[u8]]| {
+            let args: Vec<Vec<u8>> = args.iter().map(|a| a.to_vec()).collect();
+            String::from_utf8_lossy(&probe.call(&args)).into_owned()
+        };
+        let encoding = |ask: &mut dyn FnMut(&[&[u8]]) -> String, key: &[u8]| {
+            let r = ask(&[b"OBJECT", b"ENCODING", key]);
+            r.split("\r\n").nth(1).unwrap_or("").to_string()
+        };
+        let name = String::from_utf8_lossy(&args[0]).to_ascii_uppercase();
+        let keys = args.get(1..).unwrap_or(&[]);
+        match name.as_str() {
+            "HGETALL" | "HKEYS" | "HVALS" | "HSCAN" | "HRANDFIELD" => keys
+                .first()
+                .is_some_and(|k| encoding(&mut ask, k) == "listpack"),
+            "SMEMBERS" | "SSCAN" | "SRANDMEMBER" | "SPOP" => keys
+                .first()
+                .is_some_and(|k| encoding(&mut ask, k) == "intset"),
+            // SINTER walks its smallest set; SUNION and SDIFF build their result as an
+            // intset, which stays one while it holds no more than the limit.
+            "SINTER" | "SUNION" | "SDIFF" => {
+                let mut total = 0u64;
+                for k in keys {
+                    match encoding(&mut ask, k).as_str() {
+                        "intset" => {}
+                        "" => continue,
+                        _ => return false,
+                    }
+                    let card = ask(&[b"SCARD", k]);
+                    total += card
+                        .trim_start_matches(':')
+                        .trim()
+                        .parse::<u64>()
+                        .unwrap_or(0);
+                }
+                name == "SINTER" || total <= INTSET_ENTRIES_MAX
+            }
+            _ => false,
         }
     }
 
     /// Sends `args` on connection `conn` (0 = A, 1 = B) of both servers; panics with the
     /// history when the replies differ.
     pub fn check(&mut self, conn: usize, args: &[Vec<u8>], context: &str) -> Vec<u8> {
+        let in_order = self.order_is_fixed(args);
         let theirs = self.conns[0][conn].call(args);
         let mine = self.conns[1][conn].call(args);
-        self.compare_reply(conn, args, theirs, mine, context)
+        if in_order {
+            self.compared_in_order += 1;
+        }
+        self.compare_reply(conn, args, theirs, mine, in_order, context)
     }
 
     /// Sends `commands` as one pipeline (one write) on connection `conn` of both servers and
@@ -440,6 +514,7 @@ impl Pair {
                 args,
                 replies[0][i].clone(),
                 replies[1][i].clone(),
+                false,
                 &format!("{context}, command {i} of the pipeline"),
             );
         }
@@ -451,6 +526,7 @@ impl Pair {
         args: &[Vec<u8>],
         theirs: Vec<u8>,
         mine: Vec<u8>,
+        in_order: bool,
         context: &str,
     ) -> Vec<u8> {
         let same = if unordered(args) && theirs.first() == Some(&b'*') {
@@ -458,7 +534,7 @@ impl Pair {
         } else if ttl_rounded_apart(args, &theirs, &mine) {
             true
         } else if theirs.first() != Some(&b'-') {
-            canonical(args, &theirs) == canonical(args, &mine)
+            canonical(args, &theirs, in_order) == canonical(args, &mine, in_order)
         } else {
             theirs == mine
         };
@@ -2567,6 +2643,9 @@ fn run_family_with(
         pair.send_both(0, &words(&["HELLO", "3"]));
     }
     let mut readers = events.map(|flags| EventReaders::start(&mut pair, flags));
+    if events.is_none() && matches!(family, "hashes" | "sets") {
+        pair.compare_orders();
+    }
     let mut g = Gen::seeded(seed);
     let mut history: Vec<String> = Vec::new();
     for i in 0..n {
@@ -2600,6 +2679,12 @@ fn run_family_with(
             r.compared
         );
         return r.compared;
+    }
+    if pair.compared_in_order > 0 {
+        eprintln!(
+            "{family}, seed {seed}: {} replies compared in Redis's order (compact collections)",
+            pair.compared_in_order
+        );
     }
     pair.compared
 }
@@ -2981,6 +3066,129 @@ fn unwatch_inside_multi_is_queued_and_keeps_the_watch_like_redis() {
     ] {
         pair.check(conn, &words(cmd), &format!("{cmd:?}"));
     }
+}
+
+/// Hashes and sets in Redis's compact encodings answer in Redis's own order, byte for byte in
+/// RESP2 and RESP3: a listpack's fields as they were added (a field set again keeps its place,
+/// a removed one added again goes last; HSET, HSETNX, HINCRBY, HINCRBYFLOAT, HMSET, COPY,
+/// RENAME, RESTORE of redis-server's own DUMP payload) until the hash outgrows it (129 fields,
+/// a 65-byte value) and its order is no longer Redis's to keep; an intset's numbers ascending
+/// (SMEMBERS, SSCAN, SUNION, SINTER, SDIFF, SORT BY nosort, SRANDMEMBER and SPOP of the whole
+/// set), and a set result of integers Redis builds as an intset.
+#[test]
+fn compact_collections_answer_in_redis_order() {
+    let big_hash: Vec<String> = ["HSET".to_string(), "many".into()]
+        .into_iter()
+        .chain((0..130).flat_map(|i| [format!("f{}", (i * 37) % 130), i.to_string()]))
+        .collect();
+    let script: &[&[&str]] = &[
+        &[
+            "HSET", "h", "name", "alice", "age", "30", "zz", "1", "aa", "2",
+        ],
+        &["HGETALL", "h"],
+        &["HSET", "h", "name", "bob", "new", "x"],
+        &["HDEL", "h", "age"],
+        &["HSETNX", "h", "age", "31"],
+        &["HSETNX", "h", "zz", "9"],
+        &["HINCRBY", "h", "count", "5"],
+        &["HINCRBYFLOAT", "h", "aa", "0.5"],
+        &["HMSET", "h", "b", "1", "a", "2"],
+        &["HGETALL", "h"],
+        &["HKEYS", "h"],
+        &["HVALS", "h"],
+        &["HSCAN", "h", "0"],
+        &["HSCAN", "h", "0", "MATCH", "a*", "COUNT", "1"],
+        &["HRANDFIELD", "h", "100"],
+        &["HRANDFIELD", "h", "100", "WITHVALUES"],
+        &["COPY", "h", "h2"],
+        &["HGETALL", "h2"],
+        &["RENAME", "h2", "h3"],
+        &["HDEL", "h3", "name"],
+        &["HSET", "h3", "name", "carol"],
+        &["HGETALL", "h3"],
+        &[
+            "HDEL", "h3", "name", "zz", "aa", "new", "age", "count", "b", "a",
+        ],
+        &["EXISTS", "h3"],
+        &["HSET", "h3", "y", "1", "x", "2"],
+        &["HKEYS", "h3"],
+        // A value past 64 bytes: a hash table in Redis (any order, compared sorted).
+        &["HSET", "h", "long", &"v".repeat(65)],
+        &["OBJECT", "ENCODING", "h"],
+        &["HGETALL", "h"],
+        &["HDEL", "h", "long"],
+        &["HKEYS", "h"],
+        // Sets of integers: intsets.
+        &["SADD", "s", "10", "9", "100", "-1", "3"],
+        &["SMEMBERS", "s"],
+        &["SREM", "s", "9"],
+        &["SADD", "s", "9"],
+        &["SMEMBERS", "s"],
+        // "007" is not an intset's integer: a hash table in Redis.
+        &["SADD", "n", "1", "007"],
+        &["OBJECT", "ENCODING", "n"],
+        &["SSCAN", "s", "0"],
+        &["SADD", "t", "30", "7", "3", "-1", "8"],
+        &["SUNION", "s", "t"],
+        &["SINTER", "s", "t"],
+        &["SDIFF", "s", "t"],
+        &["SDIFF", "t", "s", "nosuch"],
+        &["SORT", "s", "BY", "nosort"],
+        &["SORT", "s", "BY", "nosort", "LIMIT", "1", "2"],
+        &["SRANDMEMBER", "s", "100"],
+        &["SUNIONSTORE", "u", "s", "t"],
+        &["SMEMBERS", "u"],
+        &["SMOVE", "t", "s", "30"],
+        &["SMEMBERS", "s"],
+        &["SPOP", "t", "10"],
+        &["SPOP", "u", "8"],
+        &["EXISTS", "u"],
+        &["SADD", "s", "x"],
+        &["OBJECT", "ENCODING", "s"],
+        &["SMEMBERS", "s"],
+        &["SREM", "s", "x"],
+        &["SMEMBERS", "s"],
+    ];
+    let mut in_order = 0;
+    for resp3 in [false, true] {
+        let mut pair = Pair::start();
+        pair.compare_orders();
+        if resp3 {
+            pair.send_both(0, &words(&["HELLO", "3"]));
+        }
+        let context = format!("resp3 {resp3}");
+        for cmd in script {
+            pair.check(0, &words(cmd), &context);
+        }
+        // Redis's own DUMP of a small hash (a listpack payload) restored on both servers.
+        pair.check(
+            0,
+            &words(&["HSET", "d", "z", "1", "y", "2", "x", "3"]),
+            &context,
+        );
+        pair.check(0, &words(&["HSET", "d", "a", "4"]), &context);
+        let dump = pair.conns[0][0].call(&words(&["DUMP", "d"]));
+        let start = dump.iter().position(|&b| b == b'\n').unwrap() + 1;
+        let payload = dump[start..dump.len() - 2].to_vec();
+        let restore = vec![b"RESTORE".to_vec(), b"r".to_vec(), b"0".to_vec(), payload];
+        pair.check(0, &restore, &context);
+        for cmd in [&["HGETALL", "r"][..], &["HKEYS", "d"], &["HVALS", "r"]] {
+            pair.check(0, &words(cmd), &context);
+        }
+        // Past 128 fields: a hash table in Redis.
+        let big: Vec<&str> = big_hash.iter().map(String::as_str).collect();
+        pair.check(0, &words(&big), &context);
+        for cmd in [
+            &["OBJECT", "ENCODING", "many"][..],
+            &["HLEN", "many"],
+            &["HKEYS", "many"],
+        ] {
+            pair.check(0, &words(cmd), &context);
+        }
+        in_order += pair.compared_in_order;
+    }
+    eprintln!("compact collections: {in_order} replies compared in Redis's order");
+    assert!(in_order >= 40, "only {in_order} replies compared in order");
 }
 
 /// SMOVE of a member the destination already holds does not touch the destination: a WATCH
