@@ -469,7 +469,14 @@ pub(crate) fn scan_elements(ctx: &Ctx<'_>, args: &[Bytes], kind: KeyType) -> Res
         }
         true
     };
-    if kind == KeyType::Zset {
+    if kind == KeyType::Zset && whole {
+        // All of a compact sorted set in its listpack's order: by score.
+        for (member, score) in crate::collection::zset_entries(ctx.db(), db, key, &live.meta)? {
+            if !visit(&member, &score.to_le_bytes()) {
+                break;
+            }
+        }
+    } else if kind == KeyType::Zset {
         visit_zset_members_from(
             ctx.db(),
             db,

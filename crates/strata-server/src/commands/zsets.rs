@@ -1414,19 +1414,32 @@ fn zrandmember(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
     if withscores && !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&count) {
         return Err(Error::command("value is out of range"));
     }
-    if read_live(ctx, key)?.is_none() || count == 0 {
+    let Some(live) = read_live(ctx, key)? else {
+        return Ok(Reply::Array(Vec::new()));
+    };
+    if count == 0 {
         return Ok(Reply::Array(Vec::new()));
     }
     // Every member is read (O(n)); a large set would want the sampling hashes and sets use.
     let mut all = entries(ctx, key)?;
+    let want = usize::try_from(count.unsigned_abs()).unwrap_or(usize::MAX);
     let picked: Vec<(Bytes, f64)> = if count < 0 {
-        let n = usize::try_from(count.unsigned_abs()).unwrap_or(usize::MAX);
-        (0..n.min(REPLY_ELEMENTS_MAX))
+        (0..want.min(REPLY_ELEMENTS_MAX))
             .filter_map(|_| all.get(rng.gen_range(0..all.len().max(1))).cloned())
             .collect()
+    } else if want >= all.len() {
+        // The whole set, as Redis answers it: highest rank first.
+        all.reverse();
+        all
+    } else if !live.big {
+        // Distinct members of a listpack come in its order (`lpRandomPairsUnique`): a
+        // random choice of ranks, lowest first.
+        let mut ranks = rand::seq::index::sample(&mut rng, all.len(), want).into_vec();
+        ranks.sort_unstable();
+        ranks.into_iter().map(|i| all[i].clone()).collect()
     } else {
         all.shuffle(&mut rng);
-        all.truncate(usize::try_from(count).unwrap_or(usize::MAX));
+        all.truncate(want);
         all
     };
     Ok(entries_reply(ctx, picked, withscores))

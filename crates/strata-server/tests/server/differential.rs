@@ -459,6 +459,19 @@ impl Pair {
             "SMEMBERS" | "SSCAN" | "SRANDMEMBER" | "SPOP" => keys
                 .first()
                 .is_some_and(|k| encoding(&mut ask, k) == "intset"),
+            "ZSCAN" => keys
+                .first()
+                .is_some_and(|k| encoding(&mut ask, k) == "listpack"),
+            // A count reaching the size: the whole set, highest rank first, in any encoding.
+            "ZRANDMEMBER" => match (keys.first(), keys.get(1)) {
+                (Some(k), Some(n)) => {
+                    let n = String::from_utf8_lossy(n).parse::<i64>().unwrap_or(0);
+                    let card = ask(&[b"ZCARD", k]);
+                    let card = card.trim_start_matches(':').trim().parse::<i64>();
+                    n > 0 && card.is_ok_and(|c| c > 0 && n >= c)
+                }
+                _ => false,
+            },
             // SINTER walks its smallest set; SUNION and SDIFF build their result as an
             // intset, which stays one while it holds no more than the limit.
             "SINTER" | "SUNION" | "SDIFF" => {
@@ -2643,7 +2656,7 @@ fn run_family_with(
         pair.send_both(0, &words(&["HELLO", "3"]));
     }
     let mut readers = events.map(|flags| EventReaders::start(&mut pair, flags));
-    if events.is_none() && matches!(family, "hashes" | "sets") {
+    if events.is_none() && matches!(family, "hashes" | "sets" | "zsets") {
         pair.compare_orders();
     }
     let mut g = Gen::seeded(seed);
@@ -3074,7 +3087,8 @@ fn unwatch_inside_multi_is_queued_and_keeps_the_watch_like_redis() {
 /// RENAME, RESTORE of redis-server's own DUMP payload) until the hash outgrows it (129 fields,
 /// a 65-byte value) and its order is no longer Redis's to keep; an intset's numbers ascending
 /// (SMEMBERS, SSCAN, SUNION, SINTER, SDIFF, SORT BY nosort, SRANDMEMBER and SPOP of the whole
-/// set), and a set result of integers Redis builds as an intset.
+/// set), and a set result of integers Redis builds as an intset; a sorted set's listpack by
+/// score (ZSCAN), and every sorted set's whole from ZRANDMEMBER highest rank first.
 #[test]
 fn compact_collections_answer_in_redis_order() {
     let big_hash: Vec<String> = ["HSET".to_string(), "many".into()]
@@ -3148,6 +3162,15 @@ fn compact_collections_answer_in_redis_order() {
         &["SMEMBERS", "s"],
         &["SREM", "s", "x"],
         &["SMEMBERS", "s"],
+        // Sorted sets: a listpack's ZSCAN by score; the whole set from ZRANDMEMBER highest
+        // rank first, whatever the encoding.
+        &[
+            "ZADD", "z", "3", "c", "1", "a", "2", "b", "2", "aa", "-0", "n",
+        ],
+        &["ZSCAN", "z", "0"],
+        &["ZSCAN", "z", "0", "MATCH", "a*"],
+        &["ZRANDMEMBER", "z", "10"],
+        &["ZRANDMEMBER", "z", "5", "WITHSCORES"],
     ];
     let mut in_order = 0;
     for resp3 in [false, true] {
@@ -3182,6 +3205,20 @@ fn compact_collections_answer_in_redis_order() {
             &["OBJECT", "ENCODING", "many"][..],
             &["HLEN", "many"],
             &["HKEYS", "many"],
+        ] {
+            pair.check(0, &words(cmd), &context);
+        }
+        // Past 128 members: a skiplist in Redis.
+        let zbig: Vec<String> = ["ZADD".to_string(), "zbig".into()]
+            .into_iter()
+            .chain((0..140).flat_map(|i| [(i % 7).to_string(), format!("m{i}")]))
+            .collect();
+        let zbig: Vec<&str> = zbig.iter().map(String::as_str).collect();
+        pair.check(0, &words(&zbig), &context);
+        for cmd in [
+            &["OBJECT", "ENCODING", "zbig"][..],
+            &["ZRANDMEMBER", "zbig", "1000"],
+            &["ZRANDMEMBER", "zbig", "140", "WITHSCORES"],
         ] {
             pair.check(0, &words(cmd), &context);
         }
