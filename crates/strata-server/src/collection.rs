@@ -955,33 +955,20 @@ pub fn element_is_dead(key: &[u8], settled: &dyn strata::SettledRead, now: u64) 
     let Ok(r) = Record::decode(record) else {
         return false;
     };
-    match r.kind {
-        KeyType::List => match ListMeta::decode(&r.payload) {
-            Ok(m) => {
-                m.version != e.version
-                    || r.expire_at_ms
-                        .is_some_and(|at| at.saturating_add(EXPIRED_ELEMENTS_GRACE_MS) <= now)
-            }
-            Err(_) => false,
-        },
-        KeyType::Hash | KeyType::Set | KeyType::Zset => match Meta::decode(&r.payload) {
-            Ok(m) => {
-                m.version != e.version
-                    || r.expire_at_ms
-                        .is_some_and(|at| at.saturating_add(EXPIRED_ELEMENTS_GRACE_MS) <= now)
-            }
-            Err(_) => false,
-        },
-        KeyType::Stream => match crate::stream::StreamMeta::decode(&r.payload) {
-            Ok(m) => {
-                m.version != e.version
-                    || r.expire_at_ms
-                        .is_some_and(|at| at.saturating_add(EXPIRED_ELEMENTS_GRACE_MS) <= now)
-            }
-            Err(_) => false,
-        },
+    let version = match r.kind {
+        KeyType::List => ListMeta::decode(&r.payload).map(|m| m.version),
+        KeyType::Hash | KeyType::Set | KeyType::Zset => Meta::decode(&r.payload).map(|m| m.version),
+        KeyType::Stream => crate::stream::StreamMeta::decode(&r.payload).map(|m| m.version),
         // The name now holds a string.
-        _ => true,
+        _ => return true,
+    };
+    match version {
+        Ok(version) => {
+            version != e.version
+                || r.expire_at_ms
+                    .is_some_and(|at| at.saturating_add(EXPIRED_ELEMENTS_GRACE_MS) <= now)
+        }
+        Err(_) => false,
     }
 }
 

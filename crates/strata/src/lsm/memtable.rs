@@ -1014,33 +1014,14 @@ impl MemtableIter {
             return;
         }
         let at = self.at;
-        let mut last_key: Option<&Bytes> = None;
-        let mut seen = 0;
-        let m = self.mem.ordered();
-        let mut walk = match self.cursor.take().and_then(|c| m.resume(c, hi)) {
-            Some(resumed) => resumed,
-            None => m.ordered_range((lo, hi), &[], false),
-        };
         let mut chunk: Vec<(Bytes, Slot)> = Vec::new();
-        while let Some(stretch) = walk.stretch(want - seen) {
-            seen += stretch.len();
-            for &i in stretch {
-                let (k, revs) = &m.entries[i];
-                // Borrowed: cloned once below (a clone is an atomic count on the key's arena
-                // chunk, shared with every other key in it).
-                last_key = Some(k);
-                if let Some(v) = visible(revs, at) {
-                    chunk.push((k.clone(), v.clone()));
-                }
-            }
-            if seen == want {
-                break;
-            }
-        }
-        let last_key = last_key.cloned();
-        let cursor = walk.into_cursor();
-        drop(m);
-        self.cursor = Some(cursor);
+        let (seen, last_key) =
+            self.mem
+                .walk_chunk((lo, hi), want, &mut self.cursor, &mut |k, revs| {
+                    if let Some(v) = visible(revs, at) {
+                        chunk.push((k.clone(), v.clone()));
+                    }
+                });
         if seen < want {
             self.done = true;
         }
@@ -1102,6 +1083,36 @@ impl Memtable {
         if is_empty_range(lo, hi) {
             return false;
         }
+        let (seen, last) = self.walk_chunk((lo, hi), max_entries, cursor, &mut |k, revs| {
+            let value = match visible(revs, at) {
+                None => return,
+                Some(Slot::Put(v)) => CopiedValue::Inline(out.push_bytes(v)),
+                Some(Slot::Pointer(p)) => CopiedValue::Pointer(*p),
+                Some(Slot::Delete) => CopiedValue::Delete,
+            };
+            let key = out.push_bytes(k);
+            out.entries.push((key, value));
+        });
+        if let Some(last) = last {
+            out.last_key.extend_from_slice(&last);
+        }
+        seen == max_entries
+    }
+
+    /// One step of a range scan, under the read lock: calls `f` on the key and versions of
+    /// each of the first `max_entries` keys of `(lo, hi)` in key order (emptied entries
+    /// included), taking the runs' stretches as plain slices. Resumes the walk `cursor` left
+    /// where the runs have not changed since (no second bisection of every run) and leaves the
+    /// walk's place there. Returns how many keys it passed and the last of them (cloned once
+    /// per step: a clone is an atomic count on the key's arena chunk, shared with every other
+    /// key in it).
+    fn walk_chunk(
+        &self,
+        (lo, hi): (Bound<&[u8]>, Bound<&[u8]>),
+        max_entries: usize,
+        cursor: &mut Option<RunsCursor>,
+        f: &mut dyn FnMut(&Bytes, &Revisions),
+    ) -> (usize, Option<Bytes>) {
         let mut seen = 0;
         let mut last: Option<&Bytes> = None;
         let m = self.ordered();
@@ -1114,24 +1125,15 @@ impl Memtable {
             for &i in stretch {
                 let (k, revs) = &m.entries[i];
                 last = Some(k);
-                let value = match visible(revs, at) {
-                    None => continue,
-                    Some(Slot::Put(v)) => CopiedValue::Inline(out.push_bytes(v)),
-                    Some(Slot::Pointer(p)) => CopiedValue::Pointer(*p),
-                    Some(Slot::Delete) => CopiedValue::Delete,
-                };
-                let key = out.push_bytes(k);
-                out.entries.push((key, value));
+                f(k, revs);
             }
             if seen == max_entries {
                 break;
             }
         }
-        if let Some(last) = last {
-            out.last_key.extend_from_slice(last);
-        }
+        let last = last.cloned();
         *cursor = Some(walk.into_cursor());
-        seen == max_entries
+        (seen, last)
     }
 
     /// Calls `visit` on the key and value of every key of `(lower, upper)` whose version
