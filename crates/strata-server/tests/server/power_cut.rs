@@ -528,3 +528,74 @@ fn held_runs_keep_every_acknowledged_write_after_a_power_cut() {
     }
     eprintln!("held runs: {points} power cuts over {total} changing file calls");
 }
+
+/// Redis's append-only file keeps a prefix of the writes through a power cut, whatever
+/// `appendfsync` says (one file, written in order: what is lost is its end). Strata keeps one
+/// log per partition, each synced on its own (and a flush makes one partition's writes
+/// permanent in a table), so under `everysec` or `no` a cut can keep a later write to one
+/// partition and lose an earlier one to another: this test finds it in about 3 % of its 200
+/// cuts (a cut keeping 550 of 1000 `SET`s, 25 of them after the first one lost). Every
+/// acknowledged write that was due to be durable survives (the tests above); the order across
+/// keys is what is not kept. Ignored (a minute; it fails today) until recovery cuts every
+/// partition at the first write lost in any of them:
+/// `cargo test -p strata-server --test server -- --ignored a_power_cut_keeps_a_prefix`.
+#[test]
+#[ignore = "known: partitions' logs are synced apart; a power cut keeps no prefix across keys"]
+fn a_power_cut_keeps_a_prefix_of_the_writes_across_keys() {
+    let run = |point: Option<u64>| -> (u64, Option<String>) {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = FaultFs::new(dir.path()).unwrap();
+        let path = dir.path().join("db");
+        let server = CutServer::start(&path, &fs, AppendFsync::No);
+        let opened = fs.mutations();
+        if let Some(n) = point {
+            fs.crash_at(opened + n);
+        }
+        let mut c = server.client();
+        let mut sent = 0;
+        for p in 0..40 {
+            let mut pipe = redis::pipe();
+            for j in 0..25 {
+                let i = p * 25 + j;
+                pipe.cmd("SET").arg(format!("k{i}")).arg(i);
+            }
+            sent += 25;
+            let r: redis::RedisResult<Vec<redis::Value>> = pipe.query(&mut c);
+            if r.is_err() {
+                break;
+            }
+        }
+        drop(c);
+        let calls = fs.mutations() - opened;
+        server.abandon();
+        if point.is_none() {
+            return (calls, None);
+        }
+        fs.power_cut().unwrap();
+        let server = CutServer::start(&path, &fs, AppendFsync::No);
+        let mut c = server.client();
+        let present: Vec<bool> = (0..sent)
+            .map(|i| {
+                let v: Option<String> = redis::cmd("GET")
+                    .arg(format!("k{i}"))
+                    .query(&mut c)
+                    .unwrap();
+                v.is_some()
+            })
+            .collect();
+        let kept = present.iter().filter(|&&b| b).count();
+        let prefix = present.iter().take_while(|&&b| b).count();
+        drop(c);
+        server.abandon();
+        let hole = (kept != prefix).then(|| {
+            format!("cut at call {point:?} of {calls}: kept {kept} of {sent}, a prefix of {prefix}")
+        });
+        (calls, hole)
+    };
+    let (total, _) = run(None);
+    let mut rng = SmallRng::seed_from_u64(3);
+    let holes: Vec<String> = (0..200)
+        .filter_map(|_| run(Some(rng.gen_range(1..=total))).1)
+        .collect();
+    assert!(holes.is_empty(), "writes kept after a lost one: {holes:#?}");
+}
