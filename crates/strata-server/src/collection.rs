@@ -192,11 +192,11 @@ impl Meta {
 
     /// The record payload of a hash that keeps its fields' order: as [`Meta::encode`], with
     /// [`ORDER_FLAG`] in the count, the floor's length (one byte) and the floor, then each
-    /// listed field's position (u64 LE, [`field_position`]) in the order the fields were added.
-    pub fn encode_ordered(&self, order: &[u64]) -> Vec<u8> {
+    /// listed field's tag (u32 LE, [`order_tag`]) in the order the fields were added.
+    pub fn encode_ordered(&self, order: &[u32]) -> Vec<u8> {
         debug_assert!(self.ceiling.as_bytes().is_empty(), "a hash has no ceiling");
         let floor = self.floor.as_bytes();
-        let mut out = Vec::with_capacity(META_BYTES + 1 + floor.len() + 8 * order.len());
+        let mut out = Vec::with_capacity(META_BYTES + 1 + floor.len() + 4 * order.len());
         out.extend_from_slice(&self.version.to_le_bytes());
         out.extend_from_slice(&(self.count | ORDER_FLAG).to_le_bytes());
         // A floor holds at most FLOOR_BYTES_MAX (40) bytes.
@@ -237,7 +237,7 @@ impl Meta {
                 let (len, rest) = rest.split_first().ok_or_else(damaged)?;
                 let floor = rest.get(..usize::from(*len)).ok_or_else(damaged)?;
                 let start = payload.len() - rest.len() + floor.len();
-                if (payload.len() - start) % 8 != 0 {
+                if (payload.len() - start) % 4 != 0 {
                     return Err(damaged());
                 }
                 order = Some(start..payload.len());
@@ -263,7 +263,7 @@ impl Meta {
 /// rewrite a record of ever more kilobytes; fields then come in position order.
 pub const ORDER_FIELDS_MAX: usize = 1024;
 
-/// A hash's fields in the order they were added, as their positions ([`field_position`]): kept
+/// A hash's fields in the order they were added, as their tags ([`order_tag`]): kept
 /// in its record while the hash is in Redis's compact encoding, a listpack, which Redis answers
 /// in that order (HGETALL, HKEYS, HVALS, HSCAN, HRANDFIELD; a listpack updates a field in
 /// place and appends a new one). Fields the order does not list were added before the store
@@ -279,28 +279,39 @@ impl FieldOrder {
         Ok(order.map(|r| FieldOrder(payload.slice(r))))
     }
 
-    /// The listed positions, first added first.
-    pub fn positions(&self) -> Vec<u64> {
+    /// How many fields it lists.
+    pub fn len(&self) -> usize {
+        self.0.len() / 4
+    }
+
+    /// Whether it lists no field.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The listed tags, first added first.
+    pub fn tags(&self) -> Vec<u32> {
         self.0
-            .chunks_exact(8)
-            .filter_map(|c| <[u8; 8]>::try_from(c).ok().map(u64::from_le_bytes))
+            .chunks_exact(4)
+            .filter_map(|c| <[u8; 4]>::try_from(c).ok().map(u32::from_le_bytes))
             .collect()
     }
 
     /// Puts `items` (each naming its field through `field`) in this order: unlisted fields first,
     /// keeping their order among themselves, then the listed ones as added (two fields of one
-    /// position, a 64-bit hash collision, keep their order among themselves).
+    /// tag, a 32-bit hash collision, about one hash in a million of 128 fields, keep their order
+    /// among themselves: position order, where Redis's would be the order added).
     pub fn arrange<T>(&self, items: &mut [T], field: impl Fn(&T) -> &[u8]) {
-        let mut ranks: Vec<(u64, usize)> = self
-            .positions()
+        let mut ranks: Vec<(u32, usize)> = self
+            .tags()
             .into_iter()
             .enumerate()
             .map(|(rank, p)| (p, rank + 1))
             .collect();
-        // By position, the first listing of a position first: `rank_of` finds that one.
+        // By tag, the first listing of a tag first: `rank_of` finds that one.
         ranks.sort_unstable();
         let rank_of = |f: &[u8]| {
-            let p = field_position(f);
+            let p = order_tag(f);
             let i = ranks.partition_point(|&(q, _)| q < p);
             ranks
                 .get(i)
@@ -916,6 +927,12 @@ pub fn field_position(sub: &[u8]) -> u64 {
     xxhash_rust::xxh3::xxh3_64(sub)
 }
 
+/// What a [`FieldOrder`] lists of field `sub`: the top 32 bits of its position (half the bytes
+/// of the whole position in a record rewritten at every new field).
+pub fn order_tag(sub: &[u8]) -> u32 {
+    (field_position(sub) >> 32) as u32
+}
+
 /// The engine key of element `sub` of incarnation `version` of `name` in `db`.
 pub fn element_key(db: DbIndex, name: &[u8], version: u64, sub: &[u8]) -> Vec<u8> {
     let mut k = element_prefix(db, name, version);
@@ -1447,13 +1464,13 @@ mod tests {
         let mut m = Meta::new(9, 3);
         m.floor = Floor::of(b"fl");
         let fields: [&[u8]; 3] = [b"zz", b"aa", b"mm"];
-        let order: Vec<u64> = fields.iter().map(|f| field_position(f)).collect();
+        let order: Vec<u32> = fields.iter().map(|f| order_tag(f)).collect();
         let bytes = Bytes::from(m.encode_ordered(&order));
-        assert_eq!(bytes.len(), 16 + 1 + 2 + 24);
+        assert_eq!(bytes.len(), 16 + 1 + 2 + 12);
         assert_eq!(bytes[15] & 0xC0, 0x40);
         assert_eq!(Meta::decode(&bytes).unwrap(), m);
         let kept = FieldOrder::of_payload(&bytes).unwrap().unwrap();
-        assert_eq!(kept.positions(), order);
+        assert_eq!(kept.tags(), order);
         assert_eq!(
             FieldOrder::of_payload(&Bytes::from(m.encode())).unwrap(),
             None
@@ -1475,8 +1492,8 @@ mod tests {
         let empty = Bytes::from(m.encode_ordered(&[]));
         assert_eq!(Meta::decode(&empty).unwrap(), m);
         assert_eq!(
-            FieldOrder::of_payload(&empty).unwrap().unwrap().positions(),
-            Vec::<u64>::new()
+            FieldOrder::of_payload(&empty).unwrap().unwrap().tags(),
+            Vec::<u32>::new()
         );
     }
 

@@ -10,8 +10,8 @@ use super::strings::json_exists;
 use super::{int_arg, is, Ctx};
 use crate::backend::{BatchOp, GroupRead};
 use crate::collection::{
-    element_key, element_suffix, field_position, read_live as read_record, visit_elements_from,
-    visit_zset_members_from, Ceiling, Floor, Live, Meta, ORDER_FIELDS_MAX,
+    element_key, element_suffix, order_tag, read_live as read_record, visit_elements_from,
+    visit_zset_members_from, Ceiling, FieldOrder, Floor, Live, Meta, ORDER_FIELDS_MAX,
 };
 use crate::config::EncodingLimits;
 use crate::error::{Error, Result};
@@ -77,6 +77,39 @@ pub(crate) fn in_intset_order<T>(
     }
 }
 
+/// A kept field order in an edit: as the record holds it until the edit changes it (most
+/// edits of a hash only set fields it holds, and need not decode it).
+struct OrderEdit {
+    /// As read (`None`: the record lists none yet).
+    read: Option<FieldOrder>,
+    /// The tags once this edit changed them.
+    changed: Option<Vec<u32>>,
+}
+
+impl OrderEdit {
+    fn len(&self) -> usize {
+        match (&self.changed, &self.read) {
+            (Some(tags), _) => tags.len(),
+            (None, read) => read.as_ref().map_or(0, FieldOrder::len),
+        }
+    }
+
+    /// The tags, to change.
+    fn tags_mut(&mut self) -> &mut Vec<u32> {
+        let read = &self.read;
+        self.changed
+            .get_or_insert_with(|| read.as_ref().map(FieldOrder::tags).unwrap_or_default())
+    }
+
+    /// The tags as they stand.
+    fn tags(&self) -> Vec<u32> {
+        match (&self.changed, &self.read) {
+            (Some(tags), _) => tags.clone(),
+            (None, read) => read.as_ref().map(FieldOrder::tags).unwrap_or_default(),
+        }
+    }
+}
+
 /// A collection being changed inside one `update_group`: pending element writes over what
 /// the store holds, the count kept as they are made.
 pub(crate) struct Edit<'r, 'a> {
@@ -91,7 +124,7 @@ pub(crate) struct Edit<'r, 'a> {
     big: bool,
     floor: Floor,
     /// A hash's field order, kept while it is in the compact encoding (`None`: not kept).
-    order: Option<Vec<u64>>,
+    order: Option<OrderEdit>,
     /// Whether this edit changed the order.
     order_changed: bool,
     /// Element -> new value (`None`: removed).
@@ -139,7 +172,7 @@ impl Edit<'_, '_> {
             self.floor.lower_to(&element_suffix(sub));
             if let Some(order) = &mut self.order {
                 // A listpack appends a new field.
-                order.push(field_position(sub));
+                order.tags_mut().push(order_tag(sub));
                 self.order_changed = true;
             }
         }
@@ -159,9 +192,10 @@ impl Edit<'_, '_> {
         let Some(order) = &mut self.order else {
             return;
         };
-        let p = field_position(sub);
-        if let Some(i) = order.iter().position(|&q| q == p) {
-            order.remove(i);
+        let tags = order.tags_mut();
+        let p = order_tag(sub);
+        if let Some(i) = tags.iter().position(|&q| q == p) {
+            tags.remove(i);
             self.order_changed = true;
         }
     }
@@ -221,7 +255,7 @@ impl Edit<'_, '_> {
     /// The record payload of `meta`, with the kept order.
     fn encode_meta(&self, meta: &Meta) -> Vec<u8> {
         match &self.order {
-            Some(order) => meta.encode_ordered(order),
+            Some(order) => meta.encode_ordered(&order.tags()),
             None => meta.encode(),
         }
     }
@@ -292,12 +326,9 @@ fn start<'r, 'a>(
     };
     // A compact hash keeps its fields' order; one whose record lists none (written before
     // orders were kept) starts listing what is added from now on.
-    let order = (kind == KeyType::Hash && !big).then(|| {
-        found
-            .as_ref()
-            .and_then(|h| h.order.as_ref())
-            .map(|o| o.positions())
-            .unwrap_or_default()
+    let order = (kind == KeyType::Hash && !big).then(|| OrderEdit {
+        read: found.as_ref().and_then(|h| h.order.clone()),
+        changed: None,
     });
     Ok(Edit {
         read,

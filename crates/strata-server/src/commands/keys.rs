@@ -16,7 +16,7 @@ use super::strings::expiry_arg;
 use super::{int_arg, is, text, Ctx, Spec, READ, READ_FAST, WRITE};
 use crate::backend::{prefix_end, BatchOp, Write};
 use crate::collection::{
-    element_key, field_position, list_key, list_range, read_elements, zset_entries, zset_put_ops,
+    element_key, list_key, list_range, order_tag, read_elements, zset_entries, zset_put_ops,
     FieldOrder, ListMeta, Meta, LIST_HEAD_START, ORDER_FIELDS_MAX,
 };
 use crate::error::{Error, Result};
@@ -440,11 +440,7 @@ fn ops_storing(
                 KeyType::Hash
                     if r.encoding != Encoding::Raw && stored.fields.len() <= ORDER_FIELDS_MAX =>
                 {
-                    let order: Vec<u64> = stored
-                        .fields
-                        .iter()
-                        .map(|(f, _)| field_position(f))
-                        .collect();
+                    let order: Vec<u32> = stored.fields.iter().map(|(f, _)| order_tag(f)).collect();
                     Meta::new(version, count).encode_ordered(&order)
                 }
                 _ => Meta::new(version, count).encode(),
