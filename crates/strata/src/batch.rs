@@ -90,18 +90,25 @@ pub(crate) type Entry<'a> = (Kind, &'a [u8], &'a [u8]);
 
 /// What a log record says about its batch besides the entries (log format 2): its sequence
 /// number and, for a batch that spans partitions, every partition that holds a part of it
-/// (recovery keeps such a batch only if every part survived).
+/// (recovery keeps such a batch only if every part survived); since log format 3 also its
+/// *claim*: a sequence number up to which every batch of the database was fsynced, in every
+/// partition, when this one was appended (`Sequencer::durable`). Recovery never drops a
+/// batch at or below the highest claim it finds, and cuts the order at the first batch
+/// missing above it, so that a power cut leaves a prefix of the database's writes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct BatchHeader {
     pub(crate) seq: u64,
     /// Empty for a batch whose keys all lie in one partition.
     pub(crate) parts: Vec<u32>,
+    /// At most `seq`; `None` in a record of log format 1 or 2, which had none.
+    pub(crate) claim: Option<u64>,
 }
 
-/// Encodes a batch as a log record payload. Format 2: `seq: varint | part_count: varint |
-/// part ids: varint each`, then the entries: `count: varint`, then per entry `kind: u8,
-/// key_len: varint, value_len: varint, key, value` (value absent for deletes). Format 1 had
-/// the entries only.
+/// Encodes a batch as a log record payload. Format 3: `seq: varint | seq - claim: varint |
+/// part_count: varint | part ids: varint each`, then the entries: `count: varint`, then per
+/// entry `kind: u8, key_len: varint, value_len: varint, key, value` (value absent for
+/// deletes). Format 2 had no claim, format 1 the entries only. A header without a claim is
+/// written as claiming nothing (0).
 pub(crate) fn encode_batch<'a>(
     out: &mut Vec<u8>,
     header: &BatchHeader,
@@ -109,6 +116,7 @@ pub(crate) fn encode_batch<'a>(
     value_offsets: Option<&mut Vec<u32>>,
 ) {
     put_varint(out, header.seq);
+    put_varint(out, header.seq - header.claim.unwrap_or(0).min(header.seq));
     put_varint(out, header.parts.len() as u64);
     for &p in &header.parts {
         put_varint(out, u64::from(p));
@@ -167,13 +175,17 @@ fn encode_entries_at<'a>(
     }
 }
 
-/// Decodes a record payload of log format `format` (1: entries only; 2: header and entries);
+/// Decodes a record payload of log format `format` (1: entries only; 2: header and entries;
+/// 3: the header with a claim);
 /// `None` if malformed.
 pub(crate) fn decode_batch(payload: &[u8], format: u32) -> Option<(BatchHeader, Vec<Entry<'_>>)> {
     let mut r = Reader::new(payload);
     let mut header = BatchHeader::default();
     if format >= 2 {
         header.seq = r.varint()?;
+        if format >= 3 {
+            header.claim = Some(header.seq.checked_sub(r.varint()?)?);
+        }
         let parts = r.varint()?;
         // Every part id takes at least a byte: refuse a count the payload cannot hold.
         if parts > payload.len() as u64 {
@@ -280,6 +292,44 @@ mod tests {
         for cut in 0..buf.len() {
             assert!(decode_entries(&buf[..cut]).is_none(), "cut at {cut}");
         }
+    }
+
+    /// Format 3 carries the claim after the sequence number; format 2 records (no claim) are
+    /// still read, as claiming nothing; a claim above its batch is malformed.
+    #[test]
+    fn headers_round_trip_with_their_claim_and_older_formats_still_read() {
+        let entries: Vec<Entry<'_>> = vec![(Kind::Put, b"k", b"v"), (Kind::Delete, b"gone", b"")];
+        for (seq, claim, parts) in [
+            (1u64, Some(0u64), vec![]),
+            (300, Some(299), vec![0u32, 3]),
+            (1 << 40, Some(7), vec![2]),
+            (9, Some(9), vec![]),
+            (5, None, vec![]),
+        ] {
+            let header = BatchHeader { seq, parts, claim };
+            let mut out = Vec::new();
+            encode_batch(&mut out, &header, entries.iter().copied(), None);
+            let (got, got_entries) = decode_batch(&out, 3).unwrap();
+            assert_eq!(got.seq, seq);
+            assert_eq!(got.parts, header.parts);
+            assert_eq!(got.claim, Some(claim.unwrap_or(0)));
+            assert_eq!(got_entries, entries);
+        }
+        // Format 2, as an older build wrote it: `seq | parts | entries`.
+        let mut old = Vec::new();
+        put_varint(&mut old, 42);
+        put_varint(&mut old, 0);
+        encode_entries(&mut old, entries.iter().copied());
+        let (got, got_entries) = decode_batch(&old, 2).unwrap();
+        assert_eq!((got.seq, got.claim), (42, None));
+        assert_eq!(got_entries, entries);
+        // `seq - claim` larger than `seq`: a claim below zero.
+        let mut bad = Vec::new();
+        put_varint(&mut bad, 3);
+        put_varint(&mut bad, 4);
+        put_varint(&mut bad, 0);
+        encode_entries(&mut bad, entries.iter().copied());
+        assert!(decode_batch(&bad, 3).is_none());
     }
 
     #[test]

@@ -99,9 +99,11 @@ fn checkpoint_lsm(inner: &std::sync::Arc<Inner>, snap: &Snapshot, dest: &Path) -
         // Numbered above every file the view has: the copy replays it as its newest log.
         let log_number = tree.next_file_number();
         let mut wal = WalWriter::create(fs, journal::wal_path(&wal_dir, log_number), 0)?;
+        // The copy holds every batch up to the snapshot and nothing after: it claims them all.
         let header = BatchHeader {
             seq: snap.seq(),
             parts: Vec::new(),
+            claim: Some(snap.seq()),
         };
         let mut entries: Vec<(Kind, bytes::Bytes, bytes::Bytes)> = Vec::new();
         let mut bytes = 0usize;

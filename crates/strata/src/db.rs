@@ -845,7 +845,10 @@ pub(crate) fn prefix_bounds(prefix: &[u8]) -> (Bound<Bytes>, Bound<Bytes>) {
 
 /// Decides, after a crash, on every batch that spanned partitions: one whose every part
 /// survived (in a replayed log, or already in a table) stays; one missing a part is taken out
-/// of the partitions that replayed theirs, and those partitions are returned, to be flushed
+/// of the partitions that replayed theirs. Then cuts the order of batches (LSM, logs of format
+/// 3): a power cut can keep a batch in one partition's log and lose an earlier one in another
+/// (each partition fsyncs its own log), so every batch above the first one missing is taken
+/// out too ([`cut_point`]). The partitions that lost a batch here are returned, to be flushed
 /// before the database accepts writes. Sequence numbers continue after the highest on disk.
 fn settle_spanning_batches(opened: Vec<Opened>, seqs: &Sequencer) -> (Vec<Partition>, Vec<usize>) {
     let recovered: Vec<Option<&Recovered>> = opened
@@ -892,6 +895,23 @@ fn settle_spanning_batches(opened: Vec<Opened>, seqs: &Sequencer) -> (Vec<Partit
             t.drop_recovered_part(part);
         }
     }
+    if let Some(cut) = cut_point(&recovered) {
+        for (id, o) in opened.iter().enumerate() {
+            let Opened::Lsm(t, r) = o else { continue };
+            if r.replayed_seq_max > cut {
+                tracing::warn!(
+                    partition = id,
+                    kept_up_to = cut,
+                    dropped_up_to = r.replayed_seq_max,
+                    "dropping batches a power cut left after an earlier one it lost"
+                );
+                t.drop_recovered_after(cut);
+                if !unfinished.contains(&id) {
+                    unfinished.push(id);
+                }
+            }
+        }
+    }
     seqs.continue_after(last_seq);
     let partitions = opened
         .into_iter()
@@ -901,6 +921,40 @@ fn settle_spanning_batches(opened: Vec<Opened>, seqs: &Sequencer) -> (Vec<Partit
         })
         .collect();
     (partitions, unfinished)
+}
+
+/// Where recovery cuts the order of batches: the highest claim found (every batch up to it was
+/// durable everywhere, `batch::BatchHeader`), then on through every number whose batch survived
+/// whole, up to the first missing. A batch is missing when a power cut lost it, or a part of
+/// it, or when it failed before reaching its log (then nothing after it was acknowledged:
+/// `journal::reach`). `None` when there is nothing to decide: the hash engine, or a log
+/// written before claims (format 1 or 2).
+fn cut_point(recovered: &[Option<&Recovered>]) -> Option<u64> {
+    let all: Vec<&Recovered> = recovered.iter().flatten().copied().collect();
+    if all.len() != recovered.len() || all.iter().any(|r| r.unclaimed) {
+        return None;
+    }
+    let claim = all.iter().map(|r| r.claim).max()?;
+    let mut present: std::collections::HashSet<u64> = std::collections::HashSet::new();
+    for r in &all {
+        present.extend(r.above_claim.iter().filter(|&&s| s > claim));
+        for part in r.spanning.iter().filter(|p| p.seq > claim) {
+            let whole = part.parts.iter().all(|&p| {
+                recovered
+                    .get(p as usize)
+                    .and_then(|r| *r)
+                    .is_some_and(|r| r.holds_part(part.seq))
+            });
+            if whole {
+                present.insert(part.seq);
+            }
+        }
+    }
+    let mut cut = claim;
+    while present.contains(&(cut + 1)) {
+        cut += 1;
+    }
+    Some(cut)
 }
 
 /// The smallest key greater than every key starting with `prefix`, if any.

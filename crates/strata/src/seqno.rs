@@ -8,6 +8,14 @@
 //! part of a batch, and never sees a later write without an earlier one (RocksDB's "last
 //! published sequence"). A writer returns to its caller only once its own number is visible,
 //! so a thread always reads what it wrote.
+//!
+//! The same slot-and-minimum idea tells how far the database is *durable*: each partition
+//! publishes the oldest number it holds that has not yet been handed to the OS, and the oldest
+//! not yet fsynced (its journal keeps them, under its write lock); every number up to
+//! [`Sequencer::durable`] is at that level in every partition. Acknowledgements wait for it
+//! (`journal::reach`), so a write is never acknowledged while an earlier one could still be lost
+//! to the same failure, and log records carry it as their claim, from which recovery cuts the
+//! order after a power cut (`batch::BatchHeader`).
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
@@ -16,8 +24,21 @@ use parking_lot::{Condvar, Mutex};
 /// Checks of the visible number before a waiting writer sleeps (a few microseconds).
 const SPINS_BEFORE_SLEEP: u32 = 2_000;
 
-/// A slot that holds no write in flight.
-const IDLE: u64 = u64::MAX;
+/// A slot that holds no write in flight; a mark with nothing below the level.
+pub(crate) const IDLE: u64 = u64::MAX;
+
+/// How far a write has gone toward the disk: what a process crash spares (`Written`: handed
+/// to the OS) or what a power cut spares too (`Synced`: fsynced).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Level {
+    Written = 0,
+    Synced = 1,
+}
+
+/// One partition's marks, one [`Level`] each, alone on their cache lines (128 bytes: two
+/// lines, which adjacent-line prefetchers fetch together).
+#[repr(align(128))]
+struct Marks([AtomicU64; 2]);
 
 /// Hands out sequence numbers and publishes them in order, without a lock on the write path:
 /// each partition has a slot (its writes are serialized by its write lock) that holds a lower
@@ -28,6 +49,13 @@ pub(crate) struct Sequencer {
     next: AtomicU64,
     visible: AtomicU64,
     slots: Vec<AtomicU64>,
+    /// Per partition, per [`Level`]: the oldest number that partition holds below the level
+    /// (IDLE: none). Written by the partition's journal under its write lock, before the
+    /// number is reported done. One cache line each: they change at every group write.
+    marks: Vec<Marks>,
+    /// A recent value of [`Sequencer::durable`] at `Synced` (never above it): what records
+    /// claim, refreshed whenever a partition's unsynced mark moves up.
+    synced_floor: AtomicU64,
     waiters: AtomicUsize,
     sleep: Mutex<()>,
     published: Condvar,
@@ -42,6 +70,10 @@ impl Sequencer {
             slots: (0..partitions.max(1))
                 .map(|_| AtomicU64::new(IDLE))
                 .collect(),
+            marks: (0..partitions.max(1))
+                .map(|_| Marks([AtomicU64::new(IDLE), AtomicU64::new(IDLE)]))
+                .collect(),
+            synced_floor: AtomicU64::new(last),
             waiters: AtomicUsize::new(0),
             sleep: Mutex::new(()),
             published: Condvar::new(),
@@ -54,7 +86,54 @@ impl Sequencer {
         if self.next.load(Ordering::SeqCst) <= last {
             self.next.store(last + 1, Ordering::SeqCst);
             self.visible.fetch_max(last, Ordering::SeqCst);
+            // Recovery made what it kept durable (replayed logs are fsynced) and removes what it
+            // dropped before any write.
+            self.synced_floor.fetch_max(last, Ordering::SeqCst);
         }
+    }
+
+    /// Sets `partition`'s mark at `level` (its journal, under its write lock): the oldest
+    /// number it holds below the level, or IDLE.
+    pub(crate) fn set_mark(&self, partition: usize, level: Level, oldest: u64) {
+        let mark = &self.marks[partition % self.marks.len()].0[level as usize];
+        let before = mark.swap(oldest, Ordering::SeqCst);
+        if level == Level::Synced && oldest > before {
+            self.refresh_synced_floor();
+        }
+    }
+
+    /// `partition`'s mark at `level`.
+    pub(crate) fn mark(&self, partition: usize, level: Level) -> u64 {
+        self.marks[partition % self.marks.len()].0[level as usize].load(Ordering::SeqCst)
+    }
+
+    /// Every write numbered up to this has reached `level` in every partition (or was
+    /// abandoned before its record existed: a failed write leaves its partition's mark at its
+    /// number, so this stops below it for good). Visible numbers only: one still applying
+    /// may not have set its mark yet.
+    pub(crate) fn durable(&self, level: Level) -> u64 {
+        // Visible first: every number up to it set its mark before it was reported done, so
+        // the marks read after it show each one that is still below the level.
+        let visible = self.visible();
+        let oldest = self
+            .marks
+            .iter()
+            .map(|m| m.0[level as usize].load(Ordering::SeqCst))
+            .min()
+            .unwrap_or(IDLE);
+        visible.min(oldest.saturating_sub(1))
+    }
+
+    /// A recent [`Sequencer::durable`] at `Synced`, read without visiting every partition
+    /// (what a record claims; lower than the true value at times, never higher).
+    pub(crate) fn synced_floor(&self) -> u64 {
+        self.synced_floor.load(Ordering::SeqCst)
+    }
+
+    /// Raises [`Sequencer::synced_floor`] to the current [`Sequencer::durable`].
+    pub(crate) fn refresh_synced_floor(&self) {
+        self.synced_floor
+            .fetch_max(self.durable(Level::Synced), Ordering::SeqCst);
     }
 
     /// Takes the next number for a write of `partition`, whose write lock the caller holds
@@ -171,6 +250,45 @@ mod tests {
         assert!(!waiter.is_finished(), "returned before {first} was done");
         s.done(0);
         assert_eq!(waiter.join().unwrap(), second);
+    }
+
+    /// `durable` is bounded by the visible number and by every partition's mark at its level;
+    /// a mark left at a failed write's number holds it below that number for good; the synced
+    /// floor follows the synced marks up.
+    #[test]
+    fn durable_is_bounded_by_visible_and_every_partition_mark() {
+        use Level::{Synced, Written};
+        let s = Sequencer::new(3, 0);
+        let mark_both = |p: usize, seq: u64| {
+            s.set_mark(p, Written, seq);
+            s.set_mark(p, Synced, seq);
+        };
+        let a = s.begin(0);
+        mark_both(0, a);
+        s.done(0);
+        let b = s.begin(1);
+        mark_both(1, b);
+        s.done(1);
+        assert_eq!((s.durable(Written), s.durable(Synced)), (0, 0));
+        s.set_mark(0, Written, IDLE);
+        assert_eq!((s.durable(Written), s.durable(Synced)), (a, 0));
+        let c = s.begin(2);
+        s.set_mark(1, Written, IDLE);
+        assert_eq!(s.durable(Written), b, "{c} is not visible yet");
+        s.done(2);
+        assert_eq!(s.durable(Written), c);
+        assert_eq!(s.synced_floor(), 0);
+        s.set_mark(0, Synced, IDLE);
+        assert_eq!(s.synced_floor(), 1, "partition 1 still holds {b} unsynced");
+        s.set_mark(1, Synced, IDLE);
+        assert_eq!(s.synced_floor(), c);
+        // A write that failed leaves its partition's mark at its number.
+        let failed = s.begin(0);
+        s.set_mark(0, Written, failed);
+        s.done(0);
+        s.begin(1);
+        s.done(1);
+        assert_eq!(s.durable(Written), failed - 1);
     }
 
     /// Against a model: visible is always the largest n such that every number up to n is done

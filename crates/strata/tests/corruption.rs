@@ -495,8 +495,8 @@ fn damage_current_values_in_value_files() -> usize {
     // In a copy, one byte flipped in every copy of a key's current value that a value file
     // holds (a value may have been moved more than once; only its last copy is read). The
     // records are read with the format of docs/format.md: a 16-byte header, then records of
-    // `len u32 | crc u32 | payload`, a payload of `seq 0 | parts 0 | count 1 | kind 1 |
-    // key_len | value_len | key | value` (varints below 128 here).
+    // `len u32 | crc u32 | payload`, a payload of `seq 0 | seq - claim 0 | parts 0 | count 1 |
+    // kind 1 | key_len | value_len | key | value` (varints below 128 here).
     let copy = dir.path().join("copy");
     copy_dir(&src, &copy);
     let mut damaged_keys = std::collections::BTreeSet::new();
@@ -507,9 +507,9 @@ fn damage_current_values_in_value_files() -> usize {
         while at + 8 <= bytes.len() {
             let len = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
             let payload = at + 8;
-            let key_len = bytes[payload + 4] as usize;
-            let value_len = varint(&bytes[payload + 5..]);
-            let key_at = payload + 5 + varint_len(&bytes[payload + 5..]);
+            let key_len = bytes[payload + 5] as usize;
+            let value_len = varint(&bytes[payload + 6..]);
+            let key_at = payload + 6 + varint_len(&bytes[payload + 6..]);
             let key = bytes[key_at..key_at + key_len].to_vec();
             let value_at = key_at + key_len;
             if want.get(&key).map(|v| &v[..]) == Some(&bytes[value_at..value_at + value_len]) {

@@ -173,3 +173,51 @@ fn values_left_in_the_log_are_read_from_its_buffer_before_they_reach_the_file() 
     assert_eq!(db.get(b"c").unwrap().as_deref(), Some(&expected_a[..]));
     assert_eq!(db.get(b"b").unwrap().as_deref(), Some(&big(2)[..]));
 }
+
+/// Bytes in partition `p`'s log files, as the OS has them.
+fn partition_log_bytes(dir: &Path, p: usize) -> u64 {
+    std::fs::read_dir(dir.join(format!("p{p:04}")).join("wal"))
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum()
+}
+
+/// A write is acknowledged only once every earlier write of every partition has reached the
+/// OS too (`journal::reach`): a write of one partition left deferred by one caller is handed to
+/// the OS by a later write of another partition before that one returns. Otherwise a killed
+/// process could keep the later write and lose the earlier one, and recovery's cut at the
+/// first lost write would drop an acknowledged one.
+#[test]
+fn a_write_returns_only_once_earlier_writes_of_other_partitions_reached_the_os() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(
+        dir.path(),
+        Options {
+            partitions: 2,
+            sync: SyncMode::EveryMs(600_000),
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let first = b"first".to_vec();
+    let second = (0..)
+        .map(|i| format!("second{i}").into_bytes())
+        .find(|k| db.partition_of(k) != db.partition_of(&first))
+        .unwrap();
+    let p = db.partition_of(&first);
+    let before = partition_log_bytes(dir.path(), p);
+    let ((), writes) = deferring_log_writes(|| db.put(&first, b"1").unwrap());
+    assert!(!writes.is_empty());
+    assert_eq!(
+        partition_log_bytes(dir.path(), p),
+        before,
+        "deferred, not written"
+    );
+    // Another caller's write, not deferred, of the other partition.
+    db.put(&second, b"2").unwrap();
+    assert!(
+        partition_log_bytes(dir.path(), p) > before,
+        "the later write returned while the earlier one was still in the process"
+    );
+    drop(writes);
+}

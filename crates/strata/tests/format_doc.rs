@@ -177,7 +177,7 @@ fn decode_wal(path: &Path) -> Vec<(u8, Vec<u8>, Vec<u8>)> {
     let f = std::fs::read(path).unwrap();
     let mut r = R(&f, 0);
     assert_eq!(r.take(8), b"STRATWAL");
-    assert_eq!(r.u32(), 2);
+    assert_eq!(r.u32(), 3);
     assert_eq!(r.u32(), crc32c::crc32c(&f[..12]));
     let mut out = Vec::new();
     while !r.done() {
@@ -190,12 +190,14 @@ fn decode_wal(path: &Path) -> Vec<(u8, Vec<u8>, Vec<u8>)> {
         assert_eq!(crc32c::crc32c(&covered), crc);
         let mut p = R(payload, 0);
         let seq = p.varint();
+        let unclaimed = p.varint();
+        assert!(unclaimed <= seq, "a claim above its own batch");
         let parts = p.varint();
         if path.extension().is_some_and(|e| e == "vlog") {
             // A value file: one put per record, `seq` 0, no parts.
-            assert_eq!((seq, parts), (0, 0));
+            assert_eq!((seq, unclaimed, parts), (0, 0, 0));
         } else {
-            assert!(seq > 0, "format 2 numbers every batch from 1");
+            assert!(seq > 0, "format 3 numbers every batch from 1");
         }
         for _ in 0..parts {
             p.varint(); // a partition the batch spans

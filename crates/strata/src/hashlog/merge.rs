@@ -137,6 +137,7 @@ impl LogStore {
                     let header = BatchHeader {
                         seq: batch.header.seq,
                         parts: Vec::new(),
+                        claim: batch.header.claim,
                     };
                     encode_batch(
                         &mut rec,

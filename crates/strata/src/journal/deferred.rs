@@ -7,19 +7,24 @@
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use super::Journal;
+use super::{reach, Journal, Peers};
 use crate::error::Result;
+use crate::seqno::Level;
 
 thread_local! {
     /// Writes whose hand-off to the OS was deferred on this thread, when deferring.
     static DEFERRED: RefCell<Option<LogWrites>> = const { RefCell::new(None) };
 }
 
-/// Notes `seq` of `journal` as deferred if this thread is deferring; false if it is not.
-pub(super) fn defer(journal: &Journal, seq: u64) -> bool {
+/// Notes record `record` (batch `seq`) of `journal` as deferred if this thread is deferring;
+/// false if it is not. `peers`: whose earlier batches the completion must see written too.
+pub(super) fn defer(journal: &Journal, record: u64, seq: u64, peers: Option<&Peers>) -> bool {
     DEFERRED.with(|d| match d.borrow_mut().as_mut() {
         Some(writes) => {
-            writes.note(journal, seq);
+            writes.note(journal, record);
+            if let Some(peers) = peers {
+                writes.note_batch(peers, seq);
+            }
             true
         }
         None => false,
@@ -34,18 +39,32 @@ pub(super) fn defer(journal: &Journal, seq: u64) -> bool {
 #[derive(Default)]
 pub struct LogWrites {
     pending: Vec<(Journal, u64)>,
+    /// The highest batch noted and the partitions whose earlier batches must be written
+    /// before it is acknowledged ([`reach`]).
+    newest: Option<(Peers, u64)>,
 }
 
 impl LogWrites {
     /// Whether no write is waiting.
     pub fn is_empty(&self) -> bool {
-        self.pending.is_empty()
+        self.pending.is_empty() && self.newest.is_none()
     }
 
     /// Adds `other`'s writes.
     pub fn merge(&mut self, other: LogWrites) {
         for (journal, seq) in &other.pending {
             self.note(journal, *seq);
+        }
+        if let Some((peers, seq)) = &other.newest {
+            self.note_batch(peers, *seq);
+        }
+    }
+
+    /// Records that batch `seq` is among these writes.
+    fn note_batch(&mut self, peers: &Peers, seq: u64) {
+        match &mut self.newest {
+            Some((_, newest)) => *newest = (*newest).max(seq),
+            None => self.newest = Some((peers.clone(), seq)),
         }
     }
 
@@ -62,13 +81,17 @@ impl LogWrites {
     }
 
     /// Hands every record of these writes to the OS: one `write()` per journal, which also
-    /// covers whatever other writers appended meanwhile. An error means the writes are not safe
+    /// covers whatever other writers appended meanwhile, and every earlier batch of any
+    /// partition still in a buffer (`journal::reach`). An error means the writes are not safe
     /// and the journal refuses further writes.
     pub fn complete(&mut self) -> Result<()> {
         for (journal, seq) in self.pending.drain(..) {
             journal.write_to(seq)?;
         }
-        Ok(())
+        match self.newest.take() {
+            Some((peers, seq)) => reach(Some(&peers), seq, Level::Written),
+            None => Ok(()),
+        }
     }
 }
 

@@ -6,15 +6,16 @@
 //! File `NNNNNN.log` (or a segment): a 16-byte header (magic `b"STRATWAL"`, format version u32,
 //! CRC32C of those 12 bytes u32), then records `payload_len u32 | crc32c(payload_len bytes ++
 //! payload) u32 | payload`. A payload is one write batch (see `batch::encode_batch`), so a
-//! batch is atomic. Format 2 (written now) starts each payload with the batch's sequence number
-//! and, for a batch spanning partitions, the partitions it spans; format 1 (still read) had the
-//! entries only. This module is the only place that knows the framing: [`super::writer`]
+//! batch is atomic. Format 3 (written now) starts each payload with the batch's sequence number,
+//! its claim (how far every partition was durable when it was appended) and, for a batch
+//! spanning partitions, the partitions it spans; format 2 (still read) had no claim, format 1
+//! (still read) the entries only. This module is the only place that knows the framing: [`super::writer`]
 //! writes it, [`super::replay`] and [`decode_record`] read it.
 
 use std::path::{Path, PathBuf};
 
-/// Version of the log file format written.
-pub const WAL_FORMAT_VERSION: u32 = 2;
+/// Version of the log file format written (3: each batch carries its claim, `BatchHeader`).
+pub const WAL_FORMAT_VERSION: u32 = 3;
 /// The oldest log format still read.
 pub(crate) const WAL_FORMAT_VERSION_MIN: u32 = 1;
 const WAL_MAGIC: &[u8; 8] = b"STRATWAL";

@@ -17,10 +17,11 @@
 //! its network thread serves in one round, so one `write()` covers the writes of many clients
 //! (as Redis writes its append-only file once per event-loop round).
 
+use std::collections::VecDeque;
 use std::ops::Deref;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use parking_lot::{Mutex, MutexGuard};
 
@@ -30,7 +31,7 @@ use crate::batch::{encode_batch, BatchHeader, Entry, Kind, Update, WriteBatch};
 use crate::error::{Error, IoContext, Result};
 
 use crate::options::SyncMode;
-use crate::seqno::Sequencer;
+use crate::seqno::{Level, Sequencer, IDLE};
 use crate::vfs::SharedFs;
 pub(crate) mod counts;
 pub(crate) mod deferred;
@@ -54,7 +55,19 @@ pub(crate) struct JournalState {
     /// The sequence number of the last batch applied to this partition (what a read under the
     /// lock sees; [`settle`] waits until scans see it too).
     last_applied: u64,
+    /// The oldest batch (sequence number) appended but not yet handed to the OS, and the
+    /// oldest not yet fsynced (IDLE: none); published as this partition's marks
+    /// (`Sequencer::set_mark`). A failed append or write leaves them at that batch for good.
+    unwritten_from: u64,
+    unsynced_from: u64,
+    /// Fsyncs begun and not finished: the last record number each covers and the batch first
+    /// appended after it began (IDLE while none), which is the oldest unsynced once it ends.
+    sync_points: VecDeque<(u64, u64)>,
 }
+
+/// The journals of every partition of a database (set once all are open): what an
+/// acknowledgement waits on, [`reach`].
+pub(crate) type Peers = Arc<OnceLock<Vec<Journal>>>;
 
 /// Where an appended record landed.
 pub(crate) struct Appended {
@@ -117,6 +130,12 @@ pub(crate) trait Journaled {
     fn contains_locked(&self, key: &[u8], st: &JournalState) -> Result<bool> {
         Ok(self.get_locked(key, st)?.is_some())
     }
+    /// The journals of the database's partitions, when acknowledgements must wait for earlier
+    /// writes of other partitions to reach the same level ([`reach`]; the LSM: its recovery
+    /// cuts the order there after a power cut).
+    fn peers(&self) -> Option<&Peers> {
+        None
+    }
     /// Whether `key` exists in the newest state (as [`Journaled::get_locked`] sees it), from
     /// memory only (no table read, no value read): for key counts (`counts.rs`). Caller holds
     /// the write lock.
@@ -177,6 +196,7 @@ fn apply_one_known<E: Journaled>(
         &BatchHeader {
             seq,
             parts: Vec::new(),
+            claim: Some(journal.seqs.synced_floor()),
         },
         entries,
     );
@@ -218,7 +238,7 @@ fn complete<E: Journaled>(engine: &E, applied: &Applied) -> Result<()> {
     if E::READS_AT_SNAPSHOTS {
         journal.seqs.wait_visible(applied.seq);
     }
-    journal.commit(applied.record)
+    journal.commit(applied.record, applied.seq, engine.peers())
 }
 
 /// Writes a batch through an engine: admitted, numbered, appended and applied under the write
@@ -279,6 +299,7 @@ pub(crate) fn write_across<E: Journaled>(
         } else {
             Vec::new()
         },
+        claim: Some(seqs.synced_floor()),
     };
     let mut records = vec![None; parts.len()];
     let mut failed = None;
@@ -333,7 +354,7 @@ pub(crate) fn write_across<E: Journaled>(
     }
     for ((engine, _), record) in parts.iter().zip(records) {
         if let Some(record) = record {
-            if let Err(e) = engine.journal().commit(record) {
+            if let Err(e) = engine.journal().commit(record, header.seq, engine.peers()) {
                 first_err.get_or_insert(e);
             }
         }
@@ -608,6 +629,9 @@ impl Journal {
                 scratch: Vec::new(),
                 failed: None,
                 last_applied: 0,
+                unwritten_from: IDLE,
+                unsynced_from: IDLE,
+                sync_points: VecDeque::new(),
             }),
             synced_seq: AtomicU64::new(seq),
             written_seq: AtomicU64::new(seq),
@@ -616,22 +640,57 @@ impl Journal {
         }))
     }
 
-    /// Makes the write with record number `seq` as durable as the sync mode promises: fsynced
-    /// with `Always`, otherwise handed to the OS (safe from a crash of the process), or, inside
-    /// [`deferring_log_writes`], noted for [`LogWrites::complete`].
-    pub(crate) fn commit(&self, seq: u64) -> Result<()> {
+    /// Makes the write with record number `record` (batch `seq`) as durable as the sync mode
+    /// promises: fsynced with `Always`, otherwise handed to the OS (safe from a crash of the
+    /// process), or, inside [`deferring_log_writes`], noted for [`LogWrites::complete`]; and
+    /// every earlier batch of the `peers` too ([`reach`]).
+    pub(crate) fn commit(&self, record: u64, seq: u64, peers: Option<&Peers>) -> Result<()> {
         match self.sync {
-            SyncMode::Always => self.sync_to(seq),
+            SyncMode::Always => {
+                self.sync_to(record)?;
+                reach(peers, seq, Level::Synced)
+            }
             SyncMode::EveryMs(_) | SyncMode::Never => {
-                if deferred::defer(self, seq) {
+                if deferred::defer(self, record, seq, peers) {
                     Ok(())
                 } else {
-                    self.write_to(seq)
+                    self.write_to(record)?;
+                    reach(peers, seq, Level::Written)
                 }
             }
         }
     }
 }
+
+/// Returns once every batch numbered up to `seq` (visible already) has reached `level` in every
+/// partition of `peers`: a partition still holding one below the level is written or fsynced
+/// here, the group write or group commit its own writer would make (usually made already). So
+/// nothing is acknowledged while an earlier write, in any partition, could still be lost to the
+/// same failure: a killed process leaves a prefix of the acknowledged order on disk, and a
+/// power cut under `Always` too, which recovery's cut (`db.rs`) then keeps whole.
+pub(crate) fn reach(peers: Option<&Peers>, seq: u64, level: Level) -> Result<()> {
+    let Some(peers) = peers.and_then(|p| p.get()) else {
+        return Ok(());
+    };
+    let Some(first) = peers.first() else {
+        return Ok(());
+    };
+    let seqs = &first.seqs;
+    if seqs.durable(level) >= seq {
+        return Ok(());
+    }
+    for journal in peers {
+        if seqs.mark(journal.partition, level) <= seq {
+            match level {
+                Level::Written => journal.write_below(seq)?,
+                Level::Synced => journal.sync_below(seq)?,
+            }
+        }
+    }
+    Ok(())
+}
+
+impl Journal {}
 
 impl JournalInner {
     /// Takes the write lock.
@@ -679,9 +738,33 @@ impl JournalInner {
         st.scratch = payload;
         let len = match res {
             Ok(n) => n,
-            Err(e) => return Err(self.fail(st, e)),
+            Err(e) => {
+                // The batch's number will never be durable: the marks stay at it for good.
+                st.unwritten_from = st.unwritten_from.min(header.seq);
+                st.unsynced_from = st.unsynced_from.min(header.seq);
+                self.publish_marks(st);
+                return Err(self.fail(st, e));
+            }
         };
         st.seq = seq;
+        if let Some(point) = st.sync_points.back_mut() {
+            if point.1 == IDLE {
+                point.1 = header.seq;
+            }
+        }
+        // Published before the batch is reported done (`Sequencer::durable`); a full buffer
+        // was written by the append itself.
+        let unwritten = if st.wal.written_seq == st.wal.appended_seq {
+            IDLE
+        } else {
+            st.unwritten_from.min(header.seq)
+        };
+        let unsynced = st.unsynced_from.min(header.seq);
+        if (unwritten, unsynced) != (st.unwritten_from, st.unsynced_from) {
+            st.unwritten_from = unwritten;
+            st.unsynced_from = unsynced;
+            self.publish_marks(st);
+        }
         self.bytes_written.fetch_add(len, Ordering::Relaxed);
         Ok(Appended { seq, offset, len })
     }
@@ -698,6 +781,10 @@ impl JournalInner {
             // durable too: group commit relies on that order.
             st.wal.file().sync_data().at(st.wal.path())?;
             self.synced_seq.fetch_max(st.seq, Ordering::AcqRel);
+            st.sync_points.clear();
+            st.unsynced_from = IDLE;
+            st.unwritten_from = IDLE;
+            self.publish_marks(st);
             st.wal.release_buffer();
             st.wal = WalWriter::create(&*self.fs, path, st.seq)?;
             Ok(())
@@ -719,6 +806,7 @@ impl JournalInner {
             if let Err(e) = st.wal.write_buffer() {
                 return Err(self.fail(&mut st, e));
             }
+            self.note_written(&mut st);
         }
         self.written_seq
             .fetch_max(st.wal.written_seq, Ordering::AcqRel);
@@ -747,27 +835,94 @@ impl JournalInner {
             if let Err(e) = st.wal.write_buffer() {
                 return Err(self.fail(&mut st, e));
             }
+            self.note_written(&mut st);
             self.written_seq
                 .fetch_max(st.wal.written_seq, Ordering::AcqRel);
-            (
-                st.wal.file(),
-                st.wal.path().to_path_buf(),
-                st.wal.written_seq,
-            )
+            let upto = st.wal.written_seq;
+            if !fsync {
+                return Ok(());
+            }
+            if upto <= self.synced_seq.load(Ordering::Acquire) {
+                // Every record is forced already (and nothing was appended since).
+                self.note_synced(&mut st, upto);
+                return Ok(());
+            }
+            st.sync_points.push_back((upto, IDLE));
+            (st.wal.file(), st.wal.path().to_path_buf(), upto)
         };
-        if fsync && upto <= self.synced_seq.load(Ordering::Acquire) {
+        if let Err(e) = file.sync_data() {
+            // After a failed fsync the kernel may have dropped the dirty pages: nothing
+            // written since the last good fsync can be trusted.
+            let e = Error::io(&path, e);
+            return Err(self.fail(&mut self.state.lock(), e));
+        }
+        self.synced_seq.fetch_max(upto, Ordering::AcqRel);
+        self.note_synced(&mut self.state.lock(), upto);
+        Ok(())
+    }
+
+    /// [`reach`]'s group write: hands this log's buffer to the OS if it holds a batch numbered
+    /// up to `seq`.
+    fn write_below(&self, seq: u64) -> Result<()> {
+        let mut st = self.state.lock();
+        if st.unwritten_from > seq {
             return Ok(());
         }
-        if fsync {
-            if let Err(e) = file.sync_data() {
-                // After a failed fsync the kernel may have dropped the dirty pages: nothing
-                // written since the last good fsync can be trusted.
-                let e = Error::io(&path, e);
-                return Err(self.fail(&mut self.state.lock(), e));
-            }
-            self.synced_seq.fetch_max(upto, Ordering::AcqRel);
+        self.check_writable(&st)?;
+        if let Err(e) = st.wal.write_buffer() {
+            return Err(self.fail(&mut st, e));
         }
+        self.note_written(&mut st);
+        self.written_seq
+            .fetch_max(st.wal.written_seq, Ordering::AcqRel);
         Ok(())
+    }
+
+    /// [`reach`]'s group commit: fsyncs this log if it holds a batch numbered up to `seq`
+    /// that is not forced yet (after waiting for a sync in progress, which often covers it).
+    fn sync_below(&self, seq: u64) -> Result<()> {
+        let _g = self.sync_lock.lock();
+        if self.seqs.mark(self.partition, Level::Synced) > seq {
+            return Ok(());
+        }
+        self.sync_now(true)
+    }
+
+    /// After the buffer was handed to the OS: nothing is left unwritten unless a record was
+    /// appended since (not possible under the lock) or a write failed.
+    fn note_written(&self, st: &mut JournalState) {
+        if st.wal.written_seq == st.wal.appended_seq && st.unwritten_from != IDLE {
+            st.unwritten_from = IDLE;
+            self.publish_marks(st);
+        }
+    }
+
+    /// After an fsync that covered every record up to `upto` (record numbers go on across
+    /// files, and a rotation forced the old file whole): the oldest unsynced batch is the
+    /// first appended after the last sync it ends, or none.
+    fn note_synced(&self, st: &mut JournalState, upto: u64) {
+        let mut after = None;
+        while let Some(&(covers, first_after)) = st.sync_points.front() {
+            if covers > upto {
+                break;
+            }
+            after = Some(first_after);
+            st.sync_points.pop_front();
+        }
+        if st.wal.appended_seq <= upto {
+            st.unsynced_from = IDLE;
+        } else if let Some(first_after) = after {
+            st.unsynced_from = first_after;
+        }
+        self.publish_marks(st);
+    }
+
+    /// Publishes the marks of `st` (`Sequencer::set_mark`), under the write lock.
+    fn publish_marks(&self, st: &JournalState) {
+        self.seqs
+            .set_mark(self.partition, Level::Written, st.unwritten_from);
+        self.seqs
+            .set_mark(self.partition, Level::Synced, st.unsynced_from);
     }
 
     /// Bytes appended to log files since open.

@@ -14,6 +14,7 @@ use super::vlog::{ValuePtr, VlogFile};
 use crate::batch::{entry_bytes, Kind};
 use crate::error::Result;
 use crate::journal;
+use crate::seqno::Level;
 use crate::util::fsutil;
 
 impl Tree {
@@ -34,12 +35,12 @@ impl Tree {
         // A table holds no sequence numbers, so everything in it must be visible already: a
         // batch still being applied in another partition (microseconds) is waited for.
         self.journal.seqs.wait_visible(mem.max_seq());
-        if mem.max_spanning_seq() > 0 {
-            // Once in a table, this part of a batch outlives its log, and recovery can no longer
-            // drop it: every other part must be durable first (in its partition's log, or
-            // already in a table there).
-            self.sync_peer_logs()?;
-        }
+        // Once in a table, these batches outlive their log, and recovery can no longer drop
+        // them: every batch up to the newest of them, in every partition (the other parts of
+        // a batch spanning partitions among them), is made durable first, in its partition's
+        // log or already in a table there. Then the manifest's `last_seq` is a claim as a log
+        // record's is (`batch::BatchHeader`): recovery never drops a batch at or below it.
+        journal::reach(Some(&self.peers), mem.max_seq(), Level::Synced)?;
         // The separated values' bytes, and what their entries take in the log (the rest of
         // the entries there is garbage once the table is written).
         let (mut separated, mut separated_entries) = (0u64, 0u64);

@@ -601,8 +601,6 @@ pub(crate) struct Memtable {
     log_entry_bytes: AtomicU64,
     /// The highest sequence number inserted.
     max_seq: AtomicU64,
-    /// The highest sequence number of a batch spanning partitions inserted (0: none).
-    max_spanning_seq: AtomicU64,
     /// Number of the write-ahead log file holding these writes.
     pub(crate) wal_number: u64,
     /// That file, when large values stay in it (`None`: every value is copied in).
@@ -631,7 +629,6 @@ impl Memtable {
             entries: AtomicUsize::new(0),
             log_entry_bytes: AtomicU64::new(0),
             max_seq: AtomicU64::new(0),
-            max_spanning_seq: AtomicU64::new(0),
             wal_number,
             log,
         }
@@ -692,17 +689,8 @@ impl Memtable {
 
     /// Inserts a put or a delete as the version `seq` of `key`; callers hold the partition's
     /// write lock. A second write of a key within one batch (same `seq`) replaces the first.
-    /// `value_offset` is where the value sits in this memtable's log file; `spanning` whether
-    /// the batch spans partitions.
-    pub(crate) fn insert(
-        &self,
-        seq: u64,
-        spanning: bool,
-        kind: Kind,
-        key: &[u8],
-        value: &[u8],
-        value_offset: u64,
-    ) {
+    /// `value_offset` is where the value sits in this memtable's log file.
+    pub(crate) fn insert(&self, seq: u64, kind: Kind, key: &[u8], value: &[u8], value_offset: u64) {
         let pointer = match kind {
             Kind::Put => self.pointer_for(value, value_offset),
             Kind::Delete => None,
@@ -758,9 +746,6 @@ impl Memtable {
         }
         drop(m);
         self.max_seq.fetch_max(seq, Ordering::Relaxed);
-        if spanning {
-            self.max_spanning_seq.fetch_max(seq, Ordering::Relaxed);
-        }
         self.bytes.fetch_add(charge, Ordering::Relaxed);
         if self.charged.load(Ordering::Relaxed) {
             self.budget.used_bytes.fetch_add(charge, Ordering::Relaxed);
@@ -782,6 +767,26 @@ impl Memtable {
             // The emptied entry stays in the key order: ordered readers skip it.
             m.forget(key, h);
         }
+    }
+
+    /// Removes every version numbered above `seq` (recovery: batches after the first one a
+    /// power cut lost, `db.rs`). Callers hold the partition's write lock.
+    pub(crate) fn truncate_after(&self, seq: u64) {
+        let mut m = self.map.write();
+        for i in 0..m.entries.len() {
+            let revs = &mut m.entries[i].1;
+            if revs.last().is_none_or(|r| r.seq <= seq) {
+                continue;
+            }
+            revs.retain(|r| r.seq <= seq);
+            if revs.is_empty() {
+                // As `remove_version` leaves it: an entry without versions, out of the index.
+                let key = m.entries[i].0.clone();
+                m.forget(&key, KeyHash::of(&key));
+            }
+        }
+        drop(m);
+        self.max_seq.fetch_min(seq, Ordering::Relaxed);
     }
 
     /// The newest version of `key` (whose hash is `h`) with a sequence number at most `at`.
@@ -810,11 +815,6 @@ impl Memtable {
     /// The highest sequence number inserted (0 for none).
     pub(crate) fn max_seq(&self) -> u64 {
         self.max_seq.load(Ordering::Relaxed)
-    }
-
-    /// The highest sequence number of a batch spanning partitions (0 for none).
-    pub(crate) fn max_spanning_seq(&self) -> u64 {
-        self.max_spanning_seq.load(Ordering::Relaxed)
     }
 
     /// Gives this memtable's bytes back to the budget (after flush; a snapshot may keep the
@@ -1315,7 +1315,7 @@ mod tests {
                         }
                         let kind = if v.is_some() { Kind::Put } else { Kind::Delete };
                         let value = v.map(|b| vec![b; 3]).unwrap_or_default();
-                        mem.insert(seq, false, kind, &key(k), &value, 0);
+                        mem.insert(seq, kind, &key(k), &value, 0);
                         let revs = model.entry(key(k)).or_default();
                         let v = v.map(|_| value);
                         match revs.last_mut() {
@@ -1443,7 +1443,7 @@ mod tests {
         // A scattering order: multiplication by an odd constant modulo a power of two.
         let key = |i: u64| format!("k\0set:{:012}", i.wrapping_mul(2_654_435_761) % (1 << 40));
         for i in 0..n {
-            mem.insert(1, false, Kind::Put, key(i).as_bytes(), b"v", 0);
+            mem.insert(1, Kind::Put, key(i).as_bytes(), b"v", 0);
             if i % 50_000 == 0 {
                 // Scans settle short runs in between.
                 let _ = MemtableIter::new(mem.clone(), 1, Bound::Unbounded, Bound::Unbounded)
@@ -1480,7 +1480,7 @@ mod tests {
         let mem = Arc::new(Memtable::new(1, Arc::new(MemtableBudget::new(64 << 20, 1))));
         let key = |i: u32| format!("k\0list:{i:05}").into_bytes();
         for i in (0..200).step_by(2) {
-            mem.insert(1, false, Kind::Put, &key(i), b"v", 0);
+            mem.insert(1, Kind::Put, &key(i), b"v", 0);
         }
         let mut scan = MemtableIter::new(mem.clone(), 2, Bound::Unbounded, Bound::Unbounded);
         // The first two steps copy 4 and 8 entries: nothing copied is left unreturned.
@@ -1489,7 +1489,7 @@ mod tests {
         let last = first.last().cloned().unwrap();
         // New keys on both sides of the cursor, sorted in by a scan of their own.
         for i in (1..200).step_by(2) {
-            mem.insert(2, false, Kind::Put, &key(i), b"v", 0);
+            mem.insert(2, Kind::Put, &key(i), b"v", 0);
         }
         let _ = MemtableIter::new(mem.clone(), 2, Bound::Unbounded, Bound::Unbounded).count();
         let rest: Vec<Vec<u8>> = scan.map(|(k, _)| k.to_vec()).collect();
@@ -1523,7 +1523,7 @@ mod tests {
             Arc::new(MemtableBudget::new(256 << 20, 1)),
         ));
         for i in 0..20_000u32 {
-            mem.insert(1, false, Kind::Put, format!("a{i:08}").as_bytes(), b"v", 0);
+            mem.insert(1, Kind::Put, format!("a{i:08}").as_bytes(), b"v", 0);
         }
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let written = Arc::new(std::sync::atomic::AtomicU32::new(0));
@@ -1532,7 +1532,7 @@ mod tests {
             std::thread::spawn(move || {
                 let mut i = 0u32;
                 while !stop.load(Ordering::Relaxed) {
-                    mem.insert(2, false, Kind::Put, format!("b{i:08}").as_bytes(), b"v", 0);
+                    mem.insert(2, Kind::Put, format!("b{i:08}").as_bytes(), b"v", 0);
                     i += 1;
                     written.store(i, Ordering::Release);
                     if i % 64 == 0 {

@@ -76,6 +76,13 @@ impl Tree {
             flushed_seq: log_state.last_seq,
             last_seq: log_state.last_seq,
             spanning: Vec::new(),
+            // A flush made every batch up to its memtable's newest durable in every partition
+            // before its manifest edit (`flush.rs`).
+            claim: log_state.last_seq,
+            unclaimed: false,
+            above_claim: Vec::new(),
+            replayed_seq_max: 0,
+            prune_at: 1024,
         };
         let mut version = Version::empty();
         let mut live = std::collections::HashSet::new();
@@ -183,9 +190,10 @@ impl Tree {
                 journal::recover_log(&*opts.fs, &path, may_be_torn, opts.salvage, |batch| {
                     let h = &batch.header;
                     let spanning = !h.parts.is_empty();
+                    recovered.note_claim(h.seq, h.claim, spanning);
                     for &(kind, key, value) in &batch.entries {
                         // Where the value sits in the file: a value log's pointers point there.
-                        mem.insert(h.seq, spanning, kind, key, value, batch.value_offset(value));
+                        mem.insert(h.seq, kind, key, value, batch.value_offset(value));
                     }
                     if spanning {
                         recovered.spanning.push(SpanningPart {
@@ -258,6 +266,14 @@ impl Tree {
         Ok((tree, recovered))
     }
 
+    /// Takes every recovered batch numbered above `seq` back out of the recovered memtables
+    /// (a power cut lost an earlier batch, `db.rs`).
+    pub(crate) fn drop_recovered_after(&self, seq: u64) {
+        for mem in &self.view.load().immutables {
+            mem.truncate_after(seq);
+        }
+    }
+
     /// Takes the recovered part of a batch spanning partitions back out of the recovered
     /// memtables (another part did not survive the crash).
     pub(crate) fn drop_recovered_part(&self, part: &SpanningPart) {
@@ -287,6 +303,19 @@ pub(crate) struct Shared {
 
 /// What opening a tree found that the database decides on.
 pub(crate) struct Recovered {
+    /// The highest claim found (`batch::BatchHeader`): every batch of the database numbered up
+    /// to it was durable in every partition when a record or manifest that survived was
+    /// written.
+    pub(crate) claim: u64,
+    /// Whether a replayed record had no claim (log format 1 or 2): then recovery cannot cut.
+    pub(crate) unclaimed: bool,
+    /// The replayed batches of this partition alone numbered above the claim (those spanning
+    /// partitions are in `spanning`), for the cut (`db.rs`).
+    pub(crate) above_claim: Vec<u64>,
+    /// The highest batch replayed from a log (0: none).
+    pub(crate) replayed_seq_max: u64,
+    /// The length of `above_claim` at which it is pruned next.
+    prune_at: usize,
     /// Every write of this partition up to this sequence number is in a table.
     pub(crate) flushed_seq: u64,
     /// The highest sequence number on disk (tables and logs).
@@ -306,6 +335,26 @@ pub(crate) struct SpanningPart {
 }
 
 impl Recovered {
+    /// Takes note of a replayed batch and its claim.
+    fn note_claim(&mut self, seq: u64, claim: Option<u64>, spanning: bool) {
+        match claim {
+            Some(c) if c > self.claim => {
+                self.claim = c;
+                // Pruned once it has doubled since the last time, so that replay stays linear.
+                if self.above_claim.len() >= self.prune_at {
+                    self.above_claim.retain(|&s| s > c);
+                    self.prune_at = (2 * self.above_claim.len()).max(1024);
+                }
+            }
+            Some(_) => {}
+            None => self.unclaimed = true,
+        }
+        if !spanning && seq > self.claim {
+            self.above_claim.push(seq);
+        }
+        self.replayed_seq_max = self.replayed_seq_max.max(seq);
+    }
+
     /// Whether this partition holds its part of batch `seq`: replayed from a log, or already
     /// in a table (every write up to `flushed_seq` is; a part that was never written cannot be
     /// below it, since the partition's later writes all have higher numbers).

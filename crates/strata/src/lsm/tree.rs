@@ -25,7 +25,7 @@
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use bytes::Bytes;
@@ -63,6 +63,10 @@ impl Journaled for Tree {
 
     fn journal(&self) -> &Journal {
         &self.journal
+    }
+
+    fn peers(&self) -> Option<&journal::Peers> {
+        Some(&self.peers)
     }
 
     fn admit_write(&self) -> Result<()> {
@@ -190,9 +194,10 @@ pub(crate) struct Tree {
     pub(super) view_lock: Mutex<()>,
     /// Guards manifest writes; holds the log number and last flushed sequence number.
     pub(super) version_lock: Mutex<LogState>,
-    /// The journals of every partition (set once all are open): a flush of a memtable holding
-    /// part of a batch that spans partitions first makes every other part durable.
-    pub(super) peers: Arc<OnceLock<Vec<Journal>>>,
+    /// The journals of every partition (set once all are open): an acknowledgement waits for
+    /// earlier batches of the others (`journal::reach`), and a flush first makes every batch
+    /// up to its memtable's newest durable in all of them.
+    pub(super) peers: journal::Peers,
     pub(super) next_file: AtomicU64,
     /// Scratch for the value offsets of a batch (used under the journal lock).
     pub(super) value_offsets: Mutex<Vec<u32>>,
@@ -230,18 +235,11 @@ impl Tree {
             .append_locked(st, header, entries, Some(&mut offsets))?;
         let payload_at = appended.offset + journal::RECORD_HEADER_BYTES;
         let view = self.view.load();
-        let spanning = !header.parts.is_empty();
         let mut user_bytes = 0u64;
         for (&(kind, key, value), &at) in entries.iter().zip(offsets.iter()) {
             user_bytes += (key.len() + value.len()) as u64;
-            view.active.insert(
-                header.seq,
-                spanning,
-                kind,
-                key,
-                value,
-                payload_at + at as u64,
-            );
+            view.active
+                .insert(header.seq, kind, key, value, payload_at + at as u64);
         }
         *self.value_offsets.lock() = offsets;
         if user {
