@@ -23,10 +23,7 @@ fn open(dir: &Path, sync: SyncMode) -> Db {
 
 /// Bytes in the partition's log files, as the OS has them.
 fn log_bytes(dir: &Path) -> u64 {
-    std::fs::read_dir(dir.join("p0000").join("wal"))
-        .unwrap()
-        .map(|e| e.unwrap().metadata().unwrap().len())
-        .sum()
+    partition_log_bytes(dir, 0)
 }
 
 #[test]

@@ -803,11 +803,20 @@ impl JournalInner {
         // last sequence number, so this comparison holds across files.
         if st.wal.written_seq < seq {
             self.check_writable(&st)?;
-            if let Err(e) = st.wal.write_buffer() {
-                return Err(self.fail(&mut st, e));
-            }
-            self.note_written(&mut st);
+            return self.write_buffer_locked(&mut st);
         }
+        self.written_seq
+            .fetch_max(st.wal.written_seq, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Hands the buffer to the OS and notes it (marks, `written_seq`); a failure fails the
+    /// journal. Caller holds the lock and has checked the journal writable.
+    fn write_buffer_locked(&self, st: &mut JournalState) -> Result<()> {
+        if let Err(e) = st.wal.write_buffer() {
+            return Err(self.fail(st, e));
+        }
+        self.note_written(st);
         self.written_seq
             .fetch_max(st.wal.written_seq, Ordering::AcqRel);
         Ok(())
@@ -832,12 +841,7 @@ impl JournalInner {
         let (file, path, upto) = {
             let mut st = self.state.lock();
             self.check_writable(&st)?;
-            if let Err(e) = st.wal.write_buffer() {
-                return Err(self.fail(&mut st, e));
-            }
-            self.note_written(&mut st);
-            self.written_seq
-                .fetch_max(st.wal.written_seq, Ordering::AcqRel);
+            self.write_buffer_locked(&mut st)?;
             let upto = st.wal.written_seq;
             if !fsync {
                 return Ok(());
@@ -869,13 +873,7 @@ impl JournalInner {
             return Ok(());
         }
         self.check_writable(&st)?;
-        if let Err(e) = st.wal.write_buffer() {
-            return Err(self.fail(&mut st, e));
-        }
-        self.note_written(&mut st);
-        self.written_seq
-            .fetch_max(st.wal.written_seq, Ordering::AcqRel);
-        Ok(())
+        self.write_buffer_locked(&mut st)
     }
 
     /// [`reach`]'s group commit: fsyncs this log if it holds a batch numbered up to `seq`
