@@ -56,6 +56,9 @@ pub(crate) struct Sequencer {
     /// A recent value of [`Sequencer::durable`] at `Synced` (never above it): what records
     /// claim, refreshed whenever a partition's unsynced mark moves up.
     synced_floor: AtomicU64,
+    /// One more than a partition whose log failed while holding a batch below a level (0:
+    /// none): no later batch of any partition could be made durable after it, in order.
+    stuck: AtomicUsize,
     waiters: AtomicUsize,
     sleep: Mutex<()>,
     published: Condvar,
@@ -74,6 +77,7 @@ impl Sequencer {
                 .map(|_| Marks([AtomicU64::new(IDLE), AtomicU64::new(IDLE)]))
                 .collect(),
             synced_floor: AtomicU64::new(last),
+            stuck: AtomicUsize::new(0),
             waiters: AtomicUsize::new(0),
             sleep: Mutex::new(()),
             published: Condvar::new(),
@@ -100,6 +104,20 @@ impl Sequencer {
         if level == Level::Synced && oldest > before {
             self.refresh_synced_floor();
         }
+    }
+
+    /// Records that `partition`'s log failed while holding a batch below a level.
+    pub(crate) fn set_stuck(&self, partition: usize) {
+        let _ = self
+            .stuck
+            .compare_exchange(0, partition + 1, Ordering::SeqCst, Ordering::SeqCst);
+    }
+
+    /// The first partition whose log failed while holding a batch below a level: every
+    /// partition refuses writes from then on (each would be acknowledged after a batch that
+    /// may be lost).
+    pub(crate) fn stuck(&self) -> Option<usize> {
+        self.stuck.load(Ordering::SeqCst).checked_sub(1)
     }
 
     /// `partition`'s mark at `level`.

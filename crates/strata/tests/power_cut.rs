@@ -770,3 +770,41 @@ fn a_power_cut_keeps_a_prefix_of_the_writes_across_partitions() {
         prefix_run(sync, Some(total + 1));
     }
 }
+
+/// A log that fails while holding a batch not yet durable makes every partition refuse new
+/// batches at once, naming it (a later batch could never be acknowledged in order after one
+/// that may be lost), instead of applying writes it must then fail and stalling flushes that
+/// cannot make their batches durable everywhere; reads go on, and a reopen accepts writes.
+#[test]
+fn a_failed_log_makes_every_partition_refuse_new_writes_at_once() {
+    use strata::vfs::{FaultKind, IoKind};
+    let dir = tempfile::tempdir().unwrap();
+    let fs = FaultFs::new(dir.path()).unwrap();
+    let opts = Options {
+        partitions: 4,
+        ..options(Engine::Lsm, &fs)
+    };
+    let db = Db::open(dir.path().join("db"), opts.clone()).unwrap();
+    db.put(b"before", b"1").unwrap();
+    fs.fail(IoKind::Sync, 1, FaultKind::Eio);
+    let failed = db.put(b"failing", b"2").unwrap_err().to_string();
+    assert!(failed.contains("injected"), "{failed}");
+    let p = db.partition_of(b"failing");
+    for i in 0..40 {
+        let key = format!("later{i}").into_bytes();
+        let e = db.put(&key, b"3").unwrap_err().to_string();
+        assert!(e.contains("read-only"), "{e}");
+        if db.partition_of(&key) != p {
+            assert!(
+                e.contains(&format!("the log of partition {p} failed")),
+                "{e}"
+            );
+        }
+        assert_eq!(db.get(&key).unwrap(), None, "a refused write was applied");
+    }
+    assert_eq!(db.get(b"before").unwrap().as_deref(), Some(&b"1"[..]));
+    drop(db);
+    let db = Db::open(dir.path().join("db"), opts).unwrap();
+    assert_eq!(db.get(b"before").unwrap().as_deref(), Some(&b"1"[..]));
+    db.put(b"after", b"4").unwrap();
+}

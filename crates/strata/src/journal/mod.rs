@@ -188,7 +188,7 @@ fn apply_one_known<E: Journaled>(
     known: &counts::KnownExistence,
 ) -> Result<Applied> {
     let journal = engine.journal();
-    journal.check_writable(st)?;
+    journal.check_accepts_batches(st)?;
     let count_changes = counts::changes_locked(engine, st, entries, known);
     let seq = journal.seqs.begin(journal.partition);
     let res = engine.apply_locked(
@@ -274,7 +274,7 @@ pub(crate) fn write_across<E: Journaled>(
     let mut guards: Vec<MutexGuard<'_, JournalState>> =
         parts.iter().map(|(e, _)| e.journal().lock()).collect();
     for ((engine, _), st) in parts.iter().zip(&guards) {
-        engine.journal().check_writable(st)?;
+        engine.journal().check_accepts_batches(st)?;
     }
     validate()?;
     let count_changes: Vec<Option<counts::CountChanges>> = parts
@@ -376,7 +376,7 @@ pub(crate) fn update<T, E: Journaled>(
     let journal = engine.journal();
     let (applied, out) = {
         let mut st = journal.lock();
-        journal.check_writable(&st)?;
+        journal.check_accepts_batches(&st)?;
         let old = engine.get_locked(key, &st)?;
         let known = counts::KnownExistence::default();
         known.note(key, old.is_some());
@@ -446,7 +446,7 @@ fn decide_and_apply<T, E: Journaled>(
     decide: impl FnOnce(&GroupRead<'_>) -> Result<(WriteBatch, T)>,
     check: impl Fn(&WriteBatch) -> Result<()>,
 ) -> Result<(Option<Applied>, T)> {
-    engine.journal().check_writable(st)?;
+    engine.journal().check_accepts_batches(st)?;
     settle(engine, st);
     let known = counts::KnownExistence::default();
     let (batch, out) = {
@@ -713,9 +713,28 @@ impl JournalInner {
         }
     }
 
-    /// Records `e` as the reason the journal refuses writes from now on, and returns it.
+    /// Fails unless the journal accepts a new batch: it is writable, and no partition's log
+    /// failed holding a batch not yet durable (a batch after that one could never be
+    /// acknowledged in order: [`reach`] would fail it after applying it).
+    pub(crate) fn check_accepts_batches(&self, st: &JournalState) -> Result<()> {
+        self.check_writable(st)?;
+        match self.seqs.stuck() {
+            Some(failed) if failed != self.partition => Err(self.read_only(&format!(
+                "the log of partition {failed} failed with writes not yet durable; no later \
+                 write can be made durable after them"
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// Records `e` as the reason the journal refuses writes from now on, and returns it. A
+    /// journal that still holds a batch not written or not fsynced makes every partition
+    /// refuse writes ([`Sequencer::stuck`]).
     pub(crate) fn fail(&self, st: &mut JournalState, e: Error) -> Error {
         st.failed.get_or_insert_with(|| e.to_string());
+        if st.unwritten_from != IDLE || st.unsynced_from != IDLE {
+            self.seqs.set_stuck(self.partition);
+        }
         e
     }
 
