@@ -56,6 +56,16 @@ pub(crate) struct AccessTimes {
     /// The clock touches stamp (unix seconds, advanced by [`AccessTimes::tick`]).
     now_secs: AtomicU64,
     buckets: Box<[Bucket]>,
+    /// Times set by RESTORE ... IDLETIME so far: a touch skipped as already queued must not
+    /// skip past one (see [`AccessTimes::touch`]).
+    times_set: AtomicU64,
+}
+
+thread_local! {
+    /// The last touch this thread queued: the table's address, the name's hash, the second,
+    /// and the table's `times_set` then.
+    static LAST_TOUCH: std::cell::Cell<(usize, u64, u64, u64)> =
+        const { std::cell::Cell::new((0, 0, 0, 0)) };
 }
 
 /// Unix seconds now (a wall clock, as Redis's: RESTORE ... IDLETIME may name a time before
@@ -78,6 +88,7 @@ impl AccessTimes {
             queue: crossbeam_channel::bounded(QUEUE_TOUCHES_MAX),
             now_secs: AtomicU64::new(unix_secs()),
             buckets: (0..BUCKETS).map(|_| Bucket::default()).collect(),
+            times_set: AtomicU64::new(0),
         }
     }
 
@@ -112,6 +123,18 @@ impl AccessTimes {
     /// `name` was used now.
     pub fn touch(&self, name: &[u8]) {
         let touch = (xxhash_rust::xxh3::xxh3_64(name), self.now_secs());
+        // A touch this thread already queued for this table (same name, same second, no time
+        // set since) would write the same slot the same value: a pipeline on one key queues
+        // one touch a second instead of one per command.
+        let seen = (
+            std::ptr::from_ref(self) as usize,
+            touch.0,
+            touch.1,
+            self.times_set.load(Ordering::Relaxed),
+        );
+        if LAST_TOUCH.with(|last| last.replace(seen)) == seen {
+            return;
+        }
         if let Err(e) = self.queue.0.try_send(touch) {
             // Full: this touch drains the queue.
             self.drain();
@@ -122,6 +145,8 @@ impl AccessTimes {
 
     /// `name` was last used `idle_secs` ago (RESTORE ... IDLETIME).
     pub fn set_idle(&self, name: &[u8], idle_secs: u64) {
+        // The next touch of `name` in this second must be queued again, whichever thread's.
+        self.times_set.fetch_add(1, Ordering::Relaxed);
         // After the queued touches: the command's own touch is among them.
         self.drain();
         let secs = self.now_secs().saturating_sub(idle_secs);
@@ -226,6 +251,34 @@ mod tests {
         assert_eq!(t.idle_secs(b"r"), 7);
         t.tick();
         assert!(t.idle_secs(b"k") >= 1, "a tick moves idle times on");
+    }
+
+    /// A touch repeated in the same second is queued once, but one after RESTORE ... IDLETIME
+    /// set the name's time (on whichever table) counts again, as in Redis, where the key's
+    /// next use resets its idle time.
+    #[test]
+    fn a_touch_after_a_time_was_set_counts_again() {
+        let t = AccessTimes::new();
+        let other = AccessTimes::new();
+        t.touch(b"k");
+        t.touch(b"k");
+        assert_eq!(t.idle_secs(b"k"), 0);
+        t.set_idle(b"k", 500);
+        assert_eq!(t.idle_secs(b"k"), 500);
+        t.touch(b"k");
+        assert_eq!(t.idle_secs(b"k"), 0, "the touch after the time was set");
+        // The same name and second on another table is another touch.
+        other.set_idle(b"k", 40);
+        other.touch(b"k");
+        assert_eq!(other.idle_secs(b"k"), 0);
+        other.set_idle(b"k", 40);
+        assert_eq!(other.idle_secs(b"k"), 40);
+        t.touch(b"k");
+        assert_eq!(
+            other.idle_secs(b"k"),
+            40,
+            "a touch of one table leaves the other"
+        );
     }
 
     /// A time set is read back; a key never used reads as used at start; a bucket that

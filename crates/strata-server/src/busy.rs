@@ -62,6 +62,12 @@ pub fn busy_error(eval: bool) -> Error {
     Error::Coded(if eval { BUSY_EVAL } else { BUSY_FUNCTION }.into())
 }
 
+/// Whether `name` (a command, lowercase) may run while a script is busy with some arguments
+/// (then [`allowed_while_busy`] tells).
+pub fn may_run_while_busy(name: &str) -> bool {
+    ALLOWED_WHILE_BUSY.contains(&name) || name == "script" || name == "function"
+}
+
 /// Whether `name` (a command, lowercase) with `args` runs while a script is busy.
 pub fn allowed_while_busy(name: &str, args: &[Bytes]) -> bool {
     let sub = |word: &str| {

@@ -97,6 +97,27 @@ impl ServerRouter {
     }
 }
 
+/// Names up to this long are hashed from a copy on the stack in one call; longer ones
+/// through xxh3's streaming state (about 600 bytes to set up, and a digest that costs more
+/// than hashing a short name: 2.5 % of the CPU of pipelined LPUSHes, one route per write).
+const ROUTE_NAME_ON_STACK_BYTES_MAX: usize = 62;
+
+/// xxh3 of `'k' db name` (a record key's bytes) without building the key on the heap: the
+/// same hash either way, so placement never depends on the name's length.
+fn route_of_name(db: u8, name: &[u8]) -> u64 {
+    if name.len() <= ROUTE_NAME_ON_STACK_BYTES_MAX {
+        let mut key = [0u8; ROUTE_NAME_ON_STACK_BYTES_MAX + 2];
+        key[0] = crate::keyspace::KEY_PREFIX;
+        key[1] = db;
+        key[2..2 + name.len()].copy_from_slice(name);
+        return xxhash_rust::xxh3::xxh3_64(&key[..2 + name.len()]);
+    }
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    h.update(&[crate::keyspace::KEY_PREFIX, db]);
+    h.update(name);
+    h.digest()
+}
+
 impl strata::KeyRouter for ServerRouter {
     fn id(&self) -> u32 {
         if self.expiry_apart {
@@ -108,13 +129,7 @@ impl strata::KeyRouter for ServerRouter {
 
     fn route(&self, key: &[u8]) -> u64 {
         match parse_element_key(key) {
-            Some(e) => {
-                // xxh3 of `'k' db name`, without building it.
-                let mut h = xxhash_rust::xxh3::Xxh3::new();
-                h.update(&[crate::keyspace::KEY_PREFIX, e.db]);
-                h.update(e.name);
-                h.digest()
-            }
+            Some(e) => route_of_name(e.db, e.name),
             None => xxhash_rust::xxh3::xxh3_64(key),
         }
     }
@@ -1318,7 +1333,16 @@ mod tests {
 
     #[test]
     fn element_keys_round_trip_and_route_with_their_record() {
-        for name in [&b""[..], b"h", b"\xff\x00name", &[7u8; 300]] {
+        // Names each side of the longest hashed from the stack (`route_of_name`).
+        for name in [
+            &b""[..],
+            b"h",
+            b"\xff\x00name",
+            &[7u8; 61],
+            &[7u8; 62],
+            &[7u8; 63],
+            &[7u8; 300],
+        ] {
             for sub in [&b""[..], b"f", b"\x00\xff"] {
                 let k = element_key(3, name, 0x0102_0304_0506_0708, sub);
                 let e = parse_element_key(&k).unwrap();

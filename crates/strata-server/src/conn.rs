@@ -540,6 +540,15 @@ impl Batch {
     /// to close the connection, or the output is large enough to send first. On the network
     /// thread it stops (returns `None`) at the first command that may wait, leaving it queued.
     fn run(&mut self, shared: &Shared, at: Where) -> Option<Step> {
+        // Times are chained between the commands of one batch only: before and after it the
+        // connection waits for its client.
+        self.session.clock_mark = None;
+        let step = self.run_batch(shared, at);
+        self.session.clock_mark = None;
+        step
+    }
+
+    fn run_batch(&mut self, shared: &Shared, at: Where) -> Option<Step> {
         let on_network = at == Where::NetworkThread;
         // Writes wait for an fsync under `appendfsync always`, or while compaction is behind.
         let writes_here = !on_network || !shared.backend.writes_would_wait();

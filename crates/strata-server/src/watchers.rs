@@ -537,7 +537,9 @@ const SUBCOMMANDS_MAX: usize = 256;
 /// command table, so a command costs a map look-up and a few relaxed additions, no lock) and
 /// per subcommand of the commands Redis counts that way, and error replies per prefix.
 pub(crate) struct CommandStats {
-    by_name: HashMap<&'static str, CommandCounters>,
+    /// Keyed by the command's static name, looked up on every command (Fx: a few
+    /// multiplications for a short name, where the standard SipHash was 1-2 % of a PING).
+    by_name: HashMap<&'static str, CommandCounters, rustc_hash::FxBuildHasher>,
     by_subcommand: parking_lot::Mutex<BTreeMap<String, [u64; 4]>>,
     errors: parking_lot::Mutex<BTreeMap<String, u64>>,
     error_replies: AtomicU64,

@@ -802,7 +802,6 @@ pub(crate) fn own_client_line(ctx: &Ctx<'_>) -> String {
 /// connection waits for input).
 fn client_line(id: u64, e: &ClientEntry, shared: &crate::state::Shared) -> String {
     use std::sync::atomic::Ordering::Relaxed;
-    let started = shared.started;
     let tracking = shared.watches.tracking.mode(id);
     let name = e
         .name
@@ -810,7 +809,7 @@ fn client_line(id: u64, e: &ClientEntry, shared: &crate::state::Shared) -> Strin
         .map(|n| String::from_utf8_lossy(n).into_owned())
         .unwrap_or_default();
     let c = &e.control;
-    let now_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    let now_ms = crate::state::coarse_monotonic_ms();
     let last_ms = c.last_command_ms.load(Relaxed);
     let idle = if last_ms == 0 {
         e.connected_at.elapsed().as_secs()

@@ -258,6 +258,9 @@ pub(crate) struct Props {
     pub container: bool,
     /// In [`CONTAINER_NAMES`]: its subcommand's existence and arity are checked first.
     pub subcommands: bool,
+    /// May run while a script is busy (`busy::allowed_while_busy` decides, with its
+    /// subcommand): the check's name comparisons are skipped for every other command.
+    pub may_run_while_busy: bool,
 }
 
 impl Props {
@@ -281,6 +284,7 @@ impl Props {
             read_only_script: named(&["eval_ro", "evalsha_ro", "fcall_ro"]),
             container: named(CONTAINERS),
             subcommands: CONTAINER_NAMES.iter().any(|(name, _)| *name == spec.name),
+            may_run_while_busy: busy::may_run_while_busy(spec.name),
         }
     }
 }
@@ -301,7 +305,7 @@ impl std::ops::Deref for Command {
 
 /// Finds a command by name, case-insensitively.
 pub(crate) fn lookup(name: &[u8]) -> Option<&'static Command> {
-    static INDEX: OnceLock<HashMap<&'static str, Command, xxhash_rust::xxh3::Xxh3Builder>> =
+    static INDEX: OnceLock<HashMap<&'static str, Command, rustc_hash::FxBuildHasher>> =
         OnceLock::new();
     let index = INDEX.get_or_init(|| {
         table()
@@ -831,8 +835,9 @@ fn note_activity(ctx: &Ctx<'_>, args: &[Bytes], spec: Option<&'static Command>) 
         // The client's command is the EXEC or the script itself.
         return;
     }
-    let ms = u64::try_from(ctx.shared.started.elapsed().as_millis()).unwrap_or(u64::MAX);
-    control.last_command_ms.store(ms, Ordering::Relaxed);
+    control
+        .last_command_ms
+        .store(crate::state::coarse_monotonic_ms(), Ordering::Relaxed);
     if let Some(spec) = spec {
         let sub = spec.props.container.then(|| args.get(1).cloned()).flatten();
         *control.last_command.lock() = (spec.name, sub);
@@ -961,7 +966,8 @@ fn dispatch_checked(
     }
     // A script past busy-reply-threshold: other clients are answered BUSY (`busy.rs`), also
     // inside MULTI (which the refusal then fails, as in Redis).
-    let allowed_while_busy = ctx.session.in_script || busy::allowed_while_busy(spec.name, args);
+    let allowed_while_busy = ctx.session.in_script
+        || (spec.props.may_run_while_busy && busy::allowed_while_busy(spec.name, args));
     if !allowed_while_busy {
         if let Some(eval) = ctx.shared.running_script.busy() {
             if ctx.session.multi.is_some() {
@@ -1061,7 +1067,14 @@ fn run_watched(ctx: &mut Ctx<'_>, spec: &'static Command, args: &[Bytes]) -> Res
         }
     };
     touch_keys(ctx, spec, &keys);
-    let started = std::time::Instant::now();
+    // The end of the batch's previous command, where nothing but this one's checks ran since:
+    // not where this one may have waited for the exec lock, nor in a script (its Lua code
+    // runs between its calls).
+    let chained = ctx.locking != Locking::Wait && !in_script;
+    let started = match ctx.session.clock_mark.take() {
+        Some(mark) if chained => mark,
+        _ => std::time::Instant::now(),
+    };
     let result = (spec.handler)(ctx, args);
     ctx.session.handler_ran = true;
     if result.as_ref().is_err_and(Error::is_would_block) || ctx.session.blocked.is_some() {
@@ -1092,7 +1105,11 @@ fn run_watched(ctx: &mut Ctx<'_>, spec: &'static Command, args: &[Bytes]) -> Res
         // before the command runs: neither logged nor shown, nor counted as a call.
         return result;
     }
-    let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    let ended = std::time::Instant::now();
+    if chained {
+        ctx.session.clock_mark = Some(ended);
+    }
+    let nanos = u64::try_from(ended.duration_since(started).as_nanos()).unwrap_or(u64::MAX);
     let micros = nanos / 1000;
     // As Redis: EXEC is a call, and so is each command it runs.
     ctx.shared.command_stats.note(

@@ -679,3 +679,74 @@ fn waitaof_replies_as_redis_7_2() {
         "{in_script:?}"
     );
 }
+
+/// A command's run time is its own (SLOWLOG, INFO commandstats): neither the time its
+/// connection waited for the client before it, nor, for a script's call, the Lua code the
+/// script ran before the call. (The commands of one batch chain their times, each starting
+/// where the one before ended: `Session::clock_mark`.)
+#[test]
+fn a_commands_time_counts_neither_client_waits_nor_a_scripts_code() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    let slower_than_us: u64 = 100_000;
+    let threshold = slower_than_us.to_string();
+    assert_eq!(
+        call(
+            &mut c,
+            &["CONFIG", "SET", "slowlog-log-slower-than", &threshold]
+        ),
+        ok()
+    );
+    assert_eq!(call(&mut c, &["SLOWLOG", "RESET"]), ok());
+    assert_eq!(
+        call(&mut c, &["PING"]),
+        Ok(Value::SimpleString("PONG".into()))
+    );
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    assert_eq!(
+        call(&mut c, &["PING"]),
+        Ok(Value::SimpleString("PONG".into()))
+    );
+    // Lua busy between two calls, long enough for the EVAL itself to be logged.
+    let script = "redis.call('ECHO', 'before') local i = 0 \
+                  while i < tonumber(ARGV[1]) do i = i + 1 end \
+                  return redis.call('ECHO', 'after')";
+    let mut loops: u64 = 1_000_000;
+    loop {
+        let started = std::time::Instant::now();
+        assert_eq!(
+            call(&mut c, &["EVAL", script, "0", &loops.to_string()]),
+            b("after")
+        );
+        if started.elapsed() >= std::time::Duration::from_micros(3 * slower_than_us)
+            || loops >= 1 << 32
+        {
+            break;
+        }
+        loops *= 4;
+    }
+    let Ok(Value::Array(entries)) = call(&mut c, &["SLOWLOG", "GET", "-1"]) else {
+        panic!("SLOWLOG GET did not answer an array");
+    };
+    let names: Vec<String> = entries
+        .iter()
+        .map(|entry| match entry {
+            Value::Array(fields) => match fields.get(3) {
+                Some(Value::Array(args)) => match args.first() {
+                    Some(Value::BulkString(name)) => String::from_utf8_lossy(name).into_owned(),
+                    other => panic!("an entry's command: {other:?}"),
+                },
+                other => panic!("an entry's arguments: {other:?}"),
+            },
+            other => panic!("a slow log entry: {other:?}"),
+        })
+        .collect();
+    assert!(
+        names.iter().any(|n| n.eq_ignore_ascii_case("eval")),
+        "the long EVAL is logged: {names:?}"
+    );
+    assert!(
+        names.iter().all(|n| n.eq_ignore_ascii_case("eval")),
+        "only the EVAL took long: {names:?}"
+    );
+}

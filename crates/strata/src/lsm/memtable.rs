@@ -690,67 +690,80 @@ impl Memtable {
     /// Inserts a put or a delete as the version `seq` of `key`; callers hold the partition's
     /// write lock. A second write of a key within one batch (same `seq`) replaces the first.
     /// `value_offset` is where the value sits in this memtable's log file.
+    #[cfg(test)]
     pub(crate) fn insert(&self, seq: u64, kind: Kind, key: &[u8], value: &[u8], value_offset: u64) {
-        let pointer = match kind {
-            Kind::Put => self.pointer_for(value, value_offset),
-            Kind::Delete => None,
-        };
-        let value_charge = if pointer.is_some() {
-            POINTER_CHARGE_BYTES
-        } else {
-            value.len()
-        };
-        let charge = key.len() + value_charge + ENTRY_OVERHEAD_BYTES;
-        self.log_entry_bytes.fetch_add(
-            crate::batch::entry_bytes(kind, key.len(), value.len()),
-            Ordering::Relaxed,
-        );
+        self.insert_all(seq, [(kind, key, value, value_offset)]);
+    }
+
+    /// Inserts the writes of one batch as version `seq` of their keys, each `(kind, key,
+    /// value, value_offset)` as [`Memtable::insert`] would, under one hold of the key map and
+    /// the arena and with one update of the counters: a pipelined collection write applies
+    /// 17 entries a batch, and the per-entry locking was half of the inserts' CPU (the map's
+    /// lock word bounces between the connection threads that read it).
+    pub(crate) fn insert_all<'e>(
+        &self,
+        seq: u64,
+        entries: impl IntoIterator<Item = (Kind, &'e [u8], &'e [u8], u64)>,
+    ) {
+        let mut charge = 0usize;
+        let mut log_bytes = 0u64;
+        let mut added = 0usize;
         let mut m = self.map.write();
         let maps = &mut *m;
-        let slot_of = |arena: &mut BytesMut| match (kind, pointer) {
-            (Kind::Put, Some(p)) => Slot::Pointer(p),
-            (Kind::Put, None) => Slot::Put(copy_in(arena, value)),
-            (Kind::Delete, _) => Slot::Delete,
-        };
-        let h = KeyHash::of(key);
-        if let Some(i) = maps.find(key, h) {
+        let mut arena = self.arena.lock();
+        for (kind, key, value, value_offset) in entries {
+            let pointer = match kind {
+                Kind::Put => self.pointer_for(value, value_offset),
+                Kind::Delete => None,
+            };
+            let value_charge = if pointer.is_some() {
+                POINTER_CHARGE_BYTES
+            } else {
+                value.len()
+            };
+            charge += key.len() + value_charge + ENTRY_OVERHEAD_BYTES;
+            log_bytes += crate::batch::entry_bytes(kind, key.len(), value.len());
+            added += 1;
+            let slot = match (kind, pointer) {
+                (Kind::Put, Some(p)) => Slot::Pointer(p),
+                (Kind::Put, None) => Slot::Put(copy_in(&mut arena, value)),
+                (Kind::Delete, _) => Slot::Delete,
+            };
             let rev = Revision {
                 seq,
-                slot: slot_of(&mut self.arena.lock()),
+                slot,
                 value_offset,
             };
-            let revs = &mut maps.entries[i].1;
-            match revs.last_mut() {
-                Some(last) if last.seq == seq => *last = rev,
-                _ => revs.push(rev),
-            }
-        } else {
-            let (key, slot) = {
-                let mut arena = self.arena.lock();
-                (copy_in(&mut arena, key), slot_of(&mut arena))
-            };
-            let i = maps.entries.len();
-            maps.entries.push((
-                key,
-                smallvec![Revision {
-                    seq,
-                    slot,
-                    value_offset,
-                }],
-            ));
-            maps.hashed.insert_unique(h.0, (h.0, i), |&(eh, _)| eh);
-            maps.unsorted.push(i);
-            if maps.unsorted.len() >= UNSORTED_ENTRIES_MAX {
-                maps.settle();
+            let h = KeyHash::of(key);
+            if let Some(i) = maps.find(key, h) {
+                let revs = &mut maps.entries[i].1;
+                match revs.last_mut() {
+                    Some(last) if last.seq == seq => *last = rev,
+                    _ => revs.push(rev),
+                }
+            } else {
+                let key = copy_in(&mut arena, key);
+                let i = maps.entries.len();
+                maps.entries.push((key, smallvec![rev]));
+                maps.hashed.insert_unique(h.0, (h.0, i), |&(eh, _)| eh);
+                maps.unsorted.push(i);
+                if maps.unsorted.len() >= UNSORTED_ENTRIES_MAX {
+                    maps.settle();
+                }
             }
         }
+        drop(arena);
         drop(m);
+        if added == 0 {
+            return;
+        }
+        self.log_entry_bytes.fetch_add(log_bytes, Ordering::Relaxed);
         self.max_seq.fetch_max(seq, Ordering::Relaxed);
         self.bytes.fetch_add(charge, Ordering::Relaxed);
         if self.charged.load(Ordering::Relaxed) {
             self.budget.used_bytes.fetch_add(charge, Ordering::Relaxed);
         }
-        self.entries.fetch_add(1, Ordering::Relaxed);
+        self.entries.fetch_add(added, Ordering::Relaxed);
     }
 
     /// Removes version `seq` of `key` again (a batch spanning partitions whose other part
@@ -1249,6 +1262,9 @@ mod tests {
         /// Key index, put (with a value byte) or delete, and whether the write starts a new
         /// sequence number or rewrites the key within the last one (one batch).
         Write(u8, Option<u8>, bool),
+        /// A batch of writes under one new sequence number, inserted together
+        /// ([`Memtable::insert_all`]); a key written twice in it keeps its last write.
+        Batch(Vec<(u8, Option<u8>)>),
         /// Takes the newest version of a key back out (a spanning batch whose other part
         /// failed).
         TakeBack(u8),
@@ -1289,6 +1305,11 @@ mod tests {
         prop_oneof![
             6 => (0u8..40, proptest::option::weighted(0.8, any::<u8>()), any::<bool>())
                 .prop_map(|(k, v, same)| Op::Write(k, v, same)),
+            2 => proptest::collection::vec(
+                (0u8..40, proptest::option::weighted(0.8, any::<u8>())),
+                0..20,
+            )
+            .prop_map(Op::Batch),
             1 => (0u8..40).prop_map(Op::TakeBack),
             3 => (0u8..40, 0u64..4).prop_map(|(k, b)| Op::Get(k, b)),
             2 => (0u8..40, 0u8..40, 0u64..4).prop_map(|(a, b, back)| Op::Scan(a, b, back)),
@@ -1321,6 +1342,28 @@ mod tests {
                         match revs.last_mut() {
                             Some(last) if last.0 == seq => last.1 = v,
                             _ => revs.push((seq, v)),
+                        }
+                    }
+                    Op::Batch(writes) => {
+                        seq += 1;
+                        let writes: Vec<(Kind, Vec<u8>, Vec<u8>)> = writes
+                            .into_iter()
+                            .map(|(k, v)| match v {
+                                Some(b) => (Kind::Put, key(k), vec![b; 3]),
+                                None => (Kind::Delete, key(k), Vec::new()),
+                            })
+                            .collect();
+                        mem.insert_all(
+                            seq,
+                            writes.iter().map(|(kind, k, v)| (*kind, &k[..], &v[..], 0)),
+                        );
+                        for (kind, k, v) in writes {
+                            let v = (kind == Kind::Put).then_some(v);
+                            let revs = model.entry(k).or_default();
+                            match revs.last_mut() {
+                                Some(last) if last.0 == seq => last.1 = v,
+                                _ => revs.push((seq, v)),
+                            }
                         }
                     }
                     Op::TakeBack(k) => {

@@ -191,10 +191,13 @@ impl Tree {
                     let h = &batch.header;
                     let spanning = !h.parts.is_empty();
                     recovered.note_claim(h.seq, h.claim, spanning);
-                    for &(kind, key, value) in &batch.entries {
-                        // Where the value sits in the file: a value log's pointers point there.
-                        mem.insert(h.seq, kind, key, value, batch.value_offset(value));
-                    }
+                    // Where each value sits in the file: a value log's pointers point there.
+                    mem.insert_all(
+                        h.seq,
+                        batch.entries.iter().map(|&(kind, key, value)| {
+                            (kind, key, value, batch.value_offset(value))
+                        }),
+                    );
                     if spanning {
                         recovered.spanning.push(SpanningPart {
                             seq: h.seq,

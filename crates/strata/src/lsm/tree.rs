@@ -235,12 +235,17 @@ impl Tree {
             .append_locked(st, header, entries, Some(&mut offsets))?;
         let payload_at = appended.offset + journal::RECORD_HEADER_BYTES;
         let view = self.view.load();
-        let mut user_bytes = 0u64;
-        for (&(kind, key, value), &at) in entries.iter().zip(offsets.iter()) {
-            user_bytes += (key.len() + value.len()) as u64;
-            view.active
-                .insert(header.seq, kind, key, value, payload_at + at as u64);
-        }
+        let user_bytes: u64 = entries
+            .iter()
+            .map(|&(_, key, value)| (key.len() + value.len()) as u64)
+            .sum();
+        view.active.insert_all(
+            header.seq,
+            entries
+                .iter()
+                .zip(offsets.iter())
+                .map(|(&(kind, key, value), &at)| (kind, key, value, payload_at + at as u64)),
+        );
         *self.value_offsets.lock() = offsets;
         if user {
             self.counters
