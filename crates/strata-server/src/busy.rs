@@ -62,21 +62,30 @@ pub fn busy_error(eval: bool) -> Error {
     Error::Coded(if eval { BUSY_EVAL } else { BUSY_FUNCTION }.into())
 }
 
+/// Containers whose listed subcommands a busy script does not refuse either.
+const SUBCOMMANDS_ALLOWED_WHILE_BUSY: &[(&str, &[&str])] =
+    &[("script", &["kill"]), ("function", &["kill", "stats"])];
+
 /// Whether `name` (a command, lowercase) may run while a script is busy with some arguments
 /// (then [`allowed_while_busy`] tells).
 pub fn may_run_while_busy(name: &str) -> bool {
-    ALLOWED_WHILE_BUSY.contains(&name) || name == "script" || name == "function"
+    ALLOWED_WHILE_BUSY.contains(&name)
+        || SUBCOMMANDS_ALLOWED_WHILE_BUSY
+            .iter()
+            .any(|(container, _)| *container == name)
 }
 
 /// Whether `name` (a command, lowercase) with `args` runs while a script is busy.
 pub fn allowed_while_busy(name: &str, args: &[Bytes]) -> bool {
-    let sub = |word: &str| {
-        args.get(1)
-            .is_some_and(|a| a.eq_ignore_ascii_case(word.as_bytes()))
-    };
     ALLOWED_WHILE_BUSY.contains(&name)
-        || (name == "script" && sub("kill"))
-        || (name == "function" && (sub("kill") || sub("stats")))
+        || SUBCOMMANDS_ALLOWED_WHILE_BUSY
+            .iter()
+            .any(|(container, subs)| {
+                *container == name
+                    && args
+                        .get(1)
+                        .is_some_and(|a| subs.iter().any(|w| a.eq_ignore_ascii_case(w.as_bytes())))
+            })
 }
 
 /// A run's stop flag: what its Lua hook reads.

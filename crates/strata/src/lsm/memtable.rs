@@ -186,6 +186,9 @@ struct Maps {
     /// Entries added since the runs were last brought up to date, in the order written
     /// (fewer than [`UNSORTED_ENTRIES_MAX`]).
     unsorted: Vec<EntryIndex>,
+    /// The chunk keys and values are being copied into (written only by inserts, under the
+    /// map's write lock).
+    arena: BytesMut,
 }
 
 impl Maps {
@@ -584,15 +587,16 @@ impl MemtableBudget {
     }
 }
 
+/// One write of a batch ready for the key map: kind, key, value, the value's place in the log,
+/// and the pointer to it there when it stays in the log.
+type PreparedEntry<'e> = (Kind, &'e [u8], &'e [u8], u64, Option<ValuePtr>);
+
 pub(crate) struct Memtable {
     map: RwLock<Maps>,
     budget: Arc<MemtableBudget>,
     /// Whether this memtable's bytes still count against the budget (until flushed: a
     /// snapshot may keep a flushed memtable alive, but it no longer holds writers back).
     charged: std::sync::atomic::AtomicBool,
-    /// The chunk keys and values are being copied into. Writers are serialized by the journal
-    /// lock, so this lock is never contended.
-    arena: Mutex<BytesMut>,
     bytes: AtomicUsize,
     entries: AtomicUsize,
     /// The bytes the entries inserted take in the log ([`crate::batch::entry_bytes`]): what
@@ -624,7 +628,6 @@ impl Memtable {
             map: RwLock::new(Maps::default()),
             budget,
             charged: std::sync::atomic::AtomicBool::new(true),
-            arena: Mutex::new(BytesMut::new()),
             bytes: AtomicUsize::new(0),
             entries: AtomicUsize::new(0),
             log_entry_bytes: AtomicU64::new(0),
@@ -696,8 +699,8 @@ impl Memtable {
     }
 
     /// Inserts the writes of one batch as version `seq` of their keys, each `(kind, key,
-    /// value, value_offset)` as [`Memtable::insert`] would, under one hold of the key map and
-    /// the arena and with one update of the counters: a pipelined collection write applies
+    /// value, value_offset)` as [`Memtable::insert`] would, under one hold of the key map
+    /// (which guards the arena too) and with one update of the counters: a pipelined collection write applies
     /// 17 entries a batch, and the per-entry locking was half of the inserts' CPU (the map's
     /// lock word bounces between the connection threads that read it).
     pub(crate) fn insert_all<'e>(
@@ -705,28 +708,36 @@ impl Memtable {
         seq: u64,
         entries: impl IntoIterator<Item = (Kind, &'e [u8], &'e [u8], u64)>,
     ) {
+        // Value pointers (a checksum of each value left in the log) and charges are worked
+        // out before the key map's lock: readers wait for that lock.
         let mut charge = 0usize;
         let mut log_bytes = 0u64;
-        let mut added = 0usize;
+        let prepared: SmallVec<[PreparedEntry<'e>; 32]> = entries
+            .into_iter()
+            .map(|(kind, key, value, value_offset)| {
+                let pointer = match kind {
+                    Kind::Put => self.pointer_for(value, value_offset),
+                    Kind::Delete => None,
+                };
+                let value_charge = if pointer.is_some() {
+                    POINTER_CHARGE_BYTES
+                } else {
+                    value.len()
+                };
+                charge += key.len() + value_charge + ENTRY_OVERHEAD_BYTES;
+                log_bytes += crate::batch::entry_bytes(kind, key.len(), value.len());
+                (kind, key, value, value_offset, pointer)
+            })
+            .collect();
+        if prepared.is_empty() {
+            return;
+        }
         let mut m = self.map.write();
         let maps = &mut *m;
-        let mut arena = self.arena.lock();
-        for (kind, key, value, value_offset) in entries {
-            let pointer = match kind {
-                Kind::Put => self.pointer_for(value, value_offset),
-                Kind::Delete => None,
-            };
-            let value_charge = if pointer.is_some() {
-                POINTER_CHARGE_BYTES
-            } else {
-                value.len()
-            };
-            charge += key.len() + value_charge + ENTRY_OVERHEAD_BYTES;
-            log_bytes += crate::batch::entry_bytes(kind, key.len(), value.len());
-            added += 1;
+        for &(kind, key, value, value_offset, pointer) in &prepared {
             let slot = match (kind, pointer) {
                 (Kind::Put, Some(p)) => Slot::Pointer(p),
-                (Kind::Put, None) => Slot::Put(copy_in(&mut arena, value)),
+                (Kind::Put, None) => Slot::Put(copy_in(&mut maps.arena, value)),
                 (Kind::Delete, _) => Slot::Delete,
             };
             let rev = Revision {
@@ -742,7 +753,7 @@ impl Memtable {
                     _ => revs.push(rev),
                 }
             } else {
-                let key = copy_in(&mut arena, key);
+                let key = copy_in(&mut maps.arena, key);
                 let i = maps.entries.len();
                 maps.entries.push((key, smallvec![rev]));
                 maps.hashed.insert_unique(h.0, (h.0, i), |&(eh, _)| eh);
@@ -752,18 +763,14 @@ impl Memtable {
                 }
             }
         }
-        drop(arena);
         drop(m);
-        if added == 0 {
-            return;
-        }
         self.log_entry_bytes.fetch_add(log_bytes, Ordering::Relaxed);
         self.max_seq.fetch_max(seq, Ordering::Relaxed);
         self.bytes.fetch_add(charge, Ordering::Relaxed);
         if self.charged.load(Ordering::Relaxed) {
             self.budget.used_bytes.fetch_add(charge, Ordering::Relaxed);
         }
-        self.entries.fetch_add(added, Ordering::Relaxed);
+        self.entries.fetch_add(prepared.len(), Ordering::Relaxed);
     }
 
     /// Removes version `seq` of `key` again (a batch spanning partitions whose other part
