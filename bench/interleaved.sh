@@ -31,27 +31,8 @@ WORK=${BENCH_DIR:-./bench-data}/interleaved
 OUT=${OUT:-/dev/stdout}
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
-for tool in redis-server redis-benchmark redis-cli; do
-  command -v "$tool" >/dev/null || { echo "needs $tool (apt-get install redis-server redis-tools)" >&2; exit 2; }
-done
-refuse_taken_port "$A_PORT" "$B_PORT"
-rm -rf "$WORK" && mkdir -p "$WORK/a" "$WORK/b"
-WORK=$(cd "$WORK" && pwd)
-RUST_LOG=warn "$A_BIN" --dir "$WORK/a" serve --port "$A_PORT" --appendfsync everysec >/dev/null 2>&1 &
-A_PID=$!
-if [ -n "$B_BIN" ]; then
-  RUST_LOG=warn "$B_BIN" --dir "$WORK/b" serve --port "$B_PORT" --appendfsync everysec >/dev/null 2>&1 &
-else
-  redis-server --port "$B_PORT" --dir "$WORK/b" --appendonly yes --appendfsync everysec \
-    --save "" --daemonize no --logfile "$WORK/redis.log" &
-fi
-B_PID=$!
-trap 'kill "$A_PID" "$B_PID" 2>/dev/null || true' EXIT
-wait_port "$A_PORT"
-wait_port "$B_PORT"
-
+start_pair
 tick=$(getconf CLK_TCK)
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 lines=$(mktemp)
 echo "# $(date -u +%FT%TZ) N=$N rounds=$ROUNDS clients=$CLIENTS value=$VALUE_BYTES B, $(nproc) cores, A=$A_BIN B=${B_BIN:-redis-server}" >"$OUT"
 for round in $(seq 1 "$ROUNDS"); do

@@ -22,3 +22,31 @@ refuse_taken_port() {
     fi
   done
 }
+
+# start_pair: starts the Strata build $A_BIN on $A_PORT (data in $WORK/a) and, on $B_PORT, the
+# Strata build $B_BIN or, when B_BIN is empty, redis-server with an append-only file fsynced
+# every second (data in $WORK/b, emptied first); sets A_PID and B_PID, stops both when the
+# script exits and returns once both answer. Needs redis-server, redis-benchmark, redis-cli.
+start_pair() {
+  for tool in redis-server redis-benchmark redis-cli; do
+    command -v "$tool" >/dev/null || { echo "needs $tool (apt-get install redis-server redis-tools)" >&2; exit 2; }
+  done
+  refuse_taken_port "$A_PORT" "$B_PORT"
+  rm -rf "$WORK" && mkdir -p "$WORK/a" "$WORK/b"
+  WORK=$(cd "$WORK" && pwd)
+  RUST_LOG=warn "$A_BIN" --dir "$WORK/a" serve --port "$A_PORT" --appendfsync everysec >/dev/null 2>&1 &
+  A_PID=$!
+  if [ -n "$B_BIN" ]; then
+    RUST_LOG=warn "$B_BIN" --dir "$WORK/b" serve --port "$B_PORT" --appendfsync everysec >/dev/null 2>&1 &
+  else
+    redis-server --port "$B_PORT" --dir "$WORK/b" --appendonly yes --appendfsync everysec \
+      --save "" --daemonize no --logfile "$WORK/redis.log" &
+  fi
+  B_PID=$!
+  trap 'kill "$A_PID" "$B_PID" 2>/dev/null || true' EXIT
+  wait_port "$A_PORT"
+  wait_port "$B_PORT"
+}
+
+# cpu_ticks PID: the user + system CPU time process PID has used, in clock ticks.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }

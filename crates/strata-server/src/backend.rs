@@ -157,6 +157,11 @@ pub trait KvBackend {
     /// Whether a write now would wait (for an fsync, or for background work that is behind):
     /// then the connection hands its writes to the blocking pool.
     fn writes_would_wait(&self) -> bool;
+    /// Whether this backend holds writes it has not applied yet, which a scan would apply
+    /// first (a held run's staged writes: [`HeldDb`]). A read-ahead is then not worth it.
+    fn has_staged_writes(&self) -> bool {
+        false
+    }
     /// `name: value` statistics for INFO.
     fn stats_lines(&self) -> Vec<(String, String)>;
     /// How many keys database `db` holds, counted by every write (`strata::Db::key_count`,
@@ -683,6 +688,10 @@ impl KvBackend for HeldDb<'_, '_> {
 
     fn writes_would_wait(&self) -> bool {
         false
+    }
+
+    fn has_staged_writes(&self) -> bool {
+        !self.staged.lock().ops.is_empty()
     }
 
     fn stats_lines(&self) -> Vec<(String, String)> {

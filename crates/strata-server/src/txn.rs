@@ -539,6 +539,10 @@ impl KvBackend for Watching {
         self.view().writes_would_wait()
     }
 
+    fn has_staged_writes(&self) -> bool {
+        self.view().has_staged_writes()
+    }
+
     fn stats_lines(&self) -> Vec<(String, String)> {
         self.view().stats_lines()
     }
@@ -706,6 +710,10 @@ impl KvBackend for Watched<'_> {
 
     fn writes_would_wait(&self) -> bool {
         self.inner.writes_would_wait()
+    }
+
+    fn has_staged_writes(&self) -> bool {
+        self.inner.has_staged_writes()
     }
 
     fn stats_lines(&self) -> Vec<(String, String)> {

@@ -9,7 +9,7 @@
 //! way: O(length)); LTRIM deletes what it cuts. Every write is one atomic `update_group`;
 //! LMOVE between two lists holds the exec lock exclusively and writes both in one batch.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 use bytes::Bytes;
 
@@ -47,6 +47,12 @@ pub(crate) static SPECS: &[Spec] = &[
     Spec { name: "blmpop", arity: -5, flags: &["write", "blocking"], keys: (0, 0, 0), group: "list", summary: "Pops the first element from one of multiple lists. Blocks until an element is available otherwise. Deletes the list if the last element was popped.", handler: blmpop },
     Spec { name: "rpoplpush", arity: 3, flags: WRITE, keys: (1, 2, 1), group: "list", summary: "Returns the last element of a list after removing and pushing it to another list. Deletes the list if the last element was popped.", handler: rpoplpush },
 ];
+
+/// Bytes of wire form an LRANGE reserves per element up front: a bulk of up to 7 bytes
+/// (`$7\r\n` + 7 + `\r\n`); longer elements grow the buffer as they come.
+const LRANGE_BYTES_PER_ELEMENT_GUESS: usize = 16;
+/// The most an LRANGE reserves up front, however many elements it asks for.
+const LRANGE_BUFFER_BYTES_MAX: usize = 64 * 1024;
 
 /// A list as found: its expiry and metadata.
 #[derive(Debug, Clone, Copy)]
@@ -97,6 +103,14 @@ struct ListEdit<'r, 'a> {
     count: u64,
     pending: BTreeMap<u64, Option<Bytes>>,
     replaced: Option<Vec<Bytes>>,
+    /// Elements read ahead of pops, in pop order from `ahead_from`: one scan serves a pop of
+    /// several elements instead of a look-up each.
+    ahead: VecDeque<Bytes>,
+    /// The end `ahead` was read from (`true`: the head) and the position of its first element.
+    ahead_from: (bool, u64),
+    /// How many elements a pop reads ahead when `ahead` does not start where it pops (0: it
+    /// reads its one element).
+    read_ahead: usize,
 }
 
 impl ListEdit<'_, '_> {
@@ -133,13 +147,75 @@ impl ListEdit<'_, '_> {
             return Ok(None);
         }
         let index = if left { 0 } else { self.count - 1 };
-        let value = self.get(index)?;
         let at = self.head.wrapping_add(index);
+        let value = match self.pending.get(&at) {
+            Some(v) => v.clone(),
+            None => match self.take_ahead(left, at)? {
+                Some(v) => Some(v),
+                None => self.get(index)?,
+            },
+        };
         self.pending.insert(at, None);
         if left {
             self.head = self.head.wrapping_add(1);
         }
         self.count -= 1;
+        Ok(value)
+    }
+
+    /// Pops up to `n` elements from the head (`left`) or the tail, in pop order. Several are
+    /// read with one scan; one is a point read (reading ahead for a pipeline's later pops of
+    /// the same list measured no better: `BENCHMARKS.md`).
+    fn pop_many(&mut self, left: bool, n: usize) -> Result<Vec<Bytes>> {
+        if n > 1 {
+            self.read_ahead = n;
+        }
+        let mut out = Vec::with_capacity(n.min(usize::try_from(self.count).unwrap_or(n)));
+        while out.len() < n {
+            match self.pop(left)? {
+                Some(v) => out.push(v),
+                None => break,
+            }
+        }
+        Ok(out)
+    }
+
+    /// The element at position `at`, the end popped from (`left`: the head), out of the
+    /// read-ahead, which is filled first (one scan of up to `read_ahead` elements from `at`
+    /// inwards) when it does not start there. `None`: not read ahead (a point read then).
+    fn take_ahead(&mut self, left: bool, at: u64) -> Result<Option<Bytes>> {
+        if self.ahead_from != (left, at) || self.ahead.is_empty() {
+            // A scan through a held run's unapplied writes would apply them first.
+            if self.read_ahead == 0 || self.ctx.db().has_staged_writes() {
+                return Ok(None);
+            }
+            let n = (self.read_ahead as u64).min(self.count);
+            let (from, to) = if left {
+                (at, at.wrapping_add(n))
+            } else {
+                (at.wrapping_sub(n.saturating_sub(1)), at.wrapping_add(1))
+            };
+            if n == 0 || from >= to {
+                // Positions that wrap around: point reads.
+                return Ok(None);
+            }
+            let mut values = list_range(self.ctx.db(), self.db, self.name, self.version, from, to)?;
+            if values.len() as u64 != n {
+                // Not one element per position: point reads, which tell what is wrong.
+                return Ok(None);
+            }
+            if !left {
+                values.reverse();
+            }
+            self.ahead = values.into();
+        }
+        let value = self.ahead.pop_front();
+        let next = if left {
+            at.wrapping_add(1)
+        } else {
+            at.wrapping_sub(1)
+        };
+        self.ahead_from = (left, next);
         Ok(value)
     }
 
@@ -268,6 +344,9 @@ fn start<'r, 'a>(
         count,
         pending: BTreeMap::new(),
         replaced: None,
+        ahead: VecDeque::new(),
+        ahead_from: (true, 0),
+        read_ahead: 0,
     })
 }
 
@@ -372,18 +451,13 @@ fn pop(ctx: &mut Ctx<'_>, args: &[Bytes], left: bool) -> Result<Reply> {
             _ => return Err(Error::command("value is out of range, must be positive")),
         },
     };
+    let want = count.unwrap_or(1);
     // One atomic read-and-pop (an absent list writes nothing).
     let popped = modify(ctx, &args[1], |l| {
-        let mut out = Vec::new();
         if !l.exists() {
             return Ok(None);
         }
-        for _ in 0..count.unwrap_or(1) {
-            match l.pop(left)? {
-                Some(v) => out.push(v),
-                None => break,
-            }
-        }
+        let out = l.pop_many(left, want)?;
         Ok(Some((out, l.count == 0)))
     })?;
     if let Some((out, emptied)) = &popped {
@@ -441,8 +515,15 @@ fn lrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Result<Reply> {
         return Ok(Reply::Array(Vec::new()));
     };
     let (from, to) = span(start, stop, f.meta.count);
-    // The elements go straight into the reply's wire form: no reply per element.
-    let mut out = EncodedBulks::default();
+    // The elements go straight into the reply's wire form: no reply per element. Its buffer
+    // starts at room for that many short elements (growing it from empty, reallocation by
+    // reallocation, was a tenth of a pipelined LRANGE_100's CPU).
+    let elements = usize::try_from(to.saturating_sub(from)).unwrap_or(usize::MAX);
+    let mut out = EncodedBulks::with_capacity(
+        elements
+            .saturating_mul(LRANGE_BYTES_PER_ELEMENT_GUESS)
+            .min(LRANGE_BUFFER_BYTES_MAX),
+    );
     list_visit(
         ctx.db(),
         ctx.dbi(),
@@ -948,13 +1029,8 @@ fn mpop_first(
             continue;
         }
         let (popped, emptied) = modify(ctx, key, |l| {
-            let mut out = Vec::new();
-            while out.len() < count {
-                match l.pop(left)? {
-                    Some(v) => out.push(Reply::Bulk(v)),
-                    None => break,
-                }
-            }
+            let out = l.pop_many(left, count)?;
+            let out: Vec<Reply> = out.into_iter().map(Reply::Bulk).collect();
             Ok((out, l.count == 0))
         })?;
         if !popped.is_empty() {

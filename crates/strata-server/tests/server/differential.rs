@@ -7148,6 +7148,64 @@ fn functions_match_redis() {
     }
 }
 
+/// Pipelines of pops from one list (a run of them under one hold, `conn.rs`), from either end,
+/// with and without counts (a pop with a count reads its elements with one scan of their
+/// positions, unless a write of the run is staged), now and then a push; runs start at a
+/// pipeline's head and after each TYPE (a read ends a run). Every reply and the list after
+/// each pipeline equal redis-server's, with the test server's tiny memtables (flushes mid-run).
+#[test]
+fn pipelined_pops_of_one_list_match_redis() {
+    let mut compared = 0;
+    for (seed, resp3) in [(71u64, false), (72, true)]
+        .into_iter()
+        .chain(extra_seeds(71))
+    {
+        let mut pair = Pair::start();
+        if resp3 {
+            pair.send_both(0, &words(&["HELLO", "3"]));
+        }
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let mut next = 0u64;
+        for round in 0..80 {
+            let mut grow = vec!["RPUSH".to_string(), "q".into()];
+            for _ in 0..rng.gen_range(1..150) {
+                next += 1;
+                grow.push(format!("e{next}"));
+            }
+            let grow: Vec<&str> = grow.iter().map(String::as_str).collect();
+            pair.check(
+                0,
+                &words(&grow),
+                &format!("seed {seed}, round {round}, grow"),
+            );
+            let mut pipeline: Vec<Vec<Vec<u8>>> = Vec::new();
+            for _ in 0..rng.gen_range(1..60) {
+                let cmd: Vec<String> = match rng.gen_range(0..20) {
+                    0 => vec!["TYPE".into(), "q".into()],
+                    1 => {
+                        next += 1;
+                        vec!["LPUSH".into(), "q".into(), format!("e{next}")]
+                    }
+                    2 | 3 => vec!["LPOP".into(), "q".into(), rng.gen_range(0..6).to_string()],
+                    4 => vec!["RPOP".into(), "q".into(), rng.gen_range(0..6).to_string()],
+                    5..=8 => vec!["RPOP".into(), "q".into()],
+                    _ => vec!["LPOP".into(), "q".into()],
+                };
+                pipeline.push(cmd.into_iter().map(String::into_bytes).collect());
+            }
+            pair.check_pipeline(0, &pipeline, &format!("seed {seed}, round {round}"));
+            compared += pipeline.len();
+            pair.check(
+                0,
+                &words(&["LRANGE", "q", "0", "-1"]),
+                &format!("seed {seed}, after round {round}"),
+            );
+        }
+    }
+    eprintln!("pipelined pops of one list: {compared} commands compared with redis-server");
+    assert!(compared >= 2 * 80);
+}
+
 /// Pipelines of writes to one hot key (which the server runs back to back under one hold of
 /// the key's partition lock, `conn.rs`), mostly of one type with some of another (WRONGTYPE),
 /// the odd DEL or read between (which ends a run): every reply of every pipeline and the key's
@@ -7169,14 +7227,16 @@ fn pipelined_writes_to_one_key_match_redis() {
             // reads ahead and leaves a window for the next pop, `collection::PopWindow`), grown
             // past the window's size by ZADDs of several members.
             // Kind 6: a stream (XADD with rising IDs, now and then one too low, XDEL, XTRIM).
-            let kind = rng.gen_range(0..7);
+            // Kind 7: a list popped from both ends, with and without a count (a pop of
+            // several reads them with one scan), grown by RPUSHes of many elements.
+            let kind = rng.gen_range(0..8);
             let mut pipeline: Vec<Vec<Vec<u8>>> = Vec::new();
             let mut next_ms = 1 + round as u64 * 1000;
             for _ in 0..rng.gen_range(2..70) {
                 let k = if rng.gen_bool(0.92) {
                     kind
                 } else {
-                    rng.gen_range(0..8)
+                    rng.gen_range(0..9)
                 };
                 let m = format!("m{}", rng.gen_range(0..12));
                 let n = rng.gen_range(-3..8).to_string();
@@ -7225,6 +7285,19 @@ fn pipelined_writes_to_one_key_match_redis() {
                         next_ms += rng.gen_range(0..3);
                         vec!["XADD".into(), "hot".into(), format!("{next_ms}-0"), m, n]
                     }
+                    (7, 0) => {
+                        let mut push = vec!["RPUSH".into(), "hot".into()];
+                        for _ in 0..rng.gen_range(1..100) {
+                            push.push(format!("e{}", rng.gen_range(0..1000)));
+                        }
+                        push
+                    }
+                    (7, 1) => vec!["LPOP".into(), "hot".into(), rng.gen_range(0..5).to_string()],
+                    (7, 2) => match rng.gen_range(0..3) {
+                        0 => vec!["LPUSH".into(), "hot".into(), m],
+                        _ => vec!["RPOP".into(), "hot".into()],
+                    },
+                    (7, _) => vec!["LPOP".into(), "hot".into()],
                     (_, 0) => vec!["DEL".into(), "hot".into()],
                     (_, _) => vec!["TYPE".into(), "hot".into()],
                 };
