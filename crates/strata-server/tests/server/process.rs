@@ -990,6 +990,114 @@ fn list_queue_survives_sigkill_in_pipelines_of(pipeline: u64, min_pushed: u64) {
     server.terminate();
 }
 
+/// Commands that remove many elements in one batch, cut by SIGKILL while they run: an XTRIM
+/// of a long stream, an LPOP with a count (read with one scan) and an LTRIM of a long list,
+/// sent together without waiting and the process killed a few milliseconds later. After the
+/// restart each is whole or absent: the stream holds all its entries or the last ten, read
+/// and counted alike; the list holds all its elements, or the LPOP's cut, or that and the
+/// LTRIM's, each in order (the model is the entries and elements acknowledged before).
+#[test]
+fn big_removals_cut_by_sigkill_are_whole_or_absent() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = ServerProcess::start(dir.path(), "everysec");
+    let (mut next_id, mut next_elem) = (1u64, 1u64);
+    let mut stream: Vec<u64> = Vec::new();
+    let mut list: std::collections::VecDeque<u64> = std::collections::VecDeque::new();
+    let mut outcomes = std::collections::BTreeSet::new();
+    for round in 0..6u64 {
+        let mut c = server.client();
+        // Grow both by 20 000 (pipelines of 500 commands; the list by RPUSHes of 100).
+        for _ in 0..40 {
+            let mut pipe = redis::pipe();
+            for _ in 0..500 {
+                pipe.cmd("XADD")
+                    .arg("s")
+                    .arg(format!("{next_id}-0"))
+                    .arg("f")
+                    .arg(next_id)
+                    .ignore();
+                stream.push(next_id);
+                next_id += 1;
+            }
+            for _ in 0..5 {
+                let elems: Vec<u64> = (next_elem..next_elem + 100).collect();
+                next_elem += 100;
+                pipe.cmd("RPUSH").arg("q").arg(&elems).ignore();
+                list.extend(elems);
+            }
+            let () = pipe.query(&mut c).unwrap();
+        }
+        let (stream_len, list_len) = (stream.len(), list.len());
+        let popped = 7000.min(list_len);
+        let kept = 5000.min(list_len - popped);
+        let mut raw = std::net::TcpStream::connect(&server.addr).unwrap();
+        std::io::Write::write_all(
+            &mut raw,
+            format!(
+                "XTRIM s MAXLEN 10\r\nLPOP q {popped}\r\nLTRIM q 0 {}\r\n",
+                kept - 1
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+        // From at once to long after all three are done: kills before, inside and after them.
+        std::thread::sleep(Duration::from_millis(
+            [0, 5, 20, 60, 150, 800][round as usize],
+        ));
+        server.kill9();
+        server = ServerProcess::start(dir.path(), "everysec");
+        let mut c = server.client();
+        // The stream: whole, or trimmed to its last ten.
+        let ids: Vec<(String, Vec<String>)> = redis::cmd("XRANGE")
+            .arg("s")
+            .arg("-")
+            .arg("+")
+            .query(&mut c)
+            .unwrap();
+        let found: Vec<u64> = ids
+            .iter()
+            .map(|(id, _)| id.trim_end_matches("-0").parse().unwrap())
+            .collect();
+        let xlen: usize = redis::cmd("XLEN").arg("s").query(&mut c).unwrap();
+        assert_eq!(xlen, found.len(), "round {round}: XLEN against XRANGE");
+        let trimmed = found.len() == 10.min(stream_len);
+        if trimmed {
+            stream.drain(..stream_len - found.len());
+        } else {
+            assert_eq!(found.len(), stream_len, "round {round}: part of an XTRIM");
+        }
+        assert_eq!(found, stream, "round {round}: the stream's entries");
+        // The list: whole, or without the LPOP's elements, or also cut by the LTRIM.
+        let left: Vec<u64> = c.lrange("q", 0, -1).unwrap();
+        let llen: usize = c.llen("q").unwrap();
+        assert_eq!(llen, left.len(), "round {round}: LLEN against LRANGE");
+        let outcome = match left.len() {
+            n if n == list_len => 0,
+            n if n == list_len - popped => 1,
+            n if n == kept => 2,
+            n => panic!("round {round}: {n} elements of {list_len}: part of an LPOP or LTRIM"),
+        };
+        if outcome >= 1 {
+            list.drain(..popped);
+        }
+        if outcome == 2 {
+            list.truncate(kept);
+        }
+        assert!(
+            left.iter().eq(list.iter()),
+            "round {round}: the list's elements"
+        );
+        outcomes.insert((trimmed, outcome));
+    }
+    // The kills came at different points of the three commands (the last, at least, after).
+    eprintln!("big removals cut by SIGKILL: (stream trimmed, list outcome) met: {outcomes:?}");
+    assert!(
+        outcomes.len() >= 2,
+        "every kill met the same state: {outcomes:?}"
+    );
+    server.terminate();
+}
+
 /// A sorted set used as a queue from its top (ZADD at falling scores, ZPOPMAX: oldest first)
 /// while the server is SIGKILLed: after the restart the set holds a run of consecutive
 /// members from just after the last acknowledged pop to the last acknowledged push, read
