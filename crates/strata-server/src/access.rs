@@ -13,7 +13,8 @@
 //! touch that found it full.
 //!
 //! What OBJECT IDLETIME answers: the seconds since the key was last read or written (Redis's
-//! rules: EXISTS, TYPE, TTL and the like, OBJECT and SCAN do not count as a use); for a key not
+//! rules: EXISTS, TYPE, TTL and the like, OBJECT and SCAN do not count as a use, nor does a
+//! read that finds no key: the dispatcher touches a GET's key only if it was there); for a key not
 //! used since the server started, the seconds since then (as Redis after loading its data);
 //! for a key whose slot was given up, the seconds since the most recent time a key was pushed
 //! out of its bucket: a lower bound, true for the key that left last, and the keys that leave

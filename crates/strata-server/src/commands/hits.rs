@@ -107,6 +107,18 @@ pub(super) fn note(
     count(ctx, hits, misses);
 }
 
+/// Whether `spec` reads its one key (of `keys`) and its reply will tell whether the key
+/// exists (see [`says_missing`]).
+pub(super) fn tells_existence(spec: &'static Command, keys: &[&[u8]]) -> bool {
+    spec.props.readonly && keys.len() == 1 && EXACT_REPLIES.contains(&spec.spec.name)
+}
+
+/// Whether `result`, the outcome of a command [`tells_existence`] says of, shows its key was
+/// missing (absent or expired). Errors say it was not (WRONGTYPE: it is there) or nothing.
+pub(super) fn says_missing(spec: &'static Command, args: &[Bytes], result: &Result<Reply>) -> bool {
+    matches!(result, Ok(reply) if known(spec.spec.name, args, reply) == Some(false))
+}
+
 fn count(ctx: &Ctx<'_>, hits: u64, misses: u64) {
     use std::sync::atomic::Ordering::Relaxed;
     let c = &ctx.shared.counters;

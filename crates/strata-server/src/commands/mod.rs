@@ -1066,7 +1066,12 @@ fn run_watched(ctx: &mut Ctx<'_>, spec: &'static Command, args: &[Bytes]) -> Res
             return Err(e);
         }
     };
-    touch_keys(ctx, spec, &keys);
+    // A read whose reply tells whether its one key exists touches the key only if it does
+    // (`hits::says_missing`), as Redis's lookup touches only an object it found.
+    let touch_after = hits::tells_existence(spec, &keys);
+    if !touch_after {
+        touch_keys(ctx, spec, &keys);
+    }
     // The end of the batch's previous command, where nothing but this one's checks ran since:
     // not where this one may have waited for the exec lock, nor in a script (its Lua code
     // runs between its calls).
@@ -1089,6 +1094,9 @@ fn run_watched(ctx: &mut Ctx<'_>, spec: &'static Command, args: &[Bytes]) -> Res
     }
     if crate::keyspace::expired_seen() != expired_seen {
         passive_expiry(ctx, spec, &keys, events_before);
+    }
+    if touch_after && !hits::says_missing(spec, args, &result) {
+        touch_keys(ctx, spec, &keys);
     }
     note_dispatcher_events(ctx, spec, &keys, events_before, absent_before);
     hits::note(ctx, spec, args, &keys, &result);
@@ -1207,7 +1215,9 @@ fn passive_expiry(ctx: &mut Ctx<'_>, spec: &'static Command, keys: &[&[u8]], eve
 
 /// OBJECT IDLETIME: the keys a command names count as used now (`access.rs`), but for the
 /// commands that only look (Redis's `LOOKUP_NOTOUCH`), scripts (whose commands count), and a
-/// client in CLIENT NO-TOUCH mode (except its TOUCH).
+/// client in CLIENT NO-TOUCH mode (except its TOUCH). A read of one missing key is not a use
+/// (the caller asks `hits::says_missing`): a flood of misses would otherwise push the times of
+/// keys that exist out of the table's buckets, and spend a cache miss each on the table.
 fn touch_keys(ctx: &Ctx<'_>, spec: &'static Command, keys: &[&[u8]]) {
     if spec.keys.0 == 0 || spec.props.no_touch || (ctx.session.no_touch && spec.name != "touch") {
         return;

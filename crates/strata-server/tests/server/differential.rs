@@ -6804,6 +6804,48 @@ fn object_idletime_follows_use_like_redis() {
     }
 }
 
+/// A read of a missing key is not a use (Redis's lookup touches only an object it found): GETs
+/// of thirty missing names that share a bucket of the server's access-time table with an
+/// existing key (`access.rs`: buckets of seven slots, picked by the low bits of the name's
+/// xxh3; these names agree in the low 20 bits, so they share one for any table of up to 2^20
+/// buckets) leave that key's OBJECT IDLETIME as redis-server's. When misses counted as uses,
+/// they pushed the key's time out of the bucket and OBJECT IDLETIME answered 0.
+#[test]
+fn reads_of_missing_keys_leave_other_keys_idle_times_like_redis() {
+    // Found first: the search takes a while, and the idle time below counts from the RESTORE.
+    let low_bits = |name: &[u8]| xxhash_rust::xxh3::xxh3_64(name) & ((1 << 20) - 1);
+    let bucket = low_bits(b"old");
+    let neighbours: Vec<String> = (0u64..)
+        .map(|i| format!("missing:{i}"))
+        .filter(|n| low_bits(n.as_bytes()) == bucket)
+        .take(30)
+        .collect();
+    let mut pair = Pair::start();
+    pair.check(0, &words(&["SET", "kept", "k"]), "set-up");
+    let dumped = pair.check(0, &words(&["DUMP", "kept"]), "dump");
+    let payload =
+        dumped[dumped.iter().position(|&b| b == b'\n').unwrap() + 1..dumped.len() - 2].to_vec();
+    let mut restore = words(&["RESTORE", "old", "0"]);
+    restore.push(payload);
+    restore.extend(words(&["IDLETIME", "1000"]));
+    pair.check(0, &restore, "restore with an idle time");
+    for round in 0..3 {
+        for n in &neighbours {
+            pair.check(0, &words(&["GET", n]), &format!("miss, round {round}"));
+        }
+    }
+    let mut idle = [0i64; 2];
+    for (side, o) in idle.iter_mut().enumerate() {
+        let r = pair.conns[side][0].call(&words(&["OBJECT", "IDLETIME", "old"]));
+        *o = String::from_utf8_lossy(&r[1..r.len() - 2]).parse().unwrap();
+    }
+    let [redis, ours] = idle;
+    assert!(
+        (1000..=1001).contains(&redis) && (1000..=1001).contains(&ours),
+        "OBJECT IDLETIME old after misses beside it: redis {redis}, strata {ours}"
+    );
+}
+
 /// Redis's compact-encoding settings (`hash-max-listpack-entries` and the rest, with their
 /// older `ziplist` names): CONFIG SET takes them with Redis's checks, CONFIG GET shows them, and
 /// OBJECT ENCODING follows them as Redis's does (test suites and applications written for Redis
