@@ -57,12 +57,7 @@ done
 echo
 echo "| test | pipeline | A requests/s | B requests/s | A / B | A CPU us/request | B CPU us/request |"
 echo "| --- | --- | ---: | ---: | ---: | ---: | ---: |"
-awk -F, '
-  function median(s,   a, n, i, j, x) {
-    n = split(s, a, " ")
-    for (i = 2; i <= n; i++) { x = a[i]; for (j = i - 1; j >= 1 && a[j] > x; j--) a[j + 1] = a[j]; a[j + 1] = x }
-    return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-  }
+awk -F, "$AWK_MEDIAN"'
   { k = $3 " " $4; if (!(k in seen)) { seen[k] = 1; order[++m] = k }
     rps[k, $2] = rps[k, $2] " " $5; cpu[k, $2] = cpu[k, $2] " " $6 }
   END {

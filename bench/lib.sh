@@ -50,3 +50,14 @@ start_pair() {
 
 # cpu_ticks PID: the user + system CPU time process PID has used, in clock ticks.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+# AWK_MEDIAN: an awk function `median(s)`, the median of the numbers in the space-separated
+# string `s`, for the scripts' tables of medians (put it before the program: awk "$AWK_MEDIAN"'...').
+# shellcheck disable=SC2034 # used by the scripts that source this file
+AWK_MEDIAN='
+  function median(s,   a, n, i, j, x) {
+    n = split(s, a, " ")
+    for (i = 2; i <= n; i++) { x = a[i]; for (j = i - 1; j >= 1 && a[j] > x; j--) a[j + 1] = a[j]; a[j + 1] = x }
+    return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+  }
+'

@@ -50,12 +50,7 @@ done
 echo
 echo "| command | A requests/s | B requests/s | A / B | A CPU us/request | B CPU us/request |"
 echo "| --- | ---: | ---: | ---: | ---: | ---: |"
-awk -F, '
-  function median(s,   a, n, i, j, x) {
-    n = split(s, a, " ")
-    for (i = 2; i <= n; i++) { x = a[i]; for (j = i - 1; j >= 1 && a[j] > x; j--) a[j + 1] = a[j]; a[j + 1] = x }
-    return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-  }
+awk -F, "$AWK_MEDIAN"'
   { rps[$2] = rps[$2] " " $4; cpu[$2] = cpu[$2] " " $5; c = $3 }
   END {
     ra = median(rps["A"]); rb = median(rps["B"])

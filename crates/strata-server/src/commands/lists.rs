@@ -9,7 +9,7 @@
 //! way: O(length)); LTRIM deletes what it cuts. Every write is one atomic `update_group`;
 //! LMOVE between two lists holds the exec lock exclusively and writes both in one batch.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 
 use bytes::Bytes;
 
@@ -103,14 +103,6 @@ struct ListEdit<'r, 'a> {
     count: u64,
     pending: BTreeMap<u64, Option<Bytes>>,
     replaced: Option<Vec<Bytes>>,
-    /// Elements read ahead of pops, in pop order from `ahead_from`: one scan serves a pop of
-    /// several elements instead of a look-up each.
-    ahead: VecDeque<Bytes>,
-    /// The end `ahead` was read from (`true`: the head) and the position of its first element.
-    ahead_from: (bool, u64),
-    /// How many elements a pop reads ahead when `ahead` does not start where it pops (0: it
-    /// reads its one element).
-    read_ahead: usize,
 }
 
 impl ListEdit<'_, '_> {
@@ -147,30 +139,37 @@ impl ListEdit<'_, '_> {
             return Ok(None);
         }
         let index = if left { 0 } else { self.count - 1 };
+        let value = self.get(index)?;
+        self.remove_end(left);
+        Ok(value)
+    }
+
+    /// Drops the element at the head (`left`) or the tail of a list that has one.
+    fn remove_end(&mut self, left: bool) {
+        let index = if left { 0 } else { self.count - 1 };
         let at = self.head.wrapping_add(index);
-        let value = match self.pending.get(&at) {
-            Some(v) => v.clone(),
-            None => match self.take_ahead(left, at)? {
-                Some(v) => Some(v),
-                None => self.get(index)?,
-            },
-        };
         self.pending.insert(at, None);
         if left {
             self.head = self.head.wrapping_add(1);
         }
         self.count -= 1;
-        Ok(value)
     }
 
     /// Pops up to `n` elements from the head (`left`) or the tail, in pop order. Several are
-    /// read with one scan; one is a point read (reading ahead for a pipeline's later pops of
-    /// the same list measured no better: `BENCHMARKS.md`).
+    /// read with one scan of their positions ([`ListEdit::read_end`]) instead of a look-up
+    /// each; one is a point read (reading ahead for a pipeline's later pops of the same list
+    /// measured no better: `BENCHMARKS.md`).
     fn pop_many(&mut self, left: bool, n: usize) -> Result<Vec<Bytes>> {
+        let n = n.min(usize::try_from(self.count).unwrap_or(usize::MAX));
         if n > 1 {
-            self.read_ahead = n;
+            if let Some(values) = self.read_end(left, n as u64)? {
+                for _ in 0..n {
+                    self.remove_end(left);
+                }
+                return Ok(values);
+            }
         }
-        let mut out = Vec::with_capacity(n.min(usize::try_from(self.count).unwrap_or(n)));
+        let mut out = Vec::with_capacity(n);
         while out.len() < n {
             match self.pop(left)? {
                 Some(v) => out.push(v),
@@ -180,43 +179,32 @@ impl ListEdit<'_, '_> {
         Ok(out)
     }
 
-    /// The element at position `at`, the end popped from (`left`: the head), out of the
-    /// read-ahead, which is filled first (one scan of up to `read_ahead` elements from `at`
-    /// inwards) when it does not start there. `None`: not read ahead (a point read then).
-    fn take_ahead(&mut self, left: bool, at: u64) -> Result<Option<Bytes>> {
-        if self.ahead_from != (left, at) || self.ahead.is_empty() {
-            // A scan through a held run's unapplied writes would apply them first.
-            if self.read_ahead == 0 || self.ctx.db().has_staged_writes() {
-                return Ok(None);
-            }
-            let n = (self.read_ahead as u64).min(self.count);
-            let (from, to) = if left {
-                (at, at.wrapping_add(n))
-            } else {
-                (at.wrapping_sub(n.saturating_sub(1)), at.wrapping_add(1))
-            };
-            if n == 0 || from >= to {
-                // Positions that wrap around: point reads.
-                return Ok(None);
-            }
-            let mut values = list_range(self.ctx.db(), self.db, self.name, self.version, from, to)?;
-            if values.len() as u64 != n {
-                // Not one element per position: point reads, which tell what is wrong.
-                return Ok(None);
-            }
-            if !left {
-                values.reverse();
-            }
-            self.ahead = values.into();
+    /// The `n` elements (at most the count) at the head (`left`) or the tail, in pop order,
+    /// read with one scan. `None`, for point reads instead: this edit has writes of its own,
+    /// or a held run has staged writes (a scan would apply them first), or the positions wrap
+    /// around, or the scan did not find one element per position (the point reads tell what
+    /// is wrong).
+    fn read_end(&self, left: bool, n: u64) -> Result<Option<Vec<Bytes>>> {
+        if !self.pending.is_empty() || self.ctx.db().has_staged_writes() {
+            return Ok(None);
         }
-        let value = self.ahead.pop_front();
-        let next = if left {
-            at.wrapping_add(1)
+        let from = if left {
+            self.head
         } else {
-            at.wrapping_sub(1)
+            self.head.wrapping_add(self.count - n)
         };
-        self.ahead_from = (left, next);
-        Ok(value)
+        let to = from.wrapping_add(n);
+        if from >= to {
+            return Ok(None);
+        }
+        let mut values = list_range(self.ctx.db(), self.db, self.name, self.version, from, to)?;
+        if values.len() as u64 != n {
+            return Ok(None);
+        }
+        if !left {
+            values.reverse();
+        }
+        Ok(Some(values))
     }
 
     fn set(&mut self, index: u64, value: Bytes) {
@@ -344,9 +332,6 @@ fn start<'r, 'a>(
         count,
         pending: BTreeMap::new(),
         replaced: None,
-        ahead: VecDeque::new(),
-        ahead_from: (true, 0),
-        read_ahead: 0,
     })
 }
 

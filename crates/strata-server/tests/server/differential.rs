@@ -404,6 +404,15 @@ fn show(b: &[u8]) -> String {
 }
 
 impl Pair {
+    /// [`Pair::start`], switched to RESP3 on connection 0 of both when `resp3`.
+    pub fn start_in(resp3: bool) -> Pair {
+        let mut pair = Pair::start();
+        if resp3 {
+            pair.send_both(0, &words(&["HELLO", "3"]));
+        }
+        pair
+    }
+
     pub fn start() -> Pair {
         Self::start_with(ServerConfig::default())
     }
@@ -2651,10 +2660,7 @@ fn run_family_with(
     gen: fn(&mut Gen) -> Vec<String>,
     events: Option<&str>,
 ) -> usize {
-    let mut pair = Pair::start();
-    if resp3 {
-        pair.send_both(0, &words(&["HELLO", "3"]));
-    }
+    let mut pair = Pair::start_in(resp3);
     let mut readers = events.map(|flags| EventReaders::start(&mut pair, flags));
     if events.is_none() && matches!(family, "hashes" | "sets" | "zsets") {
         pair.compare_orders();
@@ -5156,10 +5162,7 @@ fn scripting_edges_match_redis() {
         &["GET", "m"],
     ];
     for resp3 in [false, true] {
-        let mut pair = Pair::start();
-        if resp3 {
-            pair.send_both(0, &words(&["HELLO", "3"]));
-        }
+        let mut pair = Pair::start_in(resp3);
         for c in cases {
             pair.check(0, &words(c), &format!("scripting, RESP3 {resp3}"));
         }
@@ -5212,10 +5215,7 @@ fn pipelined_writes_of_one_key_match_redis() {
     for (f, (family, gen)) in families.iter().enumerate() {
         for resp3 in [false, true] {
             let seed = 7000 + 10 * f as u64 + u64::from(resp3);
-            let mut pair = Pair::start();
-            if resp3 {
-                pair.send_both(0, &words(&["HELLO", "3"]));
-            }
+            let mut pair = Pair::start_in(resp3);
             let mut g = Gen::seeded(seed);
             for p in 0..80 {
                 let len = g.rng.gen_range(2..40);
@@ -5448,10 +5448,7 @@ fn sorted_set_lex_ranges_on_a_large_set_match_redis() {
 #[test]
 fn sorted_set_lex_ranges_match_redis() {
     for resp3 in [false, true] {
-        let mut pair = Pair::start();
-        if resp3 {
-            pair.send_both(0, &words(&["HELLO", "3"]));
-        }
+        let mut pair = Pair::start_in(resp3);
         let ctx = "lex";
         pair.check(
             0,
@@ -6344,10 +6341,7 @@ fn pubsub_matches_redis() {
     let mut total = 0;
     let seeds = [(31u64, false), (32, true), (33, false), (34, true)];
     for (seed, resp3) in seeds.into_iter().chain(extra_seeds(31)) {
-        let mut pair = Pair::start();
-        if resp3 {
-            pair.send_both(0, &words(&["HELLO", "3"]));
-        }
+        let mut pair = Pair::start_in(resp3);
         let mut rng = SmallRng::seed_from_u64(seed);
         let channels = ["news", "news.uk", "sport", "n*x", "weather"];
         let patterns = ["news*", "*", "s?ort", "n[a-e]ws", "none"];
@@ -6716,10 +6710,7 @@ fn dump_and_restore_match_redis_both_ways() {
 #[test]
 fn help_texts_randomkey_object_and_info_keyspace_match_redis() {
     for resp3 in [false, true] {
-        let mut pair = Pair::start();
-        if resp3 {
-            pair.send_both(0, &words(&["HELLO", "3"]));
-        }
+        let mut pair = Pair::start_in(resp3);
         let ctx = "scripted";
         for c in [
             &["OBJECT", "HELP"][..],
@@ -7202,10 +7193,7 @@ fn pipelined_pops_of_one_list_match_redis() {
         .into_iter()
         .chain(extra_seeds(71))
     {
-        let mut pair = Pair::start();
-        if resp3 {
-            pair.send_both(0, &words(&["HELLO", "3"]));
-        }
+        let mut pair = Pair::start_in(resp3);
         let mut rng = SmallRng::seed_from_u64(seed);
         let mut next = 0u64;
         for round in 0..80 {
@@ -7259,10 +7247,7 @@ fn pipelined_writes_to_one_key_match_redis() {
         .into_iter()
         .chain(extra_seeds(61))
     {
-        let mut pair = Pair::start();
-        if resp3 {
-            pair.send_both(0, &words(&["HELLO", "3"]));
-        }
+        let mut pair = Pair::start_in(resp3);
         let mut rng = SmallRng::seed_from_u64(seed);
         for round in 0..60 {
             // Kind 5: a sorted set popped from its low end again and again (ZPOPMIN in a run
@@ -7374,10 +7359,7 @@ fn pipelined_writes_to_one_key_match_redis() {
 #[test]
 fn collections_in_transactions_and_keyspace_commands_match_redis() {
     for resp3 in [false, true] {
-        let mut pair = Pair::start();
-        if resp3 {
-            pair.send_both(0, &words(&["HELLO", "3"]));
-        }
+        let mut pair = Pair::start_in(resp3);
         let ctx = "collections scripted";
         let script: &[&[&str]] = &[
             &["MULTI"],
@@ -7440,10 +7422,7 @@ fn collections_in_transactions_and_keyspace_commands_match_redis() {
 #[test]
 fn reads_from_the_top_in_transactions_and_scripts_match_redis() {
     for resp3 in [false, true] {
-        let mut pair = Pair::start();
-        if resp3 {
-            pair.send_both(0, &words(&["HELLO", "3"]));
-        }
+        let mut pair = Pair::start_in(resp3);
         let ctx = "reverse in transactions";
         let mut zadd = vec!["ZADD".to_string(), "z".to_string()];
         for i in 0..60 {
