@@ -159,12 +159,19 @@ fn decode(long_range: Range, lat_range: Range, hash: Hash) -> Area {
 
 /// The position a stored score stands for: the centre of its 26-bit cell, within the limits.
 fn position(score: f64) -> (f64, f64) {
-    // C's conversion of the score to an unsigned integer (scores of positions are whole).
+    // C's conversion of the score to an unsigned integer (scores of positions are whole): on
+    // the machines Redis runs on, a negative score converts through a signed integer and
+    // wraps around (-1 is all ones), where Rust's `as u64` would give 0.
+    let bits = if score < 0.0 {
+        score as i64 as u64
+    } else {
+        score as u64
+    };
     let area = decode(
         LONG_RANGE,
         LAT_RANGE,
         Hash {
-            bits: score as u64,
+            bits,
             step: STEP_MAX,
         },
     );

@@ -5174,6 +5174,37 @@ fn geo_commands_match_redis() {
     run_families("geo", "geo", 81, 4, 3000, Gen::geos);
 }
 
+/// GEOHASH, GEOPOS and GEODIST of members whose scores no GEOADD writes (a ZADD's negative or
+/// fractional scores): redis-server converts the score to a 64-bit integer as C does (a
+/// negative one wraps around), and so must we. A negative score answered as 0 here before.
+#[test]
+fn geo_reads_of_scores_no_geoadd_wrote_match_redis() {
+    let mut pair = Pair::start();
+    let scores = [
+        "-1",
+        "-5",
+        "-2147483649",
+        "-1e30",
+        "-0.5",
+        "0.5",
+        "4503599627370495",
+        "3",
+    ];
+    for (i, score) in scores.iter().enumerate() {
+        pair.check(0, &words(&["ZADD", "g", score, &format!("m{i}")]), "set-up");
+    }
+    for (i, score) in scores.iter().enumerate() {
+        let m = format!("m{i}");
+        for c in [
+            &["GEOHASH", "g", &m][..],
+            &["GEOPOS", "g", &m],
+            &["GEODIST", "g", &m, "m7"],
+        ] {
+            pair.check(0, &words(c), &format!("score {score}"));
+        }
+    }
+}
+
 #[test]
 fn bitfield_commands_match_redis() {
     run_families("bitfields", "bitfields", 72, 3, 3000, Gen::bitfields);
