@@ -48,6 +48,14 @@ pub(crate) enum Slot {
     Delete,
 }
 
+/// A [`Slot`] whose value is borrowed (from a table's block, or a scan's copy buffer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SlotRef<'a> {
+    Put(&'a [u8]),
+    Pointer(ValuePtr),
+    Delete,
+}
+
 impl Slot {
     /// The entry kind byte in a table block: 1 put, 2 delete, 3 value pointer.
     pub(crate) fn kind_byte(&self) -> u8 {
@@ -1053,7 +1061,7 @@ impl MemtableIter {
 }
 
 /// Entries of a key range copied out of a memtable in one step under its read lock
-/// ([`Memtable::visit_range`]): keys and inline values as plain bytes in one buffer, so that a
+/// ([`MemtableCursor`]): keys and inline values as plain bytes in one buffer, so that a
 /// reader that only looks at them takes no reference count per entry (the counts of cloned
 /// keys and values, and their drops, were a quarter of LRANGE's CPU).
 #[derive(Default)]
@@ -1081,7 +1089,7 @@ impl CopiedEntries {
     }
 }
 
-/// Most entries [`Memtable::visit_range`] copies per step (under the read lock: a few
+/// Most entries a [`MemtableCursor`] copies per step (under the read lock: a few
 /// microseconds).
 const COPY_CHUNK_ENTRIES: usize = 256;
 
@@ -1089,7 +1097,7 @@ const COPY_CHUNK_ENTRIES: usize = 256;
 const COPIED_BYTES_KEPT_MAX: usize = 1 << 20;
 
 thread_local! {
-    /// The copy buffers of this thread's last [`Memtable::visit_range`], for its next.
+    /// The copy buffers of this thread's last [`MemtableCursor`], for its next.
     static COPIED_ENTRIES: std::cell::Cell<Option<CopiedEntries>> = const { std::cell::Cell::new(None) };
 }
 
@@ -1167,7 +1175,9 @@ impl Memtable {
     /// Calls `visit` on the key and value of every key of `(lower, upper)` whose version
     /// visible at `at` is not a tombstone, in key order, until it returns false; `resolve`
     /// reads a value left in a log. Entries are copied out a chunk at a time (the lock is not
-    /// held while `visit` runs), as [`MemtableIter`] does, but as plain bytes.
+    /// held while `visit` runs), as [`MemtableIter`] does, but as plain bytes. (The tree's
+    /// visits merge [`MemtableCursor`]s with the tables' cursors; this is one cursor's walk.)
+    #[cfg(test)]
     pub(crate) fn visit_range(
         &self,
         at: u64,
@@ -1176,39 +1186,99 @@ impl Memtable {
         resolve: impl Fn(&ValuePtr) -> Result<Bytes>,
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<()> {
-        // The copy buffers are the thread's, kept between scans (growing them again at every
-        // scan was a twentieth of a pipelined LRANGE_100's CPU); a scan inside `visit` takes
-        // fresh ones.
-        let mut copied = COPIED_ENTRIES.take().unwrap_or_default();
-        let visited = self.visit_range_through(at, (lower, upper), resolve, visit, &mut copied);
-        if copied.bytes.capacity() <= COPIED_BYTES_KEPT_MAX {
-            COPIED_ENTRIES.set(Some(copied));
+        let mut cursor = MemtableCursor::new(self, at, lower, upper);
+        if cursor.advance() {
+            cursor.visit_rest(&resolve, visit)?;
         }
-        visited
+        Ok(())
+    }
+}
+
+/// Walks the versions visible at `at` of a memtable's keys in a range (tombstones included),
+/// copied out a chunk at a time as plain bytes ([`Memtable::copy_range`]): the lock is held
+/// only while a chunk is copied, and a reader that only looks at the current entry takes no
+/// reference count. The copy buffers are the thread's, kept between scans (growing them again
+/// at every scan was a twentieth of a pipelined LRANGE_100's CPU); a cursor opened while
+/// another holds them (a scan inside a visitor) takes fresh ones.
+pub(crate) struct MemtableCursor<'a> {
+    mem: &'a Memtable,
+    at: u64,
+    lower: Bound<&'a [u8]>,
+    upper: Bound<&'a [u8]>,
+    copied: CopiedEntries,
+    /// The current entry's place in `copied.entries` (when `on_entry`).
+    pos: usize,
+    on_entry: bool,
+    /// Whether a chunk was copied: the next starts after `resume_after`.
+    started: bool,
+    /// The last key the previous chunk passed, visible or not.
+    resume_after: Vec<u8>,
+    /// Whether the range may hold keys after the copied chunk.
+    more: bool,
+    /// Entries the next chunk copies.
+    chunk_entries: usize,
+    /// Where the last chunk stopped in the memtable's runs.
+    runs_cursor: Option<RunsCursor>,
+}
+
+impl<'a> MemtableCursor<'a> {
+    /// A cursor before the first entry of `(lower, upper)` visible at `at`.
+    pub(crate) fn new(
+        mem: &'a Memtable,
+        at: u64,
+        lower: Bound<&'a [u8]>,
+        upper: Bound<&'a [u8]>,
+    ) -> Self {
+        let mut copied = COPIED_ENTRIES.take().unwrap_or_default();
+        // What the last scan left there is not this one's.
+        copied.entries.clear();
+        MemtableCursor {
+            mem,
+            at,
+            lower,
+            upper,
+            copied,
+            pos: 0,
+            on_entry: false,
+            started: false,
+            resume_after: Vec::new(),
+            more: !is_empty_range(lower, upper),
+            chunk_entries: SCAN_FIRST_CHUNK_ENTRIES,
+            runs_cursor: None,
+        }
     }
 
-    /// [`Memtable::visit_range`] with its copy buffers.
-    fn visit_range_through(
-        &self,
-        at: u64,
-        (lower, upper): (Bound<&[u8]>, Bound<&[u8]>),
-        resolve: impl Fn(&ValuePtr) -> Result<Bytes>,
+    /// Moves to the next entry: false past the end (and from then on).
+    pub(crate) fn advance(&mut self) -> bool {
+        if self.on_entry {
+            self.pos += 1;
+        }
+        while self.pos >= self.copied.entries.len() {
+            if !self.copy_next_chunk() {
+                self.on_entry = false;
+                return false;
+            }
+        }
+        self.on_entry = true;
+        true
+    }
+
+    /// Calls `visit` on the current entry and every later one that is not a tombstone, until
+    /// it returns false: the walk over each chunk's copies as a plain loop (a visit's common
+    /// case, where the active memtable alone holds the range). The cursor is spent after.
+    pub(crate) fn visit_rest(
+        &mut self,
+        resolve: &dyn Fn(&ValuePtr) -> Result<Bytes>,
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-        copied: &mut CopiedEntries,
     ) -> Result<()> {
-        let mut runs_cursor = None;
-        let mut cursor: Vec<u8> = Vec::new();
-        let mut started = false;
-        let mut chunk = SCAN_FIRST_CHUNK_ENTRIES;
+        if !self.on_entry {
+            return Ok(());
+        }
+        self.on_entry = false;
+        let mut from = self.pos;
         loop {
-            let lo = if started {
-                Bound::Excluded(&cursor[..])
-            } else {
-                lower
-            };
-            let more = self.copy_range(at, (lo, upper), chunk, copied, &mut runs_cursor);
-            chunk = (chunk * 2).min(COPY_CHUNK_ENTRIES);
-            for (key, value) in &copied.entries {
+            let copied = &self.copied;
+            for (key, value) in copied.entries.get(from..).unwrap_or_default() {
                 let k = &copied.bytes[key.clone()];
                 let keep = match value {
                     CopiedValue::Inline(v) => visit(k, &copied.bytes[v.clone()]),
@@ -1219,11 +1289,64 @@ impl Memtable {
                     return Ok(());
                 }
             }
-            if !more {
+            if !self.copy_next_chunk() {
                 return Ok(());
             }
-            std::mem::swap(&mut cursor, &mut copied.last_key);
-            started = true;
+            from = 0;
+        }
+    }
+
+    /// Copies the range's next chunk (replacing the last), the current entry its first:
+    /// false when the range holds no more keys.
+    fn copy_next_chunk(&mut self) -> bool {
+        if !self.more {
+            return false;
+        }
+        let lo = if self.started {
+            Bound::Excluded(&self.resume_after[..])
+        } else {
+            self.lower
+        };
+        self.more = self.mem.copy_range(
+            self.at,
+            (lo, self.upper),
+            self.chunk_entries,
+            &mut self.copied,
+            &mut self.runs_cursor,
+        );
+        self.chunk_entries = (self.chunk_entries * 2).min(COPY_CHUNK_ENTRIES);
+        std::mem::swap(&mut self.resume_after, &mut self.copied.last_key);
+        self.started = true;
+        self.pos = 0;
+        true
+    }
+
+    /// The current entry's key; `None` before the first entry and past the end.
+    pub(crate) fn key(&self) -> Option<&[u8]> {
+        let (key, _) = self
+            .copied
+            .entries
+            .get(self.pos)
+            .filter(|_| self.on_entry)?;
+        self.copied.bytes.get(key.clone())
+    }
+
+    /// The current entry's slot (a tombstone before the first entry and past the end).
+    pub(crate) fn slot_ref(&self) -> SlotRef<'_> {
+        match self.copied.entries.get(self.pos).filter(|_| self.on_entry) {
+            Some((_, CopiedValue::Inline(v))) => {
+                SlotRef::Put(self.copied.bytes.get(v.clone()).unwrap_or_default())
+            }
+            Some((_, CopiedValue::Pointer(p))) => SlotRef::Pointer(*p),
+            Some((_, CopiedValue::Delete)) | None => SlotRef::Delete,
+        }
+    }
+}
+
+impl Drop for MemtableCursor<'_> {
+    fn drop(&mut self) {
+        if self.copied.bytes.capacity() <= COPIED_BYTES_KEPT_MAX {
+            COPIED_ENTRIES.set(Some(std::mem::take(&mut self.copied)));
         }
     }
 }

@@ -15,6 +15,7 @@ pub(crate) mod sstable;
 mod throttle;
 pub(crate) mod tree;
 pub(crate) mod version;
+mod visit;
 pub(crate) mod vlog;
 
 /// Levels per partition: level 0 (overlapping flushed tables) and six sorted levels.

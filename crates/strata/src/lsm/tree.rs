@@ -36,10 +36,12 @@ use crate::error::{Error, Result};
 use crate::journal::counts::Existence;
 use crate::journal::{self, Journal, JournalState, Journaled, WAL_SUFFIX};
 use crate::lsm::memtable::{
-    as_ref_bound, Memtable, MemtableBudget, MemtableIter, MemtableLog, Slot, SlotIter,
+    as_ref_bound, Memtable, MemtableBudget, MemtableCursor, MemtableIter, MemtableLog, Slot,
+    SlotIter,
 };
 use crate::lsm::sstable::Table;
 use crate::lsm::version::{self, LogState, Version};
+use crate::lsm::visit::{visit_merged, Cursor, TablesCursor};
 use crate::lsm::vlog::relocate::MOVED_SUFFIX;
 use crate::lsm::vlog::ValuePtr;
 use crate::lsm::{KeyHash, LEVELS};
@@ -425,10 +427,8 @@ impl Tree {
     }
 
     /// Calls `visit` on the live entries (tombstones skipped) of `(lower, upper)` of view `v`
-    /// at `at`, in key order, until it returns false. When no source but the active memtable
-    /// holds a key of the range (a collection's newest elements, say), its entries are copied
-    /// out a chunk at a time as plain bytes ([`Memtable::visit_range`]); otherwise the merged
-    /// entries of [`Tree::iter_at`].
+    /// at `at`, in key order, until it returns false: the newest version of each key, its
+    /// key and value borrowed from a memtable's copy buffer or a table's block (`visit.rs`).
     pub(crate) fn visit_at(
         &self,
         v: Arc<View>,
@@ -437,29 +437,33 @@ impl Tree {
         upper: Bound<Bytes>,
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<()> {
-        let mut older = older_sources(&v, at, &lower, &upper);
-        let firsts: Vec<_> = older.iter_mut().map(|it| it.next()).collect();
-        if firsts.iter().all(Option::is_none) {
-            let resolve = |p: &ValuePtr| resolve_in_view(&self.wal_dir, &v, p);
-            let (lo, hi) = (as_ref_bound(&lower), as_ref_bound(&upper));
-            return v.active.visit_range(at, lo, hi, resolve, visit);
-        }
-        // The entries already taken from the older sources go back in front of them.
-        let active = MemtableIter::new(v.active.clone(), at, lower, upper);
-        let mut sources: Vec<SlotIter> = vec![Box::new(active.map(Ok))];
-        for (first, rest) in firsts.into_iter().zip(older) {
-            sources.push(Box::new(first.into_iter().chain(rest)));
-        }
-        for entry in MergeIter::new(sources) {
-            let (k, slot) = entry?;
-            let Some(value) = value_in_view(&self.wal_dir, &v, slot)? else {
-                continue;
+        let (lo, hi) = (as_ref_bound(&lower), as_ref_bound(&upper));
+        let mut sources: Vec<Cursor> = std::iter::once(&v.active)
+            .chain(v.immutables.iter())
+            .map(|m| Cursor::Memtable(MemtableCursor::new(m, at, lo, hi)))
+            .collect();
+        // Level-0 tables overlap each other, but one whose keys all lie outside the range has
+        // nothing to give: a short range scan (a collection's elements) skips it unopened.
+        for level in 0..LEVELS {
+            let tables = v.version.levels[level]
+                .iter()
+                .filter(|t| in_range(t, &lower, &upper))
+                .cloned();
+            let cursors: Vec<Vec<Arc<Table>>> = if level == 0 {
+                tables.map(|t| vec![t]).collect()
+            } else {
+                vec![tables.collect::<Vec<_>>()]
             };
-            if !visit(&k, &value) {
-                break;
+            for tables in cursors.into_iter().filter(|t| !t.is_empty()) {
+                sources.push(Cursor::Tables(TablesCursor::new(
+                    tables,
+                    lower.clone(),
+                    upper.clone(),
+                )));
             }
         }
-        Ok(())
+        let resolve = |p: &ValuePtr| resolve_in_view(&self.wal_dir, &v, p);
+        visit_merged(sources, &resolve, visit)
     }
 
     /// Entries (tombstones included) in `(lower, upper)` of view `v` at sequence number `at`,

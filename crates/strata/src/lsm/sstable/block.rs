@@ -14,7 +14,7 @@
 
 use bytes::Bytes;
 
-use crate::lsm::memtable::Slot;
+use crate::lsm::memtable::{Slot, SlotRef};
 use crate::lsm::vlog::ValuePtr;
 use crate::util::coding::{put_varint, Reader};
 
@@ -199,10 +199,35 @@ fn entry_at(block: &[u8], pos: usize, prev_key_len: usize) -> Option<RawEntry<'_
 
 /// The slot an entry holds (its value a slice of `block`, not a copy).
 fn slot_of(block: &Bytes, kind: u8, value: std::ops::Range<usize>) -> Option<Slot> {
-    match kind {
-        1 => Some(Slot::Put(block.slice(value))),
-        3 => ValuePtr::decode(&block[value]).map(Slot::Pointer),
-        _ => Some(Slot::Delete),
+    Some(RawSlot::of(block, kind, value)?.owned(block))
+}
+
+/// What an entry holds, its value left in the block: a walk that only looks at it (a visit)
+/// or passes it (an older version shadowed by a newer) takes no reference count on the block.
+#[derive(Clone)]
+enum RawSlot {
+    /// The value's bytes within the block.
+    Put(std::ops::Range<usize>),
+    Pointer(ValuePtr),
+    Delete,
+}
+
+impl RawSlot {
+    /// `None` for a value pointer that does not decode.
+    fn of(block: &[u8], kind: u8, value: std::ops::Range<usize>) -> Option<RawSlot> {
+        match kind {
+            1 => Some(RawSlot::Put(value)),
+            3 => ValuePtr::decode(block.get(value)?).map(RawSlot::Pointer),
+            _ => Some(RawSlot::Delete),
+        }
+    }
+
+    fn owned(&self, block: &Bytes) -> Slot {
+        match self {
+            RawSlot::Put(value) => Slot::Put(block.slice(value.clone())),
+            RawSlot::Pointer(p) => Slot::Pointer(*p),
+            RawSlot::Delete => Slot::Delete,
+        }
     }
 }
 
@@ -313,6 +338,8 @@ pub(crate) struct BlockIter {
     /// A malformed restart array, reported by the first `advance`.
     bad_layout: Option<&'static str>,
     key: Vec<u8>,
+    /// The current entry's slot.
+    slot: RawSlot,
 }
 
 impl BlockIter {
@@ -328,11 +355,19 @@ impl BlockIter {
             has_restarts,
             bad_layout,
             key: Vec::new(),
+            slot: RawSlot::Delete,
         }
     }
 
     /// Advances to the next entry; the current key is then in [`BlockIter::key`].
+    #[cfg(test)]
     pub(crate) fn advance(&mut self) -> Option<Result<Slot, &'static str>> {
+        Some(self.step()?.map(|()| self.slot.owned(&self.block)))
+    }
+
+    /// Advances to the next entry without building its slot: its key is then in
+    /// [`BlockIter::key`], its slot in [`BlockIter::slot_ref`] (or [`BlockIter::slot`]).
+    pub(crate) fn step(&mut self) -> Option<Result<(), &'static str>> {
         if let Some(e) = self.bad_layout.take() {
             return Some(Err(e));
         }
@@ -342,18 +377,33 @@ impl BlockIter {
         let parsed = entry_at(&self.block, self.pos, self.key.len()).and_then(|e| {
             self.key.truncate(e.shared);
             self.key.extend_from_slice(e.suffix);
-            Some((slot_of(&self.block, e.kind, e.value)?, e.next))
+            Some((RawSlot::of(&self.block, e.kind, e.value)?, e.next))
         });
         match parsed {
             Some((slot, next)) => {
                 self.pos = next;
-                Some(Ok(slot))
+                self.slot = slot;
+                Some(Ok(()))
             }
             None => {
                 self.pos = self.end;
                 Some(Err(MALFORMED))
             }
         }
+    }
+
+    /// The current entry's slot, its value borrowed from the block.
+    pub(crate) fn slot_ref(&self) -> SlotRef<'_> {
+        match &self.slot {
+            RawSlot::Put(value) => SlotRef::Put(self.block.get(value.clone()).unwrap_or_default()),
+            RawSlot::Pointer(p) => SlotRef::Pointer(*p),
+            RawSlot::Delete => SlotRef::Delete,
+        }
+    }
+
+    /// The current entry's slot, its value a slice of the block.
+    pub(crate) fn slot(&self) -> Slot {
+        self.slot.owned(&self.block)
     }
 
     pub(crate) fn key(&self) -> &[u8] {

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::error::{Error, IoContext, Result};
-use crate::lsm::memtable::Slot;
+use crate::lsm::memtable::{Slot, SlotRef};
 use crate::options::{Compression, Options};
 use crate::util::cache::BlockCache;
 use crate::util::coding::{put_len_prefixed, put_varint, Reader};
@@ -530,11 +530,23 @@ impl Table {
         upper: Bound<Bytes>,
         fill_cache: bool,
     ) -> TableIter {
+        TableIter {
+            cursor: self.cursor(lower, upper, fill_cache),
+        }
+    }
+
+    /// A cursor over the entries with keys in `(lower, upper)`, before the first of them.
+    pub(crate) fn cursor(
+        self: &Arc<Self>,
+        lower: Bound<Bytes>,
+        upper: Bound<Bytes>,
+        fill_cache: bool,
+    ) -> TableCursor {
         let block = match &lower {
             Bound::Included(k) | Bound::Excluded(k) => self.index.first_at_or_after(k),
             Bound::Unbounded => 0,
         };
-        TableIter {
+        TableCursor {
             table: self.clone(),
             next_block: block,
             cur: None,
@@ -543,6 +555,7 @@ impl Table {
             fill_cache,
             done: false,
             seeked: false,
+            past_lower: false,
         }
     }
 
@@ -551,8 +564,9 @@ impl Table {
     }
 }
 
-/// Iterator over a key range of one table.
-pub(crate) struct TableIter {
+/// Walks a table's entries in a key range, the current one's key and value borrowed from its
+/// block: what a merge reads to pick each key's newest version passes older ones without a copy.
+pub(crate) struct TableCursor {
     table: Arc<Table>,
     next_block: usize,
     cur: Option<(BlockIter, u64)>,
@@ -562,62 +576,62 @@ pub(crate) struct TableIter {
     done: bool,
     /// Whether the first block was read (and sought to the lower bound).
     seeked: bool,
+    /// Whether an entry at or above the lower bound was reached.
+    past_lower: bool,
 }
 
-impl Iterator for TableIter {
-    type Item = Result<(Bytes, Slot)>;
-
-    fn next(&mut self) -> Option<Self::Item> {
+impl TableCursor {
+    /// Moves to the next entry of the range: `Ok(false)` past its end (and from then on).
+    pub(crate) fn advance(&mut self) -> Result<bool> {
         while !self.done {
             let Some((it, offset)) = self.cur.as_mut() else {
                 if self.next_block >= self.table.index.len() {
                     self.done = true;
-                    return None;
+                    return Ok(false);
                 }
                 let i = self.next_block;
                 self.next_block += 1;
                 let offset = self.table.index.offset(i);
-                match self.table.block(i, self.fill_cache) {
-                    Ok(b) => {
-                        let mut it = BlockIter::new(b, self.table.has_restarts);
-                        // The first block read may start below the range: skip to it.
-                        if let Bound::Included(l) | Bound::Excluded(l) = &self.lower {
-                            if !self.seeked {
-                                if let Err(r) = it.seek(l) {
-                                    self.done = true;
-                                    return Some(Err(Error::corruption(
-                                        self.table.path(),
-                                        offset,
-                                        r,
-                                    )));
-                                }
-                            }
-                        }
-                        self.seeked = true;
-                        self.cur = Some((it, offset));
-                    }
+                let b = match self.table.block(i, self.fill_cache) {
+                    Ok(b) => b,
                     Err(e) => {
                         self.done = true;
-                        return Some(Err(e));
+                        return Err(e);
+                    }
+                };
+                let mut it = BlockIter::new(b, self.table.has_restarts);
+                // The first block read may start below the range: skip to it.
+                if let Bound::Included(l) | Bound::Excluded(l) = &self.lower {
+                    if !self.seeked {
+                        if let Err(r) = it.seek(l) {
+                            self.done = true;
+                            return Err(Error::corruption(self.table.path(), offset, r));
+                        }
                     }
                 }
+                self.seeked = true;
+                self.cur = Some((it, offset));
                 continue;
             };
-            match it.advance() {
+            match it.step() {
                 None => self.cur = None,
                 Some(Err(r)) => {
                     self.done = true;
-                    return Some(Err(Error::corruption(self.table.path(), *offset, r)));
+                    return Err(Error::corruption(self.table.path(), *offset, r));
                 }
-                Some(Ok(slot)) => {
+                Some(Ok(())) => {
                     let key = it.key();
-                    let below = match &self.lower {
-                        Bound::Included(l) => key < &l[..],
-                        Bound::Excluded(l) => key <= &l[..],
-                        Bound::Unbounded => false,
-                    };
-                    if below {
-                        continue;
+                    if !self.past_lower {
+                        let below = match &self.lower {
+                            Bound::Included(l) => key < &l[..],
+                            Bound::Excluded(l) => key <= &l[..],
+                            Bound::Unbounded => false,
+                        };
+                        if below {
+                            continue;
+                        }
+                        // Keys only grow from here: no later one is below the range.
+                        self.past_lower = true;
                     }
                     let above = match &self.upper {
                         Bound::Included(u) => key > &u[..],
@@ -626,13 +640,51 @@ impl Iterator for TableIter {
                     };
                     if above {
                         self.done = true;
-                        return None;
+                        return Ok(false);
                     }
-                    return Some(Ok((Bytes::copy_from_slice(key), slot)));
+                    return Ok(true);
                 }
             }
         }
-        None
+        Ok(false)
+    }
+
+    /// The current entry (after an [`TableCursor::advance`] that returned true).
+    fn current(&self) -> Option<&BlockIter> {
+        match &self.cur {
+            Some((it, _)) if !self.done => Some(it),
+            _ => None,
+        }
+    }
+
+    /// The current entry's key; `None` before the first step and past the end.
+    pub(crate) fn key(&self) -> Option<&[u8]> {
+        self.current().map(BlockIter::key)
+    }
+
+    /// The current entry's slot, its value borrowed from the block (a tombstone past the end).
+    pub(crate) fn slot_ref(&self) -> SlotRef<'_> {
+        self.current().map_or(SlotRef::Delete, BlockIter::slot_ref)
+    }
+}
+
+/// A table's entries in a key range, each key copied and each value a slice of its block.
+pub(crate) struct TableIter {
+    cursor: TableCursor,
+}
+
+impl Iterator for TableIter {
+    type Item = Result<(Bytes, Slot)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self.cursor.advance() {
+            Ok(true) => {
+                let it = self.cursor.current()?;
+                Some(Ok((Bytes::copy_from_slice(it.key()), it.slot())))
+            }
+            Ok(false) => None,
+            Err(e) => Some(Err(e)),
+        }
     }
 }
 
