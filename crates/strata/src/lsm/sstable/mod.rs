@@ -556,6 +556,7 @@ impl Table {
             done: false,
             seeked: false,
             past_lower: false,
+            block_below_upper: false,
         }
     }
 
@@ -578,6 +579,8 @@ pub(crate) struct TableCursor {
     seeked: bool,
     /// Whether an entry at or above the lower bound was reached.
     past_lower: bool,
+    /// Whether the current block's last key (its index entry) lies below the upper bound.
+    block_below_upper: bool,
 }
 
 impl TableCursor {
@@ -600,6 +603,13 @@ impl TableCursor {
                     }
                 };
                 let mut it = BlockIter::new(b, self.table.has_restarts);
+                // A block whose last key is below the range's end needs no check per entry.
+                let last = self.table.index.key(i);
+                self.block_below_upper = match &self.upper {
+                    Bound::Included(u) => last <= &u[..],
+                    Bound::Excluded(u) => last < &u[..],
+                    Bound::Unbounded => true,
+                };
                 // The first block read may start below the range: skip to it.
                 if let Bound::Included(l) | Bound::Excluded(l) = &self.lower {
                     if !self.seeked {
@@ -633,11 +643,12 @@ impl TableCursor {
                         // Keys only grow from here: no later one is below the range.
                         self.past_lower = true;
                     }
-                    let above = match &self.upper {
-                        Bound::Included(u) => key > &u[..],
-                        Bound::Excluded(u) => key >= &u[..],
-                        Bound::Unbounded => false,
-                    };
+                    let above = !self.block_below_upper
+                        && match &self.upper {
+                            Bound::Included(u) => key > &u[..],
+                            Bound::Excluded(u) => key >= &u[..],
+                            Bound::Unbounded => false,
+                        };
                     if above {
                         self.done = true;
                         return Ok(false);
