@@ -32,22 +32,18 @@ OUT=${OUT:-/dev/stdout}
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
 start_pair
-tick=$(getconf CLK_TCK)
 lines=$(mktemp)
 echo "# $(date -u +%FT%TZ) N=$N rounds=$ROUNDS clients=$CLIENTS value=$VALUE_BYTES B, $(nproc) cores, A=$A_BIN B=${B_BIN:-redis-server}" >"$OUT"
 for round in $(seq 1 "$ROUNDS"); do
   for p in $PIPELINES; do
     for t in ${TESTS//,/ }; do
-      order="A B"
-      [ $((round % 2)) -eq 0 ] && order="B A"
-      for side in $order; do
-        port=$A_PORT pid=$A_PID
-        [ "$side" = B ] && port=$B_PORT pid=$B_PID
+      for side in $(sides_in_turn "$round"); do
+        pick_side "$side"
         before=$(cpu_ticks "$pid")
         rps=$(redis-benchmark -p "$port" -t "$t" -n "$N" -r 1000000 -d "$VALUE_BYTES" -c "$CLIENTS" \
           -P "$p" --csv -q 2>/dev/null | grep -v '"test"' | tail -1 | cut -d, -f2 | tr -d '"')
         after=$(cpu_ticks "$pid")
-        us=$(awk -v a="$before" -v b="$after" -v n="$N" -v t="$tick" 'BEGIN {printf "%.2f", (b - a) / t * 1e6 / n}')
+        us=$(us_per_request "$before" "$after" "$N")
         echo "$round,$side,$t,$p,$rps,$us" | tee -a "$lines" >>"$OUT"
       done
     done

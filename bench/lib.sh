@@ -51,6 +51,22 @@ start_pair() {
 # cpu_ticks PID: the user + system CPU time process PID has used, in clock ticks.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
+# us_per_request BEFORE AFTER N: CPU microseconds per request between two cpu_ticks readings
+# taken around N requests.
+us_per_request() {
+  awk -v a="$1" -v b="$2" -v n="$3" -v t="$(getconf CLK_TCK)" 'BEGIN {printf "%.2f", (b - a) / t * 1e6 / n}'
+}
+
+# sides_in_turn ROUND: the order in which round ROUND measures the two servers (A first in odd
+# rounds), so that neither always runs first.
+sides_in_turn() { if [ $(($1 % 2)) -eq 0 ]; then echo "B A"; else echo "A B"; fi; }
+
+# pick_side SIDE: sets `port` and `pid` to those of side SIDE's server (A or B, after start_pair).
+pick_side() {
+  port=$A_PORT pid=$A_PID
+  if [ "$1" = B ]; then port=$B_PORT pid=$B_PID; fi
+}
+
 # AWK_MEDIAN: an awk function `median(s)`, the median of the numbers in the space-separated
 # string `s`, for the scripts' tables of medians (put it before the program: awk "$AWK_MEDIAN"'...').
 # shellcheck disable=SC2034 # used by the scripts that source this file

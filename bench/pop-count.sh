@@ -26,15 +26,11 @@ WORK=${BENCH_DIR:-./bench-data}/pop-count
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
 start_pair
-tick=$(getconf CLK_TCK)
 lines=$(mktemp)
 echo "# $(date -u +%FT%TZ) command='$COMMAND' fill=$FILL requests=$REQUESTS rounds=$ROUNDS clients=$CLIENTS, $(nproc) cores, A=$A_BIN B=${B_BIN:-redis-server}"
 for round in $(seq 1 "$ROUNDS"); do
-  order="A B"
-  [ $((round % 2)) -eq 0 ] && order="B A"
-  for side in $order; do
-    port=$A_PORT pid=$A_PID
-    [ "$side" = B ] && port=$B_PORT pid=$B_PID
+  for side in $(sides_in_turn "$round"); do
+    pick_side "$side"
     redis-cli -p "$port" DEL mylist >/dev/null
     redis-benchmark -p "$port" -t lpush -n "$FILL" -d 3 -c 50 -P 16 -q >/dev/null 2>&1
     before=$(cpu_ticks "$pid")
@@ -42,7 +38,7 @@ for round in $(seq 1 "$ROUNDS"); do
     rps=$(redis-benchmark -p "$port" -n "$REQUESTS" -c "$CLIENTS" --csv -q $COMMAND 2>/dev/null \
       | grep -v '"test"' | tail -1 | cut -d, -f2 | tr -d '"')
     after=$(cpu_ticks "$pid")
-    us=$(awk -v a="$before" -v b="$after" -v n="$REQUESTS" -v t="$tick" 'BEGIN {printf "%.1f", (b - a) / t * 1e6 / n}')
+    us=$(us_per_request "$before" "$after" "$REQUESTS")
     echo "$round,$side,$COMMAND,$rps,$us" | tee -a "$lines"
   done
 done
