@@ -1424,9 +1424,16 @@ impl<'a> MemtableCursor<'a> {
 
 impl Drop for MemtableCursor<'_> {
     fn drop(&mut self) {
-        if self.copied.bytes.capacity() <= COPIED_BYTES_KEPT_MAX {
-            COPIED_ENTRIES.set(Some(std::mem::take(&mut self.copied)));
-        }
+        // A visit drops one cursor per memtable: the active one's grown buffers are kept, not
+        // replaced by an immutable memtable's cursor that copied nothing.
+        let kept = COPIED_ENTRIES.take();
+        let ours = std::mem::take(&mut self.copied);
+        let larger = match kept {
+            Some(k) if k.bytes.capacity() >= ours.bytes.capacity() => k,
+            _ if ours.bytes.capacity() <= COPIED_BYTES_KEPT_MAX => ours,
+            kept => kept.unwrap_or_default(),
+        };
+        COPIED_ENTRIES.set(Some(larger));
     }
 }
 
@@ -1711,6 +1718,28 @@ mod tests {
                 prop_assert_eq!(mem.is_empty(), model.is_empty());
             }
         }
+    }
+
+    /// A visit drops a cursor per memtable; one over a memtable with nothing in the range,
+    /// dropped last, leaves the thread's kept copy buffers as large as the other's were.
+    #[test]
+    fn an_empty_cursor_dropped_last_keeps_the_grown_copy_buffers() {
+        let budget = Arc::new(MemtableBudget::new(64 << 20, 1));
+        let full = Memtable::new(1, budget.clone());
+        for i in 0..500u32 {
+            full.insert(1, Kind::Put, format!("k{i:04}").as_bytes(), &[b'v'; 100], 0);
+        }
+        let empty = Memtable::new(2, budget);
+        let mut a = MemtableCursor::new(&full, 1, Bound::Unbounded, Bound::Unbounded);
+        let mut b = MemtableCursor::new(&empty, 1, Bound::Unbounded, Bound::Unbounded);
+        while a.advance() {}
+        assert!(!b.advance());
+        let grown = a.copied.bytes.capacity();
+        assert!(grown > 0);
+        drop(a);
+        drop(b);
+        let kept = COPIED_ENTRIES.take().map_or(0, |c| c.bytes.capacity());
+        assert_eq!(kept, grown);
     }
 
     /// Bisecting a run among its fence keys first finds the same place as bisecting the run

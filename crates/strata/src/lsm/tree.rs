@@ -444,22 +444,20 @@ impl Tree {
             .collect();
         // Level-0 tables overlap each other, but one whose keys all lie outside the range has
         // nothing to give: a short range scan (a collection's elements) skips it unopened.
-        for level in 0..LEVELS {
-            let tables = v.version.levels[level]
-                .iter()
-                .filter(|t| in_range(t, &lower, &upper))
-                .cloned();
-            let cursors: Vec<Vec<Arc<Table>>> = if level == 0 {
-                tables.map(|t| vec![t]).collect()
-            } else {
-                vec![tables.collect::<Vec<_>>()]
-            };
-            for tables in cursors.into_iter().filter(|t| !t.is_empty()) {
-                sources.push(Cursor::Tables(TablesCursor::new(
-                    tables,
-                    lower.clone(),
-                    upper.clone(),
-                )));
+        for t in v.version.levels[0]
+            .iter()
+            .filter(|t| in_range(t, &lower, &upper))
+        {
+            let one = std::slice::from_ref(t);
+            sources.push(Cursor::Tables(TablesCursor::new(one, &lower, &upper)));
+        }
+        // A sorted level's tables in the range are a run of them, found by bisection.
+        for level in 1..LEVELS {
+            let tables = &v.version.levels[level][..];
+            let first = tables.partition_point(|t| !above_lower(t, &lower));
+            let end = tables.partition_point(|t| below_upper(t, &upper));
+            if let Some(run) = tables.get(first..end).filter(|r| !r.is_empty()) {
+                sources.push(Cursor::Tables(TablesCursor::new(run, &lower, &upper)));
             }
         }
         let resolve = |p: &ValuePtr| resolve_in_view(&self.wal_dir, &v, p);
@@ -832,15 +830,23 @@ fn resolve_pointer(wal_dir: &Path, version: &Version, p: &ValuePtr) -> Result<By
 }
 
 fn in_range(t: &Table, lower: &Bound<Bytes>, upper: &Bound<Bytes>) -> bool {
-    let above_lower = match lower {
+    above_lower(t, lower) && below_upper(t, upper)
+}
+
+/// Whether `t` holds keys at or above `lower` (its greatest key is not below it).
+fn above_lower(t: &Table, lower: &Bound<Bytes>) -> bool {
+    match lower {
         Bound::Included(l) => t.max_key >= *l,
         Bound::Excluded(l) => t.max_key > *l,
         Bound::Unbounded => true,
-    };
-    let below_upper = match upper {
+    }
+}
+
+/// Whether `t` holds keys at or below `upper` (its least key is not above it).
+fn below_upper(t: &Table, upper: &Bound<Bytes>) -> bool {
+    match upper {
         Bound::Included(u) => t.min_key <= *u,
         Bound::Excluded(u) => t.min_key < *u,
         Bound::Unbounded => true,
-    };
-    above_lower && below_upper
+    }
 }

@@ -29,7 +29,7 @@ pub(super) enum Cursor<'a> {
     Memtable(MemtableCursor<'a>),
     /// Tables whose key ranges do not overlap, in key order (one level-0 table, or the tables
     /// of a deeper level that lie in the range).
-    Tables(TablesCursor),
+    Tables(TablesCursor<'a>),
 }
 
 impl Cursor<'_> {
@@ -62,24 +62,23 @@ impl Cursor<'_> {
 }
 
 /// Walks tables one after another, each from the range's lower bound to its upper.
-pub(super) struct TablesCursor {
-    /// The tables not opened yet, in reverse key order (the next is last).
-    waiting: Vec<Arc<Table>>,
+pub(super) struct TablesCursor<'a> {
+    /// The tables not opened yet, in key order (borrowed from the visit's view).
+    waiting: std::slice::Iter<'a, Arc<Table>>,
     current: Option<TableCursor>,
-    lower: Bound<Bytes>,
-    upper: Bound<Bytes>,
+    lower: &'a Bound<Bytes>,
+    upper: &'a Bound<Bytes>,
 }
 
-impl TablesCursor {
+impl<'a> TablesCursor<'a> {
     /// `tables` in key order, none overlapping another.
     pub(super) fn new(
-        mut tables: Vec<Arc<Table>>,
-        lower: Bound<Bytes>,
-        upper: Bound<Bytes>,
+        tables: &'a [Arc<Table>],
+        lower: &'a Bound<Bytes>,
+        upper: &'a Bound<Bytes>,
     ) -> Self {
-        tables.reverse();
         TablesCursor {
-            waiting: tables,
+            waiting: tables.iter(),
             current: None,
             lower,
             upper,
@@ -93,7 +92,7 @@ impl TablesCursor {
                     return Ok(());
                 }
             }
-            let Some(next) = self.waiting.pop() else {
+            let Some(next) = self.waiting.next() else {
                 self.current = None;
                 return Ok(());
             };
